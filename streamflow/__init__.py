@@ -1,0 +1,1 @@
+"""streamflow: stream processing for Python on asyncio."""

@@ -1,0 +1,1 @@
+from .clock import ManualClock as ManualClock
