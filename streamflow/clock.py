@@ -7,7 +7,13 @@ test double that only moves when told to (and never backwards).
 from __future__ import annotations
 
 import time
+import asyncio
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
 
 
 @runtime_checkable
@@ -20,6 +26,10 @@ class Clock(Protocol):
         """Monotonic seconds, for durations and timeouts."""
         ...
 
+    def call_at_ms(self, at_ms: int, callback: Callable[[], None]) -> Cancellable:
+        """Run ``callback`` (on the running event loop) once ``now_ms() >= at_ms``."""
+        ...
+
 
 class SystemClock:
     """The real clock."""
@@ -29,6 +39,10 @@ class SystemClock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def call_at_ms(self, at_ms: int, callback: Callable[[], None]) -> Cancellable:
+        delay = max(0.0, (at_ms - self.now_ms()) / 1000.0)
+        return asyncio.get_running_loop().call_later(delay, callback)
 
 
 SYSTEM_CLOCK = SystemClock()

@@ -1,0 +1,311 @@
+"""``DataStream`` and ``KeyedStream``: PyFlink's DataStream API over the logical graph."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..connectors.base import Sink
+from ..connectors.sinks import CollectSink, PrintSink, QueueSink
+from ..functions import (
+    KeyedProcessFunction,
+    KeySelector,
+    OutputTag,
+    ProcessFunction,
+    ReduceFunction,
+)
+from ..graph import Chaining, Edge, GraphError, Partitioning, StreamNode
+from ..runtime.basic_operators import (
+    FilterOperator,
+    FlatMapOperator,
+    MapOperator,
+    SinkOperator,
+    resolve_function,
+)
+from ..runtime.keyed_operators import ReduceOperator, aggregation
+from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
+
+if TYPE_CHECKING:
+    from .environment import StreamExecutionEnvironment
+
+
+def _copy_for_subtask(fn: Any, subtask: int) -> Any:
+    """Subtask 0 runs the user's own function object; other subtasks get copies."""
+    if subtask == 0 or not hasattr(fn, "__dict__") or callable(fn) and hasattr(fn, "__code__"):
+        return fn
+    try:
+        return copy.deepcopy(fn)
+    except Exception:
+        return fn
+
+
+class DataStream:
+    """A stream of records; every call appends to the job's logical graph."""
+
+    def __init__(self, env: StreamExecutionEnvironment, inputs: list[tuple[StreamNode, str | None]]):
+        self._env = env
+        self._inputs = inputs
+
+    # -- node properties -----------------------------------------------------
+    @property
+    def _node(self) -> StreamNode:
+        if len(self._inputs) != 1 or self._inputs[0][1] is not None:
+            raise GraphError("name/uid/parallelism apply to an operator, not to a union or side output")
+        return self._inputs[0][0]
+
+    def name(self, name: str) -> DataStream:
+        self._node.name = name
+        return self
+
+    def get_name(self) -> str:
+        return self._node.name
+
+    def uid(self, uid: str) -> DataStream:
+        """A stable id: state in checkpoints is matched to operators by uid."""
+        if not uid:
+            raise ValueError("uid must be a non-empty string")
+        self._node.uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+        self._node.parallelism = parallelism
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        self._node.max_parallelism = max_parallelism
+        return self
+
+    def disable_chaining(self) -> DataStream:
+        self._node.chaining = Chaining.NEVER
+        return self
+
+    def start_new_chain(self) -> DataStream:
+        self._node.chaining = Chaining.HEAD
+        return self
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._env
+
+    # -- building blocks -----------------------------------------------------
+    def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
+        return [Edge(node, partitioning, tag, **kw) for node, tag in self._inputs]
+
+    def _add(
+        self,
+        name: str,
+        factory: Callable[[int], Any],
+        edges: list[Edge] | None = None,
+        *,
+        keyed: bool = False,
+        is_sink: bool = False,
+    ) -> StreamNode:
+        return self._env._graph.add(
+            name, factory, inputs=edges or self._edges(), keyed=keyed, is_sink=is_sink
+        )
+
+    def _one_input(self, name: str, factory: Callable[[int], Any]) -> DataStream:
+        return DataStream(self._env, [(self._add(name, factory), None)])
+
+    # -- transformations -----------------------------------------------------
+    def map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+        resolve_function(func, "map", "map()")
+        return self._one_input(
+            "Map", lambda s: MapOperator("Map", _copy_for_subtask(func, s), concurrency)
+        )
+
+    def flat_map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+        resolve_function(func, "flat_map", "flat_map()")
+        return self._one_input(
+            "FlatMap", lambda s: FlatMapOperator("FlatMap", _copy_for_subtask(func, s), concurrency)
+        )
+
+    def filter(self, func: Any, *, concurrency: int | None = None) -> DataStream:
+        resolve_function(func, "filter", "filter()")
+        return self._one_input(
+            "Filter", lambda s: FilterOperator("Filter", _copy_for_subtask(func, s), concurrency)
+        )
+
+    def process(self, func: ProcessFunction | Callable[..., Any], output_type: Any = None) -> DataStream:
+        resolve_function(func, "process_element", "process()")
+        return self._one_input(
+            "Process", lambda s: ProcessOperator("Process", _copy_for_subtask(func, s))
+        )
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
+        from ..runtime.timestamps import TimestampsAndWatermarksOperator
+
+        env = self._env
+        return self._one_input(
+            "Timestamps/Watermarks",
+            lambda s: TimestampsAndWatermarksOperator(
+                "Timestamps/Watermarks", watermark_strategy, env.get_auto_watermark_interval()
+            ),
+        )
+
+    def key_by(self, key_selector: KeySelector | Callable[[Any], Any], key_type: Any = None) -> KeyedStream:
+        selector = resolve_function(key_selector, "get_key", "key_by()")
+        return KeyedStream(self._env, self._inputs, selector)
+
+    def union(self, *streams: DataStream) -> DataStream:
+        inputs = list(self._inputs)
+        for s in streams:
+            if s._env is not self._env:
+                raise GraphError("union() of streams from different environments")
+            inputs.extend(s._inputs)
+        return DataStream(self._env, inputs)
+
+    def rebalance(self) -> DataStream:
+        return _Partitioned(self, Partitioning.REBALANCE)
+
+    def broadcast(self) -> DataStream:
+        return _Partitioned(self, Partitioning.BROADCAST)
+
+    def forward(self) -> DataStream:
+        return _Partitioned(self, Partitioning.FORWARD)
+
+    def get_side_output(self, output_tag: OutputTag) -> DataStream:
+        return DataStream(self._env, [(self._node, output_tag.tag_id)])
+
+    # -- sinks ---------------------------------------------------------------
+    def sink_to(self, sink: Sink | Any) -> DataStreamSink:
+        if isinstance(sink, Sink):
+            factory: Callable[[int], Any] = lambda s: sink.create_operator("Sink")  # noqa: E731
+        else:
+            resolve_function(sink, "invoke", "sink_to()")
+            factory = lambda s: SinkOperator("Sink", _copy_for_subtask(sink, s))  # noqa: E731
+        return DataStreamSink(self._add("Sink", factory, is_sink=True))
+
+    add_sink = sink_to
+
+    def print(self, sink_identifier: str | None = None) -> DataStreamSink:
+        return self.sink_to(PrintSink(sink_identifier)).name("Print")
+
+    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> Iterator[Any]:
+        """Run the job (blocking) and iterate over this stream's records."""
+        sink = CollectSink()
+        node = self.sink_to(sink)._node
+        try:
+            self._env.execute(job_name)
+        finally:
+            self._env._graph.nodes.remove(node)
+        results = sink.results
+        return iter(results if limit is None else results[:limit])
+
+    async def execute_and_collect_async(
+        self, job_name: str = "collect", limit: int | None = None, capacity: int = 4096
+    ) -> AsyncIterator[Any]:
+        """Run the job in this event loop and yield its records as they arrive;
+        leaving the loop early (or ``limit``) cancels the job."""
+        sink = QueueSink(capacity)
+        node = self.sink_to(sink)._node
+        try:
+            client = await self._env.execute_async(job_name)
+        finally:
+            self._env._graph.nodes.remove(node)
+        seen = 0
+        try:
+            async for record in sink.drain(client):
+                yield record
+                seen += 1
+                if limit is not None and seen >= limit:
+                    break
+        finally:
+            await client.cancel()
+        await client.get_job_execution_result()
+
+
+class _Partitioned(DataStream):
+    """A stream whose next consumer reads it with an explicit partitioning."""
+
+    def __init__(self, stream: DataStream, partitioning: Partitioning) -> None:
+        super().__init__(stream._env, stream._inputs)
+        self._partitioning = partitioning
+
+    def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
+        return [Edge(n, self._partitioning, t, explicit=True, **kw) for n, t in self._inputs]
+
+
+class DataStreamSink:
+    def __init__(self, node: StreamNode) -> None:
+        self._node = node
+
+    def name(self, name: str) -> DataStreamSink:
+        self._node.name = name
+        return self
+
+    def uid(self, uid: str) -> DataStreamSink:
+        self._node.uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> DataStreamSink:
+        self._node.parallelism = parallelism
+        return self
+
+    def disable_chaining(self) -> DataStreamSink:
+        self._node.chaining = Chaining.NEVER
+        return self
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key: state and timers are scoped to the current key."""
+
+    def __init__(self, env: StreamExecutionEnvironment, inputs: list[tuple[StreamNode, str | None]],
+                 key_selector: Callable[[Any], Any]) -> None:
+        super().__init__(env, inputs)
+        self.key_selector = key_selector
+
+    def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
+        return [Edge(n, Partitioning.HASH, t, key_selector=self.key_selector) for n, t in self._inputs]
+
+    def _keyed(self, name: str, factory: Callable[[int], Any]) -> DataStream:
+        return DataStream(self._env, [(self._add(name, factory, keyed=True), None)])
+
+    def get_key_selector(self) -> Callable[[Any], Any]:
+        return self.key_selector
+
+    def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
+        resolve_function(func, "reduce", "reduce()")
+        ks = self.key_selector
+        return self._keyed(
+            "Keyed Reduce", lambda s: ReduceOperator("Keyed Reduce", ks, _copy_for_subtask(func, s))
+        )
+
+    def sum(self, position_to_sum: int | str = 0) -> DataStream:
+        return self._aggregate("sum", position_to_sum)
+
+    def min(self, position_to_min: int | str = 0) -> DataStream:
+        return self._aggregate("min", position_to_min)
+
+    def max(self, position_to_max: int | str = 0) -> DataStream:
+        return self._aggregate("max", position_to_max)
+
+    def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
+        return self._aggregate("min_by", position_to_min_by)
+
+    def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
+        return self._aggregate("max_by", position_to_max_by)
+
+    def _aggregate(self, kind: str, field: int | str) -> DataStream:
+        ks, name = self.key_selector, f"Keyed {kind.title()}({field!r})"
+        return self._keyed(name, lambda s: ReduceOperator(name, ks, aggregation(kind, field)))
+
+    def process(self, func: KeyedProcessFunction | Any, output_type: Any = None) -> DataStream:
+        resolve_function(func, "process_element", "process()")
+        ks = self.key_selector
+        return self._keyed(
+            "KeyedProcess",
+            lambda s: KeyedProcessOperator("KeyedProcess", ks, _copy_for_subtask(func, s)),
+        )
+
+    def window(self, window_assigner: Any) -> Any:
+        from .windowed import WindowedStream
+
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int) -> Any:
+        from ..windowing import CountTrigger, GlobalWindows, PurgingTrigger
+
+        return self.window(GlobalWindows.create()).trigger(PurgingTrigger.of(CountTrigger.of(size)))

@@ -1,0 +1,190 @@
+"""``StreamExecutionEnvironment``: builds the dataflow and runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import AsyncIterable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..connectors.base import Source
+from ..connectors.collection import AsyncIterableSource, CollectionSource
+from ..graph import StreamGraph, build_job_graph
+from ..runtime.job import Execution, JobClient, JobExecutionResult, RuntimeConfig
+from ..state.key_groups import DEFAULT_MAX_PARALLELISM
+
+if TYPE_CHECKING:
+    from .datastream import DataStream
+
+
+def to_millis(duration: int | float | datetime.timedelta, what: str) -> int:
+    """Durations are milliseconds (int) or ``datetime.timedelta``."""
+    if isinstance(duration, datetime.timedelta):
+        return int(duration.total_seconds() * 1000)
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)):
+        raise TypeError(f"{what} must be milliseconds or a timedelta, got {duration!r}")
+    return int(duration)
+
+
+class StreamExecutionEnvironment:
+    """Entry point of a streaming job, with PyFlink's names."""
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._graph = StreamGraph()
+        self._parallelism = 1
+        self._max_parallelism = DEFAULT_MAX_PARALLELISM
+        self._chaining = True
+        self._clock = clock or SYSTEM_CLOCK
+        self.runtime = RuntimeConfig()
+        self._auto_watermark_interval_ms = 200
+        self._buffer_timeout_ms = 100
+
+    @staticmethod
+    def get_execution_environment(**kw: Any) -> StreamExecutionEnvironment:
+        return StreamExecutionEnvironment(**kw)
+
+    # -- configuration -----------------------------------------------------
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        if parallelism < 1:
+            raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+        self._parallelism = parallelism
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
+        if not 1 <= max_parallelism <= 32768:
+            raise ValueError(f"max parallelism must be in 1..32768, got {max_parallelism}")
+        self._max_parallelism = max_parallelism
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        self._chaining = False
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return self._chaining
+
+    def set_batch_size(self, records: int) -> StreamExecutionEnvironment:
+        """Records per batch read from a source (default 512)."""
+        if records < 1:
+            raise ValueError(f"batch size must be >= 1, got {records}")
+        self.runtime.batch_size = records
+        return self
+
+    def set_channel_capacity(self, records: int) -> StreamExecutionEnvironment:
+        """Records a channel between two tasks holds before its writer waits (default 4096)."""
+        if records < 1:
+            raise ValueError(f"channel capacity must be >= 1, got {records}")
+        self.runtime.channel_capacity = records
+        return self
+
+    def get_config(self) -> StreamExecutionEnvironment:
+        return self
+
+    def set_auto_watermark_interval(self, interval: int | datetime.timedelta) -> StreamExecutionEnvironment:
+        self._auto_watermark_interval_ms = to_millis(interval, "auto watermark interval")
+        return self
+
+    def get_auto_watermark_interval(self) -> int:
+        return self._auto_watermark_interval_ms
+
+    def set_global_job_parameters(self, params: dict[str, str]) -> StreamExecutionEnvironment:
+        self.runtime.job_parameters = dict(params)
+        return self
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    # -- sources -----------------------------------------------------------
+    def from_collection(
+        self, collection: Iterable[Any] | Callable[[], Iterable[Any]], type_info: Any = None
+    ) -> DataStream:
+        """A bounded stream of the given elements (any deterministic iterable)."""
+        return self.from_source(CollectionSource(collection), None, "collection")
+
+    def from_iterable(self, iterable: Iterable[Any] | Callable[[], Iterable[Any]]) -> DataStream:
+        return self.from_source(CollectionSource(iterable), None, "iterable")
+
+    def from_async_iterable(
+        self, iterable: AsyncIterable[Any] | Callable[[], AsyncIterable[Any]]
+    ) -> DataStream:
+        return self.from_source(AsyncIterableSource(iterable), None, "async iterable")
+
+    def from_source(
+        self, source: Source, watermark_strategy: Any = None, source_name: str = "source"
+    ) -> DataStream:
+        from .datastream import DataStream
+
+        if not isinstance(source, Source):
+            raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")
+        node = self._graph.add(source_name, None, source=source)
+        stream = DataStream(self, [(node, None)])
+        if watermark_strategy is not None:
+            stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
+        return stream
+
+    def add_source(self, source: Source, source_name: str = "source") -> DataStream:
+        return self.from_source(source, None, source_name)
+
+    def read_text_file(self, file_path: str, charset_name: str = "utf-8") -> DataStream:
+        from ..connectors.files import FileSource, StreamFormat
+
+        return self.from_source(
+            FileSource.for_record_stream_format(StreamFormat.text_line_format(charset_name), file_path)
+            .build(),
+            None,
+            f"text file {file_path}",
+        )
+
+    # -- execution ---------------------------------------------------------
+    def _execution(self, job_name: str) -> Execution:
+        graph = build_job_graph(
+            self._graph,
+            default_parallelism=self._parallelism,
+            default_max_parallelism=self._max_parallelism,
+            chaining_enabled=self._chaining,
+        )
+        return Execution(job_name, graph, self.runtime, self._clock)
+
+    def get_job_graph(self, job_name: str = "job") -> Any:
+        """The chained job graph (for inspection and tests)."""
+        return self._execution(job_name).graph
+
+    async def execute_async(self, job_name: str = "streamflow job") -> JobClient:
+        """Start the job in the running event loop; returns its :class:`JobClient`."""
+        client = JobClient(self._execution(job_name))
+        return client
+
+    def execute(self, job_name: str = "streamflow job") -> JobExecutionResult:
+        """Run the job to completion in a new event loop (uvloop when installed)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RuntimeError(
+                "execute() blocks and cannot run inside a running event loop; "
+                "use `client = await env.execute_async(...)` and "
+                "`await client.get_job_execution_result()` instead"
+            )
+
+        async def main() -> JobExecutionResult:
+            client = await self.execute_async(job_name)
+            return await client.get_job_execution_result()
+
+        return run_coroutine(main())
+
+
+def run_coroutine(coro: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)

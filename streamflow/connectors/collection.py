@@ -1,0 +1,149 @@
+"""Sources over in-memory data: collections, iterables, async iterables.
+
+All three are replayable: the position is the number of records emitted, and
+a restored reader skips that many (so the iterable must be deterministic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterable, Callable, Iterable
+from itertools import islice
+from typing import Any
+
+from .base import END, Source, SourceReader
+
+
+class _CountingReader(SourceReader):
+    def __init__(self) -> None:
+        self.emitted = 0
+        self._skip = 0
+
+    def snapshot_position(self) -> int:
+        return self.emitted
+
+    def restore_position(self, position: Any) -> None:
+        self._skip = self.emitted = int(position)
+
+
+class _IterableReader(_CountingReader):
+    def __init__(self, make_iter: Callable[[], Iterable[Any]]) -> None:
+        super().__init__()
+        self._make_iter = make_iter
+        self._it: Any = None
+
+    async def start(self, wake: Callable[[], None]) -> None:
+        it = iter(self._make_iter())
+        if self._skip:
+            for _ in islice(it, self._skip):
+                pass
+        self._it = it
+
+    def poll_batch(self, max_records: int) -> list | object:
+        batch = list(islice(self._it, max_records))
+        if not batch:
+            return END
+        self.emitted += len(batch)
+        return batch
+
+
+class _SequenceReader(_CountingReader):
+    """Slices a list or tuple directly: no iterator overhead per record."""
+
+    def __init__(self, data: list | tuple) -> None:
+        super().__init__()
+        self._data = data
+
+    def poll_batch(self, max_records: int) -> list | object:
+        start = self.emitted
+        if start >= len(self._data):
+            return END
+        batch = list(self._data[start : start + max_records])
+        self.emitted += len(batch)
+        return batch
+
+
+class CollectionSource(Source):
+    """``env.from_collection(data)``: a list, a tuple, any iterable, or a zero-argument
+    callable returning an iterable (re-invoked on restore)."""
+
+    def __init__(self, data: Iterable[Any] | Callable[[], Iterable[Any]]) -> None:
+        self._data = data
+
+    def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        data = self._data
+        if isinstance(data, (list, tuple)):
+            return _SequenceReader(data)
+        if callable(data):
+            return _IterableReader(data)
+        return _IterableReader(lambda: data)  # type: ignore[arg-type, return-value]
+
+
+class _AsyncIterableReader(_CountingReader):
+    """Pulls from an async iterable in a helper task into a bounded buffer."""
+
+    def __init__(self, make_iter: Callable[[], AsyncIterable[Any]], buffer: int) -> None:
+        super().__init__()
+        self._make_iter = make_iter
+        self._buffer: deque[Any] = deque()
+        self._limit = buffer
+        self._done = False
+        self._error: BaseException | None = None
+        self._space: asyncio.Event = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, wake: Callable[[], None]) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._pull(wake))
+
+    async def _pull(self, wake: Callable[[], None]) -> None:
+        skip = self._skip
+        try:
+            async for item in self._make_iter():
+                if skip:
+                    skip -= 1
+                    continue
+                self._buffer.append(item)
+                if len(self._buffer) == 1:
+                    wake()
+                while len(self._buffer) >= self._limit:
+                    self._space.clear()
+                    await self._space.wait()
+        except Exception as exc:  # surfaced by the next poll, in the task
+            self._error = exc
+        finally:
+            self._done = True
+            wake()
+
+    def poll_batch(self, max_records: int) -> list | None | object:
+        buf = self._buffer
+        if buf:
+            n = min(max_records, len(buf))
+            batch = [buf.popleft() for _ in range(n)]
+            self.emitted += n
+            self._space.set()
+            return batch
+        if self._error is not None:
+            raise self._error
+        return END if self._done else None
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+
+class AsyncIterableSource(Source):
+    """Reads an async iterable (or a zero-argument callable returning one)."""
+
+    def __init__(self, data: AsyncIterable[Any] | Callable[[], AsyncIterable[Any]], buffer: int = 4096):
+        self._data = data
+        self._buffer = buffer
+
+    def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        data = self._data
+        make = data if callable(data) and not hasattr(data, "__aiter__") else (lambda: data)
+        return _AsyncIterableReader(make, self._buffer)  # type: ignore[arg-type]

@@ -1,0 +1,94 @@
+"""Sinks for scripts and tests: print, collect into a list, stream into a queue."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..runtime.channel import Channel, InputGate
+from ..runtime.events import END_OF_INPUT
+from ..runtime.operator import StreamOperator
+from .base import Sink
+
+if TYPE_CHECKING:
+    from ..runtime.job import JobClient
+
+
+class _WriteOperator(StreamOperator):
+    def __init__(self, name: str, write: Any) -> None:
+        super().__init__(name)
+        self._write = write
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        self._write(records)
+
+
+class PrintSink(Sink):
+    """Prints each record on its own line (``identifier> record`` when named)."""
+
+    def __init__(self, sink_identifier: str | None = None, stream: TextIO | None = None) -> None:
+        self.prefix = f"{sink_identifier}> " if sink_identifier else ""
+        self.stream = stream
+
+    def create_operator(self, name: str) -> StreamOperator:
+        def write(records: list) -> None:
+            out = self.stream or sys.stdout
+            p = self.prefix
+            out.write("".join(f"{p}{r}\n" for r in records))
+
+        return _WriteOperator(name, write)
+
+
+class CollectSink(Sink):
+    """Appends every record to ``self.results`` (all subtasks share the list)."""
+
+    def __init__(self) -> None:
+        self.results: list[Any] = []
+
+    def create_operator(self, name: str) -> StreamOperator:
+        return _WriteOperator(name, self.results.extend)
+
+
+class _QueueSinkOperator(StreamOperator):
+    def __init__(self, name: str, channel: Channel) -> None:
+        super().__init__(name)
+        self._channel = channel
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        await self._channel.put((records, None))
+
+    async def finish(self) -> None:
+        await self._channel.put(END_OF_INPUT)
+
+
+class QueueSink(Sink):
+    """Streams records to one async consumer through a bounded channel (backpressure)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._channel = Channel(capacity, "collect")
+        self._gate = InputGate([self._channel])
+        self._writers = 0
+
+    def create_operator(self, name: str) -> StreamOperator:
+        self._writers += 1
+        return _QueueSinkOperator(name, self._channel)
+
+    async def drain(self, client: JobClient) -> AsyncIterator[Any]:
+        ended = 0
+        job = client._task
+        while ended < self._writers:
+            polled = self._gate.poll()
+            if polled is None:
+                if job.done():
+                    job.result()  # raises the job's error
+                    return
+                job.add_done_callback(lambda _t: self._gate.wake())
+                await self._gate.wait()
+                continue
+            item = polled[1]
+            if type(item) is tuple:
+                for record in item[0]:
+                    yield record
+            else:
+                ended += 1

@@ -1,0 +1,167 @@
+"""User function interfaces, with PyFlink's names.
+
+Every operator accepts either a plain callable, an instance of the matching
+class below (``open``/``close`` are called around processing), or, for
+``map``/``flat_map``/``filter``, an ``async def`` (awaited in record order with
+bounded concurrency, like Flink's ordered async I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .runtime.context import RuntimeContext
+    from .windowing.windows import TimeWindow
+
+
+class Function:
+    """Base of all user functions: optional lifecycle hooks."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MapFunction(Function):
+    def map(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class FlatMapFunction(Function):
+    def flat_map(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class FilterFunction(Function):
+    def filter(self, value: Any) -> bool:
+        raise NotImplementedError
+
+
+class KeySelector(Function):
+    def get_key(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class ReduceFunction(Function):
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        raise NotImplementedError
+
+
+class AggregateFunction(Function):
+    """Incremental aggregation: accumulator in, result out (PyFlink's names)."""
+
+    def create_accumulator(self) -> Any:
+        raise NotImplementedError
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+    def get_result(self, accumulator: Any) -> Any:
+        raise NotImplementedError
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not implement merge()")
+
+
+class SinkFunction(Function):
+    """A sink written record by record; override ``invoke`` or ``write_batch``."""
+
+    def invoke(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def write_batch(self, values: list[Any]) -> None:
+        invoke = self.invoke
+        for v in values:
+            invoke(v)
+
+
+class ProcessFunction(Function):
+    """``process_element`` returns or yields outputs; ``yield tag, value`` for a side output."""
+
+    class Context:
+        def timestamp(self) -> int | None:
+            raise NotImplementedError
+
+        def timer_service(self) -> Any:
+            raise NotImplementedError
+
+    def process_element(self, value: Any, ctx: ProcessFunction.Context) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedProcessFunction(Function):
+    """Per-key processing with state and timers (``ctx.timer_service()``)."""
+
+    class Context:
+        def timestamp(self) -> int | None:
+            raise NotImplementedError
+
+        def timer_service(self) -> Any:
+            raise NotImplementedError
+
+        def get_current_key(self) -> Any:
+            raise NotImplementedError
+
+    class OnTimerContext(Context):
+        def time_domain(self) -> Any:
+            raise NotImplementedError
+
+    def process_element(
+        self, value: Any, ctx: KeyedProcessFunction.Context
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(
+        self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext
+    ) -> Iterable[Any] | None:
+        return None
+
+
+class ProcessWindowFunction(Function):
+    """Called with all elements of a window when it fires (``context.window()``)."""
+
+    class Context:
+        def window(self) -> TimeWindow:
+            raise NotImplementedError
+
+        def current_watermark(self) -> int:
+            raise NotImplementedError
+
+        def current_processing_time(self) -> int:
+            raise NotImplementedError
+
+    def process(
+        self, key: Any, context: ProcessWindowFunction.Context, elements: Iterable[Any]
+    ) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
+        pass
+
+
+class OutputTag:
+    """Names a side output: ``yield tag, value`` in a process function emits to it."""
+
+    def __init__(self, tag_id: str, type_info: Any = None) -> None:
+        if not tag_id or not isinstance(tag_id, str):
+            raise ValueError(f"an OutputTag needs a non-empty string id, got {tag_id!r}")
+        self.tag_id = tag_id
+        self.type_info = type_info
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OutputTag) and other.tag_id == self.tag_id
+
+    def __hash__(self) -> int:
+        return hash(self.tag_id)
+
+    def __repr__(self) -> str:
+        return f"OutputTag({self.tag_id!r})"
+
+
+class TimeDomain:
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1

@@ -1,0 +1,233 @@
+"""The logical dataflow graph, its validation, and operator chaining.
+
+API calls append :class:`StreamNode` objects; nothing runs until the job is
+executed. :func:`build_job_graph` then
+
+1. keeps the nodes that lead to a sink (as Flink, a branch without a sink is
+   not executed) and refuses a job without sinks;
+2. resolves parallelism and validates: unique uids, forward edges between
+   equal parallelism, parallelism within max parallelism, sources that cannot
+   run in parallel;
+3. *chains*: a node joins its upstream's chain when it has exactly one input
+   edge and that edge is forward with equal parallelism (or connects two
+   nodes of parallelism 1, where every partitioning is the identity), unless
+   chaining is disabled. A chain becomes one task per subtask; chained
+   operators call each other directly, with no channel in between.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .connectors.base import Source
+    from .runtime.operator import StreamOperator
+
+
+class GraphError(ValueError):
+    """The dataflow cannot run as written; the message names the operator."""
+
+
+class Partitioning(enum.Enum):
+    FORWARD = "forward"
+    HASH = "hash"
+    REBALANCE = "rebalance"
+    BROADCAST = "broadcast"
+
+
+class Chaining(enum.Enum):
+    ALWAYS = "always"  # may join the upstream chain
+    HEAD = "head"  # starts a new chain, downstream may join it
+    NEVER = "never"  # neither joins nor is joined
+
+
+@dataclass(eq=False)
+class Edge:
+    upstream: StreamNode
+    partitioning: Partitioning
+    side_tag: str | None = None  # read the upstream's side output instead of its main output
+    key_selector: Callable[[Any], Any] | None = None
+    explicit: bool = False  # partitioning chosen by the user (rebalance(), broadcast())
+
+
+@dataclass(eq=False)
+class StreamNode:
+    id: int
+    name: str
+    operator_factory: Callable[[], StreamOperator] | None  # None for sources
+    source: Source | None = None
+    inputs: list[Edge] = field(default_factory=list)
+    parallelism: int | None = None
+    max_parallelism: int | None = None
+    uid: str | None = None
+    chaining: Chaining = Chaining.ALWAYS
+    is_sink: bool = False
+    keyed: bool = False
+
+    def __repr__(self) -> str:
+        return f"<node {self.id} {self.name!r}>"
+
+
+@dataclass(eq=False)
+class JobVertex:
+    """A chain: the nodes one task runs, head first, in topological order."""
+
+    id: int
+    nodes: list[StreamNode]
+    parallelism: int
+    max_parallelism: int
+
+    @property
+    def head(self) -> StreamNode:
+        return self.nodes[0]
+
+    @property
+    def name(self) -> str:
+        return " -> ".join(n.name for n in self.nodes)
+
+
+@dataclass
+class JobGraph:
+    vertices: list[JobVertex]
+    vertex_of: dict[int, JobVertex]  # node id -> vertex
+    nodes: list[StreamNode]
+    consumers: dict[int, list[tuple[StreamNode, Edge]]]  # node id -> (consumer, edge)
+    parallelism: dict[int, int]  # node id -> resolved parallelism
+
+    def uid_of(self, node: StreamNode) -> str:
+        return node.uid or f"{_slug(node.name)}-{node.id}"
+
+
+class StreamGraph:
+    """The nodes the API appended, and the sinks to run."""
+
+    def __init__(self) -> None:
+        self.nodes: list[StreamNode] = []
+        self._ids = itertools.count(1)
+
+    def add(self, node_name: str, factory: Callable[[], StreamOperator] | None, **kw: Any) -> StreamNode:
+        node = StreamNode(next(self._ids), node_name, factory, **kw)
+        self.nodes.append(node)
+        return node
+
+    def clear(self) -> None:
+        self.nodes.clear()
+
+
+def build_job_graph(
+    stream_graph: StreamGraph,
+    *,
+    default_parallelism: int,
+    default_max_parallelism: int,
+    chaining_enabled: bool = True,
+) -> JobGraph:
+    sinks = [n for n in stream_graph.nodes if n.is_sink]
+    if not sinks:
+        raise GraphError(
+            "the job has no sink: add one with sink_to(), add_sink(), print() or "
+            "execute_and_collect(); operators that lead to no sink are never run"
+        )
+    nodes = _reachable_from(sinks)
+    parallelism = {n.id: _parallelism(n, default_parallelism) for n in nodes}
+    max_par = {n.id: n.max_parallelism or default_max_parallelism for n in nodes}
+    consumers: dict[int, list[tuple[StreamNode, Edge]]] = {n.id: [] for n in nodes}
+    for n in nodes:
+        for e in n.inputs:
+            consumers[e.upstream.id].append((n, e))
+    _validate(nodes, parallelism, max_par)
+
+    vertex_of: dict[int, JobVertex] = {}
+    vertices: list[JobVertex] = []
+    for n in nodes:  # topological: inputs are created before their consumers
+        joined = _chain_target(n, parallelism, chaining_enabled)
+        if joined is not None:
+            vertex = vertex_of[joined.id]
+            vertex.nodes.append(n)
+        else:
+            vertex = JobVertex(len(vertices), [n], parallelism[n.id], max_par[n.id])
+            vertices.append(vertex)
+        vertex_of[n.id] = vertex
+    return JobGraph(vertices, vertex_of, nodes, consumers, parallelism)
+
+
+def is_chained(graph: JobGraph, consumer: StreamNode, edge: Edge) -> bool:
+    return graph.vertex_of[consumer.id] is graph.vertex_of[edge.upstream.id]
+
+
+def _chain_target(
+    n: StreamNode, parallelism: dict[int, int], enabled: bool
+) -> StreamNode | None:
+    if not enabled or n.source is not None or len(n.inputs) != 1:
+        return None
+    if n.chaining is not Chaining.ALWAYS:
+        return None
+    e = n.inputs[0]
+    up = e.upstream
+    if up.chaining is Chaining.NEVER:
+        return None
+    p, up_p = parallelism[n.id], parallelism[up.id]
+    if p == up_p == 1 or (e.partitioning is Partitioning.FORWARD and p == up_p):
+        return up
+    return None
+
+
+def _parallelism(n: StreamNode, default: int) -> int:
+    if n.parallelism is not None:
+        return n.parallelism
+    if n.source is not None and not n.source.supports_parallelism:
+        return 1
+    return default
+
+
+def _reachable_from(sinks: list[StreamNode]) -> list[StreamNode]:
+    seen: dict[int, StreamNode] = {}
+    stack = list(sinks)
+    while stack:
+        n = stack.pop()
+        if n.id not in seen:
+            seen[n.id] = n
+            stack.extend(e.upstream for e in n.inputs)
+    return sorted(seen.values(), key=lambda n: n.id)
+
+
+def _validate(nodes: list[StreamNode], parallelism: dict[int, int], max_par: dict[int, int]) -> None:
+    uids: dict[str, StreamNode] = {}
+    for n in nodes:
+        p = parallelism[n.id]
+        if p < 1:
+            raise GraphError(f"operator {n.name!r}: parallelism must be >= 1, got {p}")
+        if p > max_par[n.id]:
+            raise GraphError(
+                f"operator {n.name!r}: parallelism {p} exceeds max parallelism {max_par[n.id]}"
+            )
+        if n.source is not None and p > 1 and not n.source.supports_parallelism:
+            raise GraphError(f"source {n.name!r} cannot run in parallel (parallelism {p})")
+        if n.uid is not None:
+            other = uids.get(n.uid)
+            if other is not None:
+                raise GraphError(
+                    f"uid {n.uid!r} is used by both {other.name!r} and {n.name!r}: uids must be unique"
+                )
+            uids[n.uid] = n
+        for e in n.inputs:
+            if e.partitioning is Partitioning.FORWARD and e.explicit and parallelism[e.upstream.id] != p:
+                raise GraphError(
+                    f"forward partitioning from {e.upstream.name!r} (parallelism "
+                    f"{parallelism[e.upstream.id]}) to {n.name!r} (parallelism {p}) needs equal "
+                    "parallelism; use rebalance() or set_parallelism()"
+                )
+
+
+def effective_partitioning(edge: Edge, up_parallelism: int, parallelism: int) -> Partitioning:
+    """A forward edge between different parallelisms becomes rebalance, as in Flink."""
+    if edge.partitioning is Partitioning.FORWARD and up_parallelism != parallelism:
+        return Partitioning.REBALANCE
+    return edge.partitioning
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-") or "op"

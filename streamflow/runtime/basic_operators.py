@@ -1,0 +1,184 @@
+"""Stateless operators: map, flat_map, filter, process, sink.
+
+Each does its work per batch with one comprehension over the records; the
+only per-record cost is the user's function call. A user function is a plain
+callable, a :class:`~streamflow.functions.Function` subclass (``open`` and
+``close`` are called), or a coroutine function (awaited in record order, at
+most ``concurrency`` at a time, like Flink's ordered async I/O).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable
+from itertools import compress
+from typing import Any
+
+from ..functions import Function
+from .context import RuntimeContext
+from .operator import StreamOperator
+
+DEFAULT_ASYNC_CONCURRENCY = 100
+
+
+def resolve_function(fn: Any, method: str, what: str) -> Callable[..., Any]:
+    """The callable behind a user function: ``fn.<method>`` for Function objects."""
+    if isinstance(fn, Function) or (not callable(fn) and hasattr(fn, method)):
+        bound = getattr(fn, method, None)
+        if bound is None:
+            raise TypeError(f"{what}: {type(fn).__name__} has no method {method}()")
+        return bound
+    if callable(fn):
+        return fn
+    raise TypeError(f"{what} expects a callable or an object with {method}(), got {fn!r}")
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - async __call__ on an object
+    )
+
+
+class UserFunctionOperator(StreamOperator):
+    """An operator wrapping one user function with its lifecycle."""
+
+    method = ""
+
+    def __init__(self, name: str, function: Any, concurrency: int | None = None) -> None:
+        super().__init__(name)
+        self.function = function
+        self.call = resolve_function(function, self.method, name)
+        self.is_async = is_async(self.call)
+        self.concurrency = concurrency or DEFAULT_ASYNC_CONCURRENCY
+        self._opened_function = False
+
+    async def open(self) -> None:
+        if isinstance(self.function, Function):
+            try:
+                result = self.function.open(RuntimeContext(self.ctx))
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                raise self.failure(exc) from None
+            self._opened_function = True
+
+    async def close(self) -> None:
+        if self._opened_function:
+            self._opened_function = False
+            try:
+                result = self.function.close()  # type: ignore[union-attr]
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                raise self.failure(exc) from None
+
+    async def _call_async(self, records: list) -> list:
+        """Await ``call(record)`` for every record: in order, bounded concurrency."""
+        call, limit, out = self.call, self.concurrency, []
+        for start in range(0, len(records), limit):
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(call(record)) for record in records[start : start + limit]]
+            out.extend(t.result() for t in tasks)
+        return out
+
+
+def _first_error(exc: BaseExceptionGroup) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+class MapOperator(UserFunctionOperator):
+    method = "map"
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        try:
+            if self.is_async:
+                out = await self._call_async(records)
+            else:
+                call = self.call
+                out = [call(record) for record in records]
+        except BaseExceptionGroup as group:
+            raise self.failure(_first_error(group)) from None
+        except Exception as exc:
+            raise self.failure(exc) from None
+        await self.output.push(out, timestamps)
+
+
+class FilterOperator(UserFunctionOperator):
+    method = "filter"
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        try:
+            if self.is_async:
+                keep = await self._call_async(records)
+            else:
+                call = self.call
+                keep = [call(record) for record in records]
+        except BaseExceptionGroup as group:
+            raise self.failure(_first_error(group)) from None
+        except Exception as exc:
+            raise self.failure(exc) from None
+        out = list(compress(records, keep))
+        if out:
+            await self.output.push(out, None if timestamps is None else list(compress(timestamps, keep)))
+
+
+class FlatMapOperator(UserFunctionOperator):
+    method = "flat_map"
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        try:
+            if self.is_async:
+                results: list[Iterable[Any]] = await self._call_async(records)
+            else:
+                call = self.call
+                results = [call(record) for record in records]
+            out: list = []
+            if timestamps is None:
+                for result in results:
+                    if result is not None:
+                        out.extend(result)
+                out_ts = None
+            else:
+                out_ts = []
+                for result, ts in zip(results, timestamps, strict=True):
+                    if result is not None:
+                        n = len(out)
+                        out.extend(result)
+                        out_ts.extend([ts] * (len(out) - n))
+        except BaseExceptionGroup as group:
+            raise self.failure(_first_error(group)) from None
+        except Exception as exc:
+            raise self.failure(exc) from None
+        if out:
+            await self.output.push(out, out_ts)
+
+
+class SinkOperator(UserFunctionOperator):
+    """Writes to a :class:`~streamflow.functions.SinkFunction` or a callable per record."""
+
+    method = "invoke"
+
+    def __init__(self, name: str, function: Any) -> None:
+        super().__init__(name, function)
+        write_batch = getattr(function, "write_batch", None)
+        self.write_batch: Callable[[list], Any] | None = write_batch
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        try:
+            if self.write_batch is not None:
+                result = self.write_batch(records)
+                if inspect.isawaitable(result):
+                    await result
+            elif self.is_async:
+                await self._call_async(records)
+            else:
+                call = self.call
+                for record in records:
+                    call(record)
+        except BaseExceptionGroup as group:
+            raise self.failure(_first_error(group)) from None
+        except Exception as exc:
+            raise self.failure(exc) from None

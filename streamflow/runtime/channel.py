@@ -1,0 +1,209 @@
+"""Bounded channels between tasks, and the input gate that reads several of them.
+
+Theory of operation
+-------------------
+A :class:`Channel` is a FIFO between one upstream subtask and one downstream
+subtask. It carries *batches* of records and *control events* (watermarks,
+watermark status, checkpoint barriers, cancel markers, end of input). A batch
+is the tuple ``(records, timestamps)`` where ``records`` is a list and
+``timestamps`` is a parallel list of event timestamps or ``None``.
+
+* Capacity counts records; a control event counts as one. ``put`` suspends the
+  writer while the channel is full, so backpressure is exact. A batch larger
+  than the whole capacity is admitted when the channel is empty (otherwise it
+  could never be written).
+* The reader side is driven by the :class:`InputGate` of the downstream task.
+  Each channel can be *paused* on its own (aligned checkpoints stop reading a
+  channel that already delivered barrier n); a paused channel keeps
+  accepting writes until it is full.
+* ``snapshot()`` copies the queued items without consuming them (unaligned
+  checkpoints record the output data a barrier overtook), and
+  ``put_control_first`` puts an event at the head of the queue (the overtaking
+  barrier itself).
+
+No locks are needed: everything runs on one event loop. Wake-ups are plain
+futures, created only when somebody actually has to wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+Batch = tuple[list, list[int] | None]
+ChannelItem = Any  # a Batch or a control event (see events.py)
+
+
+class Channel:
+    __slots__ = (
+        "_capacity",
+        "_gate",
+        "_index",
+        "_items",
+        "_paused",
+        "_size",
+        "_writer_waiter",
+        "name",
+    )
+
+    def __init__(self, capacity: int, name: str = "") -> None:
+        if capacity < 1:
+            raise ValueError(f"channel capacity must be >= 1, got {capacity}")
+        self._capacity = capacity
+        self._items: deque[ChannelItem] = deque()
+        self._size = 0
+        self._paused = False
+        self._writer_waiter: asyncio.Future[None] | None = None
+        self._gate: InputGate | None = None
+        self._index = 0
+        self.name = name
+
+    # -- writer side -------------------------------------------------------
+    async def put(self, item: ChannelItem) -> None:
+        """Append a batch or a control event, waiting while the channel is full."""
+        n = len(item[0]) if type(item) is tuple else 1
+        while self._size and self._size + n > self._capacity:
+            fut = asyncio.get_running_loop().create_future()
+            self._writer_waiter = fut
+            await fut
+        self._items.append(item)
+        self._size += n
+        gate = self._gate
+        if gate is not None and not self._paused:
+            gate._notify(self._index)
+
+    def put_control_first(self, event: ChannelItem) -> None:
+        """Put a control event ahead of everything queued (an unaligned barrier)."""
+        self._items.appendleft(event)
+        self._size += 1
+        if self._gate is not None and not self._paused:
+            self._gate._notify(self._index)
+
+    # -- reader side -------------------------------------------------------
+    def get_nowait(self) -> ChannelItem:
+        item = self._items.popleft()
+        self._size -= len(item[0]) if type(item) is tuple else 1
+        waiter = self._writer_waiter
+        if waiter is not None:
+            self._writer_waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+        return item
+
+    def snapshot(self) -> list[ChannelItem]:
+        """A copy of the queued items, oldest first; the queue is not touched."""
+        return list(self._items)
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def size(self) -> int:
+        """Queued records (control events count one each)."""
+        return self._size
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def statistics(self) -> dict[str, int | bool]:
+        return {
+            "queued_items": len(self._items),
+            "queued_records": self._size,
+            "capacity": self._capacity,
+            "paused": self._paused,
+        }
+
+
+class InputGate:
+    """Reads the channels of one downstream subtask in arrival order.
+
+    ``poll()`` returns ``(channel_index, item)`` or ``None`` when no unpaused
+    channel has data; ``wait()`` suspends until one has, or until ``wake()`` is
+    called (mail for the task) or the deadline passes.
+    """
+
+    def __init__(self, channels: list[Channel]) -> None:
+        self.channels = channels
+        self._ready: deque[int] = deque()
+        self._in_ready = [False] * len(channels)
+        self._waiter: asyncio.Future[None] | None = None
+        for i, ch in enumerate(channels):
+            if ch._gate is not None:
+                raise ValueError(f"channel {ch.name!r} is already read by another gate")
+            ch._gate = self
+            ch._index = i
+
+    def _notify(self, index: int) -> None:
+        if not self._in_ready[index]:
+            self._in_ready[index] = True
+            self._ready.append(index)
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def poll(self) -> tuple[int, ChannelItem] | None:
+        ready = self._ready
+        while ready:
+            index = ready[0]
+            ch = self.channels[index]
+            if ch._paused or not ch._items:
+                ready.popleft()
+                self._in_ready[index] = False
+                continue
+            item = ch.get_nowait()
+            # round robin: a channel with more data goes to the back of the line
+            ready.popleft()
+            if ch._items:
+                ready.append(index)
+            else:
+                self._in_ready[index] = False
+            return index, item
+        return None
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Wait until ``poll`` may return something, ``wake`` is called, or timeout."""
+        if self._ready:
+            return
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._waiter = fut
+        if timeout is None:
+            await fut
+            return
+        handle = loop.call_later(max(timeout, 0.0), _resolve, fut)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+            if self._waiter is fut:
+                self._waiter = None
+
+    def pause(self, index: int) -> None:
+        self.channels[index]._paused = True
+
+    def resume(self, index: int) -> None:
+        ch = self.channels[index]
+        if ch._paused:
+            ch._paused = False
+            if ch._items:
+                self._notify(index)
+
+    def resume_all(self) -> None:
+        for i in range(len(self.channels)):
+            self.resume(i)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,0 +1,87 @@
+"""What an operator, and the user function inside it, can see of the runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..clock import Clock
+from ..state.keyed import (
+    AggregatingStateDescriptor,
+    KeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+from .metrics import MetricGroup
+
+if TYPE_CHECKING:
+    from .processing_time import ProcessingTimeService
+
+
+@dataclass
+class OperatorContext:
+    """Runtime facts and services of one operator subtask."""
+
+    uid: str
+    name: str
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    clock: Clock
+    metrics: MetricGroup
+    processing_time: ProcessingTimeService
+    job_parameters: dict[str, str] = field(default_factory=dict)
+    keyed_backend: KeyedStateBackend | None = None
+
+
+class RuntimeContext:
+    """PyFlink's ``RuntimeContext``: passed to ``Function.open``."""
+
+    def __init__(self, ctx: OperatorContext) -> None:
+        self._ctx = ctx
+
+    def get_task_name(self) -> str:
+        return self._ctx.task_name
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._ctx.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._ctx.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._ctx.subtask_index
+
+    def get_job_parameter(self, key: str, default_value: str | None = None) -> str | None:
+        return self._ctx.job_parameters.get(key, default_value)
+
+    def get_metrics_group(self) -> MetricGroup:
+        return self._ctx.metrics
+
+    def _backend(self, descriptor: StateDescriptor) -> KeyedStateBackend:
+        backend = self._ctx.keyed_backend
+        if backend is None:
+            raise RuntimeError(
+                f"keyed state {descriptor.name!r} is only available on a keyed stream "
+                f"(operator {self._ctx.name!r} is not keyed: call key_by() first)"
+            )
+        return backend
+
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> Any:
+        return self._backend(state_descriptor).get_state(state_descriptor)
+
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
+        return self._backend(state_descriptor).get_state(state_descriptor)
+
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        return self._backend(state_descriptor).get_state(state_descriptor)
+
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
+        return self._backend(state_descriptor).get_state(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
+        return self._backend(state_descriptor).get_state(state_descriptor)

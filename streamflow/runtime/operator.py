@@ -1,0 +1,191 @@
+"""The operator contract and the output that links chained operators.
+
+Lifecycle (as Flink's StreamTask drives it): ``setup`` → ``initialize_state``
+→ ``open`` → ``process_batch`` / ``process_watermark`` … → ``finish`` (end of
+input, normal end only) → ``close`` (every opened operator, on every path) →
+``dispose`` (every operator that was set up, on every path).
+
+Records travel as a batch: ``records`` (a list) and ``timestamps`` (a
+parallel list of event-time timestamps in ms, or ``None`` when the stream has
+none). Operators never mutate a batch they received; they build new lists.
+An operator hands its results to ``self.output``, which calls the next
+chained operator directly or writes to channels at the end of a chain.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .events import Watermark, WatermarkStatus
+
+if TYPE_CHECKING:
+    from .context import OperatorContext
+
+PushFn = Callable[[list, list[int] | None], Awaitable[None]]
+
+
+class BatchTarget:
+    """Something an output can feed: an operator, or a channel writer."""
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        raise NotImplementedError
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        raise NotImplementedError
+
+    async def process_watermark_status(self, status: WatermarkStatus) -> None:
+        raise NotImplementedError
+
+
+class Output:
+    """Fans an operator's results out to its main targets and side-output targets."""
+
+    __slots__ = ("_all", "_main", "_side", "push")
+
+    def __init__(self, main: Sequence[BatchTarget], side: dict[str, Sequence[BatchTarget]]):
+        self._main = list(main)
+        self._side = {tag: list(targets) for tag, targets in side.items()}
+        self._all = self._main + [t for ts in self._side.values() for t in ts]
+        if len(self._main) == 1:
+            self.push: PushFn = self._main[0].process_batch
+        elif not self._main:
+            self.push = _discard
+        else:
+            self.push = self._fan_out
+
+    async def _fan_out(self, records: list, timestamps: list[int] | None) -> None:
+        for target in self._main:
+            await target.process_batch(records, timestamps)
+
+    def has_side(self, tag_id: str) -> bool:
+        return tag_id in self._side
+
+    async def push_side(self, tag_id: str, records: list, timestamps: list[int] | None) -> None:
+        for target in self._side.get(tag_id, ()):
+            await target.process_batch(records, timestamps)
+
+    async def emit_watermark(self, watermark: Watermark) -> None:
+        for target in self._all:
+            await target.process_watermark(watermark)
+
+    async def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        for target in self._all:
+            await target.process_watermark_status(status)
+
+
+async def _discard(records: list, timestamps: list[int] | None) -> None:
+    return None
+
+
+class StreamOperator(BatchTarget):
+    """Base class of every operator. Subclasses override what they need."""
+
+    output: Output
+    ctx: OperatorContext
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.uid = name
+
+    # -- lifecycle ---------------------------------------------------------
+    def setup(self, ctx: OperatorContext, output: Output) -> None:
+        self.ctx = ctx
+        self.uid = ctx.uid
+        self.output = output
+
+    def initialize_state(self, restored: Any | None) -> None:
+        """Restore from the operator's snapshot (None on a fresh start)."""
+
+    async def open(self) -> None:
+        pass
+
+    async def finish(self) -> None:
+        """All input has ended: flush whatever is buffered (normal end only)."""
+
+    async def close(self) -> None:
+        """Release what ``open`` acquired. Runs on every path once ``open`` was called."""
+
+    def dispose(self) -> None:
+        """Last cleanup, on every path, for every operator that was set up."""
+
+    # -- data --------------------------------------------------------------
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        await self.output.push(records, timestamps)
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        await self.output.emit_watermark(watermark)
+
+    async def process_watermark_status(self, status: WatermarkStatus) -> None:
+        await self.output.emit_watermark_status(status)
+
+    # -- checkpoints -------------------------------------------------------
+    def snapshot_state(self, checkpoint_id: int) -> Any | None:
+        """Plain data for the checkpoint (encoded by the state codec), or None."""
+        return None
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        pass
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        pass
+
+    # -- errors ------------------------------------------------------------
+    def failure(self, exc: BaseException, records: Sequence[Any] | None = None) -> BaseException:
+        """Attach this operator's name (and the failing record, if found) to ``exc``."""
+        return attribute_error(exc, f"operator {self.name!r} (uid {self.uid!r})", records)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+_ATTRIBUTED = "_streamflow_where"
+
+
+def attribute_error(
+    exc: BaseException, where: str, records: Sequence[Any] | None = None
+) -> BaseException:
+    """Add a note naming ``where`` (once: the innermost operator wins)."""
+    if getattr(exc, _ATTRIBUTED, None) is None:
+        setattr(exc, _ATTRIBUTED, where)
+        note = f"streamflow: raised in {where}"
+        record = failing_record(exc)
+        if record is not _NOT_FOUND:
+            note += f" while processing record {_short_repr(record)}"
+        exc.add_note(note)
+    return exc
+
+
+def where_raised(exc: BaseException) -> str | None:
+    return getattr(exc, _ATTRIBUTED, None)
+
+
+_NOT_FOUND = object()
+
+
+def failing_record(exc: BaseException) -> Any:
+    """The record an operator was handling when ``exc`` was raised.
+
+    Operators loop over a batch with a variable named ``record``; the
+    traceback's frames still hold it. This costs nothing on the hot path.
+    """
+    found: Any = _NOT_FOUND
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename.startswith(_PACKAGE_DIR) and "record" in frame.f_locals:
+            found = frame.f_locals["record"]
+    return found
+
+
+def _short_repr(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _package_dir() -> str:
+    import os
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+_PACKAGE_DIR = _package_dir()

@@ -1,0 +1,300 @@
+"""Process functions: ``ProcessFunction`` and ``KeyedProcessFunction`` with timers.
+
+``process_element`` (and ``on_timer``) return or yield outputs; yielding
+``(output_tag, value)`` sends ``value`` to that side output. Outputs carry the
+input record's timestamp (an event-time timer's output carries the timer's).
+
+:class:`TimerOperator` is the base of every operator with per-key timers (the
+keyed process operator and windows): it fires event-time timers when the
+watermark passes them, before forwarding the watermark, and processing-time
+timers from the task's processing-time service, between batches.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..functions import Function, OutputTag, TimeDomain
+from ..state.keyed import KeyedStateBackend
+from .basic_operators import resolve_function
+from .context import RuntimeContext
+from .events import MIN_WATERMARK, Watermark
+from .operator import StreamOperator
+from .timers import Timer, TimerService
+
+
+class _Emitter:
+    """Collects one call's outputs: main records and side outputs, with timestamps."""
+
+    __slots__ = ("main", "main_ts", "side")
+
+    def __init__(self) -> None:
+        self.main: list = []
+        self.main_ts: list[int] = []
+        self.side: dict[str, tuple[list, list[int]]] = {}
+
+    def add(self, result: Iterable[Any] | None, ts: int | None) -> None:
+        if result is None:
+            return
+        for item in result:
+            if type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
+                recs, tss = self.side.setdefault(item[0].tag_id, ([], []))
+                recs.append(item[1])
+                tss.append(ts)  # type: ignore[arg-type]
+            else:
+                self.main.append(item)
+                self.main_ts.append(ts)  # type: ignore[arg-type]
+
+    async def flush(self, op: StreamOperator, with_timestamps: bool) -> None:
+        if self.main:
+            await op.output.push(self.main, self.main_ts if with_timestamps else None)
+        for tag, (recs, tss) in self.side.items():
+            await op.output.push_side(tag, recs, tss if with_timestamps else None)
+        self.main, self.main_ts, self.side = [], [], {}
+
+
+class _FunctionLifecycle(StreamOperator):
+    def __init__(self, name: str, function: Any) -> None:
+        super().__init__(name)
+        self.function = function
+        self._opened_function = False
+
+    async def open(self) -> None:
+        if isinstance(self.function, Function):
+            try:
+                result = self.function.open(RuntimeContext(self.ctx))
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                raise self.failure(exc) from None
+            self._opened_function = True
+
+    async def close(self) -> None:
+        if self._opened_function:
+            self._opened_function = False
+            try:
+                result = self.function.close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                raise self.failure(exc) from None
+
+
+class _ProcessContext:
+    __slots__ = ("_op", "_ts")
+
+    def __init__(self, op: ProcessOperator) -> None:
+        self._op = op
+        self._ts: int | None = None
+
+    def timestamp(self) -> int | None:
+        return self._ts
+
+    def timer_service(self) -> Any:
+        return self._op.timer_facade
+
+
+class ProcessOperator(_FunctionLifecycle):
+    """A non-keyed ``ProcessFunction``: no keyed state, no timers (as in Flink)."""
+
+    def __init__(self, name: str, function: Any) -> None:
+        super().__init__(name, function)
+        self.call = resolve_function(function, "process_element", name)
+        self.timer_facade = _CurrentTime(self)
+        self.current_watermark = MIN_WATERMARK
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        call, ctx, emitter = self.call, _ProcessContext(self), _Emitter()
+        try:
+            for i, record in enumerate(records):
+                ts = None if timestamps is None else timestamps[i]
+                ctx._ts = ts
+                emitter.add(call(record, ctx), ts)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        await emitter.flush(self, timestamps is not None)
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        self.current_watermark = watermark.timestamp
+        await self.output.emit_watermark(watermark)
+
+
+class _CurrentTime:
+    """``ctx.timer_service()`` where timers are not allowed (non-keyed streams)."""
+
+    def __init__(self, op: Any) -> None:
+        self._op = op
+
+    def current_processing_time(self) -> int:
+        return self._op.ctx.clock.now_ms()
+
+    def current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def _no_timers(self, *_: Any) -> None:
+        raise RuntimeError(
+            f"timers need a keyed stream: operator {self._op.name!r} is not keyed (call key_by())"
+        )
+
+    register_event_time_timer = register_processing_time_timer = _no_timers
+    delete_event_time_timer = delete_processing_time_timer = _no_timers
+
+
+class TimerOperator(StreamOperator):
+    """Base for keyed operators with timers; subclasses implement ``on_event_timer`` and
+    ``on_processing_timer`` and may call ``set_key``."""
+
+    NO_NAMESPACE = None
+
+    def __init__(self, name: str, key_selector: Callable[[Any], Any]) -> None:
+        super().__init__(name)
+        self.key_selector = key_selector
+        self.timers = TimerService()
+        self.current_watermark = MIN_WATERMARK
+        self._scheduled: set[int] = set()
+
+    @property
+    def backend(self) -> KeyedStateBackend:
+        backend = self.ctx.keyed_backend
+        assert backend is not None, "a keyed operator needs a keyed state backend"
+        return backend
+
+    def register_processing_timer(self, key: Any, namespace: Any, ts: int) -> None:
+        if self.timers.register_processing_time_timer(key, namespace, ts) and ts not in self._scheduled:
+            self._scheduled.add(ts)
+            self.ctx.processing_time.register(ts, self._on_processing_time)
+
+    async def _on_processing_time(self, at: int) -> None:
+        self._scheduled.discard(at)
+        now = self.ctx.clock.now_ms()
+        while (timer := self.timers.pop_processing_timer(now)) is not None:
+            self.backend.current_key = timer.key
+            await self.on_processing_timer(timer)
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        ts = watermark.timestamp
+        self.current_watermark = ts
+        pop = self.timers.pop_event_timer
+        while (timer := pop(ts)) is not None:
+            self.backend.current_key = timer.key
+            await self.on_event_timer(timer)
+        await self.output.emit_watermark(watermark)
+
+    async def on_event_timer(self, timer: Timer) -> None:
+        pass
+
+    async def on_processing_timer(self, timer: Timer) -> None:
+        pass
+
+    def snapshot_timers(self) -> Any:
+        return self.timers.snapshot()
+
+    def restore_timers(self, data: Any, owns_key: Callable[[Any], bool]) -> None:
+        self.timers.restore(data, owns_key)
+        for _ts, key, namespace in data.get("processing_time", ()):
+            if owns_key(key):
+                self.register_processing_timer(key, namespace, _ts)
+
+
+class _KeyedTimerService:
+    """``ctx.timer_service()`` of a keyed process function: timers of the current key."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: KeyedProcessOperator) -> None:
+        self._op = op
+
+    def current_processing_time(self) -> int:
+        return self._op.ctx.clock.now_ms()
+
+    def current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._op.timers.register_event_time_timer(self._op.backend.current_key, None, timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._op.timers.delete_event_time_timer(self._op.backend.current_key, None, timestamp)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._op.register_processing_timer(self._op.backend.current_key, None, timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._op.timers.delete_processing_time_timer(self._op.backend.current_key, None, timestamp)
+
+
+class _KeyedContext:
+    __slots__ = ("_domain", "_op", "_ts")
+
+    def __init__(self, op: KeyedProcessOperator) -> None:
+        self._op = op
+        self._ts: int | None = None
+        self._domain = TimeDomain.EVENT_TIME
+
+    def timestamp(self) -> int | None:
+        return self._ts
+
+    def timer_service(self) -> _KeyedTimerService:
+        return self._op.timer_facade
+
+    def get_current_key(self) -> Any:
+        return self._op.backend.current_key
+
+    def time_domain(self) -> int:
+        return self._domain
+
+
+class KeyedProcessOperator(TimerOperator):
+    """Runs a ``KeyedProcessFunction`` with keyed state and per-key timers."""
+
+    def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
+        super().__init__(name, key_selector)
+        self.function = function
+        self.call = resolve_function(function, "process_element", name)
+        on_timer = getattr(function, "on_timer", None)
+        self.on_timer = on_timer if callable(on_timer) else None
+        self.timer_facade = _KeyedTimerService(self)
+        self._lifecycle = _FunctionLifecycle(name, function)
+
+    def setup(self, ctx: Any, output: Any) -> None:
+        super().setup(ctx, output)
+        self._lifecycle.setup(ctx, output)
+
+    async def open(self) -> None:
+        await self._lifecycle.open()
+
+    async def close(self) -> None:
+        await self._lifecycle.close()
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        call, key_of, backend = self.call, self.key_selector, self.backend
+        ctx, emitter = _KeyedContext(self), _Emitter()
+        try:
+            for i, record in enumerate(records):
+                backend.current_key = key_of(record)
+                ts = None if timestamps is None else timestamps[i]
+                ctx._ts = ts
+                emitter.add(call(record, ctx), ts)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        await emitter.flush(self, timestamps is not None)
+
+    async def _fire(self, timer: Timer, domain: int) -> None:
+        if self.on_timer is None:
+            return
+        ctx, emitter = _KeyedContext(self), _Emitter()
+        ts = timer.timestamp if domain == TimeDomain.EVENT_TIME else None
+        ctx._ts, ctx._domain = ts, domain
+        try:
+            emitter.add(self.on_timer(timer.timestamp, ctx), ts)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        await emitter.flush(self, ts is not None)
+
+    async def on_event_timer(self, timer: Timer) -> None:
+        await self._fire(timer, TimeDomain.EVENT_TIME)
+
+    async def on_processing_timer(self, timer: Timer) -> None:
+        await self._fire(timer, TimeDomain.PROCESSING_TIME)

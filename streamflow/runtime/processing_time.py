@@ -1,0 +1,68 @@
+"""Processing-time callbacks of one task, run by the task itself (mailbox style).
+
+Operators register ``callback(timestamp_ms)`` for a processing time. The
+service asks the clock to wake the task at the earliest deadline; the task's
+loop then calls :meth:`run_due` between batches, so a callback never runs
+while an operator is in the middle of a batch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Awaitable, Callable
+
+from ..clock import Cancellable, Clock
+
+Callback = Callable[[int], Awaitable[None]]
+
+
+class ProcessingTimeService:
+    def __init__(self, clock: Clock, wake: Callable[[], None]) -> None:
+        self._clock = clock
+        self._wake = wake
+        self._heap: list[tuple[int, int, Callback]] = []
+        self._seq = itertools.count()
+        self._alarm: Cancellable | None = None
+        self._alarm_at: int | None = None
+
+    def current_processing_time(self) -> int:
+        return self._clock.now_ms()
+
+    def register(self, at_ms: int, callback: Callback) -> None:
+        heapq.heappush(self._heap, (at_ms, next(self._seq), callback))
+        self._arm()
+
+    def _arm(self) -> None:
+        if not self._heap:
+            return
+        at = self._heap[0][0]
+        if self._alarm_at is not None and self._alarm_at <= at:
+            return
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._alarm_at = at
+        self._alarm = self._clock.call_at_ms(at, self._fire)
+
+    def _fire(self) -> None:
+        self._alarm = None
+        self._alarm_at = None
+        self._wake()
+
+    def has_due(self) -> bool:
+        return bool(self._heap) and self._heap[0][0] <= self._clock.now_ms()
+
+    async def run_due(self) -> None:
+        now = self._clock.now_ms()
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            at, _, callback = heapq.heappop(heap)
+            await callback(at)
+        self._arm()
+
+    def cancel_all(self) -> None:
+        self._heap.clear()
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
+            self._alarm_at = None

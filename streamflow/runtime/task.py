@@ -1,0 +1,283 @@
+"""A task runs one chain of operators for one subtask (Flink's StreamTask).
+
+Theory of operation
+-------------------
+A task is one coroutine. It owns its operators and everything that may call
+into them, so operator code never runs concurrently with itself:
+
+* input: a source task polls its :class:`SourceReader`; any other task polls
+  its :class:`InputGate`. A batch goes straight into the chain's head; the
+  chain ends in :class:`ChannelWriter` objects or in sinks.
+* control events from channels: watermarks and watermark status go through
+  the task's :class:`WatermarkValve` (one per task, over all input channels);
+  end of input closes a channel; checkpoint events go to the checkpoint
+  participant.
+* mail: processing-time callbacks and requests from the job (checkpoint
+  triggers, completion notices) run between batches, never inside one.
+
+When nothing is ready the task waits on a single wake-up future that data,
+mail and the clock can resolve. A long run of ready input yields to the event
+loop every few milliseconds so an embedding application keeps being served.
+
+Lifecycle: setup and ``initialize_state`` happen when the job is built; then
+``open`` (tail to head, so consumers are ready first), the run, ``finish``
+(head to tail, normal end only), ``close`` for every opened operator and
+``dispose`` for every operator, on every path: normal end, failure and
+cancellation. The first error wins; later ones are attached as notes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..clock import Clock
+from ..connectors.base import END, SourceReader
+from .channel import InputGate
+from .events import (
+    MAX_WATERMARK,
+    EndOfInput,
+    Watermark,
+    WatermarkStatus,
+)
+from .operator import Output, StreamOperator, attribute_error
+from .processing_time import ProcessingTimeService
+from .watermark_valve import WatermarkValve
+from .writer import ChannelWriter
+
+if TYPE_CHECKING:
+    from .checkpointing import TaskCheckpointer
+
+YIELD_INTERVAL_S = 0.005
+Mail = Callable[[], Awaitable[None]]
+
+
+class Waker:
+    """One wake-up future at a time; resolved by data, mail or the clock."""
+
+    __slots__ = ("_waiter",)
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiter = fut
+        await fut
+
+
+class Task:
+    def __init__(
+        self,
+        name: str,
+        operators: list[StreamOperator],
+        writers: list[ChannelWriter],
+        clock: Clock,
+        batch_size: int,
+    ) -> None:
+        self.name = name
+        self.operators = operators  # topological order, head first
+        self.writers = writers
+        self.clock = clock
+        self.batch_size = batch_size
+        self.mailbox: deque[Mail] = deque()
+        self.waker: Waker | InputGate = Waker()
+        self.processing_time = ProcessingTimeService(clock, self.wake)
+        self.checkpointer: TaskCheckpointer | None = None
+        self._opened: list[StreamOperator] = []
+        self.finished = False
+
+    def wake(self) -> None:
+        self.waker.wake()
+
+    def post(self, mail: Mail) -> None:
+        """Run ``mail`` in this task between batches (Flink's mailbox)."""
+        self.mailbox.append(mail)
+        self.wake()
+
+    async def _run_mail(self) -> None:
+        while self.mailbox:
+            await self.mailbox.popleft()()
+        if self.processing_time.has_due():
+            await self.processing_time.run_due()
+
+    def has_mail(self) -> bool:
+        return bool(self.mailbox) or self.processing_time.has_due()
+
+    # -- lifecycle ---------------------------------------------------------
+    async def run(self) -> None:
+        error: BaseException | None = None
+        try:
+            for op in reversed(self.operators):
+                self._opened.append(op)
+                await op.open()
+            await self._start()
+            await self._run_loop()
+            for op in self.operators:
+                await op.finish()
+            await self._end()
+            self.finished = True
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._cleanup(error)
+
+    async def _cleanup(self, error: BaseException | None) -> None:
+        self.processing_time.cancel_all()
+        late: list[BaseException] = []
+        for op in list(self._opened):
+            try:
+                await op.close()
+            except Exception as exc:
+                late.append(exc)
+        self._opened.clear()
+        try:
+            await self._stop()
+        except Exception as exc:
+            late.append(exc)
+        for op in self.operators:
+            try:
+                op.dispose()
+            except Exception as exc:
+                late.append(attribute_error(exc, f"operator {op.name!r} dispose()"))
+        if late:
+            if error is None:
+                raise late[0]
+            for exc in late:
+                error.add_note(f"streamflow: also failed while cleaning up: {exc!r}")
+
+    async def _start(self) -> None:
+        pass
+
+    async def _stop(self) -> None:
+        pass
+
+    async def _run_loop(self) -> None:
+        raise NotImplementedError
+
+    async def _end(self) -> None:
+        for w in self.writers:
+            await w.end_of_input()
+
+
+class SourceTask(Task):
+    """Polls a source reader and pushes its batches into the chain."""
+
+    def __init__(self, name: str, reader: SourceReader, source_output: Output, **kw: Any) -> None:
+        super().__init__(name, **kw)
+        self.reader = reader
+        self.source_output = source_output
+        self.records_out = 0
+
+    async def _start(self) -> None:
+        try:
+            await self.reader.start(self.wake)
+        except Exception as exc:
+            raise attribute_error(exc, f"source {self.name!r}") from None
+
+    async def _stop(self) -> None:
+        await self.reader.close()
+
+    async def _run_loop(self) -> None:
+        reader, push, size = self.reader, self.source_output.push, self.batch_size
+        loop = asyncio.get_running_loop()
+        next_yield = loop.time() + YIELD_INTERVAL_S
+        waker: Waker = self.waker  # type: ignore[assignment]
+        while True:
+            if self.mailbox or self.processing_time.has_due():
+                await self._run_mail()
+            try:
+                batch = reader.poll_batch(size)
+            except Exception as exc:
+                raise attribute_error(exc, f"source {self.name!r}") from None
+            if batch is END:
+                break
+            if batch is None:
+                await waker.wait() if not self.has_mail() else None
+                continue
+            self.records_out += len(batch)  # type: ignore[arg-type]
+            await push(batch, None)  # type: ignore[arg-type]
+            if loop.time() >= next_yield:
+                await asyncio.sleep(0)
+                next_yield = loop.time() + YIELD_INTERVAL_S
+        # a bounded source ends with the maximum watermark: every window fires
+        await self.source_output.emit_watermark(Watermark(MAX_WATERMARK))
+
+
+class InputTask(Task):
+    """Reads an input gate (one channel per upstream subtask) into the chain head."""
+
+    def __init__(self, name: str, gate: InputGate, **kw: Any) -> None:
+        super().__init__(name, **kw)
+        self.waker = gate
+        self.gate = gate
+        self.valve = WatermarkValve(len(gate.channels))
+        self.open_channels = len(gate.channels)
+        self.records_in = 0
+
+    async def _run_loop(self) -> None:
+        gate, head = self.gate, self.operators[0]
+        process = head.process_batch
+        loop = asyncio.get_running_loop()
+        next_yield = loop.time() + YIELD_INTERVAL_S
+        while self.open_channels:
+            if self.mailbox or self.processing_time.has_due():
+                await self._run_mail()
+            polled = gate.poll()
+            if polled is None:
+                if not self.has_mail():
+                    await gate.wait()
+                continue
+            channel, item = polled
+            if type(item) is tuple:
+                self.records_in += len(item[0])
+                await process(item[0], item[1])
+                if loop.time() >= next_yield:
+                    await asyncio.sleep(0)
+                    next_yield = loop.time() + YIELD_INTERVAL_S
+            else:
+                await self._on_event(channel, item)
+        if self.valve.last_output_watermark < MAX_WATERMARK:
+            if self.valve.is_idle:
+                await head.process_watermark_status(WatermarkStatus.ACTIVE)
+            await head.process_watermark(Watermark(MAX_WATERMARK))
+
+    async def _on_event(self, channel: int, event: Any) -> None:
+        head = self.operators[0]
+        if type(event) is Watermark:
+            outputs = self.valve.input_watermark(channel, event.timestamp)
+        elif type(event) is WatermarkStatus:
+            outputs = self.valve.input_status(channel, event)
+        elif type(event) is EndOfInput:
+            self.open_channels -= 1
+            self.gate.pause(channel)
+            if self.checkpointer is not None:
+                await self.checkpointer.on_end_of_input(channel)
+            if self.valve.channel_state(channel).status is WatermarkStatus.IDLE:
+                outputs = self.valve.input_status(channel, WatermarkStatus.ACTIVE)
+                outputs += self.valve.input_watermark(channel, MAX_WATERMARK)
+            else:
+                outputs = self.valve.input_watermark(channel, MAX_WATERMARK)
+        elif self.checkpointer is not None:
+            await self.checkpointer.on_event(channel, event)
+            return
+        else:
+            raise TypeError(f"task {self.name!r}: unexpected event {event!r} on channel {channel}")
+        for out in outputs:
+            if type(out) is Watermark:
+                await head.process_watermark(out)
+            else:
+                await head.process_watermark_status(out)

@@ -1,0 +1,271 @@
+"""Per-operator event-time and processing-time timers.
+
+Theory of operation
+-------------------
+A timer is ``(timestamp, key, namespace)``: "call me back for this key (and
+this namespace, e.g. a window) once time reaches ``timestamp``". An operator
+owns one :class:`TimerService` holding two independent queues, one per time
+domain, with Flink's rules (``flink-streaming-java/.../streaming/api/
+operators/InternalTimerServiceImpl.java`` over ``HeapPriorityQueueSet``):
+
+* **Set semantics.** Registering a timer that is already registered is a
+  no-op, so a trigger may re-register its window's end on every element.
+  Deleting a timer that is not registered is a no-op.
+* **Order.** Timers fire in timestamp order; equal timestamps fire in
+  registration order (Flink leaves ties unspecified; FIFO keeps runs
+  reproducible).
+* **Event time.** A timer fires when the watermark reaches it: ``timestamp
+  <= watermark``. The service's :attr:`~TimerService.current_watermark` is
+  set *before* any timer fires, as in Flink's ``advanceWatermark``, and it
+  never goes backwards (a regression raises ``ValueError``).
+* **Firing while firing.** Handling a timer may register new timers. One
+  due at or before the watermark being processed must fire within the same
+  advance, in timestamp order. So the operator drains one timer at a time::
+
+      while (timer := timers.pop_event_timer(watermark)) is not None:
+          on_event_time(timer)          # may register / delete timers
+
+  :meth:`~TimerService.advance_watermark` is the list-returning shortcut
+  for callers that register nothing while handling (it returns what is due
+  at the call); after handling its list, such a caller drains any newly
+  due timers with the loop above.
+* **Processing time** works the same with the caller's clock:
+  ``pop_processing_timer(now)`` in a loop; :meth:`~TimerService.
+  next_processing_time` tells the task when to wake up next.
+
+Implementation: per domain a binary heap of ``(timestamp, seq, key,
+namespace)`` entries and a dict ``(timestamp, key, namespace) -> seq`` of the
+live timers. Registration is one dict lookup plus one heap push; deletion
+only drops the dict entry (lazy deletion); popping skips heap entries whose
+``seq`` is no longer live, so a timer deleted and registered again fires once,
+in its new FIFO position. When dead entries outnumber live ones the heap is
+rebuilt (amortised O(1) per deletion). Keys and namespaces must be hashable.
+
+Snapshots are plain data: ``{"event_time": [(ts, key, ns), ...],
+"processing_time": [...]}`` in firing order. ``restore`` adds a snapshot's
+timers (restoring several snapshots unions them, e.g. when rescaling, with
+``key_filter`` keeping only this subtask's keys). As in Flink the watermark is
+not part of the snapshot: it starts again from ``MIN_WATERMARK``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from itertools import count
+from typing import Any
+
+from streamflow.runtime.events import MIN_WATERMARK
+
+__all__ = ["Timer", "TimerService", "TimerSnapshot"]
+
+TimerSnapshot = dict[str, list[tuple[int, Any, Any]]]
+"""``{"event_time": [(ts, key, ns), ...], "processing_time": [...]}``."""
+
+_EVENT = "event_time"
+_PROCESSING = "processing_time"
+_COMPACT_MIN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A fired (or registered) timer."""
+
+    timestamp: int
+    key: Any
+    namespace: Any
+
+
+class _TimerQueue:
+    """A deduplicated min-queue of timers with lazy deletion (one time domain)."""
+
+    __slots__ = ("_heap", "_live", "_seq")
+
+    def __init__(self, seq: Callable[[], int]) -> None:
+        self._heap: list[tuple[int, int, Hashable, Hashable]] = []
+        self._live: dict[tuple[int, Hashable, Hashable], int] = {}
+        self._seq = seq
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __contains__(self, ident: tuple[int, Hashable, Hashable]) -> bool:
+        return ident in self._live
+
+    def add(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
+        ident = (timestamp, key, namespace)
+        if ident in self._live:
+            return False
+        seq = self._seq()
+        self._live[ident] = seq
+        heapq.heappush(self._heap, (timestamp, seq, key, namespace))
+        return True
+
+    def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
+        if self._live.pop((timestamp, key, namespace), None) is None:
+            return False
+        if len(self._heap) > _COMPACT_MIN and len(self._heap) > 2 * len(self._live):
+            self._compact()
+        return True
+
+    def _compact(self) -> None:
+        live = self._live
+        self._heap = [e for e in self._heap if live.get((e[0], e[2], e[3])) == e[1]]
+        heapq.heapify(self._heap)
+
+    def _drop_dead_head(self) -> tuple[int, int, Hashable, Hashable] | None:
+        heap, live = self._heap, self._live
+        while heap:
+            head = heap[0]
+            if live.get((head[0], head[2], head[3])) == head[1]:
+                return head
+            heapq.heappop(heap)
+        return None
+
+    def peek_timestamp(self) -> int | None:
+        head = self._drop_dead_head()
+        return None if head is None else head[0]
+
+    def pop_due(self, time: int) -> Timer | None:
+        head = self._drop_dead_head()
+        if head is None or head[0] > time:
+            return None
+        heapq.heappop(self._heap)
+        timestamp, _, key, namespace = head
+        del self._live[(timestamp, key, namespace)]
+        return Timer(timestamp, key, namespace)
+
+    def entries(self) -> list[tuple[int, Any, Any]]:
+        """Live timers in firing order."""
+        live = self._live
+        return [
+            (ts, key, ns)
+            for ts, seq, key, ns in sorted(self._heap)
+            if live.get((ts, key, ns)) == seq
+        ]
+
+
+class TimerService:
+    """Event-time and processing-time timers of one operator (all keys)."""
+
+    __slots__ = ("_event", "_processing", "_watermark")
+
+    def __init__(self) -> None:
+        seq = count().__next__  # shared, so FIFO order survives a snapshot round trip
+        self._event = _TimerQueue(seq)
+        self._processing = _TimerQueue(seq)
+        self._watermark = MIN_WATERMARK
+
+    # ---------------------------------------------------------------- registration
+
+    def register_event_time_timer(self, key: Hashable, namespace: Hashable, ts: int) -> bool:
+        """Fire ``(ts, key, namespace)`` once the watermark reaches ``ts``; False if set."""
+        return self._event.add(ts, key, namespace)
+
+    def delete_event_time_timer(self, key: Hashable, namespace: Hashable, ts: int) -> bool:
+        """Forget the timer; False if it was not registered."""
+        return self._event.remove(ts, key, namespace)
+
+    def register_processing_time_timer(self, key: Hashable, namespace: Hashable, ts: int) -> bool:
+        """Fire ``(ts, key, namespace)`` once processing time reaches ``ts``; False if set."""
+        return self._processing.add(ts, key, namespace)
+
+    def delete_processing_time_timer(self, key: Hashable, namespace: Hashable, ts: int) -> bool:
+        """Forget the timer; False if it was not registered."""
+        return self._processing.remove(ts, key, namespace)
+
+    def has_event_time_timer(self, key: Hashable, namespace: Hashable, ts: int) -> bool:
+        return (ts, key, namespace) in self._event
+
+    def has_processing_time_timer(self, key: Hashable, namespace: Hashable, ts: int) -> bool:
+        return (ts, key, namespace) in self._processing
+
+    # ---------------------------------------------------------------- event time
+
+    @property
+    def current_watermark(self) -> int:
+        """The last watermark given to ``advance_watermark`` / ``pop_event_timer``."""
+        return self._watermark
+
+    def _set_watermark(self, watermark: int) -> None:
+        if watermark < self._watermark:
+            raise ValueError(f"watermark went backwards: {watermark} < current {self._watermark}")
+        self._watermark = watermark
+
+    def pop_event_timer(self, watermark: int) -> Timer | None:
+        """Advance the watermark to ``watermark`` and pop the next timer due (``ts <= watermark``).
+
+        Returns None when no timer is due. Call in a loop; timers registered
+        meanwhile are seen by the next call.
+        """
+        if watermark != self._watermark:
+            self._set_watermark(watermark)
+        return self._event.pop_due(watermark)
+
+    def advance_watermark(self, watermark: int) -> list[Timer]:
+        """Advance the watermark and pop every timer due now, in firing order.
+
+        Timers registered while the caller handles the returned ones are not
+        in the list; drain them with :meth:`pop_event_timer`.
+        """
+        self._set_watermark(watermark)
+        fired: list[Timer] = []
+        pop = self._event.pop_due
+        while (timer := pop(watermark)) is not None:
+            fired.append(timer)
+        return fired
+
+    def next_event_time(self) -> int | None:
+        """Timestamp of the earliest event-time timer, or None."""
+        return self._event.peek_timestamp()
+
+    # ---------------------------------------------------------------- processing time
+
+    def pop_processing_timer(self, now: int) -> Timer | None:
+        """Pop the next processing-time timer with ``ts <= now``, or None. Call in a loop."""
+        return self._processing.pop_due(now)
+
+    def advance_processing_time(self, now: int) -> list[Timer]:
+        """Pop every processing-time timer due at ``now``, in firing order."""
+        fired: list[Timer] = []
+        pop = self._processing.pop_due
+        while (timer := pop(now)) is not None:
+            fired.append(timer)
+        return fired
+
+    def next_processing_time(self) -> int | None:
+        """Timestamp of the earliest processing-time timer (when to wake up), or None."""
+        return self._processing.peek_timestamp()
+
+    # ---------------------------------------------------------------- introspection
+
+    @property
+    def num_event_time_timers(self) -> int:
+        return len(self._event)
+
+    @property
+    def num_processing_time_timers(self) -> int:
+        return len(self._processing)
+
+    @property
+    def num_timers(self) -> int:
+        """Registered timers of both domains."""
+        return len(self._event) + len(self._processing)
+
+    # ---------------------------------------------------------------- snapshot / restore
+
+    def snapshot(self) -> TimerSnapshot:
+        """All registered timers as plain data, each list in firing order."""
+        return {_EVENT: self._event.entries(), _PROCESSING: self._processing.entries()}
+
+    def restore(
+        self,
+        data: Mapping[str, Iterable[tuple[int, Any, Any]]],
+        key_filter: Callable[[Any], bool] | None = None,
+    ) -> None:
+        """Register the timers of a :meth:`snapshot` (only keys passing ``key_filter``)."""
+        for name, queue in ((_EVENT, self._event), (_PROCESSING, self._processing)):
+            for ts, key, namespace in data.get(name, ()):
+                if key_filter is None or key_filter(key):
+                    queue.add(ts, key, namespace)
