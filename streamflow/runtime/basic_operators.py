@@ -55,13 +55,14 @@ class UserFunctionOperator(StreamOperator):
 
     async def open(self) -> None:
         if isinstance(self.function, Function):
+            # as in Flink, close() runs even when open() failed: it releases what open got
+            self._opened_function = True
             try:
                 result = self.function.open(RuntimeContext(self.ctx))
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
                 raise self.failure(exc) from None
-            self._opened_function = True
 
     async def close(self) -> None:
         if self._opened_function:

@@ -199,6 +199,7 @@ class Execution:
         for t in self.tasks:
             if isinstance(t, SourceTask):
                 out[f"{t.name}.numRecordsOut"] = t.records_out
+                out[f"{t.name}.numRecordsMalformed"] = t.records_malformed
             elif isinstance(t, InputTask):
                 out[f"{t.name}.numRecordsIn"] = t.records_in
         return out

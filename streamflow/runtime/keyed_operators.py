@@ -26,6 +26,7 @@ class ReduceOperator(StreamOperator):
         self.key_selector = key_selector
         self.function = function
         self.reduce = resolve_function(function, "reduce", name)
+        self._specialize = getattr(self.reduce, "specialize", None)
         self._opened_function = False
 
     async def open(self) -> None:
@@ -33,11 +34,11 @@ class ReduceOperator(StreamOperator):
         assert backend is not None, "a keyed operator needs a keyed state backend"
         self.table = backend.table("reduce", "value")
         if isinstance(self.function, Function):
+            self._opened_function = True  # close() runs even if open() fails, as in Flink
             try:
                 self.function.open(RuntimeContext(self.ctx))
             except Exception as exc:
                 raise self.failure(exc) from None
-            self._opened_function = True
 
     async def close(self) -> None:
         if self._opened_function:
@@ -48,6 +49,8 @@ class ReduceOperator(StreamOperator):
                 raise self.failure(exc) from None
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self._specialize is not None and records:
+            self.reduce, self._specialize = self._specialize(records[0]), None
         key_of, reduce, table = self.key_selector, self.reduce, self.table
         get, missing = table.get, _MISSING
         out = []
@@ -66,7 +69,8 @@ class ReduceOperator(StreamOperator):
                     TypeError(
                         f"key_by() selector returned an unhashable key {key!r} "
                         f"({type(key).__name__}): keys must be hashable (use a tuple, not a list)"
-                    )
+                    ),
+                    record,
                 ) from exc
             raise self.failure(exc) from None
         except Exception as exc:
@@ -110,34 +114,60 @@ def aggregation(kind: str, field: int | str) -> Callable[[Any, Any], Any]:
         return out
 
     if kind == "sum":
-        if isinstance(field, int) and field >= 0:
-            n = field
 
-            def fn(acc: Any, v: Any) -> Any:
-                if type(acc) is tuple and len(acc) == n + 1:  # the common (key, value) case
-                    return (*acc[:n], acc[n] + v[n])
-                return with_value(acc, get(acc) + get(v))
-        else:
-
-            def fn(acc: Any, v: Any) -> Any:
-                return with_value(acc, get(acc) + get(v))
+        def slow(acc: Any, v: Any) -> Any:
+            return with_value(acc, get(acc) + get(v))
     elif kind == "min":
 
-        def fn(acc: Any, v: Any) -> Any:
+        def slow(acc: Any, v: Any) -> Any:
             a, b = get(acc), get(v)
             return acc if a <= b else with_value(acc, b)
     elif kind == "max":
 
-        def fn(acc: Any, v: Any) -> Any:
+        def slow(acc: Any, v: Any) -> Any:
             a, b = get(acc), get(v)
             return acc if a >= b else with_value(acc, b)
     elif kind == "min_by":
-
-        def fn(acc: Any, v: Any) -> Any:
-            return acc if get(acc) <= get(v) else v
+        return lambda acc, v: acc if get(acc) <= get(v) else v
     else:
+        return lambda acc, v: acc if get(acc) >= get(v) else v
 
-        def fn(acc: Any, v: Any) -> Any:
-            return acc if get(acc) >= get(v) else v
+    if not isinstance(field, int) or field < 0:
+        return slow
+    compiled: dict[int, Callable[[Any, Any], Any]] = {}
 
+    def fn(acc: Any, v: Any) -> Any:
+        if type(acc) is tuple:
+            arity = len(acc)
+            fast = compiled.get(arity)
+            if fast is None:
+                fast = compiled[arity] = _tuple_aggregation(kind, field, arity, slow)
+            return fast(acc, v)
+        return slow(acc, v)
+
+    def specialize(sample: Any) -> Callable[[Any, Any], Any]:
+        """One function call per record for streams of same-arity tuples."""
+        if type(sample) is tuple and field < len(sample):
+            return _tuple_aggregation(kind, field, len(sample), fn)
+        return fn
+
+    fn.specialize = specialize  # type: ignore[attr-defined]
     return fn
+
+
+def _tuple_aggregation(
+    kind: str, n: int, arity: int, fallback: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    if n >= arity:
+        return fallback
+    parts = [f"acc[{i}]" for i in range(arity)]
+    if kind == "sum":
+        parts[n] = f"acc[{n}] + v[{n}]"
+        body = f"({', '.join(parts)},)"
+    else:
+        parts[n] = f"v[{n}]"
+        op = "<=" if kind == "min" else ">="
+        body = f"acc if acc[{n}] {op} v[{n}] else ({', '.join(parts)},)"
+    # generated from integers only; other shapes fall back to the generic function
+    code = f"lambda acc, v: ({body}) if type(acc) is tuple and len(acc) == {arity} else fallback(acc, v)"
+    return eval(code, {"fallback": fallback})

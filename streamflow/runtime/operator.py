@@ -92,6 +92,7 @@ class StreamOperator(BatchTarget):
     # -- lifecycle ---------------------------------------------------------
     def setup(self, ctx: OperatorContext, output: Output) -> None:
         self.ctx = ctx
+        self.name = ctx.name
         self.uid = ctx.uid
         self.output = output
 
@@ -132,9 +133,9 @@ class StreamOperator(BatchTarget):
         pass
 
     # -- errors ------------------------------------------------------------
-    def failure(self, exc: BaseException, records: Sequence[Any] | None = None) -> BaseException:
-        """Attach this operator's name (and the failing record, if found) to ``exc``."""
-        return attribute_error(exc, f"operator {self.name!r} (uid {self.uid!r})", records)
+    def failure(self, exc: BaseException, record: Any = None) -> BaseException:
+        """Attach this operator's name and the failing record (given, or found) to ``exc``."""
+        return attribute_error(exc, f"operator {self.name!r} (uid {self.uid!r})", record)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -143,14 +144,13 @@ class StreamOperator(BatchTarget):
 _ATTRIBUTED = "_streamflow_where"
 
 
-def attribute_error(
-    exc: BaseException, where: str, records: Sequence[Any] | None = None
-) -> BaseException:
+def attribute_error(exc: BaseException, where: str, record: Any = None) -> BaseException:
     """Add a note naming ``where`` (once: the innermost operator wins)."""
     if getattr(exc, _ATTRIBUTED, None) is None:
         setattr(exc, _ATTRIBUTED, where)
         note = f"streamflow: raised in {where}"
-        record = failing_record(exc)
+        if record is None:
+            record = failing_record(exc)
         if record is not _NOT_FOUND:
             note += f" while processing record {_short_repr(record)}"
         exc.add_note(note)

@@ -181,6 +181,8 @@ class SourceTask(Task):
         self.reader = reader
         self.source_output = source_output
         self.records_out = 0
+        self.records_malformed = 0
+        self._dead_letters = hasattr(reader, "take_dead_letters")
 
     async def _start(self) -> None:
         try:
@@ -210,11 +212,31 @@ class SourceTask(Task):
                 continue
             self.records_out += len(batch)  # type: ignore[arg-type]
             await push(batch, None)  # type: ignore[arg-type]
+            if self._dead_letters and reader.dead_letters:  # type: ignore[attr-defined]
+                await self._route_dead_letters()
             if loop.time() >= next_yield:
                 await asyncio.sleep(0)
                 next_yield = loop.time() + YIELD_INTERVAL_S
         # a bounded source ends with the maximum watermark: every window fires
         await self.source_output.emit_watermark(Watermark(MAX_WATERMARK))
+
+
+    async def _route_dead_letters(self) -> None:
+        from ..connectors.files import DEAD_LETTER, MalformedRecordError
+
+        letters = self.reader.take_dead_letters()  # type: ignore[attr-defined]
+        self.records_malformed += len(letters)
+        if not self.source_output.has_side(DEAD_LETTER.tag_id):
+            first = letters[0]
+            raise attribute_error(
+                MalformedRecordError(
+                    f"malformed record at {first.location}: {first.error} (raw {first.raw[:200]!r}); "
+                    f"{len(letters)} malformed in this batch. Read them with "
+                    "stream.get_side_output(DEAD_LETTER) to route instead of failing"
+                ),
+                f"source {self.name!r}",
+            )
+        await self.source_output.push_side(DEAD_LETTER.tag_id, letters, None)
 
 
 class InputTask(Task):

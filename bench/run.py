@@ -1,0 +1,160 @@
+"""Canonical workloads through streamflow's public API, against plain_loop in the same run.
+
+Usage: python bench/run.py [--n N] [--workloads w1,w2,w3] [--repeat R]
+
+Prints, for each workload, streamflow's seconds, plain_loop's seconds and the
+ratio (best of R runs each), and checks the answers are exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+import streamflow as sf  # noqa: E402
+from streamflow.functions import SinkFunction  # noqa: E402
+
+
+def find_plain_loop() -> Any:
+    for cand in (os.path.join(ROOT, "..", "shared", "bench"), os.path.join(HERE, "shared")):
+        if os.path.exists(os.path.join(cand, "plain_loop.py")):
+            sys.path.insert(0, os.path.abspath(cand))
+            import plain_loop
+
+            return plain_loop
+    raise SystemExit("plain_loop.py not found: expected ../shared/bench/plain_loop.py")
+
+
+plain_loop = find_plain_loop()
+events = plain_loop.events
+
+
+class CountSum(SinkFunction):
+    def __init__(self) -> None:
+        self.count = self.total = 0
+
+    def write_batch(self, values: list) -> None:
+        self.count += len(values)
+        self.total += sum(values)
+
+
+class LastPerKey(SinkFunction):
+    def __init__(self) -> None:
+        self.last: dict[str, int] = {}
+        self.outputs = 0
+
+    def write_batch(self, values: list) -> None:
+        self.outputs += len(values)
+        last = self.last
+        for k, s, _ts in values:
+            last[k] = s
+
+
+class WindowAnswer(SinkFunction):
+    def __init__(self) -> None:
+        self.fired = self.acc = 0
+
+    def write_batch(self, values: list) -> None:
+        self.fired += len(values)
+        acc = 0
+        for _k, end, s in values:
+            acc += (end % 1000003) * s
+        self.acc += acc
+
+
+def w1(n: int) -> tuple[int, int]:
+    env = sf.StreamExecutionEnvironment()
+    sink = CountSum()
+    env.from_collection(lambda: events(n)).map(lambda e: e[1] * 2).filter(
+        lambda v: v % 3 != 0
+    ).add_sink(sink)
+    env.execute("w1")
+    return (sink.count, sink.total)
+
+
+def w2(n: int) -> tuple[int, int]:
+    env = sf.StreamExecutionEnvironment()
+    sink = LastPerKey()
+    env.from_collection(lambda: events(n)).key_by(lambda e: e[0]).sum(1).add_sink(sink)
+    env.execute("w2")
+    return (sum(sink.last.values()), sink.outputs)
+
+
+def w3(n: int) -> tuple[int, int]:
+    from streamflow.windowing import TumblingEventTimeWindows
+
+    env = sf.StreamExecutionEnvironment()
+    sink = WindowAnswer()
+    strategy = sf.WatermarkStrategy.for_bounded_out_of_orderness(200).with_timestamp_assigner(
+        lambda e: e[2]
+    )
+    (
+        env.from_collection(lambda: events(n))
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(10_000))
+        .process(_window_sum)
+        .add_sink(sink)
+    )
+    env.execute("w3")
+    return (sink.fired, sink.acc)
+
+
+class _WindowSum(sf.ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return [(key, context.window().end, sum(e[1] for e in elements))]
+
+
+_window_sum = _WindowSum()
+
+WORKLOADS: dict[str, Callable[[int], tuple[int, int]]] = {"w1": w1, "w2": w2, "w3": w3}
+EXPECTED_1M = {
+    "w1": (659794, 63338982),
+    "w2": (47999055, 1000000),
+    "w3": (100000, 24239826550000),
+}
+
+
+def best_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    best, answer = float("inf"), None
+    for _ in range(repeat):
+        gc.collect()
+        t = time.perf_counter()
+        answer = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, answer
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--workloads", default="w1,w2,w3")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    ok = True
+    print(f"{'workload':8} {'n':>9} {'streamflow s':>13} {'plain_loop s':>13} {'ratio':>6}  answer")
+    for name in args.workloads.split(","):
+        flow_s, answer = best_of(lambda: WORKLOADS[name](args.n), args.repeat)
+        plain_s, expected = best_of(lambda: getattr(plain_loop, name)(args.n), args.repeat)
+        if args.n == 1_000_000:
+            assert expected == EXPECTED_1M[name]
+        good = answer == expected
+        ok &= good
+        print(
+            f"{name:8} {args.n:>9,} {flow_s:>13.3f} {plain_s:>13.3f} {flow_s / plain_s:>5.2f}x  "
+            f"{answer} {'exact' if good else f'WRONG (expected {expected})'}"
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""Operator lifecycle on every path, error attribution, cancellation, embedding."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import streamflow as sf
+from streamflow.runtime.operator import where_raised
+
+
+class Recorder(sf.MapFunction):
+    """Records its lifecycle in a shared log; can fail at a chosen step."""
+
+    def __init__(self, name: str, log: list[str], fail_in: str | None = None) -> None:
+        self.name, self.log, self.fail_in = name, log, fail_in
+
+    def open(self, runtime_context: sf.RuntimeContext) -> None:
+        self.log.append(f"open {self.name}")
+        if self.fail_in == "open":
+            raise RuntimeError(f"boom in open of {self.name}")
+
+    def map(self, value: int) -> int:
+        if self.fail_in == "map" and value == 3:
+            raise ValueError(f"boom in map of {self.name}")
+        return value
+
+    def close(self) -> None:
+        self.log.append(f"close {self.name}")
+        if self.fail_in == "close":
+            raise RuntimeError(f"boom in close of {self.name}")
+
+
+def pipeline(
+    log: list[str], fail: dict[str, str], chaining: bool = True
+) -> sf.StreamExecutionEnvironment:
+    env = sf.StreamExecutionEnvironment()
+    if not chaining:
+        env.disable_operator_chaining()
+    s = env.from_collection(list(range(10)))
+    for name in ("a", "b", "c"):
+        s = s.map(Recorder(name, log, fail.get(name))).name(name)
+    s.add_sink(lambda v: None)
+    return env
+
+
+@pytest.mark.parametrize("chaining", [True, False])
+def test_normal_end_opens_and_closes_every_operator(chaining: bool) -> None:
+    log: list[str] = []
+    pipeline(log, {}, chaining).execute()
+    assert sorted(log) == sorted(f"{s} {n}" for s in ("open", "close") for n in "abc")
+    if chaining:  # opened tail to head, so consumers are ready first
+        assert log[:3] == ["open c", "open b", "open a"]
+
+
+@pytest.mark.parametrize("chaining", [True, False])
+@pytest.mark.parametrize(
+    ("step", "operator", "exc_type"),
+    [("open", "b", RuntimeError), ("map", "b", ValueError), ("close", "b", RuntimeError)],
+)
+def test_error_reaches_caller_with_operator_name_and_opened_ones_close(
+    chaining: bool, step: str, operator: str, exc_type: type[Exception]
+) -> None:
+    log: list[str] = []
+    env = pipeline(log, {operator: step}, chaining)
+    with pytest.raises(exc_type, match=f"boom in {step} of {operator}") as info:
+        env.execute()
+    assert where_raised(info.value) is not None and f"'{operator}'" in where_raised(info.value)
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert f"operator '{operator}'" in notes
+    if step == "map":
+        assert "while processing record 3" in notes
+    opened = {line.split()[1] for line in log if line.startswith("open")}
+    closed = {line.split()[1] for line in log if line.startswith("close")}
+    assert opened == closed  # close ran for every operator that was opened
+
+
+def test_unhashable_key_names_operator_and_shows_record() -> None:
+    env = sf.StreamExecutionEnvironment()
+    env.from_collection([{"k": [1, 2], "v": 1}]).key_by(lambda r: r["k"]).reduce(
+        lambda a, b: a
+    ).name("my-reduce").print()
+    with pytest.raises(TypeError, match=r"unhashable key \[1, 2\]") as info:
+        env.execute()
+    notes = "\n".join(info.value.__notes__)
+    assert "'my-reduce'" in notes and "{'k': [1, 2], 'v': 1}" in notes
+
+
+def test_unhashable_key_with_parallel_partitioning_names_operator() -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    env.from_collection([[1, 2]]).map(lambda r: r).key_by(lambda r: r).sum(0).name("agg").print()
+    with pytest.raises(TypeError, match="no stable hash") as info:
+        env.execute()
+    assert "'agg'" in "\n".join(info.value.__notes__)
+
+
+def test_execute_inside_running_loop_is_a_clear_error() -> None:
+    async def main() -> None:
+        env = sf.StreamExecutionEnvironment()
+        env.from_collection([1]).print()
+        env.execute()
+
+    with pytest.raises(RuntimeError, match="execute_async"):
+        asyncio.run(main())
+
+
+async def ticking_source():  # an endless async source
+    i = 0
+    while True:
+        yield i
+        i += 1
+        await asyncio.sleep(0.001)
+
+
+async def test_execute_async_runs_while_application_keeps_serving_and_cancel_stops_it() -> None:
+    log: list[str] = []
+    env = sf.StreamExecutionEnvironment()
+    seen: list[int] = []
+    env.from_async_iterable(ticking_source).map(Recorder("m", log)).add_sink(seen.append)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.002)
+
+    tick_task = asyncio.ensure_future(ticker())
+    client = await env.execute_async("embedded")
+    while len(seen) < 50:
+        await asyncio.sleep(0.01)
+    ticks_during = ticks
+    assert ticks_during >= 5  # the application kept being served
+    assert client.get_job_status() is sf.JobStatus.RUNNING
+    await client.cancel()
+    assert client.get_job_status() is sf.JobStatus.CANCELED
+    assert log == ["open m", "close m"]  # cancellation closes operators too
+    n = len(seen)
+    await asyncio.sleep(0.02)
+    assert len(seen) == n  # nothing runs after cancel
+    result = await client.get_job_execution_result()
+    assert result.status is sf.JobStatus.CANCELED
+    tick_task.cancel()
+
+
+async def test_busy_bounded_job_does_not_starve_the_loop() -> None:
+    env = sf.StreamExecutionEnvironment()
+    total = 0
+
+    def add(v: int) -> None:
+        nonlocal total
+        total += v
+
+    env.from_collection(lambda: range(300_000)).map(lambda x: x + 1).add_sink(add)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    t = asyncio.ensure_future(ticker())
+    client = await env.execute_async()
+    await client.get_job_execution_result()
+    t.cancel()
+    assert total == sum(range(1, 300_001))
+    assert ticks > 10
+
+
+async def test_failure_in_one_task_cancels_others_and_all_close() -> None:
+    log: list[str] = []
+    env = sf.StreamExecutionEnvironment()
+    endless = env.from_async_iterable(ticking_source).map(Recorder("endless", log)).name("endless")
+    failing = env.from_collection([1, 2, 3, 4]).map(Recorder("bad", log, "map")).name("bad")
+    endless.union(failing).map(Recorder("after", log)).name("after").add_sink(lambda v: None)
+    client = await env.execute_async()
+    with pytest.raises(ValueError, match="boom in map of bad"):
+        await client.get_job_execution_result()
+    assert client.get_job_status() is sf.JobStatus.FAILED
+    assert sorted(log) == sorted(
+        f"{s} {n}" for s in ("open", "close") for n in ("endless", "bad", "after")
+    )
+
+
+async def test_async_collect_streams_and_limit_cancels() -> None:
+    env = sf.StreamExecutionEnvironment()
+    out = [
+        x async for x in env.from_async_iterable(ticking_source).execute_and_collect_async(limit=20)
+    ]
+    assert out == list(range(20))
