@@ -227,7 +227,7 @@ class JobClient:
     def __init__(self, execution: Execution) -> None:
         self.execution = execution
         self.job_name = execution.job_name
-        self._status = JobStatus.CREATED
+        self._status = JobStatus.RUNNING
         self._scope_ready = anyio.Event()
         self._started = execution.clock.monotonic()
         self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
@@ -236,7 +236,6 @@ class JobClient:
         self._cancel_requested = False
 
     async def _run(self) -> None:
-        self._status = JobStatus.RUNNING
         try:
             await self.execution.run(self._scope_ready)
         except BaseException:
