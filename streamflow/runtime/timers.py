@@ -33,13 +33,15 @@ operators/InternalTimerServiceImpl.java`` over ``HeapPriorityQueueSet``):
   ``pop_processing_timer(now)`` in a loop; :meth:`~TimerService.
   next_processing_time` tells the task when to wake up next.
 
-Implementation: per domain a binary heap of ``(timestamp, seq, key,
-namespace)`` entries and a dict ``(timestamp, key, namespace) -> seq`` of the
-live timers. Registration is one dict lookup plus one heap push; deletion
-only drops the dict entry (lazy deletion); popping skips heap entries whose
-``seq`` is no longer live, so a timer deleted and registered again fires once,
-in its new FIFO position. When dead entries outnumber live ones the heap is
-rebuilt (amortised O(1) per deletion). Keys and namespaces must be hashable.
+Implementation: per domain a binary heap of int priorities (``timestamp``
+and a registration ``seq`` packed into one int, cheap to compare), a dict
+``(timestamp, key, namespace) -> seq`` of the live timers and its inverse
+``seq -> (timestamp, key, namespace)``. Registration is one dict lookup plus
+one heap push; deletion only drops the dict entries (lazy deletion); popping
+skips heap entries whose ``seq`` is no longer live, so a timer deleted and
+registered again fires once, in its new FIFO position. When dead entries
+outnumber live ones the heap is rebuilt (amortised O(1) per deletion). Keys
+and namespaces must be hashable; timestamps must be ``int``.
 
 Snapshots are plain data: ``{"event_time": [(ts, key, ns), ...],
 "processing_time": [...]}`` in firing order. ``restore`` adds a snapshot's
@@ -66,6 +68,8 @@ TimerSnapshot = dict[str, list[tuple[int, Any, Any]]]
 _EVENT = "event_time"
 _PROCESSING = "processing_time"
 _COMPACT_MIN = 64
+_SEQ_BITS = 64
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +82,22 @@ class Timer:
 
 
 class _TimerQueue:
-    """A deduplicated min-queue of timers with lazy deletion (one time domain)."""
+    """A deduplicated min-queue of timers with lazy deletion (one time domain).
 
-    __slots__ = ("_heap", "_live", "_seq")
+    The heap holds int priorities ``(timestamp << 64) | seq`` (Python ints are
+    unbounded, so this is ``timestamp * 2**64 + seq`` and orders negative
+    timestamps correctly); comparing ints is several times cheaper than
+    comparing tuples. ``_live`` maps ``(ts, key, ns)`` to the seq of its live
+    registration and ``_timers`` maps that seq back to the same tuple; the
+    :class:`Timer` object is only built when the timer fires.
+    """
+
+    __slots__ = ("_heap", "_live", "_seq", "_timers")
 
     def __init__(self, seq: Callable[[], int]) -> None:
-        self._heap: list[tuple[int, int, Hashable, Hashable]] = []
+        self._heap: list[int] = []
         self._live: dict[tuple[int, Hashable, Hashable], int] = {}
+        self._timers: dict[int, tuple[int, Hashable, Hashable]] = {}
         self._seq = seq
 
     def __len__(self) -> int:
@@ -98,52 +111,56 @@ class _TimerQueue:
         if ident in self._live:
             return False
         seq = self._seq()
+        priority = (timestamp << _SEQ_BITS) | seq  # TypeError for a non-int timestamp
         self._live[ident] = seq
-        heapq.heappush(self._heap, (timestamp, seq, key, namespace))
+        self._timers[seq] = ident
+        heapq.heappush(self._heap, priority)
         return True
 
     def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
-        if self._live.pop((timestamp, key, namespace), None) is None:
+        seq = self._live.pop((timestamp, key, namespace), None)
+        if seq is None:
             return False
-        if len(self._heap) > _COMPACT_MIN and len(self._heap) > 2 * len(self._live):
-            self._compact()
+        del self._timers[seq]
+        heap = self._heap
+        if len(heap) > _COMPACT_MIN and len(heap) > 2 * len(self._live):
+            timers = self._timers
+            self._heap = heap = [p for p in heap if (p & _SEQ_MASK) in timers]
+            heapq.heapify(heap)
         return True
 
-    def _compact(self) -> None:
-        live = self._live
-        self._heap = [e for e in self._heap if live.get((e[0], e[2], e[3])) == e[1]]
-        heapq.heapify(self._heap)
-
-    def _drop_dead_head(self) -> tuple[int, int, Hashable, Hashable] | None:
-        heap, live = self._heap, self._live
+    def peek_timestamp(self) -> int | None:
+        heap, timers = self._heap, self._timers
         while heap:
-            head = heap[0]
-            if live.get((head[0], head[2], head[3])) == head[1]:
-                return head
-            heapq.heappop(heap)
+            priority = heap[0]
+            if (priority & _SEQ_MASK) in timers:
+                return priority >> _SEQ_BITS
+            heapq.heappop(heap)  # a deleted timer
         return None
 
-    def peek_timestamp(self) -> int | None:
-        head = self._drop_dead_head()
-        return None if head is None else head[0]
-
     def pop_due(self, time: int) -> Timer | None:
-        head = self._drop_dead_head()
-        if head is None or head[0] > time:
-            return None
-        heapq.heappop(self._heap)
-        timestamp, _, key, namespace = head
-        del self._live[(timestamp, key, namespace)]
-        return Timer(timestamp, key, namespace)
+        heap, timers = self._heap, self._timers
+        limit = (time << _SEQ_BITS) | _SEQ_MASK
+        while heap:
+            priority = heap[0]
+            if priority > limit:  # even a dead head means nothing live is due
+                return None
+            heapq.heappop(heap)
+            ident = timers.pop(priority & _SEQ_MASK, None)
+            if ident is not None:
+                del self._live[ident]
+                return Timer(ident[0], ident[1], ident[2])
+        return None
 
     def entries(self) -> list[tuple[int, Any, Any]]:
         """Live timers in firing order."""
-        live = self._live
-        return [
-            (ts, key, ns)
-            for ts, seq, key, ns in sorted(self._heap)
-            if live.get((ts, key, ns)) == seq
-        ]
+        timers = self._timers
+        out = []
+        for priority in sorted(self._heap):
+            ident = timers.get(priority & _SEQ_MASK)
+            if ident is not None:
+                out.append(ident)
+        return out
 
 
 class TimerService:

@@ -1,0 +1,469 @@
+"""The window operator (a port of Flink's WindowOperator and EvictingWindowOperator).
+
+Theory of operation
+-------------------
+State per key lives in the keyed backend: ``window-contents`` maps a key to
+``{state window: accumulator}`` and ``window-trigger`` to the key's trigger
+state. The accumulator is the reduced value (``reduce``), the aggregate
+accumulator (``aggregate``), or the list of elements (``process``; with an
+evictor, a list of ``(timestamp, element)``). For merging assigners
+(sessions) a :class:`MergingWindowSet` per key maps in-flight windows to the
+state window that holds their contents.
+
+Per element (Flink's ``processElement``): assign windows; skip a window whose
+cleanup time (``max_timestamp + allowed_lateness``) the watermark has
+passed; add the element; ask the trigger; FIRE emits the window's result with
+the timestamp ``window.max_timestamp()``, PURGE clears the contents; register
+the cleanup timer. An element that fell into no window because all of them
+were late is late: it goes to the late-data side output if one is set, and
+is counted either way.
+
+Timers are (key, window, time). When one fires the trigger decides; at the
+cleanup time every piece of the window's state is cleared.
+
+Fast path: tumbling event-time windows with the default trigger and no
+evictor (the common case) do the same thing with arithmetic instead of
+assigner/trigger calls per element; results are identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..functions import AggregateFunction
+from ..windowing.context import DictReducingState, TriggerStateDescriptor, merge_reducing_state
+from ..windowing.merging import MergingWindowSet
+from ..windowing.triggers import EventTimeTrigger, Trigger, TriggerResult
+from ..windowing.windows import TimeWindow
+from .events import MAX_WATERMARK, Watermark
+from .process_operators import TimerOperator, _Emitter
+from .timers import Timer
+
+_MISSING = object()
+
+
+class WindowFunctions:
+    """How a window accumulates and what it emits; exactly one of the three modes."""
+
+    def __init__(
+        self,
+        *,
+        reduce: Callable[[Any, Any], Any] | None = None,
+        aggregate: AggregateFunction | None = None,
+        process: Callable[..., Any] | None = None,
+        process_function: Any = None,
+    ) -> None:
+        self.reduce = reduce
+        self.aggregate = aggregate
+        self.process = process  # process(key, context, elements) -> iterable
+        self.process_function = process_function  # for open/close/clear
+        self.incremental = reduce is not None or aggregate is not None
+
+
+class _WindowContext:
+    """``ProcessWindowFunction.Context`` and the trigger's context, for one (key, window)."""
+
+    __slots__ = ("_merged", "_op", "_window", "key")
+
+    def __init__(self, op: WindowOperator, key: Any, window: Any) -> None:
+        self._op, self.key, self._window = op, key, window
+        self._merged: list[Any] = []
+
+    def window(self) -> Any:
+        return self._window
+
+    # ProcessWindowFunction.Context
+    def current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def current_processing_time(self) -> int:
+        return self._op.ctx.clock.now_ms()
+
+    def window_state(self) -> Any:
+        raise NotImplementedError("per-window state is not supported yet")
+
+    # TriggerContext (PyFlink's names)
+    def get_current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def get_current_processing_time(self) -> int:
+        return self._op.ctx.clock.now_ms()
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._op.timers.register_event_time_timer(self.key, self._window, time)
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._op.register_processing_timer(self.key, self._window, time)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._op.timers.delete_event_time_timer(self.key, self._window, time)
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._op.timers.delete_processing_time_timer(self.key, self._window, time)
+
+    def _trigger_store(self) -> dict:
+        return self._op.trigger_state.setdefault(self.key, {})
+
+    def get_partitioned_state(self, descriptor: TriggerStateDescriptor) -> DictReducingState:
+        return DictReducingState(
+            self._trigger_store(), (self._window, descriptor.name), descriptor.reduce_function
+        )
+
+    def merge_partitioned_state(self, descriptor: TriggerStateDescriptor) -> None:
+        merge_reducing_state(
+            self._trigger_store(),
+            [(w, descriptor.name) for w in self._merged],
+            (self._window, descriptor.name),
+            descriptor.reduce_function,
+        )
+
+
+
+class WindowOperator(TimerOperator):
+    def __init__(
+        self,
+        name: str,
+        key_selector: Callable[[Any], Any],
+        assigner: Any,
+        trigger: Trigger | None,
+        evictor: Any,
+        allowed_lateness: int,
+        late_tag: str | None,
+        functions: WindowFunctions,
+    ) -> None:
+        super().__init__(name, key_selector)
+        self.assigner = assigner
+        self.trigger: Trigger = trigger or assigner.get_default_trigger()
+        self.evictor = evictor
+        self.allowed_lateness = allowed_lateness
+        self.late_tag = late_tag
+        self.fn = functions
+        self.event_time = assigner.is_event_time()
+        self.merging = bool(getattr(assigner, "merging", False))
+        self.fast = (
+            type(assigner).__name__ == "TumblingEventTimeWindows"
+            and type(self.trigger) is EventTimeTrigger
+            and evictor is None
+        )
+        self.out = _Emitter()
+        self.panes: dict[TimeWindow, dict[Any, Any]] = {}  # fast path only
+        self._fired: set[TimeWindow] = set()
+
+    # -- lifecycle -----------------------------------------------------------
+    async def open(self) -> None:
+        backend = self.backend
+        self.contents: dict = backend.table("window-contents", "window")
+        self.trigger_state: dict = backend.table("window-trigger", "window")
+        self.merging_sets: dict = backend.table("window-merging", "window")
+        metrics = self.ctx.metrics
+        self.late_counter = metrics.counter("numLateRecords")
+        self.dropped_counter = metrics.counter("numLateRecordsDropped")
+        pf = self.fn.process_function
+        if pf is not None and hasattr(pf, "open"):
+            from .context import RuntimeContext
+
+            try:
+                pf.open(RuntimeContext(self.ctx))
+            except Exception as exc:
+                raise self.failure(exc) from None
+            self._opened_pf = True
+
+    async def close(self) -> None:
+        if getattr(self, "_opened_pf", False):
+            self._opened_pf = False
+            try:
+                self.fn.process_function.close()
+            except Exception as exc:
+                raise self.failure(exc) from None
+
+    # -- elements ------------------------------------------------------------
+    def cleanup_time(self, window: Any) -> int:
+        if not self.event_time:
+            return window.max_timestamp()
+        t = window.max_timestamp() + self.allowed_lateness
+        return t if t >= window.max_timestamp() else MAX_WATERMARK
+
+    def is_window_late(self, window: Any) -> bool:
+        return self.event_time and self.cleanup_time(window) <= self.current_watermark
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if timestamps is None and self.event_time:
+            raise self.failure(
+                ValueError(
+                    f"event-time window {type(self.assigner).__name__} needs record timestamps: "
+                    "call assign_timestamps_and_watermarks() (or from_source with a "
+                    "WatermarkStrategy) upstream"
+                )
+            )
+        late: list = []
+        late_ts: list[int] = []
+        try:
+            if self.fast:
+                self._fast_elements(records, timestamps, late, late_ts)  # type: ignore[arg-type]
+            else:
+                now = self.ctx.clock.now_ms()
+                for i, record in enumerate(records):
+                    ts = timestamps[i] if timestamps is not None else now
+                    if self._element(record, ts):
+                        late.append(record)
+                        late_ts.append(ts)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        if late:
+            self.late_counter.inc(len(late))
+            if self.late_tag is not None:
+                await self.output.push_side(self.late_tag, late, late_ts)
+            else:
+                self.dropped_counter.inc(len(late))
+        await self.out.flush(self, True)
+
+    def _fast_elements(self, records: list, timestamps: list[int], late: list, late_ts: list) -> None:
+        """Tumbling event-time windows, default trigger: panes are ``{window: {key: acc}}``
+        and the timers are implied (every pane fires at ``window.max_timestamp()``)."""
+        size, offset = self.assigner.size, self.assigner.offset
+        wm, lateness = self.current_watermark, self.allowed_lateness
+        key_of, panes = self.key_selector, self.panes
+        reduce, agg = self.fn.reduce, self.fn.aggregate
+        last_start, window, pane, max_ts = None, None, None, 0
+        for record, ts in zip(records, timestamps, strict=True):
+            start = ts - (ts - offset + size) % size
+            if start != last_start:
+                max_ts = start + size - 1
+                if max_ts + lateness <= wm:
+                    late.append(record)
+                    late_ts.append(ts)
+                    continue
+                last_start = start
+                window = TimeWindow(start, start + size)
+                pane = panes.get(window)
+                if pane is None:
+                    pane = panes[window] = {}
+            key = key_of(record)
+            acc = pane.get(key)  # type: ignore[union-attr]
+            if acc is None:
+                if reduce is not None:
+                    acc = record
+                elif agg is not None:
+                    acc = agg.add(record, agg.create_accumulator())
+                else:
+                    acc = [record]
+                pane[key] = acc  # type: ignore[index]
+            elif reduce is not None:
+                acc = pane[key] = reduce(acc, record)  # type: ignore[index]
+            elif agg is not None:
+                acc = pane[key] = agg.add(record, acc)  # type: ignore[index]
+            else:
+                acc.append(record)
+            if max_ts <= wm:  # within allowed lateness: a late firing updates the result
+                self._emit(key, window, acc)
+
+    def _fire_panes(self, wm: int) -> None:
+        """Fire every pane the watermark passed (once), drop those past their cleanup time."""
+        panes, fired, lateness = self.panes, self._fired, self.allowed_lateness
+        due = sorted(w for w in panes if w.end - 1 <= wm and w not in fired)
+        for window in due:
+            emit = self._emit
+            for key, acc in panes[window].items():
+                emit(key, window, acc)
+            if lateness:
+                fired.add(window)
+        for window in due if not lateness else [w for w in fired if w.end - 1 + lateness <= wm]:
+            del panes[window]
+            fired.discard(window)
+
+    def _element(self, record: Any, ts: int) -> bool:
+        """Flink's processElement for one element; True if the element is late."""
+        key = self.key_selector(record)
+        self.backend.current_key = key
+        windows = self.assigner.assign_windows(record, ts, self)
+        skipped = True
+        mws = self._merging_set(key) if self.merging else None
+        for window in windows:
+            actual = window
+            if mws is not None:
+                actual = mws.add_window(window, lambda r, m, s, ms, k=key: self._merge(k, r, m, s, ms))
+            if self.is_window_late(actual):
+                if mws is not None:
+                    mws.retire_window(actual)
+                continue
+            skipped = False
+            state_window = mws.get_state_window(actual) if mws is not None else actual
+            self._add(key, state_window, record, ts)
+            ctx = _WindowContext(self, key, actual)
+            result = self.trigger.on_element(record, ts, actual, ctx)
+            self._act(result, key, actual, state_window)
+            self._register_cleanup(key, actual)
+        return skipped and self.event_time and ts + self.allowed_lateness <= self.current_watermark
+
+    def _merging_set(self, key: Any) -> MergingWindowSet:
+        mws = self.merging_sets.get(key)
+        if mws is None:
+            mws = self.merging_sets[key] = MergingWindowSet(self.assigner)
+        return mws
+
+    def _merge(self, key: Any, result: Any, merged: list, state_result: Any, merged_states: list) -> None:
+        if self.event_time and result.max_timestamp() + self.allowed_lateness <= self.current_watermark:
+            raise AssertionError(f"merged window {result} is already past the watermark")
+        ctx = _WindowContext(self, key, result)
+        ctx._merged = list(merged)
+        self.trigger.on_merge(result, ctx)
+        for w in merged:
+            self.trigger.clear(w, _WindowContext(self, key, w))
+            self._delete_cleanup(key, w)
+        wins = self.contents.setdefault(key, {})
+        acc = wins.get(state_result, _MISSING)
+        for sw in merged_states:
+            other = wins.pop(sw, _MISSING)
+            if other is _MISSING:
+                continue
+            acc = other if acc is _MISSING else self._merge_acc(acc, other)
+        if acc is not _MISSING:
+            wins[state_result] = acc
+
+    def _merge_acc(self, a: Any, b: Any) -> Any:
+        if self.fn.reduce is not None:
+            return self.fn.reduce(a, b)
+        if self.fn.aggregate is not None:
+            return self.fn.aggregate.merge(a, b)
+        return a + b
+
+    def _add(self, key: Any, state_window: Any, record: Any, ts: int) -> None:
+        wins = self.contents.setdefault(key, {})
+        acc = wins.get(state_window, _MISSING)
+        if self.evictor is not None:
+            if acc is _MISSING:
+                wins[state_window] = [(ts, record)]
+            else:
+                acc.append((ts, record))
+        elif self.fn.reduce is not None:
+            wins[state_window] = record if acc is _MISSING else self.fn.reduce(acc, record)
+        elif self.fn.aggregate is not None:
+            agg = self.fn.aggregate
+            wins[state_window] = agg.add(record, agg.create_accumulator() if acc is _MISSING else acc)
+        elif acc is _MISSING:
+            wins[state_window] = [record]
+        else:
+            acc.append(record)
+
+    def _act(self, result: TriggerResult, key: Any, window: Any, state_window: Any) -> None:
+        wins = self.contents.get(key)
+        if result.is_fire():
+            acc = None if wins is None else wins.get(state_window, _MISSING)
+            if acc is not None and acc is not _MISSING:
+                self._emit(key, window, acc)
+        if result.is_purge() and wins is not None:
+            wins.pop(state_window, None)
+            if not wins:
+                del self.contents[key]
+
+    def _emit(self, key: Any, window: Any, acc: Any) -> None:
+        fn = self.fn
+        ctx = _WindowContext(self, key, window)
+        if self.evictor is not None:
+            elements = list(acc)
+            self.evictor.evict_before(elements, len(elements), window, ctx)
+            values = [v for _, v in elements]
+            if fn.reduce is not None:
+                values = [_fold(fn.reduce, values)] if values else []
+            elif fn.aggregate is not None:
+                a = fn.aggregate.create_accumulator()
+                for v in values:
+                    a = fn.aggregate.add(v, a)
+                values = [fn.aggregate.get_result(a)]
+            self.evictor.evict_after(elements, len(elements), window, ctx)
+            acc[:] = elements
+        elif fn.reduce is not None:
+            values = [acc]
+        elif fn.aggregate is not None:
+            values = [fn.aggregate.get_result(acc)]
+        else:
+            values = acc
+        results = fn.process(key, ctx, values) if fn.process is not None else values
+        self.out.add(results, window.max_timestamp())
+
+    # -- timers --------------------------------------------------------------
+    def _register_cleanup(self, key: Any, window: Any) -> None:
+        t = self.cleanup_time(window)
+        if t == MAX_WATERMARK:
+            return  # GlobalWindow: never cleaned up
+        if self.event_time:
+            self.timers.register_event_time_timer(key, window, t)
+        else:
+            self.register_processing_timer(key, window, t)
+
+    def _delete_cleanup(self, key: Any, window: Any) -> None:
+        t = self.cleanup_time(window)
+        if self.event_time:
+            self.timers.delete_event_time_timer(key, window, t)
+        else:
+            self.timers.delete_processing_time_timer(key, window, t)
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        ts = watermark.timestamp
+        self.current_watermark = ts
+        pop = self.timers.pop_event_timer
+        try:
+            if self.fast:
+                self._fire_panes(ts)
+            while (timer := pop(ts)) is not None:
+                self.backend.current_key = timer.key
+                self._on_timer(timer, event_time=True)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        await self.out.flush(self, True)
+        await self.output.emit_watermark(watermark)
+
+    async def on_processing_timer(self, timer: Timer) -> None:
+        try:
+            self._on_timer(timer, event_time=False)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        await self.out.flush(self, True)
+
+    def _on_timer(self, timer: Timer, event_time: bool) -> None:
+        key, window = timer.key, timer.namespace
+        mws = self.merging_sets.get(key) if self.merging else None
+        state_window = window
+        if mws is not None:
+            state_window = mws.get_state_window(window)
+            if state_window is None:
+                return  # the window was merged away or already cleaned up
+        ctx = _WindowContext(self, key, window)
+        if event_time:
+            result = self.trigger.on_event_time(timer.timestamp, window, ctx)
+        else:
+            result = self.trigger.on_processing_time(timer.timestamp, window, ctx)
+        self._act(result, key, window, state_window)
+        if self.event_time == event_time and timer.timestamp == self.cleanup_time(window):
+            self._clear_all(key, window, state_window, mws)
+
+    def _clear_all(self, key: Any, window: Any, state_window: Any, mws: Any) -> None:
+        wins = self.contents.get(key)
+        if wins is not None:
+            wins.pop(state_window, None)
+            if not wins:
+                del self.contents[key]
+        ctx = _WindowContext(self, key, window)
+        self.trigger.clear(window, ctx)
+        pf = self.fn.process_function
+        if pf is not None and hasattr(pf, "clear"):
+            pf.clear(ctx)
+        if mws is not None:
+            mws.retire_window(window)
+            if not len(mws):
+                del self.merging_sets[key]
+        store = self.trigger_state.get(key)
+        if store is not None and not store:
+            del self.trigger_state[key]
+
+    # WindowAssignerContext
+    def get_current_processing_time(self) -> int:
+        return self.ctx.clock.now_ms()
+
+
+def _fold(reduce: Callable[[Any, Any], Any], values: list) -> Any:
+    acc = values[0]
+    for v in values[1:]:
+        acc = reduce(acc, v)
+    return acc
