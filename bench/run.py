@@ -74,9 +74,7 @@ class WindowAnswer(SinkFunction):
 def w1(n: int) -> tuple[int, int]:
     env = sf.StreamExecutionEnvironment()
     sink = CountSum()
-    env.from_collection(lambda: events(n)).map(lambda e: e[1] * 2).filter(
-        lambda v: v % 3 != 0
-    ).add_sink(sink)
+    env.from_collection(lambda: events(n)).map(lambda e: e[1] * 2).filter(lambda v: v % 3 != 0).add_sink(sink)
     env.execute("w1")
     return (sink.count, sink.total)
 
@@ -94,9 +92,7 @@ def w3(n: int) -> tuple[int, int]:
 
     env = sf.StreamExecutionEnvironment()
     sink = WindowAnswer()
-    strategy = sf.WatermarkStrategy.for_bounded_out_of_orderness(200).with_timestamp_assigner(
-        lambda e: e[2]
-    )
+    strategy = sf.WatermarkStrategy.for_bounded_out_of_orderness(200).with_timestamp_assigner(lambda e: e[2])
     (
         env.from_collection(lambda: events(n))
         .assign_timestamps_and_watermarks(strategy)
@@ -143,8 +139,8 @@ def main() -> int:
     ok = True
     print(f"{'workload':8} {'n':>9} {'streamflow s':>13} {'plain_loop s':>13} {'ratio':>6}  answer")
     for name in args.workloads.split(","):
-        flow_s, answer = best_of(lambda: WORKLOADS[name](args.n), args.repeat)
-        plain_s, expected = best_of(lambda: getattr(plain_loop, name)(args.n), args.repeat)
+        flow_s, answer = best_of(lambda name=name: WORKLOADS[name](args.n), args.repeat)
+        plain_s, expected = best_of(lambda name=name: getattr(plain_loop, name)(args.n), args.repeat)
         if args.n == 1_000_000:
             assert expected == EXPECTED_1M[name]
         good = answer == expected

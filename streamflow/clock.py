@@ -6,8 +6,8 @@ test double that only moves when told to (and never backwards).
 
 from __future__ import annotations
 
-import time
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 

@@ -110,14 +110,10 @@ class KeyedProcessFunction(Function):
         def time_domain(self) -> Any:
             raise NotImplementedError
 
-    def process_element(
-        self, value: Any, ctx: KeyedProcessFunction.Context
-    ) -> Iterable[Any] | None:
+    def process_element(self, value: Any, ctx: KeyedProcessFunction.Context) -> Iterable[Any] | None:
         raise NotImplementedError
 
-    def on_timer(
-        self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext
-    ) -> Iterable[Any] | None:
+    def on_timer(self, timestamp: int, ctx: KeyedProcessFunction.OnTimerContext) -> Iterable[Any] | None:
         return None
 
 

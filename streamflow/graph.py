@@ -158,9 +158,7 @@ def is_chained(graph: JobGraph, consumer: StreamNode, edge: Edge) -> bool:
     return graph.vertex_of[consumer.id] is graph.vertex_of[edge.upstream.id]
 
 
-def _chain_target(
-    n: StreamNode, parallelism: dict[int, int], enabled: bool
-) -> StreamNode | None:
+def _chain_target(n: StreamNode, parallelism: dict[int, int], enabled: bool) -> StreamNode | None:
     if not enabled or n.source is not None or len(n.inputs) != 1:
         return None
     if n.chaining is not Chaining.ALWAYS:
@@ -201,9 +199,7 @@ def _validate(nodes: list[StreamNode], parallelism: dict[int, int], max_par: dic
         if p < 1:
             raise GraphError(f"operator {n.name!r}: parallelism must be >= 1, got {p}")
         if p > max_par[n.id]:
-            raise GraphError(
-                f"operator {n.name!r}: parallelism {p} exceeds max parallelism {max_par[n.id]}"
-            )
+            raise GraphError(f"operator {n.name!r}: parallelism {p} exceeds max parallelism {max_par[n.id]}")
         if n.source is not None and p > 1 and not n.source.supports_parallelism:
             raise GraphError(f"source {n.name!r} cannot run in parallel (parallelism {p})")
         if n.uid is not None:

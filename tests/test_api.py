@@ -83,7 +83,10 @@ def test_rolling_aggregations(parallelism: int) -> None:
             out[r[0]].append(r)
         return dict(out)
 
-    assert run("sum") == {"a": [("a", 3, "x"), ("a", 4, "x"), ("a", 9, "x")], "b": [("b", 1, "y"), ("b", 3, "y")]}
+    assert run("sum") == {
+        "a": [("a", 3, "x"), ("a", 4, "x"), ("a", 9, "x")],
+        "b": [("b", 1, "y"), ("b", 3, "y")],
+    }
     assert run("min")["a"] == [("a", 3, "x"), ("a", 1, "x"), ("a", 1, "x")]
     assert run("max")["a"] == [("a", 3, "x"), ("a", 3, "x"), ("a", 5, "x")]
     assert run("min_by")["a"] == [("a", 3, "x"), ("a", 1, "z"), ("a", 1, "z")]
@@ -99,7 +102,13 @@ def test_sum_by_field_name_on_dicts_and_reduce() -> None:
         def reduce(self, a: str, b: str) -> str:
             return a + b
 
-    out2 = list(env().from_collection(["ab", "cd", "ae"]).key_by(lambda s: s[0]).reduce(Concat()).execute_and_collect())
+    out2 = list(
+        env()
+        .from_collection(["ab", "cd", "ae"])
+        .key_by(lambda s: s[0])
+        .reduce(Concat())
+        .execute_and_collect()
+    )
     assert out2 == ["ab", "cd", "abae"]
 
 
@@ -136,7 +145,14 @@ class AllStates(sf.KeyedProcessFunction):
         self.seen.put(n, self.seen.get(n) + 1 if self.seen.contains(n) else 1)
         self.total.add(n)
         self.avg.add(n)
-        yield (key, self.count.value(), self.items.get(), sorted(self.seen.items()), self.total.get(), self.avg.get())
+        yield (
+            key,
+            self.count.value(),
+            self.items.get(),
+            sorted(self.seen.items()),
+            self.total.get(),
+            self.avg.get(),
+        )
 
 
 class Avg(sf.AggregateFunction):

@@ -141,7 +141,9 @@ async def test_without_lateness_a_late_record_is_side_output_and_counted() -> No
     assert [v for k, v in metrics.items() if k.endswith("numLateRecords")] == [2]
 
 
-def run_window(window: Any, data: list, *, apply: str = "process", trigger: Any = None, evictor: Any = None) -> list:
+def run_window(
+    window: Any, data: list, *, apply: str = "process", trigger: Any = None, evictor: Any = None
+) -> list:
     env = sf.StreamExecutionEnvironment().set_batch_size(3)
     ws = (
         env.from_collection(data)
@@ -184,21 +186,52 @@ DATA = [("a", 1, 0), ("a", 2, 4), ("b", 5, 3), ("a", 4, 11), ("a", 8, 30), ("b",
 @pytest.mark.parametrize(
     ("window", "apply", "expected"),
     [
-        (TumblingEventTimeWindows.of(10), "process",
-         [("a", 0, 10, 3), ("b", 0, 10, 5), ("a", 10, 20, 4), ("a", 30, 40, 8), ("b", 30, 40, 16)]),
-        (TumblingEventTimeWindows.of(10), "reduce",
-         [("a", 3, 4), ("b", 5, 3), ("a", 4, 11), ("a", 8, 30), ("b", 16, 33)]),
-        (TumblingEventTimeWindows.of(10), "reduce+process",
-         [("a", 0, 10, 3), ("b", 0, 10, 5), ("a", 10, 20, 4), ("a", 30, 40, 8), ("b", 30, 40, 16)]),
-        (TumblingEventTimeWindows.of(10), "aggregate",
-         [("a", 10, 2), ("b", 10, 1), ("a", 20, 1), ("a", 40, 1), ("b", 40, 1)]),
-        (SlidingEventTimeWindows.of(10, 5), "process",
-         [("a", -5, 5, 3), ("b", -5, 5, 5), ("a", 0, 10, 3), ("b", 0, 10, 5), ("a", 5, 15, 4),
-          ("a", 10, 20, 4), ("a", 25, 35, 8), ("b", 25, 35, 16), ("a", 30, 40, 8), ("b", 30, 40, 16)]),
-        (EventTimeSessionWindows.with_gap(5), "process",
-         [("a", 0, 9, 3), ("b", 3, 8, 5), ("a", 11, 16, 4), ("a", 30, 35, 8), ("b", 33, 38, 16)]),
-        (EventTimeSessionWindows.with_gap(5), "aggregate",
-         [("a", 9, 2), ("b", 8, 1), ("a", 16, 1), ("a", 35, 1), ("b", 38, 1)]),
+        (
+            TumblingEventTimeWindows.of(10),
+            "process",
+            [("a", 0, 10, 3), ("b", 0, 10, 5), ("a", 10, 20, 4), ("a", 30, 40, 8), ("b", 30, 40, 16)],
+        ),
+        (
+            TumblingEventTimeWindows.of(10),
+            "reduce",
+            [("a", 3, 4), ("b", 5, 3), ("a", 4, 11), ("a", 8, 30), ("b", 16, 33)],
+        ),
+        (
+            TumblingEventTimeWindows.of(10),
+            "reduce+process",
+            [("a", 0, 10, 3), ("b", 0, 10, 5), ("a", 10, 20, 4), ("a", 30, 40, 8), ("b", 30, 40, 16)],
+        ),
+        (
+            TumblingEventTimeWindows.of(10),
+            "aggregate",
+            [("a", 10, 2), ("b", 10, 1), ("a", 20, 1), ("a", 40, 1), ("b", 40, 1)],
+        ),
+        (
+            SlidingEventTimeWindows.of(10, 5),
+            "process",
+            [
+                ("a", -5, 5, 3),
+                ("b", -5, 5, 5),
+                ("a", 0, 10, 3),
+                ("b", 0, 10, 5),
+                ("a", 5, 15, 4),
+                ("a", 10, 20, 4),
+                ("a", 25, 35, 8),
+                ("b", 25, 35, 16),
+                ("a", 30, 40, 8),
+                ("b", 30, 40, 16),
+            ],
+        ),
+        (
+            EventTimeSessionWindows.with_gap(5),
+            "process",
+            [("a", 0, 9, 3), ("b", 3, 8, 5), ("a", 11, 16, 4), ("a", 30, 35, 8), ("b", 33, 38, 16)],
+        ),
+        (
+            EventTimeSessionWindows.with_gap(5),
+            "aggregate",
+            [("a", 9, 2), ("b", 8, 1), ("a", 16, 1), ("a", 35, 1), ("b", 38, 1)],
+        ),
     ],
 )
 def test_event_time_windows(window: Any, apply: str, expected: list) -> None:
@@ -210,8 +243,11 @@ def test_global_window_with_count_trigger_and_count_window() -> None:
     out = run_window(GlobalWindows.create(), data, apply="reduce", trigger=CountTrigger.of(3))
     assert out == [("a", 3, 2), ("a", 15, 5)]  # fires every 3 elements without purging
     env = sf.StreamExecutionEnvironment()
-    counted = env.from_collection(data).key_by(lambda e: e[0]).count_window(3).reduce(
-        lambda a, b: (a[0], a[1] + b[1], b[2])
+    counted = (
+        env.from_collection(data)
+        .key_by(lambda e: e[0])
+        .count_window(3)
+        .reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
     )
     assert list(counted.execute_and_collect()) == [("a", 3, 2), ("a", 12, 5)]  # purging
 
@@ -265,9 +301,9 @@ async def test_keyed_process_function_event_and_processing_timers() -> None:
     env = sf.StreamExecutionEnvironment(clock=clock)
     feed = Feed()
     out: list = []
-    env.from_async_iterable(lambda: feed.__aiter__()).assign_timestamps_and_watermarks(
-        strategy()
-    ).key_by(lambda e: e[0]).process(Timers()).add_sink(out.append)
+    env.from_async_iterable(lambda: feed.__aiter__()).assign_timestamps_and_watermarks(strategy()).key_by(
+        lambda e: e[0]
+    ).process(Timers()).add_sink(out.append)
     client = await env.execute_async()
     feed.push(("a", "x", 0), ("b", "cancel", 5), ("b", "x", 50))
     await settle()

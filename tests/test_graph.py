@@ -62,9 +62,7 @@ def test_disable_chaining_everywhere_and_per_operator() -> None:
 
 def test_duplicate_uid_is_refused_naming_both() -> None:
     env = sf.StreamExecutionEnvironment()
-    env.from_collection([1]).map(str).name("first").uid("x").map(str).name("second").uid(
-        "x"
-    ).print()
+    env.from_collection([1]).map(str).name("first").uid("x").map(str).name("second").uid("x").print()
     with pytest.raises(GraphError, match="'x' is used by both 'first' and 'second'"):
         env.execute()
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 def _copy_for_subtask(fn: Any, subtask: int) -> Any:
     """Subtask 0 runs the user's own function object; other subtasks get copies."""
-    if subtask == 0 or not hasattr(fn, "__dict__") or callable(fn) and hasattr(fn, "__code__"):
+    if subtask == 0 or not hasattr(fn, "__dict__") or (callable(fn) and hasattr(fn, "__code__")):
         return fn
     try:
         return copy.deepcopy(fn)
@@ -112,9 +112,7 @@ class DataStream:
     # -- transformations -----------------------------------------------------
     def map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
         resolve_function(func, "map", "map()")
-        return self._one_input(
-            "Map", lambda s: MapOperator("Map", _copy_for_subtask(func, s), concurrency)
-        )
+        return self._one_input("Map", lambda s: MapOperator("Map", _copy_for_subtask(func, s), concurrency))
 
     def flat_map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
         resolve_function(func, "flat_map", "flat_map()")
@@ -130,9 +128,7 @@ class DataStream:
 
     def process(self, func: ProcessFunction | Callable[..., Any], output_type: Any = None) -> DataStream:
         resolve_function(func, "process_element", "process()")
-        return self._one_input(
-            "Process", lambda s: ProcessOperator("Process", _copy_for_subtask(func, s))
-        )
+        return self._one_input("Process", lambda s: ProcessOperator("Process", _copy_for_subtask(func, s)))
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
         from ..runtime.timestamps import TimestampsAndWatermarksOperator
@@ -252,8 +248,12 @@ class DataStreamSink:
 class KeyedStream(DataStream):
     """A stream partitioned by key: state and timers are scoped to the current key."""
 
-    def __init__(self, env: StreamExecutionEnvironment, inputs: list[tuple[StreamNode, str | None]],
-                 key_selector: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        env: StreamExecutionEnvironment,
+        inputs: list[tuple[StreamNode, str | None]],
+        key_selector: Callable[[Any], Any],
+    ) -> None:
         super().__init__(env, inputs)
         self.key_selector = key_selector
 

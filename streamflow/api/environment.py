@@ -137,8 +137,9 @@ class StreamExecutionEnvironment:
         from ..connectors.files import FileSource, StreamFormat
 
         return self.from_source(
-            FileSource.for_record_stream_format(StreamFormat.text_line_format(charset_name), file_path)
-            .build(),
+            FileSource.for_record_stream_format(
+                StreamFormat.text_line_format(charset_name), file_path
+            ).build(),
             None,
             f"text file {file_path}",
         )

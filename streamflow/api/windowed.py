@@ -49,13 +49,19 @@ class WindowedStream:
         self._late_tag = output_tag.tag_id
         return self
 
-    def reduce(self, reduce_function: ReduceFunction | Callable[[Any, Any], Any],
-               window_function: ProcessWindowFunction | Callable[..., Any] | None = None) -> DataStream:
+    def reduce(
+        self,
+        reduce_function: ReduceFunction | Callable[[Any, Any], Any],
+        window_function: ProcessWindowFunction | Callable[..., Any] | None = None,
+    ) -> DataStream:
         fn = resolve_function(reduce_function, "reduce", "reduce()")
         return self._build("Window(Reduce)", WindowFunctions(reduce=fn, **_process(window_function)))
 
-    def aggregate(self, aggregate_function: AggregateFunction,
-                  window_function: ProcessWindowFunction | Callable[..., Any] | None = None) -> DataStream:
+    def aggregate(
+        self,
+        aggregate_function: AggregateFunction,
+        window_function: ProcessWindowFunction | Callable[..., Any] | None = None,
+    ) -> DataStream:
         if not isinstance(aggregate_function, AggregateFunction):
             raise TypeError("aggregate() expects an AggregateFunction")
         return self._build(

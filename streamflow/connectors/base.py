@@ -28,7 +28,7 @@ class SourceReader:
     async def start(self, wake: Callable[[], None]) -> None:
         """Begin reading; call ``wake()`` whenever data becomes available after a ``None``."""
 
-    def poll_batch(self, max_records: int) -> list | None | object:
+    def poll_batch(self, max_records: int) -> list | object | None:
         """Up to ``max_records`` records, ``None`` if none are ready now, or ``END``."""
         raise NotImplementedError
 

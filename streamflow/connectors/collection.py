@@ -115,7 +115,7 @@ class _AsyncIterableReader(_CountingReader):
             self._done = True
             wake()
 
-    def poll_batch(self, max_records: int) -> list | None | object:
+    def poll_batch(self, max_records: int) -> list | object | None:
         buf = self._buffer
         if buf:
             n = min(max_records, len(buf))

@@ -154,7 +154,9 @@ class _FileReader(SourceReader):
                 out.append(decode(line))
             except Exception as exc:
                 self.dead_letters.append(
-                    DeadLetter(str(path), f"{path}:{first_line + i + 1}", line, f"{type(exc).__name__}: {exc}")
+                    DeadLetter(
+                        str(path), f"{path}:{first_line + i + 1}", line, f"{type(exc).__name__}: {exc}"
+                    )
                 )
         return out
 

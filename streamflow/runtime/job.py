@@ -107,9 +107,7 @@ class Execution:
         edge_channels: dict[tuple[int, int], list[list[Channel | None]]],
     ) -> Task:
         g = self.graph
-        task_name = " -> ".join(n.name for n in nodes) + (
-            f" ({sub + 1}/{g.parallelism[nodes[0].id]})"
-        )
+        task_name = " -> ".join(n.name for n in nodes) + (f" ({sub + 1}/{g.parallelism[nodes[0].id]})")
         ops: list[StreamOperator] = []
         for node in nodes:
             if node.operator_factory is not None:

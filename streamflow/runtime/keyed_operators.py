@@ -60,7 +60,7 @@ class ReduceOperator(StreamOperator):
                 key = key_of(record)
                 acc = get(key, missing)
                 if acc is not missing:
-                    record = reduce(acc, record)  # noqa: PLW2901
+                    record = reduce(acc, record)
                 table[key] = record
                 append(record)
         except TypeError as exc:
@@ -98,7 +98,7 @@ def aggregation(kind: str, field: int | str) -> Callable[[Any, Any], Any]:
 
     def with_value(acc: Any, x: Any) -> Any:
         if isinstance(acc, tuple):
-            return acc[:field] + (x,) + acc[field + 1 :]  # type: ignore[operator]
+            return (*acc[:field], x, *acc[field + 1 :])  # type: ignore[misc]
         if isinstance(acc, list):
             out = list(acc)
             out[field] = x  # type: ignore[index]

@@ -220,7 +220,6 @@ class SourceTask(Task):
         # a bounded source ends with the maximum watermark: every window fires
         await self.source_output.emit_watermark(Watermark(MAX_WATERMARK))
 
-
     async def _route_dead_letters(self) -> None:
         from ..connectors.files import DEAD_LETTER, MalformedRecordError
 

@@ -32,9 +32,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         clock = self.ctx.clock
         self.assigner = self.strategy.create_timestamp_assigner()
         generator = self.strategy.create_watermark_generator(clock)
-        self.emitter = WatermarkEmitter(
-            generator, interval_ms=self.interval_ms, start_ms=clock.now_ms()
-        )
+        self.emitter = WatermarkEmitter(generator, interval_ms=self.interval_ms, start_ms=clock.now_ms())
         self._schedule()
 
     def _schedule(self) -> None:

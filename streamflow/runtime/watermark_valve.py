@@ -99,9 +99,7 @@ class WatermarkValve:
 
     def channel_state(self, channel: int) -> ChannelState:
         self._check(channel)
-        return ChannelState(
-            self._watermarks[channel], self._statuses[channel], channel in self._aligned
-        )
+        return ChannelState(self._watermarks[channel], self._statuses[channel], channel in self._aligned)
 
     # -- inputs ---------------------------------------------------------------------------
 

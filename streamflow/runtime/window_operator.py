@@ -119,7 +119,6 @@ class _WindowContext:
         )
 
 
-
 class WindowOperator(TimerOperator):
     def __init__(
         self,
