@@ -36,6 +36,7 @@ class OperatorContext:
     processing_time: ProcessingTimeService
     job_parameters: dict[str, str] = field(default_factory=dict)
     keyed_backend: KeyedStateBackend | None = None
+    checkpointing: bool = False  # periodic checkpoints are enabled for this job
 
 
 class RuntimeContext:
