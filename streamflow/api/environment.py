@@ -7,11 +7,12 @@ import datetime
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.config import CheckpointConfig, CheckpointingMode, RestartStrategy
 from ..clock import SYSTEM_CLOCK, Clock
 from ..connectors.base import Source
 from ..connectors.collection import AsyncIterableSource, CollectionSource
-from ..graph import StreamGraph, build_job_graph
-from ..runtime.job import Execution, JobClient, JobExecutionResult, RuntimeConfig
+from ..graph import JobGraph, StreamGraph, build_job_graph
+from ..runtime.job import JobClient, JobExecutionResult, RuntimeConfig
 from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 
 if TYPE_CHECKING:
@@ -98,6 +99,41 @@ class StreamExecutionEnvironment:
         self.runtime.job_parameters = dict(params)
         return self
 
+    # -- checkpoints and recovery --------------------------------------------
+    def enable_checkpointing(
+        self, interval: int | datetime.timedelta, mode: CheckpointingMode | None = None
+    ) -> StreamExecutionEnvironment:
+        self.runtime.checkpoint.set_checkpoint_interval(interval)
+        if mode is not None:
+            self.runtime.checkpoint.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self.runtime.checkpoint
+
+    def set_restart_strategy(self, restart_strategy: RestartStrategy) -> StreamExecutionEnvironment:
+        self.runtime.restart_strategy = restart_strategy
+        return self
+
+    def configure(self, configuration: dict[str, Any]) -> StreamExecutionEnvironment:
+        """Flink configuration keys: ``execution.savepoint.path``,
+        ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
+        ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``."""
+        for key, value in configuration.items():
+            if key == "execution.savepoint.path":
+                self.runtime.savepoint_path = None if value is None else str(value)
+            elif key == "execution.savepoint.ignore-unclaimed-state":
+                self.runtime.allow_non_restored_state = _truthy(value)
+            elif key == "execution.checkpointing.interval":
+                self.enable_checkpointing(int(value))
+            elif key == "state.checkpoints.dir":
+                self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
+            elif key == "execution.checkpointing.unaligned":
+                self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
+            else:
+                raise ValueError(f"unknown configuration key {key!r}")
+        return self
+
     @property
     def clock(self) -> Clock:
         return self._clock
@@ -145,23 +181,19 @@ class StreamExecutionEnvironment:
         )
 
     # -- execution ---------------------------------------------------------
-    def _execution(self, job_name: str) -> Execution:
-        graph = build_job_graph(
+    def get_job_graph(self, job_name: str = "job") -> JobGraph:
+        """The validated, chained job graph."""
+        return build_job_graph(
             self._graph,
             default_parallelism=self._parallelism,
             default_max_parallelism=self._max_parallelism,
             chaining_enabled=self._chaining,
         )
-        return Execution(job_name, graph, self.runtime, self._clock)
-
-    def get_job_graph(self, job_name: str = "job") -> Any:
-        """The chained job graph (for inspection and tests)."""
-        return self._execution(job_name).graph
 
     async def execute_async(self, job_name: str = "streamflow job") -> JobClient:
         """Start the job in the running event loop; returns its :class:`JobClient`."""
-        client = JobClient(self._execution(job_name))
-        return client
+        graph = self.get_job_graph(job_name)
+        return JobClient(job_name, graph, self.runtime, self._clock)
 
     def execute(self, job_name: str = "streamflow job") -> JobExecutionResult:
         """Run the job to completion in a new event loop (uvloop when installed)."""
@@ -181,6 +213,10 @@ class StreamExecutionEnvironment:
             return await client.get_job_execution_result()
 
         return run_coroutine(main())
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() in ("true", "1", "yes")
 
 
 def run_coroutine(coro: Any) -> Any:

@@ -16,11 +16,18 @@ from typing import Any
 
 import anyio
 
+from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
+from ..checkpoint.driver import CheckpointDriver
+from ..checkpoint.restore import RestoredCheckpoint, StateMismatchError
+from ..checkpoint.storage import FileSystemCheckpointStorage
+from ..checkpoint.task_checkpointer import TaskCheckpointer
 from ..clock import Clock
 from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, is_chained
+from ..state.key_groups import key_group_range
 from ..state.keyed import KeyedStateBackend
 from .channel import Channel, InputGate
 from .context import OperatorContext
+from .events import CheckpointType
 from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, Output, StreamOperator
 from .task import InputTask, SourceTask, Task
@@ -30,6 +37,7 @@ from .writer import ChannelWriter
 class JobStatus(enum.Enum):
     CREATED = "CREATED"
     RUNNING = "RUNNING"
+    RESTARTING = "RESTARTING"
     FINISHED = "FINISHED"
     FAILED = "FAILED"
     CANCELED = "CANCELED"
@@ -39,8 +47,11 @@ class JobStatus(enum.Enum):
 class RuntimeConfig:
     batch_size: int = 512
     channel_capacity: int = 4096
-    clock: Clock | None = None
     job_parameters: dict[str, str] = field(default_factory=dict)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    restart_strategy: RestartStrategy = field(default_factory=NoRestart)
+    savepoint_path: str | None = None
+    allow_non_restored_state: bool = False
 
 
 @dataclass
@@ -57,17 +68,35 @@ class JobExecutionResult:
 class Execution:
     """The physical job: tasks, channels and operator instances."""
 
-    def __init__(self, job_name: str, graph: JobGraph, config: RuntimeConfig, clock: Clock):
+    def __init__(
+        self,
+        job_name: str,
+        graph: JobGraph,
+        config: RuntimeConfig,
+        clock: Clock,
+        restore: RestoredCheckpoint | None = None,
+        storage: FileSystemCheckpointStorage | None = None,
+    ):
         self.job_name = job_name
         self.graph = graph
         self.config = config
         self.clock = clock
+        self.restore = restore
         self.metrics: dict[str, object] = {}
         self.tasks: list[Task] = []
         # (node id, subtask) -> operator instance (sources have none)
         self.operators: dict[tuple[int, int], StreamOperator] = {}
         self.channels: list[Channel] = []
+        if restore is not None:
+            restore.check_fits(
+                {graph.uid_of(n): graph.parallelism[n.id] for n in graph.nodes},
+                {graph.uid_of(n) for n in graph.nodes if n.keyed},
+                config.allow_non_restored_state,
+            )
         self._build()
+        self.driver = CheckpointDriver(
+            self, config.checkpoint, storage, None if restore is None else restore.checkpoint_id
+        )
 
     # -- construction ------------------------------------------------------
     def _build(self) -> None:
@@ -140,6 +169,7 @@ class Execution:
             outputs[node.id] = Output(main, side)
 
         head = nodes[0]
+        task_id = f"{g.uid_of(head)}#{sub}"
         kw: dict[str, Any] = dict(
             operators=ops, writers=writers, clock=self.clock, batch_size=self.config.batch_size
         )
@@ -147,6 +177,10 @@ class Execution:
         if head.source is not None:
             reader = head.source.create_reader(sub, g.parallelism[head.id])
             task = SourceTask(task_name, reader, outputs[head.id], **kw)
+            task.source_uid = g.uid_of(head)
+            restored = self._restored(head, sub)
+            if restored is not None and restored.own is not None:
+                reader.restore_position(restored.own["position"])
         else:
             gate_channels: list[Channel] = []
             for k, _edge in enumerate(head.inputs):
@@ -155,12 +189,46 @@ class Execution:
                     if ch is not None:
                         gate_channels.append(ch)
             task = InputTask(task_name, InputGate(gate_channels), **kw)
+        task.checkpointer = TaskCheckpointer(task, task_id, None)  # type: ignore[arg-type]
         for node in nodes:
             op = self.operators.get((node.id, sub))
             if op is not None:
                 op.setup(self._context(node, sub, task), outputs[node.id])
-                op.initialize_state(None)
+                op.initialize_state(self._restored(node, sub))
+        if self.restore is not None:
+            self._restore_channels(task, task_id)
         return task
+
+    def _restored(self, node: StreamNode, sub: int) -> Any:
+        if self.restore is None:
+            return None
+        g = self.graph
+        maxp = g.vertex_of[node.id].max_parallelism
+        groups = key_group_range(sub, maxp, g.parallelism[node.id])
+        return self.restore.for_operator(g.uid_of(node), sub, groups)
+
+    def _restore_channels(self, task: Task, task_id: str) -> None:
+        assert self.restore is not None
+        state = self.restore.channels.get(task_id)
+        if state is None:
+            return
+        try:
+            task.restored_out = {
+                int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()
+            }
+            for w, chs in task.restored_out.items():
+                for c in chs:
+                    task.writers[w].channels[c]
+            if isinstance(task, InputTask):
+                task.restored_in = {int(c): b for c, b in state["in"].items()}
+                for c in task.restored_in:
+                    task.gate.channels[c]
+        except (IndexError, KeyError):
+            raise StateMismatchError(
+                f"checkpoint {self.restore.source} holds in-flight data (unaligned channel state) for "
+                f"task {task_id!r} that does not match this job's channels: restore from an aligned "
+                "savepoint to change the graph or parallelism"
+            ) from None
 
     def _context(self, node: StreamNode, sub: int, task: Task) -> OperatorContext:
         g = self.graph
@@ -178,23 +246,29 @@ class Execution:
             processing_time=task.processing_time,
             job_parameters=dict(self.config.job_parameters),
             keyed_backend=KeyedStateBackend(maxp) if node.keyed else None,
+            checkpointing=self.config.checkpoint.is_checkpointing_enabled(),
         )
 
     # -- running -----------------------------------------------------------
-    async def run(self, scope_ready: anyio.Event | None = None) -> None:
+    async def run(self) -> None:
         try:
             async with anyio.create_task_group() as tg:
                 self.cancel_scope = tg.cancel_scope
-                if scope_ready is not None:
-                    scope_ready.set()
                 for task in self.tasks:
                     tg.start_soon(task.run, name=task.name)
+                tg.start_soon(self.driver.run, name="checkpoint driver")
         except BaseExceptionGroup as group:
             raise primary_error(group) from None
 
     def read_metrics(self) -> dict[str, float | int]:
         out = read_metrics(self.metrics)
+        stats = self.driver.coordinator.stats
+        out["checkpoints.numCompleted"] = len(self.driver.completed)
+        out["checkpoints.numAborted"] = stats.num_aborted
+        out["checkpoints.lastDurationMs"] = stats.last_duration_ms or 0
         for t in self.tasks:
+            if t.checkpointer is not None and t.checkpointer.handler is not None:
+                out[f"{t.name}.lastAlignmentMs"] = t.checkpointer.last_alignment_ms
             if isinstance(t, SourceTask):
                 out[f"{t.name}.numRecordsOut"] = t.records_out
                 out[f"{t.name}.numRecordsMalformed"] = t.records_malformed
@@ -220,32 +294,90 @@ def primary_error(group: BaseExceptionGroup) -> BaseException:
 
 
 class JobClient:
-    """Controls a job running in the caller's event loop (``execute_async``)."""
+    """Controls a job running in the caller's event loop (``execute_async``).
 
-    def __init__(self, execution: Execution) -> None:
-        self.execution = execution
-        self.job_name = execution.job_name
+    On a failure the job fails over in-process as the restart strategy allows:
+    a fresh execution (new operator instances) restored from the latest
+    complete checkpoint.
+    """
+
+    def __init__(self, job_name: str, graph: JobGraph, config: RuntimeConfig, clock: Clock) -> None:
+        self.job_name = job_name
+        self._graph = graph
+        self._config = config
+        self._clock = clock
+        ck = config.checkpoint
+        self._storage = (
+            FileSystemCheckpointStorage(ck.storage_dir, retain=ck.retained) if ck.storage_dir else None
+        )
+        self.restarts = 0
         self._status = JobStatus.RUNNING
-        self._scope_ready = anyio.Event()
-        self._started = execution.clock.monotonic()
+        self._cancel_requested = False
+        self._started = clock.monotonic()
+        self.execution = Execution(job_name, graph, config, clock, self._initial_restore(), self._storage)
         self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
             self._run(), name=f"streamflow job {self.job_name}"
         )
-        self._cancel_requested = False
+
+    def _initial_restore(self) -> RestoredCheckpoint | None:
+        codec = self._config.checkpoint.codec
+        if self._config.savepoint_path:
+            storage = self._storage or FileSystemCheckpointStorage(self._config.savepoint_path)
+            return RestoredCheckpoint.load(storage.load(self._config.savepoint_path), codec)
+        if self._storage is not None:
+            handle = self._storage.latest_complete(self.job_name)
+            if handle is not None:
+                return RestoredCheckpoint.load(handle, codec)
+        return None
+
+    def _latest_restore(self) -> RestoredCheckpoint | None:
+        codec = self._config.checkpoint.codec
+        if self._storage is not None:
+            handle = self._storage.latest_complete(self.job_name)
+            return RestoredCheckpoint.load(handle, codec) if handle is not None else self.execution.restore
+        memory = self.execution.driver.latest_in_memory
+        if memory is not None:
+            return RestoredCheckpoint.from_entries(memory[0], "memory", memory[1], codec)
+        return self.execution.restore
 
     async def _run(self) -> None:
-        try:
-            await self.execution.run(self._scope_ready)
-        except BaseException:
-            self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
-            raise
+        while True:
+            try:
+                await self.execution.run()
+                break
+            except BaseException as exc:
+                if self._cancel_requested or not isinstance(exc, Exception):
+                    self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
+                    raise
+                delay_ms = self._config.restart_strategy.next_delay_ms(self._clock.now_ms())
+                if delay_ms is None:
+                    self._status = JobStatus.FAILED
+                    raise
+                self._status = JobStatus.RESTARTING
+                self.restarts += 1
+                await asyncio.sleep(delay_ms / 1000)
+                restore = self._latest_restore()
+                self.execution = Execution(
+                    self.job_name, self._graph, self._config, self._clock, restore, self._storage
+                )
+                self._status = JobStatus.RUNNING
         self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FINISHED
 
     def get_job_status(self) -> JobStatus:
         return self._status
 
     def get_metrics(self) -> dict[str, float | int]:
-        return self.execution.read_metrics()
+        metrics = self.execution.read_metrics()
+        metrics["job.numRestarts"] = self.restarts
+        return metrics
+
+    async def trigger_checkpoint(self) -> str:
+        """Take a checkpoint now; returns where it was stored once it completed."""
+        return await self.execution.driver.request(CheckpointType.CHECKPOINT, None)
+
+    async def trigger_savepoint(self, savepoint_directory: str) -> str:
+        """Take an aligned savepoint into ``savepoint_directory`` (new or empty)."""
+        return await self.execution.driver.request(CheckpointType.SAVEPOINT, str(savepoint_directory))
 
     async def get_job_execution_result(self) -> JobExecutionResult:
         """Wait for the job to end; raises the job's error if it failed."""
@@ -258,7 +390,7 @@ class JobClient:
             self.job_name,
             self._status,
             self.get_metrics(),
-            int((self.execution.clock.monotonic() - self._started) * 1000),
+            int((self._clock.monotonic() - self._started) * 1000),
         )
 
     async def cancel(self) -> None:
@@ -266,8 +398,11 @@ class JobClient:
         if self._task.done():
             return
         self._cancel_requested = True
-        await self._scope_ready.wait()
-        self.execution.cancel_scope.cancel()
+        scope = getattr(self.execution, "cancel_scope", None)
+        if scope is not None and self._status is JobStatus.RUNNING:
+            scope.cancel()
+        else:
+            self._task.cancel()
         try:
             await asyncio.shield(self._task)
         except asyncio.CancelledError:

@@ -13,17 +13,17 @@ from typing import Any
 from ..functions import Function
 from .basic_operators import resolve_function
 from .context import RuntimeContext
-from .operator import StreamOperator
+from .process_operators import TimerOperator
 
 _MISSING = object()
 
 
-class ReduceOperator(StreamOperator):
-    """Emits, for every record, the key's accumulated value after folding the record in."""
+class ReduceOperator(TimerOperator):
+    """Emits, for every record, the key's accumulated value after folding the record in.
+    (A TimerOperator for its keyed snapshot and restore; it registers no timers.)"""
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
-        super().__init__(name)
-        self.key_selector = key_selector
+        super().__init__(name, key_selector)
         self.function = function
         self.reduce = resolve_function(function, "reduce", name)
         self._specialize = getattr(self.reduce, "specialize", None)
@@ -49,6 +49,8 @@ class ReduceOperator(StreamOperator):
                 raise self.failure(exc) from None
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self._check_key_type:
+            self.check_key_type(records)
         if self._specialize is not None and records:
             self.reduce, self._specialize = self._specialize(records[0]), None
         key_of, reduce, table = self.key_selector, self.reduce, self.table

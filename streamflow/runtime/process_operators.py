@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..functions import Function, OutputTag, TimeDomain
+from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
 from .basic_operators import resolve_function
 from .context import RuntimeContext
@@ -155,6 +156,7 @@ class TimerOperator(StreamOperator):
         self.timers = TimerService()
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
+        self._check_key_type = False
 
     @property
     def backend(self) -> KeyedStateBackend:
@@ -189,14 +191,46 @@ class TimerOperator(StreamOperator):
     async def on_processing_timer(self, timer: Timer) -> None:
         pass
 
-    def snapshot_timers(self) -> Any:
-        return self.timers.snapshot()
+    # -- checkpoints: keyed state and timers, redistributed by key group ------
+    def encode_namespace(self, namespace: Any) -> Any:
+        return namespace
 
-    def restore_timers(self, data: Any, owns_key: Callable[[Any], bool]) -> None:
-        self.timers.restore(data, owns_key)
-        for _ts, key, namespace in data.get("processing_time", ()):
-            if owns_key(key):
-                self.register_processing_timer(key, namespace, _ts)
+    def decode_namespace(self, plain: Any) -> Any:
+        return plain
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        enc = self.encode_namespace
+        timers = {
+            domain: [(ts, key, enc(ns)) for ts, key, ns in entries]
+            for domain, entries in self.timers.snapshot().items()
+        }
+        return {"keyed": self.backend.snapshot(), "timers": timers}
+
+    def initialize_state(self, restored: Any) -> None:
+        if restored is None:
+            return
+        maxp = self.ctx.max_parallelism
+        groups = restored.key_groups
+
+        def owns_key(key: Any) -> bool:
+            return key_group_of(key, maxp) in groups
+
+        states = [s for s in restored.all if s is not None]
+        self.backend.restore([s["keyed"] for s in states], lambda g: g in groups)
+        dec = self.decode_namespace
+        for s in states:
+            timers = {d: [(ts, k, dec(ns)) for ts, k, ns in e] for d, e in s["timers"].items()}
+            self.timers.restore(timers, owns_key)
+        for ts, _key, _namespace in self.timers.snapshot()["processing_time"]:
+            if ts not in self._scheduled:
+                self._scheduled.add(ts)
+                self.ctx.processing_time.register(ts, self._on_processing_time)
+        self._check_key_type = self.backend.restored_key_type is not None
+
+    def check_key_type(self, records: list) -> None:
+        self._check_key_type = False
+        if records:
+            self.backend.check_key_type(self.key_selector(records[0]), repr(self.name))
 
 
 class _KeyedTimerService:
@@ -270,6 +304,8 @@ class KeyedProcessOperator(TimerOperator):
         await self._lifecycle.close()
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self._check_key_type:
+            self.check_key_type(records)
         call, key_of, backend = self.call, self.key_selector, self.backend
         ctx, emitter = _KeyedContext(self), _Emitter()
         try:

@@ -50,7 +50,7 @@ from .watermark_valve import WatermarkValve
 from .writer import ChannelWriter
 
 if TYPE_CHECKING:
-    from .checkpointing import TaskCheckpointer
+    from ..checkpoint.task_checkpointer import TaskCheckpointer
 
 YIELD_INTERVAL_S = 0.005
 Mail = Callable[[], Awaitable[None]]
@@ -97,6 +97,45 @@ class Task:
         self.checkpointer: TaskCheckpointer | None = None
         self._opened: list[StreamOperator] = []
         self.finished = False
+        self.is_source = False
+        self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
+
+    # -- checkpoints -------------------------------------------------------
+    def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]:
+        return {op.uid: op.snapshot_state(checkpoint_id) for op in self.operators}
+
+    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            try:
+                op.notify_checkpoint_complete(checkpoint_id)
+            except Exception as exc:
+                raise op.failure(exc) from None
+
+    async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            try:
+                op.notify_checkpoint_aborted(checkpoint_id)
+            except Exception as exc:
+                raise op.failure(exc) from None
+
+    async def _wait_for_final_checkpoint(self) -> None:
+        """Hand the final state to the checkpoint driver; serve mail until it is committed."""
+        cp = self.checkpointer
+        if cp is None:
+            return
+        label = cp.driver.last_id + 1  # no checkpoint completing from now on has a smaller id
+        final = {"ops": cp.snapshot_operators(label), "in": {}, "out": {}} if cp.driver.enabled else {}
+        released = cp.driver.task_finished(cp.task_id, final)
+        while not released.done():
+            if self.mailbox or self.processing_time.has_due():
+                await self._run_mail()
+                continue
+            waiter = asyncio.ensure_future(self.waker.wait())
+            try:
+                await asyncio.wait({waiter, released}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+        await self._run_mail()
 
     def wake(self) -> None:
         self.waker.wake()
@@ -123,11 +162,16 @@ class Task:
                 self._opened.append(op)
                 await op.open()
             await self._start()
+            for w, per_channel in self.restored_out.items():
+                for c, batches in per_channel.items():
+                    for batch in batches:
+                        await self.writers[w].channels[c].put(tuple(batch))
             await self._run_loop()
             for op in self.operators:
                 await op.finish()
             await self._end()
             self.finished = True
+            await self._wait_for_final_checkpoint()
         except BaseException as exc:
             error = exc
             raise
@@ -178,6 +222,8 @@ class SourceTask(Task):
 
     def __init__(self, name: str, reader: SourceReader, source_output: Output, **kw: Any) -> None:
         super().__init__(name, **kw)
+        self.is_source = True
+        self.source_uid = ""
         self.reader = reader
         self.source_output = source_output
         self.records_out = 0
@@ -192,6 +238,15 @@ class SourceTask(Task):
 
     async def _stop(self) -> None:
         await self.reader.close()
+
+    def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]:
+        ops = super().snapshot_operators(checkpoint_id)
+        ops[self.source_uid] = {"position": self.reader.snapshot_position()}
+        return ops
+
+    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        self.reader.notify_checkpoint_complete(checkpoint_id)
+        await super().notify_checkpoint_complete(checkpoint_id)
 
     async def _run_loop(self) -> None:
         reader, push, size = self.reader, self.source_output.push, self.batch_size
@@ -208,7 +263,8 @@ class SourceTask(Task):
             if batch is END:
                 break
             if batch is None:
-                await waker.wait() if not self.has_mail() else None
+                if not self.has_mail():
+                    await waker.wait()
                 continue
             self.records_out += len(batch)  # type: ignore[arg-type]
             await push(batch, None)  # type: ignore[arg-type]
@@ -248,10 +304,15 @@ class InputTask(Task):
         self.valve = WatermarkValve(len(gate.channels))
         self.open_channels = len(gate.channels)
         self.records_in = 0
+        self.restored_in: dict[int, list] = {}  # input channel state to replay first
 
     async def _run_loop(self) -> None:
         gate, head = self.gate, self.operators[0]
         process = head.process_batch
+        for _channel, batches in sorted(self.restored_in.items()):
+            for records, timestamps in batches:
+                await process(records, timestamps)
+        cp = self.checkpointer
         loop = asyncio.get_running_loop()
         next_yield = loop.time() + YIELD_INTERVAL_S
         while self.open_channels:
@@ -265,6 +326,8 @@ class InputTask(Task):
             channel, item = polled
             if type(item) is tuple:
                 self.records_in += len(item[0])
+                if cp is not None and cp.persisting:
+                    cp.record_input(channel, item)
                 await process(item[0], item[1])
                 if loop.time() >= next_yield:
                     await asyncio.sleep(0)

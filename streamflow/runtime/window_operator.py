@@ -32,10 +32,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..functions import AggregateFunction
+from ..state.keyed import snapshot_tables
 from ..windowing.context import DictReducingState, TriggerStateDescriptor, merge_reducing_state
 from ..windowing.merging import MergingWindowSet
 from ..windowing.triggers import EventTimeTrigger, Trigger, TriggerResult
-from ..windowing.windows import TimeWindow
+from ..windowing.windows import GlobalWindow, TimeWindow
 from .events import MAX_WATERMARK, Watermark
 from .process_operators import TimerOperator, _Emitter
 from .timers import Timer
@@ -150,11 +151,65 @@ class WindowOperator(TimerOperator):
         self._fired: set[TimeWindow] = set()
 
     # -- lifecycle -----------------------------------------------------------
-    async def open(self) -> None:
+    def setup(self, ctx: Any, output: Any) -> None:
+        super().setup(ctx, output)
         backend = self.backend
         self.contents: dict = backend.table("window-contents", "window")
         self.trigger_state: dict = backend.table("window-trigger", "window")
         self.merging_sets: dict = backend.table("window-merging", "window")
+
+    # -- checkpoints: windows travel as plain tuples --------------------------
+    def encode_namespace(self, window: Any) -> Any:
+        return ("w", window.start, window.end) if isinstance(window, TimeWindow) else ("g",)
+
+    def decode_namespace(self, plain: Any) -> Any:
+        return TimeWindow(plain[1], plain[2]) if plain[0] == "w" else GlobalWindow.get()
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        enc = self.encode_namespace
+        contents: dict = {
+            key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
+        }
+        for w, pane in self.panes.items():
+            for key, acc in pane.items():
+                contents.setdefault(key, {})[enc(w)] = acc
+        tables = {
+            "window-contents": contents,
+            "window-trigger": {
+                key: {(enc(w), name): v for (w, name), v in store.items()}
+                for key, store in self.trigger_state.items()
+            },
+            "window-merging": {
+                key: [(enc(a), enc(b)) for a, b in mws.persist()] for key, mws in self.merging_sets.items()
+            },
+        }
+        state = super().snapshot_state(checkpoint_id)
+        state["keyed"] = snapshot_tables(tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism)
+        state["fired"] = [enc(w) for w in self._fired]
+        return state
+
+    def initialize_state(self, restored: Any) -> None:
+        super().initialize_state(restored)
+        if restored is None:
+            return
+        dec = self.decode_namespace
+        contents = {key: {dec(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()}
+        self.contents.clear()
+        if self.fast:
+            for key, wins in contents.items():
+                for w, acc in wins.items():
+                    self.panes.setdefault(w, {})[key] = acc
+        else:
+            self.contents.update(contents)
+        for key, store in list(self.trigger_state.items()):
+            self.trigger_state[key] = {(dec(w), name): v for (w, name), v in store.items()}
+        for key, pairs in list(self.merging_sets.items()):
+            self.merging_sets[key] = MergingWindowSet(self.assigner, [(dec(a), dec(b)) for a, b in pairs])
+        for s in restored.all:
+            if s is not None:
+                self._fired.update(w for w in map(dec, s.get("fired", ())) if w in self.panes)
+
+    async def open(self) -> None:
         metrics = self.ctx.metrics
         self.late_counter = metrics.counter("numLateRecords")
         self.dropped_counter = metrics.counter("numLateRecordsDropped")
@@ -195,6 +250,8 @@ class WindowOperator(TimerOperator):
                     "WatermarkStrategy) upstream"
                 )
             )
+        if self._check_key_type:
+            self.check_key_type(records)
         late: list = []
         late_ts: list[int] = []
         try:

@@ -216,6 +216,7 @@ class KeyedStateBackend:
     def __init__(self, max_parallelism: int) -> None:
         self.max_parallelism = max_parallelism
         self.current_key: Any = None
+        self.restored_key_type: str | None = None
         self._tables: dict[str, dict] = {}
         self._kinds: dict[str, str] = {}
 
@@ -247,20 +248,37 @@ class KeyedStateBackend:
         return out
 
     def snapshot(self) -> dict[str, Any]:
-        """``{"kinds": {...}, "groups": {key_group: {state: [[key, value], ...]}}}``."""
-        groups: dict[int, dict[str, list]] = {}
-        maxp = self.max_parallelism
-        for name, t in self._tables.items():
-            for k, v in t.items():
-                groups.setdefault(key_group_of(k, maxp), {}).setdefault(name, []).append((k, v))
-        return {"kinds": dict(self._kinds), "groups": groups}
+        return snapshot_tables(self._tables, self._kinds, self.max_parallelism)
 
     def restore(self, snapshots: Iterable[dict[str, Any]], owns: Callable[[int], bool]) -> None:
         """Load the key groups this subtask owns from one or more snapshots."""
         for snap in snapshots:
             for name, kind in snap["kinds"].items():
                 self.table(name, kind)
+            if snap.get("key_type"):
+                self.restored_key_type = snap["key_type"]
             for group, states in snap["groups"].items():
                 if owns(int(group)):
                     for name, entries in states.items():
                         self._tables[name].update(entries)
+
+    def check_key_type(self, key: Any, operator: str) -> None:
+        """After a restore: refuse keys of another type than the checkpoint's."""
+        expected, self.restored_key_type = self.restored_key_type, None
+        if expected is not None and type(key).__name__ != expected:
+            raise TypeError(
+                f"operator {operator} was restored with keys of type {expected} but the key "
+                f"selector now returns {type(key).__name__} ({key!r}): the key type of a stateful "
+                "operator cannot change; give the operator a new uid() to start it without state"
+            )
+
+
+def snapshot_tables(tables: dict[str, dict], kinds: dict[str, str], max_parallelism: int) -> dict[str, Any]:
+    """``{"kinds", "key_type", "groups": {key_group: {state: [(key, value), ...]}}}``."""
+    groups: dict[int, dict[str, list]] = {}
+    key_type = None
+    for name, t in tables.items():
+        for k, v in t.items():
+            groups.setdefault(key_group_of(k, max_parallelism), {}).setdefault(name, []).append((k, v))
+            key_type = type(k).__name__
+    return {"kinds": dict(kinds), "key_type": key_type, "groups": groups}

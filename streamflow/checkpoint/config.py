@@ -1,0 +1,162 @@
+"""Checkpoint and restart configuration, with PyFlink's names."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..state.codec import Codec, JsonCodec
+
+
+class CheckpointingMode(enum.Enum):
+    EXACTLY_ONCE = "exactly_once"
+    AT_LEAST_ONCE = "at_least_once"
+
+
+def _ms(value: int | datetime.timedelta, what: str, minimum: int = 0) -> int:
+    if isinstance(value, datetime.timedelta):
+        value = int(value.total_seconds() * 1000)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be int milliseconds or a timedelta, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{what} must be >= {minimum} ms, got {value}")
+    return value
+
+
+@dataclass
+class CheckpointConfig:
+    """``env.get_checkpoint_config()``: how and where checkpoints are taken."""
+
+    interval_ms: int | None = None
+    mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE
+    storage_dir: Path | None = None
+    unaligned: bool = False
+    aligned_timeout_ms: int | None = None
+    min_pause_ms: int = 0
+    timeout_ms: int = 600_000
+    max_concurrent: int = 1
+    retained: int = 3
+    codec: Codec = field(default_factory=JsonCodec)
+
+    def is_checkpointing_enabled(self) -> bool:
+        return self.interval_ms is not None
+
+    def set_checkpoint_interval(self, interval: int | datetime.timedelta) -> CheckpointConfig:
+        self.interval_ms = _ms(interval, "checkpoint interval", 1)
+        return self
+
+    def get_checkpoint_interval(self) -> int:
+        return self.interval_ms or -1
+
+    def set_checkpointing_mode(self, mode: CheckpointingMode) -> CheckpointConfig:
+        self.mode = mode
+        return self
+
+    def set_checkpoint_storage_dir(self, path: str | Path) -> CheckpointConfig:
+        """Where checkpoints go (one ``chk-<id>`` directory each) and are restored from."""
+        self.storage_dir = Path(path)
+        return self
+
+    def get_checkpoint_storage_dir(self) -> Path | None:
+        return self.storage_dir
+
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> CheckpointConfig:
+        self.unaligned = enabled
+        return self
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return self.unaligned
+
+    def set_aligned_checkpoint_timeout(self, timeout: int | datetime.timedelta) -> CheckpointConfig:
+        """Alternating mode: start aligned, go unaligned once alignment takes longer than this."""
+        self.aligned_timeout_ms = _ms(timeout, "aligned checkpoint timeout")
+        return self
+
+    def set_min_pause_between_checkpoints(self, pause: int | datetime.timedelta) -> CheckpointConfig:
+        self.min_pause_ms = _ms(pause, "min pause between checkpoints")
+        return self
+
+    def set_checkpoint_timeout(self, timeout: int | datetime.timedelta) -> CheckpointConfig:
+        self.timeout_ms = _ms(timeout, "checkpoint timeout", 1)
+        return self
+
+    def set_max_concurrent_checkpoints(self, n: int) -> CheckpointConfig:
+        if n < 1:
+            raise ValueError(f"max concurrent checkpoints must be >= 1, got {n}")
+        self.max_concurrent = n
+        return self
+
+    def set_max_retained_checkpoints(self, n: int) -> CheckpointConfig:
+        if n < 1:
+            raise ValueError(f"retained checkpoints must be >= 1, got {n}")
+        self.retained = n
+        return self
+
+    def set_state_codec(self, codec: Codec) -> CheckpointConfig:
+        """``PickleCodec()`` opts in to arbitrary objects in state (read back only from
+        the storage directory configured here, never from elsewhere)."""
+        self.codec = codec
+        return self
+
+
+class RestartStrategy:
+    """Decides whether a failed job restarts from its last checkpoint, and after what delay."""
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        """Record a failure at ``now_ms``; the delay before restarting, or None to give up."""
+        raise NotImplementedError
+
+
+class NoRestart(RestartStrategy):
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        return None
+
+
+class FixedDelayRestart(RestartStrategy):
+    def __init__(self, attempts: int, delay_ms: int) -> None:
+        self.attempts, self.delay_ms, self.failures = attempts, delay_ms, 0
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        self.failures += 1
+        return self.delay_ms if self.failures <= self.attempts else None
+
+
+class FailureRateRestart(RestartStrategy):
+    """At most ``max_failures`` within any ``interval_ms``; ``delay_ms`` between attempts."""
+
+    def __init__(self, max_failures: int, interval_ms: int, delay_ms: int) -> None:
+        self.max_failures, self.interval_ms, self.delay_ms = max_failures, interval_ms, delay_ms
+        self._times: deque[int] = deque()
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        self._times.append(now_ms)
+        while self._times and self._times[0] <= now_ms - self.interval_ms:
+            self._times.popleft()
+        return self.delay_ms if len(self._times) <= self.max_failures else None
+
+
+class RestartStrategies:
+    """PyFlink's factory names."""
+
+    @staticmethod
+    def no_restart() -> RestartStrategy:
+        return NoRestart()
+
+    @staticmethod
+    def fixed_delay_restart(
+        restart_attempts: int, delay_between_attempts: int | datetime.timedelta
+    ) -> RestartStrategy:
+        return FixedDelayRestart(restart_attempts, _ms(delay_between_attempts, "restart delay"))
+
+    @staticmethod
+    def failure_rate_restart(
+        failure_rate: int,
+        failure_interval: int | datetime.timedelta,
+        delay_interval: int | datetime.timedelta,
+    ) -> RestartStrategy:
+        return FailureRateRestart(
+            failure_rate, _ms(failure_interval, "failure interval", 1), _ms(delay_interval, "restart delay")
+        )

@@ -1,0 +1,164 @@
+"""A task's side of checkpointing: the thin async driver of its BarrierHandler.
+
+Theory of operation
+-------------------
+A source task is triggered by the job's :class:`CheckpointDriver` (as mail, so
+between two batches): it snapshots its reader position and its chained
+operators, forwards barrier n on every output channel and acknowledges.
+
+Any other task feeds the barriers, cancel markers and ends of input of its
+channels to a :class:`BarrierHandler` and carries out the actions it returns:
+
+* ``PauseChannel`` / ``ResumeChannels`` pause the input gate's channels;
+* ``SnapshotState`` snapshots the chained operators (encoded at once, so later
+  records cannot leak in) and forwards the barrier: behind the queued output
+  when aligned; when unaligned, at the head of every output channel, copying
+  the records it overtook as *output channel state*;
+* ``PersistInput`` / ``StopPersisting`` record, as *input channel state*, the
+  batches that arrive on a channel before its barrier n (they are processed
+  too: they come after the snapshot point of their upstream's barrier);
+* ``CheckpointDone`` acknowledges; ``AbortCheckpoint`` drops the partial
+  snapshot, forwards a cancel marker and declines;
+* ``StartAlignmentTimer`` asks the clock to post ``on_alignment_timer``.
+
+The acknowledged state of a task is one entry: its operators' states by uid,
+and its channel state. Restore replays the output channel state first, then
+the input channel state, then new input (see ``restore.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..runtime.events import CancelCheckpointMarker, CheckpointBarrier
+from ..testing import faults
+from .barrier_handler import (
+    AbortCheckpoint,
+    BarrierHandler,
+    CheckpointDone,
+    PauseChannel,
+    PersistInput,
+    ResumeChannels,
+    SnapshotState,
+    StartAlignmentTimer,
+    StopPersisting,
+)
+
+if TYPE_CHECKING:
+    from ..runtime.task import InputTask, Task
+    from .driver import CheckpointDriver
+
+
+class TaskCheckpointer:
+    def __init__(self, task: Task, task_id: str, driver: CheckpointDriver) -> None:
+        self.task = task
+        self.task_id = task_id
+        self.driver = driver
+        self.handler: BarrierHandler | None = None
+        self.persisting: dict[int, list] = {}  # channel -> batches recorded for the pending checkpoint
+        self._pending: dict[int, dict[str, Any]] = {}
+
+    def attach_handler(self, num_channels: int) -> None:
+        cfg = self.driver.config
+        self.handler = BarrierHandler(
+            num_channels,
+            self.task.clock,
+            unaligned=cfg.unaligned,
+            aligned_timeout_ms=cfg.aligned_timeout_ms if cfg.unaligned else None,
+        )
+
+    @property
+    def last_alignment_ms(self) -> int:
+        return (self.handler.last_alignment_duration_ms or 0) if self.handler else 0
+
+    # -- snapshots -----------------------------------------------------------
+    def snapshot_operators(self, checkpoint_id: int) -> bytes:
+        """Every chained operator's state (and the source position) by uid, encoded now."""
+        return self.driver.encode(self.task.snapshot_operators(checkpoint_id))
+
+    async def _forward(self, barrier: CheckpointBarrier, unaligned: bool) -> dict[int, dict[int, list]]:
+        out: dict[int, dict[int, list]] = {}
+        for w, writer in enumerate(self.task.writers):
+            if not unaligned:
+                await writer.broadcast_event(barrier)
+                continue
+            for c, channel in enumerate(writer.channels):
+                overtaken = [item for item in channel.snapshot() if type(item) is tuple]
+                if overtaken:
+                    out.setdefault(w, {})[c] = overtaken
+                channel.put_control_first(barrier)
+        return out
+
+    # -- sources -------------------------------------------------------------
+    async def trigger(self, barrier: CheckpointBarrier) -> None:
+        """Mail for a source task: snapshot, forward the barrier, acknowledge."""
+        if self.task.finished:
+            return
+        ops = self.snapshot_operators(barrier.checkpoint_id)
+        unaligned = barrier.alignment.value == "unaligned" and not barrier.is_savepoint
+        out = await self._forward(barrier, unaligned)
+        if faults.ARMED:
+            faults.point("snapshot", barrier.checkpoint_id)
+        self.driver.acknowledge(barrier.checkpoint_id, self.task_id, {"ops": ops, "in": {}, "out": out})
+
+    # -- input tasks ---------------------------------------------------------
+    async def on_event(self, channel: int, event: Any) -> None:
+        assert self.handler is not None
+        if type(event) is CheckpointBarrier:
+            await self._run(self.handler.on_barrier(channel, event))
+        elif type(event) is CancelCheckpointMarker:
+            await self._run(self.handler.on_cancel_marker(channel, event))
+        else:
+            raise TypeError(f"task {self.task.name!r}: unexpected event {event!r} on channel {channel}")
+
+    async def on_end_of_input(self, channel: int) -> None:
+        if self.handler is not None:
+            await self._run(self.handler.on_end_of_input(channel))
+
+    async def on_alignment_timer(self) -> None:
+        if self.handler is not None and not self.task.finished:
+            await self._run(self.handler.on_alignment_timer())
+
+    def record_input(self, channel: int, item: tuple) -> None:
+        recorded = self.persisting.get(channel)
+        if recorded is not None:
+            recorded.append(item)
+
+    async def _run(self, actions: list[Any]) -> None:
+        task: InputTask = self.task  # type: ignore[assignment]
+        for action in actions:
+            kind = type(action)
+            if kind is PauseChannel:
+                task.gate.pause(action.channel)
+                if faults.ARMED and self.handler is not None:
+                    faults.point("alignment", self.handler.pending_checkpoint_id or 0)
+            elif kind is ResumeChannels:
+                task.gate.resume_all()
+            elif kind is SnapshotState:
+                cid = action.barrier.checkpoint_id
+                ops = self.snapshot_operators(cid)
+                out = await self._forward(action.barrier, action.unaligned)
+                self._pending[cid] = {"ops": ops, "in": {}, "out": out}
+                if faults.ARMED:
+                    faults.point("snapshot", cid)
+            elif kind is PersistInput:
+                self.persisting = {ch: [] for ch in action.channels}
+            elif kind is StopPersisting:
+                recorded = self.persisting.pop(action.channel, [])
+                if recorded and action.checkpoint_id in self._pending:
+                    self._pending[action.checkpoint_id]["in"][action.channel] = recorded
+            elif kind is CheckpointDone:
+                self.persisting = {}
+                state = self._pending.pop(action.checkpoint_id, None)
+                if state is not None:
+                    self.driver.acknowledge(action.checkpoint_id, self.task_id, state)
+            elif kind is AbortCheckpoint:
+                self.persisting = {}
+                self._pending.pop(action.checkpoint_id, None)
+                for writer in task.writers:
+                    await writer.broadcast_event(CancelCheckpointMarker(action.checkpoint_id))
+                self.driver.decline(action.checkpoint_id, self.task_id, action.reason.value)
+            elif kind is StartAlignmentTimer:
+                task.clock.call_at_ms(action.deadline_ms, lambda: task.post(self.on_alignment_timer))
+            else:  # pragma: no cover - the handler's action set is closed
+                raise TypeError(f"unknown barrier handler action {action!r}")
