@@ -245,9 +245,7 @@ class _Bookkeeping:
 
     def start_alignment_timer(self) -> None:
         if self.deadline_ms is not None:
-            self.out.append(
-                StartAlignmentTimer(self.pending_barrier.checkpoint_id, self.deadline_ms)
-            )
+            self.out.append(StartAlignmentTimer(self.pending_barrier.checkpoint_id, self.deadline_ms))
 
     def take(self) -> list[Action]:
         out, self.out = self.out, []
@@ -401,9 +399,7 @@ class BarrierHandler:
             return AlignmentType.ALIGNED
         if barrier.alignment is AlignmentType.UNALIGNED:
             if self._mode is CheckpointMode.ALIGNED:
-                raise ValueError(
-                    f"unaligned barrier {barrier.checkpoint_id} at a handler in aligned mode"
-                )
+                raise ValueError(f"unaligned barrier {barrier.checkpoint_id} at a handler in aligned mode")
             return AlignmentType.UNALIGNED
         if barrier.alignment is AlignmentType.ALTERNATING and self._timeout_ms is not None:
             return AlignmentType.ALTERNATING if self._timeout_ms else AlignmentType.UNALIGNED

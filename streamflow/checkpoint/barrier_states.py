@@ -180,9 +180,7 @@ class CollectingBarriers(_AlignedState):
             ctl.snapshot_aligned(ctl.pending_barrier)
             return self._finish(ctl)
         if ctl.is_timed_out():
-            return self.alignment_timeout(ctl, ctl.pending_barrier).end_of_input_received(
-                ctl, channel
-            )
+            return self.alignment_timeout(ctl, ctl.pending_barrier).end_of_input_received(ctl, channel)
         return self
 
     def alignment_timeout(self, ctl: Controller, barrier: CheckpointBarrier) -> BarrierHandlerState:

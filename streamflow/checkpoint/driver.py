@@ -128,7 +128,11 @@ class CheckpointDriver:
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
         def start() -> list[Any]:
-            actions = self.coordinator.trigger(kind, target)
+            try:
+                actions = self.coordinator.trigger(kind, target)
+            except Exception as exc:
+                fut.set_exception(exc)
+                return []
             for a in actions:
                 rid = getattr(a, "request_id", None)
                 if rid is not None:
@@ -144,11 +148,7 @@ class CheckpointDriver:
         while True:
             actions: list[Any] = []
             while self._inbox:
-                event = self._inbox.popleft()
-                try:
-                    actions.extend(event())
-                except Exception as exc:  # a refused manual trigger: fail that request only
-                    self._fail_requests(exc)
+                actions.extend(self._inbox.popleft()())
             actions.extend(self.coordinator.poll())
             for action in actions:
                 await self._carry_out(action)
@@ -174,10 +174,12 @@ class CheckpointDriver:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    def _fail_requests(self, exc: Exception) -> None:
-        for fut in list(self._requests.values()) or []:
+    def fail_requests(self, reason: str) -> None:
+        """The job ended: outstanding checkpoint and savepoint requests cannot complete."""
+        for fut in self._requests.values():
             if not fut.done():
-                fut.set_exception(exc)
+                fut.set_exception(RuntimeError(f"checkpoint request failed: {reason}"))
+        self._requests.clear()
 
     async def _carry_out(self, action: Any) -> None:
         kind = type(action)
@@ -198,8 +200,15 @@ class CheckpointDriver:
             if action.request_id is not None and action.kind is CheckpointType.CHECKPOINT:
                 self._savepoint_of_checkpoint[action.checkpoint_id] = action.request_id
             for task in self.tasks.values():
-                if task.is_source and not task.finished and task.checkpointer is not None:
+                if task.finished or task.checkpointer is None:
+                    continue
+                if task.is_source:
                     task.post(lambda t=task, b=barrier: t.checkpointer.trigger(b))  # type: ignore[union-attr]
+                elif all(ch.writer is not None and ch.writer.finished for ch in task.gate.channels):  # type: ignore[attr-defined]
+                    # every upstream finished (FLIP-147): the barrier goes in right before each
+                    # channel's end of input, after the data still queued
+                    for ch in task.gate.channels:  # type: ignore[attr-defined]
+                        ch.put_before_end(barrier)
         elif kind is CompleteCheckpoint:
             await self._complete(action)
         elif kind is NotifyComplete:

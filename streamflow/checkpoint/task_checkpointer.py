@@ -42,6 +42,7 @@ from .barrier_handler import (
     SnapshotState,
     StartAlignmentTimer,
     StopPersisting,
+    TimeoutBase,
 )
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class TaskCheckpointer:
             self.task.clock,
             unaligned=cfg.unaligned,
             aligned_timeout_ms=cfg.aligned_timeout_ms if cfg.unaligned else None,
+            # as Flink's aligned checkpoint timeout: counted from the checkpoint's start, so a
+            # barrier that waited in a backpressured queue switches to unaligned on arrival
+            timeout_base=TimeoutBase.CHECKPOINT_START,
         )
 
     @property

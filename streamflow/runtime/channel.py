@@ -45,6 +45,7 @@ class Channel:
         "_size",
         "_writer_waiter",
         "name",
+        "writer",
     )
 
     def __init__(self, capacity: int, name: str = "") -> None:
@@ -58,6 +59,7 @@ class Channel:
         self._gate: InputGate | None = None
         self._index = 0
         self.name = name
+        self.writer: Any = None  # the task writing into this channel
 
     # -- writer side -------------------------------------------------------
     async def put(self, item: ChannelItem) -> None:
@@ -79,6 +81,16 @@ class Channel:
         self._size += 1
         if self._gate is not None and not self._paused:
             self._gate._notify(self._index)
+
+    def put_before_end(self, event: ChannelItem) -> bool:
+        """Insert a control event just before a queued end of input (the writer finished).
+        False when the end of input was already read."""
+        items = self._items
+        if not items or type(items[-1]).__name__ != "EndOfInput":
+            return False
+        items.insert(len(items) - 1, event)
+        self._size += 1
+        return True
 
     # -- reader side -------------------------------------------------------
     def get_nowait(self) -> ChannelItem:

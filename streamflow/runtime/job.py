@@ -190,6 +190,9 @@ class Execution:
                         gate_channels.append(ch)
             task = InputTask(task_name, InputGate(gate_channels), **kw)
         task.checkpointer = TaskCheckpointer(task, task_id, None)  # type: ignore[arg-type]
+        for writer in writers:
+            for ch in writer.channels:
+                ch.writer = task
         for node in nodes:
             op = self.operators.get((node.id, sub))
             if op is not None:
@@ -258,7 +261,10 @@ class Execution:
                     tg.start_soon(task.run, name=task.name)
                 tg.start_soon(self.driver.run, name="checkpoint driver")
         except BaseExceptionGroup as group:
+            self.driver.fail_requests("the job failed")
             raise primary_error(group) from None
+        finally:
+            self.driver.fail_requests("the job ended")
 
     def read_metrics(self) -> dict[str, float | int]:
         out = read_metrics(self.metrics)

@@ -102,7 +102,9 @@ class Task:
 
     # -- checkpoints -------------------------------------------------------
     def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]:
-        return {op.uid: op.snapshot_state(checkpoint_id) for op in self.operators}
+        """State by operator uid; stateless operators (None) are left out, as in Flink."""
+        states = {op.uid: op.snapshot_state(checkpoint_id) for op in self.operators}
+        return {uid: state for uid, state in states.items() if state is not None}
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         for op in self.operators:

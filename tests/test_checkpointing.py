@@ -1,0 +1,278 @@
+"""Checkpoints end to end: periodic, failover, savepoints, restore checks, unaligned, alternating."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.checkpoint.restore import RestoredCheckpoint
+from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+
+def committed_lines(directory: Path) -> list[str]:
+    out: list[str] = []
+    for f in sorted(directory.iterdir()):
+        if f.is_file() and not f.name.startswith("."):
+            out.extend(f.read_text().splitlines())
+    return out
+
+
+def expected_running_sums(data: list[tuple[str, int]]) -> Counter[str]:
+    sums: dict[str, int] = {}
+    out: Counter[str] = Counter()
+    for key, value in data:
+        sums[key] = sums.get(key, 0) + value
+        out[str((key, sums[key]))] += 1
+    return out
+
+
+async def slow(record: Any) -> Any:
+    if record[1] % 7 == 0:
+        await asyncio.sleep(0.001)
+    return record
+
+
+class FailOnce(sf.MapFunction):
+    """Raises once, the first time it meets ``poison`` (across restarts of the job)."""
+
+    failed: set[str] = set()
+
+    def __init__(self, name: str, poison: Any) -> None:
+        self.name, self.poison = name, poison
+
+    def map(self, value: Any) -> Any:
+        if value == self.poison and self.name not in FailOnce.failed:
+            FailOnce.failed.add(self.name)
+            raise RuntimeError(f"injected failure at {value!r}")
+        return value
+
+
+def running_sum_job(
+    tmp_path: Path,
+    data: list,
+    *,
+    fail_at: Any = None,
+    storage: bool = True,
+    unaligned: bool = False,
+    parallelism: int = 2,
+    interval_ms: int = 15,
+) -> sf.StreamExecutionEnvironment:
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(8)
+    env.enable_checkpointing(interval_ms)
+    if storage:
+        env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
+    if unaligned:
+        env.get_checkpoint_config().enable_unaligned_checkpoints()
+    env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
+    half = len(data) // 2
+    a = env.from_collection(data[:half]).uid("src-a")
+    b = env.from_collection(data[half:]).uid("src-b")
+    # parallelism 1 before key_by: no rebalancing, so each key keeps its order
+    s = a.union(b).map(slow, concurrency=1).uid("slow").set_parallelism(1)
+    if fail_at is not None:
+        s = s.map(FailOnce(str(tmp_path), fail_at)).uid("fail").set_parallelism(1)
+    s.key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(
+        sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder()).build()
+    ).uid("sink")
+    return env
+
+
+# each key comes from one of the two sources, so its running sums do not depend on interleaving
+DATA = [(f"{'a' if i < 300 else 'b'}{i % 5}", i) for i in range(600)]
+
+
+def test_periodic_checkpoints_complete_and_output_is_committed(tmp_path: Path) -> None:
+    result = running_sum_job(tmp_path, DATA).execute("sums")
+    assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
+    assert result.metrics["checkpoints.numCompleted"] >= 2
+    dirs = sorted((tmp_path / "chk").glob("chk-*"))
+    assert 1 <= len(dirs) <= 3  # retention keeps the last three
+    assert all((d / "_metadata").exists() for d in dirs)
+    assert not [f for f in (tmp_path / "out").iterdir() if f.name.startswith(".")]  # nothing left pending
+
+
+@pytest.mark.parametrize("storage", [True, False])
+def test_failover_restores_from_last_checkpoint_exactly_once(tmp_path: Path, storage: bool) -> None:
+    result = running_sum_job(tmp_path, DATA, fail_at=DATA[450], storage=storage).execute("sums")
+    assert result.metrics["job.numRestarts"] == 1
+    assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
+
+
+def test_unaligned_failover_is_exactly_once(tmp_path: Path) -> None:
+    result = running_sum_job(tmp_path, DATA, fail_at=DATA[500], unaligned=True).execute("sums")
+    assert result.metrics["job.numRestarts"] == 1
+    assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
+
+
+def test_without_restarts_a_failure_fails_the_job(tmp_path: Path) -> None:
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[100])
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    with pytest.raises(RuntimeError, match="injected failure"):
+        env.execute("sums")
+
+
+def test_failure_rate_restart_gives_up() -> None:
+    strategy = sf.RestartStrategies.failure_rate_restart(2, 1_000, 0)
+    assert [strategy.next_delay_ms(t) for t in (0, 10, 20, 2_000)] == [0, 0, None, 0]
+    fixed = sf.RestartStrategies.fixed_delay_restart(1, 5)
+    assert [fixed.next_delay_ms(0), fixed.next_delay_ms(0)] == [5, None]
+
+
+class Gate:
+    """Async source: yields the first ``stop`` records, then waits until released."""
+
+    def __init__(self, data: list, stop: int) -> None:
+        self.data, self.stop = data, stop
+        self.release = asyncio.Event()
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        for i, r in enumerate(self.data):
+            if i == self.stop:
+                await self.release.wait()
+            yield r
+
+
+async def wait_until(cond: Any, timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        assert loop.time() < end, "condition not reached in time"
+        await asyncio.sleep(0.002)
+
+
+@pytest.mark.parametrize("new_parallelism", [1, 2, 3])
+async def test_savepoint_then_restore_with_other_parallelism(tmp_path: Path, new_parallelism: int) -> None:
+    data = [(f"k{i % 7}", 1) for i in range(140)]
+    gate = Gate(data, 70)
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    out1: list = []
+    env.from_async_iterable(gate.__aiter__).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(
+        out1.append
+    )
+    client = await env.execute_async("sums")
+    await wait_until(lambda: len(out1) == 70)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    assert (Path(path) / "_metadata").exists()
+
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(new_parallelism)
+    env2.configure({"execution.savepoint.path": path})
+    out2: list = []
+    env2.from_collection(data).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(out2.append)
+    await (await env2.execute_async("sums")).get_job_execution_result()
+    assert len(out2) == 70  # the source resumed at record 70
+    final = {k: v for k, v in out1 + out2}
+    assert final == {f"k{i}": 20 for i in range(7)}  # state carried over, redistributed by key group
+
+
+async def savepoint_of_sum_job(tmp_path: Path, key: Any = lambda r: r[0]) -> str:
+    gate = Gate([("a", 1), ("b", 2), ("a", 3), ("a", 0)], 3)  # stays running after 3
+    env = sf.StreamExecutionEnvironment()
+    out: list = []
+    env.from_async_iterable(gate.__aiter__).uid("src").key_by(key).sum(1).uid("sum").add_sink(out.append)
+    client = await env.execute_async("sums")
+    await wait_until(lambda: len(out) == 3)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    return path
+
+
+async def test_restore_refuses_state_of_a_missing_uid_unless_allowed(tmp_path: Path) -> None:
+    path = await savepoint_of_sum_job(tmp_path)
+
+    def job(allow: bool) -> sf.StreamExecutionEnvironment:
+        env = sf.StreamExecutionEnvironment()
+        env.configure({"execution.savepoint.path": path, "execution.savepoint.ignore-unclaimed-state": allow})
+        env.from_collection([("a", 1)]).uid("src").key_by(lambda r: r[0]).sum(1).uid("renamed").print()
+        return env
+
+    with pytest.raises(sf.StateMismatchError, match="'sum'"):
+        await (await job(False).execute_async("sums")).get_job_execution_result()
+    await (await job(True).execute_async("sums")).get_job_execution_result()
+
+
+async def test_restore_refuses_a_changed_key_type_naming_the_operator(tmp_path: Path) -> None:
+    path = await savepoint_of_sum_job(tmp_path)
+    env = sf.StreamExecutionEnvironment()
+    env.configure({"execution.savepoint.path": path})
+    data = [("a", 1), ("b", 2), ("a", 3), (1, 5)]
+    env.from_collection(data).uid("src").key_by(lambda r: len(str(r[0]))).sum(1).uid("sum").print()
+    with pytest.raises(TypeError, match="restored with keys of type str") as info:
+        await (await env.execute_async("sums")).get_job_execution_result()
+    assert "Keyed Sum" in str(info.value)
+
+
+async def test_window_and_timer_state_survive_a_savepoint(tmp_path: Path) -> None:
+    from streamflow.windowing import TumblingEventTimeWindows
+
+    data = [("k", 1, 1_000), ("k", 2, 2_000), ("k", 4, 3_000), ("k", 8, 12_000)]  # gate stops at 2
+    strategy = sf.WatermarkStrategy.for_bounded_out_of_orderness(0).with_timestamp_assigner(lambda e: e[2])
+
+    def build(env: sf.StreamExecutionEnvironment, src: sf.DataStream, out: list) -> None:
+        src.uid("src").assign_timestamps_and_watermarks(strategy).uid("wm").key_by(lambda e: e[0]).window(
+            TumblingEventTimeWindows.of(10_000)
+        ).reduce(lambda a, b: (a[0], a[1] + b[1], b[2])).uid("win").add_sink(out.append)
+
+    gate = Gate(data, 2)
+    env = sf.StreamExecutionEnvironment()
+    out1: list = []
+    build(env, env.from_async_iterable(gate.__aiter__), out1)
+    client = await env.execute_async("win")
+    await wait_until(lambda: client.execution.tasks[0].records_out == 2)  # type: ignore[attr-defined]
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    assert out1 == []
+    env2 = sf.StreamExecutionEnvironment()
+    env2.configure({"execution.savepoint.path": path})
+    out2: list = []
+    build(env2, env2.from_collection(data), out2)
+    await (await env2.execute_async("win")).get_job_execution_result()
+    assert out2 == [("k", 7, 3_000), ("k", 8, 12_000)]
+
+
+def checkpoint_channel_state(directory: Path) -> int:
+    """How many batches of in-flight data the retained checkpoints hold."""
+    storage = FileSystemCheckpointStorage(directory)
+    total = 0
+    for handle in storage.complete_checkpoints():
+        restored = RestoredCheckpoint.load(handle, sf.CheckpointConfig().codec)
+        for state in restored.channels.values():
+            total += sum(len(b) for b in state["in"].values())
+            total += sum(len(b) for chs in state["out"].values() for b in chs.values())
+    return total
+
+
+class SlowSink(sf.SinkFunction):
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    async def write_batch(self, values: list) -> None:
+        await asyncio.sleep(0.004)
+        self.seen.extend(values)
+
+
+@pytest.mark.parametrize("mode", ["unaligned", "alternating"])
+def test_backpressure_checkpoints_store_in_flight_data(tmp_path: Path, mode: str) -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(64)
+    env.enable_checkpointing(10)
+    cfg = (
+        env.get_checkpoint_config()
+        .set_checkpoint_storage_dir(tmp_path / "chk")
+        .set_max_retained_checkpoints(50)
+    )
+    cfg.enable_unaligned_checkpoints()
+    if mode == "alternating":
+        cfg.set_aligned_checkpoint_timeout(1)
+    data = [(f"k{i % 10}", 1) for i in range(3_000)]
+    sink = SlowSink()
+    a, b = env.from_collection(data[:1500]), env.from_collection(data[1500:])
+    a.union(b).key_by(lambda r: r[0]).sum(1).add_sink(sink).disable_chaining()
+    result = env.execute("backpressure")
+    assert result.metrics["checkpoints.numCompleted"] >= 2
+    assert checkpoint_channel_state(tmp_path / "chk") > 0
+    assert {k: v for k, v in sink.seen} == {f"k{i}": 300 for i in range(10)}
