@@ -70,10 +70,23 @@ def running_sum_job(
         env.get_checkpoint_config().enable_unaligned_checkpoints()
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
     half = len(data) // 2
-    a = env.from_collection(data[:half]).uid("src-a")
-    b = env.from_collection(data[half:]).uid("src-b")
-    # parallelism 1 before key_by: no rebalancing, so each key keeps its order
-    s = a.union(b).map(slow, concurrency=1).uid("slow").set_parallelism(1)
+    # throttled sources (so checkpoints happen while they run); parallelism 1 before key_by
+    # (no rebalancing), so each key keeps its order
+    a = (
+        env.from_collection(data[:half])
+        .uid("src-a")
+        .map(slow, concurrency=1)
+        .uid("slow-a")
+        .set_parallelism(1)
+    )
+    b = (
+        env.from_collection(data[half:])
+        .uid("src-b")
+        .map(slow, concurrency=1)
+        .uid("slow-b")
+        .set_parallelism(1)
+    )
+    s = a.union(b)
     if fail_at is not None:
         s = s.map(FailOnce(str(tmp_path), fail_at)).uid("fail").set_parallelism(1)
     s.key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(
@@ -100,12 +113,14 @@ def test_periodic_checkpoints_complete_and_output_is_committed(tmp_path: Path) -
 def test_failover_restores_from_last_checkpoint_exactly_once(tmp_path: Path, storage: bool) -> None:
     result = running_sum_job(tmp_path, DATA, fail_at=DATA[450], storage=storage).execute("sums")
     assert result.metrics["job.numRestarts"] == 1
+    assert result.metrics["job.restoredCheckpointId"] >= 1  # restored from a real checkpoint
     assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
 
 
 def test_unaligned_failover_is_exactly_once(tmp_path: Path) -> None:
     result = running_sum_job(tmp_path, DATA, fail_at=DATA[500], unaligned=True).execute("sums")
     assert result.metrics["job.numRestarts"] == 1
+    assert result.metrics["job.restoredCheckpointId"] >= 1
     assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
 
 

@@ -252,10 +252,12 @@ class FileSinkOperator(StreamOperator):
 
     # -- lifecycle -----------------------------------------------------------
     def initialize_state(self, restored: Any | None) -> None:
+        """``restored``: an ``OperatorRestore`` (its ``own`` state is this subtask's) or None."""
         with _io(f"create directory {self.base}"):
             os.makedirs(self.base, exist_ok=True)
         self._pending, self._unassigned = {}, []
         keep: set[str] = set()
+        restored = getattr(restored, "own", restored)
         if restored is not None:
             self.next_part = int(restored["next_part"])
             for _cid, names in restored["pending"]:

@@ -375,6 +375,8 @@ class JobClient:
     def get_metrics(self) -> dict[str, float | int]:
         metrics = self.execution.read_metrics()
         metrics["job.numRestarts"] = self.restarts
+        restore = self.execution.restore
+        metrics["job.restoredCheckpointId"] = restore.checkpoint_id if restore is not None else 0
         return metrics
 
     async def trigger_checkpoint(self) -> str:

@@ -1,0 +1,75 @@
+"""The job the kill tests run in a subprocess: two sources -> keyed running sum -> exactly-once files.
+
+Usage: python tests/kill_job.py OUT_DIR CHECKPOINT_DIR aligned|unaligned N
+
+Each key comes from one source only, so its running sums are deterministic
+whatever the interleaving; the committed output must hold each exactly once.
+Restarting the same command resumes from the latest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import streamflow as sf
+
+
+def data(n: int) -> list[tuple[str, int]]:
+    half = n // 2
+    return [(f"{'a' if i < half else 'b'}{i % 13}", i % 97) for i in range(n)]
+
+
+def expected(n: int) -> list[str]:
+    sums: dict[str, int] = {}
+    out = []
+    for key, value in data(n):
+        sums[key] = sums.get(key, 0) + value
+        out.append(str((key, sums[key])))
+    return out
+
+
+async def throttle(record: tuple[str, int]) -> tuple[str, int]:
+    if record[1] % 10 == 0:
+        await asyncio.sleep(0.001)
+    return record
+
+
+async def slow_sink_path(record: tuple[str, int]) -> tuple[str, int]:
+    if record[1] % 4 == 0:
+        await asyncio.sleep(0.0005)
+    return record
+
+
+def main(out_dir: str, checkpoint_dir: str, mode: str, n: int) -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(128)
+    env.enable_checkpointing(30)
+    cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
+    if mode == "unaligned":
+        cfg.enable_unaligned_checkpoints()
+    records = data(n)
+    a = (
+        env.from_collection(records[: n // 2])
+        .uid("source-a")
+        .map(throttle, concurrency=1)
+        .uid("throttle-a")
+        .set_parallelism(1)
+    )
+    b = (
+        env.from_collection(records[n // 2 :])
+        .uid("source-b")
+        .map(throttle, concurrency=1)
+        .uid("throttle-b")
+        .set_parallelism(1)
+    )
+    summed = a.union(b).key_by(lambda r: r[0]).sum(1).uid("running-sum")
+    if mode == "unaligned":  # a slow sink path behind a channel: backpressure, in-flight data
+        summed = summed.map(slow_sink_path, concurrency=1).uid("slow").start_new_chain()
+    summed.sink_to(sf.FileSink.for_row_format(out_dir, sf.Encoder.simple_string_encoder()).build()).uid(
+        "files"
+    )
+    env.execute("kill-test")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
