@@ -328,3 +328,33 @@ def test_window_without_timestamps_is_a_clear_error() -> None:
 def test_bounded_source_fires_every_window_at_the_end() -> None:
     data = [("k", 1, t) for t in range(0, 100_000, 1_000)]
     assert len(run_window(TumblingEventTimeWindows.of(10_000), data)) == 10
+
+
+def test_custom_trigger_fires_early_and_at_the_end() -> None:
+    from streamflow.windowing import Trigger, TriggerResult
+    from streamflow.windowing.context import TriggerStateDescriptor
+
+    count = TriggerStateDescriptor("n", lambda a, b: a + b)
+
+    class EveryTwo(Trigger):
+        """Fires (without purging) on every second element, and at the window's end."""
+
+        def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+            ctx.register_event_time_timer(window.max_timestamp())
+            state = ctx.get_partitioned_state(count)
+            state.add(1)
+            return TriggerResult.FIRE if state.get() % 2 == 0 else TriggerResult.CONTINUE
+
+        def on_event_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+            return TriggerResult.FIRE_AND_PURGE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+        def on_processing_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+            return TriggerResult.CONTINUE
+
+        def clear(self, window: Any, ctx: Any) -> None:
+            ctx.get_partitioned_state(count).clear()
+            ctx.delete_event_time_timer(window.max_timestamp())
+
+    data = [("a", 1, 0), ("a", 2, 1), ("a", 4, 2)]
+    out = run_window(TumblingEventTimeWindows.of(10), data, trigger=EveryTwo())
+    assert out == [("a", 0, 10, 3), ("a", 0, 10, 7)]  # early firing after two, final at the end

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 import itertools
 
 import pytest
@@ -189,3 +190,59 @@ async def test_async_collect_streams_and_limit_cancels() -> None:
     env = sf.StreamExecutionEnvironment()
     out = [x async for x in env.from_async_iterable(ticking_source).execute_and_collect_async(limit=20)]
     assert out == list(range(20))
+
+
+class LifecycleSink(sf.Sink):
+    """A sink whose operator records every lifecycle call (and can fail in one)."""
+
+    def __init__(self, log: list[str], fail_in: str | None = None) -> None:
+        self.log, self.fail_in = log, fail_in
+
+    def create_operator(self, name: str) -> Any:
+        from streamflow.runtime.operator import StreamOperator
+
+        sink = self
+
+        class Op(StreamOperator):
+            async def open(self) -> None:
+                sink.log.append("open")
+
+            async def process_batch(self, records: list, timestamps: Any) -> None:
+                if sink.fail_in == "process":
+                    raise RuntimeError("sink failed")
+
+            async def finish(self) -> None:
+                sink.log.append("finish")
+
+            async def close(self) -> None:
+                sink.log.append("close")
+
+            def dispose(self) -> None:
+                sink.log.append("dispose")
+
+        return Op(name)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("normal", ["open", "finish", "close", "dispose"]),
+        ("error", ["open", "close", "dispose"]),
+        ("cancel", ["open", "close", "dispose"]),
+    ],
+)
+async def test_dispose_runs_on_every_path(path: str, expected: list[str]) -> None:
+    log: list[str] = []
+    env = sf.StreamExecutionEnvironment()
+    source = env.from_async_iterable(ticking_source) if path == "cancel" else env.from_collection([1, 2])
+    source.sink_to(LifecycleSink(log, "process" if path == "error" else None))
+    client = await env.execute_async()
+    if path == "cancel":
+        await asyncio.sleep(0.02)
+        await client.cancel()
+    elif path == "error":
+        with pytest.raises(RuntimeError, match="sink failed"):
+            await client.get_job_execution_result()
+    else:
+        await client.get_job_execution_result()
+    assert log == expected

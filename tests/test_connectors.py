@@ -1,0 +1,104 @@
+"""File sources (text, JSON lines, dead letters), async iterables, sinks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import streamflow as sf
+from streamflow.connectors.files import MalformedRecordError
+
+
+def test_text_file_source_reads_every_line(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    (tmp_path / "b.txt").write_text("three\r\nfour")  # CRLF and no final newline
+    (tmp_path / ".hidden").write_text("skipped\n")
+    env = sf.StreamExecutionEnvironment()
+    assert list(env.read_text_file(str(tmp_path)).execute_and_collect()) == ["one", "two", "three", "four"]
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_json_lines_source_with_parallel_readers(tmp_path: Path, parallelism: int) -> None:
+    for i in range(4):
+        (tmp_path / f"part-{i}.jsonl").write_text("".join(f'{{"file": {i}, "n": {n}}}\n' for n in range(50)))
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
+    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.json_lines_format(), str(tmp_path)).build()
+    out = list(env.from_source(source, None, "json").execute_and_collect())
+    assert sorted((r["file"], r["n"]) for r in out) == [(f, n) for f in range(4) for n in range(50)]
+
+
+def test_malformed_json_lines_are_counted_and_routed_to_dead_letters(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text('{"a": 1}\n{not json\n{"a": 2}\n[1,\n')
+    env = sf.StreamExecutionEnvironment()
+    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.json_lines_format(), str(tmp_path)).build()
+    stream = env.from_source(source, None, "json")
+    dead = sf.CollectSink()
+    stream.get_side_output(sf.DEAD_LETTER).sink_to(dead)
+    good = sf.CollectSink()
+    stream.sink_to(good)
+    result = env.execute()
+    assert good.results == [{"a": 1}, {"a": 2}]
+    assert [(d.location.rsplit("/", 1)[1], d.raw) for d in dead.results] == [
+        ("in.jsonl:2", b"{not json\n"),
+        ("in.jsonl:4", b"[1,\n"),
+    ]
+    assert all("JSONDecodeError" in d.error for d in dead.results)
+    assert [v for k, v in result.metrics.items() if k.endswith("numRecordsMalformed")] == [2]
+
+
+def test_malformed_line_without_dead_letter_consumer_fails_naming_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text('{"a": 1}\n{oops\n')
+    env = sf.StreamExecutionEnvironment()
+    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.json_lines_format(), str(tmp_path)).build()
+    env.from_source(source, None, "json").print()
+    with pytest.raises(MalformedRecordError, match=r"in\.jsonl:2"):
+        env.execute()
+
+
+def test_missing_path_is_a_clear_error(tmp_path: Path) -> None:
+    env = sf.StreamExecutionEnvironment()
+    env.read_text_file(str(tmp_path / "nope")).print()
+    with pytest.raises(FileNotFoundError, match="nope"):
+        env.execute()
+
+
+def test_file_source_resumes_mid_file_from_a_savepoint(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "in.txt").write_text("".join(f"line {i}\n" for i in range(100)))
+    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.text_line_format(), str(data)).build()
+    reader = source.create_reader(0, 1)
+    import asyncio
+
+    asyncio.run(reader.start(lambda: None))
+    first = reader.poll_batch(30)
+    position = reader.snapshot_position()
+    again = source.create_reader(0, 1)
+    again.restore_position(position)
+    asyncio.run(again.start(lambda: None))
+    rest = []
+    while (batch := again.poll_batch(30)) is not sf.connectors.base.END:
+        rest.extend(batch)  # type: ignore[arg-type]
+    assert first + rest == [f"line {i}" for i in range(100)]  # type: ignore[operator]
+
+
+def test_async_iterable_source_and_generator_function() -> None:
+    async def gen():  # type: ignore[no-untyped-def]
+        for i in range(5):
+            yield i
+
+    env = sf.StreamExecutionEnvironment()
+    assert list(env.from_async_iterable(gen).map(lambda x: x * 10).execute_and_collect()) == [0, 10, 20, 30, 40]
+
+
+def test_async_source_error_names_the_source() -> None:
+    async def broken():  # type: ignore[no-untyped-def]
+        yield 1
+        raise OSError("connection reset")
+
+    env = sf.StreamExecutionEnvironment()
+    env.from_async_iterable(broken).print()
+    with pytest.raises(OSError, match="connection reset") as info:
+        env.execute()
+    assert "source" in "\n".join(info.value.__notes__)
