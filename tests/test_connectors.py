@@ -23,7 +23,9 @@ def test_json_lines_source_with_parallel_readers(tmp_path: Path, parallelism: in
     for i in range(4):
         (tmp_path / f"part-{i}.jsonl").write_text("".join(f'{{"file": {i}, "n": {n}}}\n' for n in range(50)))
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
-    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.json_lines_format(), str(tmp_path)).build()
+    source = sf.FileSource.for_record_stream_format(
+        sf.StreamFormat.json_lines_format(), str(tmp_path)
+    ).build()
     out = list(env.from_source(source, None, "json").execute_and_collect())
     assert sorted((r["file"], r["n"]) for r in out) == [(f, n) for f in range(4) for n in range(50)]
 
@@ -31,7 +33,9 @@ def test_json_lines_source_with_parallel_readers(tmp_path: Path, parallelism: in
 def test_malformed_json_lines_are_counted_and_routed_to_dead_letters(tmp_path: Path) -> None:
     (tmp_path / "in.jsonl").write_text('{"a": 1}\n{not json\n{"a": 2}\n[1,\n')
     env = sf.StreamExecutionEnvironment()
-    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.json_lines_format(), str(tmp_path)).build()
+    source = sf.FileSource.for_record_stream_format(
+        sf.StreamFormat.json_lines_format(), str(tmp_path)
+    ).build()
     stream = env.from_source(source, None, "json")
     dead = sf.CollectSink()
     stream.get_side_output(sf.DEAD_LETTER).sink_to(dead)
@@ -50,7 +54,9 @@ def test_malformed_json_lines_are_counted_and_routed_to_dead_letters(tmp_path: P
 def test_malformed_line_without_dead_letter_consumer_fails_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "in.jsonl").write_text('{"a": 1}\n{oops\n')
     env = sf.StreamExecutionEnvironment()
-    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.json_lines_format(), str(tmp_path)).build()
+    source = sf.FileSource.for_record_stream_format(
+        sf.StreamFormat.json_lines_format(), str(tmp_path)
+    ).build()
     env.from_source(source, None, "json").print()
     with pytest.raises(MalformedRecordError, match=r"in\.jsonl:2"):
         env.execute()
@@ -89,7 +95,13 @@ def test_async_iterable_source_and_generator_function() -> None:
             yield i
 
     env = sf.StreamExecutionEnvironment()
-    assert list(env.from_async_iterable(gen).map(lambda x: x * 10).execute_and_collect()) == [0, 10, 20, 30, 40]
+    assert list(env.from_async_iterable(gen).map(lambda x: x * 10).execute_and_collect()) == [
+        0,
+        10,
+        20,
+        30,
+        40,
+    ]
 
 
 def test_async_source_error_names_the_source() -> None:

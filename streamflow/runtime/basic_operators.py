@@ -16,7 +16,6 @@ from itertools import compress
 from typing import Any
 
 from ..functions import Function
-from .context import RuntimeContext
 from .operator import StreamOperator
 
 DEFAULT_ASYNC_CONCURRENCY = 100
@@ -47,32 +46,10 @@ class UserFunctionOperator(StreamOperator):
 
     def __init__(self, name: str, function: Any, concurrency: int | None = None) -> None:
         super().__init__(name)
-        self.function = function
+        self.user_function = function
         self.call = resolve_function(function, self.method, name)
         self.is_async = is_async(self.call)
         self.concurrency = concurrency or DEFAULT_ASYNC_CONCURRENCY
-        self._opened_function = False
-
-    async def open(self) -> None:
-        if isinstance(self.function, Function):
-            # as in Flink, close() runs even when open() failed: it releases what open got
-            self._opened_function = True
-            try:
-                result = self.function.open(RuntimeContext(self.ctx))
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                raise self.failure(exc) from None
-
-    async def close(self) -> None:
-        if self._opened_function:
-            self._opened_function = False
-            try:
-                result = self.function.close()  # type: ignore[union-attr]
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                raise self.failure(exc) from None
 
     async def _call_async(self, records: list) -> list:
         """Await ``call(record)`` for every record: in order, bounded concurrency."""

@@ -132,19 +132,40 @@ class Channel:
         }
 
 
+class Waker:
+    """One wake-up future at a time; resolved by data, mail or the clock."""
+
+    __slots__ = ("_waiter",)
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiter = fut
+        await fut
+
+
 class InputGate:
     """Reads the channels of one downstream subtask in arrival order.
 
     ``poll()`` returns ``(channel_index, item)`` or ``None`` when no unpaused
     channel has data; ``wait()`` suspends until one has, or until ``wake()`` is
-    called (mail for the task) or the deadline passes.
+    called (mail for the task or the clock).
     """
 
     def __init__(self, channels: list[Channel]) -> None:
         self.channels = channels
         self._ready: deque[int] = deque()
         self._in_ready = [False] * len(channels)
-        self._waiter: asyncio.Future[None] | None = None
+        self._waker = Waker()
         for i, ch in enumerate(channels):
             if ch._gate is not None:
                 raise ValueError(f"channel {ch.name!r} is already read by another gate")
@@ -158,11 +179,7 @@ class InputGate:
         self.wake()
 
     def wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        self._waker.wake()
 
     def poll(self) -> tuple[int, ChannelItem] | None:
         ready = self._ready
@@ -183,23 +200,10 @@ class InputGate:
             return index, item
         return None
 
-    async def wait(self, timeout: float | None = None) -> None:
-        """Wait until ``poll`` may return something, ``wake`` is called, or timeout."""
-        if self._ready:
-            return
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._waiter = fut
-        if timeout is None:
-            await fut
-            return
-        handle = loop.call_later(max(timeout, 0.0), _resolve, fut)
-        try:
-            await fut
-        finally:
-            handle.cancel()
-            if self._waiter is fut:
-                self._waiter = None
+    async def wait(self) -> None:
+        """Wait until ``poll`` may return something, or ``wake`` is called."""
+        if not self._ready:
+            await self._waker.wait()
 
     def pause(self, index: int) -> None:
         self.channels[index]._paused = True
@@ -214,8 +218,3 @@ class InputGate:
     def resume_all(self) -> None:
         for i in range(len(self.channels)):
             self.resume(i)
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..functions import Function
 from .basic_operators import resolve_function
-from .context import RuntimeContext
 from .process_operators import TimerOperator
 
 _MISSING = object()
@@ -24,29 +22,14 @@ class ReduceOperator(TimerOperator):
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
         super().__init__(name, key_selector)
-        self.function = function
+        self.user_function = function
         self.reduce = resolve_function(function, "reduce", name)
         self._specialize = getattr(self.reduce, "specialize", None)
-        self._opened_function = False
 
     async def open(self) -> None:
         backend = self.ctx.keyed_backend
         assert backend is not None, "a keyed operator needs a keyed state backend"
         self.table = backend.table("reduce", "value")
-        if isinstance(self.function, Function):
-            self._opened_function = True  # close() runs even if open() fails, as in Flink
-            try:
-                self.function.open(RuntimeContext(self.ctx))
-            except Exception as exc:
-                raise self.failure(exc) from None
-
-    async def close(self) -> None:
-        if self._opened_function:
-            self._opened_function = False
-            try:
-                self.function.close()
-            except Exception as exc:
-                raise self.failure(exc) from None
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if self._check_key_type:

@@ -14,10 +14,13 @@ chained operator directly or writes to channels at the end of a chain.
 
 from __future__ import annotations
 
+import inspect
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..functions import Function
+from .context import RuntimeContext
 from .events import Watermark, WatermarkStatus
 
 if TYPE_CHECKING:
@@ -80,10 +83,17 @@ async def _discard(records: list, timestamps: list[int] | None) -> None:
 
 
 class StreamOperator(BatchTarget):
-    """Base class of every operator. Subclasses override what they need."""
+    """Base class of every operator. Subclasses override what they need.
+
+    ``user_function``, when it is a :class:`~streamflow.functions.Function`, is
+    opened by ``open`` and closed by ``close`` (even when its ``open`` failed,
+    as in Flink: ``close`` releases whatever ``open`` got).
+    """
 
     output: Output
     ctx: OperatorContext
+    user_function: Any = None
+    _function_opened = False
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -100,13 +110,29 @@ class StreamOperator(BatchTarget):
         """Restore from the operator's snapshot (None on a fresh start)."""
 
     async def open(self) -> None:
-        pass
+        fn = self.user_function
+        if isinstance(fn, Function):
+            self._function_opened = True
+            try:
+                result = fn.open(RuntimeContext(self.ctx))
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                raise self.failure(exc) from None
 
     async def finish(self) -> None:
         """All input has ended: flush whatever is buffered (normal end only)."""
 
     async def close(self) -> None:
         """Release what ``open`` acquired. Runs on every path once ``open`` was called."""
+        if self._function_opened:
+            self._function_opened = False
+            try:
+                result = self.user_function.close()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:
+                raise self.failure(exc) from None
 
     def dispose(self) -> None:
         """Last cleanup, on every path, for every operator that was set up."""

@@ -12,15 +12,13 @@ timers from the task's processing-time service, between batches.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..functions import Function, OutputTag, TimeDomain
+from ..functions import OutputTag, TimeDomain
 from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
 from .basic_operators import resolve_function
-from .context import RuntimeContext
 from .events import MIN_WATERMARK, Watermark
 from .operator import StreamOperator
 from .timers import Timer, TimerService
@@ -56,34 +54,6 @@ class _Emitter:
         self.main, self.main_ts, self.side = [], [], {}
 
 
-class _FunctionLifecycle(StreamOperator):
-    def __init__(self, name: str, function: Any) -> None:
-        super().__init__(name)
-        self.function = function
-        self._opened_function = False
-
-    async def open(self) -> None:
-        if isinstance(self.function, Function):
-            # as in Flink, close() runs even when open() failed: it releases what open got
-            self._opened_function = True
-            try:
-                result = self.function.open(RuntimeContext(self.ctx))
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                raise self.failure(exc) from None
-
-    async def close(self) -> None:
-        if self._opened_function:
-            self._opened_function = False
-            try:
-                result = self.function.close()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                raise self.failure(exc) from None
-
-
 class _ProcessContext:
     __slots__ = ("_op", "_ts")
 
@@ -98,11 +68,12 @@ class _ProcessContext:
         return self._op.timer_facade
 
 
-class ProcessOperator(_FunctionLifecycle):
+class ProcessOperator(StreamOperator):
     """A non-keyed ``ProcessFunction``: no keyed state, no timers (as in Flink)."""
 
     def __init__(self, name: str, function: Any) -> None:
-        super().__init__(name, function)
+        super().__init__(name)
+        self.user_function = function
         self.call = resolve_function(function, "process_element", name)
         self.timer_facade = _CurrentTime(self)
         self.current_watermark = MIN_WATERMARK
@@ -233,19 +204,8 @@ class TimerOperator(StreamOperator):
             self.backend.check_key_type(self.key_selector(records[0]), repr(self.name))
 
 
-class _KeyedTimerService:
+class _KeyedTimerService(_CurrentTime):
     """``ctx.timer_service()`` of a keyed process function: timers of the current key."""
-
-    __slots__ = ("_op",)
-
-    def __init__(self, op: KeyedProcessOperator) -> None:
-        self._op = op
-
-    def current_processing_time(self) -> int:
-        return self._op.ctx.clock.now_ms()
-
-    def current_watermark(self) -> int:
-        return self._op.current_watermark
 
     def register_event_time_timer(self, timestamp: int) -> None:
         self._op.timers.register_event_time_timer(self._op.backend.current_key, None, timestamp)
@@ -286,22 +246,11 @@ class KeyedProcessOperator(TimerOperator):
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
         super().__init__(name, key_selector)
-        self.function = function
+        self.user_function = function
         self.call = resolve_function(function, "process_element", name)
         on_timer = getattr(function, "on_timer", None)
         self.on_timer = on_timer if callable(on_timer) else None
         self.timer_facade = _KeyedTimerService(self)
-        self._lifecycle = _FunctionLifecycle(name, function)
-
-    def setup(self, ctx: Any, output: Any) -> None:
-        super().setup(ctx, output)
-        self._lifecycle.setup(ctx, output)
-
-    async def open(self) -> None:
-        await self._lifecycle.open()
-
-    async def close(self) -> None:
-        await self._lifecycle.close()
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if self._check_key_type:

@@ -37,7 +37,7 @@ import anyio
 
 from ..clock import Clock
 from ..connectors.base import END, SourceReader
-from .channel import InputGate
+from .channel import InputGate, Waker
 from .events import (
     MAX_WATERMARK,
     EndOfInput,
@@ -54,27 +54,6 @@ if TYPE_CHECKING:
 
 YIELD_INTERVAL_S = 0.005
 Mail = Callable[[], Awaitable[None]]
-
-
-class Waker:
-    """One wake-up future at a time; resolved by data, mail or the clock."""
-
-    __slots__ = ("_waiter",)
-
-    def __init__(self) -> None:
-        self._waiter: asyncio.Future[None] | None = None
-
-    def wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def wait(self) -> None:
-        fut = asyncio.get_running_loop().create_future()
-        self._waiter = fut
-        await fut
 
 
 class Task:

@@ -31,93 +31,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..functions import AggregateFunction
 from ..state.keyed import snapshot_tables
-from ..windowing.context import DictReducingState, TriggerStateDescriptor, merge_reducing_state
 from ..windowing.merging import MergingWindowSet
 from ..windowing.triggers import EventTimeTrigger, Trigger, TriggerResult
 from ..windowing.windows import GlobalWindow, TimeWindow
 from .events import MAX_WATERMARK, Watermark
 from .process_operators import TimerOperator, _Emitter
 from .timers import Timer
+from .window_context import WindowContext, WindowFunctions
 
 _MISSING = object()
-
-
-class WindowFunctions:
-    """How a window accumulates and what it emits; exactly one of the three modes."""
-
-    def __init__(
-        self,
-        *,
-        reduce: Callable[[Any, Any], Any] | None = None,
-        aggregate: AggregateFunction | None = None,
-        process: Callable[..., Any] | None = None,
-        process_function: Any = None,
-    ) -> None:
-        self.reduce = reduce
-        self.aggregate = aggregate
-        self.process = process  # process(key, context, elements) -> iterable
-        self.process_function = process_function  # for open/close/clear
-        self.incremental = reduce is not None or aggregate is not None
-
-
-class _WindowContext:
-    """``ProcessWindowFunction.Context`` and the trigger's context, for one (key, window)."""
-
-    __slots__ = ("_merged", "_op", "_window", "key")
-
-    def __init__(self, op: WindowOperator, key: Any, window: Any) -> None:
-        self._op, self.key, self._window = op, key, window
-        self._merged: list[Any] = []
-
-    def window(self) -> Any:
-        return self._window
-
-    # ProcessWindowFunction.Context
-    def current_watermark(self) -> int:
-        return self._op.current_watermark
-
-    def current_processing_time(self) -> int:
-        return self._op.ctx.clock.now_ms()
-
-    def window_state(self) -> Any:
-        raise NotImplementedError("per-window state is not supported yet")
-
-    # TriggerContext (PyFlink's names)
-    def get_current_watermark(self) -> int:
-        return self._op.current_watermark
-
-    def get_current_processing_time(self) -> int:
-        return self._op.ctx.clock.now_ms()
-
-    def register_event_time_timer(self, time: int) -> None:
-        self._op.timers.register_event_time_timer(self.key, self._window, time)
-
-    def register_processing_time_timer(self, time: int) -> None:
-        self._op.register_processing_timer(self.key, self._window, time)
-
-    def delete_event_time_timer(self, time: int) -> None:
-        self._op.timers.delete_event_time_timer(self.key, self._window, time)
-
-    def delete_processing_time_timer(self, time: int) -> None:
-        self._op.timers.delete_processing_time_timer(self.key, self._window, time)
-
-    def _trigger_store(self) -> dict:
-        return self._op.trigger_state.setdefault(self.key, {})
-
-    def get_partitioned_state(self, descriptor: TriggerStateDescriptor) -> DictReducingState:
-        return DictReducingState(
-            self._trigger_store(), (self._window, descriptor.name), descriptor.reduce_function
-        )
-
-    def merge_partitioned_state(self, descriptor: TriggerStateDescriptor) -> None:
-        merge_reducing_state(
-            self._trigger_store(),
-            [(w, descriptor.name) for w in self._merged],
-            (self._window, descriptor.name),
-            descriptor.reduce_function,
-        )
 
 
 class WindowOperator(TimerOperator):
@@ -139,6 +62,7 @@ class WindowOperator(TimerOperator):
         self.allowed_lateness = allowed_lateness
         self.late_tag = late_tag
         self.fn = functions
+        self.user_function = functions.process_function
         self.event_time = assigner.is_event_time()
         self.merging = bool(getattr(assigner, "merging", False))
         self.fast = (
@@ -213,23 +137,7 @@ class WindowOperator(TimerOperator):
         metrics = self.ctx.metrics
         self.late_counter = metrics.counter("numLateRecords")
         self.dropped_counter = metrics.counter("numLateRecordsDropped")
-        pf = self.fn.process_function
-        if pf is not None and hasattr(pf, "open"):
-            from .context import RuntimeContext
-
-            try:
-                pf.open(RuntimeContext(self.ctx))
-            except Exception as exc:
-                raise self.failure(exc) from None
-            self._opened_pf = True
-
-    async def close(self) -> None:
-        if getattr(self, "_opened_pf", False):
-            self._opened_pf = False
-            try:
-                self.fn.process_function.close()
-            except Exception as exc:
-                raise self.failure(exc) from None
+        await super().open()
 
     # -- elements ------------------------------------------------------------
     def cleanup_time(self, window: Any) -> int:
@@ -346,7 +254,7 @@ class WindowOperator(TimerOperator):
             skipped = False
             state_window = mws.get_state_window(actual) if mws is not None else actual
             self._add(key, state_window, record, ts)
-            ctx = _WindowContext(self, key, actual)
+            ctx = WindowContext(self, key, actual)
             result = self.trigger.on_element(record, ts, actual, ctx)
             self._act(result, key, actual, state_window)
             self._register_cleanup(key, actual)
@@ -361,11 +269,11 @@ class WindowOperator(TimerOperator):
     def _merge(self, key: Any, result: Any, merged: list, state_result: Any, merged_states: list) -> None:
         if self.event_time and result.max_timestamp() + self.allowed_lateness <= self.current_watermark:
             raise AssertionError(f"merged window {result} is already past the watermark")
-        ctx = _WindowContext(self, key, result)
+        ctx = WindowContext(self, key, result)
         ctx._merged = list(merged)
         self.trigger.on_merge(result, ctx)
         for w in merged:
-            self.trigger.clear(w, _WindowContext(self, key, w))
+            self.trigger.clear(w, WindowContext(self, key, w))
             self._delete_cleanup(key, w)
         wins = self.contents.setdefault(key, {})
         acc = wins.get(state_result, _MISSING)
@@ -415,7 +323,7 @@ class WindowOperator(TimerOperator):
 
     def _emit(self, key: Any, window: Any, acc: Any) -> None:
         fn = self.fn
-        ctx = _WindowContext(self, key, window)
+        ctx = WindowContext(self, key, window)
         if self.evictor is not None:
             elements = list(acc)
             self.evictor.evict_before(elements, len(elements), window, ctx)
@@ -485,7 +393,7 @@ class WindowOperator(TimerOperator):
             state_window = mws.get_state_window(window)
             if state_window is None:
                 return  # the window was merged away or already cleaned up
-        ctx = _WindowContext(self, key, window)
+        ctx = WindowContext(self, key, window)
         if event_time:
             result = self.trigger.on_event_time(timer.timestamp, window, ctx)
         else:
@@ -500,7 +408,7 @@ class WindowOperator(TimerOperator):
             wins.pop(state_window, None)
             if not wins:
                 del self.contents[key]
-        ctx = _WindowContext(self, key, window)
+        ctx = WindowContext(self, key, window)
         self.trigger.clear(window, ctx)
         pf = self.fn.process_function
         if pf is not None and hasattr(pf, "clear"):
