@@ -88,6 +88,7 @@ class CheckpointDriver:
         self._wake: asyncio.Future[None] | None = None
         self._final_states: dict[str, Any] = {}
         self._finished: set[str] = set()
+        self._released: set[str] = set()  # finished tasks whose final state is committed
         self._waiting_final: dict[str, asyncio.Future[None]] = {}  # task id -> released
         self._included: dict[int, set[str]] = {}  # checkpoint id -> finished tasks it holds
         self._requests: dict[int, asyncio.Future[str]] = {}
@@ -270,11 +271,14 @@ class CheckpointDriver:
 
     def _notify(self, checkpoint_id: int, complete: bool) -> None:
         for task_id, task in self.tasks.items():
+            if task_id in self._released:
+                continue
             if complete:
                 task.post(lambda t=task: t.notify_checkpoint_complete(checkpoint_id))
                 if task_id in self._included.get(checkpoint_id, ()):
                     released = self._waiting_final.pop(task_id, None)
                     if released is not None:
+                        self._released.add(task_id)
                         task.post(lambda r=released: _release(r))
             else:
                 task.post(lambda t=task: t.notify_checkpoint_aborted(checkpoint_id))
@@ -285,8 +289,9 @@ class CheckpointDriver:
         self.last_id = cid
         await self._persist(cid, dict(self._final_states), None)
         self.completed.append(cid)
-        for task in self.tasks.values():
-            await task.notify_checkpoint_complete(cid)
+        for task_id, task in self.tasks.items():
+            if task_id not in self._released:  # released tasks have closed their operators
+                await task.notify_checkpoint_complete(cid)
         for released in self._waiting_final.values():
             if not released.done():
                 released.set_result(None)
