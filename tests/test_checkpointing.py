@@ -291,3 +291,46 @@ def test_backpressure_checkpoints_store_in_flight_data(tmp_path: Path, mode: str
     assert result.metrics["checkpoints.numCompleted"] >= 2
     assert checkpoint_channel_state(tmp_path / "chk") > 0
     assert {k: v for k, v in sink.seen} == {f"k{i}": 300 for i in range(10)}
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+class KeepPoints(sf.KeyedProcessFunction):
+    def open(self, ctx: sf.RuntimeContext) -> None:
+        self.last = ctx.get_state(sf.ValueStateDescriptor("last"))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.last.update(Point(value[1]))
+        yield value
+
+
+async def test_state_codec_refuses_arbitrary_objects_unless_pickle_is_opted_in(tmp_path: Path) -> None:
+    async def run(codec: Any) -> Any:
+        gate = Gate([("a", 1), ("a", 2), ("a", 3)], 2)
+        env = sf.StreamExecutionEnvironment()
+        if codec is not None:
+            env.get_checkpoint_config().set_state_codec(codec)
+        out: list = []
+        env.from_async_iterable(gate.__aiter__).key_by(lambda r: r[0]).process(KeepPoints()).add_sink(
+            out.append
+        )
+        client = await env.execute_async("points")
+        await wait_until(lambda: len(out) == 2)
+        try:
+            return await client.trigger_savepoint(str(tmp_path / f"sp-{codec is not None}"))
+        finally:
+            await client.cancel()
+
+    with pytest.raises(RuntimeError, match="PickleCodec") as info:
+        await run(None)
+    assert isinstance(info.value.__cause__, TypeError)
+    path = await run(sf.PickleCodec())
+    assert (Path(path) / "_metadata").exists()
+    env = sf.StreamExecutionEnvironment()  # a pickled savepoint is refused without the opt-in
+    env.configure({"execution.savepoint.path": path})
+    env.from_collection([("a", 1)]).key_by(lambda r: r[0]).process(KeepPoints()).print()
+    with pytest.raises(sf.StateMismatchError, match="pickle"):
+        await (await env.execute_async("points")).get_job_execution_result()

@@ -175,11 +175,14 @@ class CheckpointDriver:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    def fail_requests(self, reason: str) -> None:
-        """The job ended: outstanding checkpoint and savepoint requests cannot complete."""
+    def fail_requests(self, cause: BaseException | None) -> None:
+        """The job ended: outstanding checkpoint and savepoint requests fail (naming the cause)."""
         for fut in self._requests.values():
             if not fut.done():
-                fut.set_exception(RuntimeError(f"checkpoint request failed: {reason}"))
+                what = "failed" if cause is not None else "ended"
+                error = RuntimeError(f"the job {what} before the checkpoint completed: {cause!r}")
+                error.__cause__ = cause
+                fut.set_exception(error)
         self._requests.clear()
 
     async def _carry_out(self, action: Any) -> None:

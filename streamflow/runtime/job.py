@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, Output, StreamOperator
 from .task import InputTask, SourceTask, Task
 from .writer import ChannelWriter
+
+_log = logging.getLogger("streamflow")
 
 
 class JobStatus(enum.Enum):
@@ -261,10 +264,11 @@ class Execution:
                     tg.start_soon(task.run, name=task.name)
                 tg.start_soon(self.driver.run, name="checkpoint driver")
         except BaseExceptionGroup as group:
-            self.driver.fail_requests("the job failed")
-            raise primary_error(group) from None
+            error = primary_error(group)
+            self.driver.fail_requests(error)
+            raise error from None
         finally:
-            self.driver.fail_requests("the job ended")
+            self.driver.fail_requests(None)
 
     def read_metrics(self) -> dict[str, float | int]:
         out = read_metrics(self.metrics)
@@ -324,6 +328,12 @@ class JobClient:
         self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
             self._run(), name=f"streamflow job {self.job_name}"
         )
+        self._task.add_done_callback(self._log_failure)
+
+    def _log_failure(self, task: asyncio.Task[None]) -> None:
+        """Report a failure at once (and mark it retrieved: get_job_execution_result re-raises it)."""
+        if not task.cancelled() and (exc := task.exception()) is not None and not self._cancel_requested:
+            _log.error("job %r failed", self.job_name, exc_info=exc)
 
     def _initial_restore(self) -> RestoredCheckpoint | None:
         codec = self._config.checkpoint.codec
