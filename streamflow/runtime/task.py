@@ -247,8 +247,19 @@ class SourceTask(Task):
                 if not self.has_mail():
                     await waker.wait()
                 continue
-            self.records_out += len(batch)  # type: ignore[arg-type]
-            await push(batch, None)  # type: ignore[arg-type]
+            kind = type(batch)
+            if kind is list:
+                self.records_out += len(batch)  # type: ignore[arg-type]
+                await push(batch, None)  # type: ignore[arg-type]
+            elif kind is tuple:  # (records, timestamps): a source that knows event time
+                self.records_out += len(batch[0])  # type: ignore[index]
+                await push(batch[0], batch[1])  # type: ignore[index]
+            elif kind is Watermark:
+                await self.source_output.emit_watermark(batch)  # type: ignore[arg-type]
+            elif kind is WatermarkStatus:
+                await self.source_output.emit_watermark_status(batch)  # type: ignore[arg-type]
+            else:
+                raise TypeError(f"source {self.name!r} returned {batch!r} from poll_batch()")
             if self._dead_letters and reader.dead_letters:  # type: ignore[attr-defined]
                 await self._route_dead_letters()
             if loop.time() >= next_yield:

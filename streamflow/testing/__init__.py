@@ -1,6 +1,10 @@
-"""Test utilities for users of streamflow: a manual clock, a list sink, fault injection."""
+"""Test utilities for users of streamflow: a scripted source, a list sink, a manual clock,
+and fault injection for crash tests (``faults``)."""
 
 from ..connectors.sinks import CollectSink as ListSink
 from .clock import ManualClock as ManualClock
+from .scripted import Fail as Fail
+from .scripted import Record as Record
+from .scripted import ScriptedSource as ScriptedSource
 
-__all__ = ["ListSink", "ManualClock"]
+__all__ = ["Fail", "ListSink", "ManualClock", "Record", "ScriptedSource"]
