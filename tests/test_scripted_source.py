@@ -107,3 +107,25 @@ async def test_position_survives_a_savepoint(tmp_path: Any) -> None:
     await (await env2.execute_async("scripted")).get_job_execution_result()
     assert out == [("k", 1), ("k", 3)]
     assert out2 == [("k", 7)]  # continues after the two items already consumed, with their state
+
+
+async def test_checkpoint_recorder_sees_snapshots_before_completions() -> None:
+    from streamflow.testing import CheckpointRecorder
+
+    source = ScriptedSource([("k", i) for i in range(5)], end=False)
+    env = sf.StreamExecutionEnvironment()
+    recorder = CheckpointRecorder()
+    env.from_source(source, None, "s").sink_to(recorder)
+    client = await env.execute_async()
+    await settle()
+    await client.trigger_checkpoint()
+    await client.trigger_checkpoint()
+    await settle()
+    source.push(("k", 5))
+    source.finish()
+    await client.get_job_execution_result()
+    assert recorder.checkpoints("snapshot") == [1, 2]
+    assert recorder.checkpoints("complete") == [1, 2]
+    snap1, done1 = recorder.events.index(("snapshot", 1)), recorder.events.index(("complete", 1))
+    assert snap1 < done1 < recorder.events.index(("snapshot", 2))
+    assert [v for e, v in recorder.events if e == "record"] == [("k", i) for i in range(6)]
