@@ -334,3 +334,29 @@ async def test_state_codec_refuses_arbitrary_objects_unless_pickle_is_opted_in(t
     env.from_collection([("a", 1)]).key_by(lambda r: r[0]).process(KeepPoints()).print()
     with pytest.raises(sf.StateMismatchError, match="pickle"):
         await (await env.execute_async("points")).get_job_execution_result()
+
+
+def test_in_flight_channel_state_cannot_be_rescaled(tmp_path: Path) -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(64)
+    env.enable_checkpointing(10)
+    cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
+    cfg.set_max_retained_checkpoints(50).enable_unaligned_checkpoints()
+    data = [(f"k{i % 10}", 1) for i in range(3_000)]
+    a, b = env.from_collection(data[:1500]).uid("a"), env.from_collection(data[1500:]).uid("b")
+    a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(SlowSink()).uid("sink").disable_chaining()
+    env.execute("backpressure")
+    storage = FileSystemCheckpointStorage(tmp_path / "chk")
+    with_state = [
+        h
+        for h in storage.complete_checkpoints()
+        if RestoredCheckpoint.load(h, sf.CheckpointConfig().codec).channels
+    ]
+    assert with_state
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(3)
+    env2.configure({"execution.savepoint.path": str(with_state[0].path)})
+    a, b = env2.from_collection(data[:1500]).uid("a"), env2.from_collection(data[1500:]).uid("b")
+    a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(lambda r: None).uid(
+        "sink"
+    ).disable_chaining()
+    with pytest.raises(sf.StateMismatchError, match="in-flight"):
+        env2.execute("backpressure")

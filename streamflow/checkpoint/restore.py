@@ -27,8 +27,16 @@ class StateMismatchError(ValueError):
     """The checkpoint's state does not fit the job being restored."""
 
 
-def encode_entry(codec: Codec, task_id: str, state: dict[str, Any]) -> bytes:
-    body = codec.encode({"task": task_id, "ops": state["ops"], "in": state["in"], "out": state["out"]})
+def encode_entry(codec: Codec, task_id: str, state: dict[str, Any], parallelism: int) -> bytes:
+    body = codec.encode(
+        {
+            "task": task_id,
+            "parallelism": parallelism,
+            "ops": state["ops"],
+            "in": state["in"],
+            "out": state["out"],
+        }
+    )
     return codec.name.encode() + b"\n" + body
 
 
@@ -57,6 +65,7 @@ class RestoredCheckpoint:
     source: str
     ops: dict[str, dict[int, Any]] = field(default_factory=dict)  # uid -> subtask -> state
     channels: dict[str, dict[str, Any]] = field(default_factory=dict)  # task id -> {"in", "out"}
+    task_parallelism: dict[str, int] = field(default_factory=dict)  # task id -> its parallelism
     used: set[str] = field(default_factory=set)
 
     @staticmethod
@@ -72,6 +81,7 @@ class RestoredCheckpoint:
                 r.ops.setdefault(uid, {})[sub] = state
             if entry["in"] or entry["out"]:
                 r.channels[task_id] = {"in": entry["in"], "out": entry["out"]}
+                r.task_parallelism[task_id] = int(entry["parallelism"])
         return r
 
     @staticmethod
@@ -102,4 +112,12 @@ class RestoredCheckpoint:
                 raise StateMismatchError(
                     f"operator uid {uid!r} has non-keyed state from {before} subtasks but now runs "
                     f"with parallelism {now}: only keyed state can be rescaled"
+                )
+        for task_id, before in self.task_parallelism.items():
+            head = task_id.rsplit("#", 1)[0]
+            if parallelism_of.get(head) != before:
+                raise StateMismatchError(
+                    f"checkpoint {self.source} holds in-flight data (unaligned channel state) of task "
+                    f"{task_id!r} at parallelism {before}, which this job does not have: in-flight "
+                    "records cannot be redistributed; restore from an aligned savepoint to rescale"
                 )

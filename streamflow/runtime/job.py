@@ -192,6 +192,7 @@ class Execution:
                     if ch is not None:
                         gate_channels.append(ch)
             task = InputTask(task_name, InputGate(gate_channels), **kw)
+        task.parallelism = g.parallelism[head.id]
         task.checkpointer = TaskCheckpointer(task, task_id, None)  # type: ignore[arg-type]
         for writer in writers:
             for ch in writer.channels:

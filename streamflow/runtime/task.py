@@ -77,6 +77,7 @@ class Task:
         self._opened: list[StreamOperator] = []
         self.finished = False
         self.is_source = False
+        self.parallelism = 1  # of the job vertex this task belongs to
         self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
 
     # -- checkpoints -------------------------------------------------------
