@@ -358,3 +358,42 @@ def test_custom_trigger_fires_early_and_at_the_end() -> None:
     data = [("a", 1, 0), ("a", 2, 1), ("a", 4, 2)]
     out = run_window(TumblingEventTimeWindows.of(10), data, trigger=EveryTwo())
     assert out == [("a", 0, 10, 3), ("a", 0, 10, 7)]  # early firing after two, final at the end
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        # records at 0, 300, 1500; slide 500, size 1000: windows that end by processing time 3000
+        (
+            "sliding",
+            [("a", -500, 500, 3), ("a", 0, 1_000, 3), ("a", 1_000, 2_000, 4), ("a", 1_500, 2_500, 4)],
+        ),
+        # sessions with a 400 ms gap: [0, 700) merges the first two, [1500, 1900) alone
+        ("session", [("a", 0, 700, 3), ("a", 1_500, 1_900, 4)]),
+    ],
+)
+async def test_processing_time_sliding_and_session_windows(window: str, expected: list) -> None:
+    from streamflow.windowing import ProcessingTimeSessionWindows, SlidingProcessingTimeWindows
+
+    assigner = (
+        SlidingProcessingTimeWindows.of(1_000, 500)
+        if window == "sliding"
+        else ProcessingTimeSessionWindows.with_gap(400)
+    )
+    clock = ManualClock(0)
+    env = sf.StreamExecutionEnvironment(clock=clock)
+    feed = Feed()
+    results: list = []
+    env.from_async_iterable(lambda: feed.__aiter__()).key_by(lambda e: e[0]).window(assigner).process(
+        window_sum
+    ).add_sink(results.append)
+    client = await env.execute_async()
+    for at, value in ((0, 1), (300, 2), (1_500, 4)):
+        clock.set(at)
+        feed.push(("a", value, 0))
+        await settle()
+    for _ in range(30):  # let processing time pass in steps: every due window fires
+        clock.advance(100)
+        await settle(5)
+    await client.cancel()
+    assert sorted(results) == sorted(expected)
