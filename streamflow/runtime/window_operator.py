@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..state.keyed import snapshot_tables
+from ..windowing.assigners import TumblingEventTimeWindows
 from ..windowing.merging import MergingWindowSet
 from ..windowing.triggers import EventTimeTrigger, Trigger, TriggerResult
 from ..windowing.windows import GlobalWindow, TimeWindow
@@ -66,7 +67,7 @@ class WindowOperator(TimerOperator):
         self.event_time = assigner.is_event_time()
         self.merging = bool(getattr(assigner, "merging", False))
         self.fast = (
-            type(assigner).__name__ == "TumblingEventTimeWindows"
+            type(assigner) is TumblingEventTimeWindows
             and type(self.trigger) is EventTimeTrigger
             and evictor is None
         )

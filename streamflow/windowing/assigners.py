@@ -125,6 +125,40 @@ def _processing_time(ctx: WindowAssignerContext | None, owner: object) -> int:
     return ctx.get_current_processing_time()
 
 
+class _EventTime:
+    """Assigns by the element's timestamp; fires with the watermark."""
+
+    __slots__ = ()
+
+    def assign_windows(
+        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
+    ) -> list[TimeWindow]:
+        return self._assign(_require_timestamp(timestamp))  # type: ignore[attr-defined]
+
+    def get_default_trigger(self, env: object = None) -> Trigger:
+        return EventTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class _ProcessingTime:
+    """Assigns by the operator's processing time; fires by the clock."""
+
+    __slots__ = ()
+
+    def assign_windows(
+        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
+    ) -> list[TimeWindow]:
+        return self._assign(_processing_time(ctx, self))  # type: ignore[attr-defined]
+
+    def get_default_trigger(self, env: object = None) -> Trigger:
+        return ProcessingTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
 # ----------------------------------------------------------------------------- tumbling
 
 
@@ -161,7 +195,7 @@ class _Tumbling(WindowAssigner):
 
 
 @dataclass(frozen=True, slots=True)
-class TumblingEventTimeWindows(_Tumbling):
+class TumblingEventTimeWindows(_EventTime, _Tumbling):
     """Non-overlapping windows of ``size`` ms by element timestamp, shifted by ``offset``.
 
     ``TumblingEventTimeWindows.of(timedelta(days=1), timedelta(hours=-8))``
@@ -172,36 +206,14 @@ class TumblingEventTimeWindows(_Tumbling):
     def of(size: Duration, offset: Duration = 0) -> TumblingEventTimeWindows:
         return TumblingEventTimeWindows(_ms(size, "size"), _ms(offset, "offset"))
 
-    def assign_windows(
-        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
-    ) -> list[TimeWindow]:
-        return self._assign(_require_timestamp(timestamp))
-
-    def get_default_trigger(self, env: object = None) -> Trigger:
-        return EventTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return True
-
 
 @dataclass(frozen=True, slots=True)
-class TumblingProcessingTimeWindows(_Tumbling):
+class TumblingProcessingTimeWindows(_ProcessingTime, _Tumbling):
     """Non-overlapping windows of ``size`` ms by processing time, shifted by ``offset``."""
 
     @staticmethod
     def of(size: Duration, offset: Duration = 0) -> TumblingProcessingTimeWindows:
         return TumblingProcessingTimeWindows(_ms(size, "size"), _ms(offset, "offset"))
-
-    def assign_windows(
-        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
-    ) -> list[TimeWindow]:
-        return self._assign(_processing_time(ctx, self))
-
-    def get_default_trigger(self, env: object = None) -> Trigger:
-        return ProcessingTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return False
 
 
 # ----------------------------------------------------------------------------- sliding
@@ -242,43 +254,21 @@ class _Sliding(WindowAssigner):
 
 
 @dataclass(frozen=True, slots=True)
-class SlidingEventTimeWindows(_Sliding):
+class SlidingEventTimeWindows(_EventTime, _Sliding):
     """Windows of ``size`` ms every ``slide`` ms by element timestamp (may overlap)."""
 
     @staticmethod
     def of(size: Duration, slide: Duration, offset: Duration = 0) -> SlidingEventTimeWindows:
         return SlidingEventTimeWindows(_ms(size, "size"), _ms(slide, "slide"), _ms(offset, "offset"))
 
-    def assign_windows(
-        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
-    ) -> list[TimeWindow]:
-        return self._assign(_require_timestamp(timestamp))
-
-    def get_default_trigger(self, env: object = None) -> Trigger:
-        return EventTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return True
-
 
 @dataclass(frozen=True, slots=True)
-class SlidingProcessingTimeWindows(_Sliding):
+class SlidingProcessingTimeWindows(_ProcessingTime, _Sliding):
     """Windows of ``size`` ms every ``slide`` ms by processing time (may overlap)."""
 
     @staticmethod
     def of(size: Duration, slide: Duration, offset: Duration = 0) -> SlidingProcessingTimeWindows:
         return SlidingProcessingTimeWindows(_ms(size, "size"), _ms(slide, "slide"), _ms(offset, "offset"))
-
-    def assign_windows(
-        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
-    ) -> list[TimeWindow]:
-        return self._assign(_processing_time(ctx, self))
-
-    def get_default_trigger(self, env: object = None) -> Trigger:
-        return ProcessingTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return False
 
 
 # ----------------------------------------------------------------------------- sessions
@@ -302,47 +292,26 @@ class _Session(MergingWindowAssigner):
     ) -> None:
         TimeWindow.merge_windows(windows, callback)
 
+    def _assign(self, timestamp: int) -> list[TimeWindow]:
+        return [TimeWindow(timestamp, timestamp + self.gap)]
+
 
 @dataclass(frozen=True, slots=True)
-class EventTimeSessionWindows(_Session):
+class EventTimeSessionWindows(_EventTime, _Session):
     """Sessions by element timestamp: activity separated by more than ``gap`` ms of silence."""
 
     @staticmethod
     def with_gap(gap: Duration) -> EventTimeSessionWindows:
         return EventTimeSessionWindows(_ms(gap, "gap"))
 
-    def assign_windows(
-        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
-    ) -> list[TimeWindow]:
-        ts = _require_timestamp(timestamp)
-        return [TimeWindow(ts, ts + self.gap)]
-
-    def get_default_trigger(self, env: object = None) -> Trigger:
-        return EventTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return True
-
 
 @dataclass(frozen=True, slots=True)
-class ProcessingTimeSessionWindows(_Session):
+class ProcessingTimeSessionWindows(_ProcessingTime, _Session):
     """Sessions by processing time: activity separated by more than ``gap`` ms of silence."""
 
     @staticmethod
     def with_gap(gap: Duration) -> ProcessingTimeSessionWindows:
         return ProcessingTimeSessionWindows(_ms(gap, "gap"))
-
-    def assign_windows(
-        self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
-    ) -> list[TimeWindow]:
-        now = _processing_time(ctx, self)
-        return [TimeWindow(now, now + self.gap)]
-
-    def get_default_trigger(self, env: object = None) -> Trigger:
-        return ProcessingTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return False
 
 
 # ----------------------------------------------------------------------------- global
