@@ -1,5 +1,6 @@
 """streamflow: stream processing for Python on asyncio, with PyFlink's DataStream API."""
 
+from .api.connected import ConnectedStreams as ConnectedStreams
 from .api.datastream import DataStream as DataStream
 from .api.datastream import DataStreamSink as DataStreamSink
 from .api.datastream import KeyedStream as KeyedStream
@@ -27,9 +28,13 @@ from .eventtime import TimestampAssigner as TimestampAssigner
 from .eventtime import WatermarkGenerator as WatermarkGenerator
 from .eventtime import WatermarkStrategy as WatermarkStrategy
 from .functions import AggregateFunction as AggregateFunction
+from .functions import CoFlatMapFunction as CoFlatMapFunction
+from .functions import CoMapFunction as CoMapFunction
+from .functions import CoProcessFunction as CoProcessFunction
 from .functions import FilterFunction as FilterFunction
 from .functions import FlatMapFunction as FlatMapFunction
 from .functions import Function as Function
+from .functions import KeyedCoProcessFunction as KeyedCoProcessFunction
 from .functions import KeyedProcessFunction as KeyedProcessFunction
 from .functions import KeySelector as KeySelector
 from .functions import MapFunction as MapFunction

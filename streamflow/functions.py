@@ -161,3 +161,38 @@ class OutputTag:
 class TimeDomain:
     EVENT_TIME = 0
     PROCESSING_TIME = 1
+
+
+class CoMapFunction(Function):
+    """``connect(...).map()``: one method per input."""
+
+    def map1(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def map2(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class CoFlatMapFunction(Function):
+    def flat_map1(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def flat_map2(self, value: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class CoProcessFunction(Function):
+    """Two inputs, one function; ``yield tag, value`` for a side output."""
+
+    def process_element1(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_element2(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedCoProcessFunction(CoProcessFunction):
+    """Two keyed inputs sharing keyed state and timers (``ctx.timer_service()``)."""
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
+        return None

@@ -52,6 +52,7 @@ class Edge:
     side_tag: str | None = None  # read the upstream's side output instead of its main output
     key_selector: Callable[[Any], Any] | None = None
     explicit: bool = False  # partitioning chosen by the user (rebalance(), broadcast())
+    input_index: int = 0  # which input of a two-input operator (connect()) this edge feeds
 
 
 @dataclass(eq=False)

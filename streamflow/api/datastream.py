@@ -27,6 +27,7 @@ from ..runtime.keyed_operators import ReduceOperator, aggregation
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 
 if TYPE_CHECKING:
+    from .connected import ConnectedStreams
     from .environment import StreamExecutionEnvironment
 
 
@@ -152,6 +153,14 @@ class DataStream:
                 raise GraphError("union() of streams from different environments")
             inputs.extend(s._inputs)
         return DataStream(self._env, inputs)
+
+    def connect(self, data_stream: DataStream) -> ConnectedStreams:
+        """Two streams into one two-input operator (co-map, co-flat-map, co-process)."""
+        from .connected import ConnectedStreams
+
+        if data_stream._env is not self._env:
+            raise GraphError("connect() of streams from different environments")
+        return ConnectedStreams(self, data_stream)
 
     def rebalance(self) -> DataStream:
         return _Partitioned(self, Partitioning.REBALANCE)

@@ -51,14 +51,23 @@ class UserFunctionOperator(StreamOperator):
         self.is_async = is_async(self.call)
         self.concurrency = concurrency or DEFAULT_ASYNC_CONCURRENCY
 
-    async def _call_async(self, records: list) -> list:
-        """Await ``call(record)`` for every record: in order, bounded concurrency."""
-        call, limit, out = self.call, self.concurrency, []
-        for start in range(0, len(records), limit):
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(call(record)) for record in records[start : start + limit]]
-            out.extend(t.result() for t in tasks)
-        return out
+    async def apply(self, records: list, call: Callable[..., Any], is_async: bool) -> list:
+        """``[call(record) for record in records]``, awaited in order when ``call`` is async;
+        an error names this operator and the record."""
+        try:
+            if not is_async:
+                return [call(record) for record in records]
+            out: list = []
+            limit = self.concurrency
+            for start in range(0, len(records), limit):
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(call(record)) for record in records[start : start + limit]]
+                out.extend(t.result() for t in tasks)
+            return out
+        except BaseExceptionGroup as group:
+            raise self.failure(_first_error(group)) from None
+        except Exception as exc:
+            raise self.failure(exc) from None
 
 
 def _first_error(exc: BaseExceptionGroup) -> BaseException:
@@ -71,33 +80,14 @@ class MapOperator(UserFunctionOperator):
     method = "map"
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        try:
-            if self.is_async:
-                out = await self._call_async(records)
-            else:
-                call = self.call
-                out = [call(record) for record in records]
-        except BaseExceptionGroup as group:
-            raise self.failure(_first_error(group)) from None
-        except Exception as exc:
-            raise self.failure(exc) from None
-        await self.output.push(out, timestamps)
+        await self.output.push(await self.apply(records, self.call, self.is_async), timestamps)
 
 
 class FilterOperator(UserFunctionOperator):
     method = "filter"
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        try:
-            if self.is_async:
-                keep = await self._call_async(records)
-            else:
-                call = self.call
-                keep = [call(record) for record in records]
-        except BaseExceptionGroup as group:
-            raise self.failure(_first_error(group)) from None
-        except Exception as exc:
-            raise self.failure(exc) from None
+        keep = await self.apply(records, self.call, self.is_async)
         out = list(compress(records, keep))
         if out:
             await self.output.push(out, None if timestamps is None else list(compress(timestamps, keep)))
@@ -107,18 +97,19 @@ class FlatMapOperator(UserFunctionOperator):
     method = "flat_map"
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        await self._flat_map(records, timestamps, self.call, self.is_async)
+
+    async def _flat_map(
+        self, records: list, timestamps: list[int] | None, call: Callable[..., Any], is_async: bool
+    ) -> None:
+        results: list[Iterable[Any] | None] = await self.apply(records, call, is_async)
+        out: list = []
+        out_ts: list[int] | None = None
         try:
-            if self.is_async:
-                results: list[Iterable[Any]] = await self._call_async(records)
-            else:
-                call = self.call
-                results = [call(record) for record in records]
-            out: list = []
             if timestamps is None:
                 for result in results:
                     if result is not None:
                         out.extend(result)
-                out_ts = None
             else:
                 out_ts = []
                 for result, ts in zip(results, timestamps, strict=True):
@@ -126,9 +117,7 @@ class FlatMapOperator(UserFunctionOperator):
                         n = len(out)
                         out.extend(result)
                         out_ts.extend([ts] * (len(out) - n))
-        except BaseExceptionGroup as group:
-            raise self.failure(_first_error(group)) from None
-        except Exception as exc:
+        except Exception as exc:  # a generator that fails while it is being drained
             raise self.failure(exc) from None
         if out:
             await self.output.push(out, out_ts)
@@ -151,7 +140,7 @@ class SinkOperator(UserFunctionOperator):
                 if inspect.isawaitable(result):
                     await result
             elif self.is_async:
-                await self._call_async(records)
+                await self.apply(records, self.call, True)
             else:
                 call = self.call
                 for record in records:

@@ -186,12 +186,14 @@ class Execution:
                 reader.restore_position(restored.own["position"])
         else:
             gate_channels: list[Channel] = []
-            for k, _edge in enumerate(head.inputs):
+            input_of_channel: list[int] = []
+            for k, edge in enumerate(head.inputs):
                 for row in edge_channels[(head.id, k)]:
                     ch = row[sub]
                     if ch is not None:
                         gate_channels.append(ch)
-            task = InputTask(task_name, InputGate(gate_channels), **kw)
+                        input_of_channel.append(edge.input_index)
+            task = InputTask(task_name, InputGate(gate_channels), input_of_channel, **kw)
         task.parallelism = g.parallelism[head.id]
         task.checkpointer = TaskCheckpointer(task, task_id, None)  # type: ignore[arg-type]
         for writer in writers:

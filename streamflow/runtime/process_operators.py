@@ -79,7 +79,10 @@ class ProcessOperator(StreamOperator):
         self.current_watermark = MIN_WATERMARK
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        call, ctx, emitter = self.call, _ProcessContext(self), _Emitter()
+        await self._process(records, timestamps, self.call)
+
+    async def _process(self, records: list, timestamps: list[int] | None, call: Callable) -> None:
+        ctx, emitter = _ProcessContext(self), _Emitter()
         try:
             for i, record in enumerate(records):
                 ts = None if timestamps is None else timestamps[i]
@@ -198,10 +201,10 @@ class TimerOperator(StreamOperator):
                 self.ctx.processing_time.register(ts, self._on_processing_time)
         self._check_key_type = self.backend.restored_key_type is not None
 
-    def check_key_type(self, records: list) -> None:
+    def check_key_type(self, records: list, key_of: Callable[[Any], Any] | None = None) -> None:
         self._check_key_type = False
         if records:
-            self.backend.check_key_type(self.key_selector(records[0]), repr(self.name))
+            self.backend.check_key_type((key_of or self.key_selector)(records[0]), repr(self.name))
 
 
 class _KeyedTimerService(_CurrentTime):
@@ -253,9 +256,14 @@ class KeyedProcessOperator(TimerOperator):
         self.timer_facade = _KeyedTimerService(self)
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        await self._process(records, timestamps, self.call, self.key_selector)
+
+    async def _process(
+        self, records: list, timestamps: list[int] | None, call: Callable, key_of: Callable[[Any], Any]
+    ) -> None:
         if self._check_key_type:
-            self.check_key_type(records)
-        call, key_of, backend = self.call, self.key_selector, self.backend
+            self.check_key_type(records, key_of)
+        backend = self.backend
         ctx, emitter = _KeyedContext(self), _Emitter()
         try:
             for i, record in enumerate(records):

@@ -290,10 +290,11 @@ class SourceTask(Task):
 class InputTask(Task):
     """Reads an input gate (one channel per upstream subtask) into the chain head."""
 
-    def __init__(self, name: str, gate: InputGate, **kw: Any) -> None:
+    def __init__(self, name: str, gate: InputGate, input_of_channel: list[int], **kw: Any) -> None:
         super().__init__(name, **kw)
         self.waker = gate
         self.gate = gate
+        self.input_of_channel = input_of_channel  # 0, or 1 for the second input of connect()
         self.valve = WatermarkValve(len(gate.channels))
         self.open_channels = len(gate.channels)
         self.records_in = 0
@@ -301,10 +302,11 @@ class InputTask(Task):
 
     async def _run_loop(self) -> None:
         gate, head = self.gate, self.operators[0]
-        process = head.process_batch
-        for _channel, batches in sorted(self.restored_in.items()):
+        second = getattr(head, "process_batch2", None)
+        process = [second if i == 1 else head.process_batch for i in self.input_of_channel]
+        for channel, batches in sorted(self.restored_in.items()):
             for records, timestamps in batches:
-                await process(records, timestamps)
+                await process[channel](records, timestamps)
         cp = self.checkpointer
         loop = asyncio.get_running_loop()
         next_yield = loop.time() + YIELD_INTERVAL_S
@@ -321,7 +323,7 @@ class InputTask(Task):
                 self.records_in += len(item[0])
                 if cp is not None and cp.persisting:
                     cp.record_input(channel, item)
-                await process(item[0], item[1])
+                await process[channel](item[0], item[1])
                 if loop.time() >= next_yield:
                     await asyncio.sleep(0)
                     next_yield = loop.time() + YIELD_INTERVAL_S

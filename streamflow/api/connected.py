@@ -1,0 +1,80 @@
+"""``ConnectedStreams``: ``a.connect(b)`` feeds two streams into one two-input operator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..graph import Edge, Partitioning
+from ..runtime.basic_operators import resolve_function
+from ..runtime.two_input_operators import (
+    CoFlatMapOperator,
+    CoMapOperator,
+    CoProcessOperator,
+    KeyedCoProcessOperator,
+)
+
+if TYPE_CHECKING:
+    from .datastream import DataStream
+
+
+class ConnectedStreams:
+    """Both inputs keep their own types; a keyed pair shares keyed state and timers."""
+
+    def __init__(
+        self,
+        first: DataStream,
+        second: DataStream,
+        keys: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None,
+    ) -> None:
+        from .datastream import KeyedStream
+
+        self.first, self.second = first, second
+        if keys is None and isinstance(first, KeyedStream) and isinstance(second, KeyedStream):
+            keys = (first.key_selector, second.key_selector)
+        self.keys = keys
+
+    def key_by(self, key_selector1: Any, key_selector2: Any) -> ConnectedStreams:
+        """Partition both inputs by key (the keys of the two inputs must match in type)."""
+        return ConnectedStreams(
+            self.first,
+            self.second,
+            (
+                resolve_function(key_selector1, "get_key", "key_by()"),
+                resolve_function(key_selector2, "get_key", "key_by()"),
+            ),
+        )
+
+    def _edges(self) -> list[Edge]:
+        edges = []
+        for index, stream in enumerate((self.first, self.second)):
+            key = None if self.keys is None else self.keys[index]
+            for node, tag in stream._inputs:
+                partitioning = Partitioning.HASH if key is not None else Partitioning.FORWARD
+                edges.append(Edge(node, partitioning, tag, key_selector=key, input_index=index))
+        return edges
+
+    def _build(self, name: str, factory: Callable[[int], Any], keyed: bool = False) -> DataStream:
+        from .datastream import DataStream
+
+        node = self.first._env._graph.add(name, factory, inputs=self._edges(), keyed=keyed)
+        return DataStream(self.first._env, [(node, None)])
+
+    def map(self, func: Any, output_type: Any = None) -> DataStream:
+        resolve_function(func, "map1", "connect().map()")
+        return self._build("CoMap", lambda s: CoMapOperator("CoMap", func))
+
+    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
+        resolve_function(func, "flat_map1", "connect().flat_map()")
+        return self._build("CoFlatMap", lambda s: CoFlatMapOperator("CoFlatMap", func))
+
+    def process(self, func: Any, output_type: Any = None) -> DataStream:
+        """A ``CoProcessFunction``; on keyed connected streams a ``KeyedCoProcessFunction``
+        with keyed state shared by both inputs and per-key timers."""
+        resolve_function(func, "process_element1", "connect().process()")
+        if self.keys is None:
+            return self._build("CoProcess", lambda s: CoProcessOperator("CoProcess", func))
+        k1, k2 = self.keys
+        return self._build(
+            "KeyedCoProcess", lambda s: KeyedCoProcessOperator("KeyedCoProcess", k1, k2, func), keyed=True
+        )
