@@ -233,3 +233,50 @@ def test_print_sink(capsys: pytest.CaptureFixture[str]) -> None:
     e.from_collection([1, 2]).print("out")
     e.execute()
     assert capsys.readouterr().out == "out> 1\nout> 2\n"
+
+
+class Dedup(sf.FilterFunction):
+    """Keeps the first record of each key: keyed state inside a filter, as PyFlink allows."""
+
+    def open(self, ctx: sf.RuntimeContext) -> None:
+        self.seen = ctx.get_state(sf.ValueStateDescriptor("seen"))
+
+    def filter(self, value: tuple) -> bool:
+        if self.seen.value():
+            return False
+        self.seen.update(True)
+        return True
+
+
+class Numbered(sf.MapFunction):
+    def open(self, ctx: sf.RuntimeContext) -> None:
+        self.n = ctx.get_state(sf.ValueStateDescriptor("n", default=0))
+
+    def map(self, value: tuple) -> tuple:
+        self.n.update(self.n.value() + 1)
+        return (value[0], self.n.value())
+
+
+class Repeat(sf.FlatMapFunction):
+    def open(self, ctx: sf.RuntimeContext) -> None:
+        self.count = ctx.get_state(sf.ValueStateDescriptor("count", default=0))
+
+    def flat_map(self, value: tuple) -> Any:
+        self.count.update(self.count.value() + 1)
+        return [value[0]] * self.count.value()
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_keyed_state_in_map_filter_and_flat_map_functions(parallelism: int) -> None:
+    data = [("a", 1), ("b", 2), ("a", 3), ("a", 4), ("b", 5)]
+    e = env(parallelism)
+    assert sorted(e.from_collection(data).key_by(lambda r: r[0]).filter(Dedup()).execute_and_collect()) == [
+        ("a", 1),
+        ("b", 2),
+    ]
+    e = env(parallelism)
+    numbered = sorted(e.from_collection(data).key_by(lambda r: r[0]).map(Numbered()).execute_and_collect())
+    assert numbered == [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2)]
+    e = env(parallelism)
+    repeated = sorted(e.from_collection(data).key_by(lambda r: r[0]).flat_map(Repeat()).execute_and_collect())
+    assert repeated == ["a"] * 6 + ["b"] * 3

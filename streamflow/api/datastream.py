@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..connectors.base import Sink
 from ..connectors.sinks import CollectSink, PrintSink, QueueSink
 from ..functions import (
+    Function,
     KeyedProcessFunction,
     KeySelector,
     OutputTag,
@@ -23,7 +24,7 @@ from ..runtime.basic_operators import (
     SinkOperator,
     resolve_function,
 )
-from ..runtime.keyed_operators import ReduceOperator, aggregation
+from ..runtime.keyed_operators import KeyedFunctionOperator, ReduceOperator, aggregation
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 
 if TYPE_CHECKING:
@@ -274,6 +275,28 @@ class KeyedStream(DataStream):
 
     def get_key_selector(self) -> Callable[[Any], Any]:
         return self.key_selector
+
+    def _keyed_function(self, method: str, func: Any) -> DataStream | None:
+        """A Function object on a keyed stream may use keyed state: run it keyed."""
+        if not isinstance(func, Function):
+            return None
+        resolve_function(func, method, f"{method}()")
+        ks, name = self.key_selector, {"map": "Map", "flat_map": "FlatMap", "filter": "Filter"}[method]
+        return self._keyed(
+            name, lambda s: KeyedFunctionOperator(name, ks, _copy_for_subtask(func, s), method)
+        )
+
+    def map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+        keyed = self._keyed_function("map", func)
+        return keyed if keyed is not None else super().map(func, output_type, concurrency=concurrency)
+
+    def flat_map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+        keyed = self._keyed_function("flat_map", func)
+        return keyed if keyed is not None else super().flat_map(func, output_type, concurrency=concurrency)
+
+    def filter(self, func: Any, *, concurrency: int | None = None) -> DataStream:
+        keyed = self._keyed_function("filter", func)
+        return keyed if keyed is not None else super().filter(func, concurrency=concurrency)
 
     def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
         resolve_function(func, "reduce", "reduce()")

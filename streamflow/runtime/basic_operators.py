@@ -103,24 +103,31 @@ class FlatMapOperator(UserFunctionOperator):
         self, records: list, timestamps: list[int] | None, call: Callable[..., Any], is_async: bool
     ) -> None:
         results: list[Iterable[Any] | None] = await self.apply(records, call, is_async)
-        out: list = []
-        out_ts: list[int] | None = None
         try:
-            if timestamps is None:
-                for result in results:
-                    if result is not None:
-                        out.extend(result)
-            else:
-                out_ts = []
-                for result, ts in zip(results, timestamps, strict=True):
-                    if result is not None:
-                        n = len(out)
-                        out.extend(result)
-                        out_ts.extend([ts] * (len(out) - n))
+            out, out_ts = expand(results, timestamps)
         except Exception as exc:  # a generator that fails while it is being drained
             raise self.failure(exc) from None
         if out:
             await self.output.push(out, out_ts)
+
+
+def expand(
+    results: list[Iterable[Any] | None], timestamps: list[int] | None
+) -> tuple[list, list[int] | None]:
+    """Flatten flat_map results; each output keeps its input record's timestamp."""
+    out: list = []
+    if timestamps is None:
+        for result in results:
+            if result is not None:
+                out.extend(result)
+        return out, None
+    out_ts: list[int] = []
+    for result, ts in zip(results, timestamps, strict=True):
+        if result is not None:
+            n = len(out)
+            out.extend(result)
+            out_ts.extend([ts] * (len(out) - n))
+    return out, out_ts
 
 
 class SinkOperator(UserFunctionOperator):

@@ -8,9 +8,10 @@ directly, one lookup and one store per record.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import compress
 from typing import Any
 
-from .basic_operators import resolve_function
+from .basic_operators import expand, is_async, resolve_function
 from .process_operators import TimerOperator
 
 _MISSING = object()
@@ -61,6 +62,44 @@ class ReduceOperator(TimerOperator):
         except Exception as exc:
             raise self.failure(exc) from None
         await self.output.push(out, timestamps)
+
+
+class KeyedFunctionOperator(TimerOperator):
+    """``map``/``flat_map``/``filter`` with a Function object on a KeyedStream: the current
+    key is set for every record, so the function may use keyed state (as in PyFlink)."""
+
+    def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any, method: str) -> None:
+        super().__init__(name, key_selector)
+        self.user_function = function
+        self.method = method
+        self.call = resolve_function(function, method, name)
+        if is_async(self.call):
+            raise TypeError(
+                f"{name}: an async {method}() cannot use keyed state (records of different keys "
+                "would interleave); key the stream after the async step, or use a plain function"
+            )
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self._check_key_type:
+            self.check_key_type(records)
+        backend, key_of, call = self.backend, self.key_selector, self.call
+        results = []
+        append = results.append
+        try:
+            for record in records:
+                backend.current_key = key_of(record)
+                append(call(record))
+            if self.method == "map":
+                out, out_ts = results, timestamps
+            elif self.method == "filter":
+                out = list(compress(records, results))
+                out_ts = None if timestamps is None else list(compress(timestamps, results))
+            else:
+                out, out_ts = expand(results, timestamps)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        if out:
+            await self.output.push(out, out_ts)
 
 
 def aggregation(kind: str, field: int | str) -> Callable[[Any, Any], Any]:
