@@ -360,3 +360,51 @@ def test_in_flight_channel_state_cannot_be_rescaled(tmp_path: Path) -> None:
     ).disable_chaining()
     with pytest.raises(sf.StateMismatchError, match="in-flight"):
         env2.execute("backpressure")
+
+
+@pytest.mark.parametrize("mode", [sf.CheckpointingMode.EXACTLY_ONCE, sf.CheckpointingMode.AT_LEAST_ONCE])
+def test_at_least_once_never_blocks_a_channel(tmp_path: Path, mode: sf.CheckpointingMode) -> None:
+    from streamflow.runtime.channel import InputGate
+    from streamflow.runtime.events import EndOfInput
+    from streamflow.runtime.task import InputTask
+
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[450])
+    env.get_checkpoint_config().set_checkpointing_mode(mode)
+    pauses, ends = [0], [0]
+    pause, on_event = InputGate.pause, InputTask._on_event
+
+    def spy_pause(self: InputGate, index: int) -> None:
+        pauses[0] += 1
+        pause(self, index)
+
+    async def spy_event(self: InputTask, channel: int, event: Any) -> None:
+        ends[0] += type(event) is EndOfInput
+        await on_event(self, channel, event)
+
+    InputGate.pause, InputTask._on_event = spy_pause, spy_event  # type: ignore[method-assign]
+    try:
+        result = env.execute("sums")
+    finally:
+        InputGate.pause, InputTask._on_event = pause, on_event  # type: ignore[method-assign]
+    assert result.metrics["job.restoredCheckpointId"] >= 1
+    lines, expected = Counter(committed_lines(tmp_path / "out")), expected_running_sums(DATA)
+    if mode is sf.CheckpointingMode.EXACTLY_ONCE:
+        assert pauses[0] > ends[0]  # barriers paused channels (alignment)
+        assert lines == expected
+    else:
+        assert pauses[0] == ends[0]  # only ended channels are paused, never by a barrier
+        assert not expected - lines  # every record at least once (duplicates allowed)
+    with (
+        pytest.raises(ValueError, match="EXACTLY_ONCE")
+        if mode is not sf.CheckpointingMode.EXACTLY_ONCE
+        else _ok()
+    ):
+        env.get_checkpoint_config().enable_unaligned_checkpoints()
+
+
+class _ok:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

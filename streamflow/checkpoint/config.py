@@ -52,7 +52,10 @@ class CheckpointConfig:
         return self.interval_ms or -1
 
     def set_checkpointing_mode(self, mode: CheckpointingMode) -> CheckpointConfig:
+        """EXACTLY_ONCE (default) aligns barriers; AT_LEAST_ONCE never blocks a channel: lower
+        latency under skew, but records may be processed twice after a restore."""
         self.mode = mode
+        self._check_mode()
         return self
 
     def set_checkpoint_storage_dir(self, path: str | Path) -> CheckpointConfig:
@@ -65,7 +68,15 @@ class CheckpointConfig:
 
     def enable_unaligned_checkpoints(self, enabled: bool = True) -> CheckpointConfig:
         self.unaligned = enabled
+        self._check_mode()
         return self
+
+    def _check_mode(self) -> None:
+        if self.unaligned and self.mode is CheckpointingMode.AT_LEAST_ONCE:
+            raise ValueError(
+                "unaligned checkpoints need CheckpointingMode.EXACTLY_ONCE (at-least-once "
+                "checkpoints never block a channel, so there is nothing to overtake)"
+            )
 
     def is_unaligned_checkpoints_enabled(self) -> bool:
         return self.unaligned

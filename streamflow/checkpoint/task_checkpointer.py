@@ -44,6 +44,7 @@ from .barrier_handler import (
     StopPersisting,
     TimeoutBase,
 )
+from .config import CheckpointingMode
 
 if TYPE_CHECKING:
     from ..runtime.task import InputTask, Task
@@ -56,11 +57,15 @@ class TaskCheckpointer:
         self.task_id = task_id
         self.driver = driver
         self.handler: BarrierHandler | None = None
+        self.blocking = True
         self.persisting: dict[int, list] = {}  # channel -> batches recorded for the pending checkpoint
         self._pending: dict[int, dict[str, Any]] = {}
 
     def attach_handler(self, num_channels: int) -> None:
         cfg = self.driver.config
+        # AT_LEAST_ONCE (Flink's CheckpointBarrierTracker): barriers are counted, channels are
+        # never blocked, so records behind an early barrier may be replayed after a restore
+        self.blocking = cfg.mode is CheckpointingMode.EXACTLY_ONCE
         self.handler = BarrierHandler(
             num_channels,
             self.task.clock,
@@ -133,7 +138,8 @@ class TaskCheckpointer:
         for action in actions:
             kind = type(action)
             if kind is PauseChannel:
-                task.gate.pause(action.channel)
+                if self.blocking:
+                    task.gate.pause(action.channel)
                 if faults.ARMED and self.handler is not None:
                     faults.point("alignment", self.handler.pending_checkpoint_id or 0)
             elif kind is ResumeChannels:
