@@ -92,7 +92,7 @@ class CheckpointDriver:
         self._waiting_final: dict[str, asyncio.Future[None]] = {}  # task id -> released
         self._included: dict[int, set[str]] = {}  # checkpoint id -> finished tasks it holds
         self._requests: dict[int, asyncio.Future[str]] = {}
-        self._savepoint_of_checkpoint: dict[int, int] = {}
+        self._request_of_checkpoint: dict[int, int] = {}
         self.completed: list[int] = []
         self.durations_ms: list[int] = []
 
@@ -189,8 +189,8 @@ class CheckpointDriver:
         kind = type(action)
         if kind is TriggerCheckpoint:
             self.last_id = max(self.last_id, action.checkpoint_id)
-            if action.request_id is not None and action.kind is CheckpointType.SAVEPOINT:
-                self._savepoint_of_checkpoint[action.checkpoint_id] = action.request_id
+            if action.request_id is not None:  # a manual checkpoint or savepoint: someone waits
+                self._request_of_checkpoint[action.checkpoint_id] = action.request_id
             barrier = CheckpointBarrier(
                 action.checkpoint_id,
                 action.timestamp_ms,
@@ -201,8 +201,6 @@ class CheckpointDriver:
                     aligned_timeout_ms=self.config.aligned_timeout_ms,
                 ),
             )
-            if action.request_id is not None and action.kind is CheckpointType.CHECKPOINT:
-                self._savepoint_of_checkpoint[action.checkpoint_id] = action.request_id
             for task in self.tasks.values():
                 if task.finished or task.checkpointer is None:
                     continue
@@ -219,7 +217,7 @@ class CheckpointDriver:
             self._notify(action.checkpoint_id, complete=True)
         elif kind is AbortCheckpoint:
             self._notify(action.checkpoint_id, complete=False)
-            rid = self._savepoint_of_checkpoint.pop(action.checkpoint_id, None)
+            rid = self._request_of_checkpoint.pop(action.checkpoint_id, None)
             fut = self._requests.pop(rid, None) if rid is not None else None
             if fut is not None and not fut.done():
                 fut.set_exception(
@@ -245,7 +243,7 @@ class CheckpointDriver:
         if faults.ARMED:
             faults.point("complete", cid)
         self._included[cid] = finished
-        rid = self._savepoint_of_checkpoint.pop(cid, None)
+        rid = self._request_of_checkpoint.pop(cid, None)
         fut = self._requests.pop(rid, None) if rid is not None else None
         if fut is not None and not fut.done():
             fut.set_result(path)
