@@ -115,9 +115,6 @@ class StreamGraph:
         self.nodes.append(node)
         return node
 
-    def clear(self) -> None:
-        self.nodes.clear()
-
 
 def build_job_graph(
     stream_graph: StreamGraph,

@@ -13,7 +13,6 @@ output, the job fails with an error naming the file and line instead.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,10 +167,3 @@ class _FileReader(SourceReader):
         if self._fh is not None:
             self._fh.close()
             self._fh = None
-
-
-def write_lines(path: str | os.PathLike[str], records: list[Any]) -> None:
-    """Write one record per line (JSON for non-strings): a helper for examples and tests."""
-    with open(path, "wb") as f:
-        for r in records:
-            f.write((r if isinstance(r, str) else orjson.dumps(r).decode()).encode() + b"\n")

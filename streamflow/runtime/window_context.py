@@ -55,9 +55,6 @@ class WindowContext:
     def current_processing_time(self) -> int:
         return self._op.ctx.clock.now_ms()
 
-    def window_state(self) -> Any:
-        raise NotImplementedError("per-window state is not supported yet")
-
     # TriggerContext (PyFlink's names)
     def get_current_watermark(self) -> int:
         return self._op.current_watermark
