@@ -280,3 +280,32 @@ def test_keyed_state_in_map_filter_and_flat_map_functions(parallelism: int) -> N
     e = env(parallelism)
     repeated = sorted(e.from_collection(data).key_by(lambda r: r[0]).flat_map(Repeat()).execute_and_collect())
     assert repeated == ["a"] * 6 + ["b"] * 3
+
+
+def test_key_groups_spread_similar_keys_evenly() -> None:
+    from streamflow.state.key_groups import key_group_of, stable_hash, subtask_of_key_group
+
+    for keys in ([f"k{i}" for i in range(1000)], list(range(1000)), [(f"u{i}", i % 3) for i in range(1000)]):
+        for p in (2, 3, 4):
+            counts = Counter(subtask_of_key_group(key_group_of(k, 128), 128, p) for k in keys)
+            assert min(counts.values()) > 1000 / p * 0.7, (keys[0], p, counts)
+    assert stable_hash("k1") == stable_hash("k1") and stable_hash(("a", 1)) != stable_hash(("a", 2))
+
+
+class Collect(sf.SinkFunction):
+    def __init__(self) -> None:
+        self.seen: list = []
+
+    def write_batch(self, values: list) -> None:
+        self.seen.extend(values)
+
+
+def test_sink_function_objects_are_copied_per_subtask_as_in_flink() -> None:
+    e = env(2)
+    sink, shared = Collect(), sf.CollectSink()
+    keyed = e.from_collection([(f"k{i}", 1) for i in range(100)]).key_by(lambda r: r[0]).sum(1)
+    keyed.add_sink(sink)
+    keyed.sink_to(shared)
+    e.execute()
+    assert len(shared.results) == 100  # a Sink (CollectSink) is shared by all subtasks
+    assert 0 < len(sink.seen) < 100  # the user's object is subtask 0's; others got copies

@@ -262,13 +262,23 @@ def checkpoint_channel_state(directory: Path) -> int:
     return total
 
 
-class SlowSink(sf.SinkFunction):
+class SlowSink(sf.Sink):
+    """Slow, and shared by all subtasks (a SinkFunction object would be copied per subtask)."""
+
     def __init__(self) -> None:
         self.seen: list = []
 
-    async def write_batch(self, values: list) -> None:
-        await asyncio.sleep(0.004)
-        self.seen.extend(values)
+    def create_operator(self, name: str) -> Any:
+        from streamflow.runtime.operator import StreamOperator
+
+        seen = self.seen
+
+        class Slow(StreamOperator):
+            async def process_batch(self, records: list, timestamps: Any) -> None:
+                await asyncio.sleep(0.004)
+                seen.extend(records)
+
+        return Slow(name)
 
 
 @pytest.mark.parametrize("mode", ["unaligned", "alternating"])
@@ -286,7 +296,7 @@ def test_backpressure_checkpoints_store_in_flight_data(tmp_path: Path, mode: str
     data = [(f"k{i % 10}", 1) for i in range(3_000)]
     sink = SlowSink()
     a, b = env.from_collection(data[:1500]), env.from_collection(data[1500:])
-    a.union(b).key_by(lambda r: r[0]).sum(1).add_sink(sink).disable_chaining()
+    a.union(b).key_by(lambda r: r[0]).sum(1).sink_to(sink).disable_chaining()
     result = env.execute("backpressure")
     assert result.metrics["checkpoints.numCompleted"] >= 2
     assert checkpoint_channel_state(tmp_path / "chk") > 0
@@ -343,7 +353,7 @@ def test_in_flight_channel_state_cannot_be_rescaled(tmp_path: Path) -> None:
     cfg.set_max_retained_checkpoints(50).enable_unaligned_checkpoints()
     data = [(f"k{i % 10}", 1) for i in range(3_000)]
     a, b = env.from_collection(data[:1500]).uid("a"), env.from_collection(data[1500:]).uid("b")
-    a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(SlowSink()).uid("sink").disable_chaining()
+    a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(SlowSink()).uid("sink").disable_chaining()
     env.execute("backpressure")
     storage = FileSystemCheckpointStorage(tmp_path / "chk")
     with_state = [

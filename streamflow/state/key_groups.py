@@ -22,20 +22,20 @@ def stable_hash(key: Any) -> int:
     """A process-independent 32-bit hash of a key; raises TypeError for other types."""
     t = type(key)
     if t is str:
-        return zlib.crc32(key.encode("utf-8", "surrogatepass"))
+        return _fmix32(zlib.crc32(key.encode("utf-8", "surrogatepass")))
     if t is int or t is bool:
         return _mix(key & 0xFFFFFFFFFFFFFFFF)
     if t is bytes:
-        return zlib.crc32(key)
+        return _fmix32(zlib.crc32(key))
     if t is tuple:
         h = 0x345678
         for part in key:
             h = ((h * 1000003) ^ stable_hash(part)) & 0xFFFFFFFF
-        return h
+        return _fmix32(h)
     if key is None:
         return 0
     if t is float:
-        return zlib.crc32(struct.pack("<d", key))
+        return _fmix32(zlib.crc32(struct.pack("<d", key)))
     if isinstance(key, enum.Enum):
         return stable_hash(key.name)
     if dataclasses.is_dataclass(key) and not isinstance(key, type):
@@ -46,6 +46,17 @@ def stable_hash(key: Any) -> int:
         f"a key of type {t.__name__} has no stable hash; key selectors must return "
         "str, int, bytes, float, bool, None, an Enum, a dataclass or a tuple of these"
     )
+
+
+def _fmix32(h: int) -> int:
+    """MurmurHash3's 32-bit finalizer. crc32 is linear: keys that differ only in their last
+    characters would share high bits and crowd into a few key groups (Flink likewise mixes
+    ``hashCode()`` with murmur before choosing a key group)."""
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
 
 
 def _mix(x: int) -> int:
