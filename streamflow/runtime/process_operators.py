@@ -120,9 +120,7 @@ class _CurrentTime:
 
 class TimerOperator(StreamOperator):
     """Base for keyed operators with timers; subclasses implement ``on_event_timer`` and
-    ``on_processing_timer`` and may call ``set_key``."""
-
-    NO_NAMESPACE = None
+    ``on_processing_timer``; the current key is set before either is called."""
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any]) -> None:
         super().__init__(name)

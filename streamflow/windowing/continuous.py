@@ -45,7 +45,53 @@ def _check_interval(interval: Duration, owner: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class ContinuousEventTimeTrigger(Trigger):
+class _Continuous(Trigger):
+    """What both continuous triggers share; they differ only in their timers' time domain."""
+
+    interval: int
+    STATE: ClassVar[TriggerStateDescriptor] = TriggerStateDescriptor("fire-time", min)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "interval", _check_interval(self.interval, type(self).__name__))
+
+    def _register_timer(self, ctx: TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _delete_timer(self, ctx: TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _fire_if_due(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        fire_time = ctx.get_partitioned_state(self.STATE)
+        if fire_time.get() == time:
+            fire_time.clear()
+            self._register_next(time, window, ctx, fire_time)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
+        ctx.merge_partitioned_state(self.STATE)
+        next_fire = ctx.get_partitioned_state(self.STATE).get()
+        if next_fire is not None:
+            self._register_timer(ctx, next_fire)
+
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
+        fire_time = ctx.get_partitioned_state(self.STATE)
+        pending = fire_time.get()
+        if pending is not None:
+            self._delete_timer(ctx, pending)
+            fire_time.clear()
+
+    def _register_next(self, time: int, window: Window, ctx: TriggerContext, fire_time: TriggerState) -> None:
+        next_fire = min(time + self.interval, window.max_timestamp())
+        fire_time.add(next_fire)
+        self._register_timer(ctx, next_fire)
+
+
+@dataclass(frozen=True, slots=True)
+class ContinuousEventTimeTrigger(_Continuous):
     """Fires every ``interval`` ms of event time, and at the window's end.
 
     Port of ``ContinuousEventTimeTrigger.java``: the first element schedules a
@@ -56,12 +102,6 @@ class ContinuousEventTimeTrigger(Trigger):
     first fire is the next multiple of ``interval`` (Java's truncating ``%``
     would skip one).
     """
-
-    interval: int
-    STATE: ClassVar[TriggerStateDescriptor] = TriggerStateDescriptor("fire-time", min)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "interval", _check_interval(self.interval, type(self).__name__))
 
     @staticmethod
     def of(interval: Duration) -> ContinuousEventTimeTrigger:
@@ -81,51 +121,25 @@ class ContinuousEventTimeTrigger(Trigger):
     def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         if time == window.max_timestamp():
             return TriggerResult.FIRE
-        fire_time = ctx.get_partitioned_state(self.STATE)
-        if fire_time.get() == time:
-            fire_time.clear()
-            self._register_next(time, window, ctx, fire_time)
-            return TriggerResult.FIRE
-        return TriggerResult.CONTINUE
+        return self._fire_if_due(time, window, ctx)
 
     def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def can_merge(self) -> bool:
-        return True
+    def _register_timer(self, ctx: TriggerContext, time: int) -> None:
+        ctx.register_event_time_timer(time)
 
-    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
-        ctx.merge_partitioned_state(self.STATE)
-        next_fire = ctx.get_partitioned_state(self.STATE).get()
-        if next_fire is not None:
-            ctx.register_event_time_timer(next_fire)
-
-    def clear(self, window: Window, ctx: TriggerContext) -> None:
-        fire_time = ctx.get_partitioned_state(self.STATE)
-        pending = fire_time.get()
-        if pending is not None:
-            ctx.delete_event_time_timer(pending)
-            fire_time.clear()
-
-    def _register_next(self, time: int, window: Window, ctx: TriggerContext, fire_time: TriggerState) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp())
-        fire_time.add(next_fire)
-        ctx.register_event_time_timer(next_fire)
+    def _delete_timer(self, ctx: TriggerContext, time: int) -> None:
+        ctx.delete_event_time_timer(time)
 
 
 @dataclass(frozen=True, slots=True)
-class ContinuousProcessingTimeTrigger(Trigger):
+class ContinuousProcessingTimeTrigger(_Continuous):
     """Fires every ``interval`` ms of processing time (``ContinuousProcessingTimeTrigger.java``).
 
     The next fire is capped at ``window.max_timestamp()``; the window
     operator's cleanup at the window's end deletes the last timer.
     """
-
-    interval: int
-    STATE: ClassVar[TriggerStateDescriptor] = TriggerStateDescriptor("fire-time", min)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "interval", _check_interval(self.interval, type(self).__name__))
 
     @staticmethod
     def of(interval: Duration) -> ContinuousProcessingTimeTrigger:
@@ -142,30 +156,10 @@ class ContinuousProcessingTimeTrigger(Trigger):
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
-        fire_time = ctx.get_partitioned_state(self.STATE)
-        if fire_time.get() == time:
-            fire_time.clear()
-            self._register_next(time, window, ctx, fire_time)
-            return TriggerResult.FIRE
-        return TriggerResult.CONTINUE
+        return self._fire_if_due(time, window, ctx)
 
-    def can_merge(self) -> bool:
-        return True
+    def _register_timer(self, ctx: TriggerContext, time: int) -> None:
+        ctx.register_processing_time_timer(time)
 
-    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
-        ctx.merge_partitioned_state(self.STATE)
-        next_fire = ctx.get_partitioned_state(self.STATE).get()
-        if next_fire is not None:
-            ctx.register_processing_time_timer(next_fire)
-
-    def clear(self, window: Window, ctx: TriggerContext) -> None:
-        fire_time = ctx.get_partitioned_state(self.STATE)
-        pending = fire_time.get()
-        if pending is not None:
-            ctx.delete_processing_time_timer(pending)
-            fire_time.clear()
-
-    def _register_next(self, time: int, window: Window, ctx: TriggerContext, fire_time: TriggerState) -> None:
-        next_fire = min(time + self.interval, window.max_timestamp())
-        fire_time.add(next_fire)
-        ctx.register_processing_time_timer(next_fire)
+    def _delete_timer(self, ctx: TriggerContext, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
