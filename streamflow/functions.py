@@ -8,7 +8,7 @@ bounded concurrency, like Flink's ordered async I/O).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,12 +17,15 @@ if TYPE_CHECKING:
 
 
 class Function:
-    """Base of all user functions: optional lifecycle hooks."""
+    """Base of all user functions: optional lifecycle hooks.
 
-    def open(self, runtime_context: RuntimeContext) -> None:
+    ``open`` and ``close`` may also be ``async def`` (the operator awaits them).
+    """
+
+    def open(self, runtime_context: RuntimeContext) -> Awaitable[None] | None:
         pass
 
-    def close(self) -> None:
+    def close(self) -> Awaitable[None] | None:
         pass
 
 

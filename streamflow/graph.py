@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from .connectors.base import Source
     from .runtime.operator import StreamOperator
 
+#: Builds a fresh operator for one subtask (the argument is the subtask index).
+OperatorFactory = Callable[[int], "StreamOperator"]
+
 
 class GraphError(ValueError):
     """The dataflow cannot run as written; the message names the operator."""
@@ -59,7 +62,7 @@ class Edge:
 class StreamNode:
     id: int
     name: str
-    operator_factory: Callable[[], StreamOperator] | None  # None for sources
+    operator_factory: OperatorFactory | None  # None for sources
     source: Source | None = None
     inputs: list[Edge] = field(default_factory=list)
     parallelism: int | None = None
@@ -110,7 +113,7 @@ class StreamGraph:
         self.nodes: list[StreamNode] = []
         self._ids = itertools.count(1)
 
-    def add(self, node_name: str, factory: Callable[[], StreamOperator] | None, **kw: Any) -> StreamNode:
+    def add(self, node_name: str, factory: OperatorFactory | None, **kw: Any) -> StreamNode:
         node = StreamNode(next(self._ids), node_name, factory, **kw)
         self.nodes.append(node)
         return node

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..graph import Edge, Partitioning
+from ..functions import CoFlatMapFunction, CoMapFunction, CoProcessFunction, KeySelector
+from ..graph import Edge, OperatorFactory, Partitioning
 from ..runtime.basic_operators import resolve_function
 from ..runtime.two_input_operators import (
     CoFlatMapOperator,
@@ -34,7 +35,11 @@ class ConnectedStreams:
             keys = (first.key_selector, second.key_selector)
         self.keys = keys
 
-    def key_by(self, key_selector1: Any, key_selector2: Any) -> ConnectedStreams:
+    def key_by(
+        self,
+        key_selector1: KeySelector | Callable[[Any], Any],
+        key_selector2: KeySelector | Callable[[Any], Any],
+    ) -> ConnectedStreams:
         """Partition both inputs by key (the keys of the two inputs must match in type)."""
         return ConnectedStreams(
             self.first,
@@ -54,21 +59,21 @@ class ConnectedStreams:
                 edges.append(Edge(node, partitioning, tag, key_selector=key, input_index=index))
         return edges
 
-    def _build(self, name: str, factory: Callable[[int], Any], keyed: bool = False) -> DataStream:
+    def _build(self, name: str, factory: OperatorFactory, keyed: bool = False) -> DataStream:
         from .datastream import DataStream
 
         node = self.first._env._graph.add(name, factory, inputs=self._edges(), keyed=keyed)
         return DataStream(self.first._env, [(node, None)])
 
-    def map(self, func: Any, output_type: Any = None) -> DataStream:
+    def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "map1", "connect().map()")
         return self._build("CoMap", lambda s: CoMapOperator("CoMap", func))
 
-    def flat_map(self, func: Any, output_type: Any = None) -> DataStream:
+    def flat_map(self, func: CoFlatMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "flat_map1", "connect().flat_map()")
         return self._build("CoFlatMap", lambda s: CoFlatMapOperator("CoFlatMap", func))
 
-    def process(self, func: Any, output_type: Any = None) -> DataStream:
+    def process(self, func: CoProcessFunction, output_type: Any = None) -> DataStream:
         """A ``CoProcessFunction``; on keyed connected streams a ``KeyedCoProcessFunction``
         with keyed state shared by both inputs and per-key timers."""
         resolve_function(func, "process_element1", "connect().process()")

@@ -9,14 +9,18 @@ from typing import TYPE_CHECKING, Any
 from ..connectors.base import Sink
 from ..connectors.sinks import CollectSink, PrintSink, QueueSink
 from ..functions import (
+    FilterFunction,
+    FlatMapFunction,
     Function,
     KeyedProcessFunction,
     KeySelector,
+    MapFunction,
     OutputTag,
     ProcessFunction,
     ReduceFunction,
+    SinkFunction,
 )
-from ..graph import Chaining, Edge, GraphError, Partitioning, StreamNode
+from ..graph import Chaining, Edge, GraphError, OperatorFactory, Partitioning, StreamNode
 from ..runtime.basic_operators import (
     FilterOperator,
     FlatMapOperator,
@@ -28,8 +32,11 @@ from ..runtime.keyed_operators import KeyedFunctionOperator, ReduceOperator, agg
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 
 if TYPE_CHECKING:
+    from ..eventtime import WatermarkStrategy
+    from ..windowing.assigners import WindowAssigner
     from .connected import ConnectedStreams
     from .environment import StreamExecutionEnvironment
+    from .windowed import WindowedStream
 
 
 def _copy_for_subtask(fn: Any, subtask: int) -> Any:
@@ -98,7 +105,7 @@ class DataStream:
     def _add(
         self,
         name: str,
-        factory: Callable[[int], Any],
+        factory: OperatorFactory,
         edges: list[Edge] | None = None,
         *,
         keyed: bool = False,
@@ -108,21 +115,35 @@ class DataStream:
             name, factory, inputs=edges or self._edges(), keyed=keyed, is_sink=is_sink
         )
 
-    def _one_input(self, name: str, factory: Callable[[int], Any]) -> DataStream:
+    def _one_input(self, name: str, factory: OperatorFactory) -> DataStream:
         return DataStream(self._env, [(self._add(name, factory), None)])
 
     # -- transformations -----------------------------------------------------
-    def map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+    def map(
+        self,
+        func: MapFunction | Callable[[Any], Any],
+        output_type: Any = None,
+        *,
+        concurrency: int | None = None,
+    ) -> DataStream:
         resolve_function(func, "map", "map()")
         return self._one_input("Map", lambda s: MapOperator("Map", _copy_for_subtask(func, s), concurrency))
 
-    def flat_map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+    def flat_map(
+        self,
+        func: FlatMapFunction | Callable[[Any], Any],
+        output_type: Any = None,
+        *,
+        concurrency: int | None = None,
+    ) -> DataStream:
         resolve_function(func, "flat_map", "flat_map()")
         return self._one_input(
             "FlatMap", lambda s: FlatMapOperator("FlatMap", _copy_for_subtask(func, s), concurrency)
         )
 
-    def filter(self, func: Any, *, concurrency: int | None = None) -> DataStream:
+    def filter(
+        self, func: FilterFunction | Callable[[Any], Any], *, concurrency: int | None = None
+    ) -> DataStream:
         resolve_function(func, "filter", "filter()")
         return self._one_input(
             "Filter", lambda s: FilterOperator("Filter", _copy_for_subtask(func, s), concurrency)
@@ -132,7 +153,7 @@ class DataStream:
         resolve_function(func, "process_element", "process()")
         return self._one_input("Process", lambda s: ProcessOperator("Process", _copy_for_subtask(func, s)))
 
-    def assign_timestamps_and_watermarks(self, watermark_strategy: Any) -> DataStream:
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
         from ..runtime.timestamps import TimestampsAndWatermarksOperator
 
         env = self._env
@@ -176,9 +197,9 @@ class DataStream:
         return DataStream(self._env, [(self._node, output_tag.tag_id)])
 
     # -- sinks ---------------------------------------------------------------
-    def sink_to(self, sink: Sink | Any) -> DataStreamSink:
+    def sink_to(self, sink: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
         if isinstance(sink, Sink):
-            factory: Callable[[int], Any] = lambda s: sink.create_operator("Sink")  # noqa: E731
+            factory: OperatorFactory = lambda s: sink.create_operator("Sink")  # noqa: E731
         else:
             resolve_function(sink, "invoke", "sink_to()")
             factory = lambda s: SinkOperator("Sink", _copy_for_subtask(sink, s))  # noqa: E731
@@ -270,7 +291,7 @@ class KeyedStream(DataStream):
     def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
         return [Edge(n, Partitioning.HASH, t, key_selector=self.key_selector) for n, t in self._inputs]
 
-    def _keyed(self, name: str, factory: Callable[[int], Any]) -> DataStream:
+    def _keyed(self, name: str, factory: OperatorFactory) -> DataStream:
         return DataStream(self._env, [(self._add(name, factory, keyed=True), None)])
 
     def get_key_selector(self) -> Callable[[Any], Any]:
@@ -286,15 +307,29 @@ class KeyedStream(DataStream):
             name, lambda s: KeyedFunctionOperator(name, ks, _copy_for_subtask(func, s), method)
         )
 
-    def map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+    def map(
+        self,
+        func: MapFunction | Callable[[Any], Any],
+        output_type: Any = None,
+        *,
+        concurrency: int | None = None,
+    ) -> DataStream:
         keyed = self._keyed_function("map", func)
         return keyed if keyed is not None else super().map(func, output_type, concurrency=concurrency)
 
-    def flat_map(self, func: Any, output_type: Any = None, *, concurrency: int | None = None) -> DataStream:
+    def flat_map(
+        self,
+        func: FlatMapFunction | Callable[[Any], Any],
+        output_type: Any = None,
+        *,
+        concurrency: int | None = None,
+    ) -> DataStream:
         keyed = self._keyed_function("flat_map", func)
         return keyed if keyed is not None else super().flat_map(func, output_type, concurrency=concurrency)
 
-    def filter(self, func: Any, *, concurrency: int | None = None) -> DataStream:
+    def filter(
+        self, func: FilterFunction | Callable[[Any], Any], *, concurrency: int | None = None
+    ) -> DataStream:
         keyed = self._keyed_function("filter", func)
         return keyed if keyed is not None else super().filter(func, concurrency=concurrency)
 
@@ -324,7 +359,9 @@ class KeyedStream(DataStream):
         ks, name = self.key_selector, f"Keyed {kind.title()}({field!r})"
         return self._keyed(name, lambda s: ReduceOperator(name, ks, aggregation(kind, field)))
 
-    def process(self, func: KeyedProcessFunction | Any, output_type: Any = None) -> DataStream:
+    def process(
+        self, func: KeyedProcessFunction | ProcessFunction | Callable[..., Any], output_type: Any = None
+    ) -> DataStream:
         resolve_function(func, "process_element", "process()")
         ks = self.key_selector
         return self._keyed(
@@ -332,12 +369,12 @@ class KeyedStream(DataStream):
             lambda s: KeyedProcessOperator("KeyedProcess", ks, _copy_for_subtask(func, s)),
         )
 
-    def window(self, window_assigner: Any) -> Any:
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         from .windowed import WindowedStream
 
         return WindowedStream(self, window_assigner)
 
-    def count_window(self, size: int) -> Any:
+    def count_window(self, size: int) -> WindowedStream:
         from ..windowing import CountTrigger, GlobalWindows, PurgingTrigger
 
         return self.window(GlobalWindows.create()).trigger(PurgingTrigger.of(CountTrigger.of(size)))

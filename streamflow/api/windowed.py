@@ -12,27 +12,30 @@ from ..runtime.window_operator import WindowFunctions, WindowOperator
 from .environment import to_millis
 
 if TYPE_CHECKING:
+    from ..windowing.assigners import WindowAssigner
+    from ..windowing.evictors import Evictor
+    from ..windowing.triggers import Trigger
     from .datastream import DataStream, KeyedStream
 
 
 class WindowedStream:
-    def __init__(self, keyed: KeyedStream, assigner: Any) -> None:
+    def __init__(self, keyed: KeyedStream, assigner: WindowAssigner) -> None:
         if not hasattr(assigner, "assign_windows"):
             raise TypeError(f"window() expects a WindowAssigner, got {assigner!r}")
         self._keyed = keyed
         self._assigner = assigner
-        self._trigger: Any = None
-        self._evictor: Any = None
+        self._trigger: Trigger | None = None
+        self._evictor: Evictor | None = None
         self._lateness = 0
         self._late_tag: str | None = None
 
-    def trigger(self, trigger: Any) -> WindowedStream:
+    def trigger(self, trigger: Trigger) -> WindowedStream:
         if self._assigner.merging and not trigger.can_merge():
             raise ValueError(f"{type(trigger).__name__} cannot be used with a merging window assigner")
         self._trigger = trigger
         return self
 
-    def evictor(self, evictor: Any) -> WindowedStream:
+    def evictor(self, evictor: Evictor) -> WindowedStream:
         self._evictor = evictor
         return self
 

@@ -29,10 +29,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..runtime.events import CheckpointBarrier, CheckpointType
+from ..runtime.task import InputTask, SourceTask
 from ..testing import faults
 from .barrier_handler import barrier_alignment
 from .config import CheckpointConfig
@@ -70,8 +72,8 @@ class CheckpointDriver:
             cp = t.checkpointer
             assert cp is not None
             cp.driver = self
-            if not t.is_source:
-                cp.attach_handler(len(t.gate.channels))  # type: ignore[attr-defined]
+            if isinstance(t, InputTask):
+                cp.attach_handler(len(t.gate.channels))
             self.tasks[cp.task_id] = t
         self.coordinator = CheckpointCoordinator(
             list(self.tasks),
@@ -202,14 +204,17 @@ class CheckpointDriver:
                 ),
             )
             for task in self.tasks.values():
-                if task.finished or task.checkpointer is None:
+                cp = task.checkpointer
+                if task.finished or cp is None:
                     continue
-                if task.is_source:
-                    task.post(lambda t=task, b=barrier: t.checkpointer.trigger(b))  # type: ignore[union-attr]
-                elif all(ch.writer is not None and ch.writer.finished for ch in task.gate.channels):  # type: ignore[attr-defined]
+                if isinstance(task, SourceTask):
+                    task.post(partial(cp.trigger, barrier))
+                elif isinstance(task, InputTask) and all(
+                    ch.writer is not None and ch.writer.finished for ch in task.gate.channels
+                ):
                     # every upstream finished (FLIP-147): the barrier goes in right before each
                     # channel's end of input, after the data still queued
-                    for ch in task.gate.channels:  # type: ignore[attr-defined]
+                    for ch in task.gate.channels:
                         ch.put_before_end(barrier)
         elif kind is CompleteCheckpoint:
             await self._complete(action)
@@ -277,14 +282,14 @@ class CheckpointDriver:
             if task_id in self._released:
                 continue
             if complete:
-                task.post(lambda t=task: t.notify_checkpoint_complete(checkpoint_id))
+                task.post(partial(task.notify_checkpoint_complete, checkpoint_id))
                 if task_id in self._included.get(checkpoint_id, ()):
                     released = self._waiting_final.pop(task_id, None)
                     if released is not None:
                         self._released.add(task_id)
-                        task.post(lambda r=released: _release(r))
+                        task.post(partial(_release, released))
             else:
-                task.post(lambda t=task: t.notify_checkpoint_aborted(checkpoint_id))
+                task.post(partial(task.notify_checkpoint_aborted, checkpoint_id))
 
     async def _final_checkpoint(self) -> None:
         """Every task finished: complete one last checkpoint holding all final states."""

@@ -47,7 +47,14 @@ def decode_entry(codec: Codec, data: bytes, where: str) -> dict[str, Any]:
             f"{where} was written with the {name.decode(errors='replace')!r} state codec, but this job "
             f"uses {codec.name!r}: configure the same codec (set_state_codec) to restore it"
         )
-    return codec.decode(body)  # type: ignore[return-value]
+    return _decoded_dict(codec, body, where)
+
+
+def _decoded_dict(codec: Codec, data: bytes, where: str) -> dict[str, Any]:
+    value = codec.decode(data)
+    if not isinstance(value, dict):
+        raise StateMismatchError(f"{where} is damaged: expected a mapping, decoded {type(value).__name__}")
+    return value
 
 
 @dataclass
@@ -77,7 +84,7 @@ class RestoredCheckpoint:
             entry = decode_entry(codec, data, f"{source}/{name}")
             task_id = entry["task"]
             sub = int(task_id.rsplit("#", 1)[1])
-            for uid, state in codec.decode(entry["ops"]).items():  # type: ignore[union-attr]
+            for uid, state in _decoded_dict(codec, entry["ops"], f"{source}/{name}").items():
                 r.ops.setdefault(uid, {})[sub] = state
             if entry["in"] or entry["out"]:
                 r.channels[task_id] = {"in": entry["in"], "out": entry["out"]}

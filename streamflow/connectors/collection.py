@@ -77,7 +77,7 @@ class CollectionSource(Source):
             return _SequenceReader(data)
         if callable(data):
             return _IterableReader(data)
-        return _IterableReader(lambda: data)  # type: ignore[arg-type, return-value]
+        return _IterableReader(lambda: data)
 
 
 class _AsyncIterableReader(_CountingReader):
@@ -146,4 +146,4 @@ class AsyncIterableSource(Source):
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         data = self._data
         make = data if callable(data) and not hasattr(data, "__aiter__") else (lambda: data)
-        return _AsyncIterableReader(make, self._buffer)  # type: ignore[arg-type]
+        return _AsyncIterableReader(make, self._buffer)

@@ -70,7 +70,8 @@ class UserFunctionOperator(StreamOperator):
             raise self.failure(exc) from None
 
 
-def _first_error(exc: BaseExceptionGroup) -> BaseException:
+def _first_error(group: BaseExceptionGroup) -> BaseException:
+    exc: BaseException = group
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc

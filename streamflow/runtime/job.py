@@ -143,7 +143,7 @@ class Execution:
         ops: list[StreamOperator] = []
         for node in nodes:
             if node.operator_factory is not None:
-                op = node.operator_factory(sub)  # type: ignore[call-arg]
+                op = node.operator_factory(sub)
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
         writers: list[ChannelWriter] = []
@@ -200,10 +200,10 @@ class Execution:
             for ch in writer.channels:
                 ch.writer = task
         for node in nodes:
-            op = self.operators.get((node.id, sub))
-            if op is not None:
-                op.setup(self._context(node, sub, task), outputs[node.id])
-                op.initialize_state(self._restored(node, sub))
+            chained = self.operators.get((node.id, sub))
+            if chained is not None:
+                chained.setup(self._context(node, sub, task), outputs[node.id])
+                chained.initialize_state(self._restored(node, sub))
         if self.restore is not None:
             self._restore_channels(task, task_id)
         return task

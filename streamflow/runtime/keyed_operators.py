@@ -39,7 +39,7 @@ class ReduceOperator(TimerOperator):
             self.reduce, self._specialize = self._specialize(records[0]), None
         key_of, reduce, table = self.key_selector, self.reduce, self.table
         get, missing = table.get, _MISSING
-        out = []
+        out: list[Any] = []
         append = out.append
         try:
             for record in records:
@@ -83,7 +83,7 @@ class KeyedFunctionOperator(TimerOperator):
         if self._check_key_type:
             self.check_key_type(records)
         backend, key_of, call = self.backend, self.key_selector, self.call
-        results = []
+        results: list[Any] = []
         append = results.append
         try:
             for record in records:
@@ -121,21 +121,21 @@ def aggregation(kind: str, field: int | str) -> Callable[[Any, Any], Any]:
         raise TypeError(f"cannot aggregate field {field!r} of {type(v).__name__} record {v!r}")
 
     def with_value(acc: Any, x: Any) -> Any:
-        if isinstance(acc, tuple):
-            return (*acc[:field], x, *acc[field + 1 :])  # type: ignore[misc]
-        if isinstance(acc, list):
+        if isinstance(field, int) and isinstance(acc, (tuple, list)):
             out = list(acc)
-            out[field] = x  # type: ignore[index]
-            return out
+            out[field] = x
+            return tuple(out) if isinstance(acc, tuple) else out
         if isinstance(acc, dict):
             return {**acc, field: x}
         if isinstance(acc, (int, float)):
             return x
-        import copy
+        if isinstance(field, str):
+            import copy
 
-        out = copy.copy(acc)
-        setattr(out, field, x)  # type: ignore[arg-type]
-        return out
+            obj = copy.copy(acc)
+            setattr(obj, field, x)
+            return obj
+        raise TypeError(f"cannot aggregate field {field!r} of {type(acc).__name__} record {acc!r}")
 
     if kind == "sum":
 

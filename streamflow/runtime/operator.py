@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..functions import Function
@@ -47,7 +47,7 @@ class Output:
 
     __slots__ = ("_all", "_main", "_side", "push")
 
-    def __init__(self, main: Sequence[BatchTarget], side: dict[str, Sequence[BatchTarget]]):
+    def __init__(self, main: Sequence[BatchTarget], side: Mapping[str, Sequence[BatchTarget]]):
         self._main = list(main)
         self._side = {tag: list(targets) for tag, targets in side.items()}
         self._all = self._main + [t for ts in self._side.values() for t in ts]

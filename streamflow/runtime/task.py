@@ -44,7 +44,7 @@ from .events import (
     Watermark,
     WatermarkStatus,
 )
-from .operator import Output, StreamOperator, attribute_error
+from .operator import Output, PushFn, StreamOperator, attribute_error
 from .processing_time import ProcessingTimeService
 from .watermark_valve import WatermarkValve
 from .writer import ChannelWriter
@@ -182,8 +182,8 @@ class Task:
         if late:
             if error is None:
                 raise late[0]
-            for exc in late:
-                error.add_note(f"streamflow: also failed while cleaning up: {exc!r}")
+            for failure in late:
+                error.add_note(f"streamflow: also failed while cleaning up: {failure!r}")
 
     async def _start(self) -> None:
         pass
@@ -302,8 +302,12 @@ class InputTask(Task):
 
     async def _run_loop(self) -> None:
         gate, head = self.gate, self.operators[0]
-        second = getattr(head, "process_batch2", None)
-        process = [second if i == 1 else head.process_batch for i in self.input_of_channel]
+        second: PushFn | None = getattr(head, "process_batch2", None)
+        if second is None and 1 in self.input_of_channel:
+            raise TypeError(f"task {self.name!r}: operator {head.name!r} has no second input")
+        process: list[PushFn] = [
+            second if i == 1 and second is not None else head.process_batch for i in self.input_of_channel
+        ]
         for channel, batches in sorted(self.restored_in.items()):
             for records, timestamps in batches:
                 await process[channel](records, timestamps)
@@ -356,7 +360,7 @@ class InputTask(Task):
         else:
             raise TypeError(f"task {self.name!r}: unexpected event {event!r} on channel {channel}")
         for out in outputs:
-            if type(out) is Watermark:
+            if isinstance(out, Watermark):
                 await head.process_watermark(out)
             else:
                 await head.process_watermark_status(out)

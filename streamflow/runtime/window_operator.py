@@ -29,6 +29,7 @@ assigner/trigger calls per element; results are identical.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..state.keyed import snapshot_tables
@@ -247,7 +248,7 @@ class WindowOperator(TimerOperator):
         for window in windows:
             actual = window
             if mws is not None:
-                actual = mws.add_window(window, lambda r, m, s, ms, k=key: self._merge(k, r, m, s, ms))
+                actual = mws.add_window(window, partial(self._merge, key))
             if self.is_window_late(actual):
                 if mws is not None:
                     mws.retire_window(actual)

@@ -71,7 +71,7 @@ class ReducingStateDescriptor(StateDescriptor):
         super().__init__(name, type_info)
         fn = reduce_function
         self.reduce: Callable[[Any, Any], Any] = (
-            fn.reduce if isinstance(fn, ReduceFunction) else fn  # type: ignore[assignment]
+            fn.reduce if isinstance(fn, ReduceFunction) else fn
         )
 
 

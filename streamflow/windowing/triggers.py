@@ -184,7 +184,7 @@ class CountTrigger(Trigger):
     def on_element(self, element: Any, timestamp: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         count = ctx.get_partitioned_state(self.STATE)
         count.add(1)
-        if count.get() >= self.max_count:
+        if (count.get() or 0) >= self.max_count:
             count.clear()
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
