@@ -131,7 +131,7 @@ COLLECTING_UNALIGNED = Phase.COLLECTING_BARRIERS_UNALIGNED
 # fmt: off
 SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
     # ---- aligned: ported from Flink's AlignedCheckpointsTest ---------------------------------
-    "flink_aligned_single_channel_with_barriers": (1, ALIGNED, [
+    "AlignedCheckpointsTest.testSingleChannelWithBarriers": (1, ALIGNED, [
         bar(0, cb(1), S(cb(1)), D(1)),
         bar(0, cb(2), S(cb(2)), D(2)),
         bar(0, cb(3), S(cb(3)), D(3)),
@@ -140,7 +140,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
               last_alignment_duration_ms=0),
         eoi(0),
     ]),
-    "flink_aligned_multi_channel_with_barriers": (3, ALIGNED, [
+    "AlignedCheckpointsTest.testMultiChannelWithBarriers": (3, ALIGNED, [
         # checkpoint with data from multiple channels
         bar(1, cb(1), P(1)),
         bar(2, cb(1), P(2)),
@@ -161,7 +161,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(0, cb(4), S(cb(4)), R, D(4)),
         eoi(0), eoi(1), eoi(2),
     ]),
-    "flink_aligned_multi_channel_jumping_over_checkpoint": (3, ALIGNED, [
+    "AlignedCheckpointsTest.testMultiChannelJumpingOverCheckpoint": (3, ALIGNED, [
         bar(1, cb(1), P(1)),
         bar(2, cb(1), P(2)),
         bar(0, cb(1), S(cb(1)), R, D(1)),
@@ -180,15 +180,16 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         eoi(2, S(cb(4)), R, D(4)),
         eoi(1),
     ]),
-    "flink_aligned_missing_cancellation_barriers": (2, ALIGNED, [
-        bar(1, cb(1), P(1)),
-        bar(0, cb(1), S(cb(1)), R, D(1)),
-        cancel(1, 3, AB(3, CAN)),
+    # old main also aborted the pending checkpoint 1 (SUBSUMED); Flink declines only 3
+    "AlignedCheckpointsTest.testMissingCancellationBarriers": (2, ALIGNED, [
+        bar(0, cb(1), P(0)),
+        cancel(1, 3, AB(3, CAN), R),
         cancel(0, 2),  # older than the current id
         cancel(0, 3),  # already aborted
         check(paused=set(), current_checkpoint_id=3, pending_checkpoint_id=None),
+        bar(0, cb(1)),  # 1 was dropped with the alignment
     ]),
-    "flink_aligned_start_alignment_with_closed_channels": (4, ALIGNED, [
+    "AlignedCheckpointsTest.testStartAlignmentWithClosedChannels": (4, ALIGNED, [
         eoi(2),
         eoi(1),
         bar(3, cb(2), P(3)),
@@ -200,7 +201,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(3, cb(4), S(cb(4)), D(4)),
         eoi(3),
     ]),
-    "flink_aligned_end_of_stream_while_checkpoint": (3, ALIGNED, [
+    "AlignedCheckpointsTest.testEndOfStreamWhileCheckpoint": (3, ALIGNED, [
         bar(0, cb(1), P(0)),
         bar(1, cb(1), P(1)),
         bar(2, cb(1), S(cb(1)), R, D(1)),
@@ -211,7 +212,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         eoi(2),
         eoi(0),
     ]),
-    "flink_aligned_single_channel_abort_checkpoint": (1, ALIGNED, [
+    "AlignedCheckpointsTest.testSingleChannelAbortCheckpoint": (1, ALIGNED, [
         bar(0, cb(1), S(cb(1)), D(1)),
         bar(0, cb(2), S(cb(2)), D(2)),
         cancel(0, 4, AB(4, CAN)),
@@ -220,7 +221,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         cancel(0, 6, AB(6, CAN)),
         bar(0, cb(6)),  # canceled: its barrier is ignored
     ]),
-    "flink_aligned_multi_channel_abort_checkpoint": (3, ALIGNED, [
+    "AlignedCheckpointsTest.testMultiChannelAbortCheckpoint": (3, ALIGNED, [
         bar(1, cb(1), P(1)),
         bar(2, cb(1), P(2)),
         bar(0, cb(1), S(cb(1)), R, D(1)),
@@ -248,7 +249,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(0, cb(6)),
         check(paused=set(), current_checkpoint_id=6),
     ]),
-    "flink_aligned_abort_on_canceled_barriers": (3, ALIGNED, [
+    "AlignedCheckpointsTest.testAbortOnCanceledBarriers": (3, ALIGNED, [
         bar(1, cb(1), P(1)),
         cancel(0, 1, AB(1, CAN), R),
         bar(1, cb(2), P(1)),
@@ -257,7 +258,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(0, cb(2), P(0)),
         bar(2, cb(2), S(cb(2)), R, D(2)),
     ]),
-    "flink_aligned_ignore_cancel_barrier_if_checkpoint_subsumed": (3, ALIGNED, [
+    "AlignedCheckpointsTest.testIgnoreCancelBarrierIfCheckpointSubsumed": (3, ALIGNED, [
         bar(1, cb(3), P(1)),
         bar(0, cb(3), P(0)),
         bar(2, cb(5), AB(3, SUB), R, P(2)),
@@ -295,9 +296,9 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(1, cb(1)),
         bar(2, cb(1), S(cb(1)), R, D(1)),
     ]),
-    "aligned_cancel_newer_id_aborts_pending_and_ignores_its_barriers": (3, ALIGNED, [
+    "aligned_cancel_newer_id_aborts_only_it_and_ignores_its_barriers": (3, ALIGNED, [
         bar(0, cb(1), P(0)),
-        cancel(1, 2, AB(1, SUB), R, AB(2, CAN)),
+        cancel(1, 2, AB(2, CAN), R),  # old main: AB(1, SUB), R, AB(2, CAN)
         check(current_checkpoint_id=2, pending_checkpoint_id=None, paused=set()),
         bar(0, cb(2)),
         bar(2, cb(2)),
@@ -305,6 +306,13 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(2, cb(3), P(2)),
         bar(0, cb(3), P(0)),
         bar(1, cb(3), S(cb(3)), R, D(3)),
+    ]),
+    "unaligned_cancel_newer_id_drops_the_pending_persisting": (3, UNALIGNED, [
+        bar(0, ub(1), SU(ub(1)), PI(1, 1, 2)),
+        cancel(0, 2, AB(2, CAN)),  # old main: AB(1, SUB), AB(2, CAN)
+        check(pending_checkpoint_id=None, phase=WAITING),
+        bar(1, ub(1)),  # no StopPersisting: 1's channel state was dropped
+        bar(2, ub(3), SU(ub(3)), PI(3, 0, 1)),
     ]),
     "aligned_cancel_current_when_nothing_pending_is_ignored": (2, ALIGNED, [
         bar(0, cb(1), P(0)),
@@ -330,13 +338,13 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(1, tb(1), S(tb(1)), R, D(1)),
     ]),
     # ---- unaligned: ported from Flink's UnalignedCheckpointsTest --------------------------
-    "flink_unaligned_single_channel_with_barriers": (1, UNALIGNED, [
+    "UnalignedCheckpointsTest.testSingleChannelWithBarriers": (1, UNALIGNED, [
         bar(0, ub(1), SU(ub(1)), D(1)),
         bar(0, ub(2), SU(ub(2)), D(2)),
         bar(0, ub(3), SU(ub(3)), D(3)),
         check(paused=set(), last_alignment_duration_ms=0),
     ]),
-    "flink_unaligned_multi_channel_with_barriers": (3, UNALIGNED, [
+    "UnalignedCheckpointsTest.testMultiChannelWithBarriers": (3, UNALIGNED, [
         bar(1, ub(1), SU(ub(1)), PI(1, 0, 2)),
         check(phase=COLLECTING_UNALIGNED, paused=set()),
         bar(2, ub(1), ST(1, 2)),
@@ -349,16 +357,17 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(1, ub(3), ST(3, 1), D(3)),
         eoi(0), eoi(1), eoi(2),
     ]),
-    "flink_unaligned_missing_cancellation_barriers": (2, UNALIGNED, [
+    # old main also aborted the pending checkpoint 1 (SUBSUMED); Flink declines only 2 and 3
+    "UnalignedCheckpointsTest.testMissingCancellationBarriers": (2, UNALIGNED, [
         bar(0, ub(1), SU(ub(1)), PI(1, 1)),
-        cancel(0, 2, AB(1, SUB), AB(2, CAN)),
+        cancel(0, 2, AB(2, CAN)),
         cancel(0, 3, AB(3, CAN)),
         cancel(1, 3),
         eoi(0),
         eoi(1),
         check(current_checkpoint_id=3, pending_checkpoint_id=None),
     ]),
-    "flink_unaligned_early_cleanup_with_end_of_input": (3, UNALIGNED, [
+    "UnalignedCheckpointsTest.testEarlyCleanup": (3, UNALIGNED, [
         bar(1, ub(1), SU(ub(1)), PI(1, 0, 2)),
         bar(2, ub(1), ST(1, 2)),
         bar(0, ub(1), ST(1, 0), D(1)),
@@ -368,7 +377,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         eoi(2),
         eoi(0, ST(2, 0), D(2)),  # ended before its barrier: everything up to the end persisted
     ]),
-    "flink_unaligned_start_alignment_with_closed_channels": (4, UNALIGNED, [
+    "UnalignedCheckpointsTest.testStartAlignmentWithClosedChannels": (4, UNALIGNED, [
         eoi(2),
         eoi(1),
         bar(3, ub(2), SU(ub(2)), PI(2, 0)),
@@ -427,7 +436,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(1, ub(3), SU(ub(3)), PI(3, 0, 2)),
     ]),
     # ---- alternating: ported from Flink's AlternatingCheckpointsTest -----------------------
-    "flink_alternating_alternation_of_checkpoints_and_savepoints": (2, ALT, [
+    "AlternatingCheckpointsTest.testAlternation": (2, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         bar(1, tb(1), S(tb(1)), R, D(1)),
         bar(1, sp(2), P(1)),  # savepoints never time out: no timer
@@ -437,11 +446,11 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(1, tb(3), P(1), T(3, 1100)),
         bar(0, tb(3), S(tb(3)), R, D(3)),
     ]),
-    "flink_alternating_switch_to_unaligned_by_upstream": (2, ALT, [
+    "AlternatingCheckpointsTest.testSwitchToUnalignedByUpstream": (2, ALT, [
         bar(1, ub(1), SU(ub(1)), PI(1, 0)),
         bar(0, tb(1), ST(1, 0), D(1)),
     ]),
-    "flink_alternating_timeout_alignment_on_unaligned_checkpoint": (3, ALT, [
+    "AlternatingCheckpointsTest.testTimeoutAlignmentOnUnalignedCheckpoint": (3, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         # already unaligned: an upstream task timed out
         bar(1, ub(1), SU(ub(1)), PI(1, 2), R),
@@ -449,63 +458,63 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         timer(),
         bar(2, tb(1), ST(1, 2), D(1)),
     ]),
-    "flink_alternating_aligned_never_timeoutable_checkpoint": (2, ALT, [
+    "AlternatingCheckpointsTest.testAlignedNeverTimeoutableCheckpoint": (2, ALT, [
         bar(0, cb(1), P(0)),  # stamped ALIGNED (Flink: FORCED_ALIGNED / no timeout)
         advance(10_000),
         timer(),
         bar(1, cb(1), S(cb(1)), R, D(1)),
     ]),
-    "flink_alternating_active_timeout_on_first_barrier": (2, ALT, [
+    "AlternatingCheckpointsTest.testActiveTimeoutAlignmentOnFirstBarrier": (2, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         advance(101),
         timer(SU(tb(1)), PI(1, 1), R),
         bar(1, tb(1), ST(1, 1), D(1)),
     ]),
-    "flink_alternating_passive_timeout_on_barrier_then_stale_timer": (3, ALT, [
+    "AlternatingCheckpointsTest.testActiveTimeoutAfterBarrierPassiveTimeout": (3, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         advance(150),
         bar(1, tb(1), SU(tb(1)), PI(1, 2), R),
         timer(),  # the timer fires after the passive switch: nothing left to do
         bar(2, tb(1), ST(1, 2), D(1)),
     ]),
-    "flink_alternating_all_channels_unblocked_after_alignment_timeout": (2, ALT, [
+    "AlternatingCheckpointsTest.testAllChannelsUnblockedAfterAlignmentTimeout": (2, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         advance(101),
         bar(1, tb(1), S(tb(1)), R, D(1)),  # the last barrier completes: no switch needed
         check(paused=set()),
     ]),
-    "flink_alternating_no_active_timeout_after_last_barrier": (2, ALT, [
+    "AlternatingCheckpointsTest.testNoActiveTimeoutAlignmentAfterLastBarrier": (2, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         bar(1, tb(1), S(tb(1)), R, D(1)),
         advance(101),
         timer(),
     ]),
-    "flink_alternating_no_active_timeout_after_abort": (2, ALT, [
+    "AlternatingCheckpointsTest.testNoActiveTimeoutAlignmentAfterAbort": (2, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         cancel(1, 1, AB(1, CAN), R),
         advance(101),
         timer(),
     ]),
-    "flink_alternating_timeout_alignment_after_received_end_of_partition": (3, ALT, [
+    "AlternatingCheckpointsTest.testTimeoutAlignmentAfterReceivedEndOfPartition": (3, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         advance(101),  # the timer has not run yet: the end of input switches
         eoi(1, SU(tb(1)), PI(1, 2), R),
         eoi(2, ST(1, 2), D(1)),
         timer(),
     ]),
-    "flink_alternating_start_new_checkpoint_with_end_of_partition": (3, ALT, [
+    "AlternatingCheckpointsTest.testStartNewCheckpointViaAnnouncement": (3, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         eoi(1),
         check(pending_checkpoint_id=1, phase=COLLECTING),
         bar(2, tb(1), S(tb(1)), R, D(1)),
     ]),
-    "flink_alternating_timeout_before_first_barrier": (2, ALT_FROM_CHECKPOINT_START, [
+    "AlternatingCheckpointsTest.testTimeoutAlignmentBeforeFirstBarrier": (2, ALT_FROM_CHECKPOINT_START, [
         advance(1000),
         # the checkpoint started at 899: its 100 ms are up when the first barrier arrives
         bar(0, tb(1, ts=899), SU(tb(1, ts=899)), PI(1, 1)),
         bar(1, tb(1, ts=899), ST(1, 1), D(1)),
     ]),
-    "flink_alternating_timeout_measured_from_checkpoint_start": (2, ALT_FROM_CHECKPOINT_START, [
+    "alternating_timeout_measured_from_checkpoint_start": (2, ALT_FROM_CHECKPOINT_START, [
         advance(1000),
         bar(0, tb(2, ts=950), P(0), T(2, 1050)),
         advance(49),
@@ -513,7 +522,7 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         advance(1),
         timer(SU(tb(2, ts=950)), PI(2, 1), R),
     ]),
-    "flink_alternating_aligned_after_timed_out": (2, ALT, [
+    "AlternatingCheckpointsTest.testAlignedAfterTimedOut": (2, ALT, [
         bar(0, tb(1), P(0), T(1, 100)),
         advance(100),
         timer(SU(tb(1)), PI(1, 1), R),
@@ -584,6 +593,40 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         cancel(1, 1, AB(1, CAN)),
         check(alignment_started_ms=None, pending_checkpoint_id=None, phase=WAITING),
         bar(2, tb(1)),
+    ]),
+    # Flink's isTimedOut: timeout < now - start. Old main switched at exactly the timeout.
+    "alternating_timeout_is_strictly_longer_than_on_a_barrier": (3, ALT, [
+        bar(0, tb(1), P(0), T(1, 100)),
+        advance(100),
+        bar(1, tb(1), P(1)),  # exactly the timeout: still aligned
+        advance(1),
+        bar(2, tb(1), S(tb(1)), R, D(1)),
+        bar(0, tb(2), P(0), T(2, 201)),
+        advance(101),
+        bar(1, tb(2), SU(tb(2)), PI(2, 2), R),  # longer than the timeout: unaligned
+        bar(2, tb(2), ST(2, 2), D(2)),
+    ]),
+    "alternating_timeout_is_strictly_longer_than_on_end_of_input": (3, ALT, [
+        bar(0, tb(1), P(0), T(1, 100)),
+        advance(100),
+        eoi(1),  # exactly the timeout: still aligned
+        check(phase=COLLECTING, paused={0}),
+        advance(1),
+        eoi(2, S(tb(1)), R, D(1)),
+    ]),
+    "alternating_timer_at_the_deadline_switches": (3, ALT, [
+        bar(0, tb(1), P(0), T(1, 100)),
+        advance(100),
+        timer(SU(tb(1)), PI(1, 1, 2), R),  # Flink's timer fires after exactly the delay
+        bar(1, tb(1), ST(1, 1)),
+        bar(2, tb(1), ST(1, 2), D(1)),
+    ]),
+    "alternating_first_barrier_exactly_at_timeout_from_checkpoint_start": (2, ALT_FROM_CHECKPOINT_START, [
+        advance(1000),
+        # checkpoint started at 900: 100 ms passed, not more: aligned, timer due at once
+        bar(0, tb(1, ts=900), P(0), T(1, 1000)),
+        timer(SU(tb(1, ts=900)), PI(1, 1), R),
+        bar(1, tb(1, ts=900), ST(1, 1), D(1)),
     ]),
     "alternating_timeout_zero_is_unaligned_at_once": (2, ALT0, [
         bar(0, tb(1), SU(tb(1)), PI(1, 1)),

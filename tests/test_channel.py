@@ -7,7 +7,17 @@ import asyncio
 import pytest
 
 from streamflow.runtime.channel import Channel, InputGate
-from streamflow.runtime.events import END_OF_INPUT, Watermark
+from streamflow.runtime.events import (
+    END_OF_INPUT,
+    AlignmentType,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    Watermark,
+)
+
+
+def ub(n: int) -> CheckpointBarrier:
+    return CheckpointBarrier(n, 0, alignment=AlignmentType.UNALIGNED)
 
 
 async def test_capacity_counts_records_and_blocks_writer_exactly() -> None:
@@ -103,7 +113,7 @@ async def test_paused_channel_does_not_wake_reader() -> None:
     assert waiter.done()
 
 
-async def test_snapshot_copies_without_consuming_and_control_first_overtakes() -> None:
+async def test_snapshot_copies_without_consuming_and_priority_event_overtakes_data() -> None:
     ch = Channel(10)
     gate = InputGate([ch])
     await ch.put(([1, 2], [10, 20]))
@@ -111,9 +121,43 @@ async def test_snapshot_copies_without_consuming_and_control_first_overtakes() -
     snap = ch.snapshot()
     assert snap == [([1, 2], [10, 20]), Watermark(15)]
     assert ch.size == 3
-    ch.put_control_first(END_OF_INPUT)
-    assert gate.poll() == (0, END_OF_INPUT)
+    assert ch.put_priority(ub(1)) == [([1, 2], [10, 20])]
+    assert gate.poll() == (0, ub(1))
     assert gate.poll() == (0, ([1, 2], [10, 20]))
+
+
+async def test_priority_events_keep_fifo_order_among_themselves() -> None:
+    """Flink's PrioritizedDeque: unaligned barrier 2 overtakes the data, never barrier 1 that
+    is still queued (old main put it at the head: the reader saw 2 before 1)."""
+    ch = Channel(100)
+    gate = InputGate([ch])
+    await ch.put(([1], None))
+    assert ch.put_priority(ub(1)) == [([1], None)]
+    await ch.put(([2], None))
+    assert ch.put_priority(ub(2)) == [([1], None), ([2], None)]
+    await ch.put(([3], None))
+    assert ch.put_priority(ub(3)) == [([1], None), ([2], None), ([3], None)]
+    got = [gate.poll()[1] for _ in range(6)]  # type: ignore[index]
+    assert got == [ub(1), ub(2), ub(3), ([1], None), ([2], None), ([3], None)]
+
+
+async def test_priority_event_never_overtakes_a_queued_aligned_barrier_or_cancel_marker() -> None:
+    ch = Channel(100)
+    gate = InputGate([ch])
+    await ch.put(([1], None))
+    await ch.put(CheckpointBarrier(1, 0))  # aligned, behind the data
+    await ch.put(([2], None))
+    await ch.put(CancelCheckpointMarker(1))
+    await ch.put(([3], None))
+    await ch.put(Watermark(5))
+    # overtakes only what follows the last queued checkpoint event
+    assert ch.put_priority(ub(2)) == [([3], None)]
+    got = [gate.poll()[1] for _ in range(7)]  # type: ignore[index]
+    assert got == [
+        ([1], None), CheckpointBarrier(1, 0), ([2], None), CancelCheckpointMarker(1), ub(2),
+        ([3], None), Watermark(5),
+    ]
+    assert ch.size == 0
 
 
 def test_bad_capacity_and_double_gate() -> None:

@@ -21,8 +21,9 @@ Rules (from ``SingleCheckpointBarrierHandler.java`` unless noted):
   while n is pending aborts n (``SUBSUMED``) and starts m.
 * **Cancel markers** (``processCancellationBarrier``): for the pending id, abort
   it (``CANCELED_UPSTREAM``); for an older or finished id, ignore; for a newer
-  id m, abort the pending one (``SUBSUMED``) and m itself, so that m's barriers
-  are ignored (``abortInternal`` moves the current id to m).
+  id m, abort m only (``abortInternal`` declines m alone and moves the current id
+  to m, so m's barriers are ignored): a pending older checkpoint is dropped with
+  its alignment, not declined (``AlignedCheckpointsTest.testMissingCancellationBarriers``).
 * **End of input** (``processEndOfPartition``, checkpoints after tasks finish):
   the channel counts as delivered and may complete the pending checkpoint; a
   checkpoint waits only for the channels open when its first barrier arrived.
@@ -48,15 +49,18 @@ Rules (from ``SingleCheckpointBarrierHandler.java`` unless noted):
   arrives after it (Flink's passive timeout): snapshot with the barrier marked
   unaligned, persist the channels still to deliver, resume the paused ones.
 
-Time: deadline = start + ``aligned_timeout_ms``, timed out once ``now >= deadline``;
-start is the first barrier's arrival here (``TimeoutBase.ALIGNMENT_START``, the
-default) or ``barrier.timestamp``, the checkpoint's start
+Time: deadline = start + ``aligned_timeout_ms``. A barrier or end of input finds the
+alignment timed out only when it took strictly longer, ``now > deadline`` (Flink's
+``isTimedOut``: ``alignedCheckpointTimeout < now - start``); the timer call switches
+once ``now >= deadline`` (Flink's timer fires after exactly the remaining delay).
+Start is the first barrier's arrival here (``TimeoutBase.ALIGNMENT_START``, the default)
+or ``barrier.timestamp``, the checkpoint's start
 (``TimeoutBase.CHECKPOINT_START``, Flink's ``BarrierAlignmentUtil.getTimerDelay``).
 
 Deviations from Flink: no announcements or priority events (the output-side
-overtaking is the driver's job on :class:`SnapshotState`); paused channels resume
-at the switch to unaligned; a cancel marker for a newer id also aborts the
-pending checkpoint explicitly.
+overtaking is the driver's job on :class:`SnapshotState`, FIFO among barriers:
+``Channel.put_priority``); paused channels resume at the switch to unaligned.
+At-least-once mode uses :class:`~streamflow.checkpoint.barrier_tracker.BarrierTracker`.
 """
 
 from __future__ import annotations
@@ -216,6 +220,13 @@ class _Bookkeeping:
         return self.target <= self.delivered
 
     def is_timed_out(self) -> bool:
+        # strictly longer than the timeout (Flink's ``ControllerImpl.isTimedOut``:
+        # ``alignedCheckpointTimeout < now - start``)
+        return self.deadline_ms is not None and self._handler._clock.now_ms() > self.deadline_ms
+
+    def timer_due(self) -> bool:
+        """The alignment timer's deadline is reached (Flink's timer fires after exactly the
+        remaining delay and switches without re-checking)."""
         return self.deadline_ms is not None and self._handler._clock.now_ms() >= self.deadline_ms
 
     def pause(self, channel: int) -> None:
@@ -349,11 +360,9 @@ class BarrierHandler:
     def on_cancel_marker(self, channel: int, marker: CancelCheckpointMarker) -> list[Action]:
         self._check_open(channel)
         cid = marker.checkpoint_id
-        if cid > self._current_id:
-            if self._pending:
-                self._abort(self._current_id, AbortReason.SUBSUMED)
-            self._abort(cid, AbortReason.CANCELED_UPSTREAM)
-        elif cid == self._current_id and self._pending:
+        if cid > self._current_id or (cid == self._current_id and self._pending):
+            # Flink's abortInternal: only ``cid`` is declined; a pending older checkpoint is
+            # dropped with the alignment (its barriers are obsolete from now on)
             self._abort(cid, AbortReason.CANCELED_UPSTREAM)
         return self._book.take()
 
@@ -373,7 +382,7 @@ class BarrierHandler:
         """The deadline of a :class:`StartAlignmentTimer` passed. Re-checks the clock; a call
         for a finished checkpoint, an unaligned one, or before the deadline does nothing."""
         book = self._book
-        if self._state is not COLLECTING_BARRIERS or not book.is_timed_out():
+        if self._state is not COLLECTING_BARRIERS or not book.timer_due():
             return []
         self._state = self._state.alignment_timeout(book, book.pending_barrier)
         return book.take()

@@ -44,6 +44,7 @@ from .barrier_handler import (
     StopPersisting,
     TimeoutBase,
 )
+from .barrier_tracker import BarrierTracker
 from .config import CheckpointingMode
 
 if TYPE_CHECKING:
@@ -56,16 +57,17 @@ class TaskCheckpointer:
         self.task = task
         self.task_id = task_id
         self.driver = driver
-        self.handler: BarrierHandler | None = None
-        self.blocking = True
+        self.handler: BarrierHandler | BarrierTracker | None = None
         self.persisting: dict[int, list] = {}  # channel -> batches recorded for the pending checkpoint
         self._pending: dict[int, dict[str, Any]] = {}
 
     def attach_handler(self, num_channels: int) -> None:
         cfg = self.driver.config
-        # AT_LEAST_ONCE (Flink's CheckpointBarrierTracker): barriers are counted, channels are
-        # never blocked, so records behind an early barrier may be replayed after a restore
-        self.blocking = cfg.mode is CheckpointingMode.EXACTLY_ONCE
+        if cfg.mode is CheckpointingMode.AT_LEAST_ONCE:
+            # Flink's CheckpointBarrierTracker: barriers are counted, channels are never blocked,
+            # so records behind an early barrier may be replayed after a restore
+            self.handler = BarrierTracker(num_channels, self.task.clock)
+            return
         self.handler = BarrierHandler(
             num_channels,
             self.task.clock,
@@ -92,10 +94,9 @@ class TaskCheckpointer:
                 await writer.broadcast_event(barrier)
                 continue
             for c, channel in enumerate(writer.channels):
-                overtaken = [item for item in channel.snapshot() if type(item) is tuple]
+                overtaken = channel.put_priority(barrier)
                 if overtaken:
                     out.setdefault(w, {})[c] = overtaken
-                channel.put_control_first(barrier)
         return out
 
     # -- sources -------------------------------------------------------------
@@ -138,8 +139,7 @@ class TaskCheckpointer:
         for action in actions:
             kind = type(action)
             if kind is PauseChannel:
-                if self.blocking:
-                    task.gate.pause(action.channel)
+                task.gate.pause(action.channel)
                 if faults.ARMED and self.handler is not None:
                     faults.point("alignment", self.handler.pending_checkpoint_id or 0)
             elif kind is ResumeChannels:
@@ -164,7 +164,9 @@ class TaskCheckpointer:
                     self.driver.acknowledge(action.checkpoint_id, self.task_id, state)
             elif kind is AbortCheckpoint:
                 self.persisting = {}
-                self._pending.pop(action.checkpoint_id, None)
+                # a pending older checkpoint is dropped with it (Flink's abortInternal)
+                for cid in [c for c in self._pending if c <= action.checkpoint_id]:
+                    del self._pending[cid]
                 for writer in task.writers:
                     await writer.broadcast_event(CancelCheckpointMarker(action.checkpoint_id))
                 self.driver.decline(action.checkpoint_id, self.task_id, action.reason.value)

@@ -16,10 +16,15 @@ is the tuple ``(records, timestamps)`` where ``records`` is a list and
   Each channel can be *paused* on its own (aligned checkpoints stop reading a
   channel that already delivered barrier n); a paused channel keeps
   accepting writes until it is full.
-* ``snapshot()`` copies the queued items without consuming them (unaligned
-  checkpoints record the output data a barrier overtook), and
-  ``put_control_first`` puts an event at the head of the queue (the overtaking
-  barrier itself).
+* ``snapshot()`` copies the queued items without consuming them, and
+  ``put_priority`` lets an unaligned barrier overtake the queued data, returning
+  the batches it overtook (the output channel state of its checkpoint). It never
+  overtakes an earlier checkpoint event still queued (a barrier, priority or
+  not, or a cancel marker): priority events keep FIFO order among themselves, as
+  in Flink's ``PrioritizedDeque.addPriorityElement`` (apache/flink,
+  flink-runtime/.../io/network/partition/PrioritizedDeque.java). Otherwise the
+  barrier of checkpoint n+1 would reach the reader before that of n, and n
+  could never complete downstream.
 
 No locks are needed: everything runs on one event loop. Wake-ups are plain
 futures, created only when somebody actually has to wait.
@@ -31,8 +36,12 @@ import asyncio
 from collections import deque
 from typing import Any
 
+from .events import CancelCheckpointMarker, CheckpointBarrier
+
 Batch = tuple[list, list[int] | None]
 ChannelItem = Any  # a Batch or a control event (see events.py)
+# what an unaligned barrier never overtakes
+_CHECKPOINT_EVENTS = (CheckpointBarrier, CancelCheckpointMarker)
 
 
 class Channel:
@@ -75,12 +84,19 @@ class Channel:
         if gate is not None and not self._paused:
             gate._notify(self._index)
 
-    def put_control_first(self, event: ChannelItem) -> None:
-        """Put a control event ahead of everything queued (an unaligned barrier)."""
-        self._items.appendleft(event)
+    def put_priority(self, event: ChannelItem) -> list[Batch]:
+        """Let ``event`` (an unaligned barrier) overtake the queued data, but no checkpoint
+        event queued before it. Returns the batches it overtook, oldest first."""
+        items = self._items
+        at = len(items)
+        while at and type(items[at - 1]) not in _CHECKPOINT_EVENTS:
+            at -= 1
+        overtaken = [item for i, item in enumerate(items) if i >= at and type(item) is tuple]
+        items.insert(at, event)
         self._size += 1
         if self._gate is not None and not self._paused:
             self._gate._notify(self._index)
+        return overtaken
 
     def put_before_end(self, event: ChannelItem) -> bool:
         """Insert a control event just before a queued end of input (the writer finished).
