@@ -104,6 +104,7 @@ class TaskCheckpointer:
         """Mail for a source task: snapshot, forward the barrier, acknowledge."""
         if self.task.finished:
             return
+        await self.task.prepare_snapshot(barrier.checkpoint_id)
         ops = self.snapshot_operators(barrier.checkpoint_id)
         unaligned = barrier.alignment.value == "unaligned" and not barrier.is_savepoint
         out = await self._forward(barrier, unaligned)
@@ -146,6 +147,7 @@ class TaskCheckpointer:
                 task.gate.resume_all()
             elif kind is SnapshotState:
                 cid = action.barrier.checkpoint_id
+                await task.prepare_snapshot(cid)
                 ops = self.snapshot_operators(cid)
                 out = await self._forward(action.barrier, action.unaligned)
                 self._pending[cid] = {"ops": ops, "in": {}, "out": out}

@@ -148,12 +148,16 @@ class StreamOperator(BatchTarget):
         await self.output.emit_watermark_status(status)
 
     # -- checkpoints -------------------------------------------------------
+    async def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        """Before the snapshot of ``checkpoint_id`` (Flink's name): flush what must be durable first."""
+
     def snapshot_state(self, checkpoint_id: int) -> Any | None:
         """Plain data for the checkpoint (encoded by the state codec), or None."""
         return None
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        pass
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> Awaitable[None] | None:
+        """Checkpoint ``checkpoint_id`` completed (sinks commit). May be ``async def``: it is awaited."""
+        return None
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         pass

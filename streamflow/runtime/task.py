@@ -86,10 +86,20 @@ class Task:
         states = {op.uid: op.snapshot_state(checkpoint_id) for op in self.operators}
         return {uid: state for uid, state in states.items() if state is not None}
 
+    async def prepare_snapshot(self, checkpoint_id: int) -> None:
+        """Every operator's ``prepare_snapshot_pre_barrier``, head first (sinks flush here)."""
+        for op in self.operators:
+            try:
+                await op.prepare_snapshot_pre_barrier(checkpoint_id)
+            except Exception as exc:
+                raise op.failure(exc) from None
+
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         for op in self.operators:
             try:
-                op.notify_checkpoint_complete(checkpoint_id)
+                result = op.notify_checkpoint_complete(checkpoint_id)
+                if result is not None:
+                    await result
             except Exception as exc:
                 raise op.failure(exc) from None
 

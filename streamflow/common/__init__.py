@@ -1,0 +1,1 @@
+"""PyFlink's ``pyflink.common`` mirror: thin re-exports of streamflow's implementations."""

@@ -1,0 +1,221 @@
+"""Kafka names shared by the source, the sink and replay: partitions, offsets initializers,
+record deserialization with dead letters, delivery guarantees, client configuration."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .files import DeadLetter
+from .serialization import DeserializationSchema, as_deserializer
+
+__all__ = [
+    "DeliveryGuarantee",
+    "KafkaDeadLetter",
+    "KafkaOffsetResetStrategy",
+    "KafkaOffsetsInitializer",
+    "KafkaRecordDeserializationSchema",
+    "KafkaTopicPartition",
+]
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryGuarantee(enum.Enum):
+    """PyFlink's ``pyflink.datastream.connectors.base.DeliveryGuarantee``."""
+
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+    NONE = "none"
+
+
+@dataclass(frozen=True, order=True)
+class KafkaTopicPartition:
+    """PyFlink's ``KafkaTopicPartition(topic, partition)``."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class KafkaDeadLetter(DeadLetter):
+    """A Kafka record that could not be deserialized (``raw`` is its value, ``key`` its key)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None = None
+
+
+class KafkaOffsetResetStrategy(enum.Enum):
+    """Where to start when no committed or given offset exists (PyFlink's name)."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+    NONE = "none"
+
+
+class KafkaOffsetsInitializer:
+    """Starting or stopping offsets (PyFlink's ``KafkaOffsetsInitializer`` factories)."""
+
+    def __init__(self, kind: str, *, timestamp: int | None = None,
+                 offsets: Mapping[KafkaTopicPartition, int] | None = None,
+                 reset: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.EARLIEST) -> None:
+        self.kind = kind
+        self.timestamp_ms = timestamp
+        self.given = dict(offsets or {})
+        self.reset = reset
+
+    @staticmethod
+    def earliest() -> KafkaOffsetsInitializer:
+        return KafkaOffsetsInitializer("earliest")
+
+    @staticmethod
+    def latest() -> KafkaOffsetsInitializer:
+        return KafkaOffsetsInitializer("latest")
+
+    @staticmethod
+    def committed_offsets(
+        offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.NONE,
+    ) -> KafkaOffsetsInitializer:
+        return KafkaOffsetsInitializer("committed", reset=offset_reset_strategy)
+
+    @staticmethod
+    def timestamp(timestamp: int) -> KafkaOffsetsInitializer:
+        """The first offset whose record timestamp is >= ``timestamp`` (ms); the end if none."""
+        return KafkaOffsetsInitializer("timestamp", timestamp=int(timestamp))
+
+    @staticmethod
+    def offsets(
+        offsets: Mapping[KafkaTopicPartition, int],
+        offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.EARLIEST,
+    ) -> KafkaOffsetsInitializer:
+        """Given offsets; partitions not named start by ``offset_reset_strategy``."""
+        return KafkaOffsetsInitializer("offsets", offsets=offsets, reset=offset_reset_strategy)
+
+    def needs_group(self) -> bool:
+        return self.kind == "committed"
+
+    def __repr__(self) -> str:
+        return f"KafkaOffsetsInitializer.{self.kind}()"
+
+    async def resolve(self, consumer: Any, tps: Sequence[Any], group_id: str | None) -> dict[Any, int]:
+        """Offsets for aiokafka ``TopicPartition`` objects, asking the broker as needed."""
+        if not tps:
+            return {}
+        if self.kind == "earliest":
+            return dict(await consumer.beginning_offsets(list(tps)))
+        if self.kind == "latest":
+            return dict(await consumer.end_offsets(list(tps)))
+        if self.kind == "timestamp":
+            found = await consumer.offsets_for_times({tp: self.timestamp_ms for tp in tps})
+            ends = await consumer.end_offsets(list(tps))
+            return {tp: (found[tp].offset if found.get(tp) is not None else ends[tp]) for tp in tps}
+        out: dict[Any, int] = {}
+        missing = []
+        for tp in tps:
+            off: int | None
+            if self.kind == "committed":
+                off = await consumer.committed(tp)
+            else:
+                off = self.given.get(KafkaTopicPartition(tp.topic, tp.partition))
+            if off is None or off < 0:
+                missing.append(tp)
+            else:
+                out[tp] = int(off)
+        if missing:
+            if self.reset is KafkaOffsetResetStrategy.NONE:
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+                raise ValueError(f"kafka source: no {self.kind} offset for {names} (group {group_id!r}) "
+                                 "and the reset strategy is NONE")
+            fallback = (consumer.beginning_offsets if self.reset is KafkaOffsetResetStrategy.EARLIEST
+                        else consumer.end_offsets)
+            out.update(await fallback(missing))
+        return out
+
+
+class KafkaRecordDeserializationSchema:
+    """How a Kafka record becomes an element: its value only, or a function of the whole record.
+
+    ``of(fn)``: ``fn`` gets aiokafka's ``ConsumerRecord`` (``key``, ``value``, ``headers``,
+    ``topic``, ``partition``, ``offset``, ``timestamp``) and returns the element.
+    """
+
+    def __init__(self, value_schema: DeserializationSchema | None,
+                 record_fn: Callable[[Any], Any] | None, name: str) -> None:
+        self.value_schema = value_schema
+        self.record_fn = record_fn
+        self.name = name
+
+    @staticmethod
+    def value_only(
+        schema: DeserializationSchema | Callable[[bytes], Any],
+    ) -> KafkaRecordDeserializationSchema:
+        s = as_deserializer(schema)
+        return KafkaRecordDeserializationSchema(s, None, type(s).__name__)
+
+    @staticmethod
+    def of(fn: Callable[[Any], Any]) -> KafkaRecordDeserializationSchema:
+        return KafkaRecordDeserializationSchema(None, fn, getattr(fn, "__name__", "record deserializer"))
+
+    def deserialize_batch(self, msgs: Sequence[Any]) -> tuple[list, Sequence[Any], list[KafkaDeadLetter]]:
+        """(elements, the records they came from, dead letters); one comprehension when all succeed."""
+        try:
+            if self.value_schema is not None:
+                return self.value_schema.deserialize_batch([m.value for m in msgs]), msgs, []
+            fn = self.record_fn
+            assert fn is not None
+            return [fn(m) for m in msgs], msgs, []
+        except Exception:
+            pass
+        one: Callable[[Any], Any] = (
+            (lambda m: self.value_schema.deserialize(m.value)) if self.value_schema is not None  # type: ignore[union-attr]
+            else self.record_fn  # type: ignore[assignment]
+        )
+        out: list[Any] = []
+        kept: list[Any] = []
+        letters: list[KafkaDeadLetter] = []
+        for m in msgs:
+            try:
+                out.append(one(m))
+                kept.append(m)
+            except Exception as exc:
+                letters.append(KafkaDeadLetter(
+                    source=f"kafka {m.topic}", location=f"{m.topic}-{m.partition}@{m.offset}",
+                    raw=m.value if m.value is not None else b"", error=f"{type(exc).__name__}: {exc}",
+                    topic=m.topic, partition=m.partition, offset=m.offset, key=m.key,
+                ))
+        return out, kept, letters
+
+
+# Kafka client property names (Flink passes them through) mapped to aiokafka keyword arguments.
+_CONSUMER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "isolation.level": ("isolation_level", str),
+    "client.id": ("client_id", str),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "security.protocol": ("security_protocol", str),
+    "sasl.mechanism": ("sasl_mechanism", str),
+}
+
+
+def consumer_config(bootstrap: str, group_id: str | None, props: Mapping[str, str],
+                    client_id: str) -> dict[str, Any]:
+    kw: dict[str, Any] = {
+        "bootstrap_servers": bootstrap, "group_id": group_id, "enable_auto_commit": False,
+        "auto_offset_reset": "earliest", "client_id": client_id,
+        "max_partition_fetch_bytes": 4 << 20, "fetch_max_wait_ms": 100,
+    }
+    for key, value in props.items():
+        if key not in _CONSUMER_PROPS:
+            raise ValueError(f"kafka source: unsupported property {key!r} (supported: "
+                             f"{', '.join(sorted(_CONSUMER_PROPS))}, partition.discovery.interval.ms)")
+        name, conv = _CONSUMER_PROPS[key]
+        kw[name] = conv(value)
+    return kw

@@ -1,0 +1,449 @@
+"""KafkaSink with PyFlink's names: delivery guarantee NONE, AT_LEAST_ONCE or EXACTLY_ONCE.
+
+Theory of operation
+-------------------
+Per batch the operator serializes every record (one comprehension per
+schema), picks partitions (the user's partitioner, else Kafka's murmur2 of the
+key, else one partition per batch for keyless records: Kafka's sticky
+partitioner), groups the records per topic partition and appends each group to
+aiokafka ``BatchBuilder`` objects handed to ``send_batch`` (no per-record
+``await``). Delivery results are futures checked at every flush; a failure
+fails the task.
+
+* ``NONE``: fire and forget (failures are still logged and fail the task when seen).
+* ``AT_LEAST_ONCE``: ``prepare_snapshot_pre_barrier`` flushes, so every record
+  before barrier n is acknowledged before the sink acknowledges n.
+* ``EXACTLY_ONCE``: two-phase commit on producer transactions, tied to
+  checkpoints; the bookkeeping and the recovery method are in
+  :mod:`.kafka_txn` (read its docstring). Barrier n: flush (pre-commit), the
+  epoch's records go into the state; ``notify_checkpoint_complete(n)``: marker,
+  ``commit_transaction``, ``begin_transaction``. Transactional id
+  ``{prefix}-{uid}-{subtask}``: a restarted job fences its zombie and aborts its
+  open transaction on ``init_transactions``. A broker connection closed (broken
+  or timed out) during a transaction fails the task: the test broker loses a
+  transaction across its restart while later sends and the commit report
+  success, and Apache Kafka aborts it; the failover's recovery re-sends it.
+* Crash-test points (``testing.faults``): ``commit`` (marker sent, commit not
+  yet), ``committed`` (committed, next transaction not begun).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..runtime.operator import StreamOperator
+from ..testing import faults
+from .base import Sink
+from .kafka_common import DeliveryGuarantee
+from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
+from .serialization import SerializationSchema, as_serializer
+
+__all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkOperator"]
+
+log = logging.getLogger(__name__)
+
+Partitioner = Callable[[Any, bytes | None, bytes | None, str, list[int]], int]
+
+
+class KafkaRecordSerializationSchema:
+    """Topic (or a selector), value and key schemas, partitioner, headers (PyFlink's builder)."""
+
+    def __init__(
+        self,
+        topic: str | None = None,
+        value_serialization_schema: SerializationSchema | Callable[[Any], bytes] | None = None,
+        *,
+        topic_selector: Callable[[Any], str] | None = None,
+        key_serialization_schema: SerializationSchema | Callable[[Any], bytes] | None = None,
+        partitioner: Partitioner | None = None,
+        header_provider: Callable[[Any], list[tuple[str, bytes]]] | None = None,
+    ) -> None:
+        if (topic is None) == (topic_selector is None):
+            raise ValueError("KafkaRecordSerializationSchema: set one of set_topic and set_topic_selector")
+        if value_serialization_schema is None:
+            raise ValueError("KafkaRecordSerializationSchema: set_value_serialization_schema() is required")
+        self.topic = topic
+        self.topic_selector = topic_selector
+        self.value_schema = as_serializer(value_serialization_schema)
+        self.key_schema = as_serializer(key_serialization_schema) if key_serialization_schema else None
+        self.partitioner = partitioner
+        self.header_provider = header_provider
+
+    @staticmethod
+    def builder() -> KafkaRecordSerializationSchemaBuilder:
+        return KafkaRecordSerializationSchemaBuilder()
+
+
+class KafkaRecordSerializationSchemaBuilder:
+    def __init__(self) -> None:
+        self._kw: dict[str, Any] = {}
+
+    def set_topic(self, topic: str) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["topic"] = topic
+        return self
+
+    def set_topic_selector(self, selector: Callable[[Any], str]) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["topic_selector"] = selector
+        return self
+
+    def set_value_serialization_schema(self, schema: Any) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["value_serialization_schema"] = schema
+        return self
+
+    def set_key_serialization_schema(self, schema: Any) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["key_serialization_schema"] = schema
+        return self
+
+    def set_partitioner(self, partitioner: Partitioner) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["partitioner"] = partitioner
+        return self
+
+    def set_header_provider(
+        self, fn: Callable[[Any], list[tuple[str, bytes]]]
+    ) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["header_provider"] = fn
+        return self
+
+    def build(self) -> KafkaRecordSerializationSchema:
+        return KafkaRecordSerializationSchema(**self._kw)
+
+
+class KafkaSink(Sink):
+    """Build with ``KafkaSink.builder()``; see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        record_serializer: KafkaRecordSerializationSchema,
+        delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.NONE,
+        transactional_id_prefix: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> None:
+        if delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE and not transactional_id_prefix:
+            raise ValueError("KafkaSink: EXACTLY_ONCE needs set_transactional_id_prefix()")
+        self.bootstrap_servers = bootstrap_servers
+        self.record_serializer = record_serializer
+        self.delivery_guarantee = delivery_guarantee
+        self.transactional_id_prefix = transactional_id_prefix
+        self.properties = dict(properties or {})
+
+    @staticmethod
+    def builder() -> KafkaSinkBuilder:
+        return KafkaSinkBuilder()
+
+    def create_operator(self, name: str) -> StreamOperator:
+        return KafkaSinkOperator(name, self)
+
+
+class KafkaSinkBuilder:
+    def __init__(self) -> None:
+        self._bootstrap = ""
+        self._serializer: KafkaRecordSerializationSchema | None = None
+        self._guarantee = DeliveryGuarantee.NONE
+        self._prefix: str | None = None
+        self._props: dict[str, str] = {}
+
+    def set_bootstrap_servers(self, bootstrap_servers: str) -> KafkaSinkBuilder:
+        self._bootstrap = bootstrap_servers
+        return self
+
+    def set_record_serializer(self, serializer: KafkaRecordSerializationSchema) -> KafkaSinkBuilder:
+        self._serializer = serializer
+        return self
+
+    def set_delivery_guarantee(self, guarantee: DeliveryGuarantee) -> KafkaSinkBuilder:
+        self._guarantee = guarantee
+        return self
+
+    def set_transactional_id_prefix(self, prefix: str) -> KafkaSinkBuilder:
+        self._prefix = prefix
+        return self
+
+    def set_property(self, key: str, value: str) -> KafkaSinkBuilder:
+        self._props[key] = value
+        return self
+
+    def build(self) -> KafkaSink:
+        if not self._bootstrap:
+            raise ValueError("KafkaSink: set_bootstrap_servers() is required")
+        if self._serializer is None:
+            raise ValueError("KafkaSink: set_record_serializer() is required")
+        return KafkaSink(self._bootstrap, self._serializer, self._guarantee, self._prefix, self._props)
+
+
+class BrokerConnectionLost(ConnectionError):
+    """A producer connection broke during a transaction: the transaction cannot be trusted."""
+
+
+class KafkaSinkOperator(StreamOperator):
+    """One subtask of a :class:`KafkaSink` (see the module docstring)."""
+
+    def __init__(self, name: str, sink: KafkaSink) -> None:
+        super().__init__(name)
+        self.sink = sink
+        self.eos = sink.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+        self.book = TransactionBook(uuid.uuid4().hex[:12])
+        self.producer: Any = None
+        self._restored: dict[str, Any] | None = None
+        self._partitions: dict[str, list[int]] = {}
+        self._futures: list[asyncio.Future[Any]] = []
+        self._broken: BaseException | None = None
+        self.marker_topic: str | None = None
+        self.records_out = 0
+
+    @property
+    def transactional_id(self) -> str:
+        uid = re.sub(r"[^A-Za-z0-9._-]", "_", self.uid)
+        return f"{self.sink.transactional_id_prefix}-{uid}-{self.ctx.subtask_index}"
+
+    @property
+    def marker_group(self) -> str:
+        return f"{self.transactional_id}.commits"
+
+    # -- lifecycle -----------------------------------------------------------
+    def initialize_state(self, restored: Any | None) -> None:
+        restored = getattr(restored, "own", restored)
+        self._restored = dict(restored) if restored else None
+        if self._restored:
+            self.marker_topic = self._restored.get("marker_topic")
+
+    async def open(self) -> None:
+        await super().open()
+        from aiokafka import AIOKafkaProducer
+
+        kw: dict[str, Any] = {"bootstrap_servers": self.sink.bootstrap_servers, "linger_ms": 5,
+                              "max_batch_size": 1 << 20,
+                              "acks": 0 if self.sink.delivery_guarantee is DeliveryGuarantee.NONE else "all"}
+        if self.eos:
+            kw.update(transactional_id=self.transactional_id, enable_idempotence=True)
+        self.producer = AIOKafkaProducer(**kw)
+        await self.producer.start()  # EOS: InitProducerId fences the old producer, aborts its open txn
+        self._watch_connections()
+        if self.eos:
+            await self._recover()
+            await self.producer.begin_transaction()
+            self._broken = None
+
+    async def close(self) -> None:
+        try:
+            await super().close()
+        finally:
+            producer, self.producer = self.producer, None
+            if producer is not None:
+                try:
+                    await producer.stop()
+                except Exception as exc:  # closing only: an open transaction is aborted on restart
+                    log.warning("kafka sink %s: stopping the producer failed: %r", self.name, exc)
+
+    async def finish(self) -> None:
+        await self._flush()
+        if self.eos and not self.ctx.checkpointing:
+            self.book.on_barrier(1)
+            await self._commit(1)
+
+    # -- data ----------------------------------------------------------------
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if not records:
+            return
+        if self._broken is not None:
+            raise self._broken
+        for group in await self._group(records, timestamps):
+            if self.eos:
+                if self.book.on_records(group):
+                    await self._send(group)
+            else:
+                await self._send(group)
+        if len(self._futures) > 4096:
+            self._reap()
+
+    async def _partitions_of(self, topic: str) -> list[int]:
+        parts = self._partitions.get(topic)
+        if parts is None:
+            parts = self._partitions[topic] = sorted(await self.producer.partitions_for(topic))
+        return parts
+
+    async def _group(self, records: list, timestamps: list[int] | None) -> list[Group]:
+        """Serialize a batch and split it into one group per topic partition."""
+        from aiokafka.partitioner import murmur2
+
+        schema = self.sink.record_serializer
+        try:
+            values = schema.value_schema.serialize_batch(records)
+            keys = schema.key_schema.serialize_batch(records) if schema.key_schema is not None else None
+            topics = [schema.topic_selector(r) for r in records] if schema.topic_selector else None
+            headers = [schema.header_provider(r) for r in records] if schema.header_provider else None
+        except Exception as exc:
+            raise self.failure(exc) from None
+        if topics is None and keys is None and schema.partitioner is None:
+            topic = schema.topic
+            assert topic is not None
+            parts = await self._partitions_of(topic)
+            self.marker_topic = self.marker_topic or topic
+            return [Group(topic, random.choice(parts), values, None, timestamps, headers)]
+        n = len(records)
+        topic_list: list[str] = topics if topics is not None else [schema.topic or ""] * n
+        for t in set(topic_list):
+            await self._partitions_of(t)
+        self.marker_topic = self.marker_topic or topic_list[0]
+        sticky = {t: random.choice(self._partitions[t]) for t in set(topic_list)}
+        out: dict[tuple[str, int], Group] = {}
+        for i in range(n):
+            topic = topic_list[i]
+            parts = self._partitions[topic]
+            key = keys[i] if keys is not None else None
+            if schema.partitioner is not None:
+                p = schema.partitioner(records[i], key, values[i], topic, parts)
+            elif key is not None:
+                p = parts[(murmur2(key) & 0x7FFFFFFF) % len(parts)]
+            else:
+                p = sticky[topic]
+            g = out.get((topic, p))
+            if g is None:
+                g = out[(topic, p)] = Group(topic, p, [], [] if keys is not None else None,
+                                            [] if timestamps is not None else None,
+                                            [] if headers is not None else None)
+            g.values.append(values[i])
+            if g.keys is not None:
+                g.keys.append(key)
+            if g.timestamps is not None:
+                g.timestamps.append(timestamps[i])  # type: ignore[index]
+            if g.headers is not None:
+                g.headers.append(headers[i])  # type: ignore[index]
+        return list(out.values())
+
+    async def _send(self, group: Group) -> None:
+        producer = self.producer
+        keys, ts, hdrs = group.keys, group.timestamps, group.headers
+        batch = producer.create_batch()
+        for i, value in enumerate(group.values):
+            key = keys[i] if keys is not None else None
+            if batch.append(key=key, value=value, timestamp=ts[i] if ts is not None else None,
+                            headers=hdrs[i] if hdrs is not None else None) is None:
+                self._futures.append(await producer.send_batch(batch, group.topic, partition=group.partition))
+                batch = producer.create_batch()
+                batch.append(key=key, value=value, timestamp=ts[i] if ts is not None else None,
+                             headers=hdrs[i] if hdrs is not None else None)
+        self._futures.append(await producer.send_batch(batch, group.topic, partition=group.partition))
+        self.records_out += len(group)
+
+    def _reap(self) -> None:
+        """Drop delivered futures; raise the first delivery failure."""
+        pending = []
+        for fut in self._futures:
+            if not fut.done():
+                pending.append(fut)
+            elif fut.exception() is not None:
+                raise self.failure(fut.exception())  # type: ignore[arg-type]
+        self._futures = pending
+
+    async def _flush(self) -> None:
+        if self.producer is None:
+            return
+        if self._futures:
+            await asyncio.gather(*self._futures, return_exceptions=True)
+        self._reap()
+        if self._broken is not None:
+            raise self._broken
+
+    # -- checkpoints ---------------------------------------------------------
+    async def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        if self.sink.delivery_guarantee is not DeliveryGuarantee.NONE:
+            await self._flush()
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        if not self.eos:
+            return None
+        self.book.on_barrier(checkpoint_id)
+        return {"marker_topic": self.marker_topic, "pending": self.book.snapshot()}
+
+    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.eos:
+            await self._commit(checkpoint_id)
+
+    async def _commit(self, checkpoint_id: int) -> None:
+        plan = self.book.on_complete(checkpoint_id)
+        if plan is None:
+            return
+        if self._broken is not None:
+            raise self._broken
+        for group in plan.send_first:
+            await self._send(group)
+        await self._mark(plan.marker_checkpoint, plan.marker_token)
+        if faults.ARMED:
+            faults.point("commit", checkpoint_id)
+        await self.producer.commit_transaction()
+        self._reap()
+        if self._broken is not None:  # the commit may have been lost with the connection
+            raise self._broken
+        if faults.ARMED:
+            faults.point("committed", checkpoint_id)
+        await self.producer.begin_transaction()
+        for group in plan.send_after:
+            await self._send(group)
+
+    async def _mark(self, checkpoint_id: int, token: str) -> None:
+        from aiokafka import TopicPartition
+        from aiokafka.structs import OffsetAndMetadata
+
+        assert self.marker_topic is not None
+        await self.producer.send_offsets_to_transaction(
+            {TopicPartition(self.marker_topic, 0): OffsetAndMetadata(checkpoint_id, token)}, self.marker_group
+        )
+
+    async def _recover(self) -> None:
+        """Re-send the restored epochs whose transaction did not commit (see kafka_txn)."""
+        pending = (self._restored or {}).get("pending") or []
+        if not pending:
+            return
+        from aiokafka import TopicPartition
+        from aiokafka.admin import AIOKafkaAdminClient
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.sink.bootstrap_servers)
+        await admin.start()
+        try:
+            offsets = await admin.list_consumer_group_offsets(self.marker_group)
+        finally:
+            await admin.close()
+        meta = offsets.get(TopicPartition(self.marker_topic, 0)) if self.marker_topic else None
+        committed = meta.metadata if meta is not None else None
+        todo, token = recovery_plan([list(p) for p in pending], committed)
+        log.info("kafka sink %s: restored %d uncommitted epoch(s) %s; marker says %r; re-sending %d",
+                 self.transactional_id, len(pending), [p[0] for p in pending], committed, len(todo))
+        if not todo:
+            return
+        await self.producer.begin_transaction()
+        for _cid, _token, blob in todo:
+            for group in unpack_groups(blob):
+                await self._send(group)
+        await self._mark(int(todo[-1][0]), str(token))
+        await self.producer.commit_transaction()
+        self._reap()
+        if self._broken is not None:
+            raise self._broken
+        log.info("kafka sink %s: re-sent and committed epochs %s", self.transactional_id,
+                 [e[0] for e in todo])
+
+    def _watch_connections(self) -> None:
+        """Fail the task when a producer connection breaks (see the module docstring)."""
+        from aiokafka.conn import CloseReason
+
+        client = self.producer.client
+        original = client._on_connection_closed
+        lost = (CloseReason.CONNECTION_BROKEN, CloseReason.CONNECTION_TIMEOUT)
+
+        def on_closed(conn: Any, reason: Any) -> None:
+            original(conn, reason)
+            if reason in lost and self._broken is None:
+                log.warning("kafka sink %s: broker connection %s:%s lost (%s); failing the task",
+                            self.name, conn.host, conn.port, reason)
+                self._broken = BrokerConnectionLost(
+                    f"kafka sink {self.name!r}: connection to {conn.host}:{conn.port} lost ({reason.name})"
+                )
+
+        client._on_connection_closed = on_closed

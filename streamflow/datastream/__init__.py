@@ -1,0 +1,1 @@
+"""PyFlink's ``pyflink.datastream`` mirror: thin re-exports of streamflow's implementations."""

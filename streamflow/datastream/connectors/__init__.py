@@ -1,0 +1,1 @@
+"""PyFlink's ``pyflink.datastream.connectors`` mirror."""

@@ -1,0 +1,25 @@
+"""PyFlink's ``pyflink.datastream.connectors.kafka``: re-exports of ``streamflow.connectors.kafka_*``."""
+
+from ...connectors.kafka_common import KafkaDeadLetter as KafkaDeadLetter
+from ...connectors.kafka_common import KafkaOffsetResetStrategy as KafkaOffsetResetStrategy
+from ...connectors.kafka_common import KafkaOffsetsInitializer as KafkaOffsetsInitializer
+from ...connectors.kafka_common import KafkaRecordDeserializationSchema as KafkaRecordDeserializationSchema
+from ...connectors.kafka_common import KafkaTopicPartition as KafkaTopicPartition
+from ...connectors.kafka_sink import KafkaRecordSerializationSchema as KafkaRecordSerializationSchema
+from ...connectors.kafka_sink import KafkaSink as KafkaSink
+from ...connectors.kafka_sink import KafkaSinkBuilder as KafkaSinkBuilder
+from ...connectors.kafka_source import KafkaSource as KafkaSource
+from ...connectors.kafka_source import KafkaSourceBuilder as KafkaSourceBuilder
+
+__all__ = [
+    "KafkaDeadLetter",
+    "KafkaOffsetResetStrategy",
+    "KafkaOffsetsInitializer",
+    "KafkaRecordDeserializationSchema",
+    "KafkaRecordSerializationSchema",
+    "KafkaSink",
+    "KafkaSinkBuilder",
+    "KafkaSource",
+    "KafkaSourceBuilder",
+    "KafkaTopicPartition",
+]

@@ -1,0 +1,78 @@
+"""Kafka source and sink end to end through the public API, on the session's test broker."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+
+import orjson
+
+import streamflow as sf
+from streamflow.common.serialization import JsonRowDeserializationSchema, SimpleStringSchema
+from streamflow.datastream.connectors.base import DeliveryGuarantee
+from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetsInitializer,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+    KafkaSource,
+)
+from streamflow.testing.kafka_broker import create_topic, open_transactions, produce, read_topic
+
+_ids = itertools.count()
+
+
+def topic_name(label: str) -> str:
+    return f"{label}-{next(_ids)}-{id(object())}"
+
+
+async def test_bounded_source_to_exactly_once_sink(kafka, tmp_path):
+    bs = kafka.bootstrap_servers
+    src, dst = topic_name("in"), topic_name("out")
+    await create_topic(bs, src, 2)
+    await create_topic(bs, dst, 2)
+    records = [orjson.dumps({"key": f"k{i % 7}", "value": i}) for i in range(300)]
+    await produce(bs, src, records, keys=[f"k{i % 7}".encode() for i in range(300)])
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    env.enable_checkpointing(50)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bs)
+        .set_topics(src)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .set_value_only_deserializer(JsonRowDeserializationSchema())
+        .build()
+    )
+    sink = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(bs)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic(dst)
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix(topic_name("tx"))
+        .build()
+    )
+    (
+        env.from_source(source, None, "kafka")
+        .uid("kafka-in")
+        .key_by(lambda d: d["key"])
+        .map(lambda d: f"{d['key']}:{d['value']}")
+        .sink_to(sink)
+        .uid("kafka-out")
+    )
+    await asyncio.wait_for(_run(env), 60)
+    out = [m.value.decode() for m in await read_topic(bs, dst)]
+    assert Counter(out) == Counter(f"k{i % 7}:{i}" for i in range(300))
+    assert await open_transactions(bs, dst) == {}
+
+
+async def _run(env):
+    client = await env.execute_async("kafka-e2e")
+    await client.get_job_execution_result()
