@@ -225,7 +225,7 @@ def test_metrics_count_records() -> None:
     result = e.execute("metrics")
     assert result.status is sf.JobStatus.FINISHED
     assert any(k.endswith("numRecordsOut") and v == 100 for k, v in result.metrics.items())
-    assert sum(v for k, v in result.metrics.items() if k.endswith("numRecordsIn")) == 200
+    assert sum(v for k, v in result.metrics.items() if k.endswith(").numRecordsIn")) == 200  # tasks
 
 
 def test_print_sink(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,6 +19,22 @@ if TYPE_CHECKING:
     from .datastream import DataStream
 
 
+_default_configuration: dict[str, Any] = {}
+
+
+def set_default_configuration(configuration: dict[str, Any]) -> None:
+    """Configuration every ``StreamExecutionEnvironment`` created from now on starts with
+    (Flink's keys, as in :meth:`StreamExecutionEnvironment.configure`). ``streamflow run``
+    sets it so an unchanged script picks up the command's settings; calls the script makes
+    on its environment afterwards still win."""
+    _default_configuration.clear()
+    _default_configuration.update(configuration)
+
+
+def get_default_configuration() -> dict[str, Any]:
+    return dict(_default_configuration)
+
+
 def to_millis(duration: int | float | datetime.timedelta, what: str) -> int:
     """Durations are milliseconds (int) or ``datetime.timedelta``."""
     if isinstance(duration, datetime.timedelta):
@@ -40,6 +56,8 @@ class StreamExecutionEnvironment:
         self.runtime = RuntimeConfig()
         self._auto_watermark_interval_ms = 200
         self._buffer_timeout_ms = 100
+        if _default_configuration:
+            self.configure(dict(_default_configuration))
 
     @staticmethod
     def get_execution_environment(**kw: Any) -> StreamExecutionEnvironment:
@@ -118,7 +136,10 @@ class StreamExecutionEnvironment:
     def configure(self, configuration: dict[str, Any]) -> StreamExecutionEnvironment:
         """Flink configuration keys: ``execution.savepoint.path``,
         ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
-        ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``."""
+        ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
+        ``execution.engine`` (``asyncio``), ``rest.port`` and ``rest.address`` (serve the job page,
+        REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
+        ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY)."""
         for key, value in configuration.items():
             if key == "execution.savepoint.path":
                 self.runtime.savepoint_path = None if value is None else str(value)
@@ -130,6 +151,19 @@ class StreamExecutionEnvironment:
                 self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
             elif key == "execution.checkpointing.unaligned":
                 self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
+            elif key == "parallelism.default":
+                self.set_parallelism(int(value))
+            elif key == "rest.port":
+                self.runtime.rest_port = None if value is None else int(value)
+            elif key in ("rest.address", "rest.bind-address"):
+                self.runtime.rest_address = str(value)
+            elif key == "streamflow.progress":
+                self.runtime.progress = None if value in (None, "auto") else _truthy(value)
+            elif key == "execution.engine" and not hasattr(self, "set_engine"):
+                if str(value) != "asyncio":
+                    raise ValueError(f"execution.engine {value!r} is not available (only 'asyncio')")
+            elif key == "execution.engine":
+                self.set_engine(str(value))  # type: ignore[attr-defined]  # once a Spark engine exists
             else:
                 raise ValueError(f"unknown configuration key {key!r}")
         return self

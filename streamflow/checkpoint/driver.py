@@ -97,6 +97,8 @@ class CheckpointDriver:
         self._request_of_checkpoint: dict[int, int] = {}
         self.completed: list[int] = []
         self.durations_ms: list[int] = []
+        self.stats = execution.checkpoint_stats  # history for the REST API and metrics
+        self._persisted_bytes = 0
 
     # -- reports from tasks (synchronous; handled by the driver loop) --------
     def _post(self, event: Callable[[], list[Any]]) -> None:
@@ -191,6 +193,10 @@ class CheckpointDriver:
         kind = type(action)
         if kind is TriggerCheckpoint:
             self.last_id = max(self.last_id, action.checkpoint_id)
+            self.stats.triggered(
+                action.checkpoint_id, action.kind is CheckpointType.SAVEPOINT,
+                sum(1 for t in self.tasks.values() if not t.finished),
+            )  # fmt: skip
             if action.request_id is not None:  # a manual checkpoint or savepoint: someone waits
                 self._request_of_checkpoint[action.checkpoint_id] = action.request_id
             barrier = CheckpointBarrier(
@@ -221,6 +227,7 @@ class CheckpointDriver:
         elif kind is NotifyComplete:
             self._notify(action.checkpoint_id, complete=True)
         elif kind is AbortCheckpoint:
+            self.stats.failed(action.checkpoint_id, f"{action.reason.value}: {action.detail}".rstrip(": "))
             self._notify(action.checkpoint_id, complete=False)
             rid = self._request_of_checkpoint.pop(action.checkpoint_id, None)
             fut = self._requests.pop(rid, None) if rid is not None else None
@@ -239,6 +246,7 @@ class CheckpointDriver:
         finished = set(self._final_states) - set(states)
         for task_id in finished:
             states[task_id] = self._final_states[task_id]
+        started = self.clock.monotonic()
         try:
             path = await self._persist(cid, states, action.target)
         except Exception as exc:
@@ -253,6 +261,12 @@ class CheckpointDriver:
         if fut is not None and not fut.done():
             fut.set_result(path)
         self.completed.append(cid)
+        self.stats.completed(
+            cid, path=path, state_size=self._persisted_bytes,
+            async_ms=round((self.clock.monotonic() - started) * 1000),
+            tasks={t: _timings(s) for t, s in action.states.items()},  # type: ignore[arg-type]
+            is_savepoint=action.kind is CheckpointType.SAVEPOINT,
+        )  # fmt: skip
         for a in self.coordinator.confirm_completed(cid):
             await self._carry_out(a)
         stats = self.coordinator.stats
@@ -267,14 +281,24 @@ class CheckpointDriver:
             for i, task_id in enumerate(sorted(states))
         }
         job = self.execution.job_name
+        self._persisted_bytes = sum(len(e) for e in entries.values())
+        timings = {t: _timings(s) for t, s in states.items()}
+        stats = {
+            "duration_ms": self.stats.elapsed_ms(cid),  # trigger to the last acknowledgement
+            "alignment_ms_max": max((t.get("alignment_ms", 0) for t in timings.values()), default=0),
+            "sync_ms_max": max((t.get("sync_ms", 0) for t in timings.values()), default=0),
+            "tasks": timings,
+        }
         if target is not None:
             storage = self.storage or FileSystemCheckpointStorage(Path(target).parent)
-            path = await asyncio.to_thread(storage.write_checkpoint, cid, job, entries, savepoint_path=target)
+            path = await asyncio.to_thread(
+                storage.write_checkpoint, cid, job, entries, savepoint_path=target, stats=stats
+            )
             return str(path)
         if self.storage is None:
             self.latest_in_memory = (cid, entries)
             return f"memory:chk-{cid}"
-        path = await asyncio.to_thread(self.storage.write_checkpoint, cid, job, entries)
+        path = await asyncio.to_thread(self.storage.write_checkpoint, cid, job, entries, stats=stats)
         return str(path)
 
     def _notify(self, checkpoint_id: int, complete: bool) -> None:
@@ -295,8 +319,13 @@ class CheckpointDriver:
         """Every task finished: complete one last checkpoint holding all final states."""
         cid = self.last_id + 1
         self.last_id = cid
-        await self._persist(cid, dict(self._final_states), None)
+        started = self.clock.monotonic()
+        path = await self._persist(cid, dict(self._final_states), None)
         self.completed.append(cid)
+        self.stats.completed(
+            cid, path=path, state_size=self._persisted_bytes,
+            async_ms=round((self.clock.monotonic() - started) * 1000), tasks={},
+        )  # fmt: skip
         for task_id, task in self.tasks.items():
             if task_id not in self._released:  # released tasks have closed their operators
                 await task.notify_checkpoint_complete(cid)
@@ -304,6 +333,11 @@ class CheckpointDriver:
             if not released.done():
                 released.set_result(None)
         self._waiting_final.clear()
+
+
+def _timings(state: dict[str, Any]) -> dict[str, int]:
+    """A task's checkpoint timings, carried next to its state in the acknowledgement."""
+    return {k: int(state[k]) for k in ("alignment_ms", "sync_ms") if k in state}
 
 
 async def _release(fut: asyncio.Future[None]) -> None:

@@ -60,6 +60,7 @@ class TaskCheckpointer:
         self.handler: BarrierHandler | BarrierTracker | None = None
         self.persisting: dict[int, list] = {}  # channel -> batches recorded for the pending checkpoint
         self._pending: dict[int, dict[str, Any]] = {}
+        self.last_sync_ms = 0  # the last synchronous snapshot's duration (a metric)
 
     def attach_handler(self, num_channels: int) -> None:
         cfg = self.driver.config
@@ -85,7 +86,10 @@ class TaskCheckpointer:
     # -- snapshots -----------------------------------------------------------
     def snapshot_operators(self, checkpoint_id: int) -> bytes:
         """Every chained operator's state (and the source position) by uid, encoded now."""
-        return self.driver.encode(self.task.snapshot_operators(checkpoint_id))
+        started = self.task.clock.monotonic()
+        encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id))
+        self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
+        return encoded
 
     async def _forward(self, barrier: CheckpointBarrier, unaligned: bool) -> dict[int, dict[int, list]]:
         out: dict[int, dict[int, list]] = {}
@@ -110,7 +114,11 @@ class TaskCheckpointer:
         out = await self._forward(barrier, unaligned)
         if faults.ARMED:
             faults.point("snapshot", barrier.checkpoint_id)
-        self.driver.acknowledge(barrier.checkpoint_id, self.task_id, {"ops": ops, "in": {}, "out": out})
+        self.driver.acknowledge(
+            barrier.checkpoint_id,
+            self.task_id,
+            {"ops": ops, "in": {}, "out": out, "sync_ms": self.last_sync_ms, "alignment_ms": 0},
+        )
 
     # -- input tasks ---------------------------------------------------------
     async def on_event(self, channel: int, event: Any) -> None:
@@ -150,7 +158,10 @@ class TaskCheckpointer:
                 await task.prepare_snapshot(cid)
                 ops = self.snapshot_operators(cid)
                 out = await self._forward(action.barrier, action.unaligned)
-                self._pending[cid] = {"ops": ops, "in": {}, "out": out}
+                self._pending[cid] = {
+                    "ops": ops, "in": {}, "out": out,
+                    "sync_ms": self.last_sync_ms,
+                }  # fmt: skip
                 if faults.ARMED:
                     faults.point("snapshot", cid)
             elif kind is PersistInput:
@@ -163,6 +174,7 @@ class TaskCheckpointer:
                 self.persisting = {}
                 state = self._pending.pop(action.checkpoint_id, None)
                 if state is not None:
+                    state["alignment_ms"] = self.last_alignment_ms
                     self.driver.acknowledge(action.checkpoint_id, self.task_id, state)
             elif kind is AbortCheckpoint:
                 self.persisting = {}

@@ -53,7 +53,9 @@ class Channel:
         "_paused",
         "_size",
         "_writer_waiter",
+        "blocked_s",
         "name",
+        "records_in",
         "writer",
     )
 
@@ -69,15 +71,27 @@ class Channel:
         self._index = 0
         self.name = name
         self.writer: Any = None  # the task writing into this channel
+        self.records_in = 0  # records written (a metric)
+        self.blocked_s = 0.0  # loop time the writer waited for room: its backpressured time
 
     # -- writer side -------------------------------------------------------
     async def put(self, item: ChannelItem) -> None:
         """Append a batch or a control event, waiting while the channel is full."""
-        n = len(item[0]) if type(item) is tuple else 1
-        while self._size and self._size + n > self._capacity:
-            fut = asyncio.get_running_loop().create_future()
-            self._writer_waiter = fut
-            await fut
+        if type(item) is tuple:
+            n = len(item[0])
+            self.records_in += n
+        else:
+            n = 1
+        if self._size and self._size + n > self._capacity:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            try:
+                while self._size and self._size + n > self._capacity:
+                    fut = loop.create_future()
+                    self._writer_waiter = fut
+                    await fut
+            finally:
+                self.blocked_s += loop.time() - started
         self._items.append(item)
         self._size += n
         gate = self._gate

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +28,13 @@ from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, 
 from ..state.key_groups import key_group_range
 from ..state.keyed import KeyedStateBackend
 from .channel import Channel, InputGate
+from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
 from .events import CheckpointType
+from .job_metrics import JobMetricsReader
+from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
-from .operator import BatchTarget, Output, StreamOperator
+from .operator import BatchTarget, StreamOperator
 from .task import InputTask, SourceTask, Task
 from .writer import ChannelWriter
 
@@ -55,6 +59,9 @@ class RuntimeConfig:
     restart_strategy: RestartStrategy = field(default_factory=NoRestart)
     savepoint_path: str | None = None
     allow_non_restored_state: bool = False
+    rest_port: int | None = None  # rest.port: serve the job page, REST API and /metrics (0: any free port)
+    rest_address: str = "127.0.0.1"  # rest.address
+    progress: bool | None = None  # streamflow.progress: None = only on a terminal
 
 
 @dataclass
@@ -79,12 +86,14 @@ class Execution:
         clock: Clock,
         restore: RestoredCheckpoint | None = None,
         storage: FileSystemCheckpointStorage | None = None,
+        checkpoint_stats: CheckpointStatsTracker | None = None,
     ):
         self.job_name = job_name
         self.graph = graph
         self.config = config
         self.clock = clock
         self.restore = restore
+        self.checkpoint_stats = checkpoint_stats or CheckpointStatsTracker(clock)
         self.metrics: dict[str, object] = {}
         self.tasks: list[Task] = []
         # (node id, subtask) -> operator instance (sources have none)
@@ -147,7 +156,7 @@ class Execution:
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
         writers: list[ChannelWriter] = []
-        outputs: dict[int, Output] = {}
+        outputs: dict[int, MeteredOutput] = {}
         for node in reversed(nodes):  # consumers first, so their operators exist
             main: list[BatchTarget] = []
             side: dict[str, list[BatchTarget]] = {}
@@ -169,7 +178,7 @@ class Execution:
                     )
                     writers.append(target)
                 (main if edge.side_tag is None else side.setdefault(edge.side_tag, [])).append(target)
-            outputs[node.id] = Output(main, side)
+            outputs[node.id] = MeteredOutput(main, side)
 
         head = nodes[0]
         task_id = f"{g.uid_of(head)}#{sub}"
@@ -181,6 +190,8 @@ class Execution:
             reader = head.source.create_reader(sub, g.parallelism[head.id])
             task = SourceTask(task_name, reader, outputs[head.id], **kw)
             task.source_uid = g.uid_of(head)
+            if hasattr(reader, "set_metric_group"):  # e.g. Kafka consumer lag per partition
+                reader.set_metric_group(MetricGroup(f"{g.uid_of(head)}[{sub}]", self.metrics))
             restored = self._restored(head, sub)
             if restored is not None and restored.own is not None:
                 reader.restore_position(restored.own["position"])
@@ -195,6 +206,7 @@ class Execution:
                         input_of_channel.append(edge.input_index)
             task = InputTask(task_name, InputGate(gate_channels), input_of_channel, **kw)
         task.parallelism = g.parallelism[head.id]
+        task.outputs = [(node, outputs[node.id]) for node in nodes]
         task.checkpointer = TaskCheckpointer(task, task_id, None)  # type: ignore[arg-type]
         for writer in writers:
             for ch in writer.channels:
@@ -324,10 +336,22 @@ class JobClient:
             FileSystemCheckpointStorage(ck.storage_dir, retain=ck.retained) if ck.storage_dir else None
         )
         self.restarts = 0
+        self.job_id = uuid.uuid4().hex  # as Flink's JobID: 32 hex digits
+        self.last_failure_cause: str | None = None
+        self.checkpoint_stats = CheckpointStatsTracker(clock)
+        self._metrics_reader = JobMetricsReader(self)
         self._status = JobStatus.RUNNING
         self._cancel_requested = False
         self._started = clock.monotonic()
-        self.execution = Execution(job_name, graph, config, clock, self._initial_restore(), self._storage)
+        self.execution = Execution(
+            job_name, graph, config, clock, self._initial_restore(), self._storage, self.checkpoint_stats
+        )
+        if self.execution.restore is not None:
+            self.checkpoint_stats.restored_checkpoint_id = self.execution.restore.checkpoint_id
+        _log.info(
+            "job %r (%s) started: %d tasks%s", job_name, self.job_id, len(self.execution.tasks),
+            "" if self.execution.restore is None else f", restored from {self.execution.restore.source}",
+        )  # fmt: skip
         self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
             self._run(), name=f"streamflow job {self.job_name}"
         )
@@ -370,23 +394,42 @@ class JobClient:
                     raise
                 delay_ms = self._config.restart_strategy.next_delay_ms(self._clock.now_ms())
                 if delay_ms is None:
+                    self.last_failure_cause = f"{type(exc).__name__}: {exc}"
                     self._status = JobStatus.FAILED
                     raise
                 self._status = JobStatus.RESTARTING
                 self.restarts += 1
+                self.last_failure_cause = f"{type(exc).__name__}: {exc}"
+                _log.warning(
+                    "job %r failed (%s); restart %d in %d ms", self.job_name, self.last_failure_cause,
+                    self.restarts, delay_ms, exc_info=exc,
+                )  # fmt: skip
                 await asyncio.sleep(delay_ms / 1000)
                 restore = self._latest_restore()
                 self.execution = Execution(
-                    self.job_name, self._graph, self._config, self._clock, restore, self._storage
-                )
+                    self.job_name, self._graph, self._config, self._clock, restore, self._storage,
+                    self.checkpoint_stats,
+                )  # fmt: skip
+                if restore is not None:
+                    self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id
+                    _log.info("job %r restarted from %s", self.job_name, restore.source)
                 self._status = JobStatus.RUNNING
         self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FINISHED
+        _log.info("job %r %s", self.job_name, self._status.value.lower())
 
     def get_job_status(self) -> JobStatus:
         return self._status
 
+    def get_job_id(self) -> str:
+        return self.job_id
+
+    def get_metrics_snapshot(self) -> dict[str, Any]:
+        """Every metric, structured per vertex, subtask, operator and channel (the REST API's view)."""
+        return self._metrics_reader.snapshot()
+
     def get_metrics(self) -> dict[str, float | int]:
-        metrics = self.execution.read_metrics()
+        metrics = self._metrics_reader.flat(self._metrics_reader.snapshot())
+        metrics.update(self.execution.read_metrics())
         metrics["job.numRestarts"] = self.restarts
         restore = self.execution.restore
         metrics["job.restoredCheckpointId"] = restore.checkpoint_id if restore is not None else 0

@@ -79,6 +79,13 @@ class Task:
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
         self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
+        # metrics (read by runtime/job_metrics.py): the chain's outputs, loop time spent waiting
+        # for input (idle) and when the run started; time blocked on full output channels is
+        # counted by the channels themselves
+        self.outputs: list[tuple[Any, Any]] = []  # (StreamNode, MeteredOutput), head first
+        self.idle_s = 0.0
+        self.started_s: float | None = None
+        self.ended_s: float | None = None
 
     # -- checkpoints -------------------------------------------------------
     def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]:
@@ -147,8 +154,18 @@ class Task:
         return bool(self.mailbox) or self.processing_time.has_due()
 
     # -- lifecycle ---------------------------------------------------------
+    async def _idle(self, waiter: Awaitable[None]) -> None:
+        """Wait for input or mail, counting the time as idle (only when a task has to wait)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await waiter
+        finally:
+            self.idle_s += loop.time() - started
+
     async def run(self) -> None:
         error: BaseException | None = None
+        self.started_s = asyncio.get_running_loop().time()
         try:
             for op in reversed(self.operators):
                 self._opened.append(op)
@@ -168,6 +185,7 @@ class Task:
             error = exc
             raise
         finally:
+            self.ended_s = asyncio.get_running_loop().time()
             with anyio.CancelScope(shield=True):
                 await self._cleanup(error)
 
@@ -256,7 +274,7 @@ class SourceTask(Task):
                 break
             if batch is None:
                 if not self.has_mail():
-                    await waker.wait()
+                    await self._idle(waker.wait())
                 continue
             kind = type(batch)
             if kind is list:
@@ -330,7 +348,7 @@ class InputTask(Task):
             polled = gate.poll()
             if polled is None:
                 if not self.has_mail():
-                    await gate.wait()
+                    await self._idle(gate.wait())
                 continue
             channel, item = polled
             if type(item) is tuple:

@@ -1,0 +1,1 @@
+"""Operator tooling behind the ``streamflow`` command (checkpoint inspection, REST client)."""
