@@ -3,7 +3,7 @@ and ``currentOutputWatermark``): one integer addition per batch, nothing per rec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .events import MIN_WATERMARK, Watermark
 from .operator import BatchTarget, Output
@@ -12,7 +12,7 @@ from .operator import BatchTarget, Output
 class MeteredOutput(Output):
     __slots__ = ("_inner_push", "current_watermark", "records_out", "side_records_out")
 
-    def __init__(self, main: Sequence[BatchTarget], side: dict[str, Sequence[BatchTarget]]):
+    def __init__(self, main: Sequence[BatchTarget], side: Mapping[str, Sequence[BatchTarget]]):
         super().__init__(main, side)
         self.records_out = 0  # to the main output
         self.side_records_out: dict[str, int] = {}
