@@ -23,7 +23,18 @@ cleanup time every piece of the window's state is cleared.
 
 Fast path: tumbling event-time windows with the default trigger and no
 evictor (the common case) do the same thing with arithmetic instead of
-assigner/trigger calls per element; results are identical.
+assigner/trigger calls per element; results are identical. Panes are
+``{window: {key: acc}}`` and the timers are implied: a pane fires once when the
+watermark passes ``window.max_timestamp()`` and is dropped at its cleanup time.
+``_fired`` is the bookkeeping that stands in for the general path's timers: a
+pane that fired (on time, or at once for a late element within the allowed
+lateness) is in it, so a later watermark does not fire it again; only a late
+element fires a fired pane again (``EventTimeTrigger.on_element``). After a
+restore the operator's watermark starts at MIN (as in Flink, it is not part of
+the snapshot), so an element for a fired pane registers, on the general path, an
+event-time timer for its key: ``_refire`` holds those keys per pane, and the next
+watermark past the pane's end fires them (and only them). The differential tests
+(tests/test_window_fast_path.py) run every scenario through both paths.
 """
 
 from __future__ import annotations
@@ -75,6 +86,7 @@ class WindowOperator(TimerOperator):
         self.out = _Emitter()
         self.panes: dict[TimeWindow, dict[Any, Any]] = {}  # fast path only
         self._fired: set[TimeWindow] = set()
+        self._refire: dict[TimeWindow, set[Any]] = {}  # fast path: keys whose timer is pending again
 
     # -- lifecycle -----------------------------------------------------------
     def setup(self, ctx: Any, output: Any) -> None:
@@ -112,6 +124,7 @@ class WindowOperator(TimerOperator):
         state = super().snapshot_state(checkpoint_id)
         state["keyed"] = snapshot_tables(tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism)
         state["fired"] = [enc(w) for w in self._fired]
+        state["refire"] = [(enc(w), list(keys)) for w, keys in self._refire.items()]
         return state
 
     def initialize_state(self, restored: Any) -> None:
@@ -134,6 +147,11 @@ class WindowOperator(TimerOperator):
         for s in restored.all:
             if s is not None:
                 self._fired.update(w for w in map(dec, s.get("fired", ())) if w in self.panes)
+                for plain, keys in s.get("refire", ()):
+                    w = dec(plain)
+                    owned = [k for k in keys if k in self.panes.get(w, ())]
+                    if owned:
+                        self._refire.setdefault(w, set()).update(owned)
 
     async def open(self) -> None:
         metrics = self.ctx.metrics
@@ -165,8 +183,8 @@ class WindowOperator(TimerOperator):
         late: list = []
         late_ts: list[int] = []
         try:
-            if self.fast:
-                self._fast_elements(records, timestamps, late, late_ts)  # type: ignore[arg-type]
+            if self.fast and timestamps is not None:  # fast implies event time: checked above
+                self._fast_elements(records, timestamps, late, late_ts)
             else:
                 now = self.ctx.clock.now_ms()
                 for i, record in enumerate(records):
@@ -189,9 +207,13 @@ class WindowOperator(TimerOperator):
         and the timers are implied (every pane fires at ``window.max_timestamp()``)."""
         size, offset = self.assigner.size, self.assigner.offset
         wm, lateness = self.current_watermark, self.allowed_lateness
-        key_of, panes = self.key_selector, self.panes
+        key_of, panes, fired = self.key_selector, self.panes, self._fired
         reduce, agg = self.fn.reduce, self.fn.aggregate
-        last_start, window, pane, max_ts = None, None, None, 0
+        last_start: int | None = None
+        window = TimeWindow(0, 0)
+        pane: dict[Any, Any] = {}
+        refire: set[Any] | None = None
+        max_ts = 0
         for record, ts in zip(records, timestamps, strict=True):
             start = ts - (ts - offset + size) % size
             if start != last_start:
@@ -202,11 +224,15 @@ class WindowOperator(TimerOperator):
                     continue
                 last_start = start
                 window = TimeWindow(start, start + size)
-                pane = panes.get(window)
-                if pane is None:
-                    pane = panes[window] = {}
+                found = panes.get(window)
+                if found is None:
+                    found = panes[window] = {}
+                pane = found
+                # a fired pane while the watermark is behind its end (only after a restore):
+                # the general path's trigger registers a timer for the key, so it fires again
+                refire = self._refire.setdefault(window, set()) if max_ts > wm and window in fired else None
             key = key_of(record)
-            acc = pane.get(key)  # type: ignore[union-attr]
+            acc = pane.get(key)
             if acc is None:
                 if reduce is not None:
                     acc = record
@@ -214,29 +240,38 @@ class WindowOperator(TimerOperator):
                     acc = agg.add(record, agg.create_accumulator())
                 else:
                     acc = [record]
-                pane[key] = acc  # type: ignore[index]
+                pane[key] = acc
             elif reduce is not None:
-                acc = pane[key] = reduce(acc, record)  # type: ignore[index]
+                acc = pane[key] = reduce(acc, record)
             elif agg is not None:
-                acc = pane[key] = agg.add(record, acc)  # type: ignore[index]
+                acc = pane[key] = agg.add(record, acc)
             else:
                 acc.append(record)
             if max_ts <= wm:  # within allowed lateness: a late firing updates the result
                 self._emit(key, window, acc)
+                # the pane counts as fired, as the general path's EventTimeTrigger registers no
+                # timer for a passed window: the next watermark must not fire it again
+                fired.add(window)
+            elif refire is not None:
+                refire.add(key)
 
     def _fire_panes(self, wm: int) -> None:
-        """Fire every pane the watermark passed (once), drop those past their cleanup time."""
-        panes, fired, lateness = self.panes, self._fired, self.allowed_lateness
-        due = sorted(w for w in panes if w.end - 1 <= wm and w not in fired)
+        """Fire every pane the watermark passed (once; again only for the keys in ``_refire``),
+        drop those past their cleanup time."""
+        panes, fired, refire, lateness = self.panes, self._fired, self._refire, self.allowed_lateness
+        due = sorted(w for w in panes if w.end - 1 <= wm and (w not in fired or w in refire))
+        emit = self._emit
         for window in due:
-            emit = self._emit
-            for key, acc in panes[window].items():
-                emit(key, window, acc)
+            pane = panes[window]
+            keys = refire.pop(window, None)
+            for key in pane if keys is None else [k for k in pane if k in keys]:
+                emit(key, window, pane[key])
             if lateness:
                 fired.add(window)
         for window in due if not lateness else [w for w in fired if w.end - 1 + lateness <= wm]:
             del panes[window]
             fired.discard(window)
+            refire.pop(window, None)
 
     def _element(self, record: Any, ts: int) -> bool:
         """Flink's processElement for one element; True if the element is late."""

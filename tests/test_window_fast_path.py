@@ -1,0 +1,252 @@
+"""The tumbling event-time fast path against the general window path, and both against Flink.
+
+Scenarios are ported from Flink's ``WindowOperatorTest`` (flink-streaming-java,
+``runtime/operators/windowing/WindowOperatorTest.java``): each step is fed to
+the operator and the expected output of that step (records sorted between
+watermarks, as ``assertOutputEqualsSorted``) is checked, first for Flink's
+``SumReducer`` on both paths, then every scenario runs through both paths with
+every window function kind and the outputs must be identical. A property test
+does the same on random scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from window_harness import FUNCTIONS, LATE, Step, WindowHarness, run_script
+
+import streamflow as sf
+from streamflow.runtime.events import MAX_WATERMARK
+from streamflow.testing import ListSink, Record, ScriptedSource
+from streamflow.windowing import TumblingEventTimeWindows
+
+K1, K2 = "key1", "key2"
+
+
+def e(key: str, ts: int, value: int = 1) -> Step:
+    return ("e", key, value, ts)
+
+
+def w(ts: int) -> Step:
+    return ("w", ts)
+
+
+SNAP: Step = ("snap",)
+
+_OVERFLOW_TS = MAX_WATERMARK - 1750
+_OVERFLOW_MAX = _OVERFLOW_TS - (_OVERFLOW_TS % 1000) + 999
+
+# name -> (window size, allowed lateness, [(step, expected output of the step for SumReducer)])
+SCENARIOS: dict[str, tuple[int, int, list[tuple[Step, list]]]] = {
+    "testTumblingEventTimeWindows": (
+        3000,
+        0,
+        [
+            (e(K2, 3999), []),
+            (e(K2, 3000), []),
+            (e(K1, 20), []),
+            (e(K1, 0), []),
+            (e(K1, 999), []),
+            (e(K2, 1998), []),
+            (e(K2, 1999), []),
+            (e(K2, 1000), []),
+            (w(999), [("wm", 999)]),
+            (w(1999), [("wm", 1999)]),
+            (SNAP, []),
+            (w(2999), [((K1, 3), 2999), ((K2, 3), 2999), ("wm", 2999)]),
+            (w(3999), [("wm", 3999)]),
+            (w(4999), [("wm", 4999)]),
+            (w(5999), [((K2, 2), 5999), ("wm", 5999)]),
+            (w(6999), [("wm", 6999)]),
+            (w(7999), [("wm", 7999)]),
+        ],
+    ),
+    "testCleanupTimerWithEmptyReduceStateForTumblingWindows": (
+        2000,
+        1,
+        [
+            (e(K2, 1000), []),
+            (w(1599), [("wm", 1599)]),
+            (w(1999), [((K2, 1), 1999), ("wm", 1999)]),
+            (w(2000), [("wm", 2000)]),  # the cleanup timer
+            (w(5000), [("wm", 5000)]),
+        ],
+    ),
+    "testDropDueToLatenessTumbling": (
+        2000,
+        0,
+        [
+            (e(K2, 1000), []),
+            (w(1985), [("wm", 1985)]),
+            (e(K2, 1980), []),  # not late: window.max_timestamp() + lateness > watermark
+            (w(1999), [((K2, 2), 1999), ("wm", 1999)]),
+            (e(K2, 1998), [(LATE, (K2, 1), 1998)]),  # late: to the side output
+            (e(K2, 2001), []),
+            (w(2999), [("wm", 2999)]),
+            (w(3999), [((K2, 1), 3999), ("wm", 3999)]),
+        ],
+    ),
+    # testLateness with the default (accumulating) trigger: a late element within the
+    # allowed lateness fires its window again at once, with everything it holds
+    "testLatenessAccumulating": (
+        2000,
+        500,
+        [
+            (e(K2, 500), []),
+            (e(K2, 1300), []),
+            (w(2300), [((K2, 2), 1999), ("wm", 2300)]),
+            (e(K2, 1997), [((K2, 3), 1999)]),
+            (w(6000), [("wm", 6000)]),
+            (e(K2, 1998), [(LATE, (K2, 1), 1998)]),
+            (w(7000), [("wm", 7000)]),
+        ],
+    ),
+    # issue 8 item 3: a late element (within the lateness) into an already passed window
+    # that never had an element fires it once, at once, and not again at the next watermark
+    "lateElementIntoEmptyPassedWindow": (
+        2000,
+        3000,
+        [
+            (e(K1, 3000), []),
+            (w(4000), [((K1, 1), 3999), ("wm", 4000)]),
+            (e(K2, 1500), [((K2, 1), 1999)]),
+            (w(4500), [("wm", 4500)]),
+            (e(K2, 1600), [((K2, 2), 1999)]),
+            (w(4999), [("wm", 4999)]),  # cleanup of [0, 2000): 1999 + 3000
+            (e(K2, 1700), [(LATE, (K2, 1), 1700)]),
+            (w(9000), [("wm", 9000)]),
+        ],
+    ),
+    "lateElementIntoEmptyPassedWindowAcrossRestore": (
+        2000,
+        3000,
+        [
+            (w(4000), [("wm", 4000)]),
+            (e(K2, 1500), [((K2, 1), 1999)]),
+            (SNAP, []),
+            (w(4500), [("wm", 4500)]),
+            (e(K1, 1600), [((K1, 1), 1999)]),
+            (SNAP, []),
+            (w(6000), [("wm", 6000)]),
+            (e(K1, 1600), [(LATE, (K1, 1), 1600)]),
+        ],
+    ),
+    "lateElementIntoAnotherKeysFiredWindow": (
+        2000,
+        1000,
+        [
+            (e(K1, 100), []),
+            (w(2100), [((K1, 1), 1999), ("wm", 2100)]),
+            (e(K2, 200), [((K2, 1), 1999)]),
+            (e(K1, 300), [((K1, 2), 1999)]),
+            (w(2500), [("wm", 2500)]),
+            (w(3000), [("wm", 3000)]),  # cleanup at 2999
+            (e(K2, 400), [(LATE, (K2, 1), 400)]),
+        ],
+    ),
+    "testCleanupTimeOverflow": (
+        1000,
+        2000,
+        [
+            (e(K2, _OVERFLOW_TS), []),
+            (w(MAX_WATERMARK - 1500), [("wm", MAX_WATERMARK - 1500)]),
+            (w(_OVERFLOW_MAX), [((K2, 1), _OVERFLOW_MAX), ("wm", _OVERFLOW_MAX)]),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_flink_window_operator_scenario(name: str, fast: bool) -> None:
+    size, lateness, table = SCENARIOS[name]
+    harness = WindowHarness(
+        TumblingEventTimeWindows.of(size), FUNCTIONS["reduce"], lateness=lateness, fast=fast
+    )
+    outputs = await run_script(harness, [step for step, _ in table])
+    for (step, expected), got in zip(table, outputs, strict=True):
+        assert got == expected, f"after {step}"
+
+
+@pytest.mark.parametrize("kind", list(FUNCTIONS))
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_fast_path_equals_general_path(name: str, kind: str) -> None:
+    size, lateness, table = SCENARIOS[name]
+    script = [step for step, _ in table]
+    outputs = {}
+    for fast in (True, False):
+        harness = WindowHarness(
+            TumblingEventTimeWindows.of(size), FUNCTIONS[kind], lateness=lateness, fast=fast
+        )
+        outputs[fast] = await run_script(harness, script)
+    assert outputs[True] == outputs[False]
+
+
+_steps = st.one_of(
+    st.tuples(st.just("e"), st.sampled_from([K1, K2, "key3"]), st.integers(1, 9), st.integers(0, 60)),
+    st.tuples(st.just("w"), st.integers(-1, 70)),
+    st.just(SNAP),
+)
+
+
+def _monotonic(script: list[Any]) -> list[Step]:
+    """Watermarks never go back (the valve guarantees it upstream)."""
+    out: list[Step] = []
+    last = -(2**63)
+    for step in script:
+        if step[0] == "w":
+            if step[1] <= last:
+                continue
+            last = step[1]
+        out.append(step)
+    return [*out, ("w", MAX_WATERMARK)]
+
+
+@settings(
+    max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    script=st.lists(_steps, max_size=25),
+    size=st.sampled_from([5, 10]),
+    lateness=st.sampled_from([0, 3, 20]),
+    kind=st.sampled_from(sorted(FUNCTIONS)),
+)
+async def test_fast_path_equals_general_path_on_random_scripts(
+    script: list[Any], size: int, lateness: int, kind: str
+) -> None:
+    steps = _monotonic(script)
+    outputs = {}
+    for fast in (True, False):
+        harness = WindowHarness(
+            TumblingEventTimeWindows.of(size), FUNCTIONS[kind], lateness=lateness, fast=fast
+        )
+        outputs[fast] = await run_script(harness, steps)
+    assert outputs[True] == outputs[False], steps
+
+
+def test_late_element_into_an_empty_passed_window_fires_once_end_to_end() -> None:
+    """Issue 8 item 3 through the public API: the late firing is not repeated by the next watermark."""
+    source = ScriptedSource(
+        [
+            Record(("k1", 1), 3000),
+            sf.Watermark(4000),  # [0, 2000) passed without an element
+            Record(("k2", 1), 1500),  # late, within the allowed lateness: fires [0, 2000) at once
+            sf.Watermark(4500),
+            sf.Watermark(4600),
+        ]
+    )
+    env = sf.StreamExecutionEnvironment()
+    sink = ListSink()
+    (
+        env.from_source(source, None, "scripted")
+        .key_by(lambda r: r[0])
+        .window(TumblingEventTimeWindows.of(2000))
+        .allowed_lateness(3000)
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .sink_to(sink)
+    )
+    env.execute()
+    assert sorted(sink.results) == [("k1", 1), ("k2", 1)]
