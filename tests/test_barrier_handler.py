@@ -2,7 +2,10 @@
 
 Scenarios of Flink's AlignedCheckpointsTest, UnalignedCheckpointsTest and AlternatingCheckpointsTest
 (flink-streaming-java/src/test/java/org/apache/flink/streaming/runtime/io/checkpointing/) are
-ported as scripts (names start with ``flink_``), plus streamflow's own. A script is
+ported as scripts, one row per Flink test method, the row id naming it (``<Class>.<method>``;
+data buffers are left out, and streamflow runs with checkpoints after tasks finished, so an ended
+channel counts as delivered), plus streamflow's own (lower-case ids). Not ported: tests of
+announcements, metrics in bytes and Flink's network buffers, which streamflow does not have. A script is
 ``(num_channels, handler kwargs, steps)``; a step feeds one event and the handler must return
 exactly the listed actions, in order, and nothing else. ``advance`` moves the ManualClock and
 ``check`` asserts handler properties (``paused`` is the set of paused channels).
@@ -266,6 +269,29 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         bar(0, cb(5), P(0)),
         bar(1, cb(5), S(cb(5)), R, D(5)),
     ]),
+    # with checkpoints after tasks finished (FLIP-147), as streamflow always runs
+    "AlignedCheckpointsTest.testTriggerCheckpointsWithEndOfPartition": (3, ALIGNED, [
+        bar(0, cb(1), P(0)),
+        bar(1, cb(1), P(1)),
+        eoi(2, S(cb(1)), R, D(1)),
+        check(pending_checkpoint_id=None, paused=set()),
+    ]),
+    "AlignedCheckpointsTest.testDeduplicateChannelsWithBothBarrierAndEndOfPartition": (3, ALIGNED, [
+        bar(0, cb(2), P(0)),
+        bar(1, cb(2), P(1)),
+        eoi(1),  # channel 1 already delivered 2: counted once
+        check(pending_checkpoint_id=2),
+        bar(2, cb(2), S(cb(2)), R, D(2)),
+        check(pending_checkpoint_id=None),
+    ]),
+    "AlignedCheckpointsTest.testTriggerCheckpointsAfterReceivedEndOfPartition": (3, ALIGNED, [
+        eoi(2),
+        bar(0, cb(6), P(0)),
+        bar(1, cb(6), S(cb(6)), R, D(6)),
+        eoi(1),
+        bar(0, cb(7), S(cb(7)), D(7)),
+        check(pending_checkpoint_id=None),
+    ]),
     # ---- aligned: streamflow's own ---------------------------------------------------------
     "aligned_two_channels_and_alignment_time": (2, ALIGNED, [
         advance(1000),
@@ -387,6 +413,86 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         eoi(0),
         bar(3, ub(5), SU(ub(5)), D(5)),
         eoi(3),
+    ]),
+    "UnalignedCheckpointsTest.testMultiChannelTrailingInflightData": (3, UNALIGNED, [
+        bar(1, ub(1), SU(ub(1)), PI(1, 0, 2)),
+        bar(2, ub(1), ST(1, 2)),
+        bar(0, ub(1), ST(1, 0), D(1)),
+        bar(1, ub(2), SU(ub(2)), PI(2, 0, 2)),
+        eoi(1),
+        bar(2, ub(2), ST(2, 2)),
+        eoi(2),
+        eoi(0, ST(2, 0), D(2)),
+    ]),
+    "UnalignedCheckpointsTest.testEndOfStreamWhileCheckpoint": (3, UNALIGNED, [
+        bar(0, ub(1), SU(ub(1)), PI(1, 1, 2)),
+        bar(1, ub(1), ST(1, 1)),
+        bar(2, ub(1), ST(1, 2), D(1)),
+        bar(2, ub(2), SU(ub(2)), PI(2, 0, 1)),
+        bar(0, ub(2), ST(2, 0)),
+        eoi(2),  # after its barrier
+        eoi(1, ST(2, 1), D(2)),  # before its barrier: its data up to the end is channel state
+        eoi(0),
+    ]),
+    "UnalignedCheckpointsTest.testSingleChannelAbortCheckpoint": (1, UNALIGNED, [
+        bar(0, ub(1), SU(ub(1)), D(1)),
+        bar(0, ub(2), SU(ub(2)), D(2)),
+        cancel(0, 4, AB(4, CAN)),
+        bar(0, ub(5), SU(ub(5)), D(5)),
+        cancel(0, 6, AB(6, CAN)),
+        eoi(0),
+    ]),
+    "UnalignedCheckpointsTest.testMultiChannelAbortCheckpoint": (3, UNALIGNED, [
+        bar(1, ub(1), SU(ub(1)), PI(1, 0, 2)),
+        bar(2, ub(1), ST(1, 2)),
+        bar(0, ub(1), ST(1, 0), D(1)),
+        # canceled on the last barrier
+        bar(0, ub(2), SU(ub(2)), PI(2, 1, 2)),
+        bar(2, ub(2), ST(2, 2)),
+        cancel(1, 2, AB(2, CAN)),
+        bar(1, ub(3), SU(ub(3)), PI(3, 0, 2)),
+        bar(2, ub(3), ST(3, 2)),
+        bar(0, ub(3), ST(3, 0), D(3)),
+        # canceled at once: no checkpoint starts at all
+        cancel(1, 4, AB(4, CAN)),
+        bar(2, ub(4)),
+        bar(0, ub(4)),
+        bar(2, ub(5), SU(ub(5)), PI(5, 0, 1)),
+        bar(1, ub(5), ST(5, 1)),
+        bar(0, ub(5), ST(5, 0), D(5)),
+        cancel(1, 6, AB(6, CAN)),
+        cancel(2, 6),
+        bar(0, ub(6)),
+        eoi(0), eoi(1), eoi(2),
+    ]),
+    "UnalignedCheckpointsTest.testProcessCancellationBarrierAfterProcessBarrier": (2, UNALIGNED, [
+        bar(0, ub(0), SU(ub(0)), PI(0, 1)),
+        check(pending_checkpoint_id=0),
+        cancel(0, 1, AB(1, CAN)),  # the newer id; old main also declined 0
+        check(pending_checkpoint_id=None, current_checkpoint_id=1),
+        cancel(0, 2, AB(2, CAN)),
+        check(pending_checkpoint_id=None, current_checkpoint_id=2),
+    ]),
+    "UnalignedCheckpointsTest.testProcessCancellationBarrierBeforeProcessAndReceiveBarrier": (1, UNALIGNED, [
+        cancel(0, 0, AB(0, CAN)),
+        check(pending_checkpoint_id=None, current_checkpoint_id=0),
+        bar(0, ub(0)),  # its cancel marker came first
+        check(pending_checkpoint_id=None, current_checkpoint_id=0),
+    ]),
+    "UnalignedCheckpointsTest.testTriggerCheckpointsWithEndOfPartition": (3, UNALIGNED, [
+        bar(1, ub(1), SU(ub(1)), PI(1, 0, 2)),
+        bar(0, ub(1), ST(1, 0)),
+        eoi(2, ST(1, 2), D(1)),
+        eoi(0),
+        eoi(1),
+    ]),
+    "UnalignedCheckpointsTest.testTriggerCheckpointsAfterReceivedEndOfPartition": (3, UNALIGNED, [
+        eoi(0),
+        bar(1, ub(3), SU(ub(3)), PI(3, 2)),
+        eoi(1),
+        bar(2, ub(3), ST(3, 2), D(3)),
+        bar(2, ub(4), SU(ub(4)), D(4)),
+        eoi(2),
     ]),
     # ---- unaligned: streamflow's own -------------------------------------------------------
     "unaligned_subsumed_by_newer_barrier": (3, UNALIGNED, [
