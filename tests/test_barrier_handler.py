@@ -123,6 +123,8 @@ ALIGNED: dict[str, Any] = {}
 UNALIGNED: dict[str, Any] = {"unaligned": True}
 ALT: dict[str, Any] = {"unaligned": True, "aligned_timeout_ms": 100}
 ALT0: dict[str, Any] = {"unaligned": True, "aligned_timeout_ms": 0}
+ALT_10: dict[str, Any] = {"unaligned": True, "aligned_timeout_ms": 10}
+ALT_10S: dict[str, Any] = {"unaligned": True, "aligned_timeout_ms": 10_000}
 ALT_FROM_CHECKPOINT_START: dict[str, Any] = {
     **ALT,
     "timeout_base": TimeoutBase.CHECKPOINT_START,
@@ -639,6 +641,41 @@ SCRIPTS: dict[str, tuple[int, dict[str, Any], list[Step]]] = {
         advance(10),
         bar(0, tb(2), S(tb(2)), R, D(2)),
         check(last_alignment_duration_ms=10),
+    ]),
+    "AlternatingCheckpointsTest.testNextFirstCheckpointBarrierOvertakesCancellationBarrier": (2, ALT_10S, [
+        bar(0, tb(1), P(0), T(1, 10_000)),
+        advance(1000),
+        bar(0, tb(2), AB(1, SUB), R, P(0), T(2, 11_000)),
+        advance(1000),
+        cancel(1, 1),  # older than the pending 2
+        advance(1000),
+        bar(1, tb(2), S(tb(2)), R, D(2)),
+        check(last_alignment_duration_ms=2000),
+    ]),
+    "AlternatingCheckpointsTest.testOutOfOrderBarrier": (2, ALT, [
+        bar(0, tb(10), P(0), T(10, 100)),
+        bar(1, sp(5)),  # an older savepoint: ignored, channel 1 keeps being read
+        check(current_checkpoint_id=10, pending_checkpoint_id=10, paused={0}),
+    ]),
+    "AlternatingCheckpointsTest.testCheckpointHandling": (2, ALT, [
+        bar(0, ub(123), SU(ub(123)), PI(123, 1)),  # triggered on the first barrier
+        bar(1, ub(123), ST(123, 1), D(123)),
+        check(paused=set()),
+    ]),
+    "AlternatingCheckpointsTest.testSavepointHandling": (2, ALT, [
+        bar(0, sp(123), P(0)),  # not triggered before the last barrier
+        bar(1, sp(123), S(sp(123)), R, D(123)),
+        check(paused=set()),
+    ]),
+    "AlternatingCheckpointsTest.testHasInflightDataBeforeProcessBarrier": (2, ALT, [
+        bar(0, cb(1), P(0)),
+        check(pending_checkpoint_id=1),
+    ]),
+    "AlternatingCheckpointsTest.testTimeoutAlignment": (2, ALT_10, [
+        bar(0, tb(1), P(0), T(1, 10)),
+        advance(20),
+        timer(SU(tb(1)), PI(1, 1), R),
+        bar(1, tb(1), ST(1, 1), D(1)),
     ]),
     # ---- alternating: streamflow's own -----------------------------------------------------
     "alternating_switch_on_timeout_with_stale_and_early_timer_calls": (3, ALT, [

@@ -147,7 +147,8 @@ class BarrierTracker:
                 dropped = self._pending.popleft()
                 log.warning(
                     "tracking more than %d checkpoints: forgetting checkpoint %d",
-                    MAX_CHECKPOINTS_TO_TRACK, dropped.checkpoint_id,
+                    MAX_CHECKPOINTS_TO_TRACK,
+                    dropped.checkpoint_id,
                 )
         return []  # else obsolete: no checkpoint can complete for it any more
 
