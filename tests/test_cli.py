@@ -141,3 +141,12 @@ def test_run_from_savepoint_restores(tmp_path: Path) -> None:
     assert f"restored from {chk}" in done.stderr
     # the final checkpoint holds the finished sources' positions: nothing is read twice
     assert again["count"] == 0 and first["count"] == 300
+
+
+def test_progress_is_drawn_when_asked_and_silent_when_not_a_terminal(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    shown = streamflow("run", "--progress", str(PIPELINE), str(out), "200")
+    assert shown.returncode == 0, shown.stderr
+    assert "collection" in shown.stderr and "200 records" in shown.stderr
+    quiet = streamflow("run", str(PIPELINE), str(out), "200")  # stderr is a pipe, not a TTY
+    assert quiet.returncode == 0 and "records" not in quiet.stderr

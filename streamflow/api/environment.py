@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import sys
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -227,7 +228,26 @@ class StreamExecutionEnvironment:
     async def execute_async(self, job_name: str = "streamflow job") -> JobClient:
         """Start the job in the running event loop; returns its :class:`JobClient`."""
         graph = self.get_job_graph(job_name)
-        return JobClient(job_name, graph, self.runtime, self._clock)
+        client = JobClient(job_name, graph, self.runtime, self._clock)
+        if self.runtime.rest_port is not None:
+            from ..rest import serve_job
+
+            try:
+                await serve_job(client, self.runtime.rest_address, self.runtime.rest_port)
+            except OSError:
+                await client.cancel()
+                raise
+        if self._progress_wanted():
+            from ..runtime.progress import show_progress
+
+            show_progress(client)
+        return client
+
+    def _progress_wanted(self) -> bool:
+        wanted = self.runtime.progress
+        if wanted is None:
+            return sys.stderr.isatty()
+        return wanted
 
     def execute(self, job_name: str = "streamflow job") -> JobExecutionResult:
         """Run the job to completion in a new event loop (uvloop when installed)."""
@@ -244,7 +264,11 @@ class StreamExecutionEnvironment:
 
         async def main() -> JobExecutionResult:
             client = await self.execute_async(job_name)
-            return await client.get_job_execution_result()
+            try:
+                return await client.get_job_execution_result()
+            finally:
+                if client.rest is not None:
+                    await client.rest.wait_stopped()
 
         return run_coroutine(main())
 

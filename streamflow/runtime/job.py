@@ -338,6 +338,7 @@ class JobClient:
         self.restarts = 0
         self.job_id = uuid.uuid4().hex  # as Flink's JobID: 32 hex digits
         self.last_failure_cause: str | None = None
+        self.rest: Any = None  # the RestServer when rest.port is configured (streamflow.rest)
         self.checkpoint_stats = CheckpointStatsTracker(clock)
         self._metrics_reader = JobMetricsReader(self)
         self._status = JobStatus.RUNNING

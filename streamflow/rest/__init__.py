@@ -1,0 +1,7 @@
+"""The job's own HTTP endpoint (``rest.port``): the live job page, a JSON REST API in the
+shape of Flink's, and ``/metrics`` in the Prometheus text format."""
+
+from .server import RestServer as RestServer
+from .server import serve_job as serve_job
+
+__all__ = ["RestServer", "serve_job"]
