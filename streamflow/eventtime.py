@@ -8,9 +8,11 @@ Theory of operation
 A ``WatermarkStrategy`` is an immutable recipe. Per source split the runtime asks it for a
 timestamp assigner and a ``WatermarkGenerator``, wraps the generator in a
 ``WatermarkEmitter`` and, for every batch of records: computes the timestamps with the
-assigner; calls ``emitter.on_batch(records, timestamps)``; calls ``emitter.on_periodic(now)``
-(every auto-watermark interval, 200 ms by default, this calls ``on_periodic_emit``); sends
-the batch, then ``emitter.drain()`` (watermarks and IDLE/ACTIVE). At the end of the input it
+assigner; calls ``emitter.on_batch(records, timestamps)``, which returns where a watermark
+emitted from ``on_event`` (punctuated) cuts the batch; sends the batch in those pieces with
+the watermarks between them, then ``emitter.drain()`` (watermarks and IDLE/ACTIVE); calls
+``emitter.on_periodic(now)`` (every auto-watermark interval, 200 ms by default, this calls
+``on_periodic_emit``). At the end of the input it
 sends ``emitter.end_of_input()``, which ends with ``Watermark(MAX_WATERMARK)``. Time comes
 only from the numbers and the ``Clock`` passed in: no system time, no sleeping, no I/O.
 Durations are ``int`` milliseconds or ``datetime.timedelta`` (truncated to milliseconds).
@@ -329,9 +331,7 @@ class WatermarkStrategy:
             raise TypeError(f"factory must be callable: {factory!r}")
         return WatermarkStrategy(factory)
 
-    def with_timestamp_assigner(
-        self, assigner: TimestampAssigner | Callable[..., int]
-    ) -> WatermarkStrategy:
+    def with_timestamp_assigner(self, assigner: TimestampAssigner | Callable[..., int]) -> WatermarkStrategy:
         return replace(self, timestamp_assigner=_as_assigner(assigner))
 
     def with_idleness(self, idle_timeout: Duration) -> WatermarkStrategy:
@@ -354,6 +354,18 @@ class WatermarkStrategy:
 # -- the runtime's driver -----------------------------------------------------------------
 
 
+#: ``(index, control events)``: send the records before ``index``, then the events.
+Cut = tuple[int, list[Watermark | WatermarkStatus]]
+
+
+def _emits_per_event(generator: WatermarkGenerator) -> bool:
+    """True if ``generator`` is fed per event (it keeps the base ``on_batch``), so it may emit
+    punctuated watermarks from ``on_event``; the idleness wrapper follows what it wraps."""
+    if isinstance(generator, WatermarksWithIdleness):
+        return _emits_per_event(generator._generator)
+    return type(generator).on_batch is WatermarkGenerator.on_batch
+
+
 class WatermarkEmitter:
     """Drives one generator and buffers what goes downstream; it is the generator's output.
 
@@ -365,7 +377,15 @@ class WatermarkEmitter:
     after the first call); an interval of 0 disables periodic emits, as in Flink.
     """
 
-    __slots__ = ("_buffer", "_generator", "_interval_ms", "_max_watermark", "_next_due", "_status")
+    __slots__ = (
+        "_buffer",
+        "_generator",
+        "_interval_ms",
+        "_max_watermark",
+        "_next_due",
+        "_per_event",
+        "_status",
+    )
 
     def __init__(
         self,
@@ -376,6 +396,7 @@ class WatermarkEmitter:
     ) -> None:
         interval = to_millis(interval_ms, "watermark interval", 0)
         self._generator = generator
+        self._per_event = _emits_per_event(generator)
         self._interval_ms = interval
         self._next_due = None if start_ms is None else start_ms + interval
         self._buffer: list[Watermark | WatermarkStatus] = []
@@ -398,8 +419,27 @@ class WatermarkEmitter:
 
     # -- driving --------------------------------------------------------------------------
 
-    def on_batch(self, events: list[Any], timestamps: list[int]) -> None:
-        self._generator.on_batch(events, timestamps, self)
+    def on_batch(self, events: list[Any], timestamps: list[int]) -> list[Cut]:
+        """Feed one batch to the generator; returns where the batch must be cut.
+
+        A control event cuts a batch (the channel rule): a record after a watermark must see
+        it. A generator that may emit from ``on_event`` (punctuated watermarks: it does not
+        override ``on_batch``) is fed record by record, and each ``(i, events)`` cut means
+        "send the records up to index ``i`` (exclusive), then ``events``", which is Flink's
+        order (``TimestampsAndWatermarksOperator.processElement``: collect, then ``onEvent``).
+        Generators that override ``on_batch`` (the built-in periodic ones) see the whole batch
+        at once; what they emit stays buffered for :meth:`drain`, after the batch.
+        """
+        if not self._per_event:
+            self._generator.on_batch(events, timestamps, self)
+            return []
+        cuts: list[Cut] = []
+        on_event = self._generator.on_event
+        for i, (event, timestamp) in enumerate(zip(events, timestamps, strict=True)):
+            on_event(event, timestamp, self)
+            if self._buffer:
+                cuts.append((i + 1, self.drain()))
+        return cuts
 
     def on_periodic(self, now_ms: int) -> bool:
         """Call ``on_periodic_emit`` if the interval has elapsed; True if it was called."""

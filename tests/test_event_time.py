@@ -397,3 +397,34 @@ async def test_processing_time_sliding_and_session_windows(window: str, expected
         await settle(5)
     await client.cancel()
     assert sorted(results) == sorted(expected)
+
+
+class Punctuated(sf.WatermarkGenerator):
+    """Emits a watermark at the timestamp of every record marked "wm" (punctuated)."""
+
+    def on_event(self, event: Any, timestamp: int, output: Any) -> None:
+        if event[1] == "wm":
+            output.emit_watermark(sf.Watermark(timestamp))
+
+
+def test_punctuated_watermark_cuts_the_batch_so_later_records_are_late() -> None:
+    """Issue 8 item 7: a record after a punctuated watermark (same source batch) sees it."""
+    env = sf.StreamExecutionEnvironment().set_auto_watermark_interval(0)
+    late = sf.OutputTag("late")
+    data = [("a", "x", 100), ("a", "wm", 2500), ("a", "x", 300), ("a", "x", 2600)]
+    wm = sf.WatermarkStrategy.for_generator(Punctuated).with_timestamp_assigner(lambda e: e[2])
+    windowed = (
+        env.from_collection(data)  # one batch: the default batch size is far larger
+        .assign_timestamps_and_watermarks(wm)
+        .key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(1000))
+        .side_output_late_data(late)
+        .process(lambda key, ctx, els: [(key, ctx.window().start, len(list(els)))])
+    )
+    side = sf.CollectSink()
+    windowed.get_side_output(late).sink_to(side)
+    main = sf.CollectSink()
+    windowed.sink_to(main)
+    env.execute()
+    assert main.results == [("a", 0, 1), ("a", 2000, 2)]
+    assert side.results == [("a", "x", 300)]  # behind the watermark 2500: late, as in Flink

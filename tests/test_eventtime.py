@@ -493,8 +493,10 @@ def test_base_assigner_is_abstract() -> None:
 
 # -- the emitter --------------------------------------------------------------------------
 
-# steps: ("batch", events) | ("periodic", now_ms, fired) | ("drain", expected)
-#        | ("end", expected) | ("advance", ms)
+# steps: ("batch", events) | ("batch", events, expected cuts) | ("periodic", now_ms, fired)
+#        | ("drain", expected) | ("end", expected) | ("advance", ms)
+# A cut (i, events) sends the batch's records before index i, then the events: a generator that
+# emits from on_event (punctuated) cuts the batch there; one that overrides on_batch never does.
 
 
 def _scripted(clock: ManualClock) -> tuple[WatermarkGenerator, dict[str, Any]]:
@@ -546,56 +548,64 @@ EMITTER_SCRIPTS: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {
             ("drain", []),
         ],
     ),
-    "punctuated_monotonic_and_collapsed": (
+    "punctuated_monotonic_and_cut_after_its_record": (
         _scripted,
         [
-            ("batch", [("wm", 5), ("wm", 3), ("wm", 7), ("wm", 6)]),
-            ("drain", [W(7)]),  # collapsed to the last increase
-            ("batch", [("wm", 4), ("wm", 7)]),
+            ("batch", [("wm", 5), ("wm", 3), ("wm", 7), ("wm", 6)], [(1, [W(5)]), (3, [W(7)])]),
             ("drain", []),
-            ("batch", [("wm", 8)]),
-            ("drain", [W(8)]),
+            ("batch", [("wm", 4), ("wm", 7)], []),  # no increase: no cut
+            ("drain", []),
+            ("batch", [("wm", 8)], [(1, [W(8)])]),
+            ("drain", []),
         ],
     ),
     "status_only_on_change": (
         _scripted,
         [
-            ("batch", [("active",)]),
-            ("drain", []),  # starts active
-            ("batch", [("idle",), ("idle",)]),
-            ("drain", [IDLE]),
-            ("batch", [("idle",), ("active",), ("active",)]),
-            ("drain", [ACTIVE]),
+            ("batch", [("active",)], []),  # starts active
+            ("batch", [("idle",), ("idle",)], [(1, [IDLE])]),
+            ("batch", [("idle",), ("active",), ("active",)], [(2, [ACTIVE])]),
+            ("drain", []),
         ],
     ),
     "watermark_while_idle_marks_active_first": (
         _scripted,
         [
-            ("batch", [("wm", 1), ("idle",), ("wm", 5), ("wm", 6)]),
-            ("drain", [W(1), IDLE, ACTIVE, W(6)]),
-            ("batch", [("idle",), ("wm", 6)]),  # not an increase: stays idle
-            ("drain", [IDLE]),
-            ("batch", [("wm", 9)]),
-            ("drain", [ACTIVE, W(9)]),
+            (
+                "batch",
+                [("wm", 1), ("idle",), ("wm", 5), ("wm", 6)],
+                [(1, [W(1)]), (2, [IDLE]), (3, [ACTIVE, W(5)]), (4, [W(6)])],
+            ),
+            ("batch", [("idle",), ("wm", 6)], [(1, [IDLE])]),  # not an increase: stays idle
+            ("batch", [("wm", 9)], [(1, [ACTIVE, W(9)])]),
+            ("drain", []),
         ],
     ),
     "end_of_input": (
         _scripted,
         [
-            ("batch", [("wm", 5)]),
-            ("end", [W(MAX)]),  # pending watermarks collapse into MAX
-            ("batch", [("idle",), ("active",), ("wm", 9)]),
-            ("drain", []),  # nothing after the end
+            ("batch", [("wm", 5)], [(1, [W(5)])]),
+            ("end", [W(MAX)]),
+            ("batch", [("idle",), ("active",), ("wm", 9)], []),  # nothing after the end
+            ("drain", []),
             ("end", []),
         ],
     ),
     "end_of_input_while_idle": (
         _scripted,
         [
-            ("batch", [("wm", 5), ("idle",)]),
-            ("drain", [W(5), IDLE]),
+            ("batch", [("wm", 5), ("idle",)], [(1, [W(5)]), (2, [IDLE])]),
+            ("drain", []),
             ("end", [ACTIVE, W(MAX)]),
         ],
+    ),
+    "batch_level_generator_never_cuts": (
+        lambda clock: (BoundedOutOfOrdernessWatermarks(0), {"interval_ms": 0}),
+        [("batch", [5, 9, 7], []), ("drain", []), ("end", [W(MAX)])],
+    ),
+    "idleness_wrapper_follows_a_punctuated_generator": (
+        lambda clock: (WatermarksWithIdleness(Scripted(), 100, clock), {"interval_ms": 0}),
+        [("batch", [("x",), ("wm", 3), ("x",)], [(2, [W(3)])]), ("drain", [])],
     ),
     "idleness_end_to_end": (
         lambda clock: (
@@ -642,7 +652,8 @@ def test_emitter_script(setup: Any, script: list[tuple[Any, ...]]) -> None:
         if step[0] == "batch":
             events = step[1]
             timestamps = [e if isinstance(e, int) else 0 for e in events]
-            emitter.on_batch(events, timestamps)
+            cuts = emitter.on_batch(events, timestamps)
+            assert cuts == (step[2] if len(step) > 2 else []), where
         elif step[0] == "periodic":
             assert emitter.on_periodic(step[1]) is step[2], where
         elif step[0] == "drain":

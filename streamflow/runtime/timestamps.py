@@ -1,7 +1,9 @@
 """Assigns event timestamps and generates watermarks (Flink's TimestampsAndWatermarksOperator).
 
 Per batch: one comprehension computes the timestamps, then the generator sees
-the whole batch at once (built-in generators only take ``max``). Periodic
+the whole batch at once (built-in generators only take ``max``); a generator
+that emits from ``on_event`` (punctuated) is fed per record and its watermarks
+cut the batch, so a record after a watermark sees it, as in Flink. Periodic
 emission runs from the task's processing-time service every
 ``auto_watermark_interval`` ms, which is also when idleness is detected. The
 batch always goes downstream before the watermarks it produced.
@@ -78,8 +80,17 @@ class TimestampsAndWatermarksOperator(StreamOperator):
                     "assigner with .with_timestamp_assigner(fn)"
                 )
             )
-        self.emitter.on_batch(records, timestamps)
-        await self.output.push(records, timestamps)
+        cuts = self.emitter.on_batch(records, timestamps)
+        start = 0
+        for end, events in cuts:  # punctuated watermarks cut the batch (the channel rule)
+            if end > start:
+                await self.output.push(records[start:end], timestamps[start:end])
+            await self._emit(events)
+            start = end
+        if start < len(records):
+            await self.output.push(
+                records[start:] if start else records, timestamps[start:] if start else timestamps
+            )
         pending = self.emitter.drain()
         if pending:
             await self._emit(pending)
