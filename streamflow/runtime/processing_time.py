@@ -4,6 +4,15 @@ Operators register ``callback(timestamp_ms)`` for a processing time. The
 service asks the clock to wake the task at the earliest deadline; the task's
 loop then calls :meth:`run_due` between batches, so a callback never runs
 while an operator is in the middle of a batch.
+
+The invariant that keeps a waiting task waking for its next timer every time
+(periodic watermarks, idleness, processing-time timers never depend on records
+arriving): while callbacks are registered, exactly one alarm is pending and it
+is for the earliest one. The alarm and the task race: the task may run a due
+callback (woken by a record) before the alarm for it is delivered, and a real
+clock's alarm may be delivered a little early. So ``_arm`` replaces an alarm
+that is not for the current head, and an alarm that finds nothing due re-arms
+instead of waking.
 """
 
 from __future__ import annotations
@@ -35,11 +44,12 @@ class ProcessingTimeService:
 
     def _arm(self) -> None:
         if not self._heap:
-            return
+            return  # a pending alarm may stay: when it fires it finds nothing and re-arms nothing
         at = self._heap[0][0]
-        if self._alarm_at is not None and self._alarm_at <= at:
-            return
         if self._alarm is not None:
+            if self._alarm_at == at:
+                return
+            # an alarm for another time: one already run by the task (stale) or a later one
             self._alarm.cancel()
         self._alarm_at = at
         self._alarm = self._clock.call_at_ms(at, self._fire)
@@ -47,7 +57,10 @@ class ProcessingTimeService:
     def _fire(self) -> None:
         self._alarm = None
         self._alarm_at = None
-        self._wake()
+        if self.has_due():
+            self._wake()
+        else:
+            self._arm()  # delivered early, or its callback already ran: wait for the next one
 
     def has_due(self) -> bool:
         return bool(self._heap) and self._heap[0][0] <= self._clock.now_ms()
