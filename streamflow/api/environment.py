@@ -14,6 +14,7 @@ from ..connectors.base import Source
 from ..connectors.collection import AsyncIterableSource, CollectionSource
 from ..graph import JobGraph, StreamGraph, build_job_graph
 from ..runtime.job import JobClient, JobExecutionResult, RuntimeConfig
+from ..runtime.record_size import parse_memory_size
 from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 
 if TYPE_CHECKING:
@@ -104,6 +105,19 @@ class StreamExecutionEnvironment:
         self.runtime.channel_capacity = records
         return self
 
+    def set_channel_byte_budget(self, max_bytes: int | str | None) -> StreamExecutionEnvironment:
+        """Estimated bytes a channel between two tasks holds before its writer waits (default
+        64 MiB; ``None`` turns the per-channel bound off). Int bytes or a size such as ``"16 mb"``.
+        A batch larger than the budget is still admitted into an empty channel."""
+        self.runtime.channel_max_bytes = parse_memory_size(max_bytes, "channel byte budget")
+        return self
+
+    def set_job_byte_budget(self, max_bytes: int | str | None) -> StreamExecutionEnvironment:
+        """Estimated bytes all channels of the job hold together before writers wait (default
+        512 MiB, Flink's network memory; ``None`` turns it off). Int bytes or e.g. ``"1 gb"``."""
+        self.runtime.job_max_bytes = parse_memory_size(max_bytes, "job byte budget")
+        return self
+
     def get_config(self) -> StreamExecutionEnvironment:
         return self
 
@@ -138,7 +152,9 @@ class StreamExecutionEnvironment:
         """Flink configuration keys: ``execution.savepoint.path``,
         ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
         ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
-        ``execution.engine`` (``asyncio``), ``rest.port`` and ``rest.address`` (serve the job page,
+        ``execution.engine`` (``asyncio``), ``taskmanager.memory.network.max`` (the job's in-flight
+        byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's), ``rest.port`` and
+        ``rest.address`` (serve the job page,
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
         ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY)."""
         for key, value in configuration.items():
@@ -158,6 +174,10 @@ class StreamExecutionEnvironment:
                 self.runtime.rest_port = None if value is None else int(value)
             elif key in ("rest.address", "rest.bind-address"):
                 self.runtime.rest_address = str(value)
+            elif key == "taskmanager.memory.network.max":
+                self.set_job_byte_budget(value)
+            elif key == "streamflow.channel.max-in-flight-bytes":
+                self.set_channel_byte_budget(value)
             elif key == "streamflow.progress":
                 self.runtime.progress = None if value in (None, "auto") else _truthy(value)
             elif key == "execution.engine" and not hasattr(self, "set_engine"):

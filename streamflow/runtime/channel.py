@@ -12,6 +12,13 @@ is the tuple ``(records, timestamps)`` where ``records`` is a list and
   writer while the channel is full, so backpressure is exact. A batch larger
   than the whole capacity is admitted when the channel is empty (otherwise it
   could never be written).
+* Bytes are bounded too (Flink bounds in-flight buffers in bytes): each batch's
+  size is estimated once when written (:mod:`streamflow.runtime.record_size`),
+  and ``put`` also waits while the channel's bytes would exceed ``max_bytes``
+  or the job's bytes (a :class:`ByteBudget` shared by all channels of a job)
+  would exceed the job budget. The same empty-channel rule applies, so every
+  channel can always take one batch and the job always makes progress; a
+  writer waiting for the job budget is woken when any channel is read.
 * The reader side is driven by the :class:`InputGate` of the downstream task.
   Each channel can be *paused* on its own (aligned checkpoints stop reading a
   channel that already delivered barrier n); a paused channel keeps
@@ -37,6 +44,7 @@ from collections import deque
 from typing import Any
 
 from .events import CancelCheckpointMarker, CheckpointBarrier
+from .record_size import batch_size
 
 Batch = tuple[list, list[int] | None]
 ChannelItem = Any  # a Batch or a control event (see events.py)
@@ -44,12 +52,38 @@ ChannelItem = Any  # a Batch or a control event (see events.py)
 _CHECKPOINT_EVENTS = (CheckpointBarrier, CancelCheckpointMarker)
 
 
+class ByteBudget:
+    """The in-flight bytes of all channels of one job, bounded by ``limit``."""
+
+    __slots__ = ("limit", "peak", "used", "waiting")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"job byte budget must be >= 1, got {limit}")
+        self.limit = limit
+        self.used = 0
+        self.peak = 0  # the most bytes in flight at once (a metric)
+        self.waiting: set[Channel] = set()  # channels whose writer waits for room
+
+    def _release(self, nbytes: int) -> None:
+        self.used -= nbytes
+        if self.waiting:
+            waiting, self.waiting = self.waiting, set()
+            for ch in waiting:
+                ch._wake_writer()
+
+
 class Channel:
     __slots__ = (
+        "_budget",
+        "_bytes",
         "_capacity",
         "_gate",
         "_index",
+        "_item_bytes",
         "_items",
+        "_max_bytes",
+        "_measure",
         "_paused",
         "_size",
         "_writer_waiter",
@@ -59,11 +93,25 @@ class Channel:
         "writer",
     )
 
-    def __init__(self, capacity: int, name: str = "") -> None:
+    def __init__(
+        self,
+        capacity: int,
+        name: str = "",
+        *,
+        max_bytes: int | None = None,
+        budget: ByteBudget | None = None,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"channel capacity must be >= 1, got {capacity}")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError(f"channel byte budget must be >= 1, got {max_bytes}")
         self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._budget = budget
+        self._measure = max_bytes is not None or budget is not None
         self._items: deque[ChannelItem] = deque()
+        self._item_bytes: deque[int] = deque()  # estimated bytes of each queued item
+        self._bytes = 0
         self._size = 0
         self._paused = False
         self._writer_waiter: asyncio.Future[None] | None = None
@@ -77,26 +125,58 @@ class Channel:
     # -- writer side -------------------------------------------------------
     async def put(self, item: ChannelItem) -> None:
         """Append a batch or a control event, waiting while the channel is full."""
+        nbytes = 0
         if type(item) is tuple:
             n = len(item[0])
             self.records_in += n
+            if self._measure:
+                nbytes = batch_size(item[0])
         else:
             n = 1
-        if self._size and self._size + n > self._capacity:
+        if self._size and not self._fits(n, nbytes):
             loop = asyncio.get_running_loop()
             started = loop.time()
             try:
-                while self._size and self._size + n > self._capacity:
+                while self._size and not self._fits(n, nbytes):
                     fut = loop.create_future()
                     self._writer_waiter = fut
+                    if self._budget is not None:
+                        self._budget.waiting.add(self)
                     await fut
             finally:
                 self.blocked_s += loop.time() - started
+                if self._budget is not None:
+                    self._budget.waiting.discard(self)
         self._items.append(item)
+        self._item_bytes.append(nbytes)
         self._size += n
+        if nbytes:
+            self._bytes += nbytes
+            budget = self._budget
+            if budget is not None:
+                budget.used += nbytes
+                if budget.used > budget.peak:
+                    budget.peak = budget.used
         gate = self._gate
         if gate is not None and not self._paused:
             gate._notify(self._index)
+
+    def _fits(self, n: int, nbytes: int) -> bool:
+        if self._size + n > self._capacity:
+            return False
+        if not nbytes:
+            return True
+        if self._max_bytes is not None and self._bytes + nbytes > self._max_bytes:
+            return False
+        budget = self._budget
+        return budget is None or budget.used + nbytes <= budget.limit
+
+    def _wake_writer(self) -> None:
+        waiter = self._writer_waiter
+        if waiter is not None:
+            self._writer_waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def put_priority(self, event: ChannelItem) -> list[Batch]:
         """Let ``event`` (an unaligned barrier) overtake the queued data, but no checkpoint
@@ -107,6 +187,7 @@ class Channel:
             at -= 1
         overtaken = [item for i, item in enumerate(items) if i >= at and type(item) is tuple]
         items.insert(at, event)
+        self._item_bytes.insert(at, 0)
         self._size += 1
         if self._gate is not None and not self._paused:
             self._gate._notify(self._index)
@@ -118,7 +199,9 @@ class Channel:
         items = self._items
         if not items or type(items[-1]).__name__ != "EndOfInput":
             return False
-        items.insert(len(items) - 1, event)
+        at = len(items) - 1
+        items.insert(at, event)
+        self._item_bytes.insert(at, 0)
         self._size += 1
         return True
 
@@ -126,11 +209,12 @@ class Channel:
     def get_nowait(self) -> ChannelItem:
         item = self._items.popleft()
         self._size -= len(item[0]) if type(item) is tuple else 1
-        waiter = self._writer_waiter
-        if waiter is not None:
-            self._writer_waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
+        nbytes = self._item_bytes.popleft()
+        if nbytes:
+            self._bytes -= nbytes
+            if self._budget is not None:
+                self._budget._release(nbytes)
+        self._wake_writer()
         return item
 
     def snapshot(self) -> list[ChannelItem]:
@@ -153,11 +237,22 @@ class Channel:
     def capacity(self) -> int:
         return self._capacity
 
-    def statistics(self) -> dict[str, int | bool]:
+    @property
+    def queued_bytes(self) -> int:
+        """Estimated bytes of the queued batches (0 unless a byte budget is set)."""
+        return self._bytes
+
+    @property
+    def max_bytes(self) -> int | None:
+        return self._max_bytes
+
+    def statistics(self) -> dict[str, int | bool | None]:
         return {
             "queued_items": len(self._items),
             "queued_records": self._size,
+            "queued_bytes": self._bytes,
             "capacity": self._capacity,
+            "max_bytes": self._max_bytes,
             "paused": self._paused,
         }
 

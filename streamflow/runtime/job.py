@@ -27,7 +27,7 @@ from ..clock import Clock
 from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, is_chained
 from ..state.key_groups import key_group_range
 from ..state.keyed import KeyedStateBackend
-from .channel import Channel, InputGate
+from .channel import ByteBudget, Channel, InputGate
 from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
 from .events import CheckpointType
@@ -54,6 +54,9 @@ class JobStatus(enum.Enum):
 class RuntimeConfig:
     batch_size: int = 512
     channel_capacity: int = 4096
+    # in-flight bytes (estimated, see record_size.py): per channel and for the whole job; None: off
+    channel_max_bytes: int | None = 64 * 2**20
+    job_max_bytes: int | None = 512 * 2**20
     job_parameters: dict[str, str] = field(default_factory=dict)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     restart_strategy: RestartStrategy = field(default_factory=NoRestart)
@@ -99,6 +102,8 @@ class Execution:
         # (node id, subtask) -> operator instance (sources have none)
         self.operators: dict[tuple[int, int], StreamOperator] = {}
         self.channels: list[Channel] = []
+        limit = self.config.job_max_bytes
+        self.byte_budget = ByteBudget(limit) if limit is not None else None
         if restore is not None:
             restore.check_fits(
                 {graph.uid_of(n): graph.parallelism[n.id] for n in graph.nodes},
@@ -131,6 +136,8 @@ class Execution:
                         ch = Channel(
                             self.config.channel_capacity,
                             f"{edge.upstream.name}[{j}] -> {node.name}[{i}]",
+                            max_bytes=self.config.channel_max_bytes,
+                            budget=self.byte_budget,
                         )
                         self.channels.append(ch)
                         row.append(ch)
@@ -291,6 +298,8 @@ class Execution:
         out["checkpoints.numCompleted"] = len(self.driver.completed)
         out["checkpoints.numAborted"] = stats.num_aborted
         out["checkpoints.lastDurationMs"] = stats.last_duration_ms or 0
+        if self.byte_budget is not None:
+            out["job.inFlightBytesPeak"] = self.byte_budget.peak
         for t in self.tasks:
             if t.checkpointer is not None and t.checkpointer.handler is not None:
                 out[f"{t.name}.lastAlignmentMs"] = t.checkpointer.last_alignment_ms
