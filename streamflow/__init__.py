@@ -44,6 +44,7 @@ from .functions import ProcessWindowFunction as ProcessWindowFunction
 from .functions import ReduceFunction as ReduceFunction
 from .functions import SinkFunction as SinkFunction
 from .functions import TimeDomain as TimeDomain
+from .functions import WindowFunction as WindowFunction
 from .graph import GraphError as GraphError
 from .runtime.context import RuntimeContext as RuntimeContext
 from .runtime.events import MAX_WATERMARK as MAX_WATERMARK

@@ -142,6 +142,14 @@ class ProcessWindowFunction(Function):
         pass
 
 
+class WindowFunction(Function):
+    """Called with all elements of a window when it fires: ``apply(key, window, inputs)``
+    (PyFlink's ``WindowFunction``; ``window`` is the window itself, not a context)."""
+
+    def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any]:
+        raise NotImplementedError
+
+
 class OutputTag:
     """Names a side output: ``yield tag, value`` in a process function emits to it."""
 

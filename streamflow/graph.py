@@ -25,11 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .connectors.base import Source
-    from .runtime.operator import StreamOperator
-
-#: Builds a fresh operator for one subtask (the argument is the subtask index).
-OperatorFactory = Callable[[int], "StreamOperator"]
-
+    from .runtime.factory import OperatorFactory
 
 class GraphError(ValueError):
     """The dataflow cannot run as written; the message names the operator."""
@@ -117,6 +113,14 @@ class StreamGraph:
         node = StreamNode(next(self._ids), node_name, factory, **kw)
         self.nodes.append(node)
         return node
+
+    def remove(self, node: StreamNode) -> None:
+        if node in self.nodes:
+            self.nodes.remove(node)
+
+    def clear(self) -> None:
+        """Forget the nodes (after an execute); ids keep counting, so they stay unique."""
+        self.nodes.clear()
 
 
 def build_job_graph(

@@ -6,8 +6,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..functions import CoFlatMapFunction, CoMapFunction, CoProcessFunction, KeySelector
-from ..graph import Edge, OperatorFactory, Partitioning
+from ..graph import Edge, Partitioning
 from ..runtime.basic_operators import resolve_function
+from ..runtime.factory import OperatorFactory
 from ..runtime.two_input_operators import (
     CoFlatMapOperator,
     CoMapOperator,
@@ -67,19 +68,28 @@ class ConnectedStreams:
 
     def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "map1", "connect().map()")
-        return self._build("CoMap", lambda s: CoMapOperator("CoMap", func))
+        return self._build("CoMap", OperatorFactory("CoMap", lambda f: CoMapOperator("CoMap", f), func))
 
     def flat_map(self, func: CoFlatMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "flat_map1", "connect().flat_map()")
-        return self._build("CoFlatMap", lambda s: CoFlatMapOperator("CoFlatMap", func))
+        return self._build(
+            "CoFlatMap", OperatorFactory("CoFlatMap", lambda f: CoFlatMapOperator("CoFlatMap", f), func)
+        )
 
     def process(self, func: CoProcessFunction, output_type: Any = None) -> DataStream:
         """A ``CoProcessFunction``; on keyed connected streams a ``KeyedCoProcessFunction``
         with keyed state shared by both inputs and per-key timers."""
         resolve_function(func, "process_element1", "connect().process()")
         if self.keys is None:
-            return self._build("CoProcess", lambda s: CoProcessOperator("CoProcess", func))
+            return self._build(
+                "CoProcess", OperatorFactory("CoProcess", lambda f: CoProcessOperator("CoProcess", f), func)
+            )
         k1, k2 = self.keys
-        return self._build(
-            "KeyedCoProcess", lambda s: KeyedCoProcessOperator("KeyedCoProcess", k1, k2, func), keyed=True
+        factory = OperatorFactory(
+            "KeyedCoProcess",
+            lambda f, ks1, ks2: KeyedCoProcessOperator("KeyedCoProcess", ks1, ks2, f),
+            func,
+            k1,
+            k2,
         )
+        return self._build("KeyedCoProcess", factory, keyed=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from ..functions import (
     ReduceFunction,
     SinkFunction,
 )
-from ..graph import Chaining, Edge, GraphError, OperatorFactory, Partitioning, StreamNode
+from ..graph import Chaining, Edge, GraphError, Partitioning, StreamNode
 from ..runtime.basic_operators import (
     FilterOperator,
     FlatMapOperator,
@@ -28,6 +27,7 @@ from ..runtime.basic_operators import (
     SinkOperator,
     resolve_function,
 )
+from ..runtime.factory import OperatorFactory
 from ..runtime.keyed_operators import KeyedFunctionOperator, ReduceOperator, aggregation
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 
@@ -37,16 +37,6 @@ if TYPE_CHECKING:
     from .connected import ConnectedStreams
     from .environment import StreamExecutionEnvironment
     from .windowed import WindowedStream
-
-
-def _copy_for_subtask(fn: Any, subtask: int) -> Any:
-    """Subtask 0 runs the user's own function object; other subtasks get copies."""
-    if subtask == 0 or not hasattr(fn, "__dict__") or (callable(fn) and hasattr(fn, "__code__")):
-        return fn
-    try:
-        return copy.deepcopy(fn)
-    except Exception:
-        return fn
 
 
 class DataStream:
@@ -127,7 +117,9 @@ class DataStream:
         concurrency: int | None = None,
     ) -> DataStream:
         resolve_function(func, "map", "map()")
-        return self._one_input("Map", lambda s: MapOperator("Map", _copy_for_subtask(func, s), concurrency))
+        return self._one_input(
+            "Map", OperatorFactory("Map", lambda f: MapOperator("Map", f, concurrency), func)
+        )
 
     def flat_map(
         self,
@@ -138,7 +130,7 @@ class DataStream:
     ) -> DataStream:
         resolve_function(func, "flat_map", "flat_map()")
         return self._one_input(
-            "FlatMap", lambda s: FlatMapOperator("FlatMap", _copy_for_subtask(func, s), concurrency)
+            "FlatMap", OperatorFactory("FlatMap", lambda f: FlatMapOperator("FlatMap", f, concurrency), func)
         )
 
     def filter(
@@ -146,21 +138,25 @@ class DataStream:
     ) -> DataStream:
         resolve_function(func, "filter", "filter()")
         return self._one_input(
-            "Filter", lambda s: FilterOperator("Filter", _copy_for_subtask(func, s), concurrency)
+            "Filter", OperatorFactory("Filter", lambda f: FilterOperator("Filter", f, concurrency), func)
         )
 
     def process(self, func: ProcessFunction | Callable[..., Any], output_type: Any = None) -> DataStream:
         resolve_function(func, "process_element", "process()")
-        return self._one_input("Process", lambda s: ProcessOperator("Process", _copy_for_subtask(func, s)))
+        return self._one_input(
+            "Process", OperatorFactory("Process", lambda f: ProcessOperator("Process", f), func)
+        )
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
         from ..runtime.timestamps import TimestampsAndWatermarksOperator
 
-        env = self._env
+        name, interval = "Timestamps/Watermarks", self._env.get_auto_watermark_interval()
         return self._one_input(
-            "Timestamps/Watermarks",
-            lambda s: TimestampsAndWatermarksOperator(
-                "Timestamps/Watermarks", watermark_strategy, env.get_auto_watermark_interval()
+            name,
+            OperatorFactory(
+                name,
+                lambda strategy: TimestampsAndWatermarksOperator(name, strategy, interval),
+                watermark_strategy,
             ),
         )
 
@@ -199,10 +195,11 @@ class DataStream:
     # -- sinks ---------------------------------------------------------------
     def sink_to(self, sink: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
         if isinstance(sink, Sink):
-            factory: OperatorFactory = lambda s: sink.create_operator("Sink")  # noqa: E731
+            # a Sink describes the sink and makes a fresh operator per subtask: it is not copied
+            factory: OperatorFactory = OperatorFactory("Sink", lambda: sink.create_operator("Sink"))
         else:
             resolve_function(sink, "invoke", "sink_to()")
-            factory = lambda s: SinkOperator("Sink", _copy_for_subtask(sink, s))  # noqa: E731
+            factory = OperatorFactory("Sink", lambda f: SinkOperator("Sink", f), sink)
         return DataStreamSink(self._add("Sink", factory, is_sink=True))
 
     add_sink = sink_to
@@ -217,7 +214,7 @@ class DataStream:
         try:
             self._env.execute(job_name)
         finally:
-            self._env._graph.nodes.remove(node)
+            self._env._graph.remove(node)  # when execute failed before it cleared the graph
         results = sink.results
         return iter(results if limit is None else results[:limit])
 
@@ -231,7 +228,7 @@ class DataStream:
         try:
             client = await self._env.execute_async(job_name)
         finally:
-            self._env._graph.nodes.remove(node)
+            self._env._graph.remove(node)  # when execute failed before it cleared the graph
         seen = 0
         try:
             async for record in sink.drain(client):
@@ -297,14 +294,57 @@ class KeyedStream(DataStream):
     def get_key_selector(self) -> Callable[[Any], Any]:
         return self.key_selector
 
+    # -- key_by() makes no operator: operator settings are refused, as PyFlink does --------
+    def _refuse(self, what: str) -> GraphError:
+        return GraphError(
+            f"{what} KeyedStream is not supported. key_by() only partitions the stream and makes no "
+            "operator: set it on the operator before key_by() or on the one after it"
+        )
+
+    def name(self, name: str) -> DataStream:
+        raise self._refuse("Set name for")
+
+    def get_name(self) -> str:
+        raise self._refuse("Get name of")
+
+    def uid(self, uid: str) -> DataStream:
+        raise self._refuse("Set uid for")
+
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
+        raise self._refuse("Set uid hash for")
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        raise self._refuse("Set parallelism for")
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        raise self._refuse("Set max parallelism for")
+
+    def force_non_parallel(self) -> DataStream:
+        raise self._refuse("Set force non-parallel for")
+
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
+        raise self._refuse("Set buffer timeout for")
+
+    def start_new_chain(self) -> DataStream:
+        raise self._refuse("Start new chain for")
+
+    def disable_chaining(self) -> DataStream:
+        raise self._refuse("Disable chaining for")
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
+        raise self._refuse("Setting slot sharing group for")
+
     def _keyed_function(self, method: str, func: Any) -> DataStream | None:
         """A Function object on a keyed stream may use keyed state: run it keyed."""
         if not isinstance(func, Function):
             return None
         resolve_function(func, method, f"{method}()")
-        ks, name = self.key_selector, {"map": "Map", "flat_map": "FlatMap", "filter": "Filter"}[method]
+        name = {"map": "Map", "flat_map": "FlatMap", "filter": "Filter"}[method]
         return self._keyed(
-            name, lambda s: KeyedFunctionOperator(name, ks, _copy_for_subtask(func, s), method)
+            name,
+            OperatorFactory(
+                name, lambda ks, f: KeyedFunctionOperator(name, ks, f, method), self.key_selector, func
+            ),
         )
 
     def map(
@@ -335,9 +375,9 @@ class KeyedStream(DataStream):
 
     def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
         resolve_function(func, "reduce", "reduce()")
-        ks = self.key_selector
+        name = "Keyed Reduce"
         return self._keyed(
-            "Keyed Reduce", lambda s: ReduceOperator("Keyed Reduce", ks, _copy_for_subtask(func, s))
+            name, OperatorFactory(name, lambda ks, f: ReduceOperator(name, ks, f), self.key_selector, func)
         )
 
     def sum(self, position_to_sum: int | str = 0) -> DataStream:
@@ -356,17 +396,22 @@ class KeyedStream(DataStream):
         return self._aggregate("max_by", position_to_max_by)
 
     def _aggregate(self, kind: str, field: int | str) -> DataStream:
-        ks, name = self.key_selector, f"Keyed {kind.title()}({field!r})"
-        return self._keyed(name, lambda s: ReduceOperator(name, ks, aggregation(kind, field)))
+        name = f"Keyed {kind.title()}({field!r})"
+        return self._keyed(
+            name,
+            OperatorFactory(
+                name, lambda ks: ReduceOperator(name, ks, aggregation(kind, field)), self.key_selector
+            ),
+        )
 
     def process(
         self, func: KeyedProcessFunction | ProcessFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
         resolve_function(func, "process_element", "process()")
-        ks = self.key_selector
+        name = "KeyedProcess"
         return self._keyed(
-            "KeyedProcess",
-            lambda s: KeyedProcessOperator("KeyedProcess", ks, _copy_for_subtask(func, s)),
+            name,
+            OperatorFactory(name, lambda ks, f: KeyedProcessOperator(name, ks, f), self.key_selector, func),
         )
 
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:

@@ -246,8 +246,13 @@ class StreamExecutionEnvironment:
         )
 
     async def execute_async(self, job_name: str = "streamflow job") -> JobClient:
-        """Start the job in the running event loop; returns its :class:`JobClient`."""
+        """Start the job in the running event loop; returns its :class:`JobClient`.
+
+        As in Flink (``StreamExecutionEnvironment.getStreamGraph(clearTransformations=true)``),
+        the operators added so far are cleared once the job graph is built: the next
+        ``execute()`` runs only what is added after this one."""
         graph = self.get_job_graph(job_name)
+        self._graph.clear()
         client = JobClient(job_name, graph, self.runtime, self._clock)
         if self.runtime.rest_port is not None:
             from ..rest import serve_job

@@ -1,4 +1,4 @@
-"""``WindowedStream``: ``keyed.window(assigner)`` then reduce / aggregate / process."""
+"""``WindowedStream``: ``keyed.window(assigner)`` then reduce / aggregate / process / apply."""
 
 from __future__ import annotations
 
@@ -6,16 +6,20 @@ import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..functions import AggregateFunction, OutputTag, ProcessWindowFunction, ReduceFunction
+from ..functions import AggregateFunction, OutputTag, ProcessWindowFunction, ReduceFunction, WindowFunction
 from ..runtime.basic_operators import resolve_function
-from ..runtime.window_operator import WindowFunctions, WindowOperator
+from ..runtime.factory import OperatorFactory
+from ..runtime.window_context import window_functions
+from ..runtime.window_operator import WindowOperator
+from ..windowing.assigners import WindowAssigner
+from ..windowing.evictors import Evictor
+from ..windowing.triggers import Trigger
 from .environment import to_millis
 
 if TYPE_CHECKING:
-    from ..windowing.assigners import WindowAssigner
-    from ..windowing.evictors import Evictor
-    from ..windowing.triggers import Trigger
     from .datastream import DataStream, KeyedStream
+
+WindowFunctionLike = ProcessWindowFunction | WindowFunction | Callable[..., Any]
 
 
 class WindowedStream:
@@ -24,7 +28,8 @@ class WindowedStream:
             raise TypeError(f"window() expects a WindowAssigner, got {assigner!r}")
         self._keyed = keyed
         self._assigner = assigner
-        self._trigger: Trigger | None = None
+        # Flink's WindowOperatorBuilder asks the assigner for its default trigger here, with the env
+        self._trigger: Trigger = assigner.get_default_trigger(keyed.get_execution_environment())
         self._evictor: Evictor | None = None
         self._lateness = 0
         self._late_tag: str | None = None
@@ -55,42 +60,89 @@ class WindowedStream:
     def reduce(
         self,
         reduce_function: ReduceFunction | Callable[[Any, Any], Any],
-        window_function: ProcessWindowFunction | Callable[..., Any] | None = None,
+        window_function: WindowFunctionLike | None = None,
+        output_type: Any = None,
     ) -> DataStream:
-        fn = resolve_function(reduce_function, "reduce", "reduce()")
-        return self._build("Window(Reduce)", WindowFunctions(reduce=fn, **_process(window_function)))
+        resolve_function(reduce_function, "reduce", "reduce()")
+        _check_window_function(window_function)
+        return self._build("Window(Reduce)", reduce_function=reduce_function, window_function=window_function)
 
     def aggregate(
         self,
         aggregate_function: AggregateFunction,
-        window_function: ProcessWindowFunction | Callable[..., Any] | None = None,
+        window_function: WindowFunctionLike | None = None,
+        accumulator_type: Any = None,
+        output_type: Any = None,
     ) -> DataStream:
         if not isinstance(aggregate_function, AggregateFunction):
             raise TypeError("aggregate() expects an AggregateFunction")
+        _check_window_function(window_function)
         return self._build(
-            "Window(Aggregate)", WindowFunctions(aggregate=aggregate_function, **_process(window_function))
+            "Window(Aggregate)", aggregate_function=aggregate_function, window_function=window_function
         )
 
-    def process(self, process_window_function: ProcessWindowFunction | Callable[..., Any]) -> DataStream:
-        return self._build("Window(Process)", WindowFunctions(**_process(process_window_function)))
+    def process(
+        self, process_window_function: ProcessWindowFunction | Callable[..., Any], output_type: Any = None
+    ) -> DataStream:
+        """``process(key, context, elements)``; ``context.window()`` is the window."""
+        resolve_function(process_window_function, "process", "process()")
+        return self._build("Window(Process)", window_function=process_window_function)
 
-    def apply(self, window_function: Callable[..., Any]) -> DataStream:
-        """``fn(key, window, elements) -> iterable`` (Flink's WindowFunction)."""
-        return self.process(lambda key, ctx, elements: window_function(key, ctx.window, elements))
+    def apply(
+        self, window_function: WindowFunction | Callable[..., Any], output_type: Any = None
+    ) -> DataStream:
+        """A ``WindowFunction`` (``apply(key, window, inputs)``) or a callable with those arguments."""
+        resolve_function(window_function, "apply", "apply()")
+        return self._build("Window(Apply)", apply_function=window_function)
 
-    def _build(self, name: str, functions: WindowFunctions) -> DataStream:
-        keyed, assigner = self._keyed, self._assigner
-        trigger, evictor, lateness, tag = self._trigger, self._evictor, self._lateness, self._late_tag
-        return keyed._keyed(
+    def _build(
+        self,
+        name: str,
+        *,
+        reduce_function: Any = None,
+        aggregate_function: AggregateFunction | None = None,
+        window_function: Any = None,
+        apply_function: Any = None,
+    ) -> DataStream:
+        keyed = self._keyed
+        lateness, tag = self._lateness, self._late_tag
+
+        def build(
+            key_selector: Callable[[Any], Any],
+            assigner: WindowAssigner,
+            trigger: Trigger,
+            evictor: Evictor | None,
+            reduce_fn: Any,
+            aggregate_fn: AggregateFunction | None,
+            window_fn: Any,
+            apply_fn: Any,
+        ) -> WindowOperator:
+            functions = window_functions(
+                reduce_function=reduce_fn,
+                aggregate_function=aggregate_fn,
+                window_function=window_fn,
+                apply_function=apply_fn,
+            )
+            return WindowOperator(name, key_selector, assigner, trigger, evictor, lateness, tag, functions)
+
+        factory = OperatorFactory(
             name,
-            lambda s: WindowOperator(
-                name, keyed.key_selector, assigner, trigger, evictor, lateness, tag, functions
-            ),
+            build,
+            keyed.key_selector,
+            self._assigner,
+            self._trigger,
+            self._evictor,
+            reduce_function,
+            aggregate_function,
+            window_function,
+            apply_function,
         )
+        return keyed._keyed(name, factory)
 
 
-def _process(fn: Any) -> dict[str, Any]:
-    if fn is None:
-        return {}
-    call = resolve_function(fn, "process", "window function")
-    return {"process": call, "process_function": fn if isinstance(fn, ProcessWindowFunction) else None}
+def _check_window_function(fn: Any) -> None:
+    if fn is None or callable(fn) or hasattr(fn, "process") or hasattr(fn, "apply"):
+        return
+    raise TypeError(
+        f"window function: expects a ProcessWindowFunction, a WindowFunction or a callable, got {fn!r}"
+    )

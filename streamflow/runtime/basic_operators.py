@@ -46,7 +46,7 @@ class UserFunctionOperator(StreamOperator):
 
     def __init__(self, name: str, function: Any, concurrency: int | None = None) -> None:
         super().__init__(name)
-        self.user_function = function
+        self.functions = (function,)
         self.call = resolve_function(function, self.method, name)
         self.is_async = is_async(self.call)
         self.concurrency = concurrency or DEFAULT_ASYNC_CONCURRENCY

@@ -36,7 +36,7 @@ from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, StreamOperator
 from .task import InputTask, SourceTask, Task
-from .writer import ChannelWriter
+from .writer import ChannelWriter, create_writer
 
 _log = logging.getLogger("streamflow")
 
@@ -159,7 +159,7 @@ class Execution:
         ops: list[StreamOperator] = []
         for node in nodes:
             if node.operator_factory is not None:
-                op = node.operator_factory(sub)
+                op = node.operator_factory.create(sub)
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
         writers: list[ChannelWriter] = []
@@ -175,7 +175,7 @@ class Execution:
                     row = edge_channels[(consumer.id, k)][sub]
                     channels = [ch for ch in row if ch is not None]
                     up_p, p = g.parallelism[node.id], g.parallelism[consumer.id]
-                    target = ChannelWriter(
+                    writer = create_writer(
                         channels,
                         effective_partitioning(edge, up_p, p) if len(channels) > 1 else Partitioning.FORWARD,
                         subtask_index=sub if len(channels) > 1 else 0,
@@ -183,7 +183,8 @@ class Execution:
                         max_parallelism=g.vertex_of[consumer.id].max_parallelism,
                         where=f"key selector of {consumer.name!r}",
                     )
-                    writers.append(target)
+                    writers.append(writer)
+                    target = writer
                 (main if edge.side_tag is None else side.setdefault(edge.side_tag, [])).append(target)
             outputs[node.id] = MeteredOutput(main, side)
 

@@ -23,27 +23,27 @@ class ReduceOperator(TimerOperator):
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
         super().__init__(name, key_selector)
-        self.user_function = function
+        self.functions = (function,)
         self.reduce = resolve_function(function, "reduce", name)
         self._specialize = getattr(self.reduce, "specialize", None)
 
     async def open(self) -> None:
-        backend = self.ctx.keyed_backend
-        assert backend is not None, "a keyed operator needs a keyed state backend"
-        self.table = backend.table("reduce", "value")
+        self.table = self.backend.table("reduce", "value")
+        await super().open()
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if self._check_key_type:
             self.check_key_type(records)
         if self._specialize is not None and records:
             self.reduce, self._specialize = self._specialize(records[0]), None
-        key_of, reduce, table = self.key_selector, self.reduce, self.table
+        key_of, reduce, table, backend = self.key_selector, self.reduce, self.table, self.backend
         get, missing = table.get, _MISSING
         out: list[Any] = []
         append = out.append
         try:
             for record in records:
                 key = key_of(record)
+                backend.current_key = key  # a ReduceFunction may use keyed state too
                 acc = get(key, missing)
                 if acc is not missing:
                     record = reduce(acc, record)
@@ -66,11 +66,15 @@ class ReduceOperator(TimerOperator):
 
 class KeyedFunctionOperator(TimerOperator):
     """``map``/``flat_map``/``filter`` with a Function object on a KeyedStream: the current
-    key is set for every record, so the function may use keyed state (as in PyFlink)."""
+    key is set for every record, so the function may use keyed state (as in PyFlink).
+
+    A ``flat_map`` that is a generator runs lazily: it is drained right after its call,
+    while the current key is still its record's, so every step of it reads and writes
+    that key's state."""
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any, method: str) -> None:
         super().__init__(name, key_selector)
-        self.user_function = function
+        self.functions = (function,)
         self.method = method
         self.call = resolve_function(function, method, name)
         if is_async(self.call):
@@ -86,16 +90,21 @@ class KeyedFunctionOperator(TimerOperator):
         results: list[Any] = []
         append = results.append
         try:
-            for record in records:
-                backend.current_key = key_of(record)
-                append(call(record))
-            if self.method == "map":
-                out, out_ts = results, timestamps
-            elif self.method == "filter":
-                out = list(compress(records, results))
-                out_ts = None if timestamps is None else list(compress(timestamps, results))
-            else:
+            if self.method == "flat_map":
+                for record in records:
+                    backend.current_key = key_of(record)
+                    result = call(record)
+                    append(None if result is None else list(result))  # drained under its key
                 out, out_ts = expand(results, timestamps)
+            else:
+                for record in records:
+                    backend.current_key = key_of(record)
+                    append(call(record))
+                if self.method == "map":
+                    out, out_ts = results, timestamps
+                else:
+                    out = list(compress(records, results))
+                    out_ts = None if timestamps is None else list(compress(timestamps, results))
         except Exception as exc:
             raise self.failure(exc) from None
         if out:

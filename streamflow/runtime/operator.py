@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import traceback
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..functions import Function
@@ -25,8 +25,6 @@ from .events import Watermark, WatermarkStatus
 
 if TYPE_CHECKING:
     from .context import OperatorContext
-
-PushFn = Callable[[list, list[int] | None], Awaitable[None]]
 
 
 class BatchTarget:
@@ -43,22 +41,20 @@ class BatchTarget:
 
 
 class Output:
-    """Fans an operator's results out to its main targets and side-output targets."""
+    """Fans an operator's results out to its main targets and side-output targets.
 
-    __slots__ = ("_all", "_main", "_side", "push")
+    The targets are the next chained operators (called directly) and the
+    channel writers at the end of the chain; one loop per batch, no per-record work.
+    """
+
+    __slots__ = ("_all", "_main", "_side")
 
     def __init__(self, main: Sequence[BatchTarget], side: Mapping[str, Sequence[BatchTarget]]):
-        self._main = list(main)
-        self._side = {tag: list(targets) for tag, targets in side.items()}
-        self._all = self._main + [t for ts in self._side.values() for t in ts]
-        if len(self._main) == 1:
-            self.push: PushFn = self._main[0].process_batch
-        elif not self._main:
-            self.push = _discard
-        else:
-            self.push = self._fan_out
+        self._main: tuple[BatchTarget, ...] = tuple(main)
+        self._side = {tag: tuple(targets) for tag, targets in side.items()}
+        self._all = self._main + tuple(t for ts in self._side.values() for t in ts)
 
-    async def _fan_out(self, records: list, timestamps: list[int] | None) -> None:
+    async def push(self, records: list, timestamps: list[int] | None) -> None:
         for target in self._main:
             await target.process_batch(records, timestamps)
 
@@ -78,22 +74,21 @@ class Output:
             await target.process_watermark_status(status)
 
 
-async def _discard(records: list, timestamps: list[int] | None) -> None:
-    return None
-
-
 class StreamOperator(BatchTarget):
     """Base class of every operator. Subclasses override what they need.
 
-    ``user_function``, when it is a :class:`~streamflow.functions.Function`, is
-    opened by ``open`` and closed by ``close`` (even when its ``open`` failed,
-    as in Flink: ``close`` releases whatever ``open`` got).
+    ``functions`` declares the user functions the operator runs (its own
+    copies: see :class:`~streamflow.runtime.factory.OperatorFactory`). Each
+    one that is a :class:`~streamflow.functions.Function` is opened by
+    ``open`` with the operator's runtime context and closed by ``close`` (even
+    when its ``open`` failed, as in Flink: ``close`` releases whatever ``open``
+    got), whatever the operator kind.
     """
 
     output: Output
     ctx: OperatorContext
-    user_function: Any = None
-    _function_opened = False
+    functions: tuple[Any, ...] = ()
+    _opened_functions: tuple[Function, ...] = ()
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -110,11 +105,18 @@ class StreamOperator(BatchTarget):
         """Restore from the operator's snapshot (None on a fresh start)."""
 
     async def open(self) -> None:
-        fn = self.user_function
-        if isinstance(fn, Function):
-            self._function_opened = True
+        """Open every user Function (once each) with this operator's runtime context."""
+        unique: dict[int, Function] = {}
+        for fn in self.functions:
+            if isinstance(fn, Function):
+                unique.setdefault(id(fn), fn)
+        if not unique:
+            return
+        self._opened_functions = tuple(unique.values())
+        context = RuntimeContext(self.ctx)
+        for fn in self._opened_functions:
             try:
-                result = fn.open(RuntimeContext(self.ctx))
+                result = fn.open(context)
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
@@ -124,15 +126,22 @@ class StreamOperator(BatchTarget):
         """All input has ended: flush whatever is buffered (normal end only)."""
 
     async def close(self) -> None:
-        """Release what ``open`` acquired. Runs on every path once ``open`` was called."""
-        if self._function_opened:
-            self._function_opened = False
+        """Release what ``open`` acquired. Runs on every path once ``open`` was called;
+        every opened function is closed even if another one's ``close`` fails."""
+        opened, self._opened_functions = self._opened_functions, ()
+        error: BaseException | None = None
+        for fn in reversed(opened):
             try:
-                result = self.user_function.close()
+                result = fn.close()
                 if inspect.isawaitable(result):
                     await result
             except Exception as exc:
-                raise self.failure(exc) from None
+                if error is None:
+                    error = self.failure(exc)
+                else:
+                    error.add_note(f"streamflow: also failed while closing {fn!r}: {exc!r}")
+        if error is not None:
+            raise error
 
     def dispose(self) -> None:
         """Last cleanup, on every path, for every operator that was set up."""
@@ -169,6 +178,14 @@ class StreamOperator(BatchTarget):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+class TwoInputOperator(StreamOperator):
+    """An operator with two inputs (``connect()``): the task feeds the second input's
+    batches to ``process_batch2``."""
+
+    async def process_batch2(self, records: list, timestamps: list[int] | None) -> None:
+        raise NotImplementedError
 
 
 _ATTRIBUTED = "_streamflow_where"

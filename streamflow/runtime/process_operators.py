@@ -71,10 +71,12 @@ class _ProcessContext:
 class ProcessOperator(StreamOperator):
     """A non-keyed ``ProcessFunction``: no keyed state, no timers (as in Flink)."""
 
+    method = "process_element"
+
     def __init__(self, name: str, function: Any) -> None:
         super().__init__(name)
-        self.user_function = function
-        self.call = resolve_function(function, "process_element", name)
+        self.functions = (function,)
+        self.call = resolve_function(function, self.method, name)
         self.timer_facade = _CurrentTime(self)
         self.current_watermark = MIN_WATERMARK
 
@@ -243,12 +245,17 @@ class _KeyedContext:
 
 
 class KeyedProcessOperator(TimerOperator):
-    """Runs a ``KeyedProcessFunction`` with keyed state and per-key timers."""
+    """Runs a ``KeyedProcessFunction`` with keyed state and per-key timers.
+
+    The function's results (a generator, often) are drained right after each
+    call, while the current key is the record's (or the timer's) key."""
+
+    method = "process_element"
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
         super().__init__(name, key_selector)
-        self.user_function = function
-        self.call = resolve_function(function, "process_element", name)
+        self.functions = (function,)
+        self.call = resolve_function(function, self.method, name)
         on_timer = getattr(function, "on_timer", None)
         self.on_timer = on_timer if callable(on_timer) else None
         self.timer_facade = _KeyedTimerService(self)

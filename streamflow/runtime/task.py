@@ -44,7 +44,7 @@ from .events import (
     Watermark,
     WatermarkStatus,
 )
-from .operator import Output, PushFn, StreamOperator, attribute_error
+from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
 from .watermark_valve import WatermarkValve
 from .writer import ChannelWriter
@@ -330,12 +330,12 @@ class InputTask(Task):
 
     async def _run_loop(self) -> None:
         gate, head = self.gate, self.operators[0]
-        second: PushFn | None = getattr(head, "process_batch2", None)
-        if second is None and 1 in self.input_of_channel:
+        second = head.process_batch
+        if isinstance(head, TwoInputOperator):
+            second = head.process_batch2
+        elif 1 in self.input_of_channel:
             raise TypeError(f"task {self.name!r}: operator {head.name!r} has no second input")
-        process: list[PushFn] = [
-            second if i == 1 and second is not None else head.process_batch for i in self.input_of_channel
-        ]
+        process = [second if i == 1 else head.process_batch for i in self.input_of_channel]
         for channel, batches in sorted(self.restored_in.items()):
             for records, timestamps in batches:
                 await process[channel](records, timestamps)

@@ -1,8 +1,9 @@
 """Operators with two inputs (``connect()``): co-map, co-flat-map, co-process, keyed co-process.
 
 The task feeds records of the first input to ``process_batch`` and of the
-second to ``process_batch2``; watermarks of both inputs meet in the task's
-one valve, so the operator sees the minimum, as Flink's two-input operators do.
+second to ``process_batch2`` (:class:`TwoInputOperator`); watermarks of both
+inputs meet in the task's one valve, so the operator sees the minimum, as
+Flink's two-input operators do.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .basic_operators import FlatMapOperator, MapOperator, is_async, resolve_function
+from .operator import TwoInputOperator
 from .process_operators import KeyedProcessOperator, ProcessOperator
 
 
-class CoMapOperator(MapOperator):
+class CoMapOperator(MapOperator, TwoInputOperator):
     method = "map1"
 
     def __init__(self, name: str, function: Any) -> None:
@@ -25,7 +27,7 @@ class CoMapOperator(MapOperator):
         await self.output.push(await self.apply(records, self.call2, is_async(self.call2)), timestamps)
 
 
-class CoFlatMapOperator(FlatMapOperator):
+class CoFlatMapOperator(FlatMapOperator, TwoInputOperator):
     method = "flat_map1"
 
     def __init__(self, name: str, function: Any) -> None:
@@ -36,17 +38,20 @@ class CoFlatMapOperator(FlatMapOperator):
         await self._flat_map(records, timestamps, self.call2, is_async(self.call2))
 
 
-class CoProcessOperator(ProcessOperator):
+class CoProcessOperator(ProcessOperator, TwoInputOperator):
+    method = "process_element1"
+
     def __init__(self, name: str, function: Any) -> None:
-        super().__init__(name, _Renamed(function, "process_element1"))
-        self.user_function = function
+        super().__init__(name, function)
         self.call2 = resolve_function(function, "process_element2", name)
 
     async def process_batch2(self, records: list, timestamps: list[int] | None) -> None:
         await self._process(records, timestamps, self.call2)
 
 
-class KeyedCoProcessOperator(KeyedProcessOperator):
+class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
+    method = "process_element1"
+
     def __init__(
         self,
         name: str,
@@ -54,18 +59,9 @@ class KeyedCoProcessOperator(KeyedProcessOperator):
         key_selector2: Callable[[Any], Any],
         function: Any,
     ) -> None:
-        super().__init__(name, key_selector1, _Renamed(function, "process_element1"))
-        self.user_function = function
+        super().__init__(name, key_selector1, function)
         self.key_selector2 = key_selector2
         self.call2 = resolve_function(function, "process_element2", name)
 
     async def process_batch2(self, records: list, timestamps: list[int] | None) -> None:
         await self._process(records, timestamps, self.call2, self.key_selector2)
-
-
-class _Renamed:
-    """Presents ``function.<method>`` as ``process_element`` (and keeps ``on_timer``)."""
-
-    def __init__(self, function: Any, method: str) -> None:
-        self.process_element = resolve_function(function, method, method)
-        self.on_timer = getattr(function, "on_timer", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..functions import AggregateFunction
+from ..functions import AggregateFunction, ProcessWindowFunction, WindowFunction
 from ..windowing.context import DictReducingState, TriggerStateDescriptor, merge_reducing_state
 
 if TYPE_CHECKING:
@@ -28,12 +28,62 @@ class WindowFunctions:
         aggregate: AggregateFunction | None = None,
         process: Callable[..., Any] | None = None,
         process_function: Any = None,
+        user_functions: tuple[Any, ...] = (),
     ) -> None:
         self.reduce = reduce
         self.aggregate = aggregate
         self.process = process  # process(key, context, elements) -> iterable
-        self.process_function = process_function  # for open/close/clear
+        self.process_function = process_function  # for clear()
+        self.user_functions = user_functions  # every user object, for open/close
         self.incremental = reduce is not None or aggregate is not None
+
+
+def window_functions(
+    *,
+    reduce_function: Any = None,
+    aggregate_function: AggregateFunction | None = None,
+    window_function: Any = None,
+    apply_function: Any = None,
+) -> WindowFunctions:
+    """Resolve the user's window functions (a subtask's own copies) into :class:`WindowFunctions`.
+
+    ``window_function`` is a ``ProcessWindowFunction`` (``process(key, context, elements)``),
+    a ``WindowFunction`` (``apply(key, window, inputs)``) or a callable taking
+    ``(key, context, elements)``; ``apply_function`` (``WindowedStream.apply``) is a
+    ``WindowFunction`` or a callable taking ``(key, window, inputs)``.
+    """
+    from .basic_operators import resolve_function
+
+    reduce = None if reduce_function is None else resolve_function(reduce_function, "reduce", "reduce()")
+    process: Callable[..., Any] | None = None
+    process_function = None
+    if window_function is not None:
+        if isinstance(window_function, WindowFunction) or (
+            not isinstance(window_function, ProcessWindowFunction)
+            and not callable(window_function)
+            and hasattr(window_function, "apply")
+        ):
+            apply_function, window_function = window_function, None
+        else:
+            process = resolve_function(window_function, "process", "window function")
+            if isinstance(window_function, ProcessWindowFunction):
+                process_function = window_function
+    if apply_function is not None:
+        apply = resolve_function(apply_function, "apply", "apply()")
+
+        def process(key: Any, context: WindowContext, elements: Any) -> Any:
+            return apply(key, context.window(), elements)
+
+    user = tuple(
+        f for f in (reduce_function, aggregate_function, window_function, apply_function) if f is not None
+    )
+    return WindowFunctions(
+        reduce=reduce,
+        aggregate=aggregate_function,
+        process=process,
+        process_function=process_function,
+        user_functions=user,
+    )
 
 
 class WindowContext:

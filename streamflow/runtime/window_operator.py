@@ -62,7 +62,7 @@ class WindowOperator(TimerOperator):
         name: str,
         key_selector: Callable[[Any], Any],
         assigner: Any,
-        trigger: Trigger | None,
+        trigger: Trigger,
         evictor: Any,
         allowed_lateness: int,
         late_tag: str | None,
@@ -70,12 +70,12 @@ class WindowOperator(TimerOperator):
     ) -> None:
         super().__init__(name, key_selector)
         self.assigner = assigner
-        self.trigger: Trigger = trigger or assigner.get_default_trigger()
+        self.trigger = trigger
         self.evictor = evictor
         self.allowed_lateness = allowed_lateness
         self.late_tag = late_tag
         self.fn = functions
-        self.user_function = functions.process_function
+        self.functions = functions.user_functions
         self.event_time = assigner.is_event_time()
         self.merging = bool(getattr(assigner, "merging", False))
         self.fast = (
