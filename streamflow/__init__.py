@@ -11,6 +11,9 @@ from .checkpoint.config import RestartStrategies as RestartStrategies
 from .checkpoint.restore import StateMismatchError as StateMismatchError
 from .clock import Clock as Clock
 from .clock import SystemClock as SystemClock
+from .connectors.base import DEAD_LETTER as DEAD_LETTER
+from .connectors.base import DeadLetter as DeadLetter
+from .connectors.base import MalformedRecordError as MalformedRecordError
 from .connectors.base import Sink as Sink
 from .connectors.base import Source as Source
 from .connectors.base import SourceReader as SourceReader
@@ -18,12 +21,11 @@ from .connectors.file_sink import Encoder as Encoder
 from .connectors.file_sink import FileSink as FileSink
 from .connectors.file_sink import OutputFileConfig as OutputFileConfig
 from .connectors.file_sink import RollingPolicy as RollingPolicy
-from .connectors.files import DEAD_LETTER as DEAD_LETTER
-from .connectors.files import DeadLetter as DeadLetter
 from .connectors.files import FileSource as FileSource
 from .connectors.files import StreamFormat as StreamFormat
 from .connectors.sinks import CollectSink as CollectSink
 from .connectors.sinks import PrintSink as PrintSink
+from .errors import StreamflowError as StreamflowError
 from .eventtime import TimestampAssigner as TimestampAssigner
 from .eventtime import WatermarkGenerator as WatermarkGenerator
 from .eventtime import WatermarkStrategy as WatermarkStrategy

@@ -23,11 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .errors import StreamflowError
+
 if TYPE_CHECKING:
     from .connectors.base import Source
     from .runtime.factory import OperatorFactory
 
-class GraphError(ValueError):
+
+class GraphError(StreamflowError, ValueError):
     """The dataflow cannot run as written; the message names the operator."""
 
 

@@ -68,6 +68,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from streamflow.clock import Clock
+from streamflow.errors import StreamflowError
 from streamflow.runtime.events import CheckpointType
 
 MAX_QUEUED_REQUESTS = 1000
@@ -155,7 +156,7 @@ class CoordinatorStats:
     num_queued: int  # manual requests waiting for a slot
 
 
-class CheckpointTriggerError(RuntimeError):
+class CheckpointTriggerError(StreamflowError, RuntimeError):
     """A checkpoint or savepoint cannot be triggered now; ``reason`` says why."""
 
     def __init__(self, reason: AbortReason, message: str) -> None:

@@ -33,9 +33,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import _faults as faults
 from ..runtime.events import CheckpointBarrier, CheckpointType
 from ..runtime.task import InputTask, SourceTask
-from ..testing import faults
 from .barrier_handler import barrier_alignment
 from .config import CheckpointConfig
 from .coordinator import (

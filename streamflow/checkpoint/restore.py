@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import StreamflowError
 from ..state.codec import Codec
 from .storage import CheckpointHandle
 
 
-class StateMismatchError(ValueError):
+class StateMismatchError(StreamflowError, ValueError):
     """The checkpoint's state does not fit the job being restored."""
 
 

@@ -56,6 +56,7 @@ from typing import Any
 import orjson
 
 from streamflow.clock import SYSTEM_CLOCK, Clock
+from streamflow.errors import StreamflowError
 from streamflow.runtime.events import CheckpointType
 
 __all__ = [
@@ -75,7 +76,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _log = logging.getLogger(__name__)
 
 
-class CheckpointStorageError(Exception):
+class CheckpointStorageError(StreamflowError):
     """Reading or writing checkpoint data failed; ``path`` is the file or directory involved."""
 
     def __init__(self, message: str, path: Path | str) -> None:

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import _faults as faults
 from ..runtime.events import CancelCheckpointMarker, CheckpointBarrier
-from ..testing import faults
 from .barrier_handler import (
     AbortCheckpoint,
     BarrierHandler,

@@ -9,19 +9,48 @@ task can react to timers and checkpoint triggers while a source is quiet.
 A reader's *position* (``snapshot_position``) goes into every checkpoint and
 is handed back through ``restore_position`` before ``start``.
 
+A reader that can skip records it cannot decode declares it through
+``take_dead_letters``: the source task routes what it returns to the
+``DEAD_LETTER`` side output (or fails naming the first one when nothing
+consumes that output). The runtime knows only this contract, no connector.
+
 A :class:`Sink` creates the operator that writes; sinks with transactional
 semantics (files, Kafka) hook into checkpoints through that operator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ..errors import StreamflowError
+from ..functions import OutputTag
 
 if TYPE_CHECKING:
     from ..runtime.operator import StreamOperator
 
 END = object()
+
+DEAD_LETTER = OutputTag("dead-letter")
+"""The side output of records a source could not read (``stream.get_side_output(DEAD_LETTER)``)."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A record that could not be read: where it was, what it was, what went wrong."""
+
+    source: str
+    location: str
+    raw: bytes
+    error: str
+
+
+class MalformedRecordError(StreamflowError, ValueError):
+    """A source read a record it cannot decode and nothing consumes ``DEAD_LETTER``."""
+
+
+_NO_LETTERS: tuple[DeadLetter, ...] = ()
 
 
 class SourceReader:
@@ -40,6 +69,11 @@ class SourceReader:
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         pass
+
+    def take_dead_letters(self) -> Sequence[DeadLetter]:
+        """The records that could not be decoded since the last call (called after every
+        batch). A reader that never skips a record keeps this default: none."""
+        return _NO_LETTERS
 
     async def close(self) -> None:
         pass

@@ -55,8 +55,9 @@ from typing import IO, Any
 
 import orjson
 
+from .. import _faults as faults
+from ..errors import StreamflowError
 from ..runtime.operator import StreamOperator
-from ..testing import faults
 from .base import Sink
 
 __all__ = ["Encoder", "FileSink", "FileSinkError", "FileSinkOperator", "OutputFileConfig", "RollingPolicy"]
@@ -65,7 +66,7 @@ _INPROGRESS = ".inprogress"
 _PENDING = ".pending"
 
 
-class FileSinkError(OSError):
+class FileSinkError(StreamflowError, OSError):
     """A file sink I/O failure; the message names the file."""
 
 

@@ -14,30 +14,14 @@ output, the job fails with an error naming the file and line instead.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
 
-from ..functions import OutputTag
-from .base import END, Source, SourceReader
-
-DEAD_LETTER = OutputTag("dead-letter")
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A record that could not be read: where it was, what it was, what went wrong."""
-
-    source: str
-    location: str
-    raw: bytes
-    error: str
-
-
-class MalformedRecordError(ValueError):
-    pass
+from .base import DEAD_LETTER as DEAD_LETTER
+from .base import END, DeadLetter, Source, SourceReader
+from .base import MalformedRecordError as MalformedRecordError
 
 
 class StreamFormat:
@@ -160,7 +144,9 @@ class _FileReader(SourceReader):
         return out
 
     def take_dead_letters(self) -> list[DeadLetter]:
-        out, self.dead_letters = self.dead_letters, []
+        out = self.dead_letters
+        if out:
+            self.dead_letters = []
         return out
 
     async def close(self) -> None:

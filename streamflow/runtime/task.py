@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..clock import Clock
-from ..connectors.base import END, SourceReader
+from ..connectors.base import DEAD_LETTER, END, DeadLetter, MalformedRecordError, SourceReader
 from .channel import InputGate, Waker
 from .events import (
     MAX_WATERMARK,
@@ -238,7 +238,6 @@ class SourceTask(Task):
         self.source_output = source_output
         self.records_out = 0
         self.records_malformed = 0
-        self._dead_letters = hasattr(reader, "take_dead_letters")
 
     async def _start(self) -> None:
         try:
@@ -289,18 +288,16 @@ class SourceTask(Task):
                 await self.source_output.emit_watermark_status(batch)  # type: ignore[arg-type]
             else:
                 raise TypeError(f"source {self.name!r} returned {batch!r} from poll_batch()")
-            if self._dead_letters and reader.dead_letters:  # type: ignore[attr-defined]
-                await self._route_dead_letters()
+            letters = reader.take_dead_letters()
+            if letters:
+                await self._route_dead_letters(letters)
             if loop.time() >= next_yield:
                 await asyncio.sleep(0)
                 next_yield = loop.time() + YIELD_INTERVAL_S
         # a bounded source ends with the maximum watermark: every window fires
         await self.source_output.emit_watermark(Watermark(MAX_WATERMARK))
 
-    async def _route_dead_letters(self) -> None:
-        from ..connectors.files import DEAD_LETTER, MalformedRecordError
-
-        letters = self.reader.take_dead_letters()  # type: ignore[attr-defined]
+    async def _route_dead_letters(self, letters: Sequence[DeadLetter]) -> None:
         self.records_malformed += len(letters)
         if not self.source_output.has_side(DEAD_LETTER.tag_id):
             first = letters[0]
@@ -312,7 +309,7 @@ class SourceTask(Task):
                 ),
                 f"source {self.name!r}",
             )
-        await self.source_output.push_side(DEAD_LETTER.tag_id, letters, None)
+        await self.source_output.push_side(DEAD_LETTER.tag_id, list(letters), None)
 
 
 class InputTask(Task):
