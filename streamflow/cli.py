@@ -31,13 +31,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import StreamflowError
+
 _log = logging.getLogger("streamflow.cli")
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-class CommandError(Exception):
+class CommandError(StreamflowError):
     """A failure to report in one line (no traceback); ``code`` is the exit code."""
 
     def __init__(self, message: str, code: int = EXIT_FAILED) -> None:

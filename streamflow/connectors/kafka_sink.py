@@ -37,8 +37,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .. import _faults as faults
+from ..errors import StreamflowError
 from ..runtime.operator import StreamOperator
-from ..testing import faults
 from .base import Sink
 from .kafka_common import DeliveryGuarantee
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
@@ -177,7 +178,7 @@ class KafkaSinkBuilder:
         return KafkaSink(self._bootstrap, self._serializer, self._guarantee, self._prefix, self._props)
 
 
-class BrokerConnectionLost(ConnectionError):
+class BrokerConnectionLost(StreamflowError, ConnectionError):
     """A producer connection broke during a transaction: the transaction cannot be trusted."""
 
 

@@ -10,19 +10,17 @@ from .operator import BatchTarget, Output
 
 
 class MeteredOutput(Output):
-    __slots__ = ("_inner_push", "current_watermark", "records_out", "side_records_out")
+    __slots__ = ("current_watermark", "records_out", "side_records_out")
 
     def __init__(self, main: Sequence[BatchTarget], side: Mapping[str, Sequence[BatchTarget]]):
         super().__init__(main, side)
         self.records_out = 0  # to the main output
         self.side_records_out: dict[str, int] = {}
         self.current_watermark = MIN_WATERMARK
-        self._inner_push = self.push
-        self.push = self._metered_push
 
-    async def _metered_push(self, records: list, timestamps: list[int] | None) -> None:
+    async def push(self, records: list, timestamps: list[int] | None) -> None:
         self.records_out += len(records)
-        await self._inner_push(records, timestamps)
+        await super().push(records, timestamps)
 
     async def push_side(self, tag_id: str, records: list, timestamps: list[int] | None) -> None:
         self.side_records_out[tag_id] = self.side_records_out.get(tag_id, 0) + len(records)

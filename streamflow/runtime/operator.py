@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..functions import Function

@@ -16,8 +16,10 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from ..errors import StreamflowError
 
-class RestError(RuntimeError):
+
+class RestError(StreamflowError, RuntimeError):
     """The endpoint could not be reached or answered with an error."""
 
 
