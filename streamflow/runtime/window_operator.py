@@ -62,7 +62,7 @@ class WindowOperator(TimerOperator):
         name: str,
         key_selector: Callable[[Any], Any],
         assigner: Any,
-        trigger: Trigger,
+        trigger: Trigger | None,
         evictor: Any,
         allowed_lateness: int,
         late_tag: str | None,
@@ -70,7 +70,8 @@ class WindowOperator(TimerOperator):
     ) -> None:
         super().__init__(name, key_selector)
         self.assigner = assigner
-        self.trigger = trigger
+        # the API passes the assigner's default trigger, asked with the env (Flink's WindowOperatorBuilder)
+        self.trigger: Trigger = trigger if trigger is not None else assigner.get_default_trigger(None)
         self.evictor = evictor
         self.allowed_lateness = allowed_lateness
         self.late_tag = late_tag
