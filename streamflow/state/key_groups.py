@@ -5,6 +5,15 @@ route keys to subtasks or tell a restored subtask which keys it owns. Keys are
 hashed with :func:`stable_hash` instead, mapped to one of ``max_parallelism``
 key groups, and key groups are assigned to subtasks in contiguous ranges
 (Flink's ``KeyGroupRangeAssignment``), so state can be rescaled.
+
+Keys that are equal in Python share keyed state (the state tables are dicts),
+so they must also share a key group, or results would depend on parallelism.
+:func:`stable_hash` therefore follows Python's equality where Python's own
+hash does: ``True``, ``1`` and ``1.0`` (and ``False``, ``0``, ``0.0``, ``-0.0``)
+hash alike, as do keys that contain them (tuples, dataclasses), and an Enum
+member that is also an ``int``/``str``/``bytes``/``float`` (``IntEnum``,
+``StrEnum``) hashes as its value, which it equals. They are normalised, not
+refused: JSON parsing yields ``1`` and ``1.0`` for the same number.
 """
 
 from __future__ import annotations
@@ -35,8 +44,12 @@ def stable_hash(key: Any) -> int:
     if key is None:
         return 0
     if t is float:
+        if key.is_integer():  # equal to an int (1.0 == 1, -0.0 == 0): hash as that int
+            return _mix(int(key) & 0xFFFFFFFFFFFFFFFF)
         return _fmix32(zlib.crc32(struct.pack("<d", key)))
     if isinstance(key, enum.Enum):
+        if isinstance(key, (int, str, bytes, float)):  # IntEnum, StrEnum: equal to its value
+            return stable_hash(key._value_)
         return stable_hash(key.name)
     if dataclasses.is_dataclass(key) and not isinstance(key, type):
         return stable_hash(tuple(getattr(key, f.name) for f in dataclasses.fields(key)))

@@ -265,7 +265,7 @@ class KeyedStateBackend:
     def check_key_type(self, key: Any, operator: str) -> None:
         """After a restore: refuse keys of another type than the checkpoint's."""
         expected, self.restored_key_type = self.restored_key_type, None
-        if expected is not None and type(key).__name__ != expected:
+        if expected is not None and _key_kind(type(key).__name__) != _key_kind(expected):
             raise TypeError(
                 f"operator {operator} was restored with keys of type {expected} but the key "
                 f"selector now returns {type(key).__name__} ({key!r}): the key type of a stateful "
@@ -282,3 +282,8 @@ def snapshot_tables(tables: dict[str, dict], kinds: dict[str, str], max_parallel
             groups.setdefault(key_group_of(k, max_parallelism), {}).setdefault(name, []).append((k, v))
             key_type = type(k).__name__
     return {"kinds": dict(kinds), "key_type": key_type, "groups": groups}
+
+
+def _key_kind(type_name: str) -> str:
+    """Numbers are one kind of key: 1, 1.0 and True are equal keys (see key_groups.py)."""
+    return "number" if type_name in ("int", "float", "bool") else type_name
