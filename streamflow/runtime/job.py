@@ -362,6 +362,7 @@ class JobClient:
         _log.info(
             "job %r (%s) started: %d tasks%s", job_name, self.job_id, len(self.execution.tasks),
             "" if self.execution.restore is None else f", restored from {self.execution.restore.source}",
+            extra=self._log_fields(),
         )  # fmt: skip
         self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
             self._run(), name=f"streamflow job {self.job_name}"
@@ -413,7 +414,7 @@ class JobClient:
                 self.last_failure_cause = f"{type(exc).__name__}: {exc}"
                 _log.warning(
                     "job %r failed (%s); restart %d in %d ms", self.job_name, self.last_failure_cause,
-                    self.restarts, delay_ms, exc_info=exc,
+                    self.restarts, delay_ms, exc_info=exc, extra=self._log_fields(),
                 )  # fmt: skip
                 await asyncio.sleep(delay_ms / 1000)
                 restore = self._latest_restore()
@@ -423,13 +424,18 @@ class JobClient:
                 )  # fmt: skip
                 if restore is not None:
                     self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id
-                    _log.info("job %r restarted from %s", self.job_name, restore.source)
+                    fields = self._log_fields()
+                    _log.info("job %r restarted from %s", self.job_name, restore.source, extra=fields)
                 self._status = JobStatus.RUNNING
         self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FINISHED
-        _log.info("job %r %s", self.job_name, self._status.value.lower())
+        _log.info("job %r %s", self.job_name, self._status.value.lower(), extra=self._log_fields())
 
     def get_job_status(self) -> JobStatus:
         return self._status
+
+    def _log_fields(self) -> dict[str, Any]:
+        """Fields on every job log record, for structured (e.g. JSON) log formatters."""
+        return {"job_name": self.job_name, "job_id": self.job_id, "restarts": self.restarts}
 
     def get_job_id(self) -> str:
         return self.job_id

@@ -29,6 +29,7 @@ cancellation. The first error wins; later ones are attached as notes.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ from .writer import ChannelWriter
 if TYPE_CHECKING:
     from ..checkpoint.task_checkpointer import TaskCheckpointer
 
+_log = logging.getLogger("streamflow.task")
 YIELD_INTERVAL_S = 0.005
 Mail = Callable[[], Awaitable[None]]
 
@@ -180,9 +182,12 @@ class Task:
                 await op.finish()
             await self._end()
             self.finished = True
+            _log.debug("task %s finished", self.name, extra={"task": self.name})
             await self._wait_for_final_checkpoint()
         except BaseException as exc:
             error = exc
+            if isinstance(exc, Exception):
+                _log.warning("task %s failed: %r", self.name, exc, extra={"task": self.name})
             raise
         finally:
             self.ended_s = asyncio.get_running_loop().time()
