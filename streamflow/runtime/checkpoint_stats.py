@@ -65,9 +65,7 @@ class CheckpointStatsTracker:
         )
         self._history[checkpoint_id] = record
         self._start_mono[checkpoint_id] = self._clock.monotonic()
-        while len(self._history) > HISTORY_SIZE:
-            old, _ = self._history.popitem(last=False)
-            self._start_mono.pop(old, None)
+        self._trim()
         _log.debug(
             "checkpoint %d triggered (%s)", checkpoint_id, "savepoint" if is_savepoint else "checkpoint"
         )
@@ -87,6 +85,7 @@ class CheckpointStatsTracker:
             record = CheckpointRecord(checkpoint_id, is_savepoint, self._clock.now_ms())
             self._history[checkpoint_id] = record
             self._start_mono[checkpoint_id] = self._clock.monotonic()
+            self._trim()
         record.status = "COMPLETED"
         record.latest_ack_timestamp = self._clock.now_ms()
         record.end_to_end_duration = round((self._clock.monotonic() - self._start_mono[checkpoint_id]) * 1000)
@@ -125,6 +124,11 @@ class CheckpointStatsTracker:
         self.num_failed += 1
         self.latest_failed = record
         _log.warning("checkpoint %d failed: %s", checkpoint_id, cause)
+
+    def _trim(self) -> None:
+        while len(self._history) > HISTORY_SIZE:
+            old, _ = self._history.popitem(last=False)
+            self._start_mono.pop(old, None)
 
     def elapsed_ms(self, checkpoint_id: int) -> int | None:
         start = self._start_mono.get(checkpoint_id)
