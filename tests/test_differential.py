@@ -281,13 +281,6 @@ ROWS: dict[str, tuple[Build, bool]] = {
     ),
 }
 
-# Known failures of other items of issue 8, fixed by their owner; strict: they turn into errors
-# (XPASS) once fixed, and then these marks go.
-KNOWN: dict[str, str] = {
-    f"{w}-apply": "issue 8 item 4 (corr-core): WindowedStream.apply passes a bound method as the window"
-    for w in ("tumbling", "sliding", "session")
-}
-
 
 def run(build: Build, parallelism: int) -> list[list[Any]]:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
@@ -315,20 +308,7 @@ KNOWN_NONDETERMINISTIC: dict[str, str] = {
 }
 
 
-def _params() -> list[Any]:
-    params = []
-    for name in ROWS:
-        if name in KNOWN:
-            params.append(pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN[name])))
-        elif name in KNOWN_NONDETERMINISTIC:
-            reason = KNOWN_NONDETERMINISTIC[name]
-            params.append(pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=reason)))
-        else:
-            params.append(name)
-    return params
-
-
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", list(ROWS))
 def test_same_results_at_parallelism_1_and_4(name: str) -> None:
     build, keyed = ROWS[name]
     one, four = run(build, 1), run(build, 4)
