@@ -126,8 +126,12 @@ def test_key_by_routes_every_key_to_one_subtask(parallelism: int) -> None:
     where: dict[str, set[int]] = defaultdict(set)
     for key, sub in out:
         where[key].add(sub)
-    assert len(where) == 13 and all(len(s) == 1 for s in where.values())
-    assert len({s for subs in where.values() for s in subs}) == min(parallelism, 13) or parallelism > 1
+    # each key on exactly the subtask its key group is assigned to (Flink's KeyGroupRangeAssignment)
+    from streamflow.state.key_groups import DEFAULT_MAX_PARALLELISM as MAXP
+    from streamflow.state.key_groups import key_group_of, subtask_of_key_group
+
+    assert where == {k: {subtask_of_key_group(key_group_of(k, MAXP), MAXP, parallelism)} for k in where}
+    assert len(where) == 13
 
 
 class AllStates(sf.KeyedProcessFunction):
