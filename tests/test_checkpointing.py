@@ -172,7 +172,7 @@ async def test_savepoint_then_restore_with_other_parallelism(tmp_path: Path, new
     client = await env.execute_async("sums")
     await wait_until(lambda: len(out1) == 70)
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     assert (Path(path) / "_metadata").exists()
 
     env2 = sf.StreamExecutionEnvironment().set_parallelism(new_parallelism)
@@ -193,7 +193,7 @@ async def savepoint_of_sum_job(tmp_path: Path, key: Any = lambda r: r[0]) -> str
     client = await env.execute_async("sums")
     await wait_until(lambda: len(out) == 3)
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     return path
 
 
@@ -240,7 +240,7 @@ async def test_window_and_timer_state_survive_a_savepoint(tmp_path: Path) -> Non
     client = await env.execute_async("win")
     await wait_until(lambda: client.execution.tasks[0].records_out == 2)  # type: ignore[attr-defined]
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     assert out1 == []
     env2 = sf.StreamExecutionEnvironment()
     env2.configure({"execution.savepoint.path": path})
@@ -332,7 +332,7 @@ async def test_state_codec_refuses_arbitrary_objects_unless_pickle_is_opted_in(t
         try:
             return await client.trigger_savepoint(str(tmp_path / f"sp-{codec is not None}"))
         finally:
-            await client.cancel()
+            await asyncio.wait_for(client.cancel(), 30)
 
     with pytest.raises(RuntimeError, match="PickleCodec") as info:
         await run(None)

@@ -72,7 +72,7 @@ async def test_union_with_a_source_that_stops_fires_only_with_idleness(idleness:
         busy.push(("k", 1, 20 + step * 10))
         clock.advance(200)
         await settle()
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     if idleness:
         assert ("k", 0, 10, 6) in results  # [0, 10) fired although quiet's watermark stayed at 0
     else:
@@ -118,7 +118,7 @@ async def late_pipeline(lateness: int) -> tuple[list, list, dict]:
     main = sf.CollectSink()
     windowed.sink_to(main)
     client = await env.execute_async()
-    result = await client.get_job_execution_result()
+    result = await asyncio.wait_for(client.get_job_execution_result(), 60)
     return main.results, side.results, result.metrics
 
 
@@ -280,7 +280,7 @@ async def test_processing_time_windows_with_manual_clock() -> None:
     await settle()  # processed at 1_000: window [1000, 2000)
     clock.advance(1_000)
     await settle()
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     assert results == [("a", 0, 1_000, 7), ("a", 1_000, 2_000, 8)]
 
 
@@ -312,7 +312,7 @@ async def test_keyed_process_function_event_and_processing_timers() -> None:
     assert out == [("a", 10, sf.TimeDomain.EVENT_TIME, 10)]
     clock.advance(5_000)  # processing time 5_200: one processing timer per key
     await settle()
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     assert sorted(out[1:]) == [("a", 5_000, 1, None), ("b", 5_000, 1, None)]
 
 
@@ -395,7 +395,7 @@ async def test_processing_time_sliding_and_session_windows(window: str, expected
     for _ in range(30):  # let processing time pass in steps: every due window fires
         clock.advance(100)
         await settle(5)
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     assert sorted(results) == sorted(expected)
 
 

@@ -128,18 +128,19 @@ async def test_execute_async_runs_while_application_keeps_serving_and_cancel_sto
 
     tick_task = asyncio.ensure_future(ticker())
     client = await env.execute_async("embedded")
-    while len(seen) < 50:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(30):
+        while len(seen) < 50:
+            await asyncio.sleep(0.01)
     ticks_during = ticks
     assert ticks_during >= 5  # the application kept being served
     assert client.get_job_status() is sf.JobStatus.RUNNING
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     assert client.get_job_status() is sf.JobStatus.CANCELED
     assert log == ["open m", "close m"]  # cancellation closes operators too
     n = len(seen)
     await asyncio.sleep(0.02)
     assert len(seen) == n  # nothing runs after cancel
-    result = await client.get_job_execution_result()
+    result = await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert result.status is sf.JobStatus.CANCELED
     tick_task.cancel()
 
@@ -164,7 +165,7 @@ async def test_busy_bounded_job_does_not_starve_the_loop() -> None:
     t = asyncio.ensure_future(ticker())
     await asyncio.sleep(0)
     client = await env.execute_async()
-    await client.get_job_execution_result()
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
     tick_times.append(loop.time())
     t.cancel()
     assert total == sum(range(1, 300_001))
@@ -181,14 +182,15 @@ async def test_failure_in_one_task_cancels_others_and_all_close() -> None:
     endless.union(failing).map(Recorder("after", log)).name("after").add_sink(lambda v: None)
     client = await env.execute_async()
     with pytest.raises(ValueError, match="boom in map of bad"):
-        await client.get_job_execution_result()
+        await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert client.get_job_status() is sf.JobStatus.FAILED
     assert sorted(log) == sorted(f"{s} {n}" for s in ("open", "close") for n in ("endless", "bad", "after"))
 
 
 async def test_async_collect_streams_and_limit_cancels() -> None:
     env = sf.StreamExecutionEnvironment()
-    out = [x async for x in env.from_async_iterable(ticking_source).execute_and_collect_async(limit=20)]
+    async with asyncio.timeout(60):
+        out = [x async for x in env.from_async_iterable(ticking_source).execute_and_collect_async(limit=20)]
     assert out == list(range(20))
 
 
@@ -239,10 +241,10 @@ async def test_dispose_runs_on_every_path(path: str, expected: list[str]) -> Non
     client = await env.execute_async()
     if path == "cancel":
         await asyncio.sleep(0.02)
-        await client.cancel()
+        await asyncio.wait_for(client.cancel(), 30)
     elif path == "error":
         with pytest.raises(RuntimeError, match="sink failed"):
-            await client.get_job_execution_result()
+            await asyncio.wait_for(client.get_job_execution_result(), 60)
     else:
-        await client.get_job_execution_result()
+        await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert log == expected

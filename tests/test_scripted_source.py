@@ -40,7 +40,7 @@ async def test_source_watermarks_fire_windows_in_order() -> None:
     await settle()
     assert sink.results == [("a", 10, 3)]  # fired by the source's own watermark
     source.finish()
-    await client.get_job_execution_result()
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert sink.results == [("a", 10, 3), ("a", 20, 4)]  # the end of input fires the rest
 
 
@@ -69,7 +69,7 @@ async def test_an_idle_input_does_not_hold_back_the_valve(quiet_goes_idle: bool)
     await settle()
     busy.finish()
     quiet.finish()
-    result = await client.get_job_execution_result()
+    result = await asyncio.wait_for(client.get_job_execution_result(), 60)
     late = [v for k, v in result.metrics.items() if k.endswith("numLateRecordsDropped")]
     if quiet_goes_idle:
         assert late == [1]
@@ -97,7 +97,7 @@ async def test_position_survives_a_savepoint(tmp_path: Any) -> None:
     client = await env.execute_async("scripted")
     await settle()
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 30)
     again = ScriptedSource([("k", 1), ("k", 2), ("k", 4)])
     env2 = sf.StreamExecutionEnvironment().configure({"execution.savepoint.path": path})
     out2: list = []
@@ -123,7 +123,7 @@ async def test_checkpoint_recorder_sees_snapshots_before_completions() -> None:
     await settle()
     source.push(("k", 5))
     source.finish()
-    await client.get_job_execution_result()
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert recorder.checkpoints("snapshot") == [1, 2]
     assert recorder.checkpoints("complete") == [1, 2]
     snap1, done1 = recorder.events.index(("snapshot", 1)), recorder.events.index(("complete", 1))
