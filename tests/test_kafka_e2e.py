@@ -76,3 +76,36 @@ async def test_bounded_source_to_exactly_once_sink(kafka, tmp_path):
 async def _run(env):
     client = await env.execute_async("kafka-e2e")
     await client.get_job_execution_result()
+
+
+async def test_source_reports_offsets_and_consumer_lag_per_partition(kafka):
+    bs, src = kafka.bootstrap_servers, topic_name("lag")
+    await create_topic(bs, src, 1)
+    await produce(bs, src, [str(i).encode() for i in range(300)])
+
+    async def slow(v: str) -> str:
+        await asyncio.sleep(0.01)
+        return v
+
+    env = sf.StreamExecutionEnvironment()
+    env.set_batch_size(4)
+    env.set_channel_capacity(8)
+    source = (
+        KafkaSource.builder().set_bootstrap_servers(bs).set_topics(src)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(SimpleStringSchema()).build()
+    )  # fmt: skip
+    env.from_source(source, None, "kafka").uid("kafka-in").rebalance().map(slow).add_sink(lambda v: None)
+    env.disable_operator_chaining()
+    client = await env.execute_async("lag")
+    prefix = f"kafka-in[0].KafkaSourceReader.topic.{src}.partition.0"
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            m = client.get_metrics()
+            if m.get(f"{prefix}.pendingRecords", 0) > 0:
+                break
+        offset, lag = m[f"{prefix}.currentOffset"], m[f"{prefix}.pendingRecords"]
+        assert 0 < offset < 300 and lag == 300 - offset  # the slow consumer lags behind
+    finally:
+        await client.cancel()

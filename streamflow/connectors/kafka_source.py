@@ -231,6 +231,29 @@ class KafkaSourceReader(SourceReader):
         self._last_snapshot: dict[tuple[str, int], int] = {}
         self._commit_task: asyncio.Task[None] | None = None
         self.watermarks: Any = None  # kafka_watermarks.PartitionWatermarks when a strategy is set
+        self._metrics: Any = None  # the reader's MetricGroup (set_metric_group), for per-partition gauges
+
+    # -- metrics -------------------------------------------------------------
+    def set_metric_group(self, group: Any) -> None:
+        """Called by the job before ``start``: per-partition gauges with Flink's KafkaSourceReader
+        names go under ``KafkaSourceReader.topic.<topic>.partition.<p>``: ``currentOffset`` (the
+        next offset to emit) and ``pendingRecords`` (the consumer lag: records between it and the
+        partition's high watermark as last fetched)."""
+        self._metrics = group.add_group("KafkaSourceReader")
+
+    def _register_split_metrics(self, split: _Split) -> None:
+        topic = self._metrics.add_group("topic", split.tp.topic)
+        group = topic.add_group("partition", str(split.tp.partition))
+        group.gauge("currentOffset", lambda: split.position)
+        group.gauge("pendingRecords", lambda: self._pending_records(split))
+
+    def _pending_records(self, split: _Split) -> int:
+        consumer = self._consumer
+        try:
+            high = consumer.highwater(split.tp) if consumer is not None else None
+        except AssertionError:  # aiokafka asserts the partition is assigned; a finished one is not
+            high = None
+        return max(0, high - split.position) if high is not None else 0
 
     # -- positions -----------------------------------------------------------
     def snapshot_position(self) -> list[list[Any]]:
@@ -332,6 +355,8 @@ class KafkaSourceReader(SourceReader):
             split = _Split(t, len(self.splits), pos, pos, stops.get(t))
             split.done = split.stop is not None and pos >= split.stop
             self.splits[key] = split
+            if self._metrics is not None:
+                self._register_split_metrics(split)
             log.info("kafka source subtask %d: assigned %s-%d from offset %d%s", self.subtask, t.topic,
                      t.partition, pos, "" if split.stop is None else f" to {split.stop}")
             if self.watermarks is not None:
