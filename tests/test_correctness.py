@@ -321,3 +321,11 @@ def test_key_by_refuses_operator_settings(call: Any) -> None:
     with pytest.raises(sf.GraphError, match="KeyedStream is not supported"):
         call(keyed)
     assert source.get_name() == "upstream"
+
+
+@pytest.mark.parametrize("partition", ["rebalance", "broadcast", "forward"])
+def test_a_partitioning_refuses_operator_settings(partition: str) -> None:
+    source = env().from_collection([1, 2]).map(lambda v: v).name("upstream")
+    with pytest.raises(sf.GraphError, match="partitioning makes no operator"):
+        getattr(source, partition)().name("renamed")
+    assert source.get_name() == "upstream"

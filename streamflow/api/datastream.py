@@ -251,6 +251,14 @@ class _Partitioned(DataStream):
     def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
         return [Edge(n, self._partitioning, t, explicit=True, **kw) for n, t in self._inputs]
 
+    @property
+    def _node(self) -> StreamNode:
+        # a partitioning makes no operator (PyFlink: the Java DataStream has no name()/uid())
+        raise GraphError(
+            f"{self._partitioning.value} partitioning makes no operator: set name/uid/parallelism "
+            "on the operator before it or on the one after it"
+        )
+
 
 class DataStreamSink:
     def __init__(self, node: StreamNode) -> None:
