@@ -129,3 +129,36 @@ def test_an_uncopyable_function_is_shared_with_a_warning(caplog: pytest.LogCaptu
         op = factory.create(1)
     assert op.functions == (fn,)
     assert "cannot copy" in caplog.text and "Locked" in caplog.text
+
+
+class CountsInSelf(sf.MapFunction):
+    """Keeps a plain counter in ``self`` (not in state) and fails once at record 5."""
+
+    opened_with: list[int] = []
+    failed = False
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def open(self, runtime_context: sf.RuntimeContext) -> None:
+        CountsInSelf.opened_with.append(self.seen)
+
+    def map(self, value: int) -> int:
+        self.seen += 1
+        if value == 5 and not CountsInSelf.failed:
+            CountsInSelf.failed = True
+            raise RuntimeError("injected failure")
+        return value
+
+
+def test_a_restarted_execution_gets_fresh_copies_not_the_failed_attempts_objects() -> None:
+    CountsInSelf.opened_with, CountsInSelf.failed = [], False
+    e = sf.StreamExecutionEnvironment().set_batch_size(1)
+    e.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(1, 0))
+    sink = sf.CollectSink()
+    e.from_collection(list(range(10))).map(CountsInSelf()).sink_to(sink)
+    result = e.execute("restart")
+    assert result.metrics["job.numRestarts"] == 1
+    # as a Flink subtask deserializes its function again on failover: the counter starts over
+    assert CountsInSelf.opened_with == [0, 0]
+    assert sink.results[-5:] == [5, 6, 7, 8, 9]

@@ -7,8 +7,9 @@ per subtask. Here a graph node holds an :class:`OperatorFactory`: the user's
 objects (functions, key selectors, window assigners, triggers, evictors,
 watermark strategies) and a ``build`` callable that makes the operator from
 them. ``create(subtask)`` hands ``build`` the user's own objects for subtask 0
-and a deep copy of all of them (one copy, so objects shared between them stay
-shared) for every other subtask.
+of the first execution, and a deep copy of a pristine snapshot of all of them
+(one copy, so objects shared between them stay shared) for every other
+subtask and for every subtask of a restarted execution.
 
 The API modules only describe: they never construct operators and never copy
 functions themselves. So that a new operator cannot bypass the copy (a
@@ -32,30 +33,47 @@ _log = logging.getLogger(__name__)
 
 
 class OperatorFactory:
-    """Builds one operator per subtask, each with its own copy of the user's objects."""
+    """Builds one operator per subtask, each with its own copy of the user's objects.
 
-    __slots__ = ("build", "user_objects", "what")
+    The first ``create`` takes a pristine copy of the user's objects, before any of them
+    ran. Subtask 0 of the first execution runs the user's own objects; every other
+    operator, and every operator of a restarted execution (failover), gets a fresh copy
+    of the pristine one, as a Flink subtask deserializes the function again on failover:
+    what a function kept in ``self`` during a failed attempt does not leak into the next.
+    """
+
+    __slots__ = ("_original_used", "_pristine", "_shared", "build", "user_objects", "what")
 
     def __init__(self, what: str, build: Callable[..., StreamOperator], *user_objects: Any) -> None:
         self.what = what
         self.build = build
         self.user_objects = user_objects
+        self._pristine: tuple[Any, ...] | None = None
+        self._shared: set[int] = set()
+        self._original_used = False
 
     def create(self, subtask: int) -> StreamOperator:
-        if subtask == 0 or not self.user_objects:
+        if not self.user_objects:
+            return self.build()
+        if self._pristine is None:
+            self._pristine, self._shared = copy_for_subtask(self.user_objects, self.what)
+        if subtask == 0 and not self._original_used:
+            self._original_used = True
             return self.build(*self.user_objects)
-        copies, shared = copy_for_subtask(self.user_objects, self.what)
+        copies, shared = copy_for_subtask(self._pristine, self.what, warn=False)
         operator = self.build(*copies)
-        _check_copied(operator, self.user_objects, shared, self.what)
+        _check_copied(operator, self.user_objects + self._pristine, self._shared | shared, self.what)
         return operator
 
     def __repr__(self) -> str:
         return f"<OperatorFactory {self.what!r}>"
 
 
-def copy_for_subtask(objects: tuple[Any, ...], what: str) -> tuple[tuple[Any, ...], set[int]]:
+def copy_for_subtask(
+    objects: tuple[Any, ...], what: str, *, warn: bool = True
+) -> tuple[tuple[Any, ...], set[int]]:
     """Deep copies of ``objects`` (one memo: shared references stay shared), and the ids of
-    the objects that could not be copied and are therefore shared, with a warning."""
+    the objects that could not be copied and are therefore shared (with a warning, once)."""
     memo: dict[int, Any] = {}
     out: list[Any] = []
     shared: set[int] = set()
@@ -63,6 +81,10 @@ def copy_for_subtask(objects: tuple[Any, ...], what: str) -> tuple[tuple[Any, ..
         try:
             out.append(copy.deepcopy(obj, memo))
         except Exception as exc:
+            if not warn:  # already reported when the pristine copy was taken
+                shared.add(id(obj))
+                out.append(obj)
+                continue
             _log.warning(
                 "%s: cannot copy %r for a parallel subtask (%s: %s); the subtasks share this one "
                 "object, so state it keeps in self is shared across them",
