@@ -202,3 +202,52 @@ async def test_a_blocked_source_goes_idle_without_records() -> None:
     finally:
         stop.set()
         await asyncio.wait_for(client.cancel(), 10)
+
+
+class Ticker(sf.KeyedProcessFunction):
+    """A processing-time timer every 100 ms after the first record of a key."""
+
+    def process_element(self, value: Any, ctx: Any) -> list:
+        if value[1] == "start":
+            ctx.timer_service().register_processing_time_timer(
+                ctx.timer_service().current_processing_time() + 100
+            )
+        return []
+
+    def on_timer(self, timestamp: int, ctx: Any) -> list:
+        ctx.timer_service().register_processing_time_timer(timestamp + 100)
+        return [(ctx.get_current_key(), timestamp)]
+
+
+async def test_processing_time_timers_fire_while_the_input_blocks() -> None:
+    """A keyed processing-time timer re-registers itself; its task is woken by a record just as
+    the first timer is due (and runs it before the clock's alarm is delivered), then the source
+    blocks: every later timer must still fire, with no record arriving."""
+    clock = LaggingClock(0)
+    env = sf.StreamExecutionEnvironment(clock=clock)
+    second, stop = asyncio.Event(), asyncio.Event()
+
+    async def blocking() -> AsyncIterator[Any]:
+        yield ("k", "start")
+        await second.wait()
+        yield ("k", "more")
+        await stop.wait()  # blocks: no record, no end
+
+    results: list[tuple] = []
+    env.from_async_iterable(blocking).key_by(lambda e: e[0]).process(Ticker()).add_sink(results.append)
+    client = await env.execute_async()
+    try:
+        await settle()
+        clock.set(100)  # the first timer is due ...
+        second.set()  # ... and a record wakes the task, which runs it before the alarm
+        await settle()
+        clock.deliver()
+        await settle()
+        for now in (200, 300, 400):
+            clock.set(now)
+            clock.deliver()
+            await settle()
+        assert results == [("k", 100), ("k", 200), ("k", 300), ("k", 400)]
+    finally:
+        stop.set()
+        await asyncio.wait_for(client.cancel(), 10)
