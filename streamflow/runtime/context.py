@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..clock import Clock
 from ..state.keyed import (
+    AggregatingState,
     AggregatingStateDescriptor,
     KeyedStateBackend,
+    ListState,
     ListStateDescriptor,
+    MapState,
     MapStateDescriptor,
+    ReducingState,
     ReducingStateDescriptor,
     StateDescriptor,
+    ValueState,
     ValueStateDescriptor,
 )
 from .metrics import MetricGroup
@@ -72,17 +77,17 @@ class RuntimeContext:
             )
         return backend
 
-    def get_state(self, state_descriptor: ValueStateDescriptor) -> Any:
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState:
         return self._backend(state_descriptor).get_state(state_descriptor)
 
-    def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState:
         return self._backend(state_descriptor).get_state(state_descriptor)
 
-    def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> MapState:
         return self._backend(state_descriptor).get_state(state_descriptor)
 
-    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState:
         return self._backend(state_descriptor).get_state(state_descriptor)
 
-    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
+    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> AggregatingState:
         return self._backend(state_descriptor).get_state(state_descriptor)
