@@ -12,6 +12,7 @@ taken in ``open()`` and kept on ``self``, ``yield`` in process functions.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 from collections import Counter, defaultdict
@@ -23,12 +24,15 @@ import pytest
 import streamflow as sf
 from streamflow.state.key_groups import stable_hash
 from streamflow.state.keyed import KeyedStateBackend
-from streamflow.testing import ListSink, Record, ScriptedSource
+from streamflow.testing import ListSink, ManualClock, Record, ScriptedSource
 from streamflow.windowing import (
     CountEvictor,
     EventTimeSessionWindows,
+    ProcessingTimeSessionWindows,
     SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
     TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
 )
 
 KEYS = ["a", "b", "c", "d", "e", "f", "g"]
@@ -125,19 +129,21 @@ def add(a: tuple, b: tuple) -> tuple:
 
 
 class Join(sf.KeyedCoProcessFunction):
-    """Keyed co-process, state handle on self (the issue's failing pattern)."""
+    """Keyed co-process, state handles on self (the issue's failing pattern). The two inputs
+    interleave in no promised order, so each side keeps its own running total."""
 
     def open(self, runtime_context: sf.RuntimeContext) -> None:
-        self.total = runtime_context.get_state(sf.ValueStateDescriptor("total"))
+        self.left = runtime_context.get_state(sf.ValueStateDescriptor("left"))
+        self.right = runtime_context.get_state(sf.ValueStateDescriptor("right"))
 
     def process_element1(self, value: Any, ctx: Any) -> Iterator[Any]:
-        t = (self.total.value() or 0) + value[1]
-        self.total.update(t)
+        t = (self.left.value() or 0) + value[1]
+        self.left.update(t)
         yield ("left", value[0], t)
 
     def process_element2(self, value: Any, ctx: Any) -> Iterator[Any]:
-        t = (self.total.value() or 0) + 100 * value[1]
-        self.total.update(t)
+        t = (self.right.value() or 0) + value[1]
+        self.right.update(t)
         yield ("right", value[0], t)
 
 
@@ -260,7 +266,11 @@ ROWS: dict[str, tuple[Build, bool]] = {
     **_windows(),
     "window-late-side-output": (_window_late_side, False),
     "union": (lambda env: [source(env).union(source(env, salt=1)).map(lambda r: (r[0], r[1], r[2]))], False),
-    "union-keyed-reduce": (lambda env: [source(env).union(source(env, salt=1)).key_by(key0).sum(1)], False),
+    # the two inputs of a union interleave in no promised order: a window makes the result final
+    "union-keyed-window": (
+        lambda env: [source(env).union(source(env, salt=1)).key_by(key0).window(TUMBLING).aggregate(Sum())],
+        True,
+    ),
     "connect-co-map": (lambda env: [source(env).connect(source(env, salt=1)).map(CoMap())], False),
     "connect-co-flat-map": (
         lambda env: [source(env).connect(source(env, salt=1)).flat_map(CoFlatMap())],
@@ -368,3 +378,62 @@ def test_restore_key_type_check_treats_numbers_as_one_kind() -> None:
     backend.restored_key_type = "int"
     with pytest.raises(TypeError, match="restored with keys of type int"):
         backend.check_key_type("1", "'op'")
+
+
+# -- processing-time windows: the clock stands still while the input flows, then jumps -------
+
+PT_WINDOWS = {
+    "tumbling": TumblingProcessingTimeWindows.of(100),
+    "sliding": SlidingProcessingTimeWindows.of(200, 100),
+    "session": ProcessingTimeSessionWindows.with_gap(50),
+}
+PT_FUNCTIONS: dict[str, Callable[[Any], sf.DataStream]] = {
+    "reduce": lambda ws: ws.reduce(add),
+    "aggregate": lambda ws: ws.aggregate(Sum()),
+    "process": lambda ws: ws.process(WindowSummary()),
+    "evictor-process": lambda ws: ws.evictor(CountEvictor.of(2)).process(WindowSummary()),
+}
+
+
+async def run_processing_time(assigner: Any, apply: Callable[[Any], sf.DataStream], parallelism: int) -> list:
+    clock = ManualClock(1_000)
+    env = sf.StreamExecutionEnvironment(clock=clock).set_parallelism(parallelism)
+    records = [item.value for item in script() if isinstance(item, Record)]
+    seen: list[int] = []
+
+    def count(r: Any) -> Any:
+        seen.append(1)
+        return r
+
+    sink = ListSink()
+    keyed = env.from_source(ScriptedSource(records, end=False), None, "scripted").key_by(key0).map(count)
+    apply(keyed.key_by(key0).window(assigner)).sink_to(sink)
+    client = await env.execute_async(f"processing-time-p{parallelism}")
+    try:
+        async with asyncio.timeout(30):
+            while len(seen) < len(records):
+                await asyncio.sleep(0.001)
+        for _ in range(100):  # the last records reach the windows
+            await asyncio.sleep(0)
+        clock.advance(10_000)  # every window's end passes
+        async with asyncio.timeout(30):
+            while True:
+                before = len(sink.results)
+                for _ in range(100):
+                    await asyncio.sleep(0)
+                if sink.results and len(sink.results) == before:
+                    break
+    finally:
+        await asyncio.wait_for(client.cancel(), 30)
+    return list(sink.results)
+
+
+@pytest.mark.parametrize("function", list(PT_FUNCTIONS))
+@pytest.mark.parametrize("window", list(PT_WINDOWS))
+async def test_processing_time_windows_same_at_parallelism_1_and_4(window: str, function: str) -> None:
+    assigner, apply = PT_WINDOWS[window], PT_FUNCTIONS[function]
+    one = await run_processing_time(assigner, apply, 1)
+    four = await run_processing_time(assigner, apply, 4)
+    assert one
+    assert Counter(map(repr, one)) == Counter(map(repr, four))
+    assert _per_key(one) == _per_key(four)
