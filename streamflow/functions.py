@@ -207,3 +207,116 @@ class KeyedCoProcessFunction(CoProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
         return None
+
+
+class AllWindowFunction(Function):
+    """``window_all(...).apply()``: ``apply(window, inputs)`` over all elements of a window."""
+
+    def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class ProcessAllWindowFunction(Function):
+    """``window_all(...).process()``: ``process(context, elements)``; ``context.window()``."""
+
+    class Context:
+        def window(self) -> Any:
+            raise NotImplementedError
+
+        def current_watermark(self) -> int:
+            raise NotImplementedError
+
+        def current_processing_time(self) -> int:
+            raise NotImplementedError
+
+    def process(self, context: ProcessAllWindowFunction.Context, elements: Iterable[Any]) -> Iterable[Any]:
+        raise NotImplementedError
+
+    def clear(self, context: ProcessAllWindowFunction.Context) -> None:
+        pass
+
+
+class Partitioner(Function):
+    """``partition_custom``: the index of the channel (``0 <= i < num_partitions``) for a key."""
+
+    def partition(self, key: Any, num_partitions: int) -> int:
+        raise NotImplementedError
+
+
+class SourceFunction(Function):
+    """PyFlink's legacy source interface. Sources are :class:`~streamflow.connectors.base.Source`
+    objects here (``from_source``); ``add_source`` accepts those."""
+
+
+class BaseBroadcastProcessFunction(Function):
+    """The broadcast state pattern's functions (``connect(stream.broadcast(descriptor))``)."""
+
+    class BaseContext:
+        def timestamp(self) -> int | None:
+            raise NotImplementedError
+
+        def current_processing_time(self) -> int:
+            raise NotImplementedError
+
+        def current_watermark(self) -> int:
+            raise NotImplementedError
+
+    class Context(BaseContext):
+        def get_broadcast_state(self, state_descriptor: Any) -> Any:
+            raise NotImplementedError
+
+    class ReadOnlyContext(BaseContext):
+        def get_broadcast_state(self, state_descriptor: Any) -> Any:
+            raise NotImplementedError
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction):
+    """``process_element`` reads the broadcast state; ``process_broadcast_element`` writes it."""
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
+    """The keyed side has keyed state and timers; the broadcast side may
+    ``ctx.apply_to_keyed_state(descriptor, fn)`` over every key's state."""
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        def apply_to_keyed_state(self, state_descriptor: Any, function: Any) -> None:
+            raise NotImplementedError
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        def timer_service(self) -> Any:
+            raise NotImplementedError
+
+        def get_current_key(self) -> Any:
+            raise NotImplementedError
+
+    class OnTimerContext(ReadOnlyContext):
+        def time_domain(self) -> Any:
+            raise NotImplementedError
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
+        return None
+
+
+def _generic(cls: type) -> None:
+    """``ProcessWindowFunction[IN, OUT, KEY, W]`` and ``.Context[...]`` as PyFlink's generics."""
+    cls.__class_getitem__ = classmethod(lambda c, item: c)  # type: ignore[attr-defined]
+
+
+for _cls in (Function, ProcessFunction.Context, KeyedProcessFunction.Context,
+             KeyedProcessFunction.OnTimerContext, ProcessWindowFunction.Context,
+             ProcessAllWindowFunction.Context, BaseBroadcastProcessFunction.Context,
+             BaseBroadcastProcessFunction.ReadOnlyContext, KeyedBroadcastProcessFunction.Context,
+             KeyedBroadcastProcessFunction.ReadOnlyContext, KeyedBroadcastProcessFunction.OnTimerContext):
+    _generic(_cls)

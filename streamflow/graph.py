@@ -39,6 +39,9 @@ class Partitioning(enum.Enum):
     HASH = "hash"
     REBALANCE = "rebalance"
     BROADCAST = "broadcast"
+    SHUFFLE = "shuffle"  # a random channel per record
+    RESCALE = "rescale"  # round robin over the channels of a pointwise group
+    CUSTOM = "custom"  # the user's partitioner picks the channel from the record's key
 
 
 class Chaining(enum.Enum):
@@ -55,6 +58,7 @@ class Edge:
     key_selector: Callable[[Any], Any] | None = None
     explicit: bool = False  # partitioning chosen by the user (rebalance(), broadcast())
     input_index: int = 0  # which input of a two-input operator (connect()) this edge feeds
+    partitioner: Callable[[Any, int], int] | None = None  # CUSTOM: (key, channels) -> channel
 
 
 @dataclass(eq=False)
@@ -70,6 +74,9 @@ class StreamNode:
     chaining: Chaining = Chaining.ALWAYS
     is_sink: bool = False
     keyed: bool = False
+    description: str | None = None
+    slot_sharing_group: str | None = None  # accepted and shown in the plan; one process has one slot
+    rescalable: bool = False  # non-keyed state any parallelism may restore (broadcast state)
 
     def __repr__(self) -> str:
         return f"<node {self.id} {self.name!r}>"

@@ -15,6 +15,8 @@ from ..runtime.two_input_operators import (
     CoProcessOperator,
     KeyedCoProcessOperator,
 )
+from .co_keyed import KeyedCoFlatMapAdapter, KeyedCoMapAdapter
+from .typed import typed
 
 if TYPE_CHECKING:
     from .datastream import DataStream
@@ -40,6 +42,7 @@ class ConnectedStreams:
         self,
         key_selector1: KeySelector | Callable[[Any], Any],
         key_selector2: KeySelector | Callable[[Any], Any],
+        key_type: Any = None,
     ) -> ConnectedStreams:
         """Partition both inputs by key (the keys of the two inputs must match in type)."""
         return ConnectedStreams(
@@ -68,22 +71,29 @@ class ConnectedStreams:
 
     def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "map1", "connect().map()")
-        return self._build("CoMap", OperatorFactory("CoMap", lambda f: CoMapOperator("CoMap", f), func))
+        if self.keys is not None:  # keyed: the function may use keyed state (api/co_keyed.py)
+            return typed(self.process(KeyedCoMapAdapter(func)), output_type)
+        stream = self._build("CoMap", OperatorFactory("CoMap", lambda f: CoMapOperator("CoMap", f), func))
+        return typed(stream, output_type)
 
     def flat_map(self, func: CoFlatMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "flat_map1", "connect().flat_map()")
-        return self._build(
+        if self.keys is not None:
+            return typed(self.process(KeyedCoFlatMapAdapter(func)), output_type)
+        stream = self._build(
             "CoFlatMap", OperatorFactory("CoFlatMap", lambda f: CoFlatMapOperator("CoFlatMap", f), func)
         )
+        return typed(stream, output_type)
 
     def process(self, func: CoProcessFunction, output_type: Any = None) -> DataStream:
         """A ``CoProcessFunction``; on keyed connected streams a ``KeyedCoProcessFunction``
         with keyed state shared by both inputs and per-key timers."""
         resolve_function(func, "process_element1", "connect().process()")
         if self.keys is None:
-            return self._build(
+            stream = self._build(
                 "CoProcess", OperatorFactory("CoProcess", lambda f: CoProcessOperator("CoProcess", f), func)
             )
+            return typed(stream, output_type)
         k1, k2 = self.keys
         factory = OperatorFactory(
             "KeyedCoProcess",
@@ -92,4 +102,4 @@ class ConnectedStreams:
             k1,
             k2,
         )
-        return self._build("KeyedCoProcess", factory, keyed=True)
+        return typed(self._build("KeyedCoProcess", factory, keyed=True), output_type)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import Sink
-from ..connectors.sinks import CollectSink, PrintSink, QueueSink
+from ..connectors.sinks import CollectSink, QueueSink
 from ..functions import (
     FilterFunction,
     FlatMapFunction,
@@ -28,19 +28,24 @@ from ..runtime.basic_operators import (
     resolve_function,
 )
 from ..runtime.factory import OperatorFactory
-from ..runtime.keyed_operators import KeyedFunctionOperator, ReduceOperator, aggregation
+from ..runtime.keyed_operators import KeyedFunctionOperator, aggregation
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
+from ..types.row import Row
+from .batch import batch_watermarks, is_batch, reduce_operator_class
+from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals
+from .typed import TypedPrintSink, configure_input_type, typed, with_output_type
 
 if TYPE_CHECKING:
     from ..eventtime import WatermarkStrategy
     from ..windowing.assigners import WindowAssigner
-    from .connected import ConnectedStreams
     from .environment import StreamExecutionEnvironment
     from .windowed import WindowedStream
 
 
-class DataStream:
+class DataStream(DataStreamSurface):
     """A stream of records; every call appends to the job's logical graph."""
+
+    _type_info: Any = None  # the declared record type (api/typed.py); None: any Python object
 
     def __init__(self, env: StreamExecutionEnvironment, inputs: list[tuple[StreamNode, str | None]]):
         self._env = env
@@ -117,9 +122,9 @@ class DataStream:
         concurrency: int | None = None,
     ) -> DataStream:
         resolve_function(func, "map", "map()")
-        return self._one_input(
-            "Map", OperatorFactory("Map", lambda f: MapOperator("Map", f, concurrency), func)
-        )
+        func = with_output_type(func, "map", output_type)
+        factory = OperatorFactory("Map", lambda f: MapOperator("Map", f, concurrency), func)
+        return typed(self._one_input("Map", factory), output_type)
 
     def flat_map(
         self,
@@ -129,40 +134,40 @@ class DataStream:
         concurrency: int | None = None,
     ) -> DataStream:
         resolve_function(func, "flat_map", "flat_map()")
-        return self._one_input(
-            "FlatMap", OperatorFactory("FlatMap", lambda f: FlatMapOperator("FlatMap", f, concurrency), func)
-        )
+        func = with_output_type(func, "flat_map", output_type)
+        factory = OperatorFactory("FlatMap", lambda f: FlatMapOperator("FlatMap", f, concurrency), func)
+        return typed(self._one_input("FlatMap", factory), output_type)
 
     def filter(
         self, func: FilterFunction | Callable[[Any], Any], *, concurrency: int | None = None
     ) -> DataStream:
         resolve_function(func, "filter", "filter()")
-        return self._one_input(
-            "Filter", OperatorFactory("Filter", lambda f: FilterOperator("Filter", f, concurrency), func)
-        )
+        factory = OperatorFactory("Filter", lambda f: FilterOperator("Filter", f, concurrency), func)
+        return typed(self._one_input("Filter", factory), self._type_info)
 
     def process(self, func: ProcessFunction | Callable[..., Any], output_type: Any = None) -> DataStream:
         resolve_function(func, "process_element", "process()")
-        return self._one_input(
-            "Process", OperatorFactory("Process", lambda f: ProcessOperator("Process", f), func)
-        )
+        func = with_output_type(func, "process", output_type)
+        factory = OperatorFactory("Process", lambda f: ProcessOperator("Process", f), func)
+        return typed(self._one_input("Process", factory), output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
         from ..runtime.timestamps import TimestampsAndWatermarksOperator
 
-        name, interval = "Timestamps/Watermarks", self._env.get_auto_watermark_interval()
-        return self._one_input(
-            name,
-            OperatorFactory(
-                name,
-                lambda strategy: TimestampsAndWatermarksOperator(name, strategy, interval),
-                watermark_strategy,
-            ),
-        )
+        env = self._env
+        name, interval = "Timestamps/Watermarks", env.get_auto_watermark_interval()
+
+        def build(strategy: Any) -> TimestampsAndWatermarksOperator:
+            # batch execution: timestamps only, event time jumps to the end (api/batch.py)
+            return TimestampsAndWatermarksOperator(
+                name, batch_watermarks(strategy) if is_batch(env) else strategy, interval
+            )
+
+        return typed(self._one_input(name, OperatorFactory(name, build, watermark_strategy)), self._type_info)
 
     def key_by(self, key_selector: KeySelector | Callable[[Any], Any], key_type: Any = None) -> KeyedStream:
         selector = resolve_function(key_selector, "get_key", "key_by()")
-        return KeyedStream(self._env, self._inputs, selector)
+        return typed(KeyedStream(self._env, self._inputs, selector), self._type_info)
 
     def union(self, *streams: DataStream) -> DataStream:
         inputs = list(self._inputs)
@@ -170,20 +175,37 @@ class DataStream:
             if s._env is not self._env:
                 raise GraphError("union() of streams from different environments")
             inputs.extend(s._inputs)
-        return DataStream(self._env, inputs)
+        return typed(_Union(self._env, inputs, [self, *streams]), self._type_info)
 
-    def connect(self, data_stream: DataStream) -> ConnectedStreams:
-        """Two streams into one two-input operator (co-map, co-flat-map, co-process)."""
+    def connect(self, data_stream: Any) -> Any:
+        """Two streams into one two-input operator (co-map, co-flat-map, co-process); with a
+        ``BroadcastStream``, the broadcast state pattern (``api/broadcast.py``)."""
+        from .broadcast import BroadcastConnectedStream, BroadcastStream
         from .connected import ConnectedStreams
+
+        if isinstance(data_stream, BroadcastStream):
+            return BroadcastConnectedStream(self, data_stream)
 
         if data_stream._env is not self._env:
             raise GraphError("connect() of streams from different environments")
         return ConnectedStreams(self, data_stream)
 
+    def _partitioned(self, partitioning: Partitioning, **edge: Any) -> DataStream:
+        return _Partitioned(self, partitioning, **edge)
+
     def rebalance(self) -> DataStream:
         return _Partitioned(self, Partitioning.REBALANCE)
 
-    def broadcast(self) -> DataStream:
+    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+        """Every record to every subtask of the next operator; with ``MapStateDescriptor``s,
+        a ``BroadcastStream`` for the broadcast state pattern (``connect()`` it)."""
+        if broadcast_state_descriptors:
+            from .broadcast import BroadcastStream
+
+            descriptors = broadcast_state_descriptors
+            if len(descriptors) == 1 and isinstance(descriptors[0], (list, tuple)):
+                descriptors = tuple(descriptors[0])
+            return BroadcastStream(self, list(descriptors))
         return _Partitioned(self, Partitioning.BROADCAST)
 
     def forward(self) -> DataStream:
@@ -194,6 +216,7 @@ class DataStream:
 
     # -- sinks ---------------------------------------------------------------
     def sink_to(self, sink: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
+        configure_input_type(sink, self._type_info, self._env)
         if isinstance(sink, Sink):
             # a Sink describes the sink and makes a fresh operator per subtask: it is not copied
             factory: OperatorFactory = OperatorFactory("Sink", lambda: sink.create_operator("Sink"))
@@ -205,10 +228,11 @@ class DataStream:
     add_sink = sink_to
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
-        return self.sink_to(PrintSink(sink_identifier)).name("Print")
+        """Each record on a line, as PyFlink prints it for the stream's declared type."""
+        return self.sink_to(TypedPrintSink(sink_identifier, self._type_info)).name("Print")
 
-    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> Iterator[Any]:
-        """Run the job (blocking) and iterate over this stream's records."""
+    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> CloseableIterator:
+        """Run the job (blocking) and iterate over this stream's records (also a context manager)."""
         sink = CollectSink()
         node = self.sink_to(sink)._node
         try:
@@ -216,7 +240,7 @@ class DataStream:
         finally:
             self._env._graph.remove(node)  # when execute failed before it cleared the graph
         results = sink.results
-        return iter(results if limit is None else results[:limit])
+        return CloseableIterator(results if limit is None else results[:limit])
 
     async def execute_and_collect_async(
         self, job_name: str = "collect", limit: int | None = None, capacity: int = 4096
@@ -244,12 +268,14 @@ class DataStream:
 class _Partitioned(DataStream):
     """A stream whose next consumer reads it with an explicit partitioning."""
 
-    def __init__(self, stream: DataStream, partitioning: Partitioning) -> None:
+    def __init__(self, stream: DataStream, partitioning: Partitioning, **edge: Any) -> None:
         super().__init__(stream._env, stream._inputs)
         self._partitioning = partitioning
+        self._edge = edge  # key_selector and partitioner of a custom partitioning
+        self._type_info = stream._type_info
 
     def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
-        return [Edge(n, self._partitioning, t, explicit=True, **kw) for n, t in self._inputs]
+        return [Edge(n, self._partitioning, t, explicit=True, **self._edge, **kw) for n, t in self._inputs]
 
     @property
     def _node(self) -> StreamNode:
@@ -258,6 +284,22 @@ class _Partitioned(DataStream):
             f"{self._partitioning.value} partitioning makes no operator: set name/uid/parallelism "
             "on the operator before it or on the one after it"
         )
+
+
+class _Union(DataStream):
+    """``a.union(b, ...)``: each input keeps its own partitioning (a keyed input stays key-hashed)."""
+
+    def __init__(
+        self,
+        env: StreamExecutionEnvironment,
+        inputs: list[tuple[StreamNode, str | None]],
+        streams: list[DataStream],
+    ) -> None:
+        super().__init__(env, inputs)
+        self._streams = streams
+
+    def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
+        return [edge for stream in self._streams for edge in stream._edges(partitioning, **kw)]
 
 
 class DataStreamSink:
@@ -281,7 +323,7 @@ class DataStreamSink:
         return self
 
 
-class KeyedStream(DataStream):
+class KeyedStream(KeyedStreamRefusals, DataStream):
     """A stream partitioned by key: state and timers are scoped to the current key."""
 
     def __init__(
@@ -297,10 +339,18 @@ class KeyedStream(DataStream):
         return [Edge(n, Partitioning.HASH, t, key_selector=self.key_selector) for n, t in self._inputs]
 
     def _keyed(self, name: str, factory: OperatorFactory) -> DataStream:
-        return DataStream(self._env, [(self._add(name, factory, keyed=True), None)])
+        # keyed reduce/aggregations keep the input's type; process() and windows re-type their result
+        return typed(DataStream(self._env, [(self._add(name, factory, keyed=True), None)]), self._type_info)
 
     def get_key_selector(self) -> Callable[[Any], Any]:
         return self.key_selector
+
+    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> CloseableIterator:
+        """As PyFlink's: a keyed stream's records come as ``Row(f0=key, f1=record)``."""
+        key_of = self.key_selector
+        return DataStream(self._env, self._inputs).map(lambda v: Row(f0=key_of(v), f1=v)).execute_and_collect(
+            job_name, limit
+        )
 
     # -- key_by() makes no operator: operator settings are refused, as PyFlink does --------
     def _refuse(self, what: str) -> GraphError:
@@ -362,7 +412,7 @@ class KeyedStream(DataStream):
         *,
         concurrency: int | None = None,
     ) -> DataStream:
-        keyed = self._keyed_function("map", func)
+        keyed = typed(self._keyed_function("map", with_output_type(func, "map", output_type)), output_type)
         return keyed if keyed is not None else super().map(func, output_type, concurrency=concurrency)
 
     def flat_map(
@@ -372,7 +422,9 @@ class KeyedStream(DataStream):
         *,
         concurrency: int | None = None,
     ) -> DataStream:
-        keyed = self._keyed_function("flat_map", func)
+        keyed = typed(
+            self._keyed_function("flat_map", with_output_type(func, "flat_map", output_type)), output_type
+        )
         return keyed if keyed is not None else super().flat_map(func, output_type, concurrency=concurrency)
 
     def filter(
@@ -383,9 +435,12 @@ class KeyedStream(DataStream):
 
     def reduce(self, func: ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
         resolve_function(func, "reduce", "reduce()")
-        name = "Keyed Reduce"
+        name, env = "Keyed Reduce", self._env
         return self._keyed(
-            name, OperatorFactory(name, lambda ks, f: ReduceOperator(name, ks, f), self.key_selector, func)
+            name,
+            OperatorFactory(
+                name, lambda ks, f: reduce_operator_class(env)(name, ks, f), self.key_selector, func
+            ),
         )
 
     def sum(self, position_to_sum: int | str = 0) -> DataStream:
@@ -404,11 +459,13 @@ class KeyedStream(DataStream):
         return self._aggregate("max_by", position_to_max_by)
 
     def _aggregate(self, kind: str, field: int | str) -> DataStream:
-        name = f"Keyed {kind.title()}({field!r})"
+        name, env = f"Keyed {kind.title()}({field!r})", self._env
         return self._keyed(
             name,
             OperatorFactory(
-                name, lambda ks: ReduceOperator(name, ks, aggregation(kind, field)), self.key_selector
+                name,
+                lambda ks: reduce_operator_class(env)(name, ks, aggregation(kind, field)),
+                self.key_selector,
             ),
         )
 
@@ -416,18 +473,23 @@ class KeyedStream(DataStream):
         self, func: KeyedProcessFunction | ProcessFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
         resolve_function(func, "process_element", "process()")
+        func = with_output_type(func, "process", output_type)
         name = "KeyedProcess"
-        return self._keyed(
+        stream = self._keyed(
             name,
             OperatorFactory(name, lambda ks, f: KeyedProcessOperator(name, ks, f), self.key_selector, func),
         )
+        return typed(stream, output_type)
 
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         from .windowed import WindowedStream
 
         return WindowedStream(self, window_assigner)
 
-    def count_window(self, size: int) -> WindowedStream:
-        from ..windowing import CountTrigger, GlobalWindows, PurgingTrigger
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:
+        """PyFlink's count windows: ``CountTumblingWindowAssigner`` (or sliding when ``slide``)."""
+        from ..windowing.count import CountSlidingWindowAssigner, CountTumblingWindowAssigner
 
-        return self.window(GlobalWindows.create()).trigger(PurgingTrigger.of(CountTrigger.of(size)))
+        if slide:
+            return self.window(CountSlidingWindowAssigner(size, slide))
+        return self.window(CountTumblingWindowAssigner(size))

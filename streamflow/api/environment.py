@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime
 import sys
 from collections.abc import AsyncIterable, Callable, Iterable
@@ -12,10 +13,14 @@ from ..checkpoint.config import CheckpointConfig, CheckpointingMode, RestartStra
 from ..clock import SYSTEM_CLOCK, Clock
 from ..connectors.base import Source
 from ..connectors.collection import AsyncIterableSource, CollectionSource
+from ..execution_mode import RuntimeExecutionMode
 from ..graph import JobGraph, StreamGraph, build_job_graph
 from ..runtime.job import JobClient, JobExecutionResult, RuntimeConfig
 from ..runtime.record_size import parse_memory_size
 from ..state.key_groups import DEFAULT_MAX_PARALLELISM
+from .batch import resolve_batch
+from .env_pyflink import PyFlinkEnvironmentMixin
+from .typed import convert_collection, typed
 
 if TYPE_CHECKING:
     from .datastream import DataStream
@@ -46,10 +51,10 @@ def to_millis(duration: int | float | datetime.timedelta, what: str) -> int:
     return int(duration)
 
 
-class StreamExecutionEnvironment:
+class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
     """Entry point of a streaming job, with PyFlink's names."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(self, configuration: Any = None, *, clock: Clock | None = None) -> None:
         self._graph = StreamGraph()
         self._parallelism = 1
         self._max_parallelism = DEFAULT_MAX_PARALLELISM
@@ -60,10 +65,12 @@ class StreamExecutionEnvironment:
         self._buffer_timeout_ms = 100
         if _default_configuration:
             self.configure(dict(_default_configuration))
+        if configuration is not None:
+            self.configure(configuration)
 
     @staticmethod
-    def get_execution_environment(**kw: Any) -> StreamExecutionEnvironment:
-        return StreamExecutionEnvironment(**kw)
+    def get_execution_environment(configuration: Any = None, **kw: Any) -> StreamExecutionEnvironment:
+        return StreamExecutionEnvironment(configuration, **kw)
 
     # -- configuration -----------------------------------------------------
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
@@ -148,7 +155,7 @@ class StreamExecutionEnvironment:
         self.runtime.restart_strategy = restart_strategy
         return self
 
-    def configure(self, configuration: dict[str, Any]) -> StreamExecutionEnvironment:
+    def configure(self, configuration: Any) -> StreamExecutionEnvironment:
         """Flink configuration keys: ``execution.savepoint.path``,
         ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
         ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
@@ -156,7 +163,10 @@ class StreamExecutionEnvironment:
         byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's), ``rest.port`` and
         ``rest.address`` (serve the job page,
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
-        ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY)."""
+        ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY) and
+        ``execution.runtime-mode``; a dict or a PyFlink ``Configuration``."""
+        if hasattr(configuration, "to_dict"):
+            configuration = configuration.to_dict()
         for key, value in configuration.items():
             if key == "execution.savepoint.path":
                 self.runtime.savepoint_path = None if value is None else str(value)
@@ -185,6 +195,8 @@ class StreamExecutionEnvironment:
                     raise ValueError(f"execution.engine {value!r} is not available (only 'asyncio')")
             elif key == "execution.engine":
                 self.set_engine(str(value))  # type: ignore[attr-defined]  # once a Spark engine exists
+            elif key == "execution.runtime-mode":
+                self.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
             else:
                 raise ValueError(f"unknown configuration key {key!r}")
         return self
@@ -197,8 +209,12 @@ class StreamExecutionEnvironment:
     def from_collection(
         self, collection: Iterable[Any] | Callable[[], Iterable[Any]], type_info: Any = None
     ) -> DataStream:
-        """A bounded stream of the given elements (any deterministic iterable)."""
-        return self.from_source(CollectionSource(collection), None, "collection")
+        """A bounded stream of the given elements (any deterministic iterable); with
+        ``type_info`` the elements become records of that type (rows, tuples, ...)."""
+        return typed(
+            self.from_source(CollectionSource(convert_collection(collection, type_info)), None, "collection"),
+            type_info,
+        )
 
     def from_iterable(self, iterable: Iterable[Any] | Callable[[], Iterable[Any]]) -> DataStream:
         return self.from_source(CollectionSource(iterable), None, "iterable")
@@ -250,10 +266,16 @@ class StreamExecutionEnvironment:
 
         As in Flink (``StreamExecutionEnvironment.getStreamGraph(clearTransformations=true)``),
         the operators added so far are cleared once the job graph is built: the next
-        ``execute()`` runs only what is added after this one."""
+        ``execute()`` runs only what is added after this one. In batch mode
+        (``api/batch.py``) the job runs without checkpoints."""
+        runtime = self.runtime
+        if resolve_batch(self) and runtime.checkpoint.interval_ms is not None:
+            runtime = copy.copy(runtime)
+            runtime.checkpoint = copy.copy(runtime.checkpoint)
+            runtime.checkpoint.interval_ms = None
         graph = self.get_job_graph(job_name)
         self._graph.clear()
-        client = JobClient(job_name, graph, self.runtime, self._clock)
+        client = JobClient(job_name, graph, runtime, self._clock)
         if self.runtime.rest_port is not None:
             from ..rest import serve_job
 

@@ -15,6 +15,7 @@ from ..windowing.assigners import WindowAssigner
 from ..windowing.evictors import Evictor
 from ..windowing.triggers import Trigger
 from .environment import to_millis
+from .typed import typed
 
 if TYPE_CHECKING:
     from .datastream import DataStream, KeyedStream
@@ -65,7 +66,10 @@ class WindowedStream:
     ) -> DataStream:
         resolve_function(reduce_function, "reduce", "reduce()")
         _check_window_function(window_function)
-        return self._build("Window(Reduce)", reduce_function=reduce_function, window_function=window_function)
+        stream = self._build(
+            "Window(Reduce)", reduce_function=reduce_function, window_function=window_function
+        )
+        return typed(stream, output_type if window_function is not None else self._keyed._type_info)
 
     def aggregate(
         self,
@@ -77,23 +81,24 @@ class WindowedStream:
         if not isinstance(aggregate_function, AggregateFunction):
             raise TypeError("aggregate() expects an AggregateFunction")
         _check_window_function(window_function)
-        return self._build(
+        stream = self._build(
             "Window(Aggregate)", aggregate_function=aggregate_function, window_function=window_function
         )
+        return typed(stream, output_type)
 
     def process(
         self, process_window_function: ProcessWindowFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
         """``process(key, context, elements)``; ``context.window()`` is the window."""
         resolve_function(process_window_function, "process", "process()")
-        return self._build("Window(Process)", window_function=process_window_function)
+        return typed(self._build("Window(Process)", window_function=process_window_function), output_type)
 
     def apply(
         self, window_function: WindowFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
         """A ``WindowFunction`` (``apply(key, window, inputs)``) or a callable with those arguments."""
         resolve_function(window_function, "apply", "apply()")
-        return self._build("Window(Apply)", apply_function=window_function)
+        return typed(self._build("Window(Apply)", apply_function=window_function), output_type)
 
     def _build(
         self,

@@ -13,6 +13,8 @@ output, the job fails with an error naming the file and line instead.
 
 from __future__ import annotations
 
+import asyncio
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -65,7 +67,11 @@ class FileSource(Source):
                 raise FileNotFoundError(f"file source: no such file or directory: {p}")
         return out
 
+    monitor_interval_ms: int | None = None  # monitor_continuously(): look for new files this often
+
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        if self.monitor_interval_ms is not None:
+            return _MonitoringFileReader(self, subtask_index, parallelism)
         return _FileReader(self, subtask_index, parallelism)
 
 
@@ -74,10 +80,32 @@ class FileSourceBuilder:
         self._format = stream_format
         self._paths = paths
 
+    _monitor_interval_ms: int | None = None
+
+    def process_static_file_set(self) -> FileSourceBuilder:
+        """Read the files there now, then end (the default: a bounded source)."""
+        self._monitor_interval_ms = None
+        return self
+
+    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
+        """Keep watching the paths: files that appear later are read too (an unbounded source).
+        ``discovery_interval``: milliseconds, ``Duration`` or ``timedelta``."""
+        from ..api.environment import to_millis
+
+        interval = to_millis(discovery_interval, "discovery interval")
+        if interval <= 0:
+            raise ValueError(f"the discovery interval must be positive, got {interval} ms")
+        self._monitor_interval_ms = interval
+        return self
+
     def build(self) -> FileSource:
         if not self._paths:
             raise ValueError("FileSource needs at least one path")
-        return FileSource(self._paths, self._format)
+        source = FileSource(self._paths, self._format)
+        if self._monitor_interval_ms is not None:
+            source.monitor_interval_ms = self._monitor_interval_ms
+            source.bounded = False
+        return source
 
 
 class _FileReader(SourceReader):
@@ -153,3 +181,70 @@ class _FileReader(SourceReader):
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+class _MonitoringFileReader(_FileReader):
+    """``monitor_continuously``: after the files there, look for new ones every interval.
+
+    A file is this subtask's when ``crc32(path) % parallelism == subtask`` (stable as
+    files appear). The position is the set of finished files plus the offset in the
+    current one, so a restore neither re-reads nor skips a file (Flink's
+    ``ContinuousFileSplitEnumerator`` keeps the already-processed paths likewise).
+    A file is expected to be complete when it appears (write it elsewhere, then
+    move it in, as with Flink's file source)."""
+
+    def __init__(self, source: FileSource, subtask: int, parallelism: int) -> None:
+        super().__init__(source, subtask, parallelism)
+        self._done: set[str] = set()
+        self._resume: tuple[str, int, int] | None = None
+        self._next_scan = 0.0
+        self._wake_pending = False
+
+    def _mine(self, path: Path) -> bool:
+        return zlib.crc32(str(path).encode()) % self._parallelism == self._subtask
+
+    def _scan(self) -> None:
+        pending = [f for f in self._source.files() if self._mine(f) and str(f) not in self._done]
+        self._files, self._file_index, self._offset, self._line = pending, 0, 0, 0
+        if self._resume is not None:
+            path, offset, line = self._resume
+            self._resume = None
+            for i, f in enumerate(pending):
+                if str(f) == path:
+                    self._files = [f, *pending[:i], *pending[i + 1 :]]
+                    self._offset, self._line = offset, line
+
+    async def start(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._scan()
+
+    def snapshot_position(self) -> list[Any]:
+        finished = sorted(self._done | {str(f) for f in self._files[: self._file_index]})
+        current = str(self._files[self._file_index]) if self._file_index < len(self._files) else ""
+        return [finished, current, self._offset, self._line]
+
+    def restore_position(self, position: Any) -> None:
+        finished, current, offset, line = position
+        self._done = set(finished)
+        self._resume = (current, int(offset), int(line)) if current else None
+
+    def poll_batch(self, max_records: int) -> list | object | None:
+        out = super().poll_batch(max_records)
+        if out is not END:
+            return out
+        self._done.update(str(f) for f in self._files)
+        self._files, self._file_index = [], 0
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._next_scan:
+            self._next_scan = loop.time() + self._source.monitor_interval_ms / 1000  # type: ignore[operator]
+            self._scan()
+            if self._files:
+                return self.poll_batch(max_records)
+        if not self._wake_pending:
+            self._wake_pending = True
+            loop.call_at(self._next_scan, self._woken)
+        return None
+
+    def _woken(self) -> None:
+        self._wake_pending = False
+        self._wake()

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..state.keyed import (
-    AggregatingState,
     AggregatingStateDescriptor,
     KeyedStateBackend,
-    ListState,
     ListStateDescriptor,
-    MapState,
     MapStateDescriptor,
-    ReducingState,
     ReducingStateDescriptor,
     StateDescriptor,
-    ValueState,
     ValueStateDescriptor,
 )
+from ..state.ttl_state import ttl_state
+from ..state.typed import typed_value_state
 from .metrics import MetricGroup
 
 if TYPE_CHECKING:
@@ -77,17 +74,24 @@ class RuntimeContext:
             )
         return backend
 
-    def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState:
-        return self._backend(state_descriptor).get_state(state_descriptor)
+    def _state(self, descriptor: StateDescriptor) -> Any:
+        backend = self._backend(descriptor)
+        ttl = getattr(descriptor, "ttl_config", None)
+        if ttl is not None and ttl.is_enabled():  # state with a time-to-live (state/ttl_state.py)
+            return ttl_state(backend, descriptor, self._ctx.clock.now_ms)
+        return backend.get_state(descriptor)
 
-    def get_list_state(self, state_descriptor: ListStateDescriptor) -> ListState:
-        return self._backend(state_descriptor).get_state(state_descriptor)
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> Any:
+        return typed_value_state(self._state(state_descriptor), state_descriptor)
 
-    def get_map_state(self, state_descriptor: MapStateDescriptor) -> MapState:
-        return self._backend(state_descriptor).get_state(state_descriptor)
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
+        return self._state(state_descriptor)
 
-    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> ReducingState:
-        return self._backend(state_descriptor).get_state(state_descriptor)
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        return self._state(state_descriptor)
 
-    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> AggregatingState:
-        return self._backend(state_descriptor).get_state(state_descriptor)
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
+        return self._state(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
+        return self._state(state_descriptor)

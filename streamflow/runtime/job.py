@@ -107,7 +107,7 @@ class Execution:
         if restore is not None:
             restore.check_fits(
                 {graph.uid_of(n): graph.parallelism[n.id] for n in graph.nodes},
-                {graph.uid_of(n) for n in graph.nodes if n.keyed},
+                {graph.uid_of(n) for n in graph.nodes if n.keyed or n.rescalable},
                 config.allow_non_restored_state,
             )
         self._build()
@@ -180,6 +180,8 @@ class Execution:
                         effective_partitioning(edge, up_p, p) if len(channels) > 1 else Partitioning.FORWARD,
                         subtask_index=sub if len(channels) > 1 else 0,
                         key_selector=edge.key_selector,
+                        partitioner=edge.partitioner,
+                        upstream_parallelism=up_p,
                         max_parallelism=g.vertex_of[consumer.id].max_parallelism,
                         where=f"key selector of {consumer.name!r}",
                     )

@@ -7,10 +7,13 @@ directly, one lookup and one store per record.
 
 from __future__ import annotations
 
+import copy
+import decimal
 from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
+from ..types.row import Row
 from .basic_operators import expand, is_async, resolve_function
 from .process_operators import TimerOperator
 
@@ -119,11 +122,11 @@ def aggregation(kind: str, field: int | str) -> Callable[[Any, Any], Any]:
 
     def get(v: Any) -> Any:
         if isinstance(field, int):
-            if isinstance(v, (tuple, list)):
+            if isinstance(v, (tuple, list, Row)):
                 return v[field]
-            if field == 0 and isinstance(v, (int, float)):
-                return v
-        elif isinstance(v, dict):
+            if field == 0 and isinstance(v, (int, float, str, bytes, decimal.Decimal)):
+                return v  # a scalar record is its own field 0 (PyFlink's basic types)
+        elif isinstance(v, (dict, Row)):
             return v[field]
         else:
             return getattr(v, field)
@@ -136,11 +139,13 @@ def aggregation(kind: str, field: int | str) -> Callable[[Any, Any], Any]:
             return tuple(out) if isinstance(acc, tuple) else out
         if isinstance(acc, dict):
             return {**acc, field: x}
-        if isinstance(acc, (int, float)):
+        if isinstance(acc, Row):  # a row keeps its names and kind
+            row = copy.copy(acc)
+            row[field] = x
+            return row
+        if isinstance(acc, (int, float, str, bytes, decimal.Decimal)):
             return x
         if isinstance(field, str):
-            import copy
-
             obj = copy.copy(acc)
             setattr(obj, field, x)
             return obj

@@ -45,9 +45,11 @@ from typing import Any
 
 from ..state.keyed import snapshot_tables
 from ..windowing.assigners import TumblingEventTimeWindows
+from ..windowing.count import CountWindow
 from ..windowing.merging import MergingWindowSet
 from ..windowing.triggers import EventTimeTrigger, Trigger, TriggerResult
 from ..windowing.windows import GlobalWindow, TimeWindow
+from .context import RuntimeContext
 from .events import MAX_WATERMARK, Watermark
 from .process_operators import TimerOperator, _Emitter
 from .timers import Timer
@@ -99,10 +101,18 @@ class WindowOperator(TimerOperator):
 
     # -- checkpoints: windows travel as plain tuples --------------------------
     def encode_namespace(self, window: Any) -> Any:
-        return ("w", window.start, window.end) if isinstance(window, TimeWindow) else ("g",)
+        if isinstance(window, TimeWindow):
+            return ("w", window.start, window.end)
+        return ("c", window.id) if isinstance(window, CountWindow) else ("g",)
 
     def decode_namespace(self, plain: Any) -> Any:
-        return TimeWindow(plain[1], plain[2]) if plain[0] == "w" else GlobalWindow.get()
+        if plain[0] == "w":
+            return TimeWindow(plain[1], plain[2])
+        return CountWindow(plain[1]) if plain[0] == "c" else GlobalWindow.get()
+
+    def get_runtime_context(self) -> RuntimeContext:
+        """For assigners that keep keyed state (PyFlink's count assigners)."""
+        return RuntimeContext(self.ctx)
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
         enc = self.encode_namespace

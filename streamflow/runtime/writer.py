@@ -9,6 +9,8 @@ happens between parallel operators. Control events go to every channel.
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -107,12 +109,67 @@ class HashWriter(ChannelWriter):
                 await self.channels[i].put((bucket, None if ts_buckets is None else ts_buckets[i]))
 
 
+class PerRecordWriter(ChannelWriter):
+    """Shuffle, rescale and custom partitioning: ``pick(record)`` names each record's channel."""
+
+    def __init__(self, channels: list[Channel], pick: Callable[[Any], int], where: str) -> None:
+        super().__init__(channels)
+        self._pick = pick
+        self._where = where
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        n = len(self.channels)
+        buckets: list[list] = [[] for _ in range(n)]
+        ts_buckets: list[list[int]] | None = None if timestamps is None else [[] for _ in range(n)]
+        pick = self._pick
+        try:
+            targets = [pick(record) for record in records]
+        except Exception as exc:
+            raise attribute_error(exc, self._where) from None
+        for i, (target, record) in enumerate(zip(targets, records, strict=True)):
+            if not 0 <= target < n:
+                bad = ValueError(f"partitioner returned channel {target!r}, not in 0..{n - 1}")
+                raise attribute_error(bad, self._where, record)
+            buckets[target].append(record)
+            if ts_buckets is not None:
+                ts_buckets[target].append(timestamps[i])  # type: ignore[index]
+        for i, bucket in enumerate(buckets):
+            if bucket:
+                await self.channels[i].put((bucket, None if ts_buckets is None else ts_buckets[i]))
+
+
+def _shuffle(subtask: int, n: int, up_p: int, key_selector: Any, partitioner: Any) -> Callable[[Any], int]:
+    """Flink's ShufflePartitioner: a random channel (seeded per writer, so runs repeat)."""
+    rng = random.Random(subtask)
+    return lambda record: rng.randrange(n)
+
+
+def _rescale(subtask: int, n: int, up_p: int, key_selector: Any, partitioner: Any) -> Callable[[Any], int]:
+    """Flink's RescalePartitioner over a POINTWISE edge: upstream subtask ``i`` of ``up_p`` feeds
+    the downstream range ``[i * n // up_p, (i + 1) * n // up_p)`` (at least one channel,
+    ``i * n // up_p`` when there are more upstream than downstream subtasks), round robin."""
+    first = subtask * n // up_p
+    count = max(1, (subtask + 1) * n // up_p - first)
+    counter = itertools.count()
+    return lambda record: first + next(counter) % count
+
+
+def _custom(subtask: int, n: int, up_p: int, key_selector: Any, partitioner: Any) -> Callable[[Any], int]:
+    """``partition_custom(partitioner, key_selector)``: ``partitioner(key, n)`` picks the channel."""
+    return lambda record: int(partitioner(key_selector(record), n))
+
+
+_PER_RECORD = {Partitioning.SHUFFLE: _shuffle, Partitioning.RESCALE: _rescale, Partitioning.CUSTOM: _custom}
+
+
 def create_writer(
     channels: list[Channel],
     partitioning: Partitioning,
     *,
     subtask_index: int = 0,
     key_selector: Callable[[Any], Any] | None = None,
+    partitioner: Callable[[Any, int], int] | None = None,
+    upstream_parallelism: int = 1,
     max_parallelism: int = 128,
     where: str = "",
 ) -> ChannelWriter:
@@ -128,4 +185,8 @@ def create_writer(
         return HashWriter(channels, key_selector, max_parallelism, where)
     if partitioning is Partitioning.REBALANCE:
         return RebalanceWriter(channels, subtask_index)
+    if partitioning in _PER_RECORD:
+        make = _PER_RECORD[partitioning]
+        pick = make(subtask_index, n, upstream_parallelism, key_selector, partitioner)
+        return PerRecordWriter(channels, pick, where)
     return BroadcastWriter(channels)

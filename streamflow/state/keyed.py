@@ -35,6 +35,14 @@ class StateDescriptor:
             raise ValueError(f"a state name must be a non-empty string, got {name!r}")
         self.name = name
         self.type_info = type_info
+        self.ttl_config: Any = None
+
+    def get_name(self) -> str:
+        return self.name
+
+    def enable_time_to_live(self, ttl_config: Any) -> None:
+        """Keep a ``StateTtlConfig`` on this descriptor (see ``streamflow/state/ttl.py``)."""
+        self.ttl_config = ttl_config
 
 
 class ValueStateDescriptor(StateDescriptor):
@@ -173,6 +181,19 @@ class MapState(_KeyedState):
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.keys())
+
+    # PyFlink's MapState is also used like a dict
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
 
 
 class ReducingState(_KeyedState):

@@ -304,6 +304,13 @@ class EventTimeSessionWindows(_EventTime, _Session):
     def with_gap(gap: Duration) -> EventTimeSessionWindows:
         return EventTimeSessionWindows(_ms(gap, "gap"))
 
+    @staticmethod
+    def with_dynamic_gap(extractor: Any) -> Any:
+        """Sessions whose gap each element gives (``SessionWindowTimeGapExtractor``)."""
+        from streamflow.windowing.count import DynamicEventTimeSessionWindows
+
+        return DynamicEventTimeSessionWindows(extractor)
+
 
 @dataclass(frozen=True, slots=True)
 class ProcessingTimeSessionWindows(_ProcessingTime, _Session):
@@ -312,6 +319,13 @@ class ProcessingTimeSessionWindows(_ProcessingTime, _Session):
     @staticmethod
     def with_gap(gap: Duration) -> ProcessingTimeSessionWindows:
         return ProcessingTimeSessionWindows(_ms(gap, "gap"))
+
+    @staticmethod
+    def with_dynamic_gap(extractor: Any) -> Any:
+        """Sessions whose gap each element gives (``SessionWindowTimeGapExtractor``)."""
+        from streamflow.windowing.count import DynamicProcessingTimeSessionWindows
+
+        return DynamicProcessingTimeSessionWindows(extractor)
 
 
 # ----------------------------------------------------------------------------- global

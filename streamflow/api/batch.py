@@ -1,0 +1,104 @@
+"""Batch execution of bounded DataStream jobs (``RuntimeExecutionMode.BATCH``).
+
+Flink runs a DataStream job whose sources are all bounded with batch
+semantics when the runtime mode is ``BATCH``, or ``AUTOMATIC`` and every
+source is bounded (``RuntimeExecutionMode`` docs; FLIP-134/140):
+
+* keyed ``reduce`` and the rolling aggregations (``sum``/``min``/``max``/
+  ``min_by``/``max_by``) emit **one final result per key** at the end of input,
+  instead of one running result per record (:class:`BatchReduceOperator`);
+* **event time jumps to the end**: no watermark flows while input is read, so
+  no record is late, and every event-time timer and window fires once, at
+  the end of input (the sources' final ``MAX_WATERMARK``);
+* **no checkpoints**: a configured checkpoint interval is ignored (logged).
+
+A job's mode is resolved once, when it is built (:func:`resolve_batch`); the
+operator factories read it then.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..eventtime import NoWatermarksGenerator, WatermarkStrategy
+from ..execution_mode import RuntimeExecutionMode
+from ..runtime.keyed_operators import ReduceOperator
+
+if TYPE_CHECKING:
+    from .environment import StreamExecutionEnvironment
+
+__all__ = ["BatchReduceOperator", "batch_watermarks", "is_batch", "resolve_batch"]
+
+log = logging.getLogger(__name__)
+_MISSING = object()
+
+
+def resolve_batch(env: StreamExecutionEnvironment) -> bool:
+    """Decide (and remember on ``env``) whether the job about to be built runs as a batch job."""
+    mode = getattr(env, "_runtime_mode", RuntimeExecutionMode.STREAMING)
+    sources = [n.source for n in env._graph.nodes if n.source is not None]
+    bounded = all(getattr(s, "bounded", True) for s in sources)
+    if mode is RuntimeExecutionMode.BATCH and not bounded:
+        unbounded = [type(s).__name__ for s in sources if not getattr(s, "bounded", True)]
+        raise ValueError(f"RuntimeExecutionMode.BATCH needs bounded sources; unbounded: {unbounded}")
+    batch = mode is RuntimeExecutionMode.BATCH or (mode is RuntimeExecutionMode.AUTOMATIC and bounded)
+    env._batch = batch
+    if batch and env.runtime.checkpoint.interval_ms:
+        log.info(
+            "batch execution: checkpointing (every %d ms) is disabled, as in Flink's batch mode",
+            env.runtime.checkpoint.interval_ms,
+        )
+    return batch
+
+
+def is_batch(env: StreamExecutionEnvironment) -> bool:
+    return bool(getattr(env, "_batch", False))
+
+
+def batch_watermarks(strategy: WatermarkStrategy | Any) -> Any:
+    """The strategy's timestamps without its watermarks: in batch mode event time jumps to the end."""
+    if isinstance(strategy, WatermarkStrategy):
+        return WatermarkStrategy(NoWatermarksGenerator, strategy.timestamp_assigner, None)
+    return strategy
+
+
+class BatchReduceOperator(ReduceOperator):
+    """Folds every record into its key's accumulator and emits each key's final value
+    (with the timestamp of the key's last record) when the input ends."""
+
+    async def open(self) -> None:
+        await super().open()
+        self.last_ts: dict[Any, int] = {}
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self._check_key_type:
+            self.check_key_type(records)
+        if self._specialize is not None and records:
+            self.reduce, self._specialize = self._specialize(records[0]), None
+        key_of, reduce, table, last_ts = self.key_selector, self.reduce, self.table, self.last_ts
+        backend = self.backend
+        get, missing = table.get, _MISSING
+        record: Any = None
+        try:
+            for i, record in enumerate(records):
+                key = key_of(record)
+                backend.current_key = key  # a ReduceFunction may use keyed state too
+                acc = get(key, missing)
+                table[key] = record if acc is missing else reduce(acc, record)
+                if timestamps is not None:
+                    last_ts[key] = timestamps[i]
+        except Exception as exc:
+            raise self.failure(exc, record) from None
+
+    async def finish(self) -> None:
+        if self.table:
+            keys = list(self.table)
+            out = [self.table[k] for k in keys]
+            stamps = [self.last_ts[k] for k in keys] if len(self.last_ts) == len(keys) else None
+            await self.output.push(out, stamps)
+        await super().finish()
+
+
+def reduce_operator_class(env: StreamExecutionEnvironment) -> type[ReduceOperator]:
+    return BatchReduceOperator if is_batch(env) else ReduceOperator

@@ -1,0 +1,138 @@
+"""The rest of PyFlink's ``StreamExecutionEnvironment`` surface.
+
+Mixed into :class:`~streamflow.api.environment.StreamExecutionEnvironment`.
+Settings that change behaviour here: ``set_runtime_mode`` (batch execution,
+``api/batch.py``), ``set_buffer_timeout``. Settings that only make sense for
+PyFlink's JVM and Python workers (``add_jars``, ``add_classpaths``,
+``add_python_file``, ``set_python_requirements``, ...) are accepted and logged
+at INFO: streamflow runs the user's code in the user's own interpreter, where
+those files are already importable (``add_python_file`` adds the file's
+directory to ``sys.path`` so imports inside functions still resolve).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from ..execution_mode import RuntimeExecutionMode, TimeCharacteristic
+
+__all__ = ["PyFlinkEnvironmentMixin"]
+
+log = logging.getLogger(__name__)
+
+
+class PyFlinkEnvironmentMixin:
+    _runtime_mode: RuntimeExecutionMode = RuntimeExecutionMode.STREAMING
+    _time_characteristic: TimeCharacteristic = TimeCharacteristic.EventTime
+    _batch: bool = False
+    _default_local_parallelism: int | None = None
+
+    # -- execution mode ----------------------------------------------------
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> Any:
+        if not isinstance(execution_mode, RuntimeExecutionMode):
+            raise TypeError(f"set_runtime_mode() expects a RuntimeExecutionMode, got {execution_mode!r}")
+        self._runtime_mode = execution_mode
+        return self
+
+    def get_runtime_mode(self) -> RuntimeExecutionMode:
+        return self._runtime_mode
+
+    def set_stream_time_characteristic(self, characteristic: TimeCharacteristic) -> Any:
+        """Accepted for PyFlink 1.x programs: event time is always available (Flink >= 1.12)."""
+        self._time_characteristic = characteristic
+        return self
+
+    def get_stream_time_characteristic(self) -> TimeCharacteristic:
+        return self._time_characteristic
+
+    def set_buffer_timeout(self, timeout_millis: int) -> Any:
+        self._buffer_timeout_ms = int(timeout_millis)
+        return self
+
+    def get_buffer_timeout(self) -> int:
+        return int(getattr(self, "_buffer_timeout_ms", 100))
+
+    def get_default_local_parallelism(self) -> int:
+        return self._default_local_parallelism or os.cpu_count() or 1
+
+    def set_default_local_parallelism(self, parallelism: int) -> None:
+        self._default_local_parallelism = parallelism
+
+    # -- checkpoint shortcuts ------------------------------------------------
+    def get_checkpoint_interval(self) -> int:
+        interval = self.runtime.checkpoint.interval_ms  # type: ignore[attr-defined]
+        return -1 if interval is None else int(interval)
+
+    def get_checkpointing_mode(self) -> Any:
+        return self.runtime.checkpoint.mode  # type: ignore[attr-defined]
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return bool(self.runtime.checkpoint.is_unaligned_checkpoints_enabled())  # type: ignore[attr-defined]
+
+    # -- PyFlink's dependency management: accepted, logged -------------------
+    def add_python_file(self, file_path: str) -> None:
+        directory = os.path.dirname(os.path.abspath(file_path)) if os.path.isfile(file_path) else file_path
+        if directory not in sys.path:
+            sys.path.append(directory)
+        log.info(
+            "add_python_file(%r): %s is on sys.path (functions run in this interpreter)", file_path, directory
+        )
+
+    def _accepted(self, what: str, value: Any) -> None:
+        log.info(
+            "%s(%r) accepted and ignored: streamflow runs functions in this interpreter, no JVM", what, value
+        )
+
+    def set_python_requirements(
+        self, requirements_file_path: str, requirements_cache_dir: str | None = None
+    ) -> None:
+        self._accepted("set_python_requirements", requirements_file_path)
+
+    def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> None:
+        self._accepted("add_python_archive", archive_path)
+
+    def set_python_executable(self, python_exec: str) -> None:
+        self._accepted("set_python_executable", python_exec)
+
+    def add_jars(self, *jars_path: str) -> None:
+        self._accepted("add_jars", jars_path)
+
+    def add_classpaths(self, *classpaths: str) -> None:
+        self._accepted("add_classpaths", classpaths)
+
+    def register_cached_file(self, file_path: str, name: str, executable: bool = False) -> None:
+        self._accepted("register_cached_file", file_path)
+
+    def close(self) -> None:
+        """Nothing to release: each execute() owns its event loop and tasks."""
+
+    # -- the plan ------------------------------------------------------------
+    def get_execution_plan(self) -> str:
+        """The job's operators as JSON in the shape of Flink's ``getExecutionPlan()``."""
+        graph = self._graph  # type: ignore[attr-defined]
+        nodes = []
+        default_p = self.get_parallelism()  # type: ignore[attr-defined]
+        for node in graph.nodes:
+            entry: dict[str, Any] = {
+                "id": node.id,
+                "type": "Source: " + node.name if node.source is not None else node.name,
+                "pact": "Data Source"
+                if node.source is not None
+                else ("Data Sink" if node.is_sink else "Operator"),
+                "contents": node.name,
+                "parallelism": node.parallelism or default_p,
+            }
+            for extra in ("slot_sharing_group", "description"):
+                if getattr(node, extra, None) is not None:
+                    entry[extra] = getattr(node, extra)
+            if node.inputs:
+                entry["predecessors"] = [
+                    {"id": e.upstream.id, "ship_strategy": e.partitioning.name, "side": "second"}
+                    for e in node.inputs
+                ]
+            nodes.append(entry)
+        return json.dumps({"nodes": nodes}, indent=2)

@@ -1,0 +1,162 @@
+"""Declared types on streams: ``output_type=`` / ``type_info=`` as PyFlink takes them.
+
+A stream remembers the type its producer declared (``DataStream._type_info``,
+``None`` when undeclared, PyFlink's pickled type). Where the declared type
+converts records (rows, tuples, lists, maps: ``TypeInformation.convert``) the
+user's function is wrapped so its results leave already converted: a map
+declared ``Types.ROW([...])`` emits :class:`~streamflow.types.row.Row` records,
+as PyFlink's do after the JVM round trip. ``print()`` of a typed stream writes
+what the JVM's ``toString`` would (``(hi,1)``, ``+I[a, 1]``); of an untyped
+one, ``str(record)``, as PyFlink's ``_align_output_type`` does.
+
+Wrappers are :class:`~streamflow.functions.Function` objects holding the
+user's function, so per-subtask copies copy both and ``open``/``close`` reach
+the user's function.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+from ..connectors.sinks import PrintSink, _WriteOperator
+from ..functions import (
+    FlatMapFunction,
+    Function,
+    KeyedProcessFunction,
+    MapFunction,
+    OutputTag,
+    ProcessFunction,
+)
+from ..runtime.operator import StreamOperator
+from ..types.typeinfo import TypeInformation
+
+__all__ = ["TypedPrintSink", "configure_input_type", "convert_collection", "typed", "with_output_type"]
+
+
+def _converter(type_info: Any) -> Callable[[Any], Any] | None:
+    if isinstance(type_info, TypeInformation) and type_info.converts():
+        return type_info.convert
+    return None
+
+
+def _convert_all(conv: Callable[[Any], Any], results: Iterable[Any] | None) -> list[Any] | None:
+    """Convert generated outputs; ``(OutputTag, value)`` side outputs pass unchanged."""
+    if results is None:
+        return None
+    return [
+        item if type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag) else conv(item)
+        for item in results
+    ]
+
+
+class _Typed(Function):
+    def __init__(self, inner: Any, conv: Callable[[Any], Any]) -> None:
+        self.inner = inner
+        self.conv = conv
+
+    def open(self, runtime_context: Any) -> None:
+        if isinstance(self.inner, Function):
+            self.inner.open(runtime_context)
+
+    def close(self) -> None:
+        if isinstance(self.inner, Function):
+            self.inner.close()
+
+
+class _TypedMap(_Typed, MapFunction):
+    def map(self, value: Any) -> Any:
+        call = getattr(self.inner, "map", self.inner)
+        return self.conv(call(value))
+
+
+class _TypedFlatMap(_Typed, FlatMapFunction):
+    def flat_map(self, value: Any) -> Iterable[Any]:
+        call = getattr(self.inner, "flat_map", self.inner)
+        return _convert_all(self.conv, call(value)) or ()
+
+
+class _TypedProcess(_Typed, ProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        call = getattr(self.inner, "process_element", self.inner)
+        return _convert_all(self.conv, call(value, ctx))
+
+
+class _TypedKeyedProcess(_Typed, KeyedProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        return _convert_all(self.conv, self.inner.process_element(value, ctx))
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
+        return _convert_all(self.conv, self.inner.on_timer(timestamp, ctx))
+
+
+def with_output_type(func: Any, method: str, output_type: Any) -> Any:
+    """``func`` whose results are converted to ``output_type`` (``func`` itself if no conversion)."""
+    conv = _converter(output_type)
+    if conv is None:
+        return func
+    if method == "map":
+        if isinstance(func, Function) or hasattr(func, "map"):
+            return _TypedMap(func, conv)
+        return lambda value: conv(func(value))
+    if method == "flat_map":
+        if isinstance(func, Function) or hasattr(func, "flat_map"):
+            return _TypedFlatMap(func, conv)
+        return lambda value: _convert_all(conv, func(value))
+    if method == "process":
+        if isinstance(func, KeyedProcessFunction):
+            return _TypedKeyedProcess(func, conv)
+        if isinstance(func, Function) or hasattr(func, "process_element"):
+            return _TypedProcess(func, conv)
+        return lambda value, ctx: _convert_all(conv, func(value, ctx))
+    raise ValueError(f"no output-type conversion for {method}()")
+
+
+def convert_collection(collection: Any, type_info: Any) -> Any:
+    """``from_collection(data, type_info=...)``: the elements as records of ``type_info``."""
+    conv = _converter(type_info)
+    if conv is None:
+        return collection
+    if isinstance(collection, (list, tuple)):
+        return [conv(v) for v in collection]
+    if callable(collection):
+        return lambda: (conv(v) for v in collection())
+    return lambda: (conv(v) for v in collection)
+
+
+class TypedPrintSink(PrintSink):
+    """``print()`` of a stream: each record as PyFlink prints it for the stream's type."""
+
+    def __init__(self, sink_identifier: str | None, type_info: Any, stream: TextIO | None = None) -> None:
+        super().__init__(sink_identifier, stream)
+        self.type_info = type_info
+
+    def create_operator(self, name: str) -> StreamOperator:
+        fmt = self.type_info.format if isinstance(self.type_info, TypeInformation) else _pickled
+        prefix = self.prefix
+
+        def write(records: list) -> None:
+            out = self.stream or sys.stdout
+            out.write("".join(f"{prefix}{fmt(r)}\n" for r in records))
+
+        return _WriteOperator(name, write)
+
+
+def _pickled(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def typed(stream: Any, type_info: Any) -> Any:
+    """``stream`` with its declared record type (``None`` passes through)."""
+    if stream is not None:
+        stream._type_info = type_info
+    return stream
+
+
+def configure_input_type(sink: Any, type_info: Any, env: Any) -> None:
+    """Flink's ``InputTypeConfigurable``: a sink with ``set_input_type(type_info, config)`` learns
+    the declared type of the stream it is attached to (``None`` when undeclared)."""
+    set_input_type = getattr(sink, "set_input_type", None)
+    if callable(set_input_type):
+        set_input_type(type_info, env.get_config())

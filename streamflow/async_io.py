@@ -1,0 +1,362 @@
+"""Async I/O as in PyFlink 2.2: ``AsyncDataStream.ordered_wait`` / ``unordered_wait`` (``_with_retry``).
+
+An :class:`AsyncFunction`'s ``async_invoke(value)`` returns a list of outputs.
+The operator (:class:`AsyncWaitOperator`) runs up to ``capacity`` invocations
+at once in the job's event loop, each bounded by ``timeout`` (then
+``async_function.timeout(value)`` gives the outputs, or raises); a retry
+strategy re-invokes after its backoff while its result or exception
+predicate asks for it and attempts remain (Flink's ``AsyncWaitOperator`` with
+``RetryableResultHandlerDelegator``). Ordered mode emits in input order;
+unordered mode in completion order.
+
+Every invocation of a batch completes before the operator returns from that
+batch, so a watermark or a checkpoint barrier, which travel between batches,
+never overtakes a pending request (the watermark keeps its place in both
+modes, as Flink's ordered mode does) and a checkpoint never has in-flight
+requests to store: they are part of the checkpoint in the sense that none
+is lost or repeated on restore. Rules as in Flink's ``AsyncWaitOperator``,
+``AsyncRetryStrategies`` and ``RetryPredicates``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .functions import Function
+from .runtime.operator import StreamOperator
+
+__all__ = [
+    "NO_RETRY_STRATEGY",
+    "AsyncDataStream",
+    "AsyncFunction",
+    "AsyncFunctionDescriptor",
+    "AsyncRetryPredicate",
+    "AsyncRetryStrategy",
+    "AsyncWaitOperator",
+    "ExponentialBackoffDelayRetryStrategy",
+    "FixedDelayRetryStrategy",
+    "empty_result_predicate",
+    "exception_type_predicate",
+    "has_exception_predicate",
+]
+
+log = logging.getLogger(__name__)
+
+
+class AsyncFunction(Function):
+    async def async_invoke(self, value: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def timeout(self, value: Any) -> list[Any]:
+        raise TimeoutError(f"Async function call has timed out for input: {value}")
+
+
+class AsyncRetryPredicate:
+    def result_predicate(self) -> Callable[[list[Any]], bool] | None:
+        return None
+
+    def exception_predicate(self) -> Callable[[Exception], bool] | None:
+        return None
+
+
+class AsyncRetryStrategy:
+    def can_retry(self, current_attempts: int) -> bool:
+        raise NotImplementedError
+
+    def get_backoff_time_millis(self, current_attempts: int) -> int:
+        raise NotImplementedError
+
+    def get_retry_predicate(self) -> AsyncRetryPredicate:
+        raise NotImplementedError
+
+    @staticmethod
+    def no_restart() -> AsyncRetryStrategy:
+        return NO_RETRY_STRATEGY
+
+    @staticmethod
+    def fixed_delay(
+        max_attempts: int,
+        backoff_time_millis: int,
+        result_predicate: Callable[[list[Any]], bool] | None = None,
+        exception_predicate: Callable[[Exception], bool] | None = None,
+    ) -> AsyncRetryStrategy:
+        return FixedDelayRetryStrategy(
+            max_attempts, backoff_time_millis, result_predicate, exception_predicate
+        )
+
+    @staticmethod
+    def exponential_backoff(
+        max_attempts: int,
+        initial_delay: int,
+        max_retry_delay: int,
+        multiplier: float,
+        result_predicate: Callable[[list[Any]], bool] | None = None,
+        exception_predicate: Callable[[Exception], bool] | None = None,
+    ) -> AsyncRetryStrategy:
+        return ExponentialBackoffDelayRetryStrategy(
+            max_attempts, initial_delay, max_retry_delay, multiplier, result_predicate, exception_predicate
+        )
+
+
+class _RetryPredicate(AsyncRetryPredicate):
+    def __init__(
+        self, result: Callable[[list[Any]], bool] | None, exception: Callable[[Exception], bool] | None
+    ):
+        self._result, self._exception = result, exception
+
+    def result_predicate(self) -> Callable[[list[Any]], bool] | None:
+        return self._result
+
+    def exception_predicate(self) -> Callable[[Exception], bool] | None:
+        return self._exception
+
+
+class _NoRetryStrategy(AsyncRetryStrategy):
+    def can_retry(self, current_attempts: int) -> bool:
+        return False
+
+    def get_backoff_time_millis(self, current_attempts: int) -> int:
+        return -1
+
+    def get_retry_predicate(self) -> AsyncRetryPredicate:
+        return _RetryPredicate(None, None)
+
+
+class FixedDelayRetryStrategy(AsyncRetryStrategy):
+    def __init__(
+        self,
+        max_attempts: int,
+        backoff_time_millis: int,
+        result_predicate: Callable[[list[Any]], bool] | None = None,
+        exception_predicate: Callable[[Exception], bool] | None = None,
+    ) -> None:
+        self._max_attempts, self._backoff = max_attempts, int(backoff_time_millis)
+        self._predicate = _RetryPredicate(result_predicate, exception_predicate)
+
+    def can_retry(self, current_attempts: int) -> bool:
+        return current_attempts <= self._max_attempts
+
+    def get_backoff_time_millis(self, current_attempts: int) -> int:
+        return self._backoff
+
+    def get_retry_predicate(self) -> AsyncRetryPredicate:
+        return self._predicate
+
+
+class ExponentialBackoffDelayRetryStrategy(AsyncRetryStrategy):
+    def __init__(
+        self,
+        max_attempts: int,
+        initial_delay: int,
+        max_retry_delay: int,
+        multiplier: float,
+        result_predicate: Callable[[list[Any]], bool] | None = None,
+        exception_predicate: Callable[[Exception], bool] | None = None,
+    ) -> None:
+        self._max_attempts, self._initial, self._max_delay = (
+            max_attempts,
+            int(initial_delay),
+            int(max_retry_delay),
+        )
+        self._multiplier = multiplier
+        self._predicate = _RetryPredicate(result_predicate, exception_predicate)
+
+    def can_retry(self, current_attempts: int) -> bool:
+        return current_attempts <= self._max_attempts
+
+    def get_backoff_time_millis(self, current_attempts: int) -> int:
+        """``initial * multiplier^(attempt-1)``, capped (a pure function of the attempt number,
+        so concurrent requests sharing the strategy do not disturb each other's delays)."""
+        return int(min(self._initial * self._multiplier ** max(0, current_attempts - 1), self._max_delay))
+
+    def get_retry_predicate(self) -> AsyncRetryPredicate:
+        return self._predicate
+
+
+NO_RETRY_STRATEGY = _NoRetryStrategy()
+
+
+def empty_result_predicate(result: list[Any]) -> bool:
+    return result is None or len(result) == 0
+
+
+def has_exception_predicate(error: Exception) -> bool:
+    return error is not None
+
+
+def exception_type_predicate(error: Exception, expected_error_type: type) -> bool:
+    return isinstance(error, expected_error_type)
+
+
+class AsyncFunctionDescriptor:
+    class OutputMode(enum.Enum):
+        ORDERED = 0
+        UNORDERED = 1
+
+    def __init__(
+        self,
+        async_function: AsyncFunction,
+        timeout: int,
+        capacity: int,
+        async_retry_strategy: AsyncRetryStrategy,
+        output_mode: AsyncFunctionDescriptor.OutputMode,
+    ):
+        self.async_function, self.timeout, self.capacity = async_function, int(timeout), capacity
+        self.async_retry_strategy, self.output_mode = async_retry_strategy, output_mode
+
+
+class AsyncWaitOperator(StreamOperator):
+    def __init__(
+        self,
+        name: str,
+        function: AsyncFunction,
+        timeout_ms: int,
+        capacity: int,
+        retry: AsyncRetryStrategy,
+        ordered: bool,
+    ) -> None:
+        super().__init__(name)
+        self.functions = (function,)
+        self.function, self.timeout_s, self.capacity = function, timeout_ms / 1000, capacity
+        self.retry, self.ordered = retry, ordered
+
+    async def _invoke(self, value: Any) -> list[Any]:
+        predicate = self.retry.get_retry_predicate()
+        on_result, on_error = predicate.result_predicate(), predicate.exception_predicate()
+        attempt = 1
+        while True:
+            try:
+                result = await asyncio.wait_for(self.function.async_invoke(value), self.timeout_s)
+            except TimeoutError:
+                return list(self.function.timeout(value) or ())
+            except Exception as exc:
+                if on_error is not None and on_error(exc) and self.retry.can_retry(attempt):
+                    log.info("%s: retrying %r after %s (attempt %d)", self.name, value, exc, attempt)
+                else:
+                    raise
+            else:
+                result = list(result or ())
+                if not (on_result is not None and on_result(result) and self.retry.can_retry(attempt)):
+                    return result
+            await asyncio.sleep(max(0, self.retry.get_backoff_time_millis(attempt)) / 1000)
+            attempt += 1
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        semaphore = asyncio.Semaphore(self.capacity)
+        out: list[Any] = []
+        out_ts: list[int] = []
+
+        async def one(i: int, value: Any) -> tuple[int, list[Any]]:
+            async with semaphore:
+                result = await self._invoke(value)
+            if not self.ordered:  # completion order
+                out.extend(result)
+                if timestamps is not None:
+                    out_ts.extend([timestamps[i]] * len(result))
+            return i, result
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(one(i, r)) for i, r in enumerate(records)]
+        except BaseExceptionGroup as errors:
+            first = errors.exceptions[0]
+            raise self.failure(first) from None
+        if self.ordered:
+            for task in tasks:
+                i, result = task.result()
+                out.extend(result)
+                if timestamps is not None:
+                    out_ts.extend([timestamps[i]] * len(result))
+        if out:
+            await self.output.push(out, out_ts if timestamps is not None else None)
+
+
+class AsyncDataStream:
+    @staticmethod
+    def _wait(
+        data_stream: Any,
+        async_function: AsyncFunction,
+        timeout: int,
+        retry: AsyncRetryStrategy,
+        capacity: int,
+        output_type: Any,
+        ordered: bool,
+    ) -> Any:
+        from .api.typed import typed
+        from .runtime.factory import OperatorFactory
+
+        if not isinstance(async_function, AsyncFunction):
+            raise TypeError(f"AsyncDataStream expects an AsyncFunction, got {async_function!r}")
+        if int(timeout) <= 0 or capacity <= 0:
+            raise ValueError(f"timeout and capacity must be positive, got {timeout!r} and {capacity!r}")
+        name = "AsyncWaitOperator"
+        factory = OperatorFactory(
+            name, lambda f: AsyncWaitOperator(name, f, int(timeout), capacity, retry, ordered), async_function
+        )
+        return typed(data_stream._one_input(name, factory), output_type)
+
+    @staticmethod
+    def ordered_wait(
+        data_stream: Any,
+        async_function: AsyncFunction,
+        timeout: int,
+        capacity: int = 100,
+        output_type: Any = None,
+    ) -> Any:
+        return AsyncDataStream._wait(
+            data_stream,
+            async_function,
+            timeout,
+            NO_RETRY_STRATEGY,
+            capacity,
+            output_type,
+            True,
+        )
+
+    @staticmethod
+    def unordered_wait(
+        data_stream: Any,
+        async_function: AsyncFunction,
+        timeout: int,
+        capacity: int = 100,
+        output_type: Any = None,
+    ) -> Any:
+        return AsyncDataStream._wait(
+            data_stream,
+            async_function,
+            timeout,
+            NO_RETRY_STRATEGY,
+            capacity,
+            output_type,
+            False,
+        )
+
+    @staticmethod
+    def ordered_wait_with_retry(
+        data_stream: Any,
+        async_function: AsyncFunction,
+        timeout: int,
+        async_retry_strategy: AsyncRetryStrategy,
+        capacity: int = 100,
+        output_type: Any = None,
+    ) -> Any:
+        return AsyncDataStream._wait(
+            data_stream, async_function, timeout, async_retry_strategy, capacity, output_type, True
+        )
+
+    @staticmethod
+    def unordered_wait_with_retry(
+        data_stream: Any,
+        async_function: AsyncFunction,
+        timeout: int,
+        async_retry_strategy: AsyncRetryStrategy,
+        capacity: int = 100,
+        output_type: Any = None,
+    ) -> Any:
+        return AsyncDataStream._wait(
+            data_stream, async_function, timeout, async_retry_strategy, capacity, output_type, False
+        )

@@ -1,0 +1,109 @@
+"""Broadcast state: a map per ``MapStateDescriptor``, the same on every parallel subtask.
+
+Flink's broadcast state pattern (``BroadcastState``/``ReadOnlyBroadcastState``):
+the broadcast side writes (``process_broadcast_element``), the other side only
+reads, so every subtask that saw the same broadcast elements holds the same
+state. In a checkpoint each subtask stores its copy; on restore, at any
+parallelism, every new subtask takes the copy of one old subtask
+(``OperatorStateStore``'s broadcast redistribution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["BroadcastState", "BroadcastStateStore", "ReadOnlyBroadcastState"]
+
+
+class ReadOnlyBroadcastState:
+    """The non-broadcast side's view: reads only."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, mapping: dict) -> None:
+        self._map = mapping
+
+    def get(self, key: Any) -> Any:
+        return self._map.get(key)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._map
+
+    def items(self) -> list:
+        return list(self._map.items())
+
+    def keys(self) -> list:
+        return list(self._map.keys())
+
+    def values(self) -> list:
+        return list(self._map.values())
+
+    def is_empty(self) -> bool:
+        return not self._map
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._map[key]
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._map
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._map))
+
+
+class BroadcastState(ReadOnlyBroadcastState):
+    """The broadcast side's view: reads and writes."""
+
+    __slots__ = ()
+
+    def put(self, key: Any, value: Any) -> None:
+        self._map[key] = value
+
+    def put_all(self, mapping: dict) -> None:
+        self._map.update(mapping)
+
+    def remove(self, key: Any) -> None:
+        self._map.pop(key, None)
+
+    def clear(self) -> None:
+        self._map.clear()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._map[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self._map[key]
+
+
+class BroadcastStateStore:
+    """One operator subtask's broadcast states, by descriptor name."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.maps: dict[str, dict] = {name: {} for name in names}
+
+    def _map(self, descriptor: Any) -> dict:
+        name = getattr(descriptor, "name", descriptor)
+        if name not in self.maps:
+            raise KeyError(
+                f"no broadcast state {name!r}: pass its MapStateDescriptor to broadcast() "
+                f"(this stream broadcasts {sorted(self.maps)})"
+            )
+        return self.maps[name]
+
+    def writable(self, descriptor: Any) -> BroadcastState:
+        return BroadcastState(self._map(descriptor))
+
+    def read_only(self, descriptor: Any) -> ReadOnlyBroadcastState:
+        return ReadOnlyBroadcastState(self._map(descriptor))
+
+    def snapshot(self) -> dict[str, list]:
+        return {name: list(m.items()) for name, m in self.maps.items()}
+
+    def restore(self, states: list[Any]) -> None:
+        """Every subtask holds the same maps: take the first stored copy."""
+        for state in states:
+            if state is not None and "broadcast" in state:
+                for name, items in state["broadcast"].items():
+                    self.maps.setdefault(name, {}).update(dict(items))
+                return

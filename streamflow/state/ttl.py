@@ -1,0 +1,169 @@
+"""``StateTtlConfig``: time-to-live of keyed state, with PyFlink's builder.
+
+``StateTtlConfig.new_builder(Time.seconds(1)).set_update_type(...)
+.set_state_visibility(...).cleanup_full_snapshot().build()`` and
+``descriptor.enable_time_to_live(config)``, as in
+``flink-python/pyflink/datastream/state.py`` (2.3.0). The settings are kept
+on the descriptor; see docs/pyflink.md for what streamflow enforces.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+__all__ = ["StateTtlConfig"]
+
+
+class StateTtlConfig:
+    class UpdateType(enum.Enum):
+        Disabled = 0
+        OnCreateAndWrite = 1
+        OnReadAndWrite = 2
+
+    class StateVisibility(enum.Enum):
+        ReturnExpiredIfNotCleanedUp = 0
+        NeverReturnExpired = 1
+
+    class TtlTimeCharacteristic(enum.Enum):
+        ProcessingTime = 0
+
+    class CleanupStrategies:
+        class Strategies(enum.Enum):
+            FULL_STATE_SCAN_SNAPSHOT = 0
+            INCREMENTAL_CLEANUP = 1
+            ROCKSDB_COMPACTION_FILTER = 2
+
+        def __init__(self, strategies: dict[Any, Any], is_cleanup_in_background: bool) -> None:
+            self._strategies = dict(strategies)
+            self._is_cleanup_in_background = is_cleanup_in_background
+
+        def is_cleanup_in_background(self) -> bool:
+            return self._is_cleanup_in_background
+
+        def in_full_snapshot(self) -> bool:
+            return StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
+
+        def get_incremental_cleanup_strategy(self) -> Any:
+            return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP)
+
+    def __init__(
+        self,
+        update_type: StateTtlConfig.UpdateType,
+        state_visibility: StateTtlConfig.StateVisibility,
+        ttl_time_characteristic: StateTtlConfig.TtlTimeCharacteristic,
+        ttl: int,
+        cleanup_strategies: StateTtlConfig.CleanupStrategies,
+    ) -> None:
+        self._update_type = update_type
+        self._state_visibility = state_visibility
+        self._ttl_time_characteristic = ttl_time_characteristic
+        self._ttl = int(ttl)
+        self._cleanup_strategies = cleanup_strategies
+
+    @staticmethod
+    def new_builder(ttl: int) -> StateTtlConfig.Builder:
+        return StateTtlConfig.Builder(ttl)
+
+    def get_update_type(self) -> StateTtlConfig.UpdateType:
+        return self._update_type
+
+    def get_state_visibility(self) -> StateTtlConfig.StateVisibility:
+        return self._state_visibility
+
+    def get_ttl(self) -> int:
+        """The time to live in milliseconds."""
+        return self._ttl
+
+    def get_ttl_time_characteristic(self) -> StateTtlConfig.TtlTimeCharacteristic:
+        return self._ttl_time_characteristic
+
+    def is_enabled(self) -> bool:
+        return self._update_type != StateTtlConfig.UpdateType.Disabled
+
+    def get_cleanup_strategies(self) -> StateTtlConfig.CleanupStrategies:
+        return self._cleanup_strategies
+
+    def __repr__(self) -> str:
+        return (
+            f"StateTtlConfig(ttl={self._ttl}ms, update={self._update_type.name}, "
+            f"visibility={self._state_visibility.name})"
+        )
+
+    class Builder:
+        def __init__(self, ttl: int) -> None:
+            if int(ttl) <= 0:
+                raise ValueError(f"a state TTL must be positive, got {ttl!r}")
+            self._ttl = int(ttl)
+            self._update_type = StateTtlConfig.UpdateType.OnCreateAndWrite
+            self._visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
+            self._characteristic = StateTtlConfig.TtlTimeCharacteristic.ProcessingTime
+            self._strategies: dict[Any, Any] = {}
+            self._background = True
+
+        def set_update_type(self, update_type: StateTtlConfig.UpdateType) -> StateTtlConfig.Builder:
+            self._update_type = update_type
+            return self
+
+        def update_ttl_on_create_and_write(self) -> StateTtlConfig.Builder:
+            return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
+
+        def update_ttl_on_read_and_write(self) -> StateTtlConfig.Builder:
+            return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
+
+        def set_state_visibility(self, visibility: StateTtlConfig.StateVisibility) -> StateTtlConfig.Builder:
+            self._visibility = visibility
+            return self
+
+        def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+
+        def never_return_expired(self) -> StateTtlConfig.Builder:
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
+
+        def set_ttl_time_characteristic(
+            self, characteristic: StateTtlConfig.TtlTimeCharacteristic
+        ) -> StateTtlConfig.Builder:
+            self._characteristic = characteristic
+            return self
+
+        def use_processing_time(self) -> StateTtlConfig.Builder:
+            return self.set_ttl_time_characteristic(StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
+
+        def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = True
+            return self
+
+        def cleanup_incrementally(
+            self, cleanup_size: int, run_cleanup_for_every_record: bool
+        ) -> StateTtlConfig.Builder:
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = (
+                cleanup_size,
+                run_cleanup_for_every_record,
+            )
+            return self
+
+        def cleanup_in_rocksdb_compact_filter(
+            self, query_time_after_num_entries: int
+        ) -> StateTtlConfig.Builder:
+            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER] = (
+                query_time_after_num_entries
+            )
+            return self
+
+        def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:
+            self._background = False
+            return self
+
+        def set_ttl(self, ttl: int) -> StateTtlConfig.Builder:
+            self._ttl = int(ttl)
+            return self
+
+        def build(self) -> StateTtlConfig:
+            return StateTtlConfig(
+                self._update_type,
+                self._visibility,
+                self._characteristic,
+                self._ttl,
+                StateTtlConfig.CleanupStrategies(self._strategies, self._background),
+            )

@@ -1,0 +1,266 @@
+"""Keyed state with a time-to-live (``descriptor.enable_time_to_live(StateTtlConfig)``).
+
+Port of Flink's TTL state decorators (``flink-runtime/.../state/ttl/``:
+``AbstractTtlDecorator``, ``TtlValueState``, ``TtlListState``, ``TtlMapState``,
+``TtlReducingState``, ``TtlAggregatingState``, ``TtlUtils``): every value is
+stored with the processing time of its last write (or access, with
+``OnReadAndWrite``) as ``(value, timestamp)``, and is expired once
+``timestamp + ttl <= now``. Reading an expired value removes it; with
+``NeverReturnExpired`` the read sees nothing, with
+``ReturnExpiredIfNotCleanedUp`` it still sees the value this once (Flink's
+``getWrappedWithTtlCheckAndUpdate``). List and map state expire per element
+and per entry. Time comes from the job's :class:`~streamflow.clock.Clock`, so
+tests drive it with a manual clock. The timestamps are part of the stored
+state, so TTL survives checkpoints and restores. Cleanup happens on access:
+``cleanup_full_snapshot``/``cleanup_incrementally`` settings are accepted and
+expired entries that are never read again stay until their key is written or
+read (docs/pyflink.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from .ttl import StateTtlConfig
+
+__all__ = ["ttl_state"]
+
+_MISSING = object()
+
+
+class _Ttl:
+    """Shared TTL rules for one state handle."""
+
+    def __init__(self, backend: Any, table: dict, config: StateTtlConfig, now: Callable[[], int]) -> None:
+        self._backend = backend
+        self._table = table
+        self._ttl = config.get_ttl()
+        self._now = now
+        self._update_on_read = config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite
+        self._return_expired = (
+            config.get_state_visibility() == StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+        )
+
+    def _expired(self, ts: int, now: int) -> bool:
+        return ts + self._ttl <= now
+
+    def clear(self) -> None:
+        self._table.pop(self._backend.current_key, None)
+
+    def _read(
+        self,
+        entry: tuple[Any, int] | None,
+        on_expired: Callable[[], None],
+        rewrite: Callable[[tuple[Any, int]], None],
+    ) -> Any:
+        """``entry``'s value, or _MISSING; Flink's getWrappedWithTtlCheckAndUpdate."""
+        if entry is None:
+            return _MISSING
+        value, ts = entry
+        now = self._now()
+        if self._expired(ts, now):
+            on_expired()
+            return value if self._return_expired else _MISSING
+        if self._update_on_read:
+            rewrite((value, now))
+        return value
+
+
+class TtlValueState(_Ttl):
+    def __init__(
+        self, backend: Any, table: dict, config: StateTtlConfig, now: Callable[[], int], default: Any = None
+    ) -> None:
+        super().__init__(backend, table, config, now)
+        self._default = default
+
+    def value(self) -> Any:
+        key, table = self._backend.current_key, self._table
+        value = self._read(table.get(key), lambda: table.pop(key, None), lambda e: table.__setitem__(key, e))
+        return self._default if value is _MISSING else value
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._table[self._backend.current_key] = (value, self._now())
+
+
+class TtlListState(_Ttl):
+    def _live(self) -> list:
+        key, table = self._backend.current_key, self._table
+        entries = table.get(key)
+        if not entries:
+            return []
+        now, out, kept, returned_expired = self._now(), [], [], False
+        for value, ts in entries:
+            if self._expired(ts, now):
+                returned_expired = True
+                if self._return_expired:
+                    out.append(value)
+                continue
+            kept.append((value, now) if self._update_on_read else (value, ts))
+            out.append(value)
+        if returned_expired or self._update_on_read:
+            if kept:
+                table[key] = kept
+            else:
+                table.pop(key, None)
+        return out
+
+    def get(self) -> list:
+        return self._live()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._live())
+
+    def add(self, value: Any) -> None:
+        self._table.setdefault(self._backend.current_key, []).append((value, self._now()))
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        now = self._now()
+        self._table.setdefault(self._backend.current_key, []).extend((v, now) for v in values)
+
+    def update(self, values: Iterable[Any]) -> None:
+        now = self._now()
+        entries = [(v, now) for v in values]
+        if entries:
+            self._table[self._backend.current_key] = entries
+        else:
+            self.clear()
+
+
+class TtlMapState(_Ttl):
+    def _map(self) -> dict:
+        return self._table.get(self._backend.current_key) or {}
+
+    def _get(self, user_key: Any) -> Any:
+        m = self._map()
+
+        def drop() -> None:
+            m.pop(user_key, None)
+            if not m:
+                self.clear()
+
+        return self._read(m.get(user_key), drop, lambda e: m.__setitem__(user_key, e))
+
+    def get(self, user_key: Any) -> Any:
+        value = self._get(user_key)
+        return None if value is _MISSING else value
+
+    def contains(self, user_key: Any) -> bool:
+        return self._get(user_key) is not _MISSING
+
+    def put(self, user_key: Any, value: Any) -> None:
+        self._table.setdefault(self._backend.current_key, {})[user_key] = (value, self._now())
+
+    def put_all(self, mapping: dict) -> None:
+        now = self._now()
+        self._table.setdefault(self._backend.current_key, {}).update(
+            {k: (v, now) for k, v in mapping.items()}
+        )
+
+    def remove(self, user_key: Any) -> None:
+        m = self._table.get(self._backend.current_key)
+        if m is not None:
+            m.pop(user_key, None)
+            if not m:
+                self.clear()
+
+    def items(self) -> list:
+        out = []
+        for user_key in list(self._map()):
+            value = self._get(user_key)
+            if value is not _MISSING:
+                out.append((user_key, value))
+        return out
+
+    def keys(self) -> list:
+        return [k for k, _ in self.items()]
+
+    def values(self) -> list:
+        return [v for _, v in self.items()]
+
+    def is_empty(self) -> bool:
+        return not self.items()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.keys())
+
+    def __getitem__(self, user_key: Any) -> Any:
+        return self.get(user_key)
+
+    def __setitem__(self, user_key: Any, value: Any) -> None:
+        self.put(user_key, value)
+
+    def __delitem__(self, user_key: Any) -> None:
+        self.remove(user_key)
+
+    def __contains__(self, user_key: Any) -> bool:
+        return self.contains(user_key)
+
+
+class _TtlAccumulating(_Ttl):
+    """Reducing and aggregating state: one accumulator per key, expired as a whole."""
+
+    def _acc(self) -> Any:
+        key, table = self._backend.current_key, self._table
+        return self._read(table.get(key), lambda: table.pop(key, None), lambda e: table.__setitem__(key, e))
+
+    def _store(self, acc: Any) -> None:
+        self._table[self._backend.current_key] = (acc, self._now())
+
+
+class TtlReducingState(_TtlAccumulating):
+    def __init__(
+        self,
+        backend: Any,
+        table: dict,
+        config: StateTtlConfig,
+        now: Callable[[], int],
+        reduce: Callable[[Any, Any], Any],
+    ) -> None:
+        super().__init__(backend, table, config, now)
+        self._reduce = reduce
+
+    def get(self) -> Any:
+        acc = self._acc()
+        return None if acc is _MISSING else acc
+
+    def add(self, value: Any) -> None:
+        acc = self._acc()
+        self._store(value if acc is _MISSING else self._reduce(acc, value))
+
+
+class TtlAggregatingState(_TtlAccumulating):
+    def __init__(
+        self, backend: Any, table: dict, config: StateTtlConfig, now: Callable[[], int], agg: Any
+    ) -> None:
+        super().__init__(backend, table, config, now)
+        self._agg = agg
+
+    def get(self) -> Any:
+        acc = self._acc()
+        return None if acc is _MISSING else self._agg.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        acc = self._acc()
+        self._store(self._agg.add(value, self._agg.create_accumulator() if acc is _MISSING else acc))
+
+
+def ttl_state(backend: Any, descriptor: Any, now: Callable[[], int]) -> Any:
+    """The TTL state handle for ``descriptor`` (whose ``ttl_config`` is enabled)."""
+    config = descriptor.ttl_config
+    table = backend.table(descriptor.name, descriptor.kind)
+    kind = descriptor.kind
+    if kind == "value":
+        return TtlValueState(backend, table, config, now, getattr(descriptor, "default", None))
+    if kind == "list":
+        return TtlListState(backend, table, config, now)
+    if kind == "map":
+        return TtlMapState(backend, table, config, now)
+    if kind == "reducing":
+        return TtlReducingState(backend, table, config, now, descriptor.reduce)
+    if kind == "aggregating":
+        return TtlAggregatingState(backend, table, config, now, descriptor.agg_function)
+    raise TypeError(f"no TTL for {kind} state {descriptor.name!r}")

@@ -1,0 +1,86 @@
+"""The broadcast state pattern: read-only on the data side, restored from a savepoint at
+another parallelism, and ``apply_to_keyed_state`` over every key (Flink's
+``CoBroadcastWithKeyedOperatorTest`` scenarios, reduced)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_checkpointing import Gate, wait_until
+
+import streamflow as sf
+from streamflow.common import Types
+from streamflow.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
+from streamflow.datastream.state import MapStateDescriptor, ValueStateDescriptor
+
+RULES = MapStateDescriptor("rules", Types.STRING(), Types.STRING())
+
+
+class Tagger(BroadcastProcessFunction):
+    def process_element(self, value, ctx):
+        state = ctx.get_broadcast_state(RULES)
+        with pytest.raises(AttributeError):
+            state.put("x", "y")  # read-only on the data side
+        yield value, state.get("rule")
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put("rule", value)
+
+
+async def test_broadcast_state_survives_a_savepoint_at_another_parallelism(tmp_path: Path) -> None:
+    events = list(range(40))
+    gate = Gate(events, 20)
+
+    def build(env: sf.StreamExecutionEnvironment, source: sf.DataStream, out: list) -> None:
+        rules = env.from_collection(["r1"]).uid("rules").broadcast(RULES)
+        source.uid("events").connect(rules).process(Tagger()).uid("tagger").add_sink(out.append)
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    out1: list = []
+    build(env, env.from_async_iterable(gate.__aiter__), out1)
+    client = await env.execute_async("tag")
+    await wait_until(lambda: len(out1) == 20)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(3)
+    env2.configure({"execution.savepoint.path": path})
+    out2: list = []
+    build(env2, env2.from_collection(events), out2)  # the rules source resumes after its one rule
+    await (await env2.execute_async("tag")).get_job_execution_result()
+    assert sorted(v for v, _ in out2) == list(range(20, 40))
+    assert {rule for _, rule in out2} == {"r1"}  # every new subtask restored the broadcast state
+
+
+async def test_apply_to_keyed_state_visits_every_key() -> None:
+    from streamflow.testing import ListSink
+
+    counts = ValueStateDescriptor("count", Types.INT())
+
+    class Counter(KeyedBroadcastProcessFunction):
+        processed = 0
+
+        def open(self, ctx):
+            self.count = ctx.get_state(counts)
+
+        def process_element(self, value, ctx):
+            self.count.update((self.count.value() or 0) + 1)
+            Counter.processed += 1
+            return ()
+
+        def process_broadcast_element(self, value, ctx):
+            seen: list = []
+            ctx.apply_to_keyed_state(counts, lambda key, state: seen.append((key, state.value())))
+            yield from sorted(seen)
+
+    env = sf.StreamExecutionEnvironment()
+    marker_gate = Gate(["go"], 0)  # the broadcast element waits until the words are counted
+    out = ListSink()
+    marker = env.from_async_iterable(marker_gate.__aiter__).broadcast(RULES)
+    env.from_collection(["a", "b", "a"]).key_by(lambda w: w).connect(marker).process(Counter()).add_sink(out)
+    client = await env.execute_async("counts")
+    await wait_until(lambda: Counter.processed == 3)
+    marker_gate.release.set()
+    await client.get_job_execution_result()
+    assert out.results == [("a", 2), ("b", 1)]

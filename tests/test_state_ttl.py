@@ -1,0 +1,166 @@
+"""State TTL (Flink's TTL decorators): table tests of the rules, and one job through the API."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamflow.common import Time, Types
+from streamflow.datastream import StreamExecutionEnvironment
+from streamflow.datastream.functions import KeyedProcessFunction
+from streamflow.datastream.state import (
+    ListStateDescriptor,
+    MapStateDescriptor,
+    StateTtlConfig,
+    ValueStateDescriptor,
+)
+from streamflow.state.keyed import KeyedStateBackend
+from streamflow.state.ttl_state import ttl_state
+from streamflow.testing import ListSink, ManualClock
+
+UT, SV = StateTtlConfig.UpdateType, StateTtlConfig.StateVisibility
+
+
+def _state(descriptor, update=UT.OnCreateAndWrite, visibility=SV.NeverReturnExpired):
+    descriptor.enable_time_to_live(
+        StateTtlConfig.new_builder(Time.milliseconds(100))
+        .set_update_type(update)
+        .set_state_visibility(visibility)
+        .build()
+    )
+    clock, backend = ManualClock(), KeyedStateBackend(128)
+    backend.current_key = "k"
+    return ttl_state(backend, descriptor, clock.now_ms), clock, backend
+
+
+# steps: (time, op, argument, expected value read or None for a write)
+@pytest.mark.parametrize(
+    ("update", "visibility", "steps"),
+    [
+        # written at 0, expires at 100: visible at 99, gone at 100 (ts + ttl <= now)
+        (
+            UT.OnCreateAndWrite,
+            SV.NeverReturnExpired,
+            [(0, "update", 1, None), (99, "value", None, 1), (100, "value", None, None)],
+        ),
+        # a read does not extend the life with OnCreateAndWrite ...
+        (
+            UT.OnCreateAndWrite,
+            SV.NeverReturnExpired,
+            [(0, "update", 1, None), (90, "value", None, 1), (150, "value", None, None)],
+        ),
+        # ... it does with OnReadAndWrite
+        (
+            UT.OnReadAndWrite,
+            SV.NeverReturnExpired,
+            [
+                (0, "update", 1, None),
+                (90, "value", None, 1),
+                (150, "value", None, 1),
+                (251, "value", None, None),
+            ],
+        ),
+        # ReturnExpiredIfNotCleanedUp: the expired value is seen once, and removed by that read
+        (
+            UT.OnCreateAndWrite,
+            SV.ReturnExpiredIfNotCleanedUp,
+            [(0, "update", 1, None), (200, "value", None, 1), (201, "value", None, None)],
+        ),
+        # a write renews the timestamp
+        (
+            UT.OnCreateAndWrite,
+            SV.NeverReturnExpired,
+            [
+                (0, "update", 1, None),
+                (80, "update", 2, None),
+                (150, "value", None, 2),
+                (180, "value", None, None),
+            ],
+        ),
+    ],
+)
+def test_value_state_ttl(update, visibility, steps) -> None:
+    state, clock, backend = _state(ValueStateDescriptor("v", Types.INT()), update, visibility)
+    for at, op, arg, expected in steps:
+        clock.set(at)
+        if op == "update":
+            state.update(arg)
+        else:
+            assert state.value() == expected, (at, op)
+    if steps[-1][3] is None:
+        assert "k" not in backend.table("v", "value")  # expired state is removed, not only hidden
+
+
+def test_list_and_map_state_expire_per_element() -> None:
+    lst, clock, backend = _state(ListStateDescriptor("l", Types.INT()))
+    lst.add(1)
+    clock.set(60)
+    lst.add(2)
+    clock.set(120)
+    assert lst.get() == [2]
+    clock.set(160)
+    assert lst.get() == [] and "k" not in backend.table("l", "list")
+
+    m, clock, _ = _state(MapStateDescriptor("m", Types.STRING(), Types.INT()))
+    m.put("a", 1)
+    clock.set(60)
+    m["b"] = 2
+    clock.set(120)
+    assert m.items() == [("b", 2)] and "a" not in m and m.get("a") is None
+
+
+def test_ttl_through_a_job_with_the_jobs_clock() -> None:
+    """The job's clock is the TTL's: a key silent for longer than the TTL starts over."""
+    clock = ManualClock()
+    descriptor = ValueStateDescriptor("count", Types.INT())
+    descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(1)).build())
+
+    class Count(KeyedProcessFunction):
+        def open(self, ctx):
+            self.count = ctx.get_state(descriptor)
+
+        def process_element(self, value, ctx):
+            clock.set(value[0])  # processing time reaches the record's scripted instant
+            self.count.update((self.count.value() or 0) + 1)
+            yield value[1], self.count.value()
+
+    script = [(0, "a"), (500, "a"), (1400, "a"), (3000, "a"), (3100, "b")]
+    env = StreamExecutionEnvironment(clock=clock)
+    sink = ListSink()
+    env.from_collection(script).key_by(lambda r: r[1]).process(Count()).sink_to(sink)
+    env.execute()
+    assert sink.results == [("a", 1), ("a", 2), ("a", 3), ("a", 1), ("b", 1)]
+
+
+@pytest.mark.parametrize(("resume_at", "expected"), [(500, ("a", 3)), (2_000, ("a", 1))])
+async def test_ttl_survives_a_savepoint(tmp_path, resume_at, expected) -> None:
+    from test_checkpointing import Gate, wait_until
+
+    clock = ManualClock()
+    descriptor = ValueStateDescriptor("count", Types.INT())
+    descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(1)).build())
+
+    class Count(KeyedProcessFunction):
+        def open(self, ctx):
+            self.count = ctx.get_state(descriptor)
+
+        def process_element(self, value, ctx):
+            clock.set(value[0])
+            self.count.update((self.count.value() or 0) + 1)
+            yield value[1], self.count.value()
+
+    data = [(0, "a"), (0, "a"), (resume_at, "a")]
+
+    def build(env, source, sink) -> None:
+        source.uid("src").key_by(lambda r: r[1]).process(Count()).uid("count").sink_to(sink)
+
+    env, sink1, gate = StreamExecutionEnvironment(clock=clock), ListSink(), Gate(data, 2)
+    build(env, env.from_async_iterable(gate.__aiter__), sink1)
+    client = await env.execute_async("ttl")
+    await wait_until(lambda: len(sink1.results) == 2)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    env2, sink2 = StreamExecutionEnvironment(clock=clock), ListSink()
+    env2.configure({"execution.savepoint.path": path})
+    build(env2, env2.from_collection(data), sink2)
+    await (await env2.execute_async("ttl")).get_job_execution_result()
+    assert sink2.results == [expected]  # the restored value kept its write time
