@@ -22,7 +22,9 @@ from streamflow.checkpoint.coordinator import (
     CheckpointCoordinator,
     CheckpointTriggerError,
     CompleteCheckpoint,
+    FailJob,
     NotifyComplete,
+    ReleaseTask,
     TriggerCheckpoint,
     TriggerQueued,
     TriggerRequestFailed,
@@ -56,6 +58,8 @@ def A(cid: int, reason: AbortReason) -> AbortCheckpoint:
 
 
 N = NotifyComplete
+FJ = FailJob
+RT = ReleaseTask
 Q = TriggerQueued
 F = TriggerRequestFailed
 
@@ -95,7 +99,16 @@ def failed(task: str, *expected):
 
 
 def finished(task: str, *expected):
-    return ("task_finished", (task,), list(expected))
+    return ("task_finished", (task, f"{task}@final"), list(expected))
+
+
+def echo_decline(cid: int, task: str, *expected):
+    """A decline that only echoes another cause (a newer barrier, a cancel marker)."""
+    return ("echo_decline", (cid, task, "canceled_upstream"), list(expected))
+
+
+def ending(*expected):
+    return ("job_ending", ("was cancelled",), list(expected))
 
 
 def confirm(cid: int, *expected):
@@ -120,6 +133,7 @@ def complete(cid: int, *tasks: str):
 def run(script, tasks=("a", "b"), **kwargs: Any) -> CheckpointCoordinator:
     clock = ManualClock(0)
     kwargs.setdefault("interval_ms", None)
+    kwargs.setdefault("tolerable_failures", 100)
     coord = CheckpointCoordinator(tasks, clock, **kwargs)
     for i, (op, args, expected) in enumerate(script):
         where = f"step {i}: {op}{args}"
@@ -130,6 +144,8 @@ def run(script, tasks=("a", "b"), **kwargs: Any) -> CheckpointCoordinator:
         elif op == "stats":
             got = {k: getattr(coord.stats, k) for k in expected}
             assert got == expected, where
+        elif op == "echo_decline":
+            assert coord.decline(*args, counts=False) == expected, where
         elif isinstance(expected, type) and issubclass(expected, Exception):
             before = _snapshot(coord)
             with pytest.raises(expected):
@@ -178,10 +194,12 @@ CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
          deadline(230), adv(50), poll(), adv(29), poll(), adv(1), poll(T(2, 230))],
     ),
     (
-        "min_pause_after_abort",
+        # Flink's CheckpointRequestDecider: the pause counts from the last *completed*
+        # checkpoint; an abort does not delay the next one (issue 9, defect 6)
+        "min_pause_counts_from_completion_not_abort",
         {"interval_ms": 100, "min_pause_ms": 80},
         [adv(100), poll(T(1, 100)), adv(50), decline(1, "a", A(1, R.DECLINED)),
-         deadline(230), adv(79), poll(), adv(1), poll(T(2, 230))],
+         deadline(200), adv(49), poll(), adv(1), poll(T(2, 200))],
     ),
     (
         "manual_trigger_ignores_interval_and_min_pause",
@@ -209,10 +227,9 @@ CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
          stats(num_aborted=1, num_completed=0, in_flight=(2,))],
     ),
     (
-        "timeout_with_min_pause_delays_next",
+        "timeout_does_not_delay_next_by_min_pause",
         {"interval_ms": 100, "timeout_ms": 500, "min_pause_ms": 50},
-        [adv(100), poll(T(1, 100)), adv(500), poll(A(1, R.TIMEOUT)), deadline(650),
-         adv(50), poll(T(2, 650))],
+        [adv(100), poll(T(1, 100)), adv(500), poll(A(1, R.TIMEOUT), T(2, 600))],
     ),
     (
         "persisting_checkpoint_never_times_out",
@@ -304,38 +321,53 @@ CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
          raises(ValueError, "task_finished", "b"), raises(ValueError, "task_failed", "b")],
     ),
     (
-        "finished_task_is_not_asked_later",
+        "finished_task_is_not_asked_later_its_final_state_is_included",
         {"interval_ms": 100},
         [finished("b"), adv(100), poll(T(1, 100)), ack(1, "b"),
-         ack(1, "a", C(1, S(1, "a"), finished=("b",))), confirm(1, N(1))],
+         ack(1, "a", C(1, {**S(1, "a"), "b": "b@final"}, finished=("b",))),
+         confirm(1, N(1), RT("b"))],
     ),
     (
-        "task_finishing_before_its_ack_aborts_pending",
+        # FLIP-147: a task that finishes acknowledges pending checkpoints with its final
+        # state; it is released only by a completed checkpoint holding that state
+        "task_finishing_acks_pending_with_final_state",
         {"max_concurrent": 2},
-        [trig(T(1, 0, req=1)), trig(T(2, 0, req=2)), ack(1, "b"),
-         finished("b", A(2, R.TASK_FINISHED)), ack(1, "a", C(1, S(1, "a", "b"))),
-         confirm(1, N(1)), trig(T(3, 0, req=3)), ack(3, "a", C(3, S(3, "a"), finished=("b",)))],
+        [trig(T(1, 0, req=1)), trig(T(2, 0, req=2)), ack(1, "b"), finished("b"),
+         ack(1, "a", C(1, S(1, "a", "b"))), confirm(1, N(1)),
+         ack(2, "a", C(2, {**S(2, "a"), "b": "b@final"}, finished=("b",))),
+         confirm(2, N(2), RT("b")), trig(T(3, 0, req=3)),
+         ack(3, "a", C(3, {**S(3, "a"), "b": "b@final"}, finished=("b",))), confirm(3, N(3))],
     ),
     (
-        "task_finishing_frees_a_slot_for_queued_request",
+        "task_finishing_last_completes_pending",
         {},
-        [trig(T(1, 0, req=1)), trig(Q(2, SP, "/sp"), kind=SP, target="/sp"),
-         finished("b", A(1, R.TASK_FINISHED), T(2, 0, SP, "/sp", 2)),
-         ack(2, "a", C(2, S(2, "a"), SP, "/sp", finished=("b",)))],
+        [trig(T(1, 0, req=1)), ack(1, "a"),
+         finished("b", C(1, {**S(1, "a"), "b": "b@final"}, finished=("b",))),
+         confirm(1, N(1), RT("b"))],
     ),
     (
-        "all_tasks_finished_no_more_triggers",
+        "without_final_checkpoint_finishing_aborts_and_releases",
+        {"final_checkpoint": False},
+        [trig(T(1, 0, req=1)), trig(Q(2, SP, "/sp"), kind=SP, target="/sp"),
+         finished("b", A(1, R.TASK_FINISHED), RT("b"), T(2, 0, SP, "/sp", 2)),
+         ack(2, "a", C(2, S(2, "a"), SP, "/sp"))],
+    ),
+    (
+        "all_tasks_finished_final_checkpoint_then_no_more_triggers",
         {"interval_ms": 100},
-        [finished("a"), finished("b"), deadline(None), adv(500), poll(),
+        [finished("a"), finished("b", C(1, {"a": "a@final", "b": "b@final"}, finished="ab")),
+         deadline(None), adv(500), poll(),
          raises(CheckpointTriggerError, "trigger"),
-         raises(CheckpointTriggerError, "trigger", SP, "/sp")],
+         raises(CheckpointTriggerError, "trigger", SP, "/sp"),
+         confirm(1, N(1), RT("a"), RT("b")), stats(in_flight=(), last_completed_id=1)],
     ),
     (
         "all_tasks_finished_fails_queued_requests",
         {},
         [trig(T(1, 0, req=1)), *complete(1, "a", "b"), trig(Q(2, SP, "/sp"), kind=SP, target="/sp"),
-         finished("a"), finished("b", F(2, R.TASK_FINISHED)), confirm(1, N(1)),
-         stats(num_queued=0, in_flight=())],
+         finished("a"), finished("b", F(2, R.TASK_FINISHED)),
+         confirm(1, N(1), C(2, {"a": "a@final", "b": "b@final"}, finished="ab")),
+         stats(num_queued=0, in_flight=(2,))],
     ),
     (
         "savepoint_completes_without_notify",
@@ -420,6 +452,87 @@ CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
          adv(100), poll(T(43, 100)), ack(41, "a"), *complete(43, "a", "b"),
          confirm(43, N(43)), stats(last_completed_id=43)],
     ),
+    # -- failure policy: Flink's CheckpointFailureManagerTest, CheckpointCoordinatorTest
+    (
+        # testExpiredCheckpointExceedingTolerableFailureNumber; default 0: the first fails the job
+        "default_first_timeout_fails_the_job",
+        {"interval_ms": 100, "timeout_ms": 500, "tolerable_failures": 0},
+        [adv(100), poll(T(1, 100)), adv(500), poll(A(1, R.TIMEOUT), FJ("")), deadline(None),
+         adv(1000), poll(), raises(CheckpointTriggerError, "trigger"),
+         stats(consecutive_failures=1, in_flight=())],
+    ),
+    (
+        # testContinuousFailure: tolerable 2, the third failure in a row fails the job
+        "continuous_failures_exceed_tolerable",
+        {"tolerable_failures": 2},
+        [trig(T(1, 0, req=1)), decline(1, "a", A(1, R.DECLINED)), trig(T(2, 0, req=2)),
+         *complete(2, "a", "b"), persist_failed(2, A(2, R.PERSIST_FAILED)),
+         stats(consecutive_failures=2), trig(T(3, 0, req=3)),
+         decline(3, "b", A(3, R.DECLINED), FJ("")), raises(CheckpointTriggerError, "trigger")],
+    ),
+    (
+        # testBreakContinuousFailure: a completed checkpoint resets the count
+        "completed_checkpoint_resets_the_count",
+        {"tolerable_failures": 1},
+        [trig(T(1, 0, req=1)), decline(1, "a", A(1, R.DECLINED)), stats(consecutive_failures=1),
+         trig(T(2, 0, req=2)), *complete(2, "a", "b"), confirm(2, N(2)),
+         stats(consecutive_failures=0), trig(T(3, 0, req=3)), decline(3, "a", A(3, R.DECLINED)),
+         trig(T(4, 0, req=4)), decline(4, "a", A(4, R.DECLINED), FJ(""))],
+    ),
+    (
+        # testTotalCountValue: subsumed, task failure/closing, echoed declines and the job's
+        # end are not counted
+        "ignored_reasons_do_not_count",
+        {"tolerable_failures": 0, "max_concurrent": 2, "final_checkpoint": False},
+        [trig(T(1, 0, req=1)), trig(T(2, 0, req=2)), *complete(2, "a", "b"),
+         confirm(2, A(1, R.SUBSUMED), N(2)), trig(T(3, 0, req=3)), echo_decline(3, "a", A(3, R.DECLINED)),
+         trig(T(4, 0, req=4)), ending(A(4, R.JOB_ENDED)), stats(consecutive_failures=0)],
+    ),
+    (
+        "savepoint_failures_are_not_counted",
+        {"tolerable_failures": 0},
+        [trig(T(1, 0, SP, "/sp", 1), kind=SP, target="/sp"), decline(1, "a", A(1, R.DECLINED)),
+         stats(consecutive_failures=0), trig(T(2, 0, req=2))],
+    ),
+    (
+        "task_failure_and_finishing_are_not_counted",
+        {"tolerable_failures": 0, "final_checkpoint": False},
+        [trig(T(1, 0, req=1)), finished("b", A(1, R.TASK_FINISHED), RT("b")), trig(T(2, 0, req=2)),
+         failed("a", A(2, R.TASK_FAILED)), stats(consecutive_failures=0)],
+    ),
+    # -- the job's end settles what is in flight
+    (
+        "job_ending_aborts_pending_keeps_persisting_until_its_write_ends",
+        {"max_concurrent": 2, "tolerable_failures": 0},
+        [trig(T(1, 0, req=1)), *complete(1, "a", "b"), trig(T(2, 0, req=2)), trig(Q(3, CP, None)),
+         ending(A(2, R.JOB_ENDED), F(3, R.JOB_ENDED)), stats(in_flight=(1,)),
+         raises(CheckpointTriggerError, "trigger"), adv(10**6), poll(), deadline(None),
+         confirm(1, N(1)), stats(in_flight=(), consecutive_failures=0)],
+    ),
+    (
+        "job_ending_persist_failure_is_not_a_new_trigger",
+        {},
+        [trig(T(1, 0, req=1)), *complete(1, "a", "b"), ending(), persist_failed(1, A(1, R.PERSIST_FAILED)),
+         stats(in_flight=()), poll()],
+    ),
+    (
+        "new_attempt_ids_start_above_the_old_attempts",
+        {"restored_checkpoint_id": 3, "first_checkpoint_id": 9},
+        [stats(last_completed_id=3), trig(T(9, 0, req=1))],
+    ),
+    (
+        "all_finished_while_persisting_final_checkpoint_follows",
+        {},
+        [trig(T(1, 0, req=1)), *complete(1, "a", "b"), finished("a"), finished("b"),
+         confirm(1, N(1), C(2, {"a": "a@final", "b": "b@final"}, finished="ab")),
+         confirm(2, N(2), RT("a"), RT("b"))],
+    ),
+    (
+        "final_checkpoint_write_failure_counts_and_fails",
+        {"tolerable_failures": 0},
+        [finished("a"), finished("b", C(1, {"a": "a@final", "b": "b@final"}, finished="ab")),
+         persist_failed(1, A(1, R.PERSIST_FAILED), FJ("")), stats(in_flight=())],
+    ),
     (
         "aborted_ids_are_not_reused",
         {},
@@ -452,7 +565,7 @@ def test_too_many_queued_requests(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_abort_details_name_the_cause() -> None:
     clock = ManualClock()
-    coord = CheckpointCoordinator(["a", "b"], clock, interval_ms=None, timeout_ms=10)
+    coord = CheckpointCoordinator(["a", "b"], clock, interval_ms=None, timeout_ms=10, tolerable_failures=5)
     coord.trigger()
     coord.acknowledge(1, "a", None)
     clock.advance(10)
@@ -547,6 +660,9 @@ def test_random_scripts_keep_invariants(ops, max_concurrent, min_pause) -> None:
                 triggered.append(action.checkpoint_id)
             elif isinstance(action, CompleteCheckpoint):
                 assert action.checkpoint_id not in ended
+                if action.checkpoint_id not in triggered:  # the final checkpoint: no trigger
+                    assert action.checkpoint_id == (triggered[-1] + 1 if triggered else 1)
+                    triggered.append(action.checkpoint_id)
                 waiting_persist.add(action.checkpoint_id)
             elif isinstance(action, AbortCheckpoint | NotifyComplete):
                 assert action.checkpoint_id in triggered and action.checkpoint_id not in ended
@@ -555,3 +671,48 @@ def test_random_scripts_keep_invariants(ops, max_concurrent, min_pause) -> None:
             ended.add(args[0])  # a completed savepoint has no NotifyComplete
         assert len(coord.stats.in_flight) <= max_concurrent
         assert set(coord.stats.in_flight) == set(triggered) - ended
+
+
+def test_trigger_plan_is_the_tasks_without_running_upstream() -> None:
+    """Flink's DefaultCheckpointPlanCalculator (FLIP-147): sources, then tasks whose inputs
+    all finished; a finished task is asked nothing."""
+    up = {"m": ["s1", "s2"], "k": ["m"]}
+    coord = CheckpointCoordinator(["s1", "s2", "m", "k"], ManualClock(), interval_ms=None, upstream=up)
+    [t1] = coord.trigger()
+    assert isinstance(t1, TriggerCheckpoint) and t1.tasks == {"s1", "s2"}
+    assert coord.final_snapshot_id("s1") == 1  # 1 still waits for s1: its final state goes there
+    coord.task_finished("s1", "s1@final")
+    assert coord.final_snapshot_id("m") == 1
+    for task in ("s2", "m", "k"):
+        coord.acknowledge(1, task, f"{task}@1")
+    coord.confirm_completed(1)
+    assert coord.final_snapshot_id("s2") == 2  # nothing pending: the next id
+    [t2] = coord.trigger()
+    assert isinstance(t2, TriggerCheckpoint) and t2.tasks == {"s2"}
+    coord.task_finished("s2", "s2@final")
+    actions = coord.acknowledge(2, "m", "m@2") + coord.acknowledge(2, "k", "k@2")
+    assert [type(a) for a in actions] == [CompleteCheckpoint]
+    assert actions[0].states == {"s1": "s1@final", "s2": "s2@final", "m": "m@2", "k": "k@2"}
+    coord.confirm_completed(2)
+    [t3] = coord.trigger()
+    assert isinstance(t3, TriggerCheckpoint) and t3.tasks == {"m"}
+    with pytest.raises(ValueError, match="unknown tasks"):
+        CheckpointCoordinator(["a"], ManualClock(), interval_ms=None, upstream={"a": ["zz"]})
+
+
+def test_failure_manager_ignores_failures_older_than_the_last_success() -> None:
+    """CheckpointFailureManagerTest.testIgnoresPastCheckpoints and
+    testIgnoreOneCheckpointRepeatedlyCountMultiTimes."""
+    from streamflow.checkpoint.failure_manager import CheckpointFailureManager
+
+    fm = CheckpointFailureManager(1)
+    assert not fm.failed(1, R.TIMEOUT, False)
+    assert not fm.failed(1, R.DECLINED, False)  # the same checkpoint counts once
+    fm.succeeded(3)
+    assert not fm.failed(2, R.TIMEOUT, False) and fm.consecutive == 0  # older than 3
+    assert not fm.failed(4, R.TIMEOUT, False) and fm.failed(5, R.PERSIST_FAILED, False)
+    for reason in (R.SUBSUMED, R.TASK_FAILED, R.TASK_FINISHED, R.JOB_ENDED, R.TOO_MANY_REQUESTS):
+        assert not CheckpointFailureManager(0).failed(9, reason, False)
+    assert not CheckpointFailureManager(0).failed(9, R.TIMEOUT, True)  # savepoints
+    with pytest.raises(ValueError):
+        CheckpointFailureManager(-1)

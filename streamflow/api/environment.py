@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
+import logging
+import signal
 import sys
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -25,6 +27,8 @@ from .typed import convert_collection, typed
 if TYPE_CHECKING:
     from .datastream import DataStream
 
+
+_log = logging.getLogger("streamflow")
 
 _default_configuration: dict[str, Any] = {}
 
@@ -309,15 +313,38 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 "`await client.get_job_execution_result()` instead"
             )
 
+        terminated: list[bool] = []
+
         async def main() -> JobExecutionResult:
             client = await self.execute_async(job_name)
+            loop = asyncio.get_running_loop()
+            pending: set[asyncio.Task[None]] = set()
+
+            def on_sigterm() -> None:
+                _log.warning("SIGTERM: cancelling job %r (graceful shutdown, as on Ctrl-C)", job_name)
+                terminated.append(True)
+                task = loop.create_task(client.cancel())
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+
+            try:
+                loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+                handled = True
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+                _log.debug("cannot handle SIGTERM here: a SIGTERM ends the process at once")
+                handled = False
             try:
                 return await client.get_job_execution_result()
             finally:
+                if handled:
+                    loop.remove_signal_handler(signal.SIGTERM)
                 if client.rest is not None:
                     await client.rest.wait_stopped()
 
-        return run_coroutine(main())
+        result = run_coroutine(main())
+        if terminated:  # the job is cancelled and cleaned up: end like the signal would
+            raise SystemExit(128 + signal.SIGTERM)
+        return result
 
 
 def _truthy(value: Any) -> bool:

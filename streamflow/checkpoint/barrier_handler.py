@@ -74,13 +74,13 @@ from streamflow.checkpoint.barrier_states import (
     BarrierHandlerState,
     Phase,
 )
-from streamflow.clock import Clock
-from streamflow.runtime.events import (
+from streamflow.checkpoint.events import (
     AlignmentType,
     CancelCheckpointMarker,
     CheckpointBarrier,
     CheckpointType,
 )
+from streamflow.clock import Clock
 
 
 class CheckpointMode(enum.Enum):

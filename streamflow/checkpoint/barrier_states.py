@@ -35,7 +35,7 @@ import enum
 from abc import ABC, abstractmethod
 from typing import Protocol
 
-from streamflow.runtime.events import AlignmentType, CheckpointBarrier
+from streamflow.checkpoint.events import AlignmentType, CheckpointBarrier
 
 
 class Phase(enum.Enum):

@@ -46,8 +46,8 @@ from streamflow.checkpoint.barrier_handler import (
     CheckpointDone,
     SnapshotState,
 )
+from streamflow.checkpoint.events import CancelCheckpointMarker, CheckpointBarrier
 from streamflow.clock import Clock
-from streamflow.runtime.events import CancelCheckpointMarker, CheckpointBarrier
 
 log = logging.getLogger(__name__)
 

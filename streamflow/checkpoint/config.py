@@ -7,8 +7,12 @@ import enum
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..state.codec import Codec, JsonCodec
+
+if TYPE_CHECKING:
+    from .storage import FileSystemCheckpointStorage
 
 
 class CheckpointingMode(enum.Enum):
@@ -40,6 +44,9 @@ class CheckpointConfig:
     max_concurrent: int = 1
     retained: int = 3
     codec: Codec = field(default_factory=JsonCodec)
+    tolerable_failures: int = 0
+    fallback_to_older_checkpoint: bool = False
+    storage: FileSystemCheckpointStorage | None = None
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -61,6 +68,14 @@ class CheckpointConfig:
     def set_checkpoint_storage_dir(self, path: str | Path) -> CheckpointConfig:
         """Where checkpoints go (one ``chk-<id>`` directory each) and are restored from."""
         self.storage_dir = Path(path)
+        self.storage = None
+        return self
+
+    def set_checkpoint_storage(self, storage: FileSystemCheckpointStorage) -> CheckpointConfig:
+        """Use this storage object (e.g. a subclass wrapping a slow or failing disk in tests);
+        its directory becomes the storage directory."""
+        self.storage = storage
+        self.storage_dir = storage.directory
         return self
 
     def get_checkpoint_storage_dir(self) -> Path | None:
@@ -106,6 +121,26 @@ class CheckpointConfig:
         self.retained = n
         return self
 
+    def set_tolerable_checkpoint_failure_number(self, n: int) -> CheckpointConfig:
+        """How many checkpoints in a row may fail (time out, be declined, fail to be written)
+        before the job fails over; default 0: the first failure does. Every failure is logged
+        at WARNING with its cause either way."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"tolerable checkpoint failure number must be an int >= 0, got {n!r}")
+        self.tolerable_failures = n
+        return self
+
+    def get_tolerable_checkpoint_failure_number(self) -> int:
+        return self.tolerable_failures
+
+    def enable_fallback_to_older_checkpoint(self, enabled: bool = True) -> CheckpointConfig:
+        """When the latest completed checkpoint is damaged (its ``_metadata`` missing or
+        corrupt), restore the newest intact older one instead of refusing to start. Off by
+        default: an older checkpoint replays output the damaged one had committed, so files
+        or topics may see records twice. Every fallback is logged at WARNING."""
+        self.fallback_to_older_checkpoint = enabled
+        return self
+
     def set_state_codec(self, codec: Codec) -> CheckpointConfig:
         """``PickleCodec()`` opts in to arbitrary objects in state (read back only from
         the storage directory configured here, never from elsewhere)."""
@@ -130,6 +165,9 @@ class FixedDelayRestart(RestartStrategy):
     def __init__(self, attempts: int, delay_ms: int) -> None:
         self.attempts, self.delay_ms, self.failures = attempts, delay_ms, 0
 
+    def __repr__(self) -> str:
+        return f"fixed_delay_restart(attempts={self.attempts}, delay_ms={self.delay_ms})"
+
     def next_delay_ms(self, now_ms: int) -> int | None:
         self.failures += 1
         return self.delay_ms if self.failures <= self.attempts else None
@@ -141,6 +179,12 @@ class FailureRateRestart(RestartStrategy):
     def __init__(self, max_failures: int, interval_ms: int, delay_ms: int) -> None:
         self.max_failures, self.interval_ms, self.delay_ms = max_failures, interval_ms, delay_ms
         self._times: deque[int] = deque()
+
+    def __repr__(self) -> str:
+        return (
+            f"failure_rate_restart(max_failures={self.max_failures}, interval_ms={self.interval_ms}, "
+            f"delay_ms={self.delay_ms})"
+        )
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         self._times.append(now_ms)

@@ -2,27 +2,37 @@
 
 Theory of operation
 -------------------
-The coordinator decides when checkpoint ``n`` starts and whether it completes.
-It never sleeps, sends or writes: the async driver feeds it events and carries
-out, in order, the actions each call returns; after every call it sleeps until
-``next_poll_deadline()`` (or the next event) and then calls ``poll()``. Time
-comes only from the ``Clock`` passed in: ``monotonic()`` for intervals and
-timeouts, ``now_ms()`` for the barrier timestamp.
+The coordinator decides everything about a checkpoint's life: when ``n``
+starts and at which tasks, whether it completes, when it fails and whether the
+job must fail with it, what a finished task contributes, and how the job's end
+settles what is in flight. It never sleeps, sends or writes: the async driver
+feeds it events and carries out, in order, the actions each call returns (see
+``actions.py``); after every call it sleeps until ``next_poll_deadline()`` (or
+the next event) and then calls ``poll()``. Time comes only from the ``Clock``
+passed in: ``monotonic()`` for intervals and timeouts, ``now_ms()`` for the
+barrier timestamp.
 
 A checkpoint is PENDING from ``TriggerCheckpoint`` until every task it waits for
 acknowledged (then ``CompleteCheckpoint``: the driver persists it), then
 PERSISTING until ``confirm_completed`` (``NotifyComplete``) or ``persist_failed``
 (``AbortCheckpoint``); timeouts, declines and task failures leave a PERSISTING
 checkpoint alone, only a newer completed checkpoint subsumes it. Rules,
-ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint`` and
-``CheckpointRequestDecider``:
+ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint``,
+``CheckpointRequestDecider``, ``DefaultCheckpointPlanCalculator`` and
+``CheckpointFailureManager``:
 
-* Ids increase by one per trigger from ``restored_checkpoint_id + 1`` (1 on a
-  fresh start); an aborted id is never reused. PENDING and PERSISTING
-  checkpoints both count toward ``max_concurrent``.
+* Ids increase by one per trigger from ``max(restored_checkpoint_id + 1,
+  first_checkpoint_id)`` (1 on a fresh start); an aborted id is never reused,
+  and a new attempt of the job starts above every id the old one used
+  (``next_checkpoint_id``). PENDING and PERSISTING checkpoints both count
+  toward ``max_concurrent``.
+* Trigger plan: ``TriggerCheckpoint.tasks`` names the running tasks none of
+  whose upstream tasks (``upstream``) still runs: the sources, and tasks whose
+  inputs all finished (they get the barrier behind their remaining input).
 * Periodic trigger, from ``poll()`` only: ``interval_ms`` elapsed since the last
   trigger of any kind (since construction before the first), ``min_pause_ms``
-  since the last completion or abort, a free slot, a running task, no failed one.
+  since the last *completed* checkpoint (Flink: an abort does not delay the
+  next one), a free slot, a running task, no failed one.
 * Manual ``trigger()`` ignores the interval and min pause (Flink: only periodic
   requests honour them). **Decision:** where Flink forces a savepoint past
   ``max_concurrent``, here a manual request waits for a free slot: it starts at
@@ -32,22 +42,31 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint`` and
   ``TriggerCheckpoint`` so the driver can resolve the caller's future; a queued
   request that can no longer start yields ``TriggerRequestFailed``.
   ``trigger()`` raises ``CheckpointTriggerError`` (nothing changes) when a task
-  has failed, all tasks have finished or ``MAX_QUEUED_REQUESTS`` are queued.
+  has failed, all tasks have finished, the job is ending or
+  ``MAX_QUEUED_REQUESTS`` are queued.
 * Timeouts are checked in ``poll()``: a checkpoint still missing acks
   ``timeout_ms`` after its trigger is aborted with ``TIMEOUT``.
 * Duplicate acks, acks from a task the checkpoint does not wait for and acks for
   an unknown, aborted or completed checkpoint are ignored and return ``[]``
   (Flink's ``TaskAcknowledgeResult.DUPLICATE/UNKNOWN/DISCARDED``). A decline from
   one of the checkpoint's tasks aborts a PENDING checkpoint; others are ignored.
+* Failures (``failure_manager.py``): every abort carries the count of
+  consecutive counted failures; once it exceeds ``tolerable_failures``
+  (default 0) a ``FailJob`` follows the abort and nothing is triggered any more.
 * ``task_failed(t)`` aborts the PENDING checkpoints ``t`` has not acknowledged
   (Flink's ``failUnacknowledgedPendingCheckpointsFor``); those it acked may still
   complete. Nothing new is triggered afterwards (the job fails over and restores
   with a fresh coordinator); queued requests fail.
-* ``task_finished(t)``: ``t`` acknowledges no later checkpoint; PENDING ones it
-  has not acknowledged abort with ``TASK_FINISHED`` (Flink's
-  ``CHECKPOINT_DECLINED_TASK_CLOSING``). ``CompleteCheckpoint.finished_tasks``
-  names the tasks finished before the trigger. Once all tasks finished nothing
-  is triggered and queued requests fail.
+* ``task_finished(t, final_state)`` (FLIP-147): ``t`` acknowledges, with its
+  final state, every PENDING checkpoint still waiting for it, and every later
+  checkpoint holds that state too. Its operators snapshot that state under the
+  id ``final_snapshot_id(t)``: the oldest checkpoint that can hold it. Once a
+  checkpoint holding it completed, ``ReleaseTask(t)`` follows its
+  ``NotifyComplete``: the task may end. When every task finished and nothing
+  is in flight, the coordinator completes one last checkpoint itself
+  (``CompleteCheckpoint`` without a trigger: nothing is in flight). With
+  ``final_checkpoint=False`` (checkpointing disabled) a finishing task aborts
+  what waits for it (``TASK_FINISHED``) and is released at once.
 * ``confirm_completed`` of *checkpoint* ``n`` subsumes every older in-flight
   checkpoint (never a savepoint: Flink's ``canBeSubsumed``), then yields
   ``NotifyComplete(n)``. A completed savepoint neither subsumes nor notifies
@@ -55,6 +74,11 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint`` and
   checkpoint, so a commit at a savepoint would publish output twice.
   ``confirm_completed``/``persist_failed`` for a checkpoint subsumed while
   PERSISTING are ignored.
+* ``job_ending(detail)``: the job ends (cancel, failure, failover): PENDING
+  checkpoints abort with ``JOB_ENDED`` (never counted), queued requests fail,
+  nothing is triggered again; PERSISTING ones stay until the driver reports how
+  their write ended (``confirm_completed`` or ``persist_failed``), so the job's
+  end waits until ``stats.in_flight`` is empty.
 * Illegal calls raise and change nothing: ``task_failed``/``task_finished`` for
   an unknown or no longer running task, ``confirm_completed``/``persist_failed``
   for a checkpoint that is not PERSISTING, a savepoint without target.
@@ -64,104 +88,46 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from streamflow.checkpoint.events import CheckpointType
 from streamflow.clock import Clock
-from streamflow.errors import StreamflowError
-from streamflow.runtime.events import CheckpointType
+
+from .actions import (
+    AbortCheckpoint,
+    AbortReason,
+    Action,
+    CheckpointTriggerError,
+    CompleteCheckpoint,
+    CoordinatorStats,
+    FailJob,
+    NotifyComplete,
+    ReleaseTask,
+    TriggerCheckpoint,
+    TriggerQueued,
+    TriggerRequestFailed,
+)
+from .failure_manager import CheckpointFailureManager
+
+__all__ = [
+    "MAX_QUEUED_REQUESTS",
+    "AbortCheckpoint",
+    "AbortReason",
+    "Action",
+    "CheckpointCoordinator",
+    "CheckpointTriggerError",
+    "CompleteCheckpoint",
+    "CoordinatorStats",
+    "FailJob",
+    "NotifyComplete",
+    "ReleaseTask",
+    "TriggerCheckpoint",
+    "TriggerQueued",
+    "TriggerRequestFailed",
+]
 
 MAX_QUEUED_REQUESTS = 1000
-
-
-class AbortReason(enum.Enum):
-    """Why a checkpoint was aborted (or a trigger refused); Flink's names in comments."""
-
-    TIMEOUT = "timeout"  # CHECKPOINT_EXPIRED
-    DECLINED = "declined"  # CHECKPOINT_DECLINED
-    TASK_FAILED = "task_failed"  # TASK_FAILURE
-    TASK_FINISHED = "task_finished"  # CHECKPOINT_DECLINED_TASK_CLOSING
-    SUBSUMED = "subsumed"  # CHECKPOINT_SUBSUMED
-    PERSIST_FAILED = "persist_failed"  # FINALIZE_CHECKPOINT_FAILURE
-    TOO_MANY_REQUESTS = "too_many_requests"  # TOO_MANY_CHECKPOINT_REQUESTS
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerCheckpoint:
-    """Start checkpoint ``checkpoint_id``: tell the sources to snapshot and emit the barrier."""
-
-    checkpoint_id: int
-    timestamp_ms: int
-    kind: CheckpointType = CheckpointType.CHECKPOINT
-    target: str | None = None
-    request_id: int | None = None  # set for manual triggers, None for periodic ones
-
-
-@dataclass(frozen=True, slots=True)
-class CompleteCheckpoint:
-    """Every task acknowledged: persist ``states`` then call ``confirm_completed``."""
-
-    checkpoint_id: int
-    kind: CheckpointType
-    target: str | None
-    states: dict[str, object]
-    finished_tasks: frozenset[str] = frozenset()  # finished before the trigger: no state
-
-
-@dataclass(frozen=True, slots=True)
-class NotifyComplete:
-    """Checkpoint is durable: call ``notify_checkpoint_complete`` on every operator."""
-
-    checkpoint_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class AbortCheckpoint:
-    """Checkpoint will never complete: call ``notify_checkpoint_aborted`` downstream."""
-
-    checkpoint_id: int
-    reason: AbortReason
-    detail: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerQueued:
-    """A manual request waits for a free slot; a ``TriggerCheckpoint`` with its id follows."""
-
-    request_id: int
-    kind: CheckpointType
-    target: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerRequestFailed:
-    """A queued manual request can no longer start."""
-
-    request_id: int
-    reason: AbortReason
-    detail: str = field(default="", compare=False)
-
-
-_Lifecycle = TriggerCheckpoint | CompleteCheckpoint | NotifyComplete | AbortCheckpoint
-Action = _Lifecycle | TriggerQueued | TriggerRequestFailed
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorStats:
-    last_completed_id: int | None
-    num_completed: int
-    num_aborted: int
-    last_duration_ms: int | None  # trigger to confirm_completed, monotonic ms
-    in_flight: tuple[int, ...]  # ids triggered, not yet completed or aborted
-    num_queued: int  # manual requests waiting for a slot
-
-
-class CheckpointTriggerError(StreamflowError, RuntimeError):
-    """A checkpoint or savepoint cannot be triggered now; ``reason`` says why."""
-
-    def __init__(self, reason: AbortReason, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 class _TaskState(enum.Enum):
@@ -177,9 +143,9 @@ class _Checkpoint:
     target: str | None
     started_ms: int  # monotonic
     tasks: frozenset[str]  # tasks asked to acknowledge
-    finished: frozenset[str]  # tasks finished before the trigger
     awaiting: set[str]
     states: dict[str, object] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)  # tasks whose final state it holds
     persisting: bool = False
 
 
@@ -196,6 +162,10 @@ class CheckpointCoordinator:
         timeout_ms: int = 600_000,
         max_concurrent: int = 1,
         restored_checkpoint_id: int | None = None,
+        first_checkpoint_id: int = 1,
+        upstream: Mapping[str, Iterable[str]] | None = None,
+        tolerable_failures: int = 0,
+        final_checkpoint: bool = True,
     ) -> None:
         task_list = list(tasks)
         if not task_list or not all(isinstance(t, str) for t in task_list):
@@ -208,35 +178,58 @@ class CheckpointCoordinator:
             ("timeout_ms", timeout_ms, timeout_ms > 0),
             ("max_concurrent", max_concurrent, max_concurrent >= 1),
             ("restored_checkpoint_id", restored_checkpoint_id, (restored_checkpoint_id or 0) >= 0),
+            ("first_checkpoint_id", first_checkpoint_id, first_checkpoint_id >= 1),
         ):
             if not ok:
                 raise ValueError(f"invalid {name}: {value!r}")
+        self._upstream = {t: frozenset((upstream or {}).get(t, ())) for t in task_list}
+        unknown = set().union(*self._upstream.values()) - set(task_list)
+        if unknown:
+            raise ValueError(f"upstream names unknown tasks {sorted(unknown)!r}")
         self._clock = clock
         self._interval_ms = interval_ms
         self._min_pause_ms = min_pause_ms
         self._timeout_ms = timeout_ms
         self._max_concurrent = max_concurrent
+        self._final_checkpoint = final_checkpoint
+        self._failures = CheckpointFailureManager(tolerable_failures)
         self._tasks = dict.fromkeys(task_list, _TaskState.RUNNING)
-        self._next_id = (restored_checkpoint_id or 0) + 1
+        self._final_states: dict[str, object] = {}  # finished task -> its final state
+        self._unreleased: set[str] = set()  # finished tasks whose final state is not committed
+        self._next_id = max((restored_checkpoint_id or 0) + 1, first_checkpoint_id)
         self._next_request_id = 1
         self._in_flight: dict[int, _Checkpoint] = {}  # id order == insertion order
         self._subsumed_while_persisting: set[int] = set()
         self._queued_savepoints: deque[TriggerQueued] = deque()
         self._queued_checkpoints: deque[TriggerQueued] = deque()
         self._last_trigger_ms = self._now()
-        self._last_end_ms: int | None = None
+        self._last_completed_ms: int | None = None
         self._last_completed_id = restored_checkpoint_id
         self._num_completed = 0
         self._num_aborted = 0
         self._last_duration_ms: int | None = None
+        self._stopped: tuple[AbortReason, str] | None = None  # job failing or ending: why
+
+    # ------------------------------------------------------------------ queries
 
     @property
     def stats(self) -> CoordinatorStats:
         queued = len(self._queued_savepoints) + len(self._queued_checkpoints)
         return CoordinatorStats(
             self._last_completed_id, self._num_completed, self._num_aborted,
-            self._last_duration_ms, tuple(self._in_flight), queued,
+            self._last_duration_ms, tuple(self._in_flight), queued, self._failures.consecutive,
         )  # fmt: skip
+
+    @property
+    def next_checkpoint_id(self) -> int:
+        """The id the next checkpoint gets: a new attempt of the job starts at or above it."""
+        return self._next_id
+
+    def final_snapshot_id(self, task_id: str) -> int:
+        """The id under which ``task_id`` snapshots its final state: the oldest checkpoint that
+        can hold it (a PENDING one still waiting for it, else the next one)."""
+        waiting = [c.checkpoint_id for c in self._in_flight.values() if task_id in c.awaiting]
+        return min(waiting, default=self._next_id)
 
     def next_poll_deadline(self) -> int | None:
         """Monotonic ms (``round(clock.monotonic() * 1000)``) at which ``poll()`` has work.
@@ -249,6 +242,8 @@ class CheckpointCoordinator:
             deadlines.append(self._periodic_due_ms())
         return min(deadlines, default=None)
 
+    # ------------------------------------------------------------------ events
+
     def poll(self) -> list[Action]:
         """Time out expired checkpoints, then trigger a periodic checkpoint if one is due."""
         now = self._now()
@@ -256,7 +251,7 @@ class CheckpointCoordinator:
         for c in list(self._in_flight.values()):
             if not c.persisting and now >= c.started_ms + self._timeout_ms:
                 detail = f"no ack within {self._timeout_ms} ms from {', '.join(sorted(c.awaiting))}"
-                actions.append(self._abort(c, AbortReason.TIMEOUT, detail))
+                self._abort(c, AbortReason.TIMEOUT, detail, actions)
         self._drain_queue(actions)
         if (
             self._interval_ms is not None
@@ -302,31 +297,54 @@ class CheckpointCoordinator:
         c = self._in_flight.get(checkpoint_id)
         if c is None or c.persisting or task_id not in c.awaiting:
             return []
-        c.awaiting.discard(task_id)
-        c.states[task_id] = state
-        if c.awaiting:
-            return []
-        c.persisting = True
-        return [CompleteCheckpoint(c.checkpoint_id, c.kind, c.target, dict(c.states), c.finished)]
+        return self._ack(c, task_id, state)
 
-    def decline(self, checkpoint_id: int, task_id: str, reason: str) -> list[Action]:
-        """Task ``task_id`` cannot take the checkpoint: abort it (ignored if not pending)."""
+    def decline(self, checkpoint_id: int, task_id: str, reason: str, *, counts: bool = True) -> list[Action]:
+        """Task ``task_id`` cannot take the checkpoint: abort it (ignored if not pending).
+
+        ``counts=False`` for declines that only echo another cause (a newer barrier, an
+        upstream's cancel marker: Flink's ``CHECKPOINT_DECLINED_SUBSUMED`` and
+        ``..._ON_CANCELLATION_BARRIER``), which do not count as failures."""
         c = self._in_flight.get(checkpoint_id)
         if c is None or c.persisting or task_id not in c.tasks:
             return []
-        actions: list[Action] = [self._abort(c, AbortReason.DECLINED, f"declined by {task_id}: {reason}")]
+        actions: list[Action] = []
+        self._abort(c, AbortReason.DECLINED, f"declined by {task_id}: {reason}", actions, counts=counts)
         self._drain_queue(actions)
         return actions
 
     def task_failed(self, task_id: str) -> list[Action]:
         """Abort what ``task_id`` has not acknowledged; stop triggering; fail queued requests."""
-        return self._task_ended(task_id, _TaskState.FAILED, AbortReason.TASK_FAILED, "failed")
+        self._require_running(task_id)
+        self._tasks[task_id] = _TaskState.FAILED
+        actions: list[Action] = []
+        for c in list(self._in_flight.values()):
+            if not c.persisting and task_id in c.awaiting:
+                self._abort(c, AbortReason.TASK_FAILED, f"task {task_id} failed", actions)
+        self._after_task_change(actions)
+        return actions
 
-    def task_finished(self, task_id: str) -> list[Action]:
-        """``task_id`` ended: it acknowledges no later checkpoint; see the module rules."""
-        return self._task_ended(
-            task_id, _TaskState.FINISHED, AbortReason.TASK_FINISHED, "finished before acking"
-        )
+    def task_finished(self, task_id: str, final_state: object = None) -> list[Action]:
+        """``task_id`` ended with ``final_state``; see the module rules (FLIP-147)."""
+        self._require_running(task_id)
+        self._tasks[task_id] = _TaskState.FINISHED
+        actions: list[Action] = []
+        if not self._final_checkpoint:
+            for c in list(self._in_flight.values()):
+                if not c.persisting and task_id in c.awaiting:
+                    self._abort(
+                        c, AbortReason.TASK_FINISHED, f"task {task_id} finished before acking", actions
+                    )
+            actions.append(ReleaseTask(task_id))
+        else:
+            self._final_states[task_id] = final_state
+            self._unreleased.add(task_id)
+            for c in list(self._in_flight.values()):
+                if not c.persisting and task_id in c.awaiting:
+                    c.finished.add(task_id)
+                    actions.extend(self._ack(c, task_id, final_state))
+        self._after_task_change(actions)
+        return actions
 
     def confirm_completed(self, checkpoint_id: int) -> list[Action]:
         """The driver persisted ``CompleteCheckpoint(checkpoint_id)``: it is complete."""
@@ -337,26 +355,46 @@ class CheckpointCoordinator:
         self._num_completed += 1
         self._last_completed_id = checkpoint_id
         self._last_duration_ms = now - c.started_ms
-        self._last_end_ms = now
         actions: list[Action] = []
         if c.kind is CheckpointType.CHECKPOINT:
+            self._last_completed_ms = now
+            self._failures.succeeded(checkpoint_id)
             for old in list(self._in_flight.values()):
                 if old.checkpoint_id < checkpoint_id and old.kind is CheckpointType.CHECKPOINT:
                     if old.persisting:
                         self._subsumed_while_persisting.add(old.checkpoint_id)
-                    actions.append(self._abort(old, AbortReason.SUBSUMED, f"subsumed by {checkpoint_id}"))
+                    self._abort(old, AbortReason.SUBSUMED, f"subsumed by {checkpoint_id}", actions)
             actions.append(NotifyComplete(checkpoint_id))
+            for task_id in sorted(c.finished & self._unreleased):
+                self._unreleased.discard(task_id)
+                actions.append(ReleaseTask(task_id))
         self._drain_queue(actions)
+        self._maybe_final_checkpoint(actions)
         return actions
 
     def persist_failed(self, checkpoint_id: int, reason: str) -> list[Action]:
         """The driver could not persist ``CompleteCheckpoint(checkpoint_id)``: abort it."""
         if self._ignore_persist_result(checkpoint_id):
             return []
-        c = self._in_flight[checkpoint_id]
-        actions: list[Action] = [self._abort(c, AbortReason.PERSIST_FAILED, reason)]
+        actions: list[Action] = []
+        self._abort(self._in_flight[checkpoint_id], AbortReason.PERSIST_FAILED, reason, actions)
         self._drain_queue(actions)
+        self._maybe_final_checkpoint(actions)
         return actions
+
+    def job_ending(self, detail: str) -> list[Action]:
+        """The job ends (cancel, failure, failover): abort what is PENDING, fail queued requests,
+        trigger nothing again; PERSISTING checkpoints wait for their write's outcome."""
+        actions: list[Action] = []
+        if self._stopped is None or self._stopped[0] is not AbortReason.JOB_ENDED:
+            self._stopped = (AbortReason.JOB_ENDED, f"cannot trigger: the job {detail}")
+        for c in list(self._in_flight.values()):
+            if not c.persisting:
+                self._abort(c, AbortReason.JOB_ENDED, f"the job {detail}", actions)
+        self._fail_queued(CheckpointTriggerError(*self._stopped), actions)
+        return actions
+
+    # ------------------------------------------------------------------ internals
 
     def _now(self) -> int:
         return round(self._clock.monotonic() * 1000)
@@ -365,6 +403,8 @@ class CheckpointCoordinator:
         return [t for t, s in self._tasks.items() if s is _TaskState.RUNNING]
 
     def _trigger_blocker(self) -> CheckpointTriggerError | None:
+        if self._stopped is not None:
+            return CheckpointTriggerError(*self._stopped)
         failed = [t for t, s in self._tasks.items() if s is _TaskState.FAILED]
         if failed:
             msg = f"cannot trigger: task(s) {', '.join(failed)} failed"
@@ -380,8 +420,8 @@ class CheckpointCoordinator:
     def _periodic_due_ms(self) -> int:
         assert self._interval_ms is not None
         due = self._last_trigger_ms + self._interval_ms
-        if self._last_end_ms is not None:
-            due = max(due, self._last_end_ms + self._min_pause_ms)
+        if self._last_completed_ms is not None:
+            due = max(due, self._last_completed_ms + self._min_pause_ms)
         return due
 
     def _require_running(self, task_id: str) -> None:
@@ -391,23 +431,19 @@ class CheckpointCoordinator:
         if state is not _TaskState.RUNNING:
             raise ValueError(f"task {task_id!r} is already {state.value}")
 
-    def _task_ended(self, task_id: str, state: _TaskState, reason: AbortReason, what: str) -> list[Action]:
-        self._require_running(task_id)
-        self._tasks[task_id] = state
-        actions: list[Action] = [
-            self._abort(c, reason, f"task {task_id} {what}")
-            for c in list(self._in_flight.values())
-            if not c.persisting and task_id in c.awaiting
-        ]
+    def _after_task_change(self, actions: list[Action]) -> None:
         blocker = self._trigger_blocker()
         if blocker is None:
             self._drain_queue(actions)
         else:
-            for queue in (self._queued_savepoints, self._queued_checkpoints):
-                while queue:
-                    rid = queue.popleft().request_id
-                    actions.append(TriggerRequestFailed(rid, blocker.reason, str(blocker)))
-        return actions
+            self._fail_queued(blocker, actions)
+        self._maybe_final_checkpoint(actions)
+
+    def _fail_queued(self, blocker: CheckpointTriggerError, actions: list[Action]) -> None:
+        for queue in (self._queued_savepoints, self._queued_checkpoints):
+            while queue:
+                rid = queue.popleft().request_id
+                actions.append(TriggerRequestFailed(rid, blocker.reason, str(blocker)))
 
     def _ignore_persist_result(self, checkpoint_id: int) -> bool:
         if checkpoint_id in self._subsumed_while_persisting:
@@ -422,21 +458,68 @@ class CheckpointCoordinator:
     def _start(self, kind: CheckpointType, target: str | None, request_id: int | None) -> Action:
         now = self._now()
         running = frozenset(self._running_tasks())
-        finished = frozenset(t for t, s in self._tasks.items() if s is _TaskState.FINISHED)
+        plan = frozenset(t for t in running if not (self._upstream[t] & running))
         cid = self._next_id
         self._next_id += 1
         self._last_trigger_ms = now
-        self._in_flight[cid] = _Checkpoint(cid, kind, target, now, running, finished, set(running))
-        return TriggerCheckpoint(cid, self._clock.now_ms(), kind, target, request_id)
+        c = _Checkpoint(cid, kind, target, now, running, set(running))
+        for task_id, state in self._final_states.items():  # finished before the trigger
+            c.states[task_id] = state
+            c.finished.add(task_id)
+        self._in_flight[cid] = c
+        return TriggerCheckpoint(cid, self._clock.now_ms(), kind, target, request_id, plan)
 
-    def _abort(self, c: _Checkpoint, reason: AbortReason, detail: str) -> AbortCheckpoint:
+    def _ack(self, c: _Checkpoint, task_id: str, state: object) -> list[Action]:
+        c.awaiting.discard(task_id)
+        c.states[task_id] = state
+        if c.awaiting:
+            return []
+        c.persisting = True
+        return [CompleteCheckpoint(c.checkpoint_id, c.kind, c.target, dict(c.states), frozenset(c.finished))]
+
+    def _abort(
+        self, c: _Checkpoint, reason: AbortReason, detail: str, actions: list[Action], counts: bool = True
+    ) -> None:
         del self._in_flight[c.checkpoint_id]
         self._num_aborted += 1
-        self._last_end_ms = self._now()
-        return AbortCheckpoint(c.checkpoint_id, reason, detail)
+        fail = counts and self._failures.failed(c.checkpoint_id, reason, c.kind is CheckpointType.SAVEPOINT)
+        actions.append(AbortCheckpoint(c.checkpoint_id, reason, detail, self._failures.consecutive))
+        if fail and self._stopped is None:
+            tolerable = self._failures.tolerable
+            msg = (
+                f"checkpoint {c.checkpoint_id} failed ({reason.value}: {detail}); "
+                f"{self._failures.consecutive} consecutive checkpoint failure(s) exceed the tolerable "
+                f"number {tolerable} (CheckpointConfig.set_tolerable_checkpoint_failure_number)"
+            )
+            self._stopped = (reason, f"cannot trigger: {msg}")
+            actions.append(FailJob(msg))
+            self._fail_queued(CheckpointTriggerError(*self._stopped), actions)
 
     def _drain_queue(self, actions: list[Action]) -> None:
+        if self._trigger_blocker() is not None:
+            return
         while self._has_free_slot() and (self._queued_savepoints or self._queued_checkpoints):
             queue = self._queued_savepoints or self._queued_checkpoints
             r = queue.popleft()
             actions.append(self._start(r.kind, r.target, r.request_id))
+
+    def _maybe_final_checkpoint(self, actions: list[Action]) -> None:
+        """Every task finished, nothing in flight, final states not all committed: complete
+        one last checkpoint holding them (no barriers: nothing is in flight any more)."""
+        if (
+            not self._final_checkpoint
+            or self._in_flight
+            or not self._unreleased
+            or self._running_tasks()
+            or self._stopped is not None
+            or any(s is _TaskState.FAILED for s in self._tasks.values())
+        ):
+            return
+        cid = self._next_id
+        self._next_id += 1
+        c = _Checkpoint(cid, CheckpointType.CHECKPOINT, None, self._now(), frozenset(), set())
+        c.states.update(self._final_states)
+        c.finished.update(self._final_states)
+        c.persisting = True
+        self._in_flight[cid] = c
+        actions.append(CompleteCheckpoint(cid, c.kind, None, dict(c.states), frozenset(c.finished)))

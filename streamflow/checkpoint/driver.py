@@ -1,24 +1,32 @@
-"""The job's checkpoint driver: runs the CheckpointCoordinator and talks to tasks and storage.
+"""The job's checkpoint driver: carries out the CheckpointCoordinator's actions.
 
 Theory of operation
 -------------------
-One coroutine per running execution. Tasks report to it (acknowledge,
-decline, finished) through an inbox; it feeds the reports to the
-:class:`CheckpointCoordinator` and carries out the actions returned:
+One coroutine per running execution (attempt) of a job. Tasks report to it
+(acknowledge, decline, finished) through an inbox; it feeds the reports to the
+:class:`CheckpointCoordinator` and carries out the actions returned. It decides
+nothing itself:
 
-* ``TriggerCheckpoint`` -> mail to every running source task: snapshot, emit
-  barrier n (stamped aligned/unaligned per the config; savepoints aligned);
-* ``CompleteCheckpoint`` -> persist every task's state (plus the final state
-  of tasks that finished before) to storage, atomically, off the event loop;
-  then ``confirm_completed`` -> ``NotifyComplete`` -> mail to every task to
-  call ``notify_checkpoint_complete`` (where sinks commit);
-* ``AbortCheckpoint`` -> mail ``notify_checkpoint_aborted``.
+* ``TriggerCheckpoint`` -> mail to every task of the trigger plan: a source
+  snapshots and emits barrier n; a task whose inputs all finished gets barrier
+  n just before each channel's end of input (stamped aligned/unaligned per the
+  config; savepoints aligned);
+* ``CompleteCheckpoint`` -> encode every task's state and write it to storage,
+  atomically, in a worker thread (a write that fails removes its directory);
+  then ``confirm_completed`` or ``persist_failed``;
+* ``NotifyComplete`` -> mail to every task to call ``notify_checkpoint_complete``
+  (where sinks commit); ``ReleaseTask`` -> a finished task may end;
+* ``AbortCheckpoint`` -> a WARNING with the cause, ``notify_checkpoint_aborted``;
+* ``FailJob`` -> raise :class:`CheckpointFailureError`: the job fails (over).
 
-A task that finishes hands over its final state and waits (still serving
-its mail) until a checkpoint that holds that state has completed: its
-sinks commit only then (Flink's final checkpoint, FLIP-147). When every task
-has finished, the driver completes one last checkpoint itself, with no
-barriers needed since nothing is in flight.
+Settling (:meth:`CheckpointDriver.settle`, run by the execution on every end:
+finished, cancelled, failed, restarting): the coordinator aborts what is still
+PENDING; a write in progress is asked to stop (storage checks between files and
+before ``_metadata``), and awaited: either it stopped, and its directory is
+gone, or its ``_metadata`` was already durable, and it is a completed
+checkpoint (its sinks commit it when the job is restored from it, as after a
+crash). Only then does the execution end, so nothing writes behind a
+cancelled job or a new attempt.
 
 Without a storage directory checkpoints are kept in memory (the latest
 complete one), which is enough for in-process failover.
@@ -27,81 +35,113 @@ complete one), which is enough for in-process failover.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
+import threading
 from collections import deque
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import _faults as faults
-from ..runtime.events import CheckpointBarrier, CheckpointType
-from ..runtime.task import InputTask, SourceTask
-from .barrier_handler import barrier_alignment
-from .config import CheckpointConfig
-from .coordinator import (
+from ..clock import Clock
+from ..errors import StreamflowError
+from .actions import (
     AbortCheckpoint,
-    CheckpointCoordinator,
+    AbortReason,
+    Action,
     CompleteCheckpoint,
+    FailJob,
     NotifyComplete,
+    ReleaseTask,
     TriggerCheckpoint,
     TriggerRequestFailed,
 )
+from .barrier_handler import barrier_alignment
+from .config import CheckpointConfig
+from .coordinator import CheckpointCoordinator
+from .events import CheckpointBarrier, CheckpointType
 from .restore import encode_entry
 from .storage import FileSystemCheckpointStorage
+from .task_checkpointer import CheckpointedTask, TaskCheckpointer
 
-if TYPE_CHECKING:
-    from ..runtime.job import Execution
-    from ..runtime.task import Task
+_log = logging.getLogger(__name__)
+
+
+class CheckpointStats(Protocol):
+    """Where the driver reports each checkpoint's life (``runtime/checkpoint_stats.py``)."""
+
+    def triggered(self, checkpoint_id: int, is_savepoint: bool, num_subtasks: int) -> None: ...
+    def completed(
+        self, checkpoint_id: int, *, path: str, state_size: int, async_ms: int,
+        tasks: dict[str, dict[str, int]], is_savepoint: bool = False,
+    ) -> Any: ...  # fmt: skip
+    def failed(self, checkpoint_id: int, cause: str) -> None: ...
+    def elapsed_ms(self, checkpoint_id: int) -> int | None: ...
+
+
+class CheckpointFailureError(StreamflowError, RuntimeError):
+    """Checkpoints failed more often in a row than tolerated; the job fails (over)."""
 
 
 class CheckpointDriver:
     def __init__(
         self,
-        execution: Execution,
+        job_name: str,
+        tasks: Sequence[tuple[str, CheckpointedTask]],
+        clock: Clock,
         config: CheckpointConfig,
         storage: FileSystemCheckpointStorage | None,
         restored_checkpoint_id: int | None,
+        first_checkpoint_id: int = 1,
+        stats: CheckpointStats | None = None,
     ) -> None:
-        self.execution = execution
+        self.job_name = job_name
         self.config = config
         self.storage = storage
-        self.clock = execution.clock
+        self.clock = clock
         self.enabled = config.is_checkpointing_enabled()
-        self.tasks: dict[str, Task] = {}
-        for t in execution.tasks:
-            cp = t.checkpointer
-            assert cp is not None
-            cp.driver = self
-            if isinstance(t, InputTask):
-                cp.attach_handler(len(t.gate.channels))
-            self.tasks[cp.task_id] = t
+        self.tasks: dict[str, CheckpointedTask] = {}
+        id_of: dict[int, str] = {}
+        for task_id, task in tasks:
+            self.tasks[task_id] = task
+            id_of[id(task)] = task_id
+            task.checkpointer = TaskCheckpointer(task, task_id, self)
+        upstream = {
+            task_id: {id_of[id(ch.writer)] for ch in task.gate.channels if ch.writer is not None}
+            for task_id, task in self.tasks.items()
+            if not task.is_source
+        }
         self.coordinator = CheckpointCoordinator(
             list(self.tasks),
-            self.clock,
+            clock,
             interval_ms=config.interval_ms,
             min_pause_ms=config.min_pause_ms,
             timeout_ms=config.timeout_ms,
             max_concurrent=config.max_concurrent,
             restored_checkpoint_id=restored_checkpoint_id,
+            first_checkpoint_id=first_checkpoint_id,
+            upstream=upstream,
+            tolerable_failures=config.tolerable_failures,
+            final_checkpoint=self.enabled,
         )
-        self.last_id = restored_checkpoint_id or 0
+        self.stats = stats  # history for the REST API and metrics
+        self._persisted_bytes = 0
         self.latest_in_memory: tuple[int, dict[str, bytes]] | None = None
-        self._inbox: deque[Callable[[], list[Any]]] = deque()
+        self.num_completed = 0
+        self.durations_ms: deque[int] = deque(maxlen=256)  # the latest checkpoints' durations
+        self._inbox: deque[Callable[[], list[Action]]] = deque()
         self._wake: asyncio.Future[None] | None = None
-        self._final_states: dict[str, Any] = {}
-        self._finished: set[str] = set()
-        self._released: set[str] = set()  # finished tasks whose final state is committed
-        self._waiting_final: dict[str, asyncio.Future[None]] = {}  # task id -> released
-        self._included: dict[int, set[str]] = {}  # checkpoint id -> finished tasks it holds
+        self._releases: dict[str, asyncio.Future[None]] = {}  # finished task -> released
+        self._released: set[str] = set()  # tasks whose operators are closed: no more mail
         self._requests: dict[int, asyncio.Future[str]] = {}
         self._request_of_checkpoint: dict[int, int] = {}
-        self.completed: list[int] = []
-        self.durations_ms: list[int] = []
-        self.stats = execution.checkpoint_stats  # history for the REST API and metrics
-        self._persisted_bytes = 0
+        self._writes: dict[int, tuple[asyncio.Future[Path], threading.Event]] = {}
+        self._settled = False
+        self._end_cause: BaseException | None = None
 
     # -- reports from tasks (synchronous; handled by the driver loop) --------
-    def _post(self, event: Callable[[], list[Any]]) -> None:
+    def _post(self, event: Callable[[], list[Action]]) -> None:
         self._inbox.append(event)
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
@@ -109,30 +149,28 @@ class CheckpointDriver:
     def acknowledge(self, checkpoint_id: int, task_id: str, state: dict[str, Any]) -> None:
         self._post(lambda: self.coordinator.acknowledge(checkpoint_id, task_id, state))
 
-    def decline(self, checkpoint_id: int, task_id: str, reason: str) -> None:
-        self._post(lambda: self.coordinator.decline(checkpoint_id, task_id, reason))
+    def decline(self, checkpoint_id: int, task_id: str, reason: str, counts: bool) -> None:
+        self._post(lambda: self.coordinator.decline(checkpoint_id, task_id, reason, counts=counts))
 
     def encode(self, obj: Any) -> bytes:
         return self.config.codec.encode(obj)
+
+    def final_snapshot_id(self, task_id: str) -> int:
+        return self.coordinator.final_snapshot_id(task_id)
 
     def task_finished(self, task_id: str, final_state: dict[str, Any]) -> asyncio.Future[None]:
         """Called by a task after ``finish()``; the future resolves once a checkpoint holding
         its final state has completed (the task keeps serving its mail meanwhile)."""
         released: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._finished.add(task_id)
-        if self.enabled:
-            self._final_states[task_id] = final_state
-            self._waiting_final[task_id] = released
-        else:
-            released.set_result(None)
-        self._post(lambda: self.coordinator.task_finished(task_id))
+        self._releases[task_id] = released
+        self._post(lambda: self.coordinator.task_finished(task_id, final_state))
         return released
 
     async def request(self, kind: CheckpointType, target: str | None) -> str:
         """A manual checkpoint or savepoint; resolves to its path once complete."""
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
-        def start() -> list[Any]:
+        def start() -> list[Action]:
             try:
                 actions = self.coordinator.trigger(kind, target)
             except Exception as exc:
@@ -151,7 +189,7 @@ class CheckpointDriver:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            actions: list[Any] = []
+            actions: list[Action] = []
             while self._inbox:
                 actions.extend(self._inbox.popleft()())
             actions.extend(self.coordinator.poll())
@@ -159,9 +197,7 @@ class CheckpointDriver:
                 await self._carry_out(action)
             if self._inbox:
                 continue
-            if self._finished == set(self.tasks):
-                if self.enabled:
-                    await self._final_checkpoint()
+            if len(self._released) == len(self.tasks) and not self.coordinator.stats.in_flight:
                 return
             self._wake = loop.create_future()
             deadline = self.coordinator.next_poll_deadline()
@@ -179,6 +215,195 @@ class CheckpointDriver:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
+    async def _carry_out(self, action: Action) -> None:
+        if isinstance(action, TriggerCheckpoint):
+            self._trigger(action)
+        elif isinstance(action, CompleteCheckpoint):
+            await self._complete(action)
+        elif isinstance(action, NotifyComplete):
+            if faults.ARMED:
+                faults.point("notify", action.checkpoint_id)
+            for task_id, task in self.tasks.items():
+                if task_id not in self._released:
+                    task.post(functools.partial(task.notify_checkpoint_complete, action.checkpoint_id))
+        elif isinstance(action, ReleaseTask):
+            self._released.add(action.task_id)
+            released = self._releases.get(action.task_id)
+            if released is not None:
+                self.tasks[action.task_id].post(functools.partial(_release, released))
+        elif isinstance(action, AbortCheckpoint):
+            self._aborted(action)
+            for task_id, task in self.tasks.items():
+                if task_id not in self._released:
+                    task.post(functools.partial(task.notify_checkpoint_aborted, action.checkpoint_id))
+        elif isinstance(action, TriggerRequestFailed):
+            fut = self._requests.pop(action.request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(
+                    RuntimeError(f"checkpoint request failed: {action.detail or action.reason.value}")
+                )
+        elif isinstance(action, FailJob):
+            raise CheckpointFailureError(action.detail)
+        else:  # pragma: no cover - the coordinator's action set is closed
+            raise TypeError(f"unknown coordinator action {action!r}")
+
+    def _trigger(self, action: TriggerCheckpoint) -> None:
+        if faults.ARMED:
+            faults.point("trigger", action.checkpoint_id)
+        if action.request_id is not None:  # a manual checkpoint or savepoint: someone waits
+            self._request_of_checkpoint[action.checkpoint_id] = action.request_id
+        alignment = barrier_alignment(
+            action.kind, unaligned=self.config.unaligned, aligned_timeout_ms=self.config.aligned_timeout_ms
+        )
+        barrier = CheckpointBarrier(action.checkpoint_id, action.timestamp_ms, action.kind, alignment)
+        if self.stats is not None:
+            running = sum(1 for t in self.tasks.values() if not t.finished)
+            self.stats.triggered(action.checkpoint_id, action.kind is CheckpointType.SAVEPOINT, running)
+        for task_id in sorted(action.tasks):
+            cp = self.tasks[task_id].checkpointer
+            assert cp is not None
+            self.tasks[task_id].post(functools.partial(cp.trigger, barrier))
+
+    def _aborted(self, action: AbortCheckpoint) -> None:
+        """Log an aborted checkpoint with its cause; fail the request waiting for it."""
+        cid, reason = action.checkpoint_id, action.reason
+        if self.stats is not None:
+            self.stats.failed(cid, f"{reason.value}: {action.detail}".rstrip(": "))
+        if reason in (AbortReason.JOB_ENDED, AbortReason.SUBSUMED):
+            _log.info(
+                "checkpoint %d of job %r aborted (%s): %s", cid, self.job_name, reason.value, action.detail
+            )
+        else:
+            _log.warning(
+                "checkpoint %d of job %r failed (%s): %s (%d consecutive failure(s), %d tolerated)",
+                cid, self.job_name, reason.value, action.detail, action.failures,
+                self.config.tolerable_failures,
+            )  # fmt: skip
+        rid = self._request_of_checkpoint.pop(cid, None)
+        fut = self._requests.pop(rid, None) if rid is not None else None
+        if fut is not None and not fut.done():
+            error = RuntimeError(f"checkpoint {cid} aborted ({reason.value}): {action.detail}")
+            error.__cause__ = self._end_cause if reason is AbortReason.JOB_ENDED else None
+            fut.set_exception(error)
+
+    async def _complete(self, action: CompleteCheckpoint) -> None:
+        cid = action.checkpoint_id
+        started = self.clock.monotonic()
+        try:
+            if faults.ARMED:
+                faults.point("persist", cid)
+            path = await self._persist(cid, action.states, action.target)
+        except asyncio.CancelledError:
+            raise  # the job ends: settle() takes over the write
+        except Exception as exc:
+            _log.debug("writing checkpoint %d failed", cid, exc_info=exc)
+            for a in self.coordinator.persist_failed(cid, f"{type(exc).__name__}: {exc}"):
+                await self._carry_out(a)
+            return
+        if faults.ARMED:
+            faults.point("complete", cid)
+        if self.stats is not None:
+            self.stats.completed(
+                cid, path=path, state_size=self._persisted_bytes,
+                async_ms=round((self.clock.monotonic() - started) * 1000),
+                tasks={t: _timings(s) for t, s in action.states.items()},
+                is_savepoint=action.kind is CheckpointType.SAVEPOINT,
+            )  # fmt: skip
+        await self._completed(cid, path, action.kind)
+
+    async def _completed(self, cid: int, path: str, kind: CheckpointType) -> None:
+        rid = self._request_of_checkpoint.pop(cid, None)
+        fut = self._requests.pop(rid, None) if rid is not None else None
+        if fut is not None and not fut.done():
+            fut.set_result(path)
+        self.num_completed += 1
+        actions = self.coordinator.confirm_completed(cid)
+        stats = self.coordinator.stats
+        if stats.last_duration_ms is not None and kind is CheckpointType.CHECKPOINT:
+            self.durations_ms.append(stats.last_duration_ms)
+        for a in actions:
+            await self._carry_out(a)
+
+    async def _persist(self, cid: int, states: dict[str, Any], target: str | None) -> str:
+        entries = {
+            f"task-{i}": encode_entry(
+                self.config.codec, task_id, states[task_id], self.tasks[task_id].parallelism
+            )
+            for i, task_id in enumerate(sorted(states))
+        }
+        self._persisted_bytes = sum(len(e) for e in entries.values())
+        timings = {t: _timings(s) for t, s in states.items()}
+        stats = {
+            "duration_ms": self.stats.elapsed_ms(cid) if self.stats is not None else None,
+            "alignment_ms_max": max((t.get("alignment_ms", 0) for t in timings.values()), default=0),
+            "sync_ms_max": max((t.get("sync_ms", 0) for t in timings.values()), default=0),
+            "tasks": timings,
+        }
+        if target is None and self.storage is None:
+            self.latest_in_memory = (cid, entries)
+            return f"memory:chk-{cid}"
+        storage = self.storage or FileSystemCheckpointStorage(Path(target or ".").parent)
+        stop = threading.Event()
+        write = functools.partial(
+            storage.write_checkpoint,
+            cid,
+            self.job_name,
+            entries,
+            savepoint_path=target,
+            stats=stats,
+            should_stop=stop.is_set,
+        )
+        fut = asyncio.get_running_loop().run_in_executor(None, write)
+        self._writes[cid] = (fut, stop)
+        try:
+            path = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            raise  # the job ends: the write goes on until settle() stops it and awaits it
+        except BaseException:
+            del self._writes[cid]
+            raise
+        del self._writes[cid]
+        return str(path)
+
+    # -- the job's end -------------------------------------------------------
+    async def settle(self, detail: str, cause: BaseException | None) -> None:
+        """Settle every in-flight checkpoint before the job (attempt) ends; see the module doc.
+        Tasks are stopped by now: nothing is notified, only logged and counted."""
+        if self._settled:
+            return
+        self._settled = True
+        self._end_cause = cause
+        actions = self.coordinator.job_ending(detail)
+        for cid, (fut, stop) in sorted(self._writes.items()):
+            stop.set()
+            try:
+                path = await fut
+            except Exception as exc:
+                _log.info(
+                    "checkpoint %d of job %r stopped as the job %s: %s", cid, self.job_name, detail, exc
+                )
+                actions += self.coordinator.persist_failed(cid, f"the job {detail} while it was written")
+            else:
+                _log.info(
+                    "checkpoint %d of job %r completed (%s) as the job %s; its sinks commit it when "
+                    "the job is restored from it", cid, self.job_name, path, detail,
+                )  # fmt: skip
+                rid = self._request_of_checkpoint.pop(cid, None)
+                req = self._requests.pop(rid, None) if rid is not None else None
+                if req is not None and not req.done():
+                    req.set_result(str(path))
+                self.num_completed += 1
+                if self.stats is not None:
+                    self.stats.completed(
+                        cid, path=str(path), state_size=self._persisted_bytes, async_ms=0, tasks={}
+                    )
+                actions += self.coordinator.confirm_completed(cid)
+        self._writes.clear()
+        for a in actions:
+            if isinstance(a, AbortCheckpoint):
+                self._aborted(a)
+        self.fail_requests(cause)
+
     def fail_requests(self, cause: BaseException | None) -> None:
         """The job ended: outstanding checkpoint and savepoint requests fail (naming the cause)."""
         for fut in self._requests.values():
@@ -189,154 +414,11 @@ class CheckpointDriver:
                 fut.set_exception(error)
         self._requests.clear()
 
-    async def _carry_out(self, action: Any) -> None:
-        kind = type(action)
-        if kind is TriggerCheckpoint:
-            self.last_id = max(self.last_id, action.checkpoint_id)
-            self.stats.triggered(
-                action.checkpoint_id, action.kind is CheckpointType.SAVEPOINT,
-                sum(1 for t in self.tasks.values() if not t.finished),
-            )  # fmt: skip
-            if action.request_id is not None:  # a manual checkpoint or savepoint: someone waits
-                self._request_of_checkpoint[action.checkpoint_id] = action.request_id
-            barrier = CheckpointBarrier(
-                action.checkpoint_id,
-                action.timestamp_ms,
-                action.kind,
-                barrier_alignment(
-                    action.kind,
-                    unaligned=self.config.unaligned,
-                    aligned_timeout_ms=self.config.aligned_timeout_ms,
-                ),
-            )
-            for task in self.tasks.values():
-                cp = task.checkpointer
-                if task.finished or cp is None:
-                    continue
-                if isinstance(task, SourceTask):
-                    task.post(partial(cp.trigger, barrier))
-                elif isinstance(task, InputTask) and all(
-                    ch.writer is not None and ch.writer.finished for ch in task.gate.channels
-                ):
-                    # every upstream finished (FLIP-147): the barrier goes in right before each
-                    # channel's end of input, after the data still queued
-                    for ch in task.gate.channels:
-                        ch.put_before_end(barrier)
-        elif kind is CompleteCheckpoint:
-            await self._complete(action)
-        elif kind is NotifyComplete:
-            self._notify(action.checkpoint_id, complete=True)
-        elif kind is AbortCheckpoint:
-            self.stats.failed(action.checkpoint_id, f"{action.reason.value}: {action.detail}".rstrip(": "))
-            self._notify(action.checkpoint_id, complete=False)
-            rid = self._request_of_checkpoint.pop(action.checkpoint_id, None)
-            fut = self._requests.pop(rid, None) if rid is not None else None
-            if fut is not None and not fut.done():
-                fut.set_exception(
-                    RuntimeError(f"checkpoint {action.checkpoint_id} aborted: {action.reason.value}")
-                )
-        elif kind is TriggerRequestFailed:
-            fut = self._requests.pop(action.request_id, None)
-            if fut is not None and not fut.done():
-                fut.set_exception(RuntimeError(f"checkpoint request failed: {action.reason.value}"))
 
-    async def _complete(self, action: CompleteCheckpoint) -> None:
-        cid = action.checkpoint_id
-        states = dict(action.states)
-        finished = set(self._final_states) - set(states)
-        for task_id in finished:
-            states[task_id] = self._final_states[task_id]
-        started = self.clock.monotonic()
-        try:
-            path = await self._persist(cid, states, action.target)
-        except Exception as exc:
-            for a in self.coordinator.persist_failed(cid, repr(exc)):
-                await self._carry_out(a)
-            return
-        if faults.ARMED:
-            faults.point("complete", cid)
-        self._included[cid] = finished
-        rid = self._request_of_checkpoint.pop(cid, None)
-        fut = self._requests.pop(rid, None) if rid is not None else None
-        if fut is not None and not fut.done():
-            fut.set_result(path)
-        self.completed.append(cid)
-        self.stats.completed(
-            cid, path=path, state_size=self._persisted_bytes,
-            async_ms=round((self.clock.monotonic() - started) * 1000),
-            tasks={t: _timings(s) for t, s in action.states.items()},  # type: ignore[arg-type]
-            is_savepoint=action.kind is CheckpointType.SAVEPOINT,
-        )  # fmt: skip
-        for a in self.coordinator.confirm_completed(cid):
-            await self._carry_out(a)
-        stats = self.coordinator.stats
-        if stats.last_duration_ms is not None and action.kind is CheckpointType.CHECKPOINT:
-            self.durations_ms.append(stats.last_duration_ms)
-
-    async def _persist(self, cid: int, states: dict[str, Any], target: str | None) -> str:
-        entries = {
-            f"task-{i}": encode_entry(
-                self.config.codec, task_id, states[task_id], self.tasks[task_id].parallelism
-            )
-            for i, task_id in enumerate(sorted(states))
-        }
-        job = self.execution.job_name
-        self._persisted_bytes = sum(len(e) for e in entries.values())
-        timings = {t: _timings(s) for t, s in states.items()}
-        stats = {
-            "duration_ms": self.stats.elapsed_ms(cid),  # trigger to the last acknowledgement
-            "alignment_ms_max": max((t.get("alignment_ms", 0) for t in timings.values()), default=0),
-            "sync_ms_max": max((t.get("sync_ms", 0) for t in timings.values()), default=0),
-            "tasks": timings,
-        }
-        if target is not None:
-            storage = self.storage or FileSystemCheckpointStorage(Path(target).parent)
-            path = await asyncio.to_thread(
-                storage.write_checkpoint, cid, job, entries, savepoint_path=target, stats=stats
-            )
-            return str(path)
-        if self.storage is None:
-            self.latest_in_memory = (cid, entries)
-            return f"memory:chk-{cid}"
-        path = await asyncio.to_thread(self.storage.write_checkpoint, cid, job, entries, stats=stats)
-        return str(path)
-
-    def _notify(self, checkpoint_id: int, complete: bool) -> None:
-        for task_id, task in self.tasks.items():
-            if task_id in self._released:
-                continue
-            if complete:
-                task.post(partial(task.notify_checkpoint_complete, checkpoint_id))
-                if task_id in self._included.get(checkpoint_id, ()):
-                    released = self._waiting_final.pop(task_id, None)
-                    if released is not None:
-                        self._released.add(task_id)
-                        task.post(partial(_release, released))
-            else:
-                task.post(partial(task.notify_checkpoint_aborted, checkpoint_id))
-
-    async def _final_checkpoint(self) -> None:
-        """Every task finished: complete one last checkpoint holding all final states."""
-        cid = self.last_id + 1
-        self.last_id = cid
-        started = self.clock.monotonic()
-        path = await self._persist(cid, dict(self._final_states), None)
-        self.completed.append(cid)
-        self.stats.completed(
-            cid, path=path, state_size=self._persisted_bytes,
-            async_ms=round((self.clock.monotonic() - started) * 1000), tasks={},
-        )  # fmt: skip
-        for task_id, task in self.tasks.items():
-            if task_id not in self._released:  # released tasks have closed their operators
-                await task.notify_checkpoint_complete(cid)
-        for released in self._waiting_final.values():
-            if not released.done():
-                released.set_result(None)
-        self._waiting_final.clear()
-
-
-def _timings(state: dict[str, Any]) -> dict[str, int]:
+def _timings(state: Any) -> dict[str, int]:
     """A task's checkpoint timings, carried next to its state in the acknowledgement."""
+    if not isinstance(state, dict):
+        return {}
     return {k: int(state[k]) for k in ("alignment_ms", "sync_ms") if k in state}
 
 

@@ -48,16 +48,17 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from streamflow import _faults as faults
+from streamflow.checkpoint.events import CheckpointType
 from streamflow.clock import SYSTEM_CLOCK, Clock
 from streamflow.errors import StreamflowError
-from streamflow.runtime.events import CheckpointType
 
 __all__ = [
     "METADATA_FILE",
@@ -86,6 +87,10 @@ class CheckpointStorageError(StreamflowError):
 
 class CorruptCheckpointError(CheckpointStorageError):
     """An entry file does not match the size or sha256 recorded in ``_metadata``."""
+
+
+class CheckpointWriteStoppedError(CheckpointStorageError):
+    """A write was stopped before its ``_metadata`` (the job ended); its directory is gone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,11 +166,17 @@ class FileSystemCheckpointStorage:
         savepoint_path: str | Path | None = None,
         timestamp_ms: int | None = None,
         stats: Mapping[str, Any] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> Path:
         """Write a complete checkpoint (or savepoint) and return its directory.
 
         ``stats`` (durations, alignment) is kept in ``_metadata`` for ``streamflow checkpoints
-        inspect``, with ``async_ms``: the time taken to write and sync the entries."""
+        inspect``, with ``async_ms``: the time taken to write and sync the entries.
+
+        ``should_stop`` is asked before each file and before ``_metadata``: once it says
+        True the write stops (:class:`CheckpointWriteStoppedError`). A write that fails or
+        stops removes what it wrote, so no half-written ``chk-<id>`` accumulates (a full
+        disk fails every checkpoint at once and leaves nothing behind)."""
         if type(checkpoint_id) is not int or checkpoint_id < 0:
             raise ValueError(f"checkpoint_id must be an int >= 0, got {checkpoint_id!r}")
         if not isinstance(job_name, str) or not job_name:
@@ -181,28 +192,48 @@ class FileSystemCheckpointStorage:
         else:
             target = Path(savepoint_path)
             _prepare_savepoint_dir(target)
-        infos = []
-        started = self._clock.monotonic()
-        for name, data in entries.items():
-            digest = hashlib.sha256(data).hexdigest()
-            _atomic_write(target / name, data)
-            infos.append({"name": name, "file": name, "size": len(data), "sha256": digest})
-        _fsync_dir(target)
-        metadata = {
-            "format_version": FORMAT_VERSION,
-            "job_name": job_name,
-            "checkpoint_id": checkpoint_id,
-            "timestamp_ms": self._clock.now_ms() if timestamp_ms is None else timestamp_ms,
-            "kind": kind.value,
-            "entries": infos,
-        }
-        if stats is not None:
-            metadata["stats"] = {**stats, "async_ms": round((self._clock.monotonic() - started) * 1000)}
-        _atomic_write(target / METADATA_FILE, orjson.dumps(metadata, option=orjson.OPT_INDENT_2))
-        _fsync_dir(target)
+        written: list[Path] = []
+        try:
+            infos = []
+            started = self._clock.monotonic()
+            for name, data in entries.items():
+                _check_stop(should_stop, checkpoint_id, target)
+                digest = hashlib.sha256(data).hexdigest()
+                written.append(target / name)
+                self._atomic_write(target / name, data)
+                infos.append({"name": name, "file": name, "size": len(data), "sha256": digest})
+            self._fsync_dir(target)
+            metadata = {
+                "format_version": FORMAT_VERSION,
+                "job_name": job_name,
+                "checkpoint_id": checkpoint_id,
+                "timestamp_ms": self._clock.now_ms() if timestamp_ms is None else timestamp_ms,
+                "kind": kind.value,
+                "entries": infos,
+            }
+            if stats is not None:
+                metadata["stats"] = {**stats, "async_ms": round((self._clock.monotonic() - started) * 1000)}
+            _check_stop(should_stop, checkpoint_id, target)  # the last moment to stop
+            if faults.ARMED:
+                faults.point("metadata", checkpoint_id)
+            written.append(target / METADATA_FILE)
+            self._atomic_write(target / METADATA_FILE, orjson.dumps(metadata, option=orjson.OPT_INDENT_2))
+            self._fsync_dir(target)
+        except BaseException:
+            _discard(target, written, whole=savepoint_path is None)
+            raise
+        if faults.ARMED:
+            faults.point("metadata_written", checkpoint_id)
         if kind is CheckpointType.CHECKPOINT:
             self._apply_retention(job_name)
         return target
+
+    # Overridable for tests (slow or failing disks): write a file atomically, fsync a directory.
+    def _atomic_write(self, path: Path, data: bytes | bytearray | memoryview) -> None:
+        _atomic_write(path, data)
+
+    def _fsync_dir(self, path: Path) -> None:
+        _fsync_dir(path)
 
     def _prepare_checkpoint_dir(self, target: Path) -> None:
         try:
@@ -320,6 +351,26 @@ def _check_entry_name(name: object) -> None:
             f"invalid checkpoint entry name {name!r}: use a non-empty file name without path "
             "separators or control characters, not starting with '.' or '_' (reserved)"
         )
+
+
+def _check_stop(should_stop: Callable[[], bool] | None, checkpoint_id: int, target: Path) -> None:
+    if should_stop is not None and should_stop():
+        raise CheckpointWriteStoppedError(
+            f"writing checkpoint {checkpoint_id} to {target} was stopped: the job ended", target
+        )
+
+
+def _discard(target: Path, written: list[Path], whole: bool) -> None:
+    """Remove a failed write: the whole ``chk-<id>`` directory, or a savepoint's files."""
+    try:
+        if whole:
+            (target / METADATA_FILE).unlink(missing_ok=True)
+            shutil.rmtree(target, ignore_errors=False)
+        else:
+            for path in written:
+                path.unlink(missing_ok=True)
+    except OSError as e:  # the original error is what matters; this one is only logged
+        _log.warning("could not remove the failed checkpoint write %s: %s", target, e)
 
 
 def _prepare_savepoint_dir(target: Path) -> None:

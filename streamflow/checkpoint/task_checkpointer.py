@@ -28,10 +28,11 @@ the input channel state, then new input (see ``restore.py``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _faults as faults
-from ..runtime.events import CancelCheckpointMarker, CheckpointBarrier
+from ..clock import Clock
 from .barrier_handler import (
     AbortCheckpoint,
     BarrierHandler,
@@ -46,14 +47,34 @@ from .barrier_handler import (
 )
 from .barrier_tracker import BarrierTracker
 from .config import CheckpointingMode
+from .events import CancelCheckpointMarker, CheckpointBarrier
 
 if TYPE_CHECKING:
-    from ..runtime.task import InputTask, Task
     from .driver import CheckpointDriver
 
 
+class CheckpointedTask(Protocol):
+    """What checkpointing needs of a runtime task (``runtime/task.py``), so this package never
+    imports the runtime. ``gate`` (an ``InputGate``) only exists on tasks with inputs."""
+
+    name: str
+    is_source: bool
+    finished: bool
+    parallelism: int
+    clock: Clock
+    writers: list[Any]
+    gate: Any
+    checkpointer: TaskCheckpointer | None
+
+    def post(self, mail: Callable[[], Awaitable[None]]) -> None: ...
+    def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]: ...
+    async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
+    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
+    async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
+
+
 class TaskCheckpointer:
-    def __init__(self, task: Task, task_id: str, driver: CheckpointDriver) -> None:
+    def __init__(self, task: CheckpointedTask, task_id: str, driver: CheckpointDriver) -> None:
         self.task = task
         self.task_id = task_id
         self.driver = driver
@@ -61,8 +82,10 @@ class TaskCheckpointer:
         self.persisting: dict[int, list] = {}  # channel -> batches recorded for the pending checkpoint
         self._pending: dict[int, dict[str, Any]] = {}
         self.last_sync_ms = 0  # the last synchronous snapshot's duration (a metric)
+        if not task.is_source:
+            self._attach_handler(len(task.gate.channels))
 
-    def attach_handler(self, num_channels: int) -> None:
+    def _attach_handler(self, num_channels: int) -> None:
         cfg = self.driver.config
         if cfg.mode is CheckpointingMode.AT_LEAST_ONCE:
             # Flink's CheckpointBarrierTracker: barriers are counted, channels are never blocked,
@@ -105,8 +128,19 @@ class TaskCheckpointer:
 
     # -- sources -------------------------------------------------------------
     async def trigger(self, barrier: CheckpointBarrier) -> None:
-        """Mail for a source task: snapshot, forward the barrier, acknowledge."""
+        """Mail from the driver (the task is in the coordinator's trigger plan).
+
+        A source snapshots, forwards the barrier and acknowledges. A task whose upstream
+        tasks all finished (FLIP-147) gets the barrier just before each channel's end of
+        input, after the data still queued, and handles it as if it had arrived there; a
+        channel whose end was already read counts as delivered. A task that finished
+        meanwhile acknowledges with its final state instead (``finish_checkpointing``)."""
         if self.task.finished:
+            return
+        if not self.task.is_source:
+            for ch in self.task.gate.channels:
+                ch.put_before_end(barrier)
+            self.task.gate.wake()
             return
         await self.task.prepare_snapshot(barrier.checkpoint_id)
         ops = self.snapshot_operators(barrier.checkpoint_id)
@@ -119,6 +153,15 @@ class TaskCheckpointer:
             self.task_id,
             {"ops": ops, "in": {}, "out": out, "sync_ms": self.last_sync_ms, "alignment_ms": 0},
         )
+
+    def finish_checkpointing(self) -> Any:
+        """The task finished: hand its final state over (FLIP-147); returns a future that
+        resolves once a completed checkpoint holds it, so its sinks have committed."""
+        final: dict[str, Any] = {}
+        if self.driver.enabled:
+            label = self.driver.final_snapshot_id(self.task_id)
+            final = {"ops": self.snapshot_operators(label), "in": {}, "out": {}}
+        return self.driver.task_finished(self.task_id, final)
 
     # -- input tasks ---------------------------------------------------------
     async def on_event(self, channel: int, event: Any) -> None:
@@ -144,7 +187,7 @@ class TaskCheckpointer:
             recorded.append(item)
 
     async def _run(self, actions: list[Any]) -> None:
-        task: InputTask = self.task  # type: ignore[assignment]
+        task = self.task
         for action in actions:
             kind = type(action)
             if kind is PauseChannel:
@@ -183,7 +226,9 @@ class TaskCheckpointer:
                     del self._pending[cid]
                 for writer in task.writers:
                     await writer.broadcast_event(CancelCheckpointMarker(action.checkpoint_id))
-                self.driver.decline(action.checkpoint_id, self.task_id, action.reason.value)
+                # a newer barrier or an upstream's cancel marker only echoes another cause,
+                # which is counted where it happened (Flink does not count these declines)
+                self.driver.decline(action.checkpoint_id, self.task_id, action.reason.value, counts=False)
             elif kind is StartAlignmentTimer:
                 task.clock.call_at_ms(action.deadline_ms, lambda: task.post(self.on_alignment_timer))
             else:  # pragma: no cover - the handler's action set is closed

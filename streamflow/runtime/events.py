@@ -11,6 +11,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from ..checkpoint.events import AlignmentType as AlignmentType
+from ..checkpoint.events import CancelCheckpointMarker as CancelCheckpointMarker
+from ..checkpoint.events import CheckpointBarrier as CheckpointBarrier
+from ..checkpoint.events import CheckpointType as CheckpointType
+
 MIN_WATERMARK = -(2**63)
 MAX_WATERMARK = 2**63 - 1
 
@@ -25,42 +30,6 @@ class Watermark:
 class WatermarkStatus(enum.Enum):
     ACTIVE = "active"
     IDLE = "idle"
-
-
-class CheckpointType(enum.Enum):
-    CHECKPOINT = "checkpoint"
-    SAVEPOINT = "savepoint"
-
-
-class AlignmentType(enum.Enum):
-    ALIGNED = "aligned"
-    UNALIGNED = "unaligned"
-    # aligned, but may switch to unaligned after the alignment timeout
-    ALTERNATING = "alternating"
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointBarrier:
-    checkpoint_id: int
-    timestamp: int
-    checkpoint_type: CheckpointType = CheckpointType.CHECKPOINT
-    alignment: AlignmentType = AlignmentType.ALIGNED
-
-    @property
-    def is_savepoint(self) -> bool:
-        return self.checkpoint_type is CheckpointType.SAVEPOINT
-
-    def as_unaligned(self) -> CheckpointBarrier:
-        return CheckpointBarrier(
-            self.checkpoint_id, self.timestamp, self.checkpoint_type, AlignmentType.UNALIGNED
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CancelCheckpointMarker:
-    """Checkpoint ``checkpoint_id`` was declined upstream: abort it."""
-
-    checkpoint_id: int
 
 
 @dataclass(frozen=True, slots=True)

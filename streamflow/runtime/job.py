@@ -14,7 +14,7 @@ import enum
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -22,8 +22,9 @@ from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
 from ..checkpoint.driver import CheckpointDriver
 from ..checkpoint.restore import RestoredCheckpoint, StateMismatchError
 from ..checkpoint.storage import FileSystemCheckpointStorage
-from ..checkpoint.task_checkpointer import TaskCheckpointer
+from ..checkpoint.task_checkpointer import CheckpointedTask
 from ..clock import Clock
+from ..errors import StreamflowError
 from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, is_chained
 from ..state.key_groups import key_group_range
 from ..state.keyed import KeyedStateBackend
@@ -39,6 +40,11 @@ from .task import InputTask, SourceTask, Task
 from .writer import ChannelWriter, create_writer
 
 _log = logging.getLogger("streamflow")
+
+
+class RestartsExhaustedError(StreamflowError, RuntimeError):
+    """The job failed and its restart strategy allows no further restart (Flink: "Recovery is
+    suppressed by ..."); ``__cause__`` is the last failure."""
 
 
 class JobStatus(enum.Enum):
@@ -90,6 +96,7 @@ class Execution:
         restore: RestoredCheckpoint | None = None,
         storage: FileSystemCheckpointStorage | None = None,
         checkpoint_stats: CheckpointStatsTracker | None = None,
+        first_checkpoint_id: int = 1,
     ):
         self.job_name = job_name
         self.graph = graph
@@ -104,6 +111,7 @@ class Execution:
         self.channels: list[Channel] = []
         limit = self.config.job_max_bytes
         self.byte_budget = ByteBudget(limit) if limit is not None else None
+        self._task_ids: list[str] = []  # parallel to tasks: "<head uid>#<subtask>"
         if restore is not None:
             restore.check_fits(
                 {graph.uid_of(n): graph.parallelism[n.id] for n in graph.nodes},
@@ -112,7 +120,17 @@ class Execution:
             )
         self._build()
         self.driver = CheckpointDriver(
-            self, config.checkpoint, storage, None if restore is None else restore.checkpoint_id
+            job_name,
+            [
+                (task_id, cast(CheckpointedTask, t))
+                for task_id, t in zip(self._task_ids, self.tasks, strict=True)
+            ],
+            clock,
+            config.checkpoint,
+            storage,
+            None if restore is None else restore.checkpoint_id,
+            first_checkpoint_id,
+            self.checkpoint_stats,
         )
 
     # -- construction ------------------------------------------------------
@@ -217,7 +235,7 @@ class Execution:
             task = InputTask(task_name, InputGate(gate_channels), input_of_channel, **kw)
         task.parallelism = g.parallelism[head.id]
         task.outputs = [(node, outputs[node.id]) for node in nodes]
-        task.checkpointer = TaskCheckpointer(task, task_id, None)  # type: ignore[arg-type]
+        self._task_ids.append(task_id)
         for writer in writers:
             for ch in writer.channels:
                 ch.writer = task
@@ -282,6 +300,9 @@ class Execution:
 
     # -- running -----------------------------------------------------------
     async def run(self) -> None:
+        """Run every task and the checkpoint driver; on every end (finished, cancelled, failed)
+        the driver first settles the checkpoints in flight (see ``CheckpointDriver.settle``)."""
+        error: BaseException | None = None
         try:
             async with anyio.create_task_group() as tg:
                 self.cancel_scope = tg.cancel_scope
@@ -290,15 +311,23 @@ class Execution:
                 tg.start_soon(self.driver.run, name="checkpoint driver")
         except BaseExceptionGroup as group:
             error = primary_error(group)
-            self.driver.fail_requests(error)
             raise error from None
+        except BaseException as exc:  # cancelled before the task group started
+            error = exc
+            raise
         finally:
-            self.driver.fail_requests(None)
+            scope = getattr(self, "cancel_scope", None)
+            cancelled = isinstance(error, anyio.get_cancelled_exc_class()) or (
+                error is None and scope is not None and scope.cancel_called
+            )
+            detail = "was cancelled" if cancelled else "finished" if error is None else f"failed: {error!r}"
+            with anyio.CancelScope(shield=True):
+                await self.driver.settle(detail, None if cancelled else error)
 
     def read_metrics(self) -> dict[str, float | int]:
         out = read_metrics(self.metrics)
         stats = self.driver.coordinator.stats
-        out["checkpoints.numCompleted"] = len(self.driver.completed)
+        out["checkpoints.numCompleted"] = self.driver.num_completed
         out["checkpoints.numAborted"] = stats.num_aborted
         out["checkpoints.lastDurationMs"] = stats.last_duration_ms or 0
         if self.byte_budget is not None:
@@ -344,7 +373,7 @@ class JobClient:
         self._config = config
         self._clock = clock
         ck = config.checkpoint
-        self._storage = (
+        self._storage = ck.storage or (
             FileSystemCheckpointStorage(ck.storage_dir, retain=ck.retained) if ck.storage_dir else None
         )
         self.restarts = 0
@@ -406,23 +435,32 @@ class JobClient:
                 if self._cancel_requested or not isinstance(exc, Exception):
                     self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
                     raise
-                delay_ms = self._config.restart_strategy.next_delay_ms(self._clock.now_ms())
+                strategy = self._config.restart_strategy
+                delay_ms = strategy.next_delay_ms(self._clock.now_ms())
+                self.last_failure_cause = f"{type(exc).__name__}: {exc}"
                 if delay_ms is None:
-                    self.last_failure_cause = f"{type(exc).__name__}: {exc}"
                     self._status = JobStatus.FAILED
-                    raise
+                    if isinstance(strategy, NoRestart):
+                        raise
+                    raise RestartsExhaustedError(
+                        f"job {self.job_name!r} failed and is not restarted: the restart strategy "
+                        f"{strategy!r} is exhausted after {self.restarts} restart(s); last failure: {exc!r}"
+                    ) from exc
                 self._status = JobStatus.RESTARTING
                 self.restarts += 1
-                self.last_failure_cause = f"{type(exc).__name__}: {exc}"
                 _log.warning(
-                    "job %r failed (%s); restart %d in %d ms", self.job_name, self.last_failure_cause,
-                    self.restarts, delay_ms, exc_info=exc, extra=self._log_fields(),
+                    "job %r failed (%s); restart %d in %d ms by the restart strategy %r, from its latest "
+                    "completed checkpoint", self.job_name, self.last_failure_cause, self.restarts, delay_ms,
+                    strategy, exc_info=exc, extra=self._log_fields(),
                 )  # fmt: skip
                 await asyncio.sleep(delay_ms / 1000)
                 restore = self._latest_restore()
+                # ids continue above every id the old attempt used: its writes are settled
+                # (Execution.run), and no directory it touched is written again
+                first_id = self.execution.driver.coordinator.next_checkpoint_id
                 self.execution = Execution(
                     self.job_name, self._graph, self._config, self._clock, restore, self._storage,
-                    self.checkpoint_stats,
+                    self.checkpoint_stats, first_id,
                 )  # fmt: skip
                 if restore is not None:
                     self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id
@@ -491,3 +529,6 @@ class JobClient:
         except asyncio.CancelledError:
             if not self._task.done():
                 raise
+        finally:
+            if self._task.done() and self._task.cancelled():
+                self._status = JobStatus.CANCELED  # cancelled before or between attempts

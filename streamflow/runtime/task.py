@@ -81,6 +81,7 @@ class Task:
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
         self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
+        self._finish_waiter: asyncio.Future[None] | None = None  # see _wait_for_final_checkpoint
         # metrics (read by runtime/job_metrics.py): the chain's outputs, loop time spent waiting
         # for input (idle) and when the run started; time blocked on full output channels is
         # counted by the channels themselves
@@ -124,22 +125,26 @@ class Task:
         cp = self.checkpointer
         if cp is None:
             return
-        label = cp.driver.last_id + 1  # no checkpoint completing from now on has a smaller id
-        final = {"ops": cp.snapshot_operators(label), "in": {}, "out": {}} if cp.driver.enabled else {}
-        released = cp.driver.task_finished(cp.task_id, final)
+        released = cp.finish_checkpointing()
+        loop = asyncio.get_running_loop()
         while not released.done():
             if self.mailbox or self.processing_time.has_due():
                 await self._run_mail()
                 continue
-            waiter = asyncio.ensure_future(self.waker.wait())
+            # a future made here, resolved by wake(): a wake-up between this line and the
+            # await cannot be lost (Waker.wait() only registers once its task first runs)
+            self._finish_waiter = waiter = loop.create_future()
             try:
                 await asyncio.wait({waiter, released}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                waiter.cancel()
+                self._finish_waiter = None
         await self._run_mail()
 
     def wake(self) -> None:
         self.waker.wake()
+        waiter = self._finish_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def post(self, mail: Mail) -> None:
         """Run ``mail`` in this task between batches (Flink's mailbox)."""
