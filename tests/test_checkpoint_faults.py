@@ -324,3 +324,15 @@ async def test_repeated_cancel_and_restart_from_an_embedding_loop(tmp_path: Path
     assert result.status is JobStatus.FINISHED
     assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
     assert_no_half_valid_checkpoint(tmp_path / "chk")
+
+
+async def test_a_queued_manual_checkpoint_completes(tmp_path: Path) -> None:
+    storage = SlowStorage(tmp_path / "chk", delay_s=0.01)
+    client = await endless_job(storage, interval_ms=60_000).execute_async("endless")
+    try:
+        first, second = await asyncio.wait_for(
+            asyncio.gather(client.trigger_checkpoint(), client.trigger_checkpoint()), 10
+        )  # the second waits for a free slot (max 1 concurrent)
+        assert Path(first).name == "chk-1" and Path(second).name == "chk-2"
+    finally:
+        await client.cancel()

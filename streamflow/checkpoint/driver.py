@@ -55,6 +55,7 @@ from .actions import (
     NotifyComplete,
     ReleaseTask,
     TriggerCheckpoint,
+    TriggerQueued,
     TriggerRequestFailed,
 )
 from .barrier_handler import barrier_alignment
@@ -244,6 +245,9 @@ class CheckpointDriver:
                 )
         elif isinstance(action, FailJob):
             raise CheckpointFailureError(action.detail)
+        elif isinstance(action, TriggerQueued):
+            pass  # a manual request waits for a free slot; request() registered its future
+
         else:  # pragma: no cover - the coordinator's action set is closed
             raise TypeError(f"unknown coordinator action {action!r}")
 
