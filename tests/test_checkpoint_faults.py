@@ -269,7 +269,10 @@ async def test_full_disk_fails_fast_and_leaves_no_directories(
     assert "No space left on device" in str(info.value)
     assert list((tmp_path / "chk").glob("chk-*")) == []
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("checkpoint 1 of job 'endless' failed" in m and "No space left" in m for m in warnings)
+    assert any(
+        m.startswith("checkpoint 1 failed: persist_failed") and "No space left" in m and "0 tolerated" in m
+        for m in warnings
+    )
 
 
 async def test_tolerable_failures_then_restarts_then_an_exhausted_strategy(
@@ -290,7 +293,7 @@ async def test_tolerable_failures_then_restarts_then_an_exhausted_strategy(
     assert isinstance(info.value.__cause__, CheckpointFailureError)
     assert client.get_job_status() is JobStatus.FAILED
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    failed = [m for m in messages if "failed (persist_failed)" in m]
+    failed = [m for m in messages if "failed: persist_failed" in m]
     restarts = [m for m in messages if "; restart " in m]
     assert len(failed) == 3 * 2  # two failures per attempt (1 tolerated), three attempts
     assert len(restarts) == 2 and all("CheckpointFailureError" in m for m in restarts)

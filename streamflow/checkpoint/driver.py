@@ -269,20 +269,18 @@ class CheckpointDriver:
             self.tasks[task_id].post(functools.partial(cp.trigger, barrier))
 
     def _aborted(self, action: AbortCheckpoint) -> None:
-        """Log an aborted checkpoint with its cause; fail the request waiting for it."""
+        """Report an aborted checkpoint with its cause (the stats tracker logs it at WARNING:
+        one line per failed checkpoint); fail the request waiting for it."""
         cid, reason = action.checkpoint_id, action.reason
-        if self.stats is not None:
-            self.stats.failed(cid, f"{reason.value}: {action.detail}".rstrip(": "))
-        if reason in (AbortReason.JOB_ENDED, AbortReason.SUBSUMED):
-            _log.info(
-                "checkpoint %d of job %r aborted (%s): %s", cid, self.job_name, reason.value, action.detail
+        cause = f"{reason.value}: {action.detail}".rstrip(": ")
+        if reason not in (AbortReason.JOB_ENDED, AbortReason.SUBSUMED):
+            cause += (
+                f" ({action.failures} consecutive failure(s), {self.config.tolerable_failures} tolerated)"
             )
+        if self.stats is not None:
+            self.stats.failed(cid, cause)
         else:
-            _log.warning(
-                "checkpoint %d of job %r failed (%s): %s (%d consecutive failure(s), %d tolerated)",
-                cid, self.job_name, reason.value, action.detail, action.failures,
-                self.config.tolerable_failures,
-            )  # fmt: skip
+            _log.warning("checkpoint %d of job %r failed: %s", cid, self.job_name, cause)
         rid = self._request_of_checkpoint.pop(cid, None)
         fut = self._requests.pop(rid, None) if rid is not None else None
         if fut is not None and not fut.done():

@@ -123,7 +123,7 @@ class CheckpointStatsTracker:
             record.end_to_end_duration = round((self._clock.monotonic() - start) * 1000)
         self.num_failed += 1
         self.latest_failed = record
-        _log.debug("checkpoint %d failed: %s", checkpoint_id, cause)  # the driver logs it at WARNING
+        _log.warning("checkpoint %d failed: %s", checkpoint_id, cause)
 
     def _trim(self) -> None:
         while len(self._history) > HISTORY_SIZE:
