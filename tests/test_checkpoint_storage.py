@@ -12,6 +12,7 @@ import pytest
 
 import streamflow.checkpoint.storage as storage_module
 from streamflow.checkpoint.storage import (
+    INDEX_PREFIX,
     METADATA_FILE,
     CheckpointHandle,
     CheckpointStorageError,
@@ -29,7 +30,10 @@ def make(tmp_path: Path, retain: int = 3) -> FileSystemCheckpointStorage:
 
 
 def names(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    """File names in ``directory``, without the jobs' checkpoint indexes (``_completed-*``)."""
+    if not directory.exists():
+        return []
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith(INDEX_PREFIX))
 
 
 def write_ids(storage: FileSystemCheckpointStorage, ids: list[int], job: str = "job") -> None:

@@ -401,6 +401,8 @@ class CheckpointDriver:
                     )
                 actions += self.coordinator.confirm_completed(cid)
         self._writes.clear()
+        for cid in self.coordinator.stats.in_flight:  # cancelled before its write started
+            actions += self.coordinator.persist_failed(cid, f"the job {detail} before it was written")
         for a in actions:
             if isinstance(a, AbortCheckpoint):
                 self._aborted(a)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import StreamflowError
 from ..state.codec import Codec
-from .storage import CheckpointHandle
+from .storage import CheckpointHandle, CorruptCheckpointError
 
 
 class StateMismatchError(StreamflowError, ValueError):
@@ -82,14 +82,23 @@ class RestoredCheckpoint:
     ) -> RestoredCheckpoint:
         r = RestoredCheckpoint(checkpoint_id, source)
         for name, data in entries.items():
-            entry = decode_entry(codec, data, f"{source}/{name}")
-            task_id = entry["task"]
-            sub = int(task_id.rsplit("#", 1)[1])
-            for uid, state in _decoded_dict(codec, entry["ops"], f"{source}/{name}").items():
-                r.ops.setdefault(uid, {})[sub] = state
-            if entry["in"] or entry["out"]:
-                r.channels[task_id] = {"in": entry["in"], "out": entry["out"]}
-                r.task_parallelism[task_id] = int(entry["parallelism"])
+            where = f"{source}/{name}"
+            try:
+                entry = decode_entry(codec, data, where)
+                task_id = entry["task"]
+                sub = int(task_id.rsplit("#", 1)[1])
+                for uid, state in _decoded_dict(codec, entry["ops"], where).items():
+                    r.ops.setdefault(uid, {})[sub] = state
+                if entry["in"] or entry["out"]:
+                    r.channels[task_id] = {"in": entry["in"], "out": entry["out"]}
+                    r.task_parallelism[task_id] = int(entry["parallelism"])
+            except StateMismatchError:
+                raise
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+                # the error names the file: a decoding error alone would not say which entry
+                raise CorruptCheckpointError(
+                    f"checkpoint entry {where} is damaged: {type(e).__name__}: {e}", where
+                ) from e
         return r
 
     @staticmethod

@@ -61,15 +61,19 @@ from streamflow.clock import SYSTEM_CLOCK, Clock
 from streamflow.errors import StreamflowError
 
 __all__ = [
+    "INDEX_PREFIX",
     "METADATA_FILE",
     "CheckpointHandle",
     "CheckpointStorageError",
+    "CheckpointWriteStoppedError",
     "CorruptCheckpointError",
+    "DamagedCheckpointError",
     "EntryInfo",
     "FileSystemCheckpointStorage",
 ]
 
 METADATA_FILE = "_metadata"
+INDEX_PREFIX = "_completed-"
 FORMAT_VERSION = 1
 _CHK_DIR = re.compile(r"chk-(\d+)")
 _BAD_NAME_CHARS = re.compile(r'[/\\:*?"<>|\x00-\x1f]')
@@ -87,6 +91,11 @@ class CheckpointStorageError(StreamflowError):
 
 class CorruptCheckpointError(CheckpointStorageError):
     """An entry file does not match the size or sha256 recorded in ``_metadata``."""
+
+
+class DamagedCheckpointError(CheckpointStorageError):
+    """The job's latest completed checkpoint (or its index) is missing or damaged: refused
+    rather than silently restoring an older one or starting fresh."""
 
 
 class CheckpointWriteStoppedError(CheckpointStorageError):
@@ -188,7 +197,7 @@ class FileSystemCheckpointStorage:
         kind = CheckpointType.CHECKPOINT if savepoint_path is None else CheckpointType.SAVEPOINT
         if savepoint_path is None:
             target = self.directory / f"chk-{checkpoint_id}"
-            self._prepare_checkpoint_dir(target)
+            self._prepare_checkpoint_dir(target, job_name)
         else:
             target = Path(savepoint_path)
             _prepare_savepoint_dir(target)
@@ -225,8 +234,36 @@ class FileSystemCheckpointStorage:
         if faults.ARMED:
             faults.point("metadata_written", checkpoint_id)
         if kind is CheckpointType.CHECKPOINT:
+            self._write_index(job_name, checkpoint_id)  # the commit point
             self._apply_retention(job_name)
         return target
+
+    def _index_path(self, job_name: str) -> Path:
+        return self.directory / f"{INDEX_PREFIX}{hashlib.sha256(job_name.encode()).hexdigest()[:16]}.json"
+
+    def _write_index(self, job_name: str, checkpoint_id: int) -> None:
+        index = {"format_version": FORMAT_VERSION, "job_name": job_name, "latest": checkpoint_id}
+        self._atomic_write(self._index_path(job_name), orjson.dumps(index, option=orjson.OPT_INDENT_2))
+        self._fsync_dir(self.directory)
+
+    def _read_index(self, job_name: str) -> int | None:
+        """The id of the job's latest completed checkpoint, None if it never completed one."""
+        path = self._index_path(job_name)
+        try:
+            index: Any = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, orjson.JSONDecodeError) as e:
+            raise DamagedCheckpointError(f"the checkpoint index {path} is damaged: {e}", path) from e
+        latest = index.get("latest") if isinstance(index, dict) else None
+        if (
+            not isinstance(index, dict)
+            or index.get("job_name") != job_name
+            or type(latest) is not int
+            or latest < 0
+        ):
+            raise DamagedCheckpointError(f"the checkpoint index {path} is damaged: {index!r:.200}", path)
+        return latest
 
     # Overridable for tests (slow or failing disks): write a file atomically, fsync a directory.
     def _atomic_write(self, path: Path, data: bytes | bytearray | memoryview) -> None:
@@ -235,10 +272,16 @@ class FileSystemCheckpointStorage:
     def _fsync_dir(self, path: Path) -> None:
         _fsync_dir(path)
 
-    def _prepare_checkpoint_dir(self, target: Path) -> None:
+    def _prepare_checkpoint_dir(self, target: Path, job_name: str) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             existing = _try_read_metadata(target, None) if target.exists() else None
+            if existing is not None and existing.job_name == job_name:
+                latest = self._read_index(job_name)
+                if latest is None or existing.checkpoint_id > latest:
+                    # its _metadata is durable but the index never named it: an interrupted write
+                    _log.info("replacing %s: written, but never committed to the index", target)
+                    existing = None
             if existing is not None:
                 raise CheckpointStorageError(
                     f"{target} already holds a complete checkpoint of job {existing.job_name!r}; use one "
@@ -270,6 +313,64 @@ class FileSystemCheckpointStorage:
             if handle is not None and (job_name is None or handle.job_name == job_name):
                 return handle
         return None
+
+    def restore_point(self, job_name: str, *, fallback: bool = False) -> CheckpointHandle | None:
+        """The job's latest *completed* checkpoint, as its index names it; None if it has none.
+
+        A completed checkpoint exists once its ``_metadata`` is durable *and* the job's index
+        (``_completed-<hash>.json``, written last) names it; a ``chk-<id>`` the index does not
+        name is debris of an interrupted write. If the one the index names is missing or
+        damaged (its directory deleted or replaced by a file, its ``_metadata`` missing or
+        garbage), or the index itself is damaged, or complete checkpoints of the job exist
+        without an index, this raises :class:`DamagedCheckpointError` naming it: restoring an
+        older checkpoint would commit output twice. ``fallback=True`` (the user's explicit
+        ``enable_fallback_to_older_checkpoint()``) restores the newest intact older one
+        instead, with a WARNING naming both."""
+        latest: int | None = None
+        try:
+            latest = self._read_index(job_name)
+            if latest is None:
+                found = self.latest_complete(job_name)
+                if found is None:
+                    return None
+                raise DamagedCheckpointError(
+                    f"{self.directory} holds completed checkpoints of job {job_name!r} (the newest is "
+                    f"{found.path}) but not its index {self._index_path(job_name).name}: the index was "
+                    "deleted, or an older version wrote them",
+                    self._index_path(job_name),
+                )
+            path = self.directory / f"chk-{latest}"
+            try:
+                handle = self.load(path)
+            except CheckpointStorageError as e:
+                raise DamagedCheckpointError(
+                    f"the latest completed checkpoint of job {job_name!r}, {path}, is damaged: {e}", path
+                ) from e
+            if handle.job_name != job_name or handle.checkpoint_id != latest:
+                raise DamagedCheckpointError(
+                    f"the latest completed checkpoint of job {job_name!r}, {path}, holds checkpoint "
+                    f"{handle.checkpoint_id} of job {handle.job_name!r}",
+                    path,
+                )
+            return handle
+        except DamagedCheckpointError as e:
+            if not fallback:
+                raise DamagedCheckpointError(
+                    f"{e}. Refusing to restore: an older checkpoint would commit output twice, a fresh "
+                    "start would redo it all. Repair or remove it, or allow restoring an older one "
+                    "with get_checkpoint_config().enable_fallback_to_older_checkpoint()",
+                    e.path,
+                ) from e
+            older = [
+                h for h in self.complete_checkpoints(job_name) if latest is None or h.checkpoint_id < latest
+            ]
+            chosen = older[-1] if older else None
+            _log.warning(
+                "FALLBACK to an older checkpoint (enable_fallback_to_older_checkpoint): %s; restoring %s "
+                "instead, so output committed after it may be written again",
+                e, chosen.path if chosen else "nothing (a fresh start)",
+            )  # fmt: skip
+            return chosen
 
     def load(self, path_or_handle: str | Path | CheckpointHandle) -> CheckpointHandle:
         """A named checkpoint or savepoint: its directory, its ``_metadata`` file, or a handle.
@@ -318,11 +419,12 @@ class FileSystemCheckpointStorage:
         try:
             complete: list[int] = []
             debris: list[tuple[int, Path]] = []
+            latest = self._read_index(job_name)
             for cid, path in self._checkpoint_dirs():
                 handle = _try_read_metadata(path, cid)
                 if handle is None:
                     debris.append((cid, path))
-                elif handle.job_name == job_name:
+                elif handle.job_name == job_name and (latest is None or cid <= latest):
                     complete.append(cid)
             if not complete:
                 return

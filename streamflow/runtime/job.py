@@ -405,13 +405,20 @@ class JobClient:
         if not task.cancelled() and (exc := task.exception()) is not None and not self._cancel_requested:
             _log.error("job %r failed", self.job_name, exc_info=exc)
 
+    @property
+    def _fallback(self) -> bool:
+        return self._config.checkpoint.fallback_to_older_checkpoint
+
     def _initial_restore(self) -> RestoredCheckpoint | None:
         codec = self._config.checkpoint.codec
         if self._config.savepoint_path:
             storage = self._storage or FileSystemCheckpointStorage(self._config.savepoint_path)
             return RestoredCheckpoint.load(storage.load(self._config.savepoint_path), codec)
         if self._storage is not None:
-            handle = self._storage.latest_complete(self.job_name)
+            # the latest completed checkpoint, strictly: a damaged one is refused (defect 3)
+            handle = self._storage.restore_point(
+                self.job_name, fallback=self._config.checkpoint.fallback_to_older_checkpoint
+            )
             if handle is not None:
                 return RestoredCheckpoint.load(handle, codec)
         return None
@@ -419,7 +426,9 @@ class JobClient:
     def _latest_restore(self) -> RestoredCheckpoint | None:
         codec = self._config.checkpoint.codec
         if self._storage is not None:
-            handle = self._storage.latest_complete(self.job_name)
+            handle = self._storage.restore_point(
+                self.job_name, fallback=self._config.checkpoint.fallback_to_older_checkpoint
+            )
             return RestoredCheckpoint.load(handle, codec) if handle is not None else self.execution.restore
         memory = self.execution.driver.latest_in_memory
         if memory is not None:
