@@ -279,3 +279,28 @@ async def test_file_source_monitor_continuously(tmp_path) -> None:
         )
         bad.from_source(source, None, "files").add_sink(seen.append)
         await bad.execute_async()
+
+
+def test_cache_computes_a_bounded_stream_once() -> None:
+    computed: list = []
+
+    def expensive(x):
+        computed.append(x)
+        return x * 10
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_runtime_mode(RuntimeExecutionMode.BATCH)
+    cached = env.from_collection([1, 2, 3]).map(expensive).cache()
+    first, second = ListSink(), ListSink()
+    cached.sink_to(first)
+    env.execute("first")
+    cached.map(lambda x: x + 1).sink_to(second)
+    env.execute("second")
+    assert sorted(first.results) == [10, 20, 30] and sorted(second.results) == [11, 21, 31]
+    assert sorted(computed) == [1, 2, 3]  # the second job read the cache
+    cached.invalidate()
+    third = ListSink()
+    cached.sink_to(third)
+    env.execute("third")
+    assert sorted(third.results) == [10, 20, 30] and len(computed) == 6  # recomputed once more
+    with pytest.raises(Exception, match="not supported"):
+        env.from_collection([1]).key_by(lambda x: x).cache()

@@ -220,6 +220,12 @@ class DataStreamSurface:
             raise TypeError("interval_join() joins two keyed streams: key_by() both first")
         return IntervalJoin(self, other)
 
+    def cache(self) -> Any:
+        """Compute this bounded stream once; later jobs read the cached records (``api/cached.py``)."""
+        from .cached import CachedDataStream
+
+        return CachedDataStream(self)  # type: ignore[arg-type]
+
     def get_execution_config(self) -> Any:
         return self._env.get_config()  # type: ignore[attr-defined]
 
@@ -245,5 +251,6 @@ for _name in (
     "broadcast",
     "partition_custom",
     "set_description",
+    "cache",
 ):
     setattr(KeyedStreamRefusals, _name, _refuse(_name))
