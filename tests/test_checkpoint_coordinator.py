@@ -716,3 +716,35 @@ def test_failure_manager_ignores_failures_older_than_the_last_success() -> None:
     assert not CheckpointFailureManager(0).failed(9, R.TIMEOUT, True)  # savepoints
     with pytest.raises(ValueError):
         CheckpointFailureManager(-1)
+
+
+def test_fail_job_names_the_cause_the_count_and_the_option() -> None:
+    clock = ManualClock()
+    coord = CheckpointCoordinator(["a"], clock, interval_ms=None, tolerable_failures=1)
+    coord.trigger()
+    [first] = coord.decline(1, "a", "disk on fire")
+    assert isinstance(first, AbortCheckpoint) and first.failures == 1  # tolerated
+    coord.trigger()
+    abort, fail = coord.decline(2, "a", "disk still on fire")
+    assert isinstance(abort, AbortCheckpoint) and abort.failures == 2
+    assert isinstance(fail, FailJob)
+    for part in ("checkpoint 2", "disk still on fire", "2 consecutive", "tolerable number 1",
+                 "set_tolerable_checkpoint_failure_number"):  # fmt: skip
+        assert part in fail.detail
+
+
+def test_the_checkpoint_package_never_imports_the_runtime() -> None:
+    """The coordinator, driver and task checkpointer see tasks through a protocol; the
+    dependency goes one way (runtime -> checkpoint), with no cycle (issue 9, structure)."""
+    import ast
+    from pathlib import Path
+
+    import streamflow.checkpoint as package
+
+    for path in Path(package.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = ("." * node.level) + (node.module or "")
+                assert not module.startswith(("streamflow.runtime", "..runtime")), f"{path.name}: {module}"
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("streamflow.runtime") for a in node.names), path.name
