@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..state.codec import Codec, JsonCodec
+from ..state.codec import Codec, MsgpackCodec
 
 if TYPE_CHECKING:
     from .storage import FileSystemCheckpointStorage
@@ -43,10 +43,11 @@ class CheckpointConfig:
     timeout_ms: int = 600_000
     max_concurrent: int = 1
     retained: int = 3
-    codec: Codec = field(default_factory=JsonCodec)
+    codec: Codec = field(default_factory=MsgpackCodec)
     tolerable_failures: int = 0
     fallback_to_older_checkpoint: bool = False
     storage: FileSystemCheckpointStorage | None = None
+    records_codec: Codec | None = None  # in-flight records; None: the state codec
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -146,6 +147,16 @@ class CheckpointConfig:
         the storage directory configured here, never from elsewhere)."""
         self.codec = codec
         return self
+
+    def set_records_codec(self, codec: Codec) -> CheckpointConfig:
+        """The codec of in-flight records in unaligned checkpoints (channel state), chosen per
+        job; by default the state codec. ``PickleCodec()`` opts in to records of any type
+        (read back only from the storage directory configured here)."""
+        self.records_codec = codec
+        return self
+
+    def get_records_codec(self) -> Codec:
+        return self.records_codec or self.codec
 
 
 class RestartStrategy:

@@ -329,7 +329,11 @@ class CheckpointDriver:
     async def _persist(self, cid: int, states: dict[str, Any], target: str | None) -> str:
         entries = {
             f"task-{i}": encode_entry(
-                self.config.codec, task_id, states[task_id], self.tasks[task_id].parallelism
+                self.config.codec,
+                task_id,
+                states[task_id],
+                self.tasks[task_id].parallelism,
+                self.config.get_records_codec(),
             )
             for i, task_id in enumerate(sorted(states))
         }

@@ -1,12 +1,21 @@
 """Reading a checkpoint back: decoding task entries and handing state to operators.
 
-A checkpoint holds one entry per task: ``{"task": id, "ops": <encoded
-{uid: state}>, "in": {channel: [batch]}, "out": {writer: {channel: [batch]}}}``,
-prefixed by the codec's name. Operator state is found again by *uid* and
-subtask index, so chaining may change between runs; keyed state is handed to
-every new subtask in full and each keeps the key groups it owns, so keyed
-operators may change parallelism. Channel state (unaligned checkpoints)
-belongs to a task and needs the same graph and parallelism.
+A checkpoint holds one entry per task: ``{"task": id, "parallelism": n, "ops":
+<encoded {uid: state}>, "records_codec": name, "in": <encoded {channel: [batch]}>,
+"out": <encoded {writer: {channel: [batch]}}>}``, prefixed by the state codec's
+name and a newline. Operator state is encoded with the job's state codec;
+in-flight records (unaligned channel state) with its *records codec*
+(``set_records_codec``, by default the same safe codec), encoded by the task at
+its snapshot so that a record the codec refuses fails the task with an error
+naming the record's type and the operator (:func:`encode_channel_state`).
+Entries of the former ``json`` codec still restore (read by
+:mod:`streamflow.state.legacy_json`); any other codec mismatch is refused.
+
+Operator state is found again by *uid* and subtask index, so chaining may
+change between runs; keyed state is handed to every new subtask in full and
+each keeps the key groups it owns, so keyed operators may change parallelism.
+Channel state (unaligned checkpoints) belongs to a task and needs the same
+graph and parallelism.
 
 Validation (refusing a graph that no longer fits, with the uid named):
 state for a uid that is gone (unless non-restored state is allowed), a
@@ -16,24 +25,70 @@ task that does not exist any more.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import StreamflowError
-from ..state.codec import Codec
+from ..state import legacy_json
+from ..state.codec import Codec, MsgpackCodec
 from .storage import CheckpointHandle, CorruptCheckpointError
+
+log = logging.getLogger(__name__)
 
 
 class StateMismatchError(StreamflowError, ValueError):
     """The checkpoint's state does not fit the job being restored."""
 
 
-def encode_entry(codec: Codec, task_id: str, state: dict[str, Any], parallelism: int) -> bytes:
+class ChannelStateError(TypeError):
+    """An in-flight record cannot be encoded by the job's records codec."""
+
+
+def encode_channel_state(codec: Codec, operator: str, channels: dict[Any, Any]) -> Any:
+    """Encode in-flight batches (``{channel: [batch]}`` or ``{writer: {channel: [batch]}}``)
+    with the records codec; ``{}`` stays ``{}``. A record the codec refuses raises
+    :class:`ChannelStateError` naming its type and ``operator``."""
+    if not channels:
+        return {}
+    try:
+        return codec.encode(channels)
+    except (TypeError, ValueError) as exc:
+        raise _channel_state_error(codec, operator, channels, exc) from exc
+
+
+def _channel_state_error(codec: Codec, operator: str, channels: dict[Any, Any], exc: Exception) -> Exception:
+    """Slow path: find the first record the codec refuses, to name its type."""
+    nested = channels if all(type(v) is dict for v in channels.values()) else {None: channels}
+    for per_channel in nested.values():
+        for batches in per_channel.values():
+            for records, _ts in batches:
+                for record in records:
+                    try:
+                        codec.encode(record)
+                    except (TypeError, ValueError):
+                        t = type(record)
+                        return ChannelStateError(
+                            f"cannot checkpoint in-flight records of type {t.__module__}.{t.__qualname__} "
+                            f"at operator {operator}: the records codec {codec.name!r} refuses "
+                            f"{record!r:.200} "
+                            f"({exc}); make the record a supported type (a dataclass, namedtuple, tuple...), "
+                            "or choose a records codec for the job: "
+                            "get_checkpoint_config().set_records_codec(PickleCodec())"
+                        )
+    return ChannelStateError(f"cannot checkpoint in-flight records at operator {operator}: {exc}")
+
+
+def encode_entry(
+    codec: Codec, task_id: str, state: dict[str, Any], parallelism: int, records_codec: Codec | None = None
+) -> bytes:
+    """``state["in"]``/``["out"]`` come encoded by :func:`encode_channel_state` (or ``{}``)."""
     body = codec.encode(
         {
             "task": task_id,
             "parallelism": parallelism,
             "ops": state["ops"],
+            "records_codec": (records_codec or codec).name,
             "in": state["in"],
             "out": state["out"],
         }
@@ -41,14 +96,39 @@ def encode_entry(codec: Codec, task_id: str, state: dict[str, Any], parallelism:
     return codec.name.encode() + b"\n" + body
 
 
-def decode_entry(codec: Codec, data: bytes, where: str) -> dict[str, Any]:
-    name, _, body = bytes(data).partition(b"\n")
-    if name.decode(errors="replace") != codec.name:
+def _legacy_reader(codec: Codec, name: str) -> Codec | None:
+    """The reader of an entry in the former json format, when the job uses the default codec."""
+    if name == legacy_json.NAME and isinstance(codec, MsgpackCodec):
+        return _LegacyJson()
+    return None
+
+
+class _LegacyJson:
+    name = legacy_json.NAME
+
+    def encode(self, obj: object) -> bytes:
+        raise NotImplementedError("the legacy json format is read only")
+
+    def decode(self, data: bytes) -> object:
+        return legacy_json.decode(data)
+
+
+def decode_entry(codec: Codec, data: bytes, where: str) -> tuple[dict[str, Any], Codec]:
+    """The entry and the codec that reads its operator state."""
+    raw, _, body = bytes(data).partition(b"\n")
+    name = raw.decode(errors="replace")
+    reader = codec if name == codec.name else _legacy_reader(codec, name)
+    if reader is None:
         raise StateMismatchError(
-            f"{where} was written with the {name.decode(errors='replace')!r} state codec, but this job "
-            f"uses {codec.name!r}: configure the same codec (set_state_codec) to restore it"
+            f"{where} was written with the {name!r} state codec, but this job uses {codec.name!r}: "
+            "configure the same codec (set_state_codec) to restore it"
         )
-    return _decoded_dict(codec, body, where)
+    if reader is not codec:
+        log.info("%s: reading an entry of the former %r codec", where, name)
+    entry = _decoded_dict(reader, body, where)
+    if "task" not in entry or "ops" not in entry:
+        raise StateMismatchError(f"{where} is damaged: not a checkpoint entry (keys {sorted(entry)[:5]})")
+    return entry, reader
 
 
 def _decoded_dict(codec: Codec, data: bytes, where: str) -> dict[str, Any]:
@@ -56,6 +136,26 @@ def _decoded_dict(codec: Codec, data: bytes, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise StateMismatchError(f"{where} is damaged: expected a mapping, decoded {type(value).__name__}")
     return value
+
+
+def _decode_channels(
+    entry: dict[str, Any], reader: Codec, records_codec: Codec, where: str
+) -> tuple[Any, Any]:
+    """Decode an entry's channel state; legacy entries hold it inline, decoded already."""
+    written = entry.get("records_codec")
+    if written is None:
+        return entry["in"], entry["out"]
+    if entry["in"] == {} and entry["out"] == {}:
+        return {}, {}
+    if written != records_codec.name:
+        raise StateMismatchError(
+            f"{where} holds in-flight records written with the {written!r} records codec, but this job "
+            f"uses {records_codec.name!r}: configure the same codec (set_records_codec) to restore it"
+        )
+    return (
+        records_codec.decode(entry["in"]) if entry["in"] != {} else {},
+        records_codec.decode(entry["out"]) if entry["out"] != {} else {},
+    )
 
 
 @dataclass
@@ -78,19 +178,24 @@ class RestoredCheckpoint:
 
     @staticmethod
     def from_entries(
-        checkpoint_id: int, source: str, entries: dict[str, bytes], codec: Codec
+        checkpoint_id: int,
+        source: str,
+        entries: dict[str, bytes],
+        codec: Codec,
+        records_codec: Codec | None = None,
     ) -> RestoredCheckpoint:
         r = RestoredCheckpoint(checkpoint_id, source)
         for name, data in entries.items():
             where = f"{source}/{name}"
             try:
-                entry = decode_entry(codec, data, where)
+                entry, reader = decode_entry(codec, data, where)
                 task_id = entry["task"]
                 sub = int(task_id.rsplit("#", 1)[1])
-                for uid, state in _decoded_dict(codec, entry["ops"], where).items():
+                for uid, state in _decoded_dict(reader, entry["ops"], where).items():
                     r.ops.setdefault(uid, {})[sub] = state
-                if entry["in"] or entry["out"]:
-                    r.channels[task_id] = {"in": entry["in"], "out": entry["out"]}
+                inp, out = _decode_channels(entry, reader, records_codec or codec, where)
+                if inp or out:
+                    r.channels[task_id] = {"in": inp, "out": out}
                     r.task_parallelism[task_id] = int(entry["parallelism"])
             except StateMismatchError:
                 raise
@@ -102,9 +207,13 @@ class RestoredCheckpoint:
         return r
 
     @staticmethod
-    def load(handle: CheckpointHandle, codec: Codec) -> RestoredCheckpoint:
+    def load(
+        handle: CheckpointHandle, codec: Codec, records_codec: Codec | None = None
+    ) -> RestoredCheckpoint:
         entries = {name: handle.read(name) for name in handle.entries}
-        return RestoredCheckpoint.from_entries(handle.checkpoint_id, str(handle.path), entries, codec)
+        return RestoredCheckpoint.from_entries(
+            handle.checkpoint_id, str(handle.path), entries, codec, records_codec
+        )
 
     def for_operator(self, uid: str, subtask: int, key_groups: range) -> OperatorRestore | None:
         states = self.ops.get(uid)

@@ -48,6 +48,7 @@ from .barrier_handler import (
 from .barrier_tracker import BarrierTracker
 from .config import CheckpointingMode
 from .events import CancelCheckpointMarker, CheckpointBarrier
+from .restore import encode_channel_state
 
 if TYPE_CHECKING:
     from .driver import CheckpointDriver
@@ -65,6 +66,7 @@ class CheckpointedTask(Protocol):
     writers: list[Any]
     gate: Any
     checkpointer: TaskCheckpointer | None
+    operators: list[Any]  # the chain, head first (names for errors about in-flight records)
 
     def post(self, mail: Callable[[], Awaitable[None]]) -> None: ...
     def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]: ...
@@ -114,6 +116,14 @@ class TaskCheckpointer:
         self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
         return encoded
 
+    def _encode_records(self, channels: dict, operators: list) -> Any:
+        """In-flight records, encoded now by the job's records codec: a record it refuses fails
+        the task with an error naming the record's type and the operator it was in flight to/from."""
+        if not channels:
+            return {}
+        name = repr(operators[0].name) if operators else repr(self.task.name)
+        return encode_channel_state(self.driver.config.get_records_codec(), name, channels)
+
     async def _forward(self, barrier: CheckpointBarrier, unaligned: bool) -> dict[int, dict[int, list]]:
         out: dict[int, dict[int, list]] = {}
         for w, writer in enumerate(self.task.writers):
@@ -148,6 +158,7 @@ class TaskCheckpointer:
         out = await self._forward(barrier, unaligned)
         if faults.ARMED:
             faults.point("snapshot", barrier.checkpoint_id)
+        out = self._encode_records(out, self.task.operators[-1:])
         self.driver.acknowledge(
             barrier.checkpoint_id,
             self.task_id,
@@ -218,6 +229,8 @@ class TaskCheckpointer:
                 state = self._pending.pop(action.checkpoint_id, None)
                 if state is not None:
                     state["alignment_ms"] = self.last_alignment_ms
+                    state["in"] = self._encode_records(state["in"], task.operators[:1])
+                    state["out"] = self._encode_records(state["out"], task.operators[-1:])
                     self.driver.acknowledge(action.checkpoint_id, self.task_id, state)
             elif kind is AbortCheckpoint:
                 self.persisting = {}

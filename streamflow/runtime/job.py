@@ -410,29 +410,31 @@ class JobClient:
         return self._config.checkpoint.fallback_to_older_checkpoint
 
     def _initial_restore(self) -> RestoredCheckpoint | None:
-        codec = self._config.checkpoint.codec
+        codec, records = self._config.checkpoint.codec, self._config.checkpoint.get_records_codec()
         if self._config.savepoint_path:
             storage = self._storage or FileSystemCheckpointStorage(self._config.savepoint_path)
-            return RestoredCheckpoint.load(storage.load(self._config.savepoint_path), codec)
+            return RestoredCheckpoint.load(storage.load(self._config.savepoint_path), codec, records)
         if self._storage is not None:
             # the latest completed checkpoint, strictly: a damaged one is refused (defect 3)
             handle = self._storage.restore_point(
                 self.job_name, fallback=self._config.checkpoint.fallback_to_older_checkpoint
             )
             if handle is not None:
-                return RestoredCheckpoint.load(handle, codec)
+                return RestoredCheckpoint.load(handle, codec, records)
         return None
 
     def _latest_restore(self) -> RestoredCheckpoint | None:
-        codec = self._config.checkpoint.codec
+        codec, records = self._config.checkpoint.codec, self._config.checkpoint.get_records_codec()
         if self._storage is not None:
             handle = self._storage.restore_point(
                 self.job_name, fallback=self._config.checkpoint.fallback_to_older_checkpoint
             )
-            return RestoredCheckpoint.load(handle, codec) if handle is not None else self.execution.restore
+            if handle is None:
+                return self.execution.restore
+            return RestoredCheckpoint.load(handle, codec, records)
         memory = self.execution.driver.latest_in_memory
         if memory is not None:
-            return RestoredCheckpoint.from_entries(memory[0], "memory", memory[1], codec)
+            return RestoredCheckpoint.from_entries(memory[0], "memory", memory[1], codec, records)
         return self.execution.restore
 
     async def _run(self) -> None:

@@ -199,7 +199,7 @@ class TimerOperator(StreamOperator):
             if ts not in self._scheduled:
                 self._scheduled.add(ts)
                 self.ctx.processing_time.register(ts, self._on_processing_time)
-        self._check_key_type = self.backend.restored_key_type is not None
+        self._check_key_type = self.backend.restored_key_types is not None
 
     def check_key_type(self, records: list, key_of: Callable[[Any], Any] | None = None) -> None:
         self._check_key_type = False

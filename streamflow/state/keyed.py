@@ -237,7 +237,7 @@ class KeyedStateBackend:
     def __init__(self, max_parallelism: int) -> None:
         self.max_parallelism = max_parallelism
         self.current_key: Any = None
-        self.restored_key_type: str | None = None
+        self.restored_key_types: set[str] | None = None
         self._tables: dict[str, dict] = {}
         self._kinds: dict[str, str] = {}
 
@@ -276,35 +276,55 @@ class KeyedStateBackend:
         for snap in snapshots:
             for name, kind in snap["kinds"].items():
                 self.table(name, kind)
-            if snap.get("key_type"):
-                self.restored_key_type = snap["key_type"]
+            stored = snap.get("key_types")
+            if stored is None and snap.get("key_type"):  # written before key_types existed
+                stored = [snap["key_type"]]
+            if stored:
+                self.restored_key_types = (self.restored_key_types or set()) | set(stored)
             for group, states in snap["groups"].items():
                 if owns(int(group)):
                     for name, entries in states.items():
-                        self._tables[name].update(entries)
+                        self._tables[name].update(entries)  # {key: value} (or former [(key, value)])
 
     def check_key_type(self, key: Any, operator: str) -> None:
-        """After a restore: refuse keys of another type than the checkpoint's."""
-        expected, self.restored_key_type = self.restored_key_type, None
-        if expected is not None and _key_kind(type(key).__name__) != _key_kind(expected):
+        """After a restore: refuse a key whose kind is none of the kinds the checkpoint stored
+        (all of them: an operator may hold keys of several types, e.g. None beside str).
+        Numbers are one kind (1, 1.0 and True are equal keys, see key_groups.py), and so are
+        str and its subclasses (a StrEnum member equals its value)."""
+        expected, self.restored_key_types = self.restored_key_types, None
+        if expected is not None and _key_kind(type(key)) not in {_stored_kind(e) for e in expected}:
             raise TypeError(
-                f"operator {operator} was restored with keys of type {expected} but the key "
-                f"selector now returns {type(key).__name__} ({key!r}): the key type of a stateful "
+                f"operator {operator} was restored with keys of type {' or '.join(sorted(expected))} but "
+                f"the key selector now returns {_type_name(type(key))} ({key!r}): the key type of a stateful "
                 "operator cannot change; give the operator a new uid() to start it without state"
             )
 
 
 def snapshot_tables(tables: dict[str, dict], kinds: dict[str, str], max_parallelism: int) -> dict[str, Any]:
-    """``{"kinds", "key_type", "groups": {key_group: {state: [(key, value), ...]}}}``."""
-    groups: dict[int, dict[str, list]] = {}
-    key_type = None
+    """``{"kinds", "key_types", "groups": {key_group: {state: {key: value}}}}``; ``key_types``
+    names every kind of key stored (sorted; see ``check_key_type``)."""
+    groups: dict[int, dict[str, dict]] = {}
+    types: set[type] = set()
     for name, t in tables.items():
+        types.update(map(type, t))
         for k, v in t.items():
-            groups.setdefault(key_group_of(k, max_parallelism), {}).setdefault(name, []).append((k, v))
-            key_type = type(k).__name__
-    return {"kinds": dict(kinds), "key_type": key_type, "groups": groups}
+            groups.setdefault(key_group_of(k, max_parallelism), {}).setdefault(name, {})[k] = v
+    return {"kinds": dict(kinds), "key_types": sorted(set(map(_key_kind, types))), "groups": groups}
 
 
-def _key_kind(type_name: str) -> str:
-    """Numbers are one kind of key: 1, 1.0 and True are equal keys (see key_groups.py)."""
-    return "number" if type_name in ("int", "float", "bool") else type_name
+def _key_kind(t: type) -> str:
+    """What a key type is compared as after a restore (see ``check_key_type``)."""
+    if issubclass(t, int | float):
+        return "number"
+    if issubclass(t, str):
+        return "str"
+    return _type_name(t)
+
+
+def _stored_kind(name: str) -> str:
+    """A stored kind; checkpoints written before kinds existed stored type names."""
+    return "number" if name in ("int", "float", "bool") else name
+
+
+def _type_name(t: type) -> str:
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
