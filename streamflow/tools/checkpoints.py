@@ -27,7 +27,8 @@ from ..checkpoint.storage import (
     CheckpointStorageError,
     FileSystemCheckpointStorage,
 )
-from ..state.codec import Codec, JsonCodec, PickleCodec
+from ..state import legacy_json
+from ..state.codec import Codec, MsgpackCodec, PickleCodec
 
 _CHK = re.compile(r"chk-(\d+)")
 
@@ -126,8 +127,10 @@ def list_checkpoints(directory: str | Path) -> list[CheckpointRow]:
 
 
 def _codec_named(name: str, trust_pickle: bool) -> Codec | None:
-    if name == JsonCodec.name:
-        return JsonCodec()
+    if name == MsgpackCodec.name:
+        return MsgpackCodec()
+    if name == legacy_json.NAME:
+        return _LegacyJson()
     if name == PickleCodec.name and trust_pickle:
         return PickleCodec()
     return None
@@ -164,7 +167,7 @@ def inspect_checkpoint(path: str | Path, *, trust_pickle: bool = False) -> Check
             )
             continue
         try:
-            detail.subtasks.append(_subtask(codec, name, len(data), body))
+            detail.subtasks.append(_subtask(codec, name, len(data), body, trust_pickle))
         except Exception as e:  # a decodable-but-malformed entry makes the checkpoint invalid
             detail.valid = False
             detail.problems.append(f"entry {name} cannot be decoded: {e!r}")
@@ -176,7 +179,19 @@ def inspect_checkpoint(path: str | Path, *, trust_pickle: bool = False) -> Check
     return detail
 
 
-def _subtask(codec: Codec, entry: str, size: int, body: bytes) -> SubtaskDetail:
+class _LegacyJson:
+    """Entries of the former json codec: read with its decoder, sized as msgpack would write them."""
+
+    name = legacy_json.NAME
+
+    def encode(self, obj: object) -> bytes:
+        return MsgpackCodec().encode(obj)
+
+    def decode(self, data: bytes) -> object:
+        return legacy_json.decode(data)
+
+
+def _subtask(codec: Codec, entry: str, size: int, body: bytes, trust_pickle: bool = False) -> SubtaskDetail:
     decoded: Any = codec.decode(body)
     task_id = str(decoded["task"])
     head, _, sub = task_id.rpartition("#")
@@ -191,7 +206,15 @@ def _subtask(codec: Codec, entry: str, size: int, body: bytes) -> SubtaskDetail:
     for uid, state in ops.items():
         detail.operators[str(uid)] = len(codec.encode(state))
     ins, outs = decoded.get("in") or {}, decoded.get("out") or {}
-    if ins or outs:
+    records_name = decoded.get("records_codec")
+    if records_name is not None:  # channel state comes encoded by the job's records codec
+        detail.channel_state_bytes = sum(len(b) for b in (ins, outs) if isinstance(b, bytes))
+        records = _codec_named(str(records_name), trust_pickle)
+        if records is None:
+            return detail
+        ins = records.decode(ins) if isinstance(ins, bytes) else ins
+        outs = records.decode(outs) if isinstance(outs, bytes) else outs
+    elif ins or outs:
         detail.channel_state_bytes = len(codec.encode(ins)) + len(codec.encode(outs))
     detail.input_channel_batches = sum(len(b) for b in ins.values())
     detail.output_channel_batches = sum(len(b) for chs in outs.values() for b in chs.values())
