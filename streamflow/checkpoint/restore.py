@@ -41,7 +41,7 @@ class StateMismatchError(StreamflowError, ValueError):
     """The checkpoint's state does not fit the job being restored."""
 
 
-class ChannelStateError(TypeError):
+class ChannelStateError(StreamflowError, TypeError):
     """An in-flight record cannot be encoded by the job's records codec."""
 
 
