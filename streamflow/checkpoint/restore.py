@@ -234,7 +234,11 @@ class RestoredCheckpoint:
                 )
             before, now = len(states), parallelism_of[uid]
             stateful = any(s is not None for s in states.values())
-            if uid not in keyed and stateful and before != now:
+            # an operator that redistributes its own state marks it (the FileSink does)
+            rescalable = all(
+                s is None or (isinstance(s, dict) and s.get("rescalable") is True) for s in states.values()
+            )
+            if uid not in keyed and stateful and not rescalable and before != now:
                 raise StateMismatchError(
                     f"operator uid {uid!r} has non-keyed state from {before} subtasks but now runs "
                     f"with parallelism {now}: only keyed state can be rescaled"

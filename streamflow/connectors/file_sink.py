@@ -4,39 +4,53 @@ Theory of operation
 -------------------
 Modelled on Flink's ``FileSink`` (apache/flink flink-connector-files
 ``.../file/sink/FileSink.java``, ``writer/FileWriterBucket.java``,
-``committer/FileCommitter.java``): a part file moves through three states,
-and only the last one is visible to readers (who skip names starting with ``.``)::
+``committer/FileCommitter.java``, and the local ``RecoverableWriter``): a part
+file moves through three states, and only the last one is visible to readers
+(who skip names starting with ``.``)::
 
-    .{name}.inprogress  --(barrier: flush, fsync, close, rename)-->  .{name}.pending
-    .{name}.pending     --(checkpoint complete: rename)----------->  {name}
+    .{name}.inprogress  --(roll: flush, fsync, close, rename)-->  .{name}.pending
+    .{name}.pending     --(checkpoint complete: rename)------->  {name}
 
 with ``name = {part_prefix}-{uid}-{subtask}-{n}{part_suffix}`` (``OutputFileConfig``).
 Every rename is followed by an fsync of the directory, so a state reached is durable.
 
 * ``process_batch`` encodes the whole batch in one join and appends it to the
-  in-progress file, opened lazily. The rolling policy may close a file early
-  (size, age, inactivity: checked before each batch, there is no timer); a
-  rolled file becomes pending at once and joins the next checkpoint.
-* ``snapshot_state(n)`` is the pre-commit: the in-progress file becomes pending
-  and every pending file not yet assigned is recorded under checkpoint ``n``.
-  The state is ``{"next_part": int, "pending": [[checkpoint_id, [name, ...]], ...]}``
-  (visible names; all checkpoints not yet committed). Records after the barrier
-  go to a new file, so a checkpoint's files hold exactly the records before it.
-* ``notify_checkpoint_complete(n)`` commits the files of every checkpoint <= n
-  (a completed checkpoint subsumes older ones). Committing is idempotent: a
-  pending file that is missing while its visible name exists was committed.
+  in-progress file, opened lazily. Before each batch the rolling policy
+  (``file_sink_policy.py``) may roll the file (size; time); a processing-time
+  timer every ``bucket_check_interval`` ms rolls an idle one (age, inactivity).
+  A rolled file is pending at once and joins the next checkpoint.
+* ``snapshot_state(n)`` is the pre-commit. The in-progress file rolls if the
+  policy says so at a checkpoint (``OnCheckpointRollingPolicy`` always, the
+  default policy only when it is too large); otherwise it is flushed and
+  fsynced and **stays in progress**, its committed length recorded (Flink's
+  resumable). Every pending file not yet assigned is recorded under ``n``.
+  State: ``{"next_part": int, "pending": [[checkpoint_id, [name, ...]], ...],
+  "in_progress": None | {"name", "length", "created_ms"}}``.
+* ``notify_checkpoint_complete(n)`` commits the pending files of every
+  checkpoint <= n (a completed checkpoint subsumes older ones). Committing is
+  idempotent: a pending file that is missing while its visible name exists was committed.
 * ``notify_checkpoint_aborted(n)`` keeps n's files, as Flink does: the next
-  completed checkpoint subsumes n and commits them (no replay would restore them).
-* ``initialize_state(state)`` gets the state of a *completed* checkpoint (or
-  None): it commits that state's pending files (the notification may have been
-  lost in a crash), then deletes every hidden file of this uid and subtask that
-  the state does not name (never-completed checkpoints, in-progress at the crash:
-  the sources replay those records). Numbering continues at ``next_part``,
-  skipping names taken on disk, so names never repeat across restarts.
-* ``finish`` without checkpointing commits everything directly (the output of
-  a bounded job appears when it ends, and not at all if it fails). With
-  checkpointing it does nothing: the final checkpoint after ``finish``
-  pre-commits and its notification commits.
+  completed checkpoint subsumes n and commits them.
+* ``initialize_state(restored)`` gets the state of a *completed* checkpoint (or
+  None). Every name in it is validated first (a string matching this sink's own
+  naming pattern for that subtask: no path separator, no ``..``, nothing outside
+  the output directory), so a crafted checkpoint cannot make the sink move or
+  truncate other files. Then it commits the pending files (the notification may
+  have been lost in a crash), truncates the in-progress file to its recorded
+  length (the bytes after it belong to records the sources replay) and resumes
+  writing to it; finally it deletes every hidden file of its subtasks that the
+  state does not name. Numbering continues at ``next_part``, skipping names
+  taken on disk, so names never repeat across restarts.
+* **Rescaling**: at another parallelism, subtask ``i`` takes the states of the
+  old subtasks ``j`` with ``j % parallelism == i`` (Flink redistributes the
+  writer's list state round-robin): it commits their pending files, and
+  *finishes* their in-progress files (truncated to the recorded length, then
+  made visible: the checkpoint that recorded them completed). It resumes only
+  an in-progress file of its own index.
+* ``finish`` (end of input) rolls the in-progress file; without checkpointing it
+  commits everything directly (the output of a bounded job appears when it
+  ends, and not at all if it fails). With checkpointing the final checkpoint
+  after ``finish`` pre-commits and its notification commits.
 * ``close``/``dispose`` only close handles; they never delete: cleaning
   uncommitted data is the restart's job, which knows what completed.
 
@@ -46,120 +60,48 @@ must use distinct uids. Subtasks share the directory but only touch their own fi
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
-
-import orjson
 
 from .. import _faults as faults
 from ..errors import StreamflowError
 from ..runtime.operator import StreamOperator
 from .base import Sink
+from .file_sink_policy import (
+    DefaultRollingPolicy,
+    Encoder,
+    OnCheckpointRollingPolicy,
+    OutputFileConfig,
+    OutputFileConfigBuilder,
+    PartFileInfo,
+    RollingPolicy,
+)
 
-__all__ = ["Encoder", "FileSink", "FileSinkError", "FileSinkOperator", "OutputFileConfig", "RollingPolicy"]
+__all__ = [
+    "DefaultRollingPolicy",
+    "Encoder",
+    "FileSink",
+    "FileSinkError",
+    "FileSinkOperator",
+    "OnCheckpointRollingPolicy",
+    "OutputFileConfig",
+    "OutputFileConfigBuilder",
+    "RollingPolicy",
+]
+
+log = logging.getLogger(__name__)
 
 _INPROGRESS = ".inprogress"
 _PENDING = ".pending"
 
 
 class FileSinkError(StreamflowError, OSError):
-    """A file sink I/O failure; the message names the file."""
-
-
-class Encoder:
-    """Turns a batch of records into the bytes of its lines (one call per batch)."""
-
-    def __init__(self, encode_batch: Callable[[list], bytes], name: str) -> None:
-        self.encode_batch = encode_batch
-        self.name = name
-
-    @staticmethod
-    def simple_string_encoder(charset_name: str = "utf-8", *, charset: str | None = None) -> Encoder:
-        """``str(record)`` and a newline per record (``charset`` is an alias of ``charset_name``)."""
-        cs = charset or charset_name
-
-        def encode(records: list) -> bytes:
-            return ("\n".join(map(str, records)) + "\n").encode(cs)
-
-        return Encoder(encode, f"simple_string({cs})")
-
-    @staticmethod
-    def json_lines_encoder() -> Encoder:
-        """One JSON document per line (orjson)."""
-
-        def encode(records: list) -> bytes:
-            return b"\n".join(map(orjson.dumps, records)) + b"\n"
-
-        return Encoder(encode, "json_lines")
-
-
-@dataclass(frozen=True)
-class OutputFileConfig:
-    """Part file naming: ``{part_prefix}-{uid}-{subtask}-{n}{part_suffix}``."""
-
-    part_prefix: str = "part"
-    part_suffix: str = ""
-
-    def __post_init__(self) -> None:
-        for label, value in (("part_prefix", self.part_prefix), ("part_suffix", self.part_suffix)):
-            if "/" in value or os.sep in value:
-                raise ValueError(f"OutputFileConfig {label} {value!r} must not contain a path separator")
-        if self.part_prefix.startswith("."):
-            raise ValueError(f"OutputFileConfig part_prefix {self.part_prefix!r} must not start with '.'")
-
-    @staticmethod
-    def builder() -> OutputFileConfigBuilder:
-        return OutputFileConfigBuilder()
-
-
-class OutputFileConfigBuilder:
-    def __init__(self) -> None:
-        self._prefix, self._suffix = "part", ""
-
-    def with_part_prefix(self, prefix: str) -> OutputFileConfigBuilder:
-        self._prefix = prefix
-        return self
-
-    def with_part_suffix(self, suffix: str) -> OutputFileConfigBuilder:
-        self._suffix = suffix
-        return self
-
-    def build(self) -> OutputFileConfig:
-        return OutputFileConfig(self._prefix, self._suffix)
-
-
-@dataclass(frozen=True)
-class RollingPolicy:
-    """When to close an in-progress file before the next checkpoint (None: never).
-
-    Files always roll at a checkpoint barrier (exactly-once needs it). Sizes are
-    bytes, intervals milliseconds of the operator's clock, checked at each batch.
-    """
-
-    part_size: int | None = None
-    rollover_interval: int | None = None
-    inactivity_interval: int | None = None
-
-    @staticmethod
-    def default_rolling_policy(
-        part_size: int = 128 * 1024 * 1024, rollover_interval: int = 60_000, inactivity_interval: int = 60_000
-    ) -> RollingPolicy:
-        return RollingPolicy(part_size, rollover_interval, inactivity_interval)
-
-    @staticmethod
-    def on_checkpoint_rolling_policy() -> RollingPolicy:
-        return RollingPolicy()
-
-    def should_roll(self, size: int, opened_ms: int, last_write_ms: int, now_ms: int) -> bool:
-        return (
-            (self.part_size is not None and size >= self.part_size)
-            or (self.rollover_interval is not None and now_ms - opened_ms >= self.rollover_interval)
-            or (self.inactivity_interval is not None and now_ms - last_write_ms >= self.inactivity_interval)
-        )
+    """A file sink I/O failure, or a restored state it refuses; the message names the file."""
 
 
 class FileSink(Sink):
@@ -171,11 +113,15 @@ class FileSink(Sink):
         encoder: Encoder,
         output_file_config: OutputFileConfig | None = None,
         rolling_policy: RollingPolicy | None = None,
+        bucket_check_interval: int = 60_000,
     ) -> None:
         self.base_path = os.fspath(base_path)
         self.encoder = encoder
         self.output_file_config = output_file_config or OutputFileConfig()
         self.rolling_policy = rolling_policy or RollingPolicy.default_rolling_policy()
+        if bucket_check_interval < 1:
+            raise ValueError(f"bucket check interval must be >= 1 ms, got {bucket_check_interval}")
+        self.bucket_check_interval = bucket_check_interval
 
     @staticmethod
     def for_row_format(base_path: str | os.PathLike[str], encoder: Encoder) -> RowFormatBuilder:
@@ -190,6 +136,7 @@ class RowFormatBuilder:
         self._base_path, self._encoder = base_path, encoder
         self._config: OutputFileConfig | None = None
         self._policy: RollingPolicy | None = None
+        self._check_interval = 60_000
 
     def with_output_file_config(self, output_file_config: OutputFileConfig) -> RowFormatBuilder:
         self._config = output_file_config
@@ -199,8 +146,13 @@ class RowFormatBuilder:
         self._policy = rolling_policy
         return self
 
+    def with_bucket_check_interval(self, interval: int) -> RowFormatBuilder:
+        """How often (ms of processing time) the rolling policy looks at an idle file."""
+        self._check_interval = interval
+        return self
+
     def build(self) -> FileSink:
-        return FileSink(self._base_path, self._encoder, self._config, self._policy)
+        return FileSink(self._base_path, self._encoder, self._config, self._policy, self._check_interval)
 
 
 @contextmanager
@@ -223,6 +175,16 @@ def _fsync_dir(path: str) -> None:
             os.close(fd)
 
 
+@dataclass
+class _Taken:
+    """One restored subtask state this subtask is responsible for."""
+
+    subtask: int
+    next_part: int
+    pending: list[str]
+    in_progress: tuple[str, int, int] | None  # name, committed length, created ms
+
+
 class FileSinkOperator(StreamOperator):
     """One subtask of a :class:`FileSink` (see the module docstring)."""
 
@@ -233,14 +195,23 @@ class FileSinkOperator(StreamOperator):
         self.next_part = 0
         self._file: IO[bytes] | None = None
         self._current: str | None = None  # visible name of the in-progress file
-        self._size = self._opened_ms = self._last_write_ms = 0
+        self._size = self._created_ms = self._last_write_ms = 0
         self._unassigned: list[str] = []  # pending files not yet in a checkpoint
         self._pending: dict[int, list[str]] = {}  # checkpoint id -> pending files
+        self._timer_armed = False
+        self._ended = False
 
     # -- names ---------------------------------------------------------------
-    def _stem(self) -> str:
+    def _stem(self, subtask: int | None = None) -> str:
         uid = re.sub(r"[^A-Za-z0-9._-]", "_", self.uid)
-        return f"{self.sink.output_file_config.part_prefix}-{uid}-{self.ctx.subtask_index}-"
+        sub = self.ctx.subtask_index if subtask is None else subtask
+        return f"{self.sink.output_file_config.part_prefix}-{uid}-{sub}-"
+
+    def _pattern(self) -> re.Pattern[str]:
+        """``(subtask, n)`` of this sink's part file names, any subtask."""
+        config = self.sink.output_file_config
+        stem = self._stem(0)[: -len("0-")]
+        return re.compile(re.escape(stem) + r"(\d+)-(\d+)" + re.escape(config.part_suffix))
 
     def _visible(self, n: int) -> str:
         return f"{self._stem()}{n}{self.sink.output_file_config.part_suffix}"
@@ -251,34 +222,163 @@ class FileSinkOperator(StreamOperator):
     def _taken(self, name: str) -> bool:
         return any(os.path.lexists(self._path(name, s)) for s in ("", _INPROGRESS, _PENDING))
 
-    # -- lifecycle -----------------------------------------------------------
+    def _part_info(self) -> PartFileInfo:
+        return PartFileInfo(self._size, self._created_ms, self._last_write_ms)
+
+    # -- restore -------------------------------------------------------------
     def initialize_state(self, restored: Any | None) -> None:
-        """``restored``: an ``OperatorRestore`` (its ``own`` state is this subtask's) or None."""
+        """``restored``: an ``OperatorRestore`` (every old subtask's state), a state, or None."""
         with _io(f"create directory {self.base}"):
             os.makedirs(self.base, exist_ok=True)
         self._pending, self._unassigned = {}, []
+        me = self.ctx.subtask_index
+        taken = self._restored_states(restored)
         keep: set[str] = set()
-        restored = getattr(restored, "own", restored)
-        if restored is not None:
-            self.next_part = int(restored["next_part"])
-            for _cid, names in restored["pending"]:
-                self._commit(list(names))
-                keep.update(names)
-        pattern = re.compile(
-            re.escape(self._stem()) + r"(\d+)" + re.escape(self.sink.output_file_config.part_suffix)
+        resume: tuple[str, int, int] | None = None
+        for t in taken:
+            self._commit(t.pending)
+            keep.update(t.pending)
+            if t.subtask == me:
+                self.next_part = max(self.next_part, t.next_part)
+            if t.in_progress is not None:
+                keep.add(t.in_progress[0])
+                if t.subtask == me and resume is None:
+                    resume = t.in_progress
+                else:
+                    self._finish_restored(*t.in_progress[:2])
+        if resume is not None:
+            self._recover(*resume)
+        self._clean(keep, {me} | {t.subtask for t in taken})
+
+    def _restored_states(self, restored: Any | None) -> list[_Taken]:
+        """The states this subtask takes (its own; on rescale, old subtask j with j % p == i)."""
+        if restored is None:
+            return []
+        me, p = self.ctx.subtask_index, self.ctx.parallelism
+        if hasattr(restored, "all"):  # an OperatorRestore
+            states = [s for s in restored.all if s is not None]
+            indexed = [(_subtask_of(s, j), s) for j, s in enumerate(states)]
+            if len(indexed) == p:
+                indexed = [(j, s) for j, s in indexed if j == me]
+            else:
+                indexed = [(j, s) for j, s in indexed if j % p == me]
+                if indexed:
+                    log.info(
+                        "file sink %s subtask %d takes the state of subtasks %s (rescaled from %d to %d)",
+                        self.uid,
+                        me,
+                        [j for j, _ in indexed],
+                        len(states),
+                        p,
+                    )
+        else:
+            indexed = [(_subtask_of(restored, me), restored)]
+        return [self._validated(j, s) for j, s in indexed]
+
+    def _validated(self, subtask: int, state: Any) -> _Taken:
+        """Parse one restored state, refusing any name that is not this sink's own part file."""
+        where = f"file sink {self.uid!r}: restored state of subtask {subtask}"
+        try:
+            next_part = state["next_part"]
+            pending = [name for _cid, names in state["pending"] for name in names]
+            raw = state.get("in_progress")
+            in_progress = None if raw is None else (raw["name"], raw["length"], raw["created_ms"])
+        except (TypeError, KeyError, ValueError) as e:
+            raise FileSinkError(f"{where} is malformed: {e!r}") from None
+        if type(next_part) is not int or next_part < 0:
+            raise FileSinkError(f"{where} has a bad next_part {next_part!r}")
+        for name in pending + ([in_progress[0]] if in_progress else []):
+            self._check_name(name, subtask, where)
+        if in_progress is not None and not all(type(v) is int and v >= 0 for v in in_progress[1:]):
+            raise FileSinkError(f"{where} has a bad in-progress length or time {in_progress!r}")
+        return _Taken(subtask, next_part, pending, in_progress)
+
+    def _check_name(self, name: Any, subtask: int, where: str) -> None:
+        match = self._pattern().fullmatch(name) if type(name) is str else None
+        if (
+            match is None
+            or int(match.group(1)) != subtask
+            or os.path.basename(name) != name
+            or os.path.isabs(name)
+            or ".." in name.split(os.sep)
+        ):
+            raise FileSinkError(
+                f"{where} names the part file {name!r}, which is not one of this sink's files "
+                f"({self._stem(subtask)}<n>{self.sink.output_file_config.part_suffix} in {self.base}): "
+                "refusing to restore a checkpoint that would touch other files"
+            )
+
+    def _recover(self, name: str, length: int, created_ms: int) -> None:
+        """Resume this subtask's in-progress file at its committed length (Flink's recoverable writer)."""
+        path, pending = self._path(name, _INPROGRESS), self._path(name, _PENDING)
+        if not os.path.lexists(path) and os.path.lexists(pending):
+            with _io(f"reopen {pending} as {path}"):  # rolled after the checkpoint, before the crash
+                os.rename(pending, path)
+        if not os.path.lexists(path):
+            state = "was committed since" if os.path.lexists(self._path(name)) else "is missing"
+            raise FileSinkError(
+                f"file sink: in-progress file {path} of the restored checkpoint {state}: a checkpoint "
+                "older than the committed output cannot be resumed"
+            )
+        self._truncate(path, length)
+        with _io(f"open {path}"):
+            self._file = open(path, "ab")  # noqa: SIM115 (held across batches)
+        now = self.ctx.clock.now_ms()
+        self._current, self._size, self._created_ms, self._last_write_ms = name, length, created_ms, now
+        self._arm_timer()
+
+    def _finish_restored(self, name: str, length: int) -> None:
+        """Rescaled: make another subtask's in-progress file visible at its committed length."""
+        dst = self._path(name)
+        src = next(
+            (p for p in (self._path(name, _INPROGRESS), self._path(name, _PENDING)) if os.path.lexists(p)),
+            None,
         )
-        used = -1
-        removed = False
+        if src is None:
+            if os.path.lexists(dst):
+                return  # finished by an earlier restore of the same checkpoint
+            raise FileSinkError(f"file sink: in-progress file {self._path(name, _INPROGRESS)} is missing")
+        if os.path.lexists(dst):
+            raise FileSinkError(f"file sink: cannot finish {src}: {dst} already exists")
+        self._truncate(src, length)
+        with _io(f"commit {src} to {dst}"):
+            os.rename(src, dst)
+        _fsync_dir(self.base)
+
+    def _truncate(self, path: str, length: int) -> None:
+        with _io(f"truncate {path} to {length} bytes"):
+            size = os.path.getsize(path)
+            if size < length:
+                raise FileSinkError(
+                    f"file sink: {path} holds {size} bytes, fewer than the {length} its checkpoint committed"
+                )
+            if size > length:
+                log.info(
+                    "file sink: truncating %s from %d to %d bytes (replayed records follow)",
+                    path,
+                    size,
+                    length,
+                )
+                with open(path, "r+b") as f:
+                    f.truncate(length)
+                    os.fsync(f.fileno())
+
+    def _clean(self, keep: set[str], subtasks: set[int]) -> None:
+        """Delete the hidden files of ``subtasks`` the restored state does not name; find the
+        highest visible part number of this subtask."""
+        pattern, me = self._pattern(), self.ctx.subtask_index
+        used, removed = -1, False
         with _io(f"list directory {self.base}"):
             entries = sorted(os.listdir(self.base))
         for entry in entries:
             hidden = entry.startswith(".") and entry.endswith((_INPROGRESS, _PENDING))
             name = entry[1 : entry.rindex(".")] if hidden else entry
             match = pattern.fullmatch(name)
-            if match is None:
+            if match is None or int(match.group(1)) not in subtasks:
                 continue
             if not hidden:
-                used = max(used, int(match.group(1)))
+                if int(match.group(1)) == me:
+                    used = max(used, int(match.group(2)))
             elif name not in keep:
                 path = os.path.join(self.base, entry)
                 with _io(f"remove uncommitted file {path}"), suppress(FileNotFoundError):
@@ -288,6 +388,7 @@ class FileSinkOperator(StreamOperator):
             _fsync_dir(self.base)
         self.next_part = max(self.next_part, used + 1)
 
+    # -- records -------------------------------------------------------------
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if not records:
             return
@@ -297,22 +398,53 @@ class FileSinkOperator(StreamOperator):
             raise self._encode_failure(exc, records) from None
         now = self.ctx.clock.now_ms()
         p = self.sink.rolling_policy
-        if self._file is not None and p.should_roll(self._size, self._opened_ms, self._last_write_ms, now):
-            self._roll()
+        if self._file is not None:
+            info = self._part_info()
+            if p.should_roll_on_event(info) or p.should_roll_on_processing_time(info, now):
+                self._roll()
         f = self._file or self._open_new(now)
         with _io(f"write {f.name}"):
             f.write(data)
         self._size += len(data)
         self._last_write_ms = now
 
+    def _arm_timer(self) -> None:
+        pts = self.ctx.processing_time
+        if self._timer_armed or pts is None or self._file is None:
+            return
+        self._timer_armed = True
+        pts.register(self.ctx.clock.now_ms() + self.sink.bucket_check_interval, self._on_timer)
+
+    async def _on_timer(self, _at: int) -> None:
+        self._timer_armed = False
+        if self._file is None or self._ended:
+            return
+        if self.sink.rolling_policy.should_roll_on_processing_time(
+            self._part_info(), self.ctx.clock.now_ms()
+        ):
+            self._roll()
+        self._arm_timer()
+
+    # -- checkpoints ---------------------------------------------------------
     def snapshot_state(self, checkpoint_id: int) -> Any:
-        self._roll()
+        in_progress = None
+        if self._file is not None and self._current is not None:
+            if self.sink.rolling_policy.should_roll_on_checkpoint(self._part_info()):
+                self._roll()
+            else:
+                with _io(f"flush {self._file.name}"):
+                    self._file.flush()
+                    os.fsync(self._file.fileno())
+                in_progress = {"name": self._current, "length": self._size, "created_ms": self._created_ms}
         if self._unassigned:
             self._pending.setdefault(checkpoint_id, []).extend(self._unassigned)
             self._unassigned = []
         return {
+            "subtask": self.ctx.subtask_index,
+            "rescalable": True,  # the sink redistributes its own state (see initialize_state)
             "next_part": self.next_part,
             "pending": [[cid, list(names)] for cid, names in sorted(self._pending.items())],
+            "in_progress": in_progress,
         }
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
@@ -327,9 +459,10 @@ class FileSinkOperator(StreamOperator):
         """Keep the files: the next completed checkpoint subsumes this one and commits them."""
 
     async def finish(self) -> None:
+        self._ended = True
+        self._roll()
         if self.ctx.checkpointing:
             return  # the final checkpoint after finish() pre-commits, its notification commits
-        self._roll()
         for cid in sorted(self._pending):
             self._commit(self._pending.pop(cid))
         self._commit(self._unassigned)
@@ -350,11 +483,12 @@ class FileSinkOperator(StreamOperator):
         path = self._path(name, _INPROGRESS)
         with _io(f"open {path}"):
             f = self._file = open(path, "ab")  # noqa: SIM115 (held across batches)
-        self._current, self._size, self._opened_ms, self._last_write_ms = name, 0, now, now
+        self._current, self._size, self._created_ms, self._last_write_ms = name, 0, now, now
+        self._arm_timer()
         return f
 
     def _roll(self) -> None:
-        """Pre-commit the in-progress file: flush, fsync, close, rename to pending."""
+        """Close the in-progress file: flush, fsync, close, rename to pending."""
         f, name = self._file, self._current
         if f is None or name is None:
             return
@@ -404,3 +538,8 @@ class FileSinkOperator(StreamOperator):
             except Exception:
                 return self.failure(exc, record)
         return self.failure(exc)
+
+
+def _subtask_of(state: Any, default: int) -> int:
+    sub = state.get("subtask") if isinstance(state, dict) else None
+    return sub if type(sub) is int else default
