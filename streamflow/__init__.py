@@ -17,8 +17,10 @@ from .connectors.base import MalformedRecordError as MalformedRecordError
 from .connectors.base import Sink as Sink
 from .connectors.base import Source as Source
 from .connectors.base import SourceReader as SourceReader
+from .connectors.file_sink import DefaultRollingPolicy as DefaultRollingPolicy
 from .connectors.file_sink import Encoder as Encoder
 from .connectors.file_sink import FileSink as FileSink
+from .connectors.file_sink import OnCheckpointRollingPolicy as OnCheckpointRollingPolicy
 from .connectors.file_sink import OutputFileConfig as OutputFileConfig
 from .connectors.file_sink import RollingPolicy as RollingPolicy
 from .connectors.files import FileSource as FileSource
