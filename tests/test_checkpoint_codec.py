@@ -272,3 +272,33 @@ def test_mixed_key_types_survive_in_process_failover(tmp_path: Path, storage: bo
     assert result.metrics["job.restoredCheckpointId"] >= 1
     final = {r[0]: r[1] for event, r in recorder.events if event == "record"}
     assert final == {k: sum(i for kk, i in data if kk == k) for k in keys}
+
+
+def test_entries_of_the_former_json_codec_still_restore() -> None:
+    """An entry as the orjson tagging codec wrote it (old keyed layout: key_type, (key, value) pairs)."""
+    import base64
+
+    import orjson
+
+    keyed = {
+        "kinds": {"d": {"sum": "internal"}},
+        "key_type": "str",
+        "groups": {"m": [5, {"d": {"sum": [{"t": ["a", 3]}]}}]},
+    }
+    ops = {"d": {"src": {"d": {"position": 4}}, "sum": {"d": {"keyed": {"d": keyed}, "timers": {"d": {}}}}}}
+    entry = {
+        "d": {
+            "task": "src#0",
+            "parallelism": 1,
+            "ops": {"b": base64.b64encode(orjson.dumps(ops)).decode()},
+            "in": {"d": {}},
+            "out": {"d": {}},
+        }
+    }
+    data = b"json\n" + orjson.dumps(entry)
+    restored = RestoredCheckpoint.from_entries(1, "old", {"task-0": data}, sf.CheckpointConfig().codec)
+    assert restored.ops["src"][0] == {"position": 4}
+    snap = restored.ops["sum"][0]["keyed"]
+    assert snap["key_type"] == "str" and snap["groups"] == {5: {"sum": [("a", 3)]}}
+    with pytest.raises(sf.StateMismatchError, match="'json' state codec"):
+        RestoredCheckpoint.from_entries(1, "old", {"task-0": data}, sf.PickleCodec())
