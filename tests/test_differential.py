@@ -371,11 +371,13 @@ def test_unequal_numbers_keep_distinct_hashes() -> None:
 
 def test_restore_key_type_check_treats_numbers_as_one_kind() -> None:
     backend = KeyedStateBackend(128)
-    backend.restored_key_type = "int"
+    backend.restored_key_types = {"int"}  # as checkpoints before key kinds stored it
     backend.check_key_type(1.0, "'op'")  # 1.0 == 1: the same keys
-    backend.restored_key_type = "float"
+    backend.restored_key_types = {"float"}
     backend.check_key_type(True, "'op'")
-    backend.restored_key_type = "int"
+    backend.restored_key_types = {"number"}
+    backend.check_key_type(7, "'op'")
+    backend.restored_key_types = {"int"}
     with pytest.raises(TypeError, match="restored with keys of type int"):
         backend.check_key_type("1", "'op'")
 
