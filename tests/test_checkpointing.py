@@ -378,7 +378,8 @@ def test_at_least_once_never_blocks_a_channel(tmp_path: Path, mode: sf.Checkpoin
     from streamflow.runtime.events import EndOfInput
     from streamflow.runtime.task import InputTask
 
-    env = running_sum_job(tmp_path, DATA, fail_at=DATA[450])
+    # a short interval: a checkpoint completes before the failure even on a loaded machine
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[450], interval_ms=5)
     env.get_checkpoint_config().set_checkpointing_mode(mode)
     pauses, ends = [0], [0]
     pause, on_event = InputGate.pause, InputTask._on_event
