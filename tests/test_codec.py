@@ -465,3 +465,16 @@ def test_hypothesis_round_trip(value: Any) -> None:
 @given(st.lists(st.floats(), max_size=20))
 def test_hypothesis_floats_with_nan_and_inf(value: list[float]) -> None:
     assert_round_trip(value)
+
+
+def test_streamflow_rows_round_trip_with_names_and_kind() -> None:
+    from streamflow.common import Row, RowKind
+
+    named = Row(name="a", n=(1, 2))
+    named.set_row_kind(RowKind.DELETE)
+    positional = Row(1, decimal.Decimal("2.5"), None)
+    back = decode(encode([named, positional]))
+    assert isinstance(back, list)
+    assert back == [named, positional] and all(type(r) is Row for r in back)
+    assert back[0].get_row_kind() is RowKind.DELETE
+    assert back[0].as_dict() == {"name": "a", "n": (1, 2)}
