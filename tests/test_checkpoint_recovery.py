@@ -177,10 +177,11 @@ def test_other_jobs_are_independent(tmp_path: Path) -> None:
 
 def test_an_entry_that_cannot_be_decoded_names_its_file(tmp_path: Path) -> None:
     from streamflow.checkpoint.restore import RestoredCheckpoint
-    from streamflow.state.codec import JsonCodec
+    from streamflow.state.codec import MsgpackCodec
 
     storage = FileSystemCheckpointStorage(tmp_path)
-    path = storage.write_checkpoint(1, "j", {"task-0": b"json\n{not json"})  # checksums match
-    with pytest.raises(CorruptCheckpointError, match="task-0") as info:
-        RestoredCheckpoint.load(storage.load(path), JsonCodec())
-    assert str(path / "task-0") in str(info.value)
+    for n, data in enumerate([b"json\n{not json", b"msgpack\n\xc1\x93"]):  # checksums match
+        path = storage.write_checkpoint(n + 1, "j", {"task-0": data})
+        with pytest.raises(CorruptCheckpointError, match="task-0") as info:
+            RestoredCheckpoint.load(storage.load(path), MsgpackCodec())
+        assert str(path / "task-0") in str(info.value)

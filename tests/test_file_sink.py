@@ -430,12 +430,19 @@ async def test_restore_reopens_an_in_progress_file_that_rolled_after_the_checkpo
     assert committed(tmp_path) == list("abc")
 
 
-async def test_in_progress_file_committed_since_cannot_be_resumed(tmp_path: Path) -> None:
+async def test_an_in_progress_file_committed_since_is_left_alone_loudly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Restoring a checkpoint older than the committed output (an explicit fallback)."""
     script = Script(tmp_path)
     for step in [("write", "ab"), ("snap", 1), ("complete", 1), ("finish",), ("snap", 2), ("complete", 2)]:
         await script.run(step)
-    with pytest.raises(FileSinkError, match="was committed since"):
-        await script.run(("crash", 1))
+    await script.run(("crash", 1))
+    assert "committed since" in caplog.text and "twice" in caplog.text
+    assert (visible(tmp_path), hidden(tmp_path)) == (["part-sink-0-0"], [])
+    for step in [("write", "c"), ("finish",), ("snap", 3), ("complete", 3)]:
+        await script.run(step)
+    assert committed(tmp_path) == ["a", "b", "c"]  # a new part file; the committed one untouched
 
 
 async def test_an_idle_file_rolls_on_the_processing_time_timer(tmp_path: Path) -> None:

@@ -315,11 +315,18 @@ class FileSinkOperator(StreamOperator):
             with _io(f"reopen {pending} as {path}"):  # rolled after the checkpoint, before the crash
                 os.rename(pending, path)
         if not os.path.lexists(path):
-            state = "was committed since" if os.path.lexists(self._path(name)) else "is missing"
-            raise FileSinkError(
-                f"file sink: in-progress file {path} of the restored checkpoint {state}: a checkpoint "
-                "older than the committed output cannot be resumed"
-            )
+            if os.path.lexists(self._path(name)):
+                # only a restore from a checkpoint older than the committed output (an explicit
+                # fallback or an old savepoint) gets here: its records after that checkpoint are
+                # written again, as with any restore of an older checkpoint
+                log.warning(
+                    "file sink: in-progress file %s of the restored checkpoint was committed since "
+                    "(the checkpoint is older than the committed output): writing to a new part "
+                    "file; records after that checkpoint will appear twice",
+                    path,
+                )
+                return
+            raise FileSinkError(f"file sink: in-progress file {path} of the restored checkpoint is missing")
         self._truncate(path, length)
         with _io(f"open {path}"):
             self._file = open(path, "ab")  # noqa: SIM115 (held across batches)
