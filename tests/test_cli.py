@@ -150,3 +150,41 @@ def test_progress_is_drawn_when_asked_and_silent_when_not_a_terminal(tmp_path: P
     assert "collection" in shown.stderr and "200 records" in shown.stderr
     quiet = streamflow("run", str(PIPELINE), str(out), "200")  # stderr is a pipe, not a TTY
     assert quiet.returncode == 0 and "records" not in quiet.stderr
+
+
+async def test_inspect_shows_the_channel_state_of_unaligned_checkpoints(tmp_path: Path) -> None:
+    import asyncio
+    import itertools
+
+    import streamflow as sf
+    from streamflow.tools.checkpoints import inspect_checkpoint, list_checkpoints
+
+    async def slow(v: int) -> int:
+        await asyncio.sleep(0.002)
+        return v
+
+    env = sf.StreamExecutionEnvironment()
+    env.enable_checkpointing(30)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "ck"))
+    env.get_checkpoint_config().enable_unaligned_checkpoints()
+    env.set_batch_size(4)
+    env.set_channel_capacity(64)
+    env.disable_operator_chaining()
+    env.from_collection(lambda: itertools.count()).uid("n").map(slow).uid("slow").add_sink(lambda v: None)
+    client = await env.execute_async("unaligned")
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            rows = [r for r in list_checkpoints(tmp_path / "ck") if r.complete]
+            details = [inspect_checkpoint(r.path) for r in rows]
+            if any(d.channel_state_bytes for d in details):
+                break
+    finally:
+        await asyncio.wait_for(client.cancel(), 30)
+    with_state = [d for d in details if d.channel_state_bytes]
+    assert with_state, "no checkpoint recorded in-flight data"
+    d = with_state[-1]
+    assert d.valid and d.channel_state_bytes == sum(s.channel_state_bytes for s in d.subtasks)
+    assert any(s.output_channel_batches or s.input_channel_batches for s in d.subtasks)
+    shown = json.loads(streamflow("checkpoints", "inspect", d.path, "--json").stdout)
+    assert shown["channel_state_bytes"] == d.channel_state_bytes > 0
