@@ -55,6 +55,9 @@ def to_millis(duration: int | float | datetime.timedelta, what: str) -> int:
     return int(duration)
 
 
+ENGINES = ("asyncio", "spark")
+
+
 class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
     """Entry point of a streaming job, with PyFlink's names."""
 
@@ -67,6 +70,8 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         self.runtime = RuntimeConfig()
         self._auto_watermark_interval_ms = 200
         self._buffer_timeout_ms = 100
+        self._engine = "asyncio"
+        self._spark_configuration: dict[str, Any] = {}
         if _default_configuration:
             self.configure(dict(_default_configuration))
         if configuration is not None:
@@ -194,16 +199,26 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 self.set_channel_byte_budget(value)
             elif key == "streamflow.progress":
                 self.runtime.progress = None if value in (None, "auto") else _truthy(value)
-            elif key == "execution.engine" and not hasattr(self, "set_engine"):
-                if str(value) != "asyncio":
-                    raise ValueError(f"execution.engine {value!r} is not available (only 'asyncio')")
             elif key == "execution.engine":
-                self.set_engine(str(value))  # type: ignore[attr-defined]  # once a Spark engine exists
+                self.set_engine(str(value))
             elif key == "execution.runtime-mode":
                 self.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
+            elif key.startswith(("spark.", "execution.spark.")):
+                self._spark_configuration[key] = value
             else:
                 raise ValueError(f"unknown configuration key {key!r}")
         return self
+
+    def set_engine(self, engine: str) -> StreamExecutionEnvironment:
+        """``"asyncio"`` (the default: the job runs in this process's event loop) or
+        ``"spark"`` (the same job on PySpark Structured Streaming; see docs/spark.md)."""
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}: choose one of {', '.join(ENGINES)}")
+        self._engine = engine
+        return self
+
+    def get_engine(self) -> str:
+        return self._engine
 
     @property
     def clock(self) -> Clock:
@@ -279,6 +294,10 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             runtime.checkpoint.interval_ms = None
         graph = self.get_job_graph(job_name)
         self._graph.clear()
+        if self._engine == "spark":
+            from ..spark.client import SparkJobClient
+
+            return SparkJobClient(job_name, graph, runtime, self._spark_configuration)  # type: ignore[return-value]
         client = JobClient(job_name, graph, runtime, self._clock)
         if self.runtime.rest_port is not None:
             from ..rest import serve_job

@@ -159,6 +159,11 @@ class TimerOperator(StreamOperator):
             await self.on_event_timer(timer)
         await self.output.emit_watermark(watermark)
 
+    def next_event_time(self) -> int | None:
+        """The earliest watermark at which this operator has work (a timer to fire), or None.
+        Engines that wake operators by timeouts (Spark) use it; the asyncio engine does not."""
+        return self.timers.next_event_time()
+
     async def on_event_timer(self, timer: Timer) -> None:
         pass
 

@@ -266,6 +266,15 @@ class WindowOperator(TimerOperator):
             elif refire is not None:
                 refire.add(key)
 
+    def next_event_time(self) -> int | None:
+        """Timers, and on the fast path the panes' implied timers (firing, then cleanup)."""
+        lateness = self.allowed_lateness
+        due = [w.end - 1 + lateness if w in self._fired else w.end - 1 for w in self.panes]
+        timer = super().next_event_time()
+        if timer is not None:
+            due.append(timer)
+        return min(due) if due else None
+
     def _fire_panes(self, wm: int) -> None:
         """Fire every pane the watermark passed (once; again only for the keys in ``_refire``),
         drop those past their cleanup time."""

@@ -1,0 +1,162 @@
+"""``SparkJobClient``: a job running on Spark, controlled from the caller's event loop.
+
+Spark's driver API blocks, so the session, the translation and the queries run in one
+worker thread; the caller's loop stays free (sinks other than files run their operators
+in it). Status, progress and metrics come from each query's ``lastProgress``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from typing import Any
+
+from ..graph import JobGraph
+from ..runtime.job import JobExecutionResult, JobStatus, RuntimeConfig
+from .plan import Translation
+from .session import get_session
+from .sinks import BatchSink, batch_sink_for, foreach_batch
+
+_log = logging.getLogger(__name__)
+
+KILL_AFTER_BATCH = "STREAMFLOW_SPARK_KILL_AFTER_BATCH"  # fault hook for the driver-kill tests
+
+
+class SparkJobClient:
+    """The Spark twin of :class:`~streamflow.runtime.job.JobClient`."""
+
+    def __init__(self, job_name: str, graph: JobGraph, config: RuntimeConfig,
+                 configuration: dict[str, Any]) -> None:
+        self.job_name = job_name
+        self._graph = graph
+        self._config = config
+        self._configuration = configuration
+        self._status = JobStatus.RUNNING
+        self._queries: list[Any] = []
+        self._stop = threading.Event()
+        self._started = time.monotonic()
+        self._loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[None] = self._loop.create_future()
+        self._thread = threading.Thread(target=self._main, name=f"spark job {job_name}", daemon=True)
+        self._thread.start()
+
+    # -- the worker thread -----------------------------------------------------------
+    def _main(self) -> None:
+        error: BaseException | None = None
+        try:
+            self._run()
+        except BaseException as exc:  # reported through the future, re-raised by the caller
+            error = exc
+        self._loop.call_soon_threadsafe(self._finish, error)
+
+    def _finish(self, error: BaseException | None) -> None:
+        if error is not None and not self._stop.is_set():
+            self._status = JobStatus.FAILED
+            _log.error("job %r failed on Spark", self.job_name, exc_info=error)
+            self._done.set_exception(error)
+            return
+        self._status = JobStatus.CANCELED if self._stop.is_set() else JobStatus.FINISHED
+        _log.info("job %r %s on Spark", self.job_name, self._status.name.lower())
+        self._done.set_result(None)
+
+    def _run(self) -> None:
+        spark = get_session(self._configuration)
+        storage = self._config.checkpoint.storage_dir
+        temp = None
+        if storage:
+            work = os.path.join(storage, "spark")
+        else:
+            work = temp = tempfile.mkdtemp(prefix="streamflow-spark-")
+        try:
+            per_batch = int(self._configuration.get("execution.spark.records-per-batch", 100_000))
+            plan = Translation(spark, self._graph, self._config.checkpoint.codec, work, per_batch)
+            sinks: list[BatchSink] = []
+            _log.info("job %r: translating to Spark (work dir %s)", self.job_name, work)
+            kill_after = os.environ.get(KILL_AFTER_BATCH)
+            for node, stream in plan.sink_streams():
+                spec = plan.spec(node)
+                sink = batch_sink_for(spec, self._loop)
+                sink.open()
+                sinks.append(sink)
+                query = (
+                    stream.df.writeStream.foreachBatch(
+                        foreach_batch(sink, self._config.checkpoint.codec, _killer(kill_after))
+                    )
+                    .option("checkpointLocation", os.path.join(work, "checkpoints", spec.uid))
+                    .queryName(f"{self.job_name}/{spec.uid}".replace(" ", "_"))
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                self._queries.append(query)
+            for query in self._queries:
+                while not query.awaitTermination(0.2):
+                    if self._stop.is_set():
+                        query.stop()
+                error = query.exception()
+                if error is not None and not self._stop.is_set():
+                    raise error
+            if not self._stop.is_set():
+                for sink in sinks:
+                    sink.finish()
+            for sink in sinks:
+                sink.close()
+        finally:
+            for query in self._queries:
+                if query.isActive:
+                    query.stop()
+            if temp is not None:
+                shutil.rmtree(temp, ignore_errors=True)
+
+    # -- the JobClient interface -----------------------------------------------------
+    def get_job_status(self) -> JobStatus:
+        return self._status
+
+    def get_metrics(self) -> dict[str, float | int]:
+        out: dict[str, float | int] = {"job.numRestarts": 0}
+        rows = batches = 0
+        for query in list(self._queries):
+            progress = query.lastProgress
+            if progress:
+                batches = max(batches, int(progress.get("batchId", 0)) + 1)
+                rows += int(progress.get("numInputRows", 0))
+        out["spark.numBatches"] = batches
+        out["spark.lastBatchInputRows"] = rows
+        return out
+
+    async def trigger_checkpoint(self) -> str:
+        raise RuntimeError("on the Spark engine every micro-batch is checkpointed by Spark itself")
+
+    async def trigger_savepoint(self, savepoint_directory: str) -> str:
+        raise RuntimeError("savepoints are not supported on the Spark engine (Spark has none)")
+
+    async def get_job_execution_result(self) -> JobExecutionResult:
+        await asyncio.shield(self._done)
+        return JobExecutionResult(
+            self.job_name, self._status, self.get_metrics(), int((time.monotonic() - self._started) * 1000)
+        )
+
+    async def cancel(self) -> None:
+        self._stop.set()
+        try:
+            await asyncio.shield(self._done)
+        except Exception as exc:
+            _log.debug("job %r ended with %r while cancelling", self.job_name, exc)
+
+
+def _killer(after: str | None) -> Any:
+    if after is None:
+        return None
+    limit = int(after)
+
+    def kill(batch_id: int) -> None:
+        if batch_id >= limit:
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return kill

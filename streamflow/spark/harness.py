@@ -1,0 +1,289 @@
+"""Running streamflow's own operators inside Spark's Python workers.
+
+Theory of operation
+-------------------
+The Spark engine does not re-implement operators: a translated stage runs the very
+operator objects the asyncio engine runs (built by the graph node's factory), so a map,
+a KeyedProcessFunction with timers or a window with a custom trigger, evictor and allowed
+lateness gives the same answers on both engines. This module is the small runtime that
+hosts them in a worker: an operator context without channels, outputs that collect into
+lists, and a private event loop that drives the (async) operator methods to completion.
+
+Rows between stages carry ``order`` (array<long>: the record's position in the input, so
+per-key order survives Spark's unordered shuffles), ``ts`` (event time in ms, or null),
+``tag`` (the side output the row belongs to, null for the main output), ``eof`` (the
+end-of-input marker row, see :mod:`streamflow.spark.plan`) and ``value`` (the record,
+encoded by the job's state codec; never pickled unless the user chose the pickle codec).
+
+* :class:`ChainRunner` (stateless stages, through ``mapInArrow``) feeds each Arrow batch
+  as one streamflow batch when its rows arrive in input order (straight from a source),
+  and record by record otherwise, so an output's ``order`` is always its input's order
+  extended by its position among that input's outputs.
+* :class:`KeyedRunner` (keyed stages, through ``applyInPandasWithState``) is called once
+  per key and micro-batch. It restores the key's operator state (keyed state and timers,
+  the operator's own snapshot restricted to one key) from Spark's group state, advances
+  the operator to Spark's watermark (firing due event-time timers, exactly as a
+  watermark does in the asyncio engine), feeds the key's rows in ``order``, snapshots,
+  and asks Spark for a timeout at the next event-time timer. Spark's watermark W (max
+  event time minus the delay) is streamflow's ``W - 1`` (Flink emits ``max - delay - 1``),
+  and Spark times a group out once its watermark passes the timeout, so a timer at ``t``
+  fires when ``W - 1 >= t``: the asyncio engine's rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checkpoint.restore import OperatorRestore
+from ..clock import SystemClock
+from ..runtime.context import OperatorContext
+from ..runtime.events import Watermark, WatermarkStatus
+from ..runtime.metrics import MetricGroup
+from ..runtime.operator import BatchTarget, Output, StreamOperator
+from ..runtime.processing_time import ProcessingTimeService
+from ..runtime.timestamps import TimestampsAndWatermarksOperator
+from ..state.keyed import KeyedStateBackend
+
+EOF_TS = 9_000_000_000_000  # ms, the year 2255: below pandas' nanosecond limit (2262)
+EOF_ORDER = [2**62]
+TIMER_ORDER = -1  # outputs fired by timers come before the outputs of the batch's records
+
+
+class SparkUnsupportedError(RuntimeError):
+    """Something the job does at run time that the Spark engine cannot do."""
+
+
+@dataclass
+class NodeSpec:
+    """What a worker needs to build one operator: picklable (Spark ships it to workers)."""
+
+    name: str
+    uid: str
+    factory: Any  # an OperatorFactory (``create(subtask)``) or a callable of the subtask index
+    keyed: bool
+    max_parallelism: int
+    side_tags: list[str] = field(default_factory=list)  # the side outputs consumed downstream
+
+
+class _Collect(BatchTarget):
+    """The end of a stage: gathers (record, timestamp) pairs of one output."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+        self.timestamps: list[int | None] = []
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        self.records.extend(records)
+        self.timestamps.extend(timestamps if timestamps is not None else [None] * len(records))
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        return None  # Spark owns the watermark between stages
+
+    async def process_watermark_status(self, status: WatermarkStatus) -> None:
+        return None
+
+    def take(self) -> tuple[list[Any], list[int | None]]:
+        out = self.records, self.timestamps
+        self.records, self.timestamps = [], []
+        return out
+
+
+class _NoProcessingTime(ProcessingTimeService):
+    """Refuses processing-time timers; the periodic watermark emit of a timestamps operator
+    is ignored instead (Spark computes the watermark itself)."""
+
+    def register(self, at_ms: int, callback: Any) -> None:
+        if isinstance(getattr(callback, "__self__", None), TimestampsAndWatermarksOperator):
+            return
+        raise SparkUnsupportedError(
+            "processing-time timers cannot run on the Spark engine (a micro-batch has no "
+            "processing-time clock between batches): use event-time timers, or the asyncio engine"
+        )
+
+
+def _create(spec: NodeSpec) -> StreamOperator:
+    create = getattr(spec.factory, "create", spec.factory)
+    op = create(0)
+    if not isinstance(op, StreamOperator):
+        raise TypeError(f"{spec.name}: the node's factory built {op!r}, not an operator")
+    return op
+
+
+def _context(spec: NodeSpec, metrics: dict[str, object]) -> OperatorContext:
+    clock = SystemClock()
+    return OperatorContext(
+        uid=spec.uid,
+        name=spec.name,
+        task_name=f"{spec.name} (spark)",
+        subtask_index=0,
+        parallelism=1,
+        max_parallelism=spec.max_parallelism,
+        clock=clock,
+        metrics=MetricGroup(spec.uid, metrics),
+        processing_time=_NoProcessingTime(clock, lambda: None),
+        keyed_backend=KeyedStateBackend(spec.max_parallelism) if spec.keyed else None,
+    )
+
+
+class _Stage:
+    """Operators wired like a chain, each output collected at the end of the stage."""
+
+    def __init__(self, specs: list[NodeSpec]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.metrics: dict[str, object] = {}
+        self.main = _Collect()
+        last = specs[-1]
+        self.side = {tag: _Collect() for tag in last.side_tags}
+        self.ops: list[StreamOperator] = [_create(s) for s in specs]
+        output = Output([self.main], {tag: [c] for tag, c in self.side.items()})
+        for spec, op in reversed(list(zip(specs, self.ops, strict=True))):
+            op.setup(_context(spec, self.metrics), output)
+            output = Output([op], {})
+        self.head = self.ops[0]
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def open(self) -> None:
+        for op in reversed(self.ops):
+            self.run(op.open())
+
+    def close(self) -> None:
+        try:
+            for op in self.ops:
+                self.run(op.close())
+        finally:
+            for op in self.ops:
+                op.dispose()
+            self.loop.close()
+
+    def outputs(self) -> list[tuple[str | None, list[Any], list[int | None]]]:
+        out: list[tuple[str | None, list[Any], list[int | None]]] = [(None, *self.main.take())]
+        out.extend((tag, *c.take()) for tag, c in self.side.items())
+        return out
+
+
+Row = tuple[list[int], int | None, str | None, bool, bytes]  # order, ts, tag, eof, value
+
+
+class ChainRunner:
+    """A stateless stage: a chain of non-keyed operators over ``mapInArrow`` batches."""
+
+    def __init__(self, specs: list[NodeSpec], encode: Callable[[Any], bytes],
+                 decode: Callable[[bytes], Any], ordered_input: bool) -> None:
+        self.specs = specs
+        self.encode, self.decode = encode, decode
+        self.ordered_input = ordered_input
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        from .encoding import rows_to_arrow
+
+        stage = _Stage(self.specs)
+        stage.open()
+        try:
+            for batch in batches:
+                rows = self._run(stage, batch.to_pydict())
+                if rows:
+                    yield rows_to_arrow(rows)
+        finally:
+            stage.close()
+
+    def _run(self, stage: _Stage, cols: dict[str, list]) -> list[Row]:
+        orders, tss, eofs, values = cols["order"], cols["ts"], cols["eof"], cols["value"]
+        decode, encode = self.decode, self.encode
+        out: list[Row] = []
+        data = [i for i, e in enumerate(eofs) if not e]
+        if self.ordered_input and data:
+            records = [decode(values[i]) for i in data]
+            timestamps = [tss[i] for i in data]
+            has_ts = all(t is not None for t in timestamps)
+            stage.run(stage.head.process_batch(records, timestamps if has_ts else None))
+            base = orders[data[0]]
+            for tag, recs, ts in stage.outputs():
+                out.extend(([*base, j], t, tag, False, encode(r)) for j, (r, t) in
+                           enumerate(zip(recs, ts, strict=True)))
+        else:
+            for i in data:
+                ts = tss[i]
+                stage.run(stage.head.process_batch([decode(values[i])], None if ts is None else [ts]))
+                o = orders[i]
+                for tag, recs, rts in stage.outputs():
+                    out.extend(([*o, j], t, tag, False, encode(r)) for j, (r, t) in
+                               enumerate(zip(recs, rts, strict=True)))
+        out.extend((orders[i], tss[i], None, True, b"") for i, e in enumerate(eofs) if e)
+        return out
+
+
+class KeyedRunner:
+    """A keyed stage: one keyed operator, called by ``applyInPandasWithState`` per key."""
+
+    def __init__(self, spec: NodeSpec, encode: Callable[[Any], bytes], decode: Callable[[bytes], Any],
+                 state_encode: Callable[[Any], bytes], state_decode: Callable[[bytes], Any],
+                 event_time: bool) -> None:
+        self.spec = spec
+        self.encode, self.decode = encode, decode
+        self.state_encode, self.state_decode = state_encode, state_decode
+        self.event_time = event_time
+
+    def __call__(self, key: tuple[bytes], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        import pandas as pd
+
+        from .encoding import ROW_COLUMNS
+
+        if key[0] == b"":  # the end-of-input marker's own group: pass it on
+            rows = [r for pdf in pdfs for r in pdf.itertuples(index=False)]
+            yield pd.DataFrame([(list(r.order), r.ts, None, True, b"") for r in rows], columns=ROW_COLUMNS)
+            return
+        yield pd.DataFrame(self._run(pdfs, state), columns=ROW_COLUMNS)
+
+    def _run(self, pdfs: Iterator[Any], state: Any) -> list[tuple]:
+        stage = _Stage([self.spec])
+        op = stage.head
+        try:
+            restored = None
+            if state.exists:
+                snapshot = self.state_decode(state.get[0])
+                restored = OperatorRestore(snapshot, [snapshot], range(self.spec.max_parallelism))
+            op.initialize_state(restored)
+            stage.open()
+            out: list[tuple] = []
+            decode, encode = self.decode, self.encode
+            if self.event_time:
+                wm = state.getCurrentWatermarkMs()
+                if wm > 0:
+                    stage.run(op.process_watermark(Watermark(wm - 1)))
+                    for tag, recs, ts in stage.outputs():
+                        out.extend(([TIMER_ORDER, t if t is not None else wm, j], t, tag, False, encode(r))
+                                   for j, (r, t) in enumerate(zip(recs, ts, strict=True)))
+            if not state.hasTimedOut:
+                rows = sorted(
+                    (tuple(r.order), r.ts, r.value)
+                    for pdf in pdfs
+                    for r in pdf[["order", "ts", "value"]].itertuples(index=False)
+                )
+                for order, raw_ts, value in rows:
+                    ts = None if raw_ts is None or raw_ts != raw_ts else int(raw_ts)  # NaN: no timestamp
+                    stage.run(op.process_batch([decode(value)], None if ts is None else [ts]))
+                    for tag, recs, rts in stage.outputs():
+                        out.extend(([*order, j], t, tag, False, encode(r))
+                                   for j, (r, t) in enumerate(zip(recs, rts, strict=True)))
+            self._save(op, state)
+            return out
+        finally:
+            stage.close()
+
+    def _save(self, op: StreamOperator, state: Any) -> None:
+        snapshot = op.snapshot_state(0)
+        timers = snapshot.get("timers", {}) if isinstance(snapshot, dict) else {}
+        keyed = snapshot.get("keyed", {}) if isinstance(snapshot, dict) else {}
+        if not keyed.get("groups") and not any(timers.values()):
+            if state.exists:
+                state.remove()
+            return
+        state.update((self.state_encode(snapshot),))
+        next_time = getattr(op, "next_event_time", lambda: None)()
+        if self.event_time and next_time is not None:
+            state.setTimeoutTimestamp(max(next_time, state.getCurrentWatermarkMs()))

@@ -1,0 +1,338 @@
+"""Translating a job's logical graph to Spark Structured Streaming.
+
+Theory of operation
+-------------------
+The translation walks the logical graph (its nodes, edges and operator factories, never
+the user's code paths) and builds one streaming DataFrame per node output:
+
+* A **source** is read once by the driver through its own ``SourceReader`` and written as
+  numbered Parquet chunks into the query's input directory (rows of
+  :data:`~.encoding.ROW_DDL`, the records encoded by the job's state codec), followed by
+  an end-of-input marker row; Spark streams the chunks in order, one per micro-batch
+  (``maxFilesPerTrigger=1``), and the file source's offsets live in the checkpoint.
+  Kafka sources have a Spark streaming source of their own (see :mod:`.kafka_source`).
+* **Non-keyed operators** become ``mapInArrow`` stages running the operators themselves
+  (:class:`~.harness.ChainRunner`); forward-connected ones with a single consumer are fused
+  into one stage, as the asyncio engine chains them into one task.
+* A **keyed operator** (``key_by`` then reduce, process, window, ...) gets a key column
+  (the key selector's result, encoded), the event-time watermark of its input
+  (``withWatermark`` with the delay of the upstream watermark strategy), and runs as
+  ``groupBy(key).applyInPandasWithState`` (:class:`~.harness.KeyedRunner`): the operator's
+  keyed state and timers per key live in Spark's state store, and event-time timers are
+  Spark's event-time timeouts.
+* **union** is ``unionByName``; a **side output** is a filter on the ``tag`` column.
+* Every **sink** becomes one query with ``foreachBatch`` (see :mod:`.sinks`), checkpointed
+  at ``<checkpoint dir>/spark/<sink uid>``.
+
+End of input: Spark does not flush event time when a bounded input ends, so the last
+chunk of every source is a marker row with an event time far in the future (year 2255);
+it passes through every stage and lifts the watermark so the trailing no-data
+micro-batch fires every pending window and timer. Sinks never see it.
+
+What cannot be expressed is refused at translation time with
+:class:`SparkTranslationError` naming the operator: two-input operators (``connect``),
+broadcast partitioning, custom watermark generators (Spark's watermark is a fixed delay)
+and async functions. Processing-time timers are refused when registered (they are known
+only at run time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..connectors.base import END, Source
+from ..eventtime import BoundedOutOfOrdernessWatermarks, NoWatermarksGenerator
+from ..graph import GraphError, JobGraph, Partitioning, StreamNode
+from ..runtime.timestamps import TimestampsAndWatermarksOperator
+from ..state.codec import Codec
+from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, keyed_schema, row_schema
+from .harness import EOF_ORDER, EOF_TS, ChainRunner, KeyedRunner, NodeSpec
+
+_log = logging.getLogger(__name__)
+
+
+class SparkTranslationError(GraphError):
+    """The job uses something the Spark engine cannot express; the message names it."""
+
+
+@dataclass
+class Stream:
+    """A node output as a streaming DataFrame of :data:`ROW_DDL` rows."""
+
+    df: Any
+    ordered: bool  # rows arrive in input order within each partition (no shuffle yet)
+    delay_ms: int | None  # the event-time delay of the watermark strategy upstream, if any
+
+
+class Translation:
+    def __init__(self, spark: Any, graph: JobGraph, codec: Codec, work_dir: str, records_per_batch: int):
+        self.spark = spark
+        self.graph = graph
+        self.codec = codec
+        self.work_dir = work_dir
+        self.records_per_batch = records_per_batch
+        self._streams: dict[tuple[int, str | None], Stream] = {}
+        self._chains: dict[int, tuple[Stream, list[NodeSpec]]] = {}
+
+    # -- public -----------------------------------------------------------------------
+    def sink_streams(self) -> list[tuple[StreamNode, Stream]]:
+        """The stream feeding each sink node, in graph order."""
+        out = []
+        for node in self.graph.nodes:
+            if node.is_sink:
+                self._check_inputs(node)
+                out.append((node, self._input_of(node)))
+        return out
+
+    def spec(self, node: StreamNode, side_tags: list[str] | None = None) -> NodeSpec:
+        return NodeSpec(
+            name=node.name,
+            uid=self.graph.uid_of(node),
+            factory=node.operator_factory,
+            keyed=node.keyed,
+            max_parallelism=node.max_parallelism or 128,
+            side_tags=side_tags or [],
+        )
+
+    # -- nodes ------------------------------------------------------------------------
+    def stream(self, node: StreamNode, tag: str | None = None) -> Stream:
+        key = (node.id, tag)
+        if key not in self._streams:
+            self._streams[key] = self._filter(self._output(node), tag)
+        return self._streams[key]
+
+    def _output(self, node: StreamNode) -> Stream:
+        full = (node.id, "*")
+        if full not in self._streams:
+            self._streams[full] = self._translate(node)
+        return self._streams[full]
+
+    def _translate(self, node: StreamNode) -> Stream:
+        if node.source is not None:
+            return self._source(node, node.source)
+        self._check_inputs(node)
+        if node.keyed:
+            return self._keyed(node)
+        stream, specs = self._chain(node)
+        runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered)
+        return Stream(stream.df.mapInArrow(runner, ROW_DDL), stream.ordered, stream.delay_ms)
+
+    def _chain(self, node: StreamNode) -> tuple[Stream, list[NodeSpec]]:
+        """The stage input and the fused operators ending with ``node``."""
+        if node.id in self._chains:
+            return self._chains[node.id]
+        spec = self.spec(node, self._side_tags(node))
+        spec_delay = _watermark_delay(node)
+        (edge,) = node.inputs if len(node.inputs) == 1 else (None,)
+        up = edge.upstream if edge is not None else None
+        if (
+            edge is not None
+            and up is not None
+            and edge.side_tag is None
+            and edge.partitioning is not Partitioning.HASH
+            and up.source is None
+            and not up.keyed
+            and len(self.graph.consumers[up.id]) == 1
+            and not self._side_tags(up)
+        ):
+            stream, specs = self._chain(up)
+            result = (_with_delay(stream, spec_delay), [*specs, spec])
+        else:
+            result = (_with_delay(self._input_of(node), spec_delay), [spec])
+        self._chains[node.id] = result
+        return result
+
+    def _keyed(self, node: StreamNode) -> Stream:
+        from pyspark.sql import functions as F
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        edges = node.inputs
+        selectors = {id(e.key_selector): e.key_selector for e in edges}
+        if len(selectors) != 1 or edges[0].key_selector is None:
+            raise SparkTranslationError(
+                f"operator {node.name!r}: the Spark engine needs one key selector for all inputs of a "
+                "keyed operator"
+            )
+        stream = self._input_of(node)
+        keyed = stream.df.mapInArrow(_KeyColumn(edges[0].key_selector, self.codec), KEYED_DDL)
+        event_time = stream.delay_ms is not None
+        if event_time:
+            keyed = keyed.withColumn("event_time", F.timestamp_millis("ts")).withWatermark(
+                "event_time", f"{stream.delay_ms} milliseconds"
+            )
+        runner = KeyedRunner(
+            self.spec(node, self._side_tags(node)),
+            self.codec.encode,
+            self.codec.decode,
+            self.codec.encode,
+            self.codec.decode,
+            event_time,
+        )
+        timeout = GroupStateTimeout.EventTimeTimeout if event_time else GroupStateTimeout.NoTimeout
+        df = keyed.groupBy("key").applyInPandasWithState(runner, ROW_DDL, STATE_DDL, "append", timeout)
+        return Stream(df, False, stream.delay_ms)
+
+    def _input_of(self, node: StreamNode) -> Stream:
+        streams = [self.stream(e.upstream, e.side_tag) for e in node.inputs]
+        if len(streams) == 1:
+            return streams[0]
+        df = streams[0].df
+        for s in streams[1:]:
+            df = df.unionByName(s.df)
+        delays = [s.delay_ms for s in streams if s.delay_ms is not None]
+        return Stream(df, False, min(delays) if delays else None)
+
+    # -- sources ----------------------------------------------------------------------
+    def _source(self, node: StreamNode, source: Source) -> Stream:
+        spark_stream = getattr(source, "spark_stream", None)
+        if callable(spark_stream):  # connectors with a Spark source of their own (Kafka)
+            return Stream(spark_stream(self.spark, self.codec, self.work_dir), True, None)
+        directory = os.path.join(self.work_dir, "input", self.graph.uid_of(node))
+        if not os.path.exists(os.path.join(directory, "_COMPLETE")):
+            materialize(source, directory, self.codec, self.records_per_batch)
+        df = (
+            self.spark.readStream.schema(ROW_DDL)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(directory)
+        )
+        return Stream(df, True, None)
+
+    # -- helpers ----------------------------------------------------------------------
+    def _side_tags(self, node: StreamNode) -> list[str]:
+        return sorted({e.side_tag for _n, e in self.graph.consumers.get(node.id, []) if e.side_tag})
+
+    def _filter(self, stream: Stream, tag: str | None) -> Stream:
+        from pyspark.sql import functions as F
+
+        cond = F.col("tag").isNull() if tag is None else (F.col("tag") == F.lit(tag))
+        return Stream(stream.df.where(cond | F.col("eof")), stream.ordered, stream.delay_ms)
+
+    def _check_inputs(self, node: StreamNode) -> None:
+        for e in node.inputs:
+            if e.input_index:
+                raise SparkTranslationError(
+                    f"operator {node.name!r}: two-input operators (connect) are not supported on the "
+                    "Spark engine; union the streams instead, or run the job on the asyncio engine"
+                )
+            if e.partitioning is Partitioning.BROADCAST:
+                raise SparkTranslationError(
+                    f"operator {node.name!r}: broadcast partitioning has no Spark equivalent"
+                )
+        if getattr(node.operator_factory, "is_async", False):
+            raise SparkTranslationError(f"operator {node.name!r}: async functions cannot run on Spark")
+
+
+def _with_delay(stream: Stream, delay: int | None) -> Stream:
+    return stream if delay is None else Stream(stream.df, stream.ordered, delay)
+
+
+def _watermark_delay(node: StreamNode) -> int | None:
+    """The Spark watermark delay of a timestamps-and-watermarks node, or None."""
+    factory = node.operator_factory
+    if factory is None:
+        return None
+    create: Callable[[int], Any] = getattr(factory, "create", factory)
+    op = create(0)
+    if not isinstance(op, TimestampsAndWatermarksOperator):
+        return None
+    generator = op.strategy.generator_factory()
+    if isinstance(generator, BoundedOutOfOrdernessWatermarks):
+        return int(generator._bound)
+    if isinstance(generator, NoWatermarksGenerator):
+        return None
+    raise SparkTranslationError(
+        f"operator {node.name!r}: a custom watermark generator ({type(generator).__name__}) cannot run "
+        "on Spark, whose watermark is the maximum event time minus a fixed delay: use "
+        "WatermarkStrategy.for_bounded_out_of_orderness(...) or for_monotonous_timestamps()"
+    )
+
+
+class _KeyColumn:
+    """``mapInArrow``: adds the encoded key of every row (the end marker gets ``b""``)."""
+
+    def __init__(self, key_selector: Callable[[Any], Any], codec: Codec) -> None:
+        self.key_selector = key_selector
+        self.codec = codec
+
+    def __call__(self, batches: Any) -> Any:
+        import pyarrow as pa
+
+        schema = keyed_schema()
+        key_of, encode, decode = self.key_selector, self.codec.encode, self.codec.decode
+        for batch in batches:
+            values = batch.column("value").to_pylist()
+            eofs = batch.column("eof").to_pylist()
+            keys = [b"" if e else encode(key_of(decode(v))) for v, e in zip(values, eofs, strict=True)]
+            yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(keys, pa.binary())], schema=schema)
+
+
+def materialize(source: Source, directory: str, codec: Codec, records_per_chunk: int) -> int:
+    """Reads a bounded source to Parquet chunks (then an end marker); returns the record count."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not getattr(source, "bounded", True):
+        raise SparkTranslationError(
+            f"source {source!r} is unbounded and has no Spark streaming source of its own"
+        )
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    schema = row_schema()
+    state = {"chunk": 0, "seq": 0}
+
+    def write(orders: list, tss: list, eofs: list, values: list) -> None:
+        n = state["chunk"]
+        path = os.path.join(directory, f"part-{n:06d}.parquet")
+        table = pa.table(
+            [pa.array(orders, schema.field("order").type), pa.array(tss, pa.int64()),
+             pa.array([None] * len(values), pa.string()), pa.array(eofs, pa.bool_()),
+             pa.array(values, pa.binary())],
+            schema=schema,
+        )
+        pq.write_table(table, path)
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # Spark orders new files by mtime
+        state["chunk"] = n + 1
+
+    async def read_all() -> None:
+        reader = source.create_reader(0, 1)
+        wake = asyncio.Event()
+        await reader.start(wake.set)
+        pending: list[bytes] = []
+        try:
+            while True:
+                polled = reader.poll_batch(records_per_chunk)
+                if polled is END:
+                    break
+                if polled is None:
+                    await wake.wait()
+                    wake.clear()
+                    continue
+                assert isinstance(polled, list)
+                pending.extend(codec.encode(r) for r in polled)
+                while len(pending) >= records_per_chunk:
+                    chunk, pending[:] = pending[:records_per_chunk], pending[records_per_chunk:]
+                    _emit(chunk)
+        finally:
+            await reader.close()
+        if pending:
+            _emit(pending)
+
+    def _emit(values: list[bytes]) -> None:
+        start = state["seq"]
+        state["seq"] = start + len(values)
+        write([[start + i] for i in range(len(values))], [None] * len(values), [False] * len(values), values)
+
+    asyncio.run(read_all())
+    write([EOF_ORDER], [EOF_TS], [True], [b""])
+    with open(os.path.join(directory, "_COMPLETE"), "w") as f:
+        f.write(str(state["seq"]))
+    _log.info("materialized %d records of %r into %d chunks at %s", state["seq"], source, state["chunk"],
+              directory)
+    return state["seq"]

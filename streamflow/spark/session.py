@@ -1,0 +1,61 @@
+"""The one SparkSession of a process, with the settings a local run needs.
+
+Settings come from ``../shared/SPARK.md`` (measured on this kind of machine): the Python
+workers must run this interpreter (``PYSPARK_PYTHON``), the driver binds loopback, and the
+shuffle width is the number of local cores instead of 200 (it is fixed in a stateful
+query's checkpoint once the query has started). ``spark.*`` keys of the job's configuration
+override these defaults, and ``execution.spark.master`` chooses the master (``local[2]`` by
+default; a cluster's master URL when the script is submitted with ``spark-submit``, where
+the session already exists and is reused as it is).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+_log = logging.getLogger(__name__)
+
+DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.driver.memory": "1g",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.python.worker.reuse": "true",
+}
+
+
+def get_session(configuration: dict[str, Any] | None = None) -> Any:
+    """The active SparkSession, or a new local one with the defaults above."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:  # pragma: no cover - pyspark is a declared extra
+        raise RuntimeError(
+            "the Spark engine needs pyspark: pip install 'streamflow[spark]' (pyspark 4.x, Java 17)"
+        ) from exc
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    conf = dict(configuration or {})
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers import the user's modules (functions are pickled by reference): give
+    # them this process's import path.
+    path = os.pathsep.join(p for p in sys.path if p)
+    os.environ["PYTHONPATH"] = path
+    builder = SparkSession.builder.master(str(conf.pop("execution.spark.master", "local[2]")))
+    builder = builder.appName(str(conf.pop("pipeline.name", "streamflow")))
+    settings = {**DEFAULTS, "spark.executorEnv.PYTHONPATH": path}
+    settings.update({k: str(v) for k, v in conf.items() if k.startswith("spark.")})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    _log.info("starting a SparkSession (%s)", settings.get("spark.master", "local[2]"))
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
