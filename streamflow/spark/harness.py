@@ -255,9 +255,9 @@ class KeyedRunner:
                 wm = state.getCurrentWatermarkMs()
                 if wm > 0:
                     stage.run(op.process_watermark(Watermark(wm - 1)))
-                    for tag, recs, ts in stage.outputs():
+                    for tag, recs, tss in stage.outputs():
                         out.extend(([TIMER_ORDER, t if t is not None else wm, j], t, tag, False, encode(r))
-                                   for j, (r, t) in enumerate(zip(recs, ts, strict=True)))
+                                   for j, (r, t) in enumerate(zip(recs, tss, strict=True)))
             if not state.hasTimedOut:
                 rows = sorted(
                     (tuple(r.order), r.ts, r.value)
