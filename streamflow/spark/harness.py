@@ -49,6 +49,7 @@ from ..state.keyed import KeyedStateBackend
 
 EOF_TS = 9_000_000_000_000  # ms, the year 2255: below pandas' nanosecond limit (2262)
 EOF_ORDER = [2**62]
+WATERMARK_TAG = "\x00watermark"  # marker rows that carry Spark's event time (see plan._KeyColumn)
 TIMER_ORDER = -1  # outputs fired by timers come before the outputs of the batch's records
 
 
@@ -233,8 +234,8 @@ class KeyedRunner:
 
         from .encoding import ROW_COLUMNS
 
-        if key[0] == b"":  # the end-of-input marker's own group: pass it on
-            rows = [r for pdf in pdfs for r in pdf.itertuples(index=False)]
+        if key[0] == b"":  # the markers' group: pass end-of-input on, drop watermark rows
+            rows = [r for pdf in pdfs for r in pdf.itertuples(index=False) if r.eof]
             yield pd.DataFrame([(list(r.order), r.ts, None, True, b"") for r in rows], columns=ROW_COLUMNS)
             return
         yield pd.DataFrame(self._run(pdfs, state), columns=ROW_COLUMNS)

@@ -51,7 +51,7 @@ from ..graph import GraphError, JobGraph, Partitioning, StreamNode
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, keyed_schema, row_schema
-from .harness import EOF_ORDER, EOF_TS, ChainRunner, KeyedRunner, NodeSpec
+from .harness import EOF_ORDER, EOF_TS, WATERMARK_TAG, ChainRunner, KeyedRunner, NodeSpec
 
 _log = logging.getLogger(__name__)
 
@@ -162,7 +162,8 @@ class Translation:
         keyed = stream.df.mapInArrow(_KeyColumn(edges[0].key_selector, self.codec), KEYED_DDL)
         event_time = stream.delay_ms is not None
         if event_time:
-            keyed = keyed.withColumn("event_time", F.timestamp_millis("ts")).withWatermark(
+            spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
+            keyed = keyed.withColumn("event_time", spark_time).withWatermark(
                 "event_time", f"{stream.delay_ms} milliseconds"
             )
         runner = KeyedRunner(
@@ -253,7 +254,15 @@ def _watermark_delay(node: StreamNode) -> int | None:
 
 
 class _KeyColumn:
-    """``mapInArrow``: adds the encoded key of every row (the end marker gets ``b""``)."""
+    """``mapInArrow``: adds the encoded key of every row, and one watermark row per batch.
+
+    Spark drops a stateful operator's input rows whose event time is at or below the
+    previous micro-batch's watermark; streamflow's operators decide lateness themselves
+    (allowed lateness, late-data side outputs), so data rows carry no event time for Spark.
+    Instead each batch gets one marker row (key ``b""``, not end-of-input) whose event
+    time is the batch's highest timestamp: Spark's watermark follows the data exactly as
+    before, and no data row is ever dropped. The end-of-input row keeps its event time.
+    """
 
     def __init__(self, key_selector: Callable[[Any], Any], codec: Codec) -> None:
         self.key_selector = key_selector
@@ -269,6 +278,13 @@ class _KeyColumn:
             eofs = batch.column("eof").to_pylist()
             keys = [b"" if e else encode(key_of(decode(v))) for v, e in zip(values, eofs, strict=True)]
             yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(keys, pa.binary())], schema=schema)
+            tss = batch.column("ts").to_pylist()
+            stamped = [t for t, e in zip(tss, eofs, strict=True) if t is not None and not e]
+            if stamped:
+                marker = [[[-1]], [max(stamped)], [WATERMARK_TAG], [False], [b""], [b""]]
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(c, f.type) for c, f in zip(marker, schema, strict=True)], schema=schema
+                )
 
 
 def materialize(source: Source, directory: str, codec: Codec, records_per_chunk: int) -> int:

@@ -1,0 +1,219 @@
+"""The Spark engine: the same job objects on both engines give the same answers.
+
+One SparkSession for the whole test process (the first Spark test starts it; later ones
+reuse it). The workloads are shared/bench/WORKLOADS.md's, at a small N.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamflow import (
+    AggregateFunction,
+    KeyedProcessFunction,
+    OutputTag,
+    StreamExecutionEnvironment,
+    WatermarkStrategy,
+)
+from streamflow.spark.plan import SparkTranslationError
+from streamflow.testing import ListSink
+from streamflow.windowing import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
+
+HERE = Path(__file__).parent
+N = 3000
+
+
+def events(n: int) -> list[tuple[str, int, int]]:
+    perm = [(j * 37) % 100 for j in range(100)]
+    return [("k%d" % (i % 10), i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
+
+
+def _env(engine: str) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment()
+    env.set_engine(engine)
+    env.configure({"execution.spark.records-per-batch": 1000})  # several micro-batches
+    return env
+
+
+def _strategy(bound: int = 200) -> WatermarkStrategy:
+    return WatermarkStrategy.for_bounded_out_of_orderness(bound).with_timestamp_assigner(lambda e, t: e[2])
+
+
+class CountWithTimeout(KeyedProcessFunction):
+    """Flink's docs example: count per key, emit (key, count) when a key is quiet 500 ms."""
+
+    def open(self, ctx: Any) -> None:
+        from streamflow import ValueStateDescriptor
+
+        self.state = ctx.get_state(ValueStateDescriptor("count"))
+
+    def process_element(self, value: Any, ctx: Any) -> None:
+        current = self.state.value() or (value[0], 0, 0)
+        current = (value[0], current[1] + 1, ctx.timestamp())
+        self.state.update(current)
+        ctx.timer_service().register_event_time_timer(current[2] + 500)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        key, count, last = self.state.value()
+        if timestamp == last + 500:
+            yield (key, count, timestamp)
+
+
+LATE = OutputTag("late")
+
+
+def workloads(engine: str) -> dict[str, list]:
+    env = _env(engine)
+    sinks = {name: ListSink() for name in ("w1", "w2", "w3", "session", "timers", "sliding", "union")}
+    data = events(N)
+    (env.from_collection(data).map(lambda e: e[1] * 2).filter(lambda v: v % 3 != 0).sink_to(sinks["w1"]))
+    (
+        env.from_collection(data)
+        .key_by(lambda e: e[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+        .sink_to(sinks["w2"])
+    )
+    timed = env.from_collection(data).assign_timestamps_and_watermarks(_strategy())
+    (
+        timed.key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(1000))
+        .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])))
+        .sink_to(sinks["w3"])
+    )
+    sparse = [e for e in data if e[2] % 700 < 300]  # gaps of 400 ms between bursts
+    (
+        env.from_collection(sparse)
+        .assign_timestamps_and_watermarks(_strategy())
+        .key_by(lambda e: e[0])
+        .window(EventTimeSessionWindows.with_gap(200))
+        .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])))
+        .sink_to(sinks["session"])
+    )
+    (
+        env.from_collection(sparse)
+        .assign_timestamps_and_watermarks(_strategy())
+        .key_by(lambda e: e[0])
+        .process(CountWithTimeout())
+        .sink_to(sinks["timers"])
+    )
+    windowed = (
+        timed.filter(lambda e: e[1] % 5 == 0)
+        .key_by(lambda e: e[0])
+        .window(SlidingEventTimeWindows.of(1000, 500))
+        .side_output_late_data(LATE)
+        .aggregate(_CountAgg())
+    )
+    windowed.map(lambda r: ("window", r)).sink_to(sinks["sliding"])
+    a = env.from_collection(data[:500]).map(lambda e: ("a", e[1]))
+    b = env.from_collection(data[500:900]).map(lambda e: ("b", e[1]))
+    a.union(b).key_by(lambda r: r[0]).sum(1).sink_to(sinks["union"])
+    env.execute(f"workloads on {engine}")
+    return {name: sink.results for name, sink in sinks.items()}
+
+
+class _CountAgg(AggregateFunction):
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add(self, value: Any, acc: int) -> int:
+        return acc + 1
+
+    def get_result(self, acc: int) -> int:
+        return acc
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+
+@pytest.fixture(scope="module")
+def both() -> dict[str, dict[str, list]]:
+    return {engine: workloads(engine) for engine in ("asyncio", "spark")}
+
+
+@pytest.mark.parametrize("name", ["w1", "w2", "w3", "session", "timers", "sliding", "union"])
+def test_same_answers_on_both_engines(both: dict[str, dict[str, list]], name: str) -> None:
+    expected, actual = both["asyncio"][name], both["spark"][name]
+    assert expected, f"{name}: the asyncio engine produced nothing; the test would prove nothing"
+    assert Counter(map(repr, actual)) == Counter(map(repr, expected))
+
+
+def test_per_key_order_is_kept(both: dict[str, dict[str, list]]) -> None:
+    """A running sum's outputs of one key come in input order (Spark shuffles them)."""
+    for engine in ("asyncio", "spark"):
+        by_key: dict[str, list[int]] = {}
+        for key, total, _ts in both[engine]["w2"]:
+            by_key.setdefault(key, []).append(total)
+        assert all(v == sorted(v) for v in by_key.values()), engine
+
+
+def test_workload_answers(both: dict[str, dict[str, list]]) -> None:
+    """WORKLOADS.md's answer formulas on the Spark results."""
+    w1 = both["spark"]["w1"]
+    data = events(N)
+    expected = [v * 2 for _k, v, _t in data if (v * 2) % 3 != 0]
+    assert (len(w1), sum(w1)) == (len(expected), sum(expected))
+    finals: dict[str, int] = {}
+    for key, total, _ts in both["spark"]["w2"]:
+        finals[key] = max(finals.get(key, 0), total)
+    assert (sum(finals.values()), len(both["spark"]["w2"])) == (sum(v for _k, v, _t in data), N)
+
+
+def test_untranslatable_operator_is_refused_with_its_name() -> None:
+    env = _env("spark")
+    a = env.from_collection([1, 2, 3])
+    b = env.from_collection([4, 5])
+    a.connect(b).map(lambda x: x, lambda y: y).name("my co-map").sink_to(ListSink())
+    with pytest.raises(SparkTranslationError, match="my co-map"):
+        env.execute("refused")
+
+
+def test_processing_time_timers_are_refused_clearly() -> None:
+    class Ticker(KeyedProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> None:
+            ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time())
+
+    env = _env("spark")
+    env.from_collection([1, 2]).key_by(lambda x: x).process(Ticker()).sink_to(ListSink())
+    with pytest.raises(Exception, match="processing-time timers cannot run on the Spark engine"):
+        env.execute("refused at run time")
+
+
+def _run_kill_job(tmp: Path, kill_after: int | None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env.pop("STREAMFLOW_SPARK_KILL_AFTER_BATCH", None)
+    if kill_after is not None:
+        env["STREAMFLOW_SPARK_KILL_AFTER_BATCH"] = str(kill_after)
+    return subprocess.run(
+        [sys.executable, str(HERE / "spark_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), "2000"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_driver_killed_mid_run_resumes_exactly_once(tmp_path: Path) -> None:
+    """SIGKILL the driver right after a micro-batch's output was written and before Spark
+    committed the batch: the restarted job replays that batch, and the output still holds
+    every running-sum result exactly once."""
+    first = _run_kill_job(tmp_path, kill_after=1)
+    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
+    second = _run_kill_job(tmp_path, kill_after=None)
+    assert second.returncode == 0, second.stderr[-3000:]
+    lines = [
+        line
+        for f in sorted((tmp_path / "out").iterdir())
+        if not f.name.startswith(".")
+        for line in f.read_text().splitlines()
+    ]
+    expected = []
+    totals: dict[str, int] = {}
+    for key, value, _ts in events(2000):
+        totals[key] = totals.get(key, 0) + value
+        expected.append(f"{key},{totals[key]}")
+    assert Counter(lines) == Counter(expected)
