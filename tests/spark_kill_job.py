@@ -11,7 +11,7 @@ from streamflow import Encoder, FileSink, StreamExecutionEnvironment
 
 out_dir, checkpoint_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 perm = [(j * 37) % 100 for j in range(100)]
-events = [("k%d" % (i % 10), i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
+events = [(f"k{i % 10}", i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
 
 env = StreamExecutionEnvironment()
 env.set_engine("spark")

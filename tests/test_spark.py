@@ -33,7 +33,7 @@ N = 3000
 
 def events(n: int) -> list[tuple[str, int, int]]:
     perm = [(j * 37) % 100 for j in range(100)]
-    return [("k%d" % (i % 10), i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
+    return [(f"k{i % 10}", i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
 
 
 def _env(engine: str) -> StreamExecutionEnvironment:
