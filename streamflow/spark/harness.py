@@ -40,6 +40,7 @@ from typing import Any
 from ..checkpoint.restore import OperatorRestore
 from ..clock import SystemClock
 from ..runtime.context import OperatorContext
+from ..runtime.factory import OperatorFactory
 from ..runtime.events import Watermark, WatermarkStatus
 from ..runtime.metrics import MetricGroup
 from ..runtime.operator import BatchTarget, Output, StreamOperator
@@ -63,7 +64,7 @@ class NodeSpec:
 
     name: str
     uid: str
-    factory: Any  # an OperatorFactory (``create(subtask)``) or a callable of the subtask index
+    factory: OperatorFactory
     keyed: bool
     max_parallelism: int
     side_tags: list[str] = field(default_factory=list)  # the side outputs consumed downstream
@@ -106,8 +107,7 @@ class _NoProcessingTime(ProcessingTimeService):
 
 
 def _create(spec: NodeSpec) -> StreamOperator:
-    create = getattr(spec.factory, "create", spec.factory)
-    op = create(0)
+    op = spec.factory.create(0)
     if not isinstance(op, StreamOperator):
         raise TypeError(f"{spec.name}: the node's factory built {op!r}, not an operator")
     return op

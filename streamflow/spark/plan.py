@@ -90,6 +90,7 @@ class Translation:
         return out
 
     def spec(self, node: StreamNode, side_tags: list[str] | None = None) -> NodeSpec:
+        assert node.operator_factory is not None, f"{node!r} is a source, not an operator"
         return NodeSpec(
             name=node.name,
             uid=self.graph.uid_of(node),
@@ -237,8 +238,7 @@ def _watermark_delay(node: StreamNode) -> int | None:
     factory = node.operator_factory
     if factory is None:
         return None
-    create: Callable[[int], Any] = getattr(factory, "create", factory)
-    op = create(0)
+    op = factory.create(0)
     if not isinstance(op, TimestampsAndWatermarksOperator):
         return None
     generator = op.strategy.generator_factory()

@@ -106,8 +106,7 @@ class OperatorBatchSink(BatchSink):
 
 
 def batch_sink_for(spec: NodeSpec, loop: asyncio.AbstractEventLoop) -> BatchSink:
-    create = getattr(spec.factory, "create", spec.factory)
-    op = create(0)
+    op = spec.factory.create(0)
     if isinstance(op, FileSinkOperator):
         return FileBatchSink(op, spec.uid)
     return OperatorBatchSink(op, spec, loop)
