@@ -40,8 +40,8 @@ from typing import Any
 from ..checkpoint.restore import OperatorRestore
 from ..clock import SystemClock
 from ..runtime.context import OperatorContext
-from ..runtime.factory import OperatorFactory
 from ..runtime.events import Watermark, WatermarkStatus
+from ..runtime.factory import OperatorFactory
 from ..runtime.metrics import MetricGroup
 from ..runtime.operator import BatchTarget, Output, StreamOperator
 from ..runtime.processing_time import ProcessingTimeService
