@@ -1,9 +1,11 @@
 """Canonical workloads through streamflow's public API, against plain_loop in the same run.
 
-Usage: python bench/run.py [--n N] [--workloads w1,w2,w3] [--repeat R]
+Usage: python bench/run.py [--n N] [--workloads w1,w2,w3] [--repeat R] [--engine asyncio|spark]
 
 Prints, for each workload, streamflow's seconds, plain_loop's seconds and the
-ratio (best of R runs each), and checks the answers are exact.
+ratio (best of R runs each), and checks the answers are exact. With ``--engine spark``
+the same jobs run on PySpark (local[2], 10 micro-batches) against the hand-written
+PySpark queries of bench/spark_baselines.py, measured in the same run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
 
 import streamflow as sf  # noqa: E402
 from streamflow.functions import SinkFunction  # noqa: E402
@@ -71,8 +74,19 @@ class WindowAnswer(SinkFunction):
         self.acc += acc
 
 
-def w1(n: int) -> tuple[int, int]:
+ENGINE = {"name": "asyncio"}
+
+
+def _env() -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment()
+    if ENGINE["name"] == "spark":
+        env.set_engine("spark")
+        env.configure({"execution.spark.records-per-batch": ENGINE["per_batch"]})
+    return env
+
+
+def w1(n: int) -> tuple[int, int]:
+    env = _env()
     sink = CountSum()
     env.from_collection(lambda: events(n)).map(lambda e: e[1] * 2).filter(lambda v: v % 3 != 0).add_sink(sink)
     env.execute("w1")
@@ -80,7 +94,7 @@ def w1(n: int) -> tuple[int, int]:
 
 
 def w2(n: int) -> tuple[int, int]:
-    env = sf.StreamExecutionEnvironment()
+    env = _env()
     sink = LastPerKey()
     env.from_collection(lambda: events(n)).key_by(lambda e: e[0]).sum(1).add_sink(sink)
     env.execute("w2")
@@ -90,7 +104,7 @@ def w2(n: int) -> tuple[int, int]:
 def w3(n: int) -> tuple[int, int]:
     from streamflow.windowing import TumblingEventTimeWindows
 
-    env = sf.StreamExecutionEnvironment()
+    env = _env()
     sink = WindowAnswer()
     strategy = sf.WatermarkStrategy.for_bounded_out_of_orderness(200).with_timestamp_assigner(lambda e: e[2])
     (
@@ -135,7 +149,10 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--workloads", default="w1,w2,w3")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--engine", choices=("asyncio", "spark"), default="asyncio")
     args = ap.parse_args()
+    if args.engine == "spark":
+        return spark_main(args)
     ok = True
     print(f"{'workload':8} {'n':>9} {'streamflow s':>13} {'plain_loop s':>13} {'ratio':>6}  answer")
     for name in args.workloads.split(","):
@@ -147,6 +164,33 @@ def main() -> int:
         ok &= good
         print(
             f"{name:8} {args.n:>9,} {flow_s:>13.3f} {plain_s:>13.3f} {flow_s / plain_s:>5.2f}x  "
+            f"{answer} {'exact' if good else f'WRONG (expected {expected})'}"
+        )
+    return 0 if ok else 1
+
+
+def spark_main(args: argparse.Namespace) -> int:
+    """streamflow on Spark against hand-written PySpark, alternately, in one SparkSession."""
+    import spark_baselines
+
+    from streamflow.spark.session import get_session
+
+    spark = get_session({"spark.driver.memory": "2g"})
+    ENGINE.update(name="spark", per_batch=max(1, args.n // 10))
+    ok = True
+    print(f"{'workload':8} {'n':>9} {'streamflow s':>13} {'pyspark s':>10} {'ratio':>6}  answer")
+    for name in args.workloads.split(","):
+        flow, hand = float("inf"), float("inf")
+        answer = expected = None
+        for _ in range(args.repeat):
+            t, answer = spark_baselines.timed(WORKLOADS[name], args.n)
+            flow = min(flow, t)
+            t, expected = spark_baselines.timed(spark_baselines.BASELINES[name], spark, events(args.n), 10)
+            hand = min(hand, t)
+        good = answer == expected
+        ok &= good
+        print(
+            f"{name:8} {args.n:>9,} {flow:>13.3f} {hand:>10.3f} {flow / hand:>5.2f}x  "
             f"{answer} {'exact' if good else f'WRONG (expected {expected})'}"
         )
     return 0 if ok else 1
