@@ -191,9 +191,12 @@ class Translation:
 
     # -- sources ----------------------------------------------------------------------
     def _source(self, node: StreamNode, source: Source) -> Stream:
-        spark_stream = getattr(source, "spark_stream", None)
-        if callable(spark_stream):  # connectors with a Spark source of their own (Kafka)
-            return Stream(spark_stream(self.spark, self.codec, self.work_dir), True, None)
+        from ..connectors.kafka_source import KafkaSource
+
+        if isinstance(source, KafkaSource):  # a Spark streaming source of its own
+            from .kafka import kafka_stream
+
+            return Stream(kafka_stream(self.spark, source, self.codec), True, None)
         directory = os.path.join(self.work_dir, "input", self.graph.uid_of(node))
         if not os.path.exists(os.path.join(directory, "_COMPLETE")):
             materialize(source, directory, self.codec, self.records_per_batch)

@@ -1,0 +1,235 @@
+"""Kafka on the Spark engine without the JVM connector: a Python streaming data source and a
+sink committed per micro-batch.
+
+Theory of operation
+-------------------
+**Source.** ``spark-sql-kafka`` cannot be installed here (no Maven), so a ``KafkaSource``
+becomes a Python streaming data source (``pyspark.sql.datasource``, Spark 4) with the design
+of Spark's own connector: the offset is ``{"topic:partition": next offset, ..., "eof": 0|1}``
+and lives in Spark's checkpoint; ``latestOffset`` lists the end offsets (a bounded source's
+stopping offsets are resolved once, at the first call); ``partitions(start, end)`` makes one
+Spark input partition per Kafka partition range, read by an aiokafka consumer inside the
+executor's Python worker (``assign`` + ``seek``, no group membership). When every partition
+has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-batch also
+carries the end-of-input marker row (see :mod:`.plan`). The raw records then pass one
+``mapInArrow`` stage that runs the ``KafkaSource``'s own deserializer: the Kafka timestamp is
+the element's timestamp, and records that cannot be deserialized go to the ``DEAD_LETTER``
+side output, as on the asyncio engine. On a cluster with the JVM connector, use
+``spark.readStream.format("kafka")`` with the same options; this engine always uses the
+Python source, whose offsets are compatible with neither.
+
+**Sink.** A ``KafkaSink`` runs its own operator in the job's loop, with each micro-batch as
+one checkpoint epoch: records of batch b go into one transaction whose commit marker (the
+sink's ``.commits`` consumer group offset, written inside the transaction) is ``b + 1``. A
+batch Spark replays after a driver crash is skipped when the marker shows it committed, and
+re-written otherwise (its transaction was aborted by the fencing of the restarted producer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from ..connectors.kafka_source import KafkaSource
+from ..state.codec import Codec
+from .harness import EOF_ORDER, EOF_TS
+
+_log = logging.getLogger(__name__)
+
+RAW_DDL = "topic string, partition int, offset long, timestamp long, key binary, value binary, eof boolean"
+
+
+def _tps(source_options: dict[str, str]) -> list[tuple[str, int]]:
+    from aiokafka import AIOKafkaConsumer
+
+    async def run() -> list[tuple[str, int]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=source_options["bootstrap"], enable_auto_commit=False)
+        await consumer.start()
+        try:
+            out: list[tuple[str, int]] = []
+            for topic in source_options["topics"].split(","):
+                parts = consumer.partitions_for_topic(topic)
+                if parts is None:
+                    await consumer.topics()
+                    parts = consumer.partitions_for_topic(topic) or set()
+                out.extend((topic, p) for p in sorted(parts))
+            return out
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def _offsets(source_options: dict[str, str], which: str) -> dict[str, int]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    tps = [TopicPartition(t, p) for t, p in _tps(source_options)]
+
+    async def run() -> dict[str, int]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=source_options["bootstrap"], enable_auto_commit=False,
+                                    isolation_level="read_committed")
+        await consumer.start()
+        try:
+            if which == "earliest":
+                found = await consumer.beginning_offsets(tps)
+            else:
+                found = await consumer.end_offsets(tps)
+            return {f"{tp.topic}:{tp.partition}": int(o) for tp, o in found.items()}
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def data_source_class() -> Any:
+    """The ``streamflow_kafka`` Python data source (defined lazily: pyspark is optional)."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class _Range(InputPartition):
+        def __init__(self, topic: str, partition: int, start: int, end: int, eof: bool) -> None:
+            self.topic, self.partition, self.start, self.end, self.eof = topic, partition, start, end, eof
+
+    class Reader(DataSourceStreamReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.options = options
+            self._stop: dict[str, int] | None = None
+
+        def initialOffset(self) -> dict[str, int]:
+            start = _offsets(self.options, self.options.get("starting", "earliest"))
+            return {**start, "eof": 0}
+
+        def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, int]:
+            if self.options.get("bounded") == "true":
+                if self._stop is None:
+                    self._stop = _offsets(self.options, "latest")
+                return {**self._stop, "eof": 1}
+            return {**_offsets(self.options, "latest"), "eof": 0}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            parts: list[Any] = []
+            for name, stop in end.items():
+                if name == "eof":
+                    continue
+                topic, _, partition = name.rpartition(":")
+                begin = int(start.get(name, 0))
+                if stop > begin:
+                    parts.append(_Range(topic, int(partition), begin, int(stop), False))
+            if end.get("eof") and not start.get("eof"):
+                parts.append(_Range("", -1, 0, 0, True))
+            return parts
+
+        def read(self, partition: Any) -> Iterator[tuple]:
+            if partition.eof:
+                yield ("", -1, -1, EOF_TS, None, None, True)
+                return
+            yield from _read_range(self.options["bootstrap"], partition.topic, partition.partition,
+                                   partition.start, partition.end)
+
+        def commit(self, end: dict[str, int]) -> None:
+            return None  # offsets live in Spark's checkpoint; nothing to commit at the broker
+
+    class KafkaDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "streamflow_kafka"
+
+        def schema(self) -> str:
+            return RAW_DDL
+
+        def streamReader(self, schema: Any) -> Any:
+            return Reader(dict(self.options))
+
+    return KafkaDataSource
+
+
+def _read_range(bootstrap: str, topic: str, partition: int, start: int, end: int) -> list[tuple]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> list[tuple]:
+        tp = TopicPartition(topic, partition)
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                    isolation_level="read_committed", auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, start)
+            out: list[tuple] = []
+            while True:
+                position = await consumer.position(tp)
+                if position >= end:
+                    break
+                batch = await consumer.getmany(tp, timeout_ms=1000, max_records=10_000)
+                for m in batch.get(tp, []):
+                    if m.offset >= end:
+                        break
+                    out.append((m.topic, m.partition, m.offset, m.timestamp, m.key, m.value, False))
+            return out
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+class _Message:
+    """What a ``KafkaRecordDeserializationSchema`` reads: aiokafka's ConsumerRecord fields."""
+
+    __slots__ = ("headers", "key", "offset", "partition", "timestamp", "timestamp_type", "topic", "value")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int, key: Any, value: Any) -> None:
+        self.topic, self.partition, self.offset, self.timestamp = topic, partition, offset, timestamp
+        self.key, self.value, self.headers, self.timestamp_type = key, value, (), 0
+
+
+class _Deserialize:
+    """``mapInArrow``: raw Kafka rows to stage rows, with the source's own deserializer."""
+
+    def __init__(self, source: KafkaSource, codec: Codec) -> None:
+        self.deserializer = source.deserializer
+        self.codec = codec
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        from ..connectors.base import DEAD_LETTER
+        from .encoding import rows_to_arrow
+
+        encode = self.codec.encode
+        for batch in batches:
+            cols = batch.to_pydict()
+            rows: list[tuple] = []
+            msgs = []
+            for i, eof in enumerate(cols["eof"]):
+                if eof:
+                    rows.append((EOF_ORDER, EOF_TS, None, True, b""))
+                else:
+                    msgs.append(_Message(cols["topic"][i], cols["partition"][i], cols["offset"][i],
+                                         cols["timestamp"][i], cols["key"][i], cols["value"][i]))
+            records, kept, letters = self.deserializer.deserialize_batch(msgs)
+            rows.extend(([m.offset, m.partition], m.timestamp, None, False, encode(r))
+                        for r, m in zip(records, kept, strict=True))
+            rows.extend(([m.offset, m.partition], None, DEAD_LETTER.tag_id, False, encode(m))
+                        for m in letters)
+            if rows:
+                yield rows_to_arrow(rows)
+
+
+def kafka_stream(spark: Any, source: KafkaSource, codec: Codec) -> Any:
+    """The stage rows of a ``KafkaSource`` on Spark."""
+    from .encoding import ROW_DDL
+
+    if source.topic_pattern is not None or source.partitions:
+        raise ValueError("on the Spark engine a KafkaSource reads topics given by set_topics()")
+    kind = source.starting_offsets.kind
+    if kind not in ("earliest", "latest"):
+        raise ValueError(f"on the Spark engine a KafkaSource starts at earliest() or latest(), not {kind}()")
+    spark.dataSource.register(data_source_class())
+    options = {
+        "bootstrap": source.bootstrap_servers,
+        "topics": ",".join(source.topics),
+        "starting": kind,
+        "bounded": "true" if source.bounded else "false",
+    }
+    _log.info("Kafka on Spark: %s", json.dumps(options))
+    raw = spark.readStream.format("streamflow_kafka").options(**options).load()
+    return raw.mapInArrow(_Deserialize(source, codec), ROW_DDL)
