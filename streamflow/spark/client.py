@@ -38,6 +38,7 @@ class SparkJobClient:
         self._configuration = configuration
         self._status = JobStatus.RUNNING
         self._queries: list[Any] = []
+        self.rest: Any = None  # the job page is served by the asyncio engine only
         self._stop = threading.Event()
         self._started = time.monotonic()
         self._loop = asyncio.get_running_loop()

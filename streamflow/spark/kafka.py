@@ -43,22 +43,20 @@ RAW_DDL = "topic string, partition int, offset long, timestamp long, key binary,
 
 
 def _tps(source_options: dict[str, str]) -> list[tuple[str, int]]:
-    from aiokafka import AIOKafkaConsumer
+    from aiokafka import AIOKafkaProducer
 
     async def run() -> list[tuple[str, int]]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=source_options["bootstrap"], enable_auto_commit=False)
-        await consumer.start()
+        # metadata through a producer: a consumer stopped before any assignment raises
+        # CancelledError from its group coordinator (aiokafka 0.14)
+        producer = AIOKafkaProducer(bootstrap_servers=source_options["bootstrap"])
+        await producer.start()
         try:
             out: list[tuple[str, int]] = []
             for topic in source_options["topics"].split(","):
-                parts = consumer.partitions_for_topic(topic)
-                if parts is None:
-                    await consumer.topics()
-                    parts = consumer.partitions_for_topic(topic) or set()
-                out.extend((topic, p) for p in sorted(parts))
+                out.extend((topic, p) for p in sorted(await producer.partitions_for(topic)))
             return out
         finally:
-            await consumer.stop()
+            await producer.stop()
 
     return asyncio.run(run())
 
@@ -73,6 +71,7 @@ def _offsets(source_options: dict[str, str], which: str) -> dict[str, int]:
                                     isolation_level="read_committed")
         await consumer.start()
         try:
+            consumer.assign(tps)
             if which == "earliest":
                 found = await consumer.beginning_offsets(tps)
             else:
