@@ -39,6 +39,7 @@ from typing import Any
 
 from ..checkpoint.restore import OperatorRestore
 from ..clock import SystemClock
+from ..errors import StreamflowError
 from ..runtime.context import OperatorContext
 from ..runtime.events import Watermark, WatermarkStatus
 from ..runtime.factory import OperatorFactory
@@ -54,7 +55,7 @@ WATERMARK_TAG = "\x00watermark"  # marker rows that carry Spark's event time (se
 TIMER_ORDER = -1  # outputs fired by timers come before the outputs of the batch's records
 
 
-class SparkUnsupportedError(RuntimeError):
+class SparkUnsupportedError(StreamflowError, RuntimeError):
     """Something the job does at run time that the Spark engine cannot do."""
 
 
