@@ -185,7 +185,7 @@ def spark_main(args: argparse.Namespace) -> int:
         for _ in range(args.repeat):
             t, answer = spark_baselines.timed(WORKLOADS[name], args.n)
             flow = min(flow, t)
-            t, expected = spark_baselines.timed(spark_baselines.BASELINES[name], spark, events(args.n), 10)
+            t, expected = spark_baselines.timed(spark_baselines.BASELINES[name], spark, list(events(args.n)), 10)
             hand = min(hand, t)
         good = answer == expected
         ok &= good
