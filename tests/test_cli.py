@@ -3,7 +3,6 @@ real checkpoint directories."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -60,14 +59,6 @@ def test_usage_errors_exit_2_with_a_clear_message(args: list[str], message: str)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
-
-
-def test_engine_spark_is_refused_clearly_while_there_is_no_spark_engine() -> None:
-    if importlib.util.find_spec("streamflow.spark") is not None:
-        return  # a Spark engine exists: --engine spark is then exercised by the Spark engine's tests
-    done = streamflow("run", "--engine", "spark", str(PIPELINE), timeout=30)
-    assert done.returncode == 2
-    assert "Spark engine is not available" in done.stderr
 
 
 def test_failing_script_exits_1_and_logs_the_error(tmp_path: Path) -> None:

@@ -300,3 +300,23 @@ def test_kafka_in_kafka_out_same_on_both_engines(kafka: Any) -> None:
         for r in out:
             per_key.setdefault(r["key"], []).append(r["sum"])
         assert all(v == sorted(v) for v in per_key.values()), engine
+
+
+def test_streamflow_run_engine_spark_runs_the_unchanged_script(tmp_path: Path) -> None:
+    """``streamflow run --engine spark SCRIPT`` runs a script written for the asyncio engine
+    (it even enables checkpoints, which Spark replaces by its own) with the same results."""
+    import json
+
+    script = HERE / "scripts" / "cli_pipeline.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    seen = {}
+    for engine in ("asyncio", "spark"):
+        out = tmp_path / f"{engine}.json"
+        done = subprocess.run(
+            [sys.executable, "-m", "streamflow", "run", "--engine", engine, str(script), str(out), "60"],
+            env=env, capture_output=True, text=True, timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen[engine] = json.loads(out.read_text())
+    assert seen["spark"]["status"] == "FINISHED" and seen["spark"]["count"] == 60
+    assert seen["spark"]["finals"] == seen["asyncio"]["finals"]
