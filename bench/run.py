@@ -188,7 +188,8 @@ def spark_main(args: argparse.Namespace) -> int:
         for _ in range(args.repeat):
             t, answer = spark_baselines.timed(WORKLOADS[name], args.n)
             flow = min(flow, t)
-            t, expected = spark_baselines.timed(spark_baselines.BASELINES[name], spark, list(events(args.n)), 10)
+            data = list(events(args.n))
+            t, expected = spark_baselines.timed(spark_baselines.BASELINES[name], spark, data, 10)
             hand = min(hand, t)
         good = answer == expected
         ok &= good
