@@ -130,11 +130,22 @@ def _context(spec: NodeSpec, metrics: dict[str, object]) -> OperatorContext:
     )
 
 
+_LOOP: list[asyncio.AbstractEventLoop] = []
+
+
+def _worker_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per Python worker process (workers are single-threaded), reused by every
+    stage call: a keyed stage is called once per key and micro-batch."""
+    if not _LOOP or _LOOP[0].is_closed():
+        _LOOP[:] = [asyncio.new_event_loop()]
+    return _LOOP[0]
+
+
 class _Stage:
     """Operators wired like a chain, each output collected at the end of the stage."""
 
     def __init__(self, specs: list[NodeSpec]) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = _worker_loop()
         self.metrics: dict[str, object] = {}
         self.main = _Collect()
         last = specs[-1]
@@ -160,7 +171,6 @@ class _Stage:
         finally:
             for op in self.ops:
                 op.dispose()
-            self.loop.close()
 
     def outputs(self) -> list[tuple[str | None, list[Any], list[int | None]]]:
         out: list[tuple[str | None, list[Any], list[int | None]]] = [(None, *self.main.take())]
