@@ -218,14 +218,20 @@ class ChainRunner:
                 out.extend(([*base, j], t, tag, False, encode(r)) for j, (r, t) in
                            enumerate(zip(recs, ts, strict=True)))
         else:
-            for i in data:
-                ts = tss[i]
-                stage.run(stage.head.process_batch([decode(values[i])], None if ts is None else [ts]))
-                o = orders[i]
-                for tag, recs, rts in stage.outputs():
-                    out.extend(([*o, j], t, tag, False, encode(r)) for j, (r, t) in
-                               enumerate(zip(recs, rts, strict=True)))
+            out.extend(stage.run(self._one_by_one(stage, [(orders[i], tss[i], values[i]) for i in data])))
         out.extend((orders[i], tss[i], None, True, b"") for i, e in enumerate(eofs) if e)
+        return out
+
+
+    async def _one_by_one(self, stage: _Stage, rows: list[tuple]) -> list[Row]:
+        """Record by record (each output's order extends its own input's), in one loop pass."""
+        encode, decode, head = self.encode, self.decode, stage.head
+        out: list[Row] = []
+        for o, ts, value in rows:
+            await head.process_batch([decode(value)], None if ts is None else [ts])
+            for tag, recs, rts in stage.outputs():
+                out.extend(([*o, j], t, tag, False, encode(r)) for j, (r, t) in
+                           enumerate(zip(recs, rts, strict=True)))
         return out
 
 
@@ -260,32 +266,36 @@ class KeyedRunner:
                 snapshot = self.state_decode(state.get[0])
                 restored = OperatorRestore(snapshot, [snapshot], range(self.spec.max_parallelism))
             op.initialize_state(restored)
-            stage.open()
-            out: list[tuple] = []
-            decode, encode = self.decode, self.encode
-            if self.event_time:
-                wm = state.getCurrentWatermarkMs()
-                if wm > 0:
-                    stage.run(op.process_watermark(Watermark(wm - 1)))
-                    for tag, recs, tss in stage.outputs():
-                        out.extend(([TIMER_ORDER, t if t is not None else wm, j], t, tag, False, encode(r))
-                                   for j, (r, t) in enumerate(zip(recs, tss, strict=True)))
-            if not state.hasTimedOut:
-                rows = sorted(
-                    (tuple(r.order), r.ts, r.value)
-                    for pdf in pdfs
-                    for r in pdf[["order", "ts", "value"]].itertuples(index=False)
-                )
-                for order, raw_ts, value in rows:
-                    ts = None if raw_ts is None or raw_ts != raw_ts else int(raw_ts)  # NaN: no timestamp
-                    stage.run(op.process_batch([decode(value)], None if ts is None else [ts]))
-                    for tag, recs, rts in stage.outputs():
-                        out.extend(([*order, j], t, tag, False, encode(r))
-                                   for j, (r, t) in enumerate(zip(recs, rts, strict=True)))
+            wm = state.getCurrentWatermarkMs() if self.event_time else 0
+            rows = [] if state.hasTimedOut else sorted(
+                (tuple(r.order), r.ts, r.value)
+                for pdf in pdfs
+                for r in pdf[["order", "ts", "value"]].itertuples(index=False)
+            )
+            out: list[tuple] = stage.run(self._process(stage, wm, rows))
             self._save(op, state)
             return out
         finally:
             stage.close()
+
+    async def _process(self, stage: _Stage, wm: int, rows: list[tuple]) -> list[tuple]:
+        """One key's micro-batch in one pass of the event loop: open, watermark, records."""
+        op, encode, decode = stage.head, self.encode, self.decode
+        for o in reversed(stage.ops):
+            await o.open()
+        out: list[tuple] = []
+        if wm > 0:
+            await op.process_watermark(Watermark(wm - 1))
+            for tag, recs, tss in stage.outputs():
+                out.extend(([TIMER_ORDER, t if t is not None else wm, j], t, tag, False, encode(r))
+                           for j, (r, t) in enumerate(zip(recs, tss, strict=True)))
+        for order, raw_ts, value in rows:
+            ts = None if raw_ts is None or raw_ts != raw_ts else int(raw_ts)  # NaN: no timestamp
+            await op.process_batch([decode(value)], None if ts is None else [ts])
+            for tag, recs, rts in stage.outputs():
+                out.extend(([*order, j], t, tag, False, encode(r))
+                           for j, (r, t) in enumerate(zip(recs, rts, strict=True)))
+        return out
 
     def _save(self, op: StreamOperator, state: Any) -> None:
         snapshot = op.snapshot_state(0)
