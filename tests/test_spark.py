@@ -320,3 +320,14 @@ def test_streamflow_run_engine_spark_runs_the_unchanged_script(tmp_path: Path) -
         seen[engine] = json.loads(out.read_text())
     assert seen["spark"]["status"] == "FINISHED" and seen["spark"]["count"] == 60
     assert seen["spark"]["finals"] == seen["asyncio"]["finals"]
+
+
+def test_kafka_reads_through_the_python_source_when_the_jvm_connector_is_missing(
+    both: dict[str, dict[str, list]],
+) -> None:
+    """The switch to ``format("kafka")`` looks for Spark's connector class; this machine has
+    none (no Maven), so the Python data source of the Kafka test above is what ran."""
+    from streamflow.spark.kafka import jvm_connector_available
+    from streamflow.spark.session import get_session
+
+    assert jvm_connector_available(get_session()) is False

@@ -14,9 +14,9 @@ has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-b
 carries the end-of-input marker row (see :mod:`.plan`). The raw records then pass one
 ``mapInArrow`` stage that runs the ``KafkaSource``'s own deserializer: the Kafka timestamp is
 the element's timestamp, and records that cannot be deserialized go to the ``DEAD_LETTER``
-side output, as on the asyncio engine. On a cluster with the JVM connector, use
-``spark.readStream.format("kafka")`` with the same options; this engine always uses the
-Python source, whose offsets are compatible with neither.
+side output, as on the asyncio engine. When Spark's JVM connector (``spark-sql-kafka``) is on
+the classpath, the same ``KafkaSource`` reads through ``format("kafka")`` instead (its offsets
+in Spark's checkpoint, in its own format: a checkpoint of one kind does not restore the other).
 
 **Sink.** A ``KafkaSink`` runs its own operator in the job's loop, with each micro-batch as
 one checkpoint epoch: records of batch b go into one transaction whose commit marker (the
@@ -97,10 +97,14 @@ def data_source_class() -> Any:
             self._stop: dict[str, int] | None = None
 
         def initialOffset(self) -> dict[str, int]:
+            if self.options.get("eof_only") == "true":
+                return {"eof": 0}
             start = _offsets(self.options, self.options.get("starting", "earliest"))
             return {**start, "eof": 0}
 
         def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, int]:
+            if self.options.get("eof_only") == "true":  # only the end marker (JVM connector beside it)
+                return {"eof": 1}
             if self.options.get("bounded") == "true":
                 if self._stop is None:
                     self._stop = _offsets(self.options, "latest")
@@ -223,6 +227,8 @@ def kafka_stream(spark: Any, source: KafkaSource, codec: Codec) -> Any:
     if kind not in ("earliest", "latest"):
         raise ValueError(f"on the Spark engine a KafkaSource starts at earliest() or latest(), not {kind}()")
     spark.dataSource.register(data_source_class())
+    if jvm_connector_available(spark):
+        return _jvm_kafka_stream(spark, source, kind).mapInArrow(_Deserialize(source, codec), ROW_DDL)
     options = {
         "bootstrap": source.bootstrap_servers,
         "topics": ",".join(source.topics),
@@ -232,3 +238,41 @@ def kafka_stream(spark: Any, source: KafkaSource, codec: Codec) -> Any:
     _log.info("Kafka on Spark: %s", json.dumps(options))
     raw = spark.readStream.format("streamflow_kafka").options(**options).load()
     return raw.mapInArrow(_Deserialize(source, codec), ROW_DDL)
+
+
+JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def jvm_connector_available(spark: Any) -> bool:
+    """Whether ``spark-sql-kafka`` is on the classpath (``--packages
+    org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>`` on a cluster)."""
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(JVM_PROVIDER)
+    except Exception as exc:  # py4j wraps ClassNotFoundException
+        _log.debug("Kafka on Spark: no JVM connector (%s); using the Python data source", type(exc).__name__)
+        return False
+    return True
+
+
+def _jvm_kafka_stream(spark: Any, source: KafkaSource, kind: str) -> Any:
+    """Spark's own Kafka source, in the raw layout of the Python one; a bounded source gets
+    its end-of-input marker from the Python data source (which then reads nothing else)."""
+    from pyspark.sql import functions as F
+
+    _log.info("Kafka on Spark: the JVM connector (format kafka) reads %s", source.topics)
+    raw = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", source.bootstrap_servers)
+        .option("subscribe", ",".join(source.topics))
+        .option("startingOffsets", kind)
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+        .select(
+            "topic", "partition", "offset", F.unix_millis("timestamp").alias("timestamp"), "key", "value",
+            F.lit(False).alias("eof"),
+        )
+    )
+    if not source.bounded:
+        return raw
+    marker = spark.readStream.format("streamflow_kafka").option("eof_only", "true").load()
+    return raw.unionByName(marker)
