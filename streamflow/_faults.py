@@ -19,7 +19,9 @@ order of a checkpoint's life:
 * ``metadata_written``: n's ``_metadata`` is durable (storage thread);
 * ``complete``: checkpoint n is durable in storage, before anyone was notified;
 * ``notify``: the driver is about to tell every task that n completed;
-* ``commit``: a sink is committing n and has made part of its output visible.
+* ``commit``: a sink is committing n and has made part of its output visible (the Kafka sink:
+  its marker is in T_n, the commit is not yet sent);
+* ``committed``: the Kafka sink committed T_n and has not begun the next transaction.
 
 Unset (the normal case), every hook is one falsy module attribute check.
 """
@@ -38,7 +40,7 @@ _POINT, _, _ID = _SPEC.partition(":")
 _MIN_ID = int(_ID) if _ID else 0
 POINTS = (
     "trigger", "alignment", "snapshot", "persist", "metadata", "metadata_written",
-    "complete", "notify", "commit",
+    "complete", "notify", "commit", "committed",
 )  # fmt: skip
 
 

@@ -195,6 +195,7 @@ class KafkaSinkOperator(StreamOperator):
         self._partitions: dict[str, list[int]] = {}
         self._futures: list[asyncio.Future[Any]] = []
         self._broken: BaseException | None = None
+        self._committing = asyncio.Lock()  # one commit at a time; close waits for it
         self.marker_topic: str | None = None
         self.records_out = 0
 
@@ -235,7 +236,8 @@ class KafkaSinkOperator(StreamOperator):
         try:
             await super().close()
         finally:
-            producer, self.producer = self.producer, None
+            async with self._committing:  # never stop the producer under a running commit
+                producer, self.producer = self.producer, None
             if producer is not None:
                 try:
                     await producer.stop()
@@ -368,6 +370,16 @@ class KafkaSinkOperator(StreamOperator):
             await self._commit(checkpoint_id)
 
     async def _commit(self, checkpoint_id: int) -> None:
+        # Notifications may overlap (the driver notifies the final checkpoint directly while a task
+        # may still run an earlier notification as mail): commits run one at a time, in any order
+        # (a later checkpoint subsumes an earlier one, whose plan is then empty).
+        async with self._committing:
+            if self.producer is None:
+                raise RuntimeError(f"kafka sink {self.name!r}: checkpoint {checkpoint_id} completed after "
+                                   "the producer was closed")
+            await self._commit_locked(checkpoint_id)
+
+    async def _commit_locked(self, checkpoint_id: int) -> None:
         plan = self.book.on_complete(checkpoint_id)
         if plan is None:
             return
