@@ -51,7 +51,8 @@ class Job:
         env.pop("STREAMFLOW_KILL_AT", None)
         if kill_at:
             env["STREAMFLOW_KILL_AT"] = kill_at
-        args = [self.bs, self.in_topic, self.out_topic, str(self.tmp / "chk"), str(self.parallelism), self.prefix]
+        chk = str(self.tmp / "chk")
+        args = [self.bs, self.in_topic, self.out_topic, chk, str(self.parallelism), self.prefix]
         return subprocess.Popen([sys.executable, str(HERE / "kafka_kill_job.py"), *args], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -63,7 +64,8 @@ class Job:
     async def check(self) -> None:
         out = [m.value.decode() for m in await read_topic(self.bs, self.out_topic)]
         got, want = Counter(out), Counter(expected(N))
-        assert got == want, f"missing {list((want - got).items())[:5]}, extra {list((got - want).items())[:5]}"
+        missing, extra = list((want - got).items())[:5], list((got - want).items())[:5]
+        assert got == want, f"missing {missing}, extra {extra}"
         assert await open_transactions(self.bs, self.out_topic) == {}
 
 
