@@ -97,4 +97,5 @@ def main(bootstrap: str, in_topic: str, out_topic: str, chk: str, parallelism: i
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("streamflow.connectors.kafka_sink").setLevel(logging.DEBUG)
     main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])

@@ -123,7 +123,10 @@ async def test_broker_restart_mid_run_fails_over_and_stays_exactly_once(tmp_path
         job = Job(broker, tmp_path, 2)
         await job.setup()
         proc = job.start()
-        await asyncio.sleep(1.0)
+        deadline = asyncio.get_running_loop().time() + 60
+        while not await read_topic(job.bs, job.out_topic, committed=False):  # mid-run: output flowing
+            assert proc.poll() is None and asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
         assert proc.poll() is None, "the job ended before the broker restart"
         await asyncio.to_thread(broker.stop)
         await asyncio.sleep(0.5)
