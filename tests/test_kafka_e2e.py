@@ -7,6 +7,7 @@ import itertools
 from collections import Counter
 
 import orjson
+import pytest
 
 import streamflow as sf
 from streamflow.common.serialization import JsonRowDeserializationSchema, SimpleStringSchema
@@ -109,3 +110,48 @@ async def test_source_reports_offsets_and_consumer_lag_per_partition(kafka):
         assert 0 < offset < 300 and lag == 300 - offset  # the slow consumer lags behind
     finally:
         await client.cancel()
+
+
+def _bounded_json_source(bs: str, topic: str) -> KafkaSource:
+    return (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bs)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .set_value_only_deserializer(JsonRowDeserializationSchema())
+        .build()
+    )
+
+
+async def test_bad_records_go_to_dead_letters_and_are_counted(kafka):
+    bs = kafka.bootstrap_servers
+    topic = topic_name("bad")
+    await create_topic(bs, topic, 1)
+    values = [b'{"v": 1}', b"not json", b'{"v": 2}', b"{broken", b'{"v": 3}']
+    await produce(bs, topic, values)
+    env = sf.StreamExecutionEnvironment()
+    stream = env.from_source(_bounded_json_source(bs, topic), None, "kafka")
+    good, dead = sf.CollectSink(), sf.CollectSink()
+    stream.map(lambda d: d["v"]).sink_to(good)
+    stream.get_side_output(sf.DEAD_LETTER).sink_to(dead)
+    client = await env.execute_async("dead-letters")
+    result = await asyncio.wait_for(client.get_job_execution_result(), 60)
+    assert good.results == [1, 2, 3]
+    assert [(d.topic, d.partition, d.offset, d.raw) for d in dead.results] == [
+        (topic, 0, 1, b"not json"), (topic, 0, 3, b"{broken")]
+    assert all("JSONDecodeError" in d.error for d in dead.results)
+    malformed = {k: v for k, v in result.metrics.items() if k.endswith("numRecordsMalformed")}
+    assert sum(malformed.values()) == 2, malformed
+
+
+async def test_a_bad_record_fails_the_job_when_nobody_reads_dead_letters(kafka):
+    bs = kafka.bootstrap_servers
+    topic = topic_name("bad")
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [b'{"v": 1}', b"oops"])
+    env = sf.StreamExecutionEnvironment()
+    env.from_source(_bounded_json_source(bs, topic), None, "kafka").sink_to(sf.CollectSink())
+    client = await env.execute_async("no-dead-letters")
+    with pytest.raises(Exception, match=rf"{topic}-0@1"):
+        await asyncio.wait_for(client.get_job_execution_result(), 60)

@@ -250,6 +250,11 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
 
         if not isinstance(source, Source):
             raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")
+        per_partition = getattr(source, "with_watermark_strategy", None)
+        if watermark_strategy is not None and per_partition is not None:
+            # the source generates watermarks per partition itself (KafkaSource, ReplaySource)
+            source = per_partition(watermark_strategy, self._auto_watermark_interval_ms)
+            watermark_strategy = None
         node = self._graph.add(source_name, None, source=source)
         stream = DataStream(self, [(node, None)])
         if watermark_strategy is not None:

@@ -112,7 +112,18 @@ class KafkaSource(Source):
         self.discovery_interval_ms = 0 if self.bounded else interval
         if self.starting_offsets.needs_group() and not group_id:
             raise ValueError("KafkaSource: committed_offsets() needs set_group_id()")
-        self.watermark_strategy: Any = None  # set by from_source (per-partition watermarks)
+        self.watermark_strategy: Any = None  # set by with_watermark_strategy (per-partition watermarks)
+        self.watermark_interval_ms = 200
+
+    def with_watermark_strategy(self, strategy: Any, interval_ms: int = 200) -> KafkaSource:
+        """A copy generating watermarks per partition (``from_source`` calls this; see
+        :mod:`.kafka_watermarks`)."""
+        import copy
+
+        source = copy.copy(self)
+        source.watermark_strategy = strategy
+        source.watermark_interval_ms = interval_ms
+        return source
 
     @staticmethod
     def builder() -> KafkaSourceBuilder:
@@ -294,6 +305,12 @@ class KafkaSourceReader(SourceReader):
 
         self._wake = wake
         src = self.source
+        if src.watermark_strategy is not None:
+            from ..clock import SystemClock
+            from .kafka_watermarks import PartitionWatermarks
+
+            self.watermarks = PartitionWatermarks(src.watermark_strategy, SystemClock(),
+                                                  src.watermark_interval_ms)
         self._consumer = AIOKafkaConsumer(
             **consumer_config(src.bootstrap_servers, src.group_id, src.properties,
                               f"{src.client_id_prefix}-{self.subtask}")
@@ -408,7 +425,7 @@ class KafkaSourceReader(SourceReader):
                     self._enqueue(split, msgs)
             if not fetched and self.source.bounded:
                 await self._check_stops()
-            if fetched:
+            if fetched or self.watermarks is not None:  # periodic watermarks and idleness need polls
                 self._wake()
 
     async def _check_stops(self) -> None:
@@ -436,6 +453,7 @@ class KafkaSourceReader(SourceReader):
             raise error
         wm = self.watermarks
         if wm is not None:
+            wm.on_periodic()
             pending = wm.take()
             if pending is not None:
                 return pending
@@ -461,6 +479,7 @@ class KafkaSourceReader(SourceReader):
         if self._queued < QUEUE_LIMIT:
             self._space.set()
         if wm is not None:
+            timestamps = wm.timestamps(records, timestamps)
             wm.on_batch(split.index, records, timestamps)
         return (records, timestamps)
 

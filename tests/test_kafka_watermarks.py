@@ -1,0 +1,124 @@
+"""Per-partition watermarks of the Kafka source (``connectors.kafka_watermarks``): scripts on a
+manual clock, then end to end on the test broker (idleness, a subtask without partitions)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+import streamflow as sf
+from streamflow.common.serialization import JsonRowDeserializationSchema
+from streamflow.connectors.kafka_watermarks import PartitionWatermarks
+from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+from streamflow.runtime.events import Watermark, WatermarkStatus
+from streamflow.testing import ManualClock
+from streamflow.testing.kafka_broker import create_topic, produce
+from streamflow.windowing import TumblingEventTimeWindows
+
+IDLE, ACTIVE = WatermarkStatus.IDLE, WatermarkStatus.ACTIVE
+
+
+def drain(wm: PartitionWatermarks) -> list:
+    out = []
+    while (event := wm.take()) is not None:
+        out.append(event)
+    return out
+
+
+def tick(wm: PartitionWatermarks, clock: ManualClock, ms: int = 200) -> list:
+    clock.advance(ms)
+    wm.on_periodic()
+    return drain(wm)
+
+
+def test_output_is_the_minimum_over_partitions_and_only_rises():
+    clock = ManualClock()
+    wm = PartitionWatermarks(sf.WatermarkStrategy.for_monotonous_timestamps(), clock)
+    wm.add_partition(0)
+    wm.add_partition(1)
+    wm.on_batch(0, ["a", "b"], [10, 20])
+    assert tick(wm, clock) == []  # partition 1 has seen nothing: it holds the output back
+    wm.on_batch(1, ["c"], [5])
+    assert tick(wm, clock) == [Watermark(4)]
+    wm.on_batch(1, ["d"], [30])
+    assert tick(wm, clock) == [Watermark(19)]  # now partition 0 is the slowest
+    wm.on_batch(1, ["e"], [3])  # late in partition 1: never goes back
+    assert tick(wm, clock) == []
+
+
+def test_an_idle_partition_is_excluded_and_all_idle_marks_the_reader_idle():
+    clock = ManualClock()
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_idleness(300)
+    wm = PartitionWatermarks(strategy, clock)
+    wm.add_partition(0)
+    wm.add_partition(1)
+    out = []
+    for i in range(4):
+        wm.on_batch(0, ["a"], [100 + i])
+        out += tick(wm, clock)
+    assert out == [Watermark(101), Watermark(102)]  # partition 1 went idle: partition 0 alone decides
+    for _ in range(4):
+        out += tick(wm, clock)
+    assert out == [Watermark(101), Watermark(102), IDLE]  # both idle: once
+    wm.on_batch(1, ["b"], [500])
+    assert tick(wm, clock) == [ACTIVE, Watermark(499)]
+
+
+def test_a_paused_partition_is_never_idle():
+    clock = ManualClock()
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_idleness(300)
+    wm = PartitionWatermarks(strategy, clock)
+    wm.add_partition(0)
+    wm.add_partition(1)
+    wm.on_batch(0, ["a"], [100])
+    wm.on_batch(1, ["b"], [50])
+    wm.pause(1)  # alignment or backpressure: no data, but not idle (FLIP-471)
+    out = []
+    for _ in range(5):
+        wm.on_batch(0, ["x"], [100 + clock.now_ms()])
+        out += tick(wm, clock)
+    assert out == [Watermark(49)]
+
+
+def test_a_timestamp_assigner_sees_the_kafka_timestamp():
+    clock = ManualClock()
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        lambda value, ts: ts + value
+    )
+    wm = PartitionWatermarks(strategy, clock)
+    assert wm.timestamps([1, 2], [100, 200]) == [101, 202]
+
+
+async def test_event_time_windows_over_partitions_with_an_idle_subtask(kafka):
+    bs = kafka.bootstrap_servers
+    topic = f"wm-{id(object())}"
+    await create_topic(bs, topic, 1)  # one partition, parallelism 2: one subtask owns nothing
+    values = [orjson.dumps({"k": "a", "v": i}) for i in range(10)]
+    await produce(bs, topic, values, timestamps=[1000 * i for i in range(10)])
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bs)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(JsonRowDeserializationSchema(["k", "v"]))
+        .build()  # unbounded: only watermarks can fire the windows
+    )
+    sink = sf.CollectSink()
+    (
+        env.from_source(source, sf.WatermarkStrategy.for_monotonous_timestamps(), "kafka")
+        .key_by(lambda r: r[0])
+        .window(TumblingEventTimeWindows.of(3000))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .sink_to(sink)
+    )
+    client = await env.execute_async("wm")
+    try:
+        for _ in range(200):  # windows [0,3000), [3000,6000), [6000,9000) fire; [9000,..) waits
+            if len(sink.results) >= 3:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await client.cancel()
+    assert sorted(sink.results) == [("a", 0 + 1 + 2), ("a", 3 + 4 + 5), ("a", 6 + 7 + 8)]
