@@ -50,7 +50,6 @@ def test_every_command_has_help(command: list[str]) -> None:
         (["run", "no_such_script.py"], "no pipeline script at no_such_script.py"),
         (["run", "--parallelism", "0", str(PIPELINE)], "--parallelism must be >= 1"),
         (["run", "--from-savepoint", "/no/such/savepoint", str(PIPELINE)], "no savepoint or checkpoint"),
-        (["kafka", "record", "--bootstrap-servers", "h:1", "--topic", "t", "f"], "not available"),
         (["run", "--bogus", str(PIPELINE)], "unrecognized arguments"),
     ],
 )
