@@ -329,7 +329,7 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            pass
+            pass  # no running loop: the caller is a plain script, as execute() wants
         else:
             raise RuntimeError(
                 "execute() blocks and cannot run inside a running event loop; "

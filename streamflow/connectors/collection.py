@@ -7,12 +7,15 @@ a restored reader skips that many (so the iterable must be deterministic).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import AsyncIterable, Callable, Iterable
 from itertools import islice
 from typing import Any
 
 from .base import END, Source, SourceReader
+
+_log = logging.getLogger(__name__)
 
 
 class _CountingReader(SourceReader):
@@ -132,8 +135,10 @@ class _AsyncIterableReader(_CountingReader):
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            except asyncio.CancelledError:
+                pass  # the cancel above: the reader is closing
+            except Exception as exc:
+                _log.warning("async iterable source: the iterator failed while closing: %r", exc)
 
 
 class AsyncIterableSource(Source):

@@ -157,7 +157,7 @@ class _FileReader(SourceReader):
         try:
             return [decode(line) for line in lines]
         except Exception:
-            pass
+            pass  # a bad line in the batch: decode line by line below, routing each failure
         out = []
         path = self._files[self._file_index]
         for i, line in enumerate(lines):

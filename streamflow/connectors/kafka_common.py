@@ -170,7 +170,7 @@ class KafkaRecordDeserializationSchema:
             assert fn is not None
             return [fn(m) for m in msgs], msgs, []
         except Exception:
-            pass
+            pass  # a bad record in the batch: the loop below finds it and makes a dead letter
         one: Callable[[Any], Any] = (
             (lambda m: self.value_schema.deserialize(m.value)) if self.value_schema is not None  # type: ignore[union-attr]
             else self.record_fn  # type: ignore[assignment]

@@ -290,7 +290,7 @@ def encode(obj: object) -> bytes:
         with _gc_paused():
             return _pack(obj)
     except _Unsupported:
-        pass
+        pass  # a value the fast pass cannot pack: the slow path below names its type and place
     except (RecursionError, ValueError) as e:  # msgpack: "recursion limit exceeded"
         raise ValueError(f"cannot encode a cyclic or too deeply nested value: {e}") from None
     except UnicodeEncodeError as e:
