@@ -241,7 +241,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
 
 def _cmd_kafka(args: argparse.Namespace) -> int:
     try:
-        from .connectors import kafka_replay  # type: ignore[attr-defined]
+        from .connectors import kafka_replay
     except ImportError:
         raise CommandError(
             f"kafka {args.kafka_command}: not available in this version of streamflow "
