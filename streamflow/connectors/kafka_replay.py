@@ -276,9 +276,14 @@ class _ReplayReader(SourceReader):
         return (values, timestamps)
 
     def _schedule(self, delay_s: float) -> None:
-        loop = asyncio.get_running_loop()
-        if self._timer is None or self._timer.when() < loop.time():
-            self._timer = loop.call_later(max(delay_s, 0.001), self._wake)
+        # one pending timer; it clears itself when it fires (asyncio may run it up to a clock
+        # resolution early, so "when() < time()" cannot tell whether it has fired)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(max(delay_s, 0.001), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._wake()
 
     def take_dead_letters(self) -> list[Any]:
         out, self.dead_letters = self.dead_letters, []
