@@ -143,7 +143,15 @@ async def replay_file(path: str | Path, bootstrap_servers: str, topic: str | Non
 
     header, records = read_recording(path)
     target = topic or header["topic"]
-    await create_topic(bootstrap_servers, target, int(header["partitions"]))
+    # a missing topic is created with time retention off: the records keep their recorded
+    # timestamps, and a broker's time retention would delete those older than it at once
+    created = await create_topic(bootstrap_servers, target, int(header["partitions"]),
+                                 config={"retention.ms": "-1"})
+    oldest = min((r.timestamp for r in records if r.timestamp is not None and r.timestamp >= 0), default=None)
+    if not created and oldest is not None and time.time() * 1000 - oldest > 86_400_000:
+        log.warning("kafka replay: %s holds records with timestamps back to %d ms (%s UTC) and topic %r "
+                    "exists: if its retention.ms is shorter, the broker deletes them at its next cleanup",
+                    path, oldest, time.strftime("%Y-%m-%d", time.gmtime(oldest / 1000)), target)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers, acks="all", linger_ms=5)
     await producer.start()
     try:

@@ -137,19 +137,32 @@ def kafka_broker(data_dir: str | None = None) -> Iterator[KafkaBroker]:
 
 
 # -- small async helpers for tests and examples ------------------------------------------------
-async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    """Create ``topic`` (an existing one is left as it is)."""
+async def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
+                       config: dict[str, str] | None = None) -> bool:
+    """Create ``topic`` with topic ``config``; False if it existed (it is left as it is).
+
+    Test topics are created with time-based retention off (``retention.ms=-1``) unless ``config``
+    says otherwise: tests write records with small event timestamps (1970), which a broker's
+    retention (7 days by default) deletes at its next cleanup pass, so a topic would read back
+    empty some of the time."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-    from aiokafka.errors import TopicAlreadyExistsError
+    from aiokafka.errors import TopicAlreadyExistsError, for_code
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
-    except TopicAlreadyExistsError:
-        log.info("topic %r exists already", topic)
+        # aiokafka reports per-topic errors in the response, it does not raise them
+        response = await admin.create_topics(
+            [NewTopic(topic, partitions, 1, topic_configs={"retention.ms": "-1", **(config or {})})])
     finally:
         await admin.close()
+    for _name, code, *rest in response.topic_errors:
+        if code == TopicAlreadyExistsError.errno:
+            log.info("topic %r exists already", topic)
+            return False
+        if code:
+            raise for_code(code)(f"cannot create topic {topic!r} at {bootstrap}: {rest[-1] if rest else ''}")
+    return True
 
 
 async def produce(bootstrap: str, topic: str, values: list[bytes], *, keys: list[bytes | None] | None = None,
