@@ -1,0 +1,75 @@
+"""KafkaRecordSerializationSchema and its builder (PyFlink's names): what KafkaSink writes where."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .serialization import SerializationSchema, as_serializer
+
+__all__ = ["KafkaRecordSerializationSchema", "KafkaRecordSerializationSchemaBuilder", "Partitioner"]
+
+Partitioner = Callable[[Any, bytes | None, bytes | None, str, list[int]], int]
+
+
+class KafkaRecordSerializationSchema:
+    """Topic (or a selector), value and key schemas, partitioner, headers (PyFlink's builder)."""
+
+    def __init__(
+        self,
+        topic: str | None = None,
+        value_serialization_schema: SerializationSchema | Callable[[Any], bytes] | None = None,
+        *,
+        topic_selector: Callable[[Any], str] | None = None,
+        key_serialization_schema: SerializationSchema | Callable[[Any], bytes] | None = None,
+        partitioner: Partitioner | None = None,
+        header_provider: Callable[[Any], list[tuple[str, bytes]]] | None = None,
+    ) -> None:
+        if (topic is None) == (topic_selector is None):
+            raise ValueError("KafkaRecordSerializationSchema: set one of set_topic and set_topic_selector")
+        if value_serialization_schema is None:
+            raise ValueError("KafkaRecordSerializationSchema: set_value_serialization_schema() is required")
+        self.topic = topic
+        self.topic_selector = topic_selector
+        self.value_schema = as_serializer(value_serialization_schema)
+        self.key_schema = as_serializer(key_serialization_schema) if key_serialization_schema else None
+        self.partitioner = partitioner
+        self.header_provider = header_provider
+
+    @staticmethod
+    def builder() -> KafkaRecordSerializationSchemaBuilder:
+        return KafkaRecordSerializationSchemaBuilder()
+
+
+class KafkaRecordSerializationSchemaBuilder:
+    def __init__(self) -> None:
+        self._kw: dict[str, Any] = {}
+
+    def set_topic(self, topic: str) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["topic"] = topic
+        return self
+
+    def set_topic_selector(self, selector: Callable[[Any], str]) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["topic_selector"] = selector
+        return self
+
+    def set_value_serialization_schema(self, schema: Any) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["value_serialization_schema"] = schema
+        return self
+
+    def set_key_serialization_schema(self, schema: Any) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["key_serialization_schema"] = schema
+        return self
+
+    def set_partitioner(self, partitioner: Partitioner) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["partitioner"] = partitioner
+        return self
+
+    def set_header_provider(
+        self, fn: Callable[[Any], list[tuple[str, bytes]]]
+    ) -> KafkaRecordSerializationSchemaBuilder:
+        self._kw["header_provider"] = fn
+        return self
+
+    def build(self) -> KafkaRecordSerializationSchema:
+        return KafkaRecordSerializationSchema(**self._kw)
