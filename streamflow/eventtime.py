@@ -21,6 +21,7 @@ Durations are ``int`` milliseconds or ``datetime.timedelta`` (truncated to milli
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -28,6 +29,8 @@ from typing import Any, Protocol
 
 from streamflow.clock import Clock
 from streamflow.runtime.events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "AscendingTimestampsWatermarks",
@@ -311,6 +314,7 @@ class WatermarkStrategy:
     generator_factory: Callable[[], WatermarkGenerator]
     timestamp_assigner: TimestampAssigner | None = None
     idle_timeout_ms: int | None = None
+    alignment: tuple[str, int, int] | None = None  # (group, max drift ms, update interval ms)
 
     @staticmethod
     def for_bounded_out_of_orderness(max_out_of_orderness: Duration) -> WatermarkStrategy:
@@ -336,6 +340,26 @@ class WatermarkStrategy:
 
     def with_idleness(self, idle_timeout: Duration) -> WatermarkStrategy:
         return replace(self, idle_timeout_ms=to_millis(idle_timeout, "idle timeout", 1))
+
+    def with_watermark_alignment(
+        self,
+        watermark_group: str,
+        max_allowed_watermark_drift: Duration,
+        update_interval: Duration | None = None,
+    ) -> WatermarkStrategy:
+        """PyFlink's watermark alignment settings (update interval 1 s unless given). Recorded,
+        not enforced: streamflow's sources are not paused when ahead of their group (logged)."""
+        if not isinstance(watermark_group, str) or not watermark_group:
+            raise ValueError(f"a watermark group must be a non-empty string, got {watermark_group!r}")
+        drift = to_millis(max_allowed_watermark_drift, "max allowed watermark drift", 0)
+        interval = 1000 if update_interval is None else to_millis(update_interval, "update interval", 1)
+        log.warning(
+            "watermark alignment (group %r, drift %d ms) is recorded but not enforced: streamflow "
+            "does not pause a source that runs ahead of its group",
+            watermark_group,
+            drift,
+        )
+        return replace(self, alignment=(watermark_group, drift, interval))
 
     def create_watermark_generator(self, clock: Clock) -> WatermarkGenerator:
         """A fresh generator, wrapped in ``WatermarksWithIdleness`` if an idle timeout is set."""

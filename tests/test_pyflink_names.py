@@ -39,7 +39,7 @@ for module, names, reason in [
     ("pyflink.datastream.connectors.base", ["StreamTransformer", "SupportsPreprocessing"], _JVM),
     ("pyflink.datastream.connectors.file_system", ["BucketAssigner", "BulkFormat", "FileCompactStrategy",
                                                    "FileCompactor", "FileEnumeratorProvider",
-                                                   "FileSplitAssignerProvider", "StreamingFileSink"],
+                                                   "FileSplitAssignerProvider"],
      _FILES),
     ("pyflink.datastream.state", ["OperatorStateStore"], "operator state (non-keyed) is not exposed"),
     ("pyflink.metrics", ["Metric"], _METRICS),

@@ -244,9 +244,21 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         return self.from_source(AsyncIterableSource(iterable), None, "async iterable")
 
     def from_source(
-        self, source: Source, watermark_strategy: Any = None, source_name: str = "source"
+        self,
+        source: Source,
+        watermark_strategy: Any = None,
+        source_name: str = "source",
+        type_info: Any = None,
     ) -> DataStream:
+        """``type_info`` declares the record type, as PyFlink's ``from_source(..., type_info=)``:
+        records of a converting type (rows, tuples, ...) become that type."""
         from .datastream import DataStream
+
+        if type_info is not None:
+            stream = self.from_source(source, watermark_strategy, source_name)
+            if getattr(type_info, "converts", lambda: False)():
+                stream = stream.map(type_info.convert).name(f"{source_name} as {type_info}")
+            return typed(stream, type_info)
 
         if not isinstance(source, Source):
             raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")
@@ -261,8 +273,8 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
         return stream
 
-    def add_source(self, source: Source, source_name: str = "source") -> DataStream:
-        return self.from_source(source, None, source_name)
+    def add_source(self, source: Source, source_name: str = "source", type_info: Any = None) -> DataStream:
+        return self.from_source(source, None, source_name, type_info)
 
     def read_text_file(self, file_path: str, charset_name: str = "utf-8") -> DataStream:
         from ..connectors.files import FileSource, StreamFormat

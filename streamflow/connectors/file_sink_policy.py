@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -40,9 +41,21 @@ __all__ = [
 class Encoder:
     """Turns a batch of records into the bytes of its lines (one call per batch)."""
 
-    def __init__(self, encode_batch: Callable[[list], bytes], name: str) -> None:
+    def __init__(
+        self,
+        encode_batch: Callable[[list], bytes],
+        name: str,
+        for_type: Callable[[Any], Encoder] | None = None,
+    ) -> None:
         self.encode_batch = encode_batch
         self.name = name
+        self._for_type = for_type
+
+    def for_type(self, type_info: Any) -> Encoder:
+        """This encoder for a stream declared with ``type_info``: the string encoder writes what
+        the JVM's ``toString`` gives for the typed record (``(a,1)``, ``+I[a, 1]``), as PyFlink's
+        ``SimpleStringEncoder`` does on the converted Java object; other encoders are unchanged."""
+        return self if self._for_type is None or type_info is None else self._for_type(type_info)
 
     @staticmethod
     def simple_string_encoder(charset_name: str = "utf-8", *, charset: str | None = None) -> Encoder:
@@ -52,7 +65,15 @@ class Encoder:
         def encode(records: list) -> bytes:
             return ("\n".join(map(str, records)) + "\n").encode(cs)
 
-        return Encoder(encode, f"simple_string({cs})")
+        def for_type(type_info: Any) -> Encoder:
+            fmt = type_info.format
+
+            def encode_typed(records: list) -> bytes:
+                return ("\n".join(map(fmt, records)) + "\n").encode(cs)
+
+            return Encoder(encode_typed, f"simple_string({cs}, {type_info})")
+
+        return Encoder(encode, f"simple_string({cs})", for_type)
 
     @staticmethod
     def json_lines_encoder() -> Encoder:

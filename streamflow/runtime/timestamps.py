@@ -9,16 +9,21 @@ emission runs from the task's processing-time service every
 batch always goes downstream before the watermarks it produced.
 
 Watermarks from upstream are replaced by this operator's own, except the
-final ``MAX_WATERMARK`` of a bounded input, which is forwarded.
+final ``MAX_WATERMARK`` of a bounded input, which is forwarded. Records that
+come without timestamps to a strategy without an assigner get the minimum
+timestamp, as Flink's ``Long.MIN_VALUE`` (logged once).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..eventtime import WatermarkEmitter, WatermarkStrategy, _ValueAssigner
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .operator import StreamOperator
+
+log = logging.getLogger(__name__)
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):
@@ -29,6 +34,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.strategy = strategy
         self.interval_ms = interval_ms
         self._ended = False
+        self._warned_untimed = False
 
     async def open(self) -> None:
         clock = self.ctx.clock
@@ -74,12 +80,17 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             except Exception as exc:
                 raise self.failure(exc) from None
         elif timestamps is None:
-            raise self.failure(
-                ValueError(
-                    "records have no timestamps: give the WatermarkStrategy a timestamp "
-                    "assigner with .with_timestamp_assigner(fn)"
+            # Flink's TimestampsAndWatermarksOperator: a record without a timestamp gets
+            # Long.MIN_VALUE (so the watermark cannot advance); said once, not failed
+            if not self._warned_untimed:
+                self._warned_untimed = True
+                log.warning(
+                    "%s: records have no timestamps and the WatermarkStrategy has no timestamp "
+                    "assigner: they get the minimum timestamp (as in Flink) and event time does not "
+                    "advance before the end of input; give it one with .with_timestamp_assigner(fn)",
+                    self.name,
                 )
-            )
+            timestamps = [MIN_WATERMARK] * len(records)
         cuts = self.emitter.on_batch(records, timestamps)
         start = 0
         for end, events in cuts:  # punctuated watermarks cut the batch (the channel rule)

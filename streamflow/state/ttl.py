@@ -34,6 +34,41 @@ class StateTtlConfig:
             INCREMENTAL_CLEANUP = 1
             ROCKSDB_COMPACTION_FILTER = 2
 
+        class CleanupStrategy:
+            """Base of the strategy settings (PyFlink's ``CleanupStrategies.CleanupStrategy``)."""
+
+        class EmptyCleanupStrategy(CleanupStrategy):
+            """Full-snapshot cleanup has no settings."""
+
+        class IncrementalCleanupStrategy(CleanupStrategy):
+            def __init__(self, cleanup_size: int, run_cleanup_for_every_record: bool) -> None:
+                if int(cleanup_size) < 0:
+                    raise ValueError(f"incremental cleanup size must be >= 0, got {cleanup_size!r}")
+                self._cleanup_size = int(cleanup_size)
+                self._run_cleanup_for_every_record = bool(run_cleanup_for_every_record)
+
+            def get_cleanup_size(self) -> int:
+                return self._cleanup_size
+
+            def run_cleanup_for_every_record(self) -> bool:
+                return self._run_cleanup_for_every_record
+
+        class RocksdbCompactFilterCleanupStrategy(CleanupStrategy):
+            def __init__(
+                self, query_time_after_num_entries: int, periodic_compaction_time: Any = None
+            ) -> None:
+                self._query_time_after_num_entries = int(query_time_after_num_entries)
+                self._periodic_compaction_time = periodic_compaction_time
+
+            def get_query_time_after_num_entries(self) -> int:
+                return self._query_time_after_num_entries
+
+            def get_periodic_compaction_time(self) -> Any:
+                return self._periodic_compaction_time
+
+        #: Flink's heap default when background cleanup is on and no strategy is set
+        DEFAULT_INCREMENTAL_CLEANUP_STRATEGY: Any = None
+
         def __init__(self, strategies: dict[Any, Any], is_cleanup_in_background: bool) -> None:
             self._strategies = dict(strategies)
             self._is_cleanup_in_background = is_cleanup_in_background
@@ -44,8 +79,28 @@ class StateTtlConfig:
         def in_full_snapshot(self) -> bool:
             return StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
 
-        def get_incremental_cleanup_strategy(self) -> Any:
-            return self._strategies.get(StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP)
+        def get_incremental_cleanup_strategy(
+            self,
+        ) -> StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy | None:
+            """The incremental settings; with background cleanup on and none set, Flink's heap
+            default (5 entries per state access, not per record)."""
+            strategies = StateTtlConfig.CleanupStrategies
+            found = self._strategies.get(strategies.Strategies.INCREMENTAL_CLEANUP)
+            if found is None and self._is_cleanup_in_background:
+                return strategies.DEFAULT_INCREMENTAL_CLEANUP_STRATEGY
+            return found
+
+        def in_rocksdb_compact_filter(self) -> bool:
+            return self.get_rocksdb_compact_filter_cleanup_strategy() is not None
+
+        def get_rocksdb_compact_filter_cleanup_strategy(
+            self,
+        ) -> StateTtlConfig.CleanupStrategies.RocksdbCompactFilterCleanupStrategy | None:
+            strategies = StateTtlConfig.CleanupStrategies
+            found = self._strategies.get(strategies.Strategies.ROCKSDB_COMPACTION_FILTER)
+            if found is None and self._is_cleanup_in_background:
+                return strategies.RocksdbCompactFilterCleanupStrategy(1000)
+            return found
 
     def __init__(
         self,
@@ -131,23 +186,25 @@ class StateTtlConfig:
             return self.set_ttl_time_characteristic(StateTtlConfig.TtlTimeCharacteristic.ProcessingTime)
 
         def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = True
+            strategies = StateTtlConfig.CleanupStrategies
+            empty = strategies.EmptyCleanupStrategy()
+            self._strategies[strategies.Strategies.FULL_STATE_SCAN_SNAPSHOT] = empty
             return self
 
         def cleanup_incrementally(
             self, cleanup_size: int, run_cleanup_for_every_record: bool
         ) -> StateTtlConfig.Builder:
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.INCREMENTAL_CLEANUP] = (
-                cleanup_size,
-                run_cleanup_for_every_record,
-            )
+            strategies = StateTtlConfig.CleanupStrategies
+            incremental = strategies.IncrementalCleanupStrategy(cleanup_size, run_cleanup_for_every_record)
+            self._strategies[strategies.Strategies.INCREMENTAL_CLEANUP] = incremental
             return self
 
         def cleanup_in_rocksdb_compact_filter(
             self, query_time_after_num_entries: int
         ) -> StateTtlConfig.Builder:
-            self._strategies[StateTtlConfig.CleanupStrategies.Strategies.ROCKSDB_COMPACTION_FILTER] = (
-                query_time_after_num_entries
+            strategies = StateTtlConfig.CleanupStrategies
+            self._strategies[strategies.Strategies.ROCKSDB_COMPACTION_FILTER] = (
+                strategies.RocksdbCompactFilterCleanupStrategy(query_time_after_num_entries)
             )
             return self
 
@@ -167,3 +224,8 @@ class StateTtlConfig:
                 self._ttl,
                 StateTtlConfig.CleanupStrategies(self._strategies, self._background),
             )
+
+
+StateTtlConfig.CleanupStrategies.DEFAULT_INCREMENTAL_CLEANUP_STRATEGY = (
+    StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(5, False)
+)

@@ -75,6 +75,10 @@ class WindowAssigner(ABC):
 
     __slots__ = ()
 
+    def __class_getitem__(cls, item: Any) -> type:
+        """``WindowAssigner[T, W]``, as PyFlink's generic class."""
+        return cls
+
     @abstractmethod
     def assign_windows(
         self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
@@ -93,6 +97,9 @@ class WindowAssigner(ABC):
     def merging(self) -> bool:
         """True if windows may merge (the window operator then uses a MergingWindowSet)."""
         return False
+
+
+WindowAssigner.WindowAssignerContext = WindowAssignerContext  # type: ignore[attr-defined]  # PyFlink's name
 
 
 class MergingWindowAssigner(WindowAssigner):

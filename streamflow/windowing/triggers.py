@@ -69,6 +69,9 @@ class Trigger(ABC):
 
     __slots__ = ()
 
+    def __class_getitem__(cls, item: Any) -> type:
+        return cls
+
     @abstractmethod
     def on_element(self, element: Any, timestamp: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         """Called for every element added to a pane."""
@@ -92,6 +95,12 @@ class Trigger(ABC):
     @abstractmethod
     def clear(self, window: Window, ctx: TriggerContext) -> None:
         """Delete the timers and state this trigger holds for ``window``."""
+
+
+# PyFlink's names: ``Trigger.TriggerContext``, ``Trigger.OnMergeContext`` (set here, after the class,
+# so that the annotations inside it keep naming the protocols)
+Trigger.TriggerContext = TriggerContext  # type: ignore[attr-defined]
+Trigger.OnMergeContext = OnMergeContext  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,35 @@
-"""PyFlink's ``pyflink.datastream.connectors`` mirror."""
+"""PyFlink's ``pyflink.datastream.connectors`` mirror.
+
+PyFlink also sets the connector classes on this package "for backward
+compatibility" (its ``_install()``), so ``from pyflink.datastream.connectors
+import StreamingFileSink`` works; the ones streamflow has resolve here, lazily
+(importing this package does not import the Kafka client).
+"""
+
+from importlib import import_module
+from typing import Any
 
 from streamflow.connectors.base import Sink as Sink
 from streamflow.connectors.base import Source as Source
 from streamflow.connectors.kafka_common import DeliveryGuarantee as DeliveryGuarantee
 
 __all__ = ["DeliveryGuarantee", "Sink", "Source"]
+
+_INSTALLED = {
+    "NumberSequenceSource": "number_seq",
+    "KafkaSource": "kafka",
+    "FileSink": "file_system",
+    "FileSource": "file_system",
+    "FileSourceBuilder": "file_system",
+    "OutputFileConfig": "file_system",
+    "RollingPolicy": "file_system",
+    "StreamFormat": "file_system",
+    "StreamingFileSink": "file_system",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _INSTALLED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{module}"), name)

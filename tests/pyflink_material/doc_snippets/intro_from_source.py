@@ -1,0 +1,32 @@
+################################################################################
+#  Licensed to the Apache Software Foundation (ASF) under one
+#  or more contributor license agreements.  See the NOTICE file
+#  distributed with this work for additional information
+#  regarding copyright ownership.  The ASF licenses this file
+#  to you under the Apache License, Version 2.0 (the
+#  "License"); you may not use this file except in compliance
+#  with the License.  You may obtain a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+#  Unless required by applicable law or agreed to in writing, software
+#  distributed under the License is distributed on an "AS IS" BASIS,
+#  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+#  See the License for the specific language governing permissions and
+# limitations under the License.
+################################################################################
+# From Apache Flink's documentation, docs/content/docs/dev/python/datastream/intro_to_datastream_api.md
+# at commit 07858933aac71715f9f39901cab7716d298dd28f, section "Create using DataStream connectors" (from_source)
+# (the Python code block, unchanged except that `pyflink` reads `streamflow`).
+from streamflow.common.typeinfo import Types
+from streamflow.common.watermark_strategy import WatermarkStrategy
+from streamflow.datastream import StreamExecutionEnvironment
+from streamflow.datastream.connectors.number_seq import NumberSequenceSource
+
+env = StreamExecutionEnvironment.get_execution_environment()
+seq_num_source = NumberSequenceSource(1, 1000)
+ds = env.from_source(
+    source=seq_num_source,
+    watermark_strategy=WatermarkStrategy.for_monotonous_timestamps(),
+    source_name='seq_num_source',
+    type_info=Types.LONG())
