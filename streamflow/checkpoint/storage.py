@@ -33,6 +33,11 @@ A deletion removes ``_metadata`` first, so a deletion interrupted halfway leaves
 an incomplete directory, never a complete-looking one with missing files.
 Retention failures are logged, not raised: the new checkpoint is already durable.
 
+Shared files (incremental checkpoints: a heap backend's deltas, a RocksDB backend's
+SST files) live in ``<directory>/shared/<job key>/`` and are listed in the
+``_metadata`` of every checkpoint that needs them; retention deletes those no
+remaining checkpoint lists. See :mod:`streamflow.checkpoint.shared_files`.
+
 Writing a ``chk-<id>`` that already holds a complete checkpoint is an error
 (another job shares the directory, or ids were reused); an incomplete one (or
 one with corrupt metadata), left by a crash, is replaced. Calls must be serialized (one writer at a time).
@@ -44,12 +49,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import secrets
 import shutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +60,27 @@ import orjson
 from streamflow import _faults as faults
 from streamflow.checkpoint.events import CheckpointType
 from streamflow.clock import SYSTEM_CLOCK, Clock
-from streamflow.errors import StreamflowError
+
+from . import shared_files
+from ._fs import (
+    CheckpointStorageError,
+    CheckpointWriteStoppedError,
+    CorruptCheckpointError,
+    DamagedCheckpointError,
+    atomic_write,
+    check_entry_name,
+    fsync_dir,
+)
+from .metadata import (
+    FORMAT_VERSION,
+    FORMAT_VERSION_SHARED,
+    METADATA_FILE,
+    CheckpointHandle,
+    EntryInfo,
+    read_metadata,
+    try_read_metadata,
+)
+from .shared_files import SHARED_DIR, SharedInfo, SharedWriter, job_key
 
 __all__ = [
     "INDEX_PREFIX",
@@ -70,88 +92,13 @@ __all__ = [
     "DamagedCheckpointError",
     "EntryInfo",
     "FileSystemCheckpointStorage",
+    "SharedInfo",
 ]
 
-METADATA_FILE = "_metadata"
 INDEX_PREFIX = "_completed-"
-FORMAT_VERSION = 1
 _CHK_DIR = re.compile(r"chk-(\d+)")
-_BAD_NAME_CHARS = re.compile(r'[/\\:*?"<>|\x00-\x1f]')
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _log = logging.getLogger(__name__)
-
-
-class CheckpointStorageError(StreamflowError):
-    """Reading or writing checkpoint data failed; ``path`` is the file or directory involved."""
-
-    def __init__(self, message: str, path: Path | str) -> None:
-        super().__init__(message)
-        self.path = Path(path)
-
-
-class CorruptCheckpointError(CheckpointStorageError):
-    """An entry file does not match the size or sha256 recorded in ``_metadata``."""
-
-
-class DamagedCheckpointError(CheckpointStorageError):
-    """The job's latest completed checkpoint (or its index) is missing or damaged: refused
-    rather than silently restoring an older one or starting fresh."""
-
-
-class CheckpointWriteStoppedError(CheckpointStorageError):
-    """A write was stopped before its ``_metadata`` (the job ended); its directory is gone."""
-
-
-@dataclass(frozen=True, slots=True)
-class EntryInfo:
-    name: str
-    file: str
-    size: int
-    sha256: str
-
-
-@dataclass(frozen=True)
-class CheckpointHandle:
-    """A complete checkpoint or savepoint on disk, described by its ``_metadata``."""
-
-    checkpoint_id: int
-    path: Path
-    job_name: str
-    kind: CheckpointType
-    timestamp_ms: int
-    entry_info: Mapping[str, EntryInfo] = field(repr=False)
-
-    @property
-    def entries(self) -> tuple[str, ...]:
-        return tuple(self.entry_info)
-
-    def read(self, name: str) -> bytes:
-        """The entry's bytes, verified against its recorded size and sha256."""
-        info = self.entry_info.get(name)
-        if info is None:
-            known = ", ".join(self.entries)
-            msg = f"checkpoint {self.path} has no entry {name!r} (entries: {known})"
-            raise CheckpointStorageError(msg, self.path)
-        file = self.path / info.file
-        try:
-            data = file.read_bytes()
-        except OSError as e:
-            raise CorruptCheckpointError(f"cannot read checkpoint entry {file}: {e}", file) from e
-        if len(data) != info.size:
-            raise CorruptCheckpointError(
-                f"checkpoint entry {file} is corrupt: {len(data)} bytes, metadata says {info.size}",
-                file,
-            )
-        if hashlib.sha256(data).hexdigest() != info.sha256:
-            raise CorruptCheckpointError(
-                f"checkpoint entry {file} is corrupt: sha256 does not match the metadata", file
-            )
-        return data
-
-    def verify(self) -> None:
-        """Read every entry, raising :class:`CorruptCheckpointError` on the first mismatch."""
-        for name in self.entry_info:
-            self.read(name)
 
 
 class FileSystemCheckpointStorage:
@@ -176,6 +123,8 @@ class FileSystemCheckpointStorage:
         timestamp_ms: int | None = None,
         stats: Mapping[str, Any] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        shared: Mapping[str, bytes | bytearray | memoryview | Path] | None = None,
+        references: Iterable[str] = (),
     ) -> Path:
         """Write a complete checkpoint (or savepoint) and return its directory.
 
@@ -185,13 +134,18 @@ class FileSystemCheckpointStorage:
         ``should_stop`` is asked before each file and before ``_metadata``: once it says
         True the write stops (:class:`CheckpointWriteStoppedError`). A write that fails or
         stops removes what it wrote, so no half-written ``chk-<id>`` accumulates (a full
-        disk fails every checkpoint at once and leaves nothing behind)."""
+        disk fails every checkpoint at once and leaves nothing behind).
+
+        ``shared`` are new shared files (bytes, or a ``Path`` to hard-link or copy) and
+        ``references`` the names of shared files earlier checkpoints of the job wrote that this
+        one needs too (see :mod:`streamflow.checkpoint.shared_files`); a savepoint gets a copy
+        of each. Referencing a file no complete checkpoint of the job lists is an error."""
         if type(checkpoint_id) is not int or checkpoint_id < 0:
             raise ValueError(f"checkpoint_id must be an int >= 0, got {checkpoint_id!r}")
         if not isinstance(job_name, str) or not job_name:
             raise ValueError(f"job_name must be a non-empty str, got {job_name!r}")
         for name, data in entries.items():
-            _check_entry_name(name)
+            check_entry_name(name)
             if not isinstance(data, bytes | bytearray | memoryview):
                 raise TypeError(f"entry {name!r} must be bytes, got {type(data).__name__}")
         kind = CheckpointType.CHECKPOINT if savepoint_path is None else CheckpointType.SAVEPOINT
@@ -202,9 +156,15 @@ class FileSystemCheckpointStorage:
             target = Path(savepoint_path)
             _prepare_savepoint_dir(target)
         written: list[Path] = []
+        sharing: SharedWriter | None = None
+        references = list(references)
         try:
             infos = []
             started = self._clock.monotonic()
+            if shared or references:
+                sharing = self._write_shared(
+                    checkpoint_id, job_name, target, kind, shared or {}, references, should_stop
+                )
             for name, data in entries.items():
                 _check_stop(should_stop, checkpoint_id, target)
                 digest = hashlib.sha256(data).hexdigest()
@@ -220,6 +180,9 @@ class FileSystemCheckpointStorage:
                 "kind": kind.value,
                 "entries": infos,
             }
+            if sharing is not None:
+                metadata["format_version"] = FORMAT_VERSION_SHARED
+                metadata["shared"] = [info.to_json() for info in sharing.infos.values()]
             if stats is not None:
                 metadata["stats"] = {**stats, "async_ms": round((self._clock.monotonic() - started) * 1000)}
             _check_stop(should_stop, checkpoint_id, target)  # the last moment to stop
@@ -230,6 +193,8 @@ class FileSystemCheckpointStorage:
             self._fsync_dir(target)
         except BaseException:
             _discard(target, written, whole=savepoint_path is None)
+            if sharing is not None:
+                sharing.discard()
             raise
         if faults.ARMED:
             faults.point("metadata_written", checkpoint_id)
@@ -238,8 +203,51 @@ class FileSystemCheckpointStorage:
             self._apply_retention(job_name)
         return target
 
+    def _write_shared(
+        self,
+        checkpoint_id: int,
+        job_name: str,
+        target: Path,
+        kind: CheckpointType,
+        shared: Mapping[str, bytes | bytearray | memoryview | Path],
+        references: list[str],
+        should_stop: Callable[[], bool] | None,
+    ) -> SharedWriter:
+        """Write (or, for a savepoint, copy) the checkpoint's shared files; fsync their directory."""
+        source = self.shared_dir(job_name)
+        directory = source if kind is CheckpointType.CHECKPOINT else target / SHARED_DIR
+        sharing = SharedWriter(directory, self.listed_shared(job_name), source, self._atomic_write)
+        try:
+            for name, data in shared.items():
+                _check_stop(should_stop, checkpoint_id, target)
+                sharing.add_new(name, data)
+            for name in references:
+                sharing.add_reference(name)
+            if sharing.written:
+                self._fsync_dir(directory)
+                if kind is CheckpointType.CHECKPOINT:  # shared/ and shared/<job key> may be new
+                    self._fsync_dir(directory.parent)
+        except BaseException:
+            sharing.discard()
+            raise
+        return sharing
+
+    def shared_dir(self, job_name: str) -> Path:
+        """Where the job's checkpoints keep their shared files."""
+        return self.directory / SHARED_DIR / job_key(job_name)
+
+    def listed_shared(self, job_name: str) -> dict[str, SharedInfo]:
+        """Every shared file that a ``chk-*`` metadata of the job lists (complete or not yet
+        committed: retention never deletes these)."""
+        listed: dict[str, SharedInfo] = {}
+        for cid, path in self._checkpoint_dirs():
+            handle = try_read_metadata(path, cid)
+            if handle is not None and handle.job_name == job_name:
+                listed.update(handle.shared_info)
+        return listed
+
     def _index_path(self, job_name: str) -> Path:
-        return self.directory / f"{INDEX_PREFIX}{hashlib.sha256(job_name.encode()).hexdigest()[:16]}.json"
+        return self.directory / f"{INDEX_PREFIX}{job_key(job_name)}.json"
 
     def _write_index(self, job_name: str, checkpoint_id: int) -> None:
         index = {"format_version": FORMAT_VERSION, "job_name": job_name, "latest": checkpoint_id}
@@ -267,15 +275,15 @@ class FileSystemCheckpointStorage:
 
     # Overridable for tests (slow or failing disks): write a file atomically, fsync a directory.
     def _atomic_write(self, path: Path, data: bytes | bytearray | memoryview) -> None:
-        _atomic_write(path, data)
+        atomic_write(path, data)
 
     def _fsync_dir(self, path: Path) -> None:
-        _fsync_dir(path)
+        fsync_dir(path)
 
     def _prepare_checkpoint_dir(self, target: Path, job_name: str) -> None:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            existing = _try_read_metadata(target, None) if target.exists() else None
+            existing = try_read_metadata(target, None) if target.exists() else None
             if existing is not None and existing.job_name == job_name:
                 latest = self._read_index(job_name)
                 if latest is None or existing.checkpoint_id > latest:
@@ -293,7 +301,7 @@ class FileSystemCheckpointStorage:
             target.mkdir()
         except OSError as e:
             raise CheckpointStorageError(f"cannot create checkpoint directory {target}: {e}", target) from e
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     # ---------------------------------------------------------------- reading
 
@@ -301,7 +309,7 @@ class FileSystemCheckpointStorage:
         """Every complete checkpoint under ``directory`` (of ``job_name`` if given), by id."""
         found = []
         for cid, path in self._checkpoint_dirs():
-            handle = _try_read_metadata(path, cid)
+            handle = try_read_metadata(path, cid)
             if handle is not None and (job_name is None or handle.job_name == job_name):
                 found.append(handle)
         return found
@@ -309,7 +317,7 @@ class FileSystemCheckpointStorage:
     def latest_complete(self, job_name: str | None = None) -> CheckpointHandle | None:
         """The complete checkpoint with the highest id (of ``job_name`` if given), or None."""
         for cid, path in reversed(self._checkpoint_dirs()):
-            handle = _try_read_metadata(path, cid)
+            handle = try_read_metadata(path, cid)
             if handle is not None and (job_name is None or handle.job_name == job_name):
                 return handle
         return None
@@ -352,6 +360,11 @@ class FileSystemCheckpointStorage:
                     f"{handle.checkpoint_id} of job {handle.job_name!r}",
                     path,
                 )
+            why = handle.damaged_shared()
+            if why is not None:
+                raise DamagedCheckpointError(
+                    f"the latest completed checkpoint of job {job_name!r}, {path}, is damaged: {why}", path
+                )
             return handle
         except DamagedCheckpointError as e:
             if not fallback:
@@ -362,7 +375,9 @@ class FileSystemCheckpointStorage:
                     e.path,
                 ) from e
             older = [
-                h for h in self.complete_checkpoints(job_name) if latest is None or h.checkpoint_id < latest
+                h
+                for h in self.complete_checkpoints(job_name)
+                if (latest is None or h.checkpoint_id < latest) and h.damaged_shared() is None
             ]
             chosen = older[-1] if older else None
             _log.warning(
@@ -395,7 +410,7 @@ class FileSystemCheckpointStorage:
                 path,
             )
         match = _CHK_DIR.fullmatch(path.name)
-        return _read_metadata(path, int(match.group(1)) if match else None)
+        return read_metadata(path, int(match.group(1)) if match else None)
 
     def _checkpoint_dirs(self) -> list[tuple[int, Path]]:
         try:
@@ -421,7 +436,7 @@ class FileSystemCheckpointStorage:
             debris: list[tuple[int, Path]] = []
             latest = self._read_index(job_name)
             for cid, path in self._checkpoint_dirs():
-                handle = _try_read_metadata(path, cid)
+                handle = try_read_metadata(path, cid)
                 if handle is None:
                     debris.append((cid, path))
                 elif handle.job_name == job_name and (latest is None or cid <= latest):
@@ -434,25 +449,16 @@ class FileSystemCheckpointStorage:
             for path in doomed:
                 (path / METADATA_FILE).unlink(missing_ok=True)
                 shutil.rmtree(path)
+            shared = self.shared_dir(job_name)
+            if shared.exists():  # only once every doomed metadata is gone
+                deleted = shared_files.collect_garbage(shared, self.listed_shared(job_name))
+                if deleted:
+                    _log.debug("retention deleted %d shared file(s) of job %r", len(deleted), job_name)
         except (OSError, CheckpointStorageError) as e:
             _log.warning("checkpoint retention in %s failed: %s", self.directory, e)
 
 
 # -------------------------------------------------------------------- helpers
-
-
-def _check_entry_name(name: object) -> None:
-    if (
-        not isinstance(name, str)
-        or not name
-        or len(name) > 200
-        or name[0] in "._"
-        or _BAD_NAME_CHARS.search(name)
-    ):
-        raise ValueError(
-            f"invalid checkpoint entry name {name!r}: use a non-empty file name without path "
-            "separators or control characters, not starting with '.' or '_' (reserved)"
-        )
 
 
 def _check_stop(should_stop: Callable[[], bool] | None, checkpoint_id: int, target: Path) -> None:
@@ -489,85 +495,4 @@ def _prepare_savepoint_dir(target: Path) -> None:
             target.mkdir(parents=True)
     except OSError as e:
         raise CheckpointStorageError(f"cannot create savepoint directory {target}: {e}", target) from e
-    _fsync_dir(target.parent)
-
-
-def _atomic_write(path: Path, data: bytes | bytearray | memoryview) -> None:
-    """Temp name, write, flush, fsync, rename; the caller fsyncs the directory."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise CheckpointStorageError(f"cannot write {path}: {e}", path) from e
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _fsync_dir(path: Path) -> None:
-    if os.name == "nt":  # directories cannot be opened for fsync on Windows
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        raise CheckpointStorageError(f"cannot fsync directory {path}: {e}", path) from e
-
-
-def _try_read_metadata(path: Path, dir_id: int | None) -> CheckpointHandle | None:
-    try:
-        return _read_metadata(path, dir_id)
-    except CheckpointStorageError as e:
-        _log.debug("ignoring %s: %s", path, e)
-        return None
-
-
-def _read_metadata(path: Path, dir_id: int | None) -> CheckpointHandle:
-    """Parse and validate ``path/_metadata``; ``dir_id`` is the id in a ``chk-<id>`` name."""
-    meta_path = path / METADATA_FILE
-    try:
-        meta: Any = orjson.loads(meta_path.read_bytes())
-    except FileNotFoundError as e:
-        raise CheckpointStorageError(f"{meta_path} is missing", meta_path) from e
-    except (OSError, orjson.JSONDecodeError) as e:
-        raise CheckpointStorageError(f"cannot read {meta_path}: {e}", meta_path) from e
-
-    def bad(why: str) -> CheckpointStorageError:
-        return CheckpointStorageError(f"corrupt checkpoint metadata {meta_path}: {why}", meta_path)
-
-    if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
-        raise bad(f"expected an object with format_version {FORMAT_VERSION}")
-    cid, job, ts = meta.get("checkpoint_id"), meta.get("job_name"), meta.get("timestamp_ms")
-    if type(cid) is not int or cid < 0 or not isinstance(job, str) or type(ts) is not int:
-        raise bad("checkpoint_id, job_name or timestamp_ms missing or of the wrong type")
-    if dir_id is not None and cid != dir_id:
-        raise bad(f"it names checkpoint {cid} but sits in chk-{dir_id}")
-    try:
-        kind = CheckpointType(meta.get("kind"))
-    except ValueError:
-        raise bad(f"unknown kind {meta.get('kind')!r}") from None
-    infos: dict[str, EntryInfo] = {}
-    raw_entries = meta.get("entries")
-    if not isinstance(raw_entries, list):
-        raise bad("entries must be a list")
-    for raw in raw_entries:
-        try:
-            info = EntryInfo(raw["name"], raw["file"], raw["size"], raw["sha256"])
-            _check_entry_name(info.name)
-            _check_entry_name(info.file)
-        except (TypeError, KeyError, ValueError) as e:
-            raise bad(f"invalid entry {raw!r}: {e}") from None
-        if type(info.size) is not int or info.size < 0 or not isinstance(info.sha256, str):
-            raise bad(f"invalid size or sha256 in entry {raw!r}")
-        if not _SHA256.fullmatch(info.sha256) or info.name in infos:
-            raise bad(f"bad sha256 or duplicate name in entry {raw!r}")
-        infos[info.name] = info
-    return CheckpointHandle(cid, path, job, kind, ts, infos)
+    fsync_dir(target.parent)
