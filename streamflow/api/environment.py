@@ -18,6 +18,7 @@ from ..connectors.collection import AsyncIterableSource, CollectionSource
 from ..execution_mode import RuntimeExecutionMode
 from ..graph import JobGraph, StreamGraph, build_job_graph
 from ..runtime.job import JobClient, JobExecutionResult, RuntimeConfig
+from ..runtime.loop_budget import parse_loop_budget
 from ..runtime.record_size import parse_memory_size
 from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 from .batch import resolve_batch
@@ -134,6 +135,18 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         self.runtime.job_max_bytes = parse_memory_size(max_bytes, "job byte budget")
         return self
 
+    def set_loop_budget(self, budget: float | datetime.timedelta | str | None) -> StreamExecutionEnvironment:
+        """How long the job may work before it lets the event loop run (default 10 ms; the
+        configuration key ``execution.loop-budget``): milliseconds, a ``timedelta`` or a string
+        such as ``"10 ms"``. Shared by all tasks of the job (see docs/embedding.md). ``None``
+        (or ``"none"``): the job lets the loop run only when it waits for input or room, which
+        starves everything else in the loop, its own timers and checkpoints included."""
+        self.runtime.loop_budget_ms = parse_loop_budget(budget)
+        return self
+
+    def get_loop_budget(self) -> float | None:
+        return self.runtime.loop_budget_ms
+
     def get_config(self) -> StreamExecutionEnvironment:
         return self
 
@@ -169,7 +182,9 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
         ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
         ``execution.engine`` (``asyncio``), ``taskmanager.memory.network.max`` (the job's in-flight
-        byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's), ``rest.port`` and
+        byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's),
+        ``execution.loop-budget`` (how long the job works before it lets the event loop run,
+        e.g. ``"10 ms"``), ``rest.port`` and
         ``rest.address`` (serve the job page,
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
         ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY) and
@@ -197,6 +212,8 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 self.set_job_byte_budget(value)
             elif key == "streamflow.channel.max-in-flight-bytes":
                 self.set_channel_byte_budget(value)
+            elif key == "execution.loop-budget":
+                self.set_loop_budget(value)
             elif key == "streamflow.progress":
                 self.runtime.progress = None if value in (None, "auto") else _truthy(value)
             elif key == "execution.engine":

@@ -33,6 +33,7 @@ from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
 from .events import CheckpointType
 from .job_metrics import JobMetricsReader
+from .loop_budget import DEFAULT_LOOP_BUDGET_MS, LoopBudget
 from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, StreamOperator
@@ -71,6 +72,9 @@ class RuntimeConfig:
     rest_port: int | None = None  # rest.port: serve the job page, REST API and /metrics (0: any free port)
     rest_address: str = "127.0.0.1"  # rest.address
     progress: bool | None = None  # streamflow.progress: None = only on a terminal
+    # execution.loop-budget: ms of continuous work after which the job lets the event loop run
+    # (shared by all tasks of the job, see loop_budget.py); None: only when it has to wait
+    loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
 
 
 @dataclass
@@ -111,6 +115,7 @@ class Execution:
         self.channels: list[Channel] = []
         limit = self.config.job_max_bytes
         self.byte_budget = ByteBudget(limit) if limit is not None else None
+        self.loop_budget = LoopBudget(config.loop_budget_ms, clock)
         self._task_ids: list[str] = []  # parallel to tasks: "<head uid>#<subtask>"
         if restore is not None:
             restore.check_fits(
@@ -206,13 +211,14 @@ class Execution:
                     writers.append(writer)
                     target = writer
                 (main if edge.side_tag is None else side.setdefault(edge.side_tag, [])).append(target)
-            outputs[node.id] = MeteredOutput(main, side)
+            outputs[node.id] = MeteredOutput(main, side, self.loop_budget)
 
         head = nodes[0]
         task_id = f"{g.uid_of(head)}#{sub}"
         kw: dict[str, Any] = dict(
-            operators=ops, writers=writers, clock=self.clock, batch_size=self.config.batch_size
-        )
+            operators=ops, writers=writers, clock=self.clock, batch_size=self.config.batch_size,
+            budget=self.loop_budget,
+        )  # fmt: skip
         task: Task
         if head.source is not None:
             reader = head.source.create_reader(sub, g.parallelism[head.id])
@@ -332,6 +338,8 @@ class Execution:
         out["checkpoints.lastDurationMs"] = stats.last_duration_ms or 0
         if self.byte_budget is not None:
             out["job.inFlightBytesPeak"] = self.byte_budget.peak
+        out["job.numLoopYields"] = self.loop_budget.slices
+        out["job.numLoopTaskWaits"] = self.loop_budget.waits
         for t in self.tasks:
             if t.checkpointer is not None and t.checkpointer.handler is not None:
                 out[f"{t.name}.lastAlignmentMs"] = t.checkpointer.last_alignment_ms

@@ -16,8 +16,12 @@ into them, so operator code never runs concurrently with itself:
   triggers, completion notices) run between batches, never inside one.
 
 When nothing is ready the task waits on a single wake-up future that data,
-mail and the clock can resolve. A long run of ready input yields to the event
-loop every few milliseconds so an embedding application keeps being served.
+mail and the clock can resolve. A long run of ready input lets the event loop
+run whenever the job's :class:`LoopBudget` (``loop_budget.py``, shared by all
+tasks of a job) says its slice is used up: checked after every input batch,
+control event and mail run, and after every batch an operator emits (the
+chain's outputs hold the budget too), so an embedding application keeps being
+served.
 
 Lifecycle: setup and ``initialize_state`` happen when the job is built; then
 ``open`` (tail to head, so consumers are ready first), the run, ``finish``
@@ -45,6 +49,7 @@ from .events import (
     Watermark,
     WatermarkStatus,
 )
+from .loop_budget import LoopBudget
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
 from .watermark_valve import WatermarkValve
@@ -54,7 +59,6 @@ if TYPE_CHECKING:
     from ..checkpoint.task_checkpointer import TaskCheckpointer
 
 _log = logging.getLogger("streamflow.task")
-YIELD_INTERVAL_S = 0.005
 Mail = Callable[[], Awaitable[None]]
 
 
@@ -66,12 +70,15 @@ class Task:
         writers: list[ChannelWriter],
         clock: Clock,
         batch_size: int,
+        budget: LoopBudget | None = None,
     ) -> None:
         self.name = name
         self.operators = operators  # topological order, head first
         self.writers = writers
         self.clock = clock
         self.batch_size = batch_size
+        # shared by the tasks of a job; a task built alone gets its own (the default budget)
+        self.budget = budget if budget is not None else LoopBudget(10.0, clock)
         self.mailbox: deque[Mail] = deque()
         self.waker: Waker | InputGate = Waker()
         self.processing_time = ProcessingTimeService(clock, self.wake)
@@ -134,10 +141,12 @@ class Task:
             # a future made here, resolved by wake(): a wake-up between this line and the
             # await cannot be lost (Waker.wait() only registers once its task first runs)
             self._finish_waiter = waiter = loop.create_future()
+            self.budget.task_waits()
             try:
                 await asyncio.wait({waiter, released}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 self._finish_waiter = None
+                self.budget.task_wakes()
         await self._run_mail()
 
     def wake(self) -> None:
@@ -152,10 +161,15 @@ class Task:
         self.wake()
 
     async def _run_mail(self) -> None:
+        budget = self.budget
         while self.mailbox:
             await self.mailbox.popleft()()
+            if budget.due():
+                await budget.pause()
         if self.processing_time.has_due():
             await self.processing_time.run_due()
+            if budget.due():
+                await budget.pause()
 
     def has_mail(self) -> bool:
         return bool(self.mailbox) or self.processing_time.has_due()
@@ -165,14 +179,17 @@ class Task:
         """Wait for input or mail, counting the time as idle (only when a task has to wait)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        self.budget.task_waits()
         try:
             await waiter
         finally:
+            self.budget.task_wakes()
             self.idle_s += loop.time() - started
 
     async def run(self) -> None:
         error: BaseException | None = None
         self.started_s = asyncio.get_running_loop().time()
+        self.budget.task_started()
         try:
             for op in reversed(self.operators):
                 self._opened.append(op)
@@ -196,6 +213,7 @@ class Task:
             raise
         finally:
             self.ended_s = asyncio.get_running_loop().time()
+            self.budget.task_waits()  # ended: no longer holds the loop
             with anyio.CancelScope(shield=True):
                 await self._cleanup(error)
 
@@ -269,8 +287,7 @@ class SourceTask(Task):
 
     async def _run_loop(self) -> None:
         reader, push, size = self.reader, self.source_output.push, self.batch_size
-        loop = asyncio.get_running_loop()
-        next_yield = loop.time() + YIELD_INTERVAL_S
+        budget = self.budget
         waker: Waker = self.waker  # type: ignore[assignment]
         while True:
             if self.mailbox or self.processing_time.has_due():
@@ -301,9 +318,8 @@ class SourceTask(Task):
             letters = reader.take_dead_letters()
             if letters:
                 await self._route_dead_letters(letters)
-            if loop.time() >= next_yield:
-                await asyncio.sleep(0)
-                next_yield = loop.time() + YIELD_INTERVAL_S
+            if budget.due():
+                await budget.pause()
         # a bounded source ends with the maximum watermark: every window fires
         await self.source_output.emit_watermark(Watermark(MAX_WATERMARK))
 
@@ -347,8 +363,7 @@ class InputTask(Task):
             for records, timestamps in batches:
                 await process[channel](records, timestamps)
         cp = self.checkpointer
-        loop = asyncio.get_running_loop()
-        next_yield = loop.time() + YIELD_INTERVAL_S
+        budget = self.budget
         while self.open_channels:
             if self.mailbox or self.processing_time.has_due():
                 await self._run_mail()
@@ -363,11 +378,10 @@ class InputTask(Task):
                 if cp is not None and cp.persisting:
                     cp.record_input(channel, item)
                 await process[channel](item[0], item[1])
-                if loop.time() >= next_yield:
-                    await asyncio.sleep(0)
-                    next_yield = loop.time() + YIELD_INTERVAL_S
             else:
                 await self._on_event(channel, item)
+            if budget.due():
+                await budget.pause()
         if self.valve.last_output_watermark < MAX_WATERMARK:
             if self.valve.is_idle:
                 await head.process_watermark_status(WatermarkStatus.ACTIVE)

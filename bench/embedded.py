@@ -1,0 +1,233 @@
+"""The embedded case: an aiohttp service answers GET /ping while a job runs flat out in its loop.
+
+Each configuration runs in a fresh child process: an aiohttp app and a job started with
+``execute_async`` in one event loop (uvloop when installed). The job is unbounded and never
+waits for input: with ``--keys 0`` a stateless map + filter, otherwise a keyed running sum over
+that many keys (state reaches every key during the warm-up), with a checkpoint to a local
+directory every second. This process is the service's client: once the state is warm it sends
+one GET /ping every 10 ms over a keep-alive connection for ``--seconds`` and prints the round
+trips' p50, p99 and max, and the job's throughput (records/s) over the same window.
+
+Beside it, the same job runs with nobody pinging and a 1 s loop budget (the job may hold the
+loop for a whole second; checkpoints still run): the job's throughput when fairness costs
+nothing. Their ratio is the throughput cost of answering /ping promptly.
+
+Usage: python bench/embedded.py [--keys 0,300000,1000000] [--seconds 10] [--budget-ms 10]
+       [--repeat 1] [--loop uvloop|asyncio]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+COUNT = [0]
+
+
+def _count(values: list) -> None:
+    COUNT[0] += len(values)
+
+
+def build_job(env: Any, keys: int) -> None:
+    from streamflow.functions import SinkFunction
+
+    class Count(SinkFunction):
+        def write_batch(self, values: list) -> None:
+            _count(values)
+
+    if keys == 0:
+        env.from_collection(itertools.count).map(lambda i: i * 2).filter(lambda v: v % 3 != 0).add_sink(
+            Count()
+        )
+    else:
+        (
+            env.from_collection(lambda: ((i % keys, 1) for i in itertools.count()))
+            .key_by(lambda e: e[0])
+            .sum(1)
+            .add_sink(Count())
+        )
+
+
+async def serve(keys: int, budget_ms: float | None, checkpoints: bool) -> None:
+    from aiohttp import web
+
+    sys.path.insert(0, str(ROOT))
+    import streamflow as sf
+
+    gc_pauses: list[float] = []
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        elif info["generation"] == 2:
+            gc_pauses.append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(on_gc)
+    stop = asyncio.Event()
+    client: Any = None
+
+    async def ping(_req: web.Request) -> web.Response:
+        return web.Response(text="pong")
+
+    async def stats(_req: web.Request) -> web.Response:
+        metrics = client.get_metrics()
+        return web.json_response(
+            {
+                "records": COUNT[0],
+                "t": time.perf_counter(),
+                "yields": sum(v for k, v in metrics.items() if k.endswith("numLoopYields")),
+                "checkpoints": metrics.get("checkpoints.numCompleted", 0),
+                "gc2_max_ms": round(max(gc_pauses, default=0) * 1000, 1),
+                "gc2_count": len(gc_pauses),
+            }
+        )
+
+    async def do_stop(_req: web.Request) -> web.Response:
+        stop.set()
+        return web.Response(text="bye")
+
+    app = web.Application()
+    app.router.add_get("/ping", ping)
+    app.router.add_get("/stats", stats)
+    app.router.add_get("/stop", do_stop)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    with tempfile.TemporaryDirectory() as ckdir:
+        env = sf.StreamExecutionEnvironment()
+        if budget_ms is not None and hasattr(env, "set_loop_budget"):
+            env.set_loop_budget(budget_ms)
+        if checkpoints:
+            env.enable_checkpointing(1_000)
+            env.get_checkpoint_config().set_checkpoint_storage_dir(ckdir)
+        build_job(env, keys)
+        client = await env.execute_async("embedded")
+        print(json.dumps({"port": port}), flush=True)
+        await stop.wait()
+        await client.cancel()
+    await runner.cleanup()
+
+
+async def drive(port: int, keys: int, seconds: float, pinging: bool) -> dict[str, Any]:
+    import aiohttp
+
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as session:
+
+        async def stats() -> dict[str, Any]:
+            async with session.get(f"{base}/stats") as r:
+                return dict(await r.json())
+
+        warm_until = time.perf_counter() + 60
+        while True:  # warm: every key has state, and the job has run a couple of seconds
+            await asyncio.sleep(1.0)
+            s = await stats()
+            if s["records"] >= max(2 * keys, 200_000) and s["checkpoints"] >= 2:
+                break
+            if time.perf_counter() > warm_until:
+                break
+        before = await stats()
+        rtts: list[float] = []
+        end = time.perf_counter() + seconds
+        next_at = time.perf_counter()
+        while time.perf_counter() < end:
+            if pinging:
+                t = time.perf_counter()
+                async with session.get(f"{base}/ping") as r:
+                    await r.read()
+                rtts.append(time.perf_counter() - t)
+            next_at += 0.010
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+        after = await stats()
+        try:
+            async with session.get(f"{base}/stop") as r:
+                await r.read()
+        except aiohttp.ClientError:
+            pass
+    rate = (after["records"] - before["records"]) / (after["t"] - before["t"])
+    out: dict[str, Any] = {
+        "records_per_s": rate,
+        "yields_per_s": (after["yields"] - before["yields"]) / (after["t"] - before["t"]),
+        "checkpoints": after["checkpoints"] - before["checkpoints"],
+        "gc2_max_ms": after["gc2_max_ms"],
+        "gc2_count": after["gc2_count"],
+    }
+    if rtts:
+        rtts.sort()
+        out.update(
+            p50_ms=statistics.median(rtts) * 1000,
+            p99_ms=rtts[min(len(rtts) - 1, int(len(rtts) * 0.99))] * 1000,
+            max_ms=rtts[-1] * 1000,
+            pings=len(rtts),
+        )
+    return out
+
+
+def run_one(keys: int, budget_ms: float | None, seconds: float, pinging: bool, loop: str) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", str(keys), "--loop", loop]
+    if budget_ms is not None:
+        cmd += ["--budget-ms", str(budget_ms)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = json.loads(proc.stdout.readline())["port"]
+        return asyncio.run(drive(port, keys, seconds, pinging))
+    finally:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keys", default="0,300000,1000000")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--budget-ms", type=float, default=None, help="execution.loop-budget (default: 10)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
+    ap.add_argument("--no-alone", action="store_true", help="skip the run without pings")
+    ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        if args.loop == "uvloop":
+            import uvloop
+
+            uvloop.install()
+        asyncio.run(serve(args.child, args.budget_ms, checkpoints=True))
+        return
+    print(f"/ping every 10 ms for {args.seconds:.0f} s while a job runs flat out (checkpoint every 1 s)")
+    print(f"{'keys':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'job rec/s':>10} {'alone rec/s':>11} "
+          f"{'cost':>6} {'yields/s':>8} {'gc2 max':>7}")  # fmt: skip
+    for keys in (int(k) for k in args.keys.split(",")):
+        for _ in range(args.repeat):
+            served = run_one(keys, args.budget_ms, args.seconds, True, args.loop)
+            alone = None if args.no_alone else run_one(keys, 1000.0, args.seconds, False, args.loop)
+            cost = "" if alone is None else f"{1 - served['records_per_s'] / alone['records_per_s']:6.1%}"
+            alone_rate = "" if alone is None else f"{alone['records_per_s']:11,.0f}"
+            print(
+                f"{keys:9,d} {served['p50_ms']:7.1f} {served['p99_ms']:7.1f} {served['max_ms']:7.1f} "
+                f"{served['records_per_s']:10,.0f} {alone_rate:>11} {cost:>6} "
+                f"{served['yields_per_s']:8,.0f} {served['gc2_max_ms']:6.0f}ms",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

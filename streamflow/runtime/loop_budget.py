@@ -1,0 +1,128 @@
+"""How long a job may hold the caller's event loop before it lets the loop run.
+
+Theory of operation
+-------------------
+A job runs in the event loop of the program that started it (``execute_async``), so while any
+of its tasks computes, nothing else in that program runs: no request handler, no timer, no I/O.
+:class:`LoopBudget` bounds that: the tasks of one job share one budget (``execution.loop-budget``,
+10 ms by default), spent as *slices* of continuous work.
+
+* A slice starts when the job starts running after the loop had a turn: after a pause (below),
+  or when a task wakes up while every task of the job was waiting (idle). ``deadline`` is the
+  slice's start plus the budget, read from the job's :class:`~streamflow.clock.Clock`.
+* Tasks check ``due()`` once per batch (a clock read and a compare; the runtime calls it after
+  each input batch, each control event, each mail run and each batch an operator emits), so a
+  slice overruns the budget by at most one batch of one operator.
+* When a slice is used up, the task that notices calls ``pause()``: it and every other task of
+  the job that comes due meanwhile wait until the loop has completed ``GAP_ITERATIONS`` more
+  iterations with no work of this job in them; then the next slice starts. The budget is per
+  job, not per task: with k busy tasks, a per-task budget would hold the loop k times as long.
+
+Why more than one iteration: a service's response to a request usually needs two loop turns
+(the transport's ``data_received`` creates the handler task, whose first step runs on the next
+turn), and asyncio polls I/O only at the start of a turn. With a single free turn the handler's
+first step would run after the job's next slice; with two it runs before. An iteration with no
+job work costs a few microseconds (a poll with a zero timeout), nothing against a 10 ms slice.
+
+A budget of ``None`` turns voluntary pauses off: the job then only lets the loop run when it
+waits for input or for room in a full channel (its timers and checkpoints starve meanwhile):
+for scripts that run nothing else in their loop, never for an embedded job.
+
+Counted: ``slices`` (pauses of the whole job, the ``job.numLoopYields`` metric) and ``waits``
+(task pauses: a task that found the slice over and waited).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import math
+import re
+
+from ..clock import Clock
+
+DEFAULT_LOOP_BUDGET_MS = 10.0
+GAP_ITERATIONS = 2  # loop iterations without job work between two slices (see the module doc)
+
+
+_UNITS = {"": 1.0, "ms": 1.0, "milli": 1.0, "millis": 1.0, "s": 1000.0, "sec": 1000.0, "us": 0.001}
+
+
+def parse_loop_budget(value: float | datetime.timedelta | str | None) -> float | None:
+    """Milliseconds from a number (ms), a ``timedelta`` or a string such as ``"10 ms"``,
+    ``"0.5s"``; ``None`` or ``"none"``/``"off"``: no voluntary pauses."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        ms = value.total_seconds() * 1000.0
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("none", "off"):
+            return None
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([a-z]*)", text)
+        if m is None or m.group(2) not in _UNITS:
+            raise ValueError(f"execution.loop-budget: cannot read {value!r} (e.g. '10 ms', '0.5 s', 'none')")
+        ms = float(m.group(1)) * _UNITS[m.group(2)]
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"execution.loop-budget: expected ms, a timedelta or a string, got {value!r}")
+    else:
+        ms = float(value)
+    if not ms > 0:
+        raise ValueError(f"execution.loop-budget must be > 0 ms (or 'none'), got {value!r}")
+    return ms
+
+
+class LoopBudget:
+    __slots__ = ("_clock", "_left", "_waiters", "budget_s", "deadline", "running", "slices", "waits")
+
+    def __init__(self, budget_ms: float | None, clock: Clock) -> None:
+        if budget_ms is not None and not budget_ms > 0:
+            raise ValueError(f"the loop budget must be > 0 ms (or None: no pauses), got {budget_ms!r}")
+        self.budget_s = math.inf if budget_ms is None else budget_ms / 1000.0
+        self._clock = clock
+        self.deadline = clock.monotonic() + self.budget_s
+        self._waiters: list[asyncio.Future[None]] = []
+        self._left = 0
+        self.running = 0  # tasks of the job not waiting for input
+        self.slices = 0
+        self.waits = 0
+
+    def due(self) -> bool:
+        """True once the current slice is used up (or a pause is under way): call ``pause()``."""
+        return self._clock.monotonic() >= self.deadline
+
+    async def pause(self) -> None:
+        """Let the loop run ``GAP_ITERATIONS`` iterations without this job, then go on."""
+        loop = asyncio.get_running_loop()
+        if not self._waiters:
+            self.slices += 1
+            self._left = GAP_ITERATIONS
+            self.deadline = -math.inf  # every task of the job that checks now joins the pause
+            loop.call_soon(self._tick, loop)
+        self.waits += 1
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(fut)
+        await fut
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._left -= 1
+        if self._left > 0:
+            loop.call_soon(self._tick, loop)
+            return
+        waiters, self._waiters = self._waiters, []
+        self.deadline = self._clock.monotonic() + self.budget_s
+        for fut in waiters:
+            if not fut.done():  # a cancelled task's future
+                fut.set_result(None)
+
+    # -- idle accounting (a slice starts when the job wakes up from all-idle) ------------
+    def task_started(self) -> None:
+        self.running += 1
+
+    def task_waits(self) -> None:
+        self.running -= 1
+
+    def task_wakes(self) -> None:
+        self.running += 1
+        if self.running == 1 and not self._waiters:
+            self.deadline = self._clock.monotonic() + self.budget_s

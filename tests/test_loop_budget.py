@@ -1,0 +1,129 @@
+"""The job lets the caller's event loop run after each slice of its loop budget (issue 12 item 4).
+
+No wall-clock timing: :class:`TickingClock` advances 1 ms each time anybody reads it, so a
+slice of the budget is a known number of clock reads (about two per batch here), and the
+heartbeat, a coroutine in the same loop that wakes on every loop iteration, counts how many
+records the job got through between two of its turns: that is how long the job held the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+import pytest
+
+import streamflow as sf
+from streamflow.clock import SystemClock
+from streamflow.runtime.loop_budget import GAP_ITERATIONS, LoopBudget, parse_loop_budget
+
+BATCH = 100
+N = 200_000
+
+
+class TickingClock(SystemClock):
+    """Real timers; a monotonic clock that moves 1 ms per reading."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        self.t += 0.001
+        return self.t
+
+
+class Count(sf.SinkFunction):
+    seen = 0
+
+    def write_batch(self, values: list) -> None:
+        Count.seen += len(values)
+
+
+async def _held(env: sf.StreamExecutionEnvironment) -> tuple[int, dict]:
+    """Run the job beside a heartbeat; the most records processed between two heartbeat turns."""
+    Count.seen = 0
+    client = await env.execute_async("held")
+    done = asyncio.ensure_future(client.get_job_execution_result())
+    worst, last = 0, 0
+    while not done.done():
+        await asyncio.sleep(0)
+        worst, last = max(worst, Count.seen - last), Count.seen
+    result = await done
+    assert Count.seen == N
+    return worst, result.metrics
+
+
+def _env(budget: float | None) -> sf.StreamExecutionEnvironment:
+    env = sf.StreamExecutionEnvironment(clock=TickingClock()).set_batch_size(BATCH)
+    env.set_loop_budget(budget)
+    return env
+
+
+async def test_a_long_job_lets_the_loop_run_every_slice() -> None:
+    env = _env(10)
+    env.from_collection(range(N)).map(lambda i: i + 1).filter(lambda i: i >= 0).add_sink(Count())
+    worst, metrics = await _held(env)
+    # 10 ms of budget = 10 clock readings, about 3 per batch (source loop and two operator
+    # outputs): a few batches per slice; far from the 2,000 batches of the whole input
+    assert worst <= 6 * BATCH, worst
+    assert metrics["job.numLoopYields"] >= N // BATCH // 6
+
+
+async def test_without_a_budget_the_job_holds_the_loop_throughout() -> None:
+    """The heartbeat above can tell: with no budget it sees the whole input at once."""
+    env = _env(None)
+    env.from_collection(range(N)).map(lambda i: i + 1).add_sink(Count())
+    worst, metrics = await _held(env)
+    assert worst == N
+    assert metrics["job.numLoopYields"] == 0
+
+
+async def test_the_budget_is_shared_by_the_tasks_of_a_job() -> None:
+    """Four tasks (a source, two keyed subtasks, a sink) hold the loop no longer than one."""
+    env = _env(10)
+    (
+        env.from_collection(range(N))
+        .key_by(lambda i: i % 7)
+        .map(lambda i: i)
+        .set_parallelism(2)
+        .disable_chaining()
+        .add_sink(Count())
+        .set_parallelism(1)
+    )
+    worst, _ = await _held(env)
+    # per-task budgets would let each busy task spend a slice per iteration; shared, the job
+    # spends one slice (plus one batch per task that was already scheduled in that iteration)
+    assert worst <= 10 * BATCH, worst
+
+
+async def test_a_pause_gives_the_loop_gap_iterations() -> None:
+    loop_turns = 0
+    stop = False
+
+    async def count_turns() -> None:
+        nonlocal loop_turns
+        while not stop:
+            loop_turns += 1
+            await asyncio.sleep(0)
+
+    counter = asyncio.ensure_future(count_turns())
+    await asyncio.sleep(0)
+    budget = LoopBudget(10, TickingClock())
+    before = loop_turns
+    await budget.pause()
+    stop = True
+    await counter
+    assert loop_turns - before >= GAP_ITERATIONS
+    assert budget.slices == budget.waits == 1
+
+
+def test_configuration_key_and_parsing() -> None:
+    env = sf.StreamExecutionEnvironment({"execution.loop-budget": "5 ms"})
+    assert env.get_loop_budget() == 5.0
+    assert parse_loop_budget("0.5 s") == 500.0
+    assert parse_loop_budget(datetime.timedelta(milliseconds=20)) == 20.0
+    assert parse_loop_budget("none") is None
+    assert sf.StreamExecutionEnvironment().get_loop_budget() == 10.0
+    for bad in ("-1 ms", "0", "ten ms", "5 hours"):
+        with pytest.raises(ValueError):
+            parse_loop_budget(bad)
