@@ -117,7 +117,7 @@ class Script:
         elif action == "snap":
             self.states[args[0]] = roundtrip(self.op.snapshot_state(args[0]))
         elif action == "complete":
-            self.op.notify_checkpoint_complete(args[0])
+            await self.op.notify_checkpoint_complete(args[0])
         elif action == "abort":
             self.op.notify_checkpoint_aborted(args[0])
         elif action == "crash":  # no close(): restore from the last complete checkpoint (or fresh)
@@ -254,7 +254,7 @@ async def test_file_names_and_state_format(tmp_path: Path) -> None:
     await op.process_batch(["y"], None)
     assert op.snapshot_state(8) == state(2, [[7, ["part-my-sink-3-0"]], [8, ["part-my-sink-3-1"]]])
     assert op.snapshot_state(9)["pending"] == [[7, ["part-my-sink-3-0"]], [8, ["part-my-sink-3-1"]]]
-    op.notify_checkpoint_complete(7)
+    await op.notify_checkpoint_complete(7)
     assert op.snapshot_state(10) == state(2, [[8, ["part-my-sink-3-1"]]])
     assert (visible(tmp_path), hidden(tmp_path)) == (["part-my-sink-3-0"], [".part-my-sink-3-1.pending"])
 
@@ -265,7 +265,7 @@ async def test_output_file_config(tmp_path: Path) -> None:
     script = Script(tmp_path, config=config, policy=OnCheckpointRollingPolicy())
     for step in [("write", "ab"), ("snap", 1), ("write", "c"), ("crash", 1), ("write", "d"), ("snap", 2)]:
         await script.run(step)
-    script.op.notify_checkpoint_complete(2)
+    await script.op.notify_checkpoint_complete(2)
     assert visible(tmp_path) == ["out-sink-0-0.txt", "out-sink-0-1.txt"]
     assert committed(tmp_path) == ["a", "b", "d"]
 
@@ -317,9 +317,9 @@ async def test_subtasks_and_uids_in_one_directory_keep_to_their_own_files(tmp_pa
         ".part-t-0-0.pending",
         ".part-t-0-1.inprogress",
     ]
-    ops["s", 0].notify_checkpoint_complete(1)
+    await ops["s", 0].notify_checkpoint_complete(1)
     ops["t", 0].snapshot_state(2)
-    ops["t", 0].notify_checkpoint_complete(2)
+    await ops["t", 0].notify_checkpoint_complete(2)
     assert visible(tmp_path) == ["part-s-0-0", "part-t-0-0", "part-t-0-1"]
     assert hidden(tmp_path) == [".part-s-0-1.inprogress"]
 
@@ -373,7 +373,7 @@ async def test_rolling_policy(tmp_path: Path, policy: RollingPolicy, advance_ms:
     assert visible(tmp_path) == []
     await op.finish()
     op.snapshot_state(1)
-    op.notify_checkpoint_complete(1)
+    await op.notify_checkpoint_complete(1)
     assert (len(visible(tmp_path)), hidden(tmp_path)) == (files, [])
     assert committed(tmp_path) == list("abcde")
 
@@ -460,7 +460,7 @@ async def test_an_idle_file_rolls_on_the_processing_time_timer(tmp_path: Path) -
     await timers.run_due()  # 500 ms without a write: rolled with no record arriving
     assert hidden(tmp_path) == [".part-sink-0-0.pending"]
     op.snapshot_state(1)
-    op.notify_checkpoint_complete(1)
+    await op.notify_checkpoint_complete(1)
     assert committed(tmp_path) == ["a"]
     clock.advance(1_000)
     await timers.run_due()
@@ -602,7 +602,7 @@ async def test_rescaled_restore_commits_pending_and_finishes_in_progress(
         await op.process_batch([f"new{i}"], None)
         await op.finish()
         op.snapshot_state(2)
-        op.notify_checkpoint_complete(2)
+        await op.notify_checkpoint_complete(2)
     assert hidden(tmp_path) == []
     expected = ["0a", "0b", "0c", "1a", "1b", "1c"] + [f"new{i}" for i in range(new_parallelism)]
     assert sorted(committed(tmp_path)) == sorted(expected)

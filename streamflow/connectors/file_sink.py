@@ -14,16 +14,25 @@ file moves through three states, and only the last one is visible to readers
 with ``name = {part_prefix}-{uid}-{subtask}-{n}{part_suffix}`` (``OutputFileConfig``).
 Every rename is followed by an fsync of the directory, so a state reached is durable.
 
+**Off the event loop**: the slow file operations (flush + fsync, rolls, commits: renames and
+directory fsyncs) run in a worker thread (``anyio.to_thread``), never in one block on the
+caller's loop; the task awaits them, so nothing else calls into the operator meanwhile and its
+state needs no lock. Appending a batch to the open file stays on the loop (a buffered write).
+Restore (``initialize_state``, once when the job is built) runs where the job is built.
+
 * ``process_batch`` encodes the whole batch in one join and appends it to the
   in-progress file, opened lazily. Before each batch the rolling policy
   (``file_sink_policy.py``) may roll the file (size; time); a processing-time
   timer every ``bucket_check_interval`` ms rolls an idle one (age, inactivity).
   A rolled file is pending at once and joins the next checkpoint.
-* ``snapshot_state(n)`` is the pre-commit. The in-progress file rolls if the
+* ``prepare_snapshot_pre_barrier(n)`` + ``snapshot_state(n)`` are the pre-commit. The
+  in-progress file rolls if the
   policy says so at a checkpoint (``OnCheckpointRollingPolicy`` always, the
   default policy only when it is too large); otherwise it is flushed and
   fsynced and **stays in progress**, its committed length recorded (Flink's
-  resumable). Every pending file not yet assigned is recorded under ``n``.
+  resumable). Both happen in ``prepare_snapshot_pre_barrier`` (in a thread); ``snapshot_state``
+  only records, unless it is called without it (then it does them itself). Every pending
+  file not yet assigned is recorded under ``n``.
   State: ``{"next_part": int, "pending": [[checkpoint_id, [name, ...]], ...],
   "in_progress": None | {"name", "length", "created_ms"}}``.
 * ``notify_checkpoint_complete(n)`` commits the pending files of every
@@ -67,6 +76,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO, Any
+
+import anyio
 
 from .. import _faults as faults
 from ..errors import StreamflowError
@@ -222,6 +233,7 @@ class FileSinkOperator(StreamOperator):
         self._pending: dict[int, list[str]] = {}  # checkpoint id -> pending files
         self._timer_armed = False
         self._ended = False
+        self._synced_for: int | None = None  # the checkpoint prepare_snapshot_pre_barrier synced for
 
     # -- names ---------------------------------------------------------------
     def _stem(self, subtask: int | None = None) -> str:
@@ -430,7 +442,7 @@ class FileSinkOperator(StreamOperator):
         if self._file is not None:
             info = self._part_info()
             if p.should_roll_on_event(info) or p.should_roll_on_processing_time(info, now):
-                self._roll()
+                await anyio.to_thread.run_sync(self._roll)
         f = self._file or self._open_new(now)
         with _io(f"write {f.name}"):
             f.write(data)
@@ -451,20 +463,35 @@ class FileSinkOperator(StreamOperator):
         if self.sink.rolling_policy.should_roll_on_processing_time(
             self._part_info(), self.ctx.clock.now_ms()
         ):
-            self._roll()
+            await anyio.to_thread.run_sync(self._roll)
         self._arm_timer()
 
     # -- checkpoints ---------------------------------------------------------
+    async def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        """Roll or sync the in-progress file for checkpoint ``checkpoint_id``, in a thread."""
+        self._synced_for = None
+        if self._file is not None and self._current is not None:
+            await anyio.to_thread.run_sync(self._roll_or_sync)
+        self._synced_for = checkpoint_id
+
+    def _roll_or_sync(self) -> None:
+        f = self._file
+        if f is None:
+            return
+        if self.sink.rolling_policy.should_roll_on_checkpoint(self._part_info()):
+            self._roll()
+        else:
+            with _io(f"flush {f.name}"):
+                f.flush()
+                os.fsync(f.fileno())
+
     def snapshot_state(self, checkpoint_id: int) -> Any:
         in_progress = None
+        if self._synced_for != checkpoint_id:  # not prepared (a direct call): sync here
+            self._roll_or_sync()
+        self._synced_for = None
         if self._file is not None and self._current is not None:
-            if self.sink.rolling_policy.should_roll_on_checkpoint(self._part_info()):
-                self._roll()
-            else:
-                with _io(f"flush {self._file.name}"):
-                    self._file.flush()
-                    os.fsync(self._file.fileno())
-                in_progress = {"name": self._current, "length": self._size, "created_ms": self._created_ms}
+            in_progress = {"name": self._current, "length": self._size, "created_ms": self._created_ms}
         if self._unassigned:
             self._pending.setdefault(checkpoint_id, []).extend(self._unassigned)
             self._unassigned = []
@@ -476,12 +503,14 @@ class FileSinkOperator(StreamOperator):
             "in_progress": in_progress,
         }
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Commit (in a thread) the pending files of every checkpoint up to ``checkpoint_id``."""
         self._committing = checkpoint_id
-        for cid in sorted(self._pending):
-            if cid > checkpoint_id:
-                break
-            self._commit(self._pending[cid])
+        done = [cid for cid in sorted(self._pending) if cid <= checkpoint_id]
+        if not done:
+            return
+        await anyio.to_thread.run_sync(self._commit, [n for cid in done for n in self._pending[cid]])
+        for cid in done:
             del self._pending[cid]
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
@@ -489,13 +518,12 @@ class FileSinkOperator(StreamOperator):
 
     async def finish(self) -> None:
         self._ended = True
-        self._roll()
+        await anyio.to_thread.run_sync(self._roll)
         if self.ctx.checkpointing:
             return  # the final checkpoint after finish() pre-commits, its notification commits
-        for cid in sorted(self._pending):
-            self._commit(self._pending.pop(cid))
-        self._commit(self._unassigned)
-        self._unassigned = []
+        names = [n for cid in sorted(self._pending) for n in self._pending[cid]] + self._unassigned
+        await anyio.to_thread.run_sync(self._commit, names)
+        self._pending, self._unassigned = {}, []
 
     async def close(self) -> None:
         self._close_handle()

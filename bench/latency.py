@@ -1,0 +1,89 @@
+"""End-to-end latency of records through a keyed pipeline at a fixed rate (issue 12 item 7).
+
+An async-iterable source emits ``--rate`` records/s on a 1 ms schedule, each stamped with
+``time.perf_counter()`` when it is made; ``key_by -> reduce`` over 1,000 keys carries the stamp
+through, and the sink measures now minus the stamp for every record. Two shapes: everything
+chained in one task, and the keyed reduce at parallelism 2 behind a hash exchange (channels
+between tasks). Prints p50, p99 and max per shape, after a one-second warm-up.
+
+Usage: python bench/latency.py [--rate 20000] [--seconds 5] [--loop uvloop|asyncio]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+ROOT = Path(os.environ.get("BENCH_ROOT", Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(ROOT))
+
+import streamflow as sf  # noqa: E402
+
+LATENCIES: list[float] = []
+
+
+class Measure(sf.SinkFunction):
+    def write_batch(self, values: list) -> None:
+        now = time.perf_counter()
+        LATENCIES.extend(now - v[2] for v in values)
+
+
+def paced(rate: int, seconds: float) -> AsyncIterator[tuple[int, int, float]]:
+    async def gen() -> AsyncIterator[tuple[int, int, float]]:
+        start = time.perf_counter()
+        made = 0
+        total = int(rate * seconds)
+        while made < total:
+            due = min(total, int((time.perf_counter() - start) * rate))
+            while made < due:
+                yield (made % 1000, 1, time.perf_counter())
+                made += 1
+            await asyncio.sleep(0.001)
+
+    return gen()
+
+
+async def run(rate: int, seconds: float, exchange: bool) -> list[float]:
+    LATENCIES.clear()
+    env = sf.StreamExecutionEnvironment()
+    stream = env.from_async_iterable(lambda: paced(rate, seconds + 1.0))
+    reduced = stream.key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+    if exchange:
+        reduced.set_parallelism(2).add_sink(Measure()).set_parallelism(1)
+    else:
+        reduced.add_sink(Measure())
+    client = await env.execute_async("latency")
+    await client.get_job_execution_result()
+    return LATENCIES[rate:]  # the first second is warm-up
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rate", type=int, default=20_000)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
+    args = ap.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        uvloop.install()
+    print(f"{args.rate:,} records/s for {args.seconds:.0f} s, key_by -> reduce over 1,000 keys")
+    for exchange in (False, True):
+        lat = sorted(asyncio.run(run(args.rate, args.seconds, exchange)))
+        label = "hash exchange, reduce at p=2" if exchange else "chained, one task"
+        p99 = lat[int(len(lat) * 0.99)]
+        print(
+            f"  {label:30s} p50 {statistics.median(lat) * 1000:6.3f} ms  p99 {p99 * 1000:6.3f} ms  "
+            f"max {lat[-1] * 1000:7.2f} ms  ({len(lat):,} records)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
