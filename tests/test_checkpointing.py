@@ -356,10 +356,12 @@ def test_in_flight_channel_state_cannot_be_rescaled(tmp_path: Path) -> None:
     a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(SlowSink()).uid("sink").disable_chaining()
     env.execute("backpressure")
     storage = FileSystemCheckpointStorage(tmp_path / "chk")
+    # in-flight data of a task that changes parallelism (the sources are not parallel: in-flight
+    # data of theirs alone restores at any parallelism of the rest)
     with_state = [
         h
         for h in storage.complete_checkpoints()
-        if RestoredCheckpoint.load(h, sf.CheckpointConfig().codec).channels
+        if any(t.startswith("sum#") for t in RestoredCheckpoint.load(h, sf.CheckpointConfig().codec).channels)
     ]
     assert with_state
     env2 = sf.StreamExecutionEnvironment().set_parallelism(3)
