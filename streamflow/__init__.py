@@ -57,6 +57,8 @@ from .runtime.events import Watermark as Watermark
 from .runtime.job import JobClient as JobClient
 from .runtime.job import JobExecutionResult as JobExecutionResult
 from .runtime.job import JobStatus as JobStatus
+from .state.backends import EmbeddedRocksDBStateBackend as EmbeddedRocksDBStateBackend
+from .state.backends import HashMapStateBackend as HashMapStateBackend
 from .state.codec import PickleCodec as PickleCodec
 from .state.keyed import AggregatingStateDescriptor as AggregatingStateDescriptor
 from .state.keyed import ListStateDescriptor as ListStateDescriptor

@@ -20,6 +20,12 @@ from ..graph import JobGraph, StreamGraph, build_job_graph
 from ..runtime.job import JobClient, JobExecutionResult, RuntimeConfig
 from ..runtime.loop_budget import parse_loop_budget
 from ..runtime.record_size import parse_memory_size
+from ..state.backends import (
+    EmbeddedRocksDBStateBackend,
+    HashMapStateBackend,
+    StateBackend,
+    state_backend_from_config,
+)
 from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 from .batch import resolve_batch
 from .env_pyflink import PyFlinkEnvironmentMixin
@@ -73,6 +79,8 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         self._buffer_timeout_ms = 100
         self._engine = "asyncio"
         self._spark_configuration: dict[str, Any] = {}
+        self._state_backend: StateBackend = HashMapStateBackend()
+        self._rocksdb_local_dir: str | None = None
         if _default_configuration:
             self.configure(dict(_default_configuration))
         if configuration is not None:
@@ -173,6 +181,19 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
     def get_checkpoint_config(self) -> CheckpointConfig:
         return self.runtime.checkpoint
 
+    def set_state_backend(self, state_backend: StateBackend) -> StreamExecutionEnvironment:
+        """Where keyed state lives: ``HashMapStateBackend()`` (the default, Python objects in
+        memory) or ``EmbeddedRocksDBStateBackend()`` (RocksDB on local disk; see
+        docs/state-backends.md)."""
+        if not isinstance(state_backend, StateBackend):
+            raise TypeError(f"set_state_backend() expects a StateBackend, got {type(state_backend).__name__}")
+        self.runtime.state_backend = None if isinstance(state_backend, HashMapStateBackend) else state_backend
+        self._state_backend = state_backend
+        return self
+
+    def get_state_backend(self) -> StateBackend:
+        return self._state_backend
+
     def set_restart_strategy(self, restart_strategy: RestartStrategy) -> StreamExecutionEnvironment:
         self.runtime.restart_strategy = restart_strategy
         return self
@@ -181,7 +202,8 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         """Flink configuration keys: ``execution.savepoint.path``,
         ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
         ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
-        ``execution.engine`` (``asyncio``), ``taskmanager.memory.network.max`` (the job's in-flight
+        ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
+        ``state.backend.rocksdb.localdir``, ``taskmanager.memory.network.max`` (the job's in-flight
         byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's),
         ``execution.loop-budget`` (how long the job works before it lets the event loop run,
         e.g. ``"10 ms"``), ``rest.port`` and
@@ -198,6 +220,16 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 self.runtime.allow_non_restored_state = _truthy(value)
             elif key == "execution.checkpointing.interval":
                 self.enable_checkpointing(int(value))
+            elif key == "state.backend.type":
+                local = self._rocksdb_local_dir
+                self.set_state_backend(state_backend_from_config(str(value)))
+                if local is not None:
+                    self._configure_rocksdb_dir(local)
+            elif key == "state.backend.rocksdb.localdir":
+                self._configure_rocksdb_dir(str(value))
+            elif key == "state.backend.incremental":
+                if not _truthy(value) and isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
+                    raise ValueError("streamflow's RocksDB checkpoints are always incremental")
             elif key == "state.checkpoints.dir":
                 self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
             elif key == "execution.checkpointing.unaligned":
@@ -225,6 +257,11 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             else:
                 raise ValueError(f"unknown configuration key {key!r}")
         return self
+
+    def _configure_rocksdb_dir(self, path: str) -> None:
+        self._rocksdb_local_dir = path
+        if isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
+            self._state_backend.set_db_storage_paths(path)
 
     def set_engine(self, engine: str) -> StreamExecutionEnvironment:
         """``"asyncio"`` (the default: the job runs in this process's event loop) or

@@ -43,6 +43,9 @@ from streamflow.functions import TimeDomain as TimeDomain
 from streamflow.functions import WindowFunction as WindowFunction
 from streamflow.runtime.context import RuntimeContext as RuntimeContext
 from streamflow.runtime.timers import TimerService as TimerService
+from streamflow.state.backends import EmbeddedRocksDBStateBackend as EmbeddedRocksDBStateBackend
+from streamflow.state.backends import HashMapStateBackend as HashMapStateBackend
+from streamflow.state.backends import StateBackend as StateBackend
 from streamflow.state.ttl import StateTtlConfig as StateTtlConfig
 from streamflow.windowing.assigners import MergingWindowAssigner as MergingWindowAssigner
 from streamflow.windowing.assigners import WindowAssigner as WindowAssigner
@@ -72,9 +75,11 @@ __all__ = [
     "CountWindow",
     "DataStream",
     "DataStreamSink",
+    "EmbeddedRocksDBStateBackend",
     "FilterFunction",
     "FlatMapFunction",
     "GlobalWindow",
+    "HashMapStateBackend",
     "KeySelector",
     "KeyedBroadcastProcessFunction",
     "KeyedCoProcessFunction",
@@ -94,6 +99,7 @@ __all__ = [
     "SinkFunction",
     "SlotSharingGroup",
     "SourceFunction",
+    "StateBackend",
     "StateTtlConfig",
     "StreamExecutionEnvironment",
     "TimeCharacteristic",

@@ -75,6 +75,7 @@ class RuntimeConfig:
     # execution.loop-budget: ms of continuous work after which the job lets the event loop run
     # (shared by all tasks of the job, see loop_budget.py); None: only when it has to wait
     loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
+    state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
 
 
 @dataclass
@@ -300,8 +301,18 @@ class Execution:
             metrics=MetricGroup(f"{uid}[{sub}]", self.metrics),
             processing_time=task.processing_time,
             job_parameters=dict(self.config.job_parameters),
-            keyed_backend=KeyedStateBackend(maxp) if node.keyed else None,
+            keyed_backend=self._keyed_backend(uid, sub, maxp, g.parallelism[node.id]) if node.keyed else None,
             checkpointing=self.config.checkpoint.is_checkpointing_enabled(),
+        )
+
+    def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
+        backend = self.config.state_backend
+        if backend is None:
+            return KeyedStateBackend(maxp)
+        groups = key_group_range(sub, maxp, parallelism)
+        return cast(
+            KeyedStateBackend,
+            backend.create_keyed_backend(maxp, groups, uid, sub, self.config.checkpoint.codec),
         )
 
     # -- running -----------------------------------------------------------

@@ -12,8 +12,9 @@ timers from the task's processing-time service, between batches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from ..functions import OutputTag, TimeDomain
 from ..state.key_groups import key_group_of
@@ -22,6 +23,9 @@ from .basic_operators import resolve_function
 from .events import MIN_WATERMARK, Watermark
 from .operator import StreamOperator
 from .timers import Timer, TimerService
+
+if TYPE_CHECKING:
+    from ..state.rocksdb_backend import RocksDBKeyedStateBackend
 
 
 class _Emitter:
@@ -183,7 +187,43 @@ class TimerOperator(StreamOperator):
             domain: [(ts, key, enc(ns)) for ts, key, ns in entries]
             for domain, entries in self.timers.snapshot().items()
         }
-        return {"keyed": self.backend.snapshot(), "timers": timers}
+        rocks = self._rocks
+        keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
+        return {"keyed": keyed, "timers": timers}
+
+    # -- a keyed state backend with its own checkpoints (RocksDB: state/rocksdb_backend.py) --
+    @property
+    def _rocks(self) -> RocksDBKeyedStateBackend | None:
+        backend = getattr(getattr(self, "ctx", None), "keyed_backend", None)
+        return (
+            cast("RocksDBKeyedStateBackend", backend) if backend is not None and backend.is_rocksdb else None
+        )
+
+    async def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        await super().prepare_snapshot_pre_barrier(checkpoint_id)
+        rocks = self._rocks
+        if rocks is not None:
+            # its memtable flush runs in a worker thread (the loop stays free); this task
+            # processes no record until it returns
+            await asyncio.to_thread(rocks.prepare(checkpoint_id))
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> Awaitable[None] | None:
+        rocks = self._rocks
+        if rocks is not None:
+            rocks.checkpoint_complete(checkpoint_id)
+        return super().notify_checkpoint_complete(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        rocks = self._rocks
+        if rocks is not None:
+            rocks.checkpoint_aborted(checkpoint_id)
+        super().notify_checkpoint_aborted(checkpoint_id)
+
+    def dispose(self) -> None:
+        rocks = self._rocks
+        if rocks is not None:
+            rocks.close()
+        super().dispose()
 
     def initialize_state(self, restored: Any) -> None:
         if restored is None:
@@ -195,7 +235,13 @@ class TimerOperator(StreamOperator):
             return key_group_of(key, maxp) in groups
 
         states = [s for s in restored.all if s is not None]
-        self.backend.restore([s["keyed"] for s in states], lambda g: g in groups)
+        rocks = self._rocks
+        if rocks is not None:
+            rocks.restore(
+                [s["keyed"] for s in states], lambda g: g in groups, getattr(restored, "shared_path", None)
+            )
+        else:
+            self.backend.restore([s["keyed"] for s in states], lambda g: g in groups)
         dec = self.decode_namespace
         for s in states:
             timers = {d: [(ts, k, dec(ns)) for ts, k, ns in e] for d, e in s["timers"].items()}

@@ -95,9 +95,33 @@ class WindowOperator(TimerOperator):
     def setup(self, ctx: Any, output: Any) -> None:
         super().setup(ctx, output)
         backend = self.backend
+        if backend.is_rocksdb:
+            self._rocksdb_tables(backend)
+            return
         self.contents: dict = backend.table("window-contents", "window")
         self.trigger_state: dict = backend.table("window-trigger", "window")
         self.merging_sets: dict = backend.table("window-merging", "window")
+
+    def _rocksdb_tables(self, backend: Any) -> None:
+        """Window state in RocksDB: no fast path (its panes live in the operator), and the
+        tables store windows in their plain form (``encode_namespace``), as checkpoints do."""
+        self.fast = False
+        enc, dec, assigner = self.encode_namespace, self.decode_namespace, self.assigner
+        self.contents = backend.table(
+            "window-contents", "window",
+            to_plain=lambda wins: {enc(w): acc for w, acc in wins.items()},
+            from_plain=lambda plain: {dec(w): acc for w, acc in plain.items()},
+        )  # fmt: skip
+        self.trigger_state = backend.table(
+            "window-trigger", "window",
+            to_plain=lambda store: {(enc(w), name): v for (w, name), v in store.items()},
+            from_plain=lambda plain: {(dec(w), name): v for (w, name), v in plain.items()},
+        )  # fmt: skip
+        self.merging_sets = backend.table(
+            "window-merging", "window",
+            to_plain=lambda mws: [(enc(a), enc(b)) for a, b in mws.persist()],
+            from_plain=lambda pairs: MergingWindowSet(assigner, [(dec(a), dec(b)) for a, b in pairs]),
+        )  # fmt: skip
 
     # -- checkpoints: windows travel as plain tuples --------------------------
     def encode_namespace(self, window: Any) -> Any:
@@ -115,6 +139,8 @@ class WindowOperator(TimerOperator):
         return RuntimeContext(self.ctx)
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
+        if self.backend.is_rocksdb:  # the tables are the state (see _rocksdb_tables)
+            return {**super().snapshot_state(checkpoint_id), "fired": [], "refire": []}
         enc = self.encode_namespace
         contents: dict = {
             key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
@@ -140,7 +166,7 @@ class WindowOperator(TimerOperator):
 
     def initialize_state(self, restored: Any) -> None:
         super().initialize_state(restored)
-        if restored is None:
+        if restored is None or self.backend.is_rocksdb:
             return
         dec = self.decode_namespace
         contents = {key: {dec(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()}

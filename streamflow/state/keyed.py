@@ -234,6 +234,8 @@ class AggregatingState(_KeyedState):
 class KeyedStateBackend:
     """All keyed state of one operator subtask: ``{state name: {key: value}}``."""
 
+    is_rocksdb = False  # RocksDB's backend (rocksdb_backend.py) checkpoints its own files
+
     def __init__(self, max_parallelism: int) -> None:
         self.max_parallelism = max_parallelism
         self.current_key: Any = None

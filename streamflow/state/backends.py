@@ -1,0 +1,156 @@
+"""State backends, with PyFlink's names: ``HashMapStateBackend`` (the default) and
+``EmbeddedRocksDBStateBackend``.
+
+``env.set_state_backend(EmbeddedRocksDBStateBackend())`` or the configuration key
+``state.backend.type: rocksdb`` (Flink's key; ``hashmap`` is the default). A backend
+object is configuration only: the runtime asks it for one keyed state backend per
+keyed operator subtask (:meth:`StateBackend.create_keyed_backend`). See
+docs/state-backends.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib.util
+from typing import Any
+
+from .keyed import KeyedStateBackend
+
+__all__ = [
+    "EmbeddedRocksDBStateBackend",
+    "HashMapStateBackend",
+    "PredefinedOptions",
+    "StateBackend",
+    "state_backend_from_config",
+]
+
+
+class StateBackend:
+    """Where keyed state lives while the job runs (checkpoints go to checkpoint storage)."""
+
+    name = "abstract"
+
+    def create_keyed_backend(
+        self, max_parallelism: int, key_groups: range, operator_id: str, subtask: int, codec: Any
+    ) -> KeyedStateBackend:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class HashMapStateBackend(StateBackend):
+    """Keyed state as Python objects in dicts (the default): the fastest access, bounded by memory."""
+
+    name = "hashmap"
+
+    def create_keyed_backend(
+        self, max_parallelism: int, key_groups: range, operator_id: str, subtask: int, codec: Any
+    ) -> KeyedStateBackend:
+        return KeyedStateBackend(max_parallelism)
+
+
+class PredefinedOptions(enum.Enum):
+    """Accepted for PyFlink compatibility; streamflow tunes RocksDB itself (see the docs)."""
+
+    DEFAULT = 0
+    SPINNING_DISK_OPTIMIZED = 1
+    SPINNING_DISK_OPTIMIZED_HIGH_MEM = 2
+    FLASH_SSD_OPTIMIZED = 3
+
+
+class EmbeddedRocksDBStateBackend(StateBackend):
+    """Keyed state (all state kinds and window state) in an embedded RocksDB per keyed operator
+    subtask, through ``rocksdict``; state may exceed memory. Checkpoints are incremental: a
+    checkpoint stores the SST files created since the previous one (``state/rocksdb_backend.py``).
+
+    ``cache_entries``: the write-back cache of decoded values per state (hot keys), flushed
+    to RocksDB in one WriteBatch once ``flush_entries`` entries are dirty, at checkpoints,
+    and when the cache is full."""
+
+    name = "rocksdb"
+
+    def __init__(
+        self,
+        enable_incremental_checkpointing: bool | None = None,
+        *,
+        local_dir: str | None = None,
+        cache_entries: int = 100_000,
+        flush_entries: int = 4096,
+    ) -> None:
+        if importlib.util.find_spec("rocksdict") is None:
+            raise ImportError(
+                "EmbeddedRocksDBStateBackend needs the rocksdict package: pip install 'aiostreamflow[rocksdb]'"
+            )
+        if enable_incremental_checkpointing not in (None, True, False):
+            raise TypeError(
+                "enable_incremental_checkpointing must be None, True or False, "
+                f"got {enable_incremental_checkpointing!r}"
+            )
+        if enable_incremental_checkpointing is False:
+            raise ValueError(
+                "streamflow's RocksDB checkpoints are always incremental (unchanged SST files are "
+                "shared between checkpoints, never rewritten)"
+            )
+        if cache_entries < 1 or flush_entries < 1:
+            raise ValueError(
+                f"cache_entries and flush_entries must be >= 1, got {cache_entries}, {flush_entries}"
+            )
+        self._paths: list[str] = [local_dir] if local_dir else []
+        self.cache_entries = int(cache_entries)
+        self.flush_entries = int(flush_entries)
+        self._predefined = PredefinedOptions.DEFAULT
+        self._transfer_threads = 4
+
+    # PyFlink's methods
+    def set_db_storage_paths(self, *paths: str) -> None:
+        """Where the working DBs live (``state.backend.rocksdb.localdir``); the first path is
+        used. Ephemeral: the state survives in checkpoints."""
+        self._paths = [str(p) for p in paths if p is not None]
+
+    def get_db_storage_paths(self) -> list[str]:
+        return list(self._paths)
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        return True
+
+    def set_predefined_options(self, options: PredefinedOptions) -> None:
+        self._predefined = options
+
+    def get_predefined_options(self) -> PredefinedOptions:
+        return self._predefined
+
+    def get_number_of_transfer_threads(self) -> int:
+        return self._transfer_threads
+
+    def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
+        self._transfer_threads = int(number_of_transfering_threads)
+
+    def create_keyed_backend(
+        self, max_parallelism: int, key_groups: range, operator_id: str, subtask: int, codec: Any
+    ) -> KeyedStateBackend:
+        from .rocksdb_backend import RocksDBKeyedStateBackend
+
+        return RocksDBKeyedStateBackend(
+            max_parallelism,
+            key_groups,
+            operator_id=operator_id,
+            subtask=subtask,
+            codec=codec,
+            local_dir=self._paths[0] if self._paths else None,
+            cache_entries=self.cache_entries,
+            flush_entries=self.flush_entries,
+        )
+
+    def __repr__(self) -> str:
+        return f"EmbeddedRocksDBStateBackend(local_dir={self._paths[0] if self._paths else None!r})"
+
+
+def state_backend_from_config(kind: str) -> StateBackend:
+    """``state.backend.type``: ``hashmap`` or ``rocksdb`` (Flink's values)."""
+    value = str(kind).strip().lower()
+    if value in ("hashmap", "heap", "jobmanager", "filesystem"):
+        return HashMapStateBackend()
+    if value in ("rocksdb", "embeddedrocksdb"):
+        return EmbeddedRocksDBStateBackend()
+    raise ValueError(f"unknown state.backend.type {kind!r}: choose hashmap or rocksdb")

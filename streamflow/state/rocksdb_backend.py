@@ -1,0 +1,408 @@
+"""The RocksDB keyed state backend of one operator subtask (``EmbeddedRocksDBStateBackend``).
+
+Theory of operation
+-------------------
+**Working state.** Each keyed operator subtask opens its own RocksDB (through
+``rocksdict``, raw bytes mode) in a fresh directory under the configured local
+directory (``state.backend.rocksdb.localdir``, the system temp dir by
+default), removed on close. Every state of the operator is a
+:class:`~streamflow.state.rocksdb_table.RocksTable` (a write-back cache over
+the key space ``key group | state id | key``). The write-ahead log is off:
+durability comes from checkpoints, as in Flink.
+
+**Checkpoints** (Flink's incremental RocksDB snapshot). The synchronous part,
+at the barrier: the caches' dirty entries go into RocksDB (one WriteBatch),
+then a RocksDB checkpoint: the memtable is flushed to a new SST file and every
+live SST file is hard-linked into a local checkpoint directory (the costly
+part, the memtable flush, runs in a worker thread when the task can wait for
+it: ``prepare``; rocksdict releases the GIL there). SST files are immutable,
+so each has a stable *shared name* (``rdb-<operator>-<subtask>-<session>-
+<file>``): the snapshot lists ``{local file: shared name}`` and carries the
+few small non-SST files (CURRENT, MANIFEST, OPTIONS) inline. The task hands
+the SST paths to checkpoint storage as shared files; one already stored by an
+earlier completed checkpoint is only referenced, so a checkpoint writes the
+SST files created since the last one: what changed.
+
+**Restore.** With the same key-group range (same parallelism), the SST files
+of the snapshot are hard-linked (copied across file systems) into the new
+working directory with the small files, and the DB opens on them; their shared
+names are kept, so the next checkpoint references them instead of storing
+them again. With another range (rescale), each old DB whose range overlaps is
+materialised in a scratch directory, opened read-only, and the entries of the
+key groups this subtask owns are copied (one seek per source, contiguous
+ranges) into a fresh DB. A heap-backend snapshot (``groups``) is also read,
+so a job can move to RocksDB through a savepoint.
+
+A new *session* id is drawn on every open (restored or not), so a file created
+after a restore never takes a shared name that an abandoned run used for
+other content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import rocksdict
+
+from . import codec as _codec
+from .keyed import KeyedStateBackend, _key_kind
+from .rocksdb_table import RocksTable
+
+log = logging.getLogger(__name__)
+
+_SCAN_BATCH = 20_000
+_SST = ".sst"
+
+
+class RocksDBStateError(RuntimeError):
+    """RocksDB could not be opened, written or restored; the message names the path."""
+
+
+def _options() -> rocksdict.Options:
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.set_max_background_jobs(2)
+    opts.set_write_buffer_size(32 * 2**20)
+    opts.set_max_write_buffer_number(3)
+    opts.set_target_file_size_base(32 * 2**20)
+    return opts
+
+
+def _write_options() -> rocksdict.WriteOptions:
+    wo = rocksdict.WriteOptions()
+    # a property at run time (the stubs say method): checkpoints make state durable, not the WAL
+    cast(Any, wo).disable_wal = True
+    return wo
+
+
+class RocksDBKeyedStateBackend(KeyedStateBackend):
+    """Keyed state of one operator subtask in RocksDB; see the module docstring."""
+
+    is_rocksdb = True
+
+    def __init__(
+        self,
+        max_parallelism: int,
+        key_groups: range,
+        *,
+        operator_id: str,
+        subtask: int,
+        codec: Any,
+        local_dir: str | None = None,
+        cache_entries: int = 100_000,
+        flush_entries: int = 4096,
+    ) -> None:
+        self._flush_pending = False
+        self._evict_pending = False
+        self._current_key: Any = None
+        super().__init__(max_parallelism)
+        self.key_groups = key_groups
+        self.codec = codec
+        self.cache_entries = cache_entries
+        self.flush_entries = flush_entries
+        self._rtables: dict[str, RocksTable] = {}
+        self._key_types: set[type] = set()
+        self._name_prefix = f"rdb-{hashlib.sha1(operator_id.encode()).hexdigest()[:10]}-{subtask}"
+        self._session = secrets.token_hex(4)
+        self._shared_names: dict[str, str] = {}  # local SST file -> shared name (restored or stored)
+        self._checkpoints: dict[int, Path] = {}  # checkpoint id -> local checkpoint directory
+        self._pending_shared: dict[int, dict[str, Path]] = {}
+        self._confirmed: set[str] = set()  # shared names a completed checkpoint holds
+        self._ever_referenced: dict[int, set[str]] = {}
+        try:
+            root = Path(local_dir) if local_dir else Path(tempfile.gettempdir())
+            root.mkdir(parents=True, exist_ok=True)
+            self.root = Path(tempfile.mkdtemp(prefix=f"streamflow-{self._name_prefix}-", dir=root))
+        except OSError as e:
+            raise RocksDBStateError(
+                f"cannot create the RocksDB working directory under {local_dir}: {e}"
+            ) from e
+        self.db_path = self.root / "db"
+        self._db: rocksdict.Rdict | None = None
+        self._write_opts = _write_options()
+        self._open()
+
+    # -- the DB --------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            self._db = rocksdict.Rdict(str(self.db_path), _options())
+        except Exception as e:
+            raise RocksDBStateError(f"cannot open RocksDB at {self.db_path}: {e}") from e
+        self._db.set_write_options(self._write_opts)
+
+    @property
+    def db(self) -> rocksdict.Rdict:
+        if self._db is None:
+            raise RocksDBStateError(f"the RocksDB state backend at {self.db_path} is closed")
+        return self._db
+
+    def db_get(self, rkey: bytes) -> bytes | None:
+        return cast("bytes | None", self.db.get(rkey))
+
+    # -- the current key: between two records is a safe point to flush -------
+    @property
+    def current_key(self) -> Any:
+        return self._current_key
+
+    @current_key.setter
+    def current_key(self, key: Any) -> None:
+        self._current_key = key
+        if self._flush_pending:
+            self._safe_point()
+
+    def request_flush(self, evict: bool) -> None:
+        self._flush_pending = True
+        if evict:
+            self._evict_pending = True
+
+    def _safe_point(self) -> None:
+        self.flush()
+        if self._evict_pending:
+            self._evict_pending = False
+            keep = self.cache_entries // 2
+            for t in self._rtables.values():
+                t.evict(keep)
+
+    def flush(self) -> int:
+        """Write every table's dirty entries to RocksDB in one WriteBatch; returns how many."""
+        self._flush_pending = False
+        codec = self.codec
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        n = 0
+        if type(codec) is _codec.MsgpackCodec:
+            with _codec._gc_paused():
+                for t in self._rtables.values():
+                    n += t.flush_into(batch, _fast_encode, self._key_types)
+        else:
+            for t in self._rtables.values():
+                n += t.flush_into(batch, codec.encode, self._key_types)
+        if n:
+            try:
+                self.db.write(batch)
+            except Exception as e:
+                raise RocksDBStateError(
+                    f"writing {n} state entries to RocksDB at {self.db_path} failed: {e}"
+                ) from e
+        return n
+
+    # -- tables --------------------------------------------------------------
+    def table(
+        self,
+        name: str,
+        kind: str = "internal",
+        to_plain: Callable[[Any], Any] | None = None,
+        from_plain: Callable[[Any], Any] | None = None,
+    ) -> dict:
+        known = self._kinds.get(name)
+        if known is not None and known != kind:
+            raise ValueError(f"state {name!r} is already registered as {known} state, not {kind}")
+        self._kinds[name] = kind
+        t = self._rtables.get(name)
+        if t is None:
+            if len(self._rtables) >= 0xFFFF:
+                raise ValueError("too many states in one operator (65535)")
+            t = self._rtables[name] = RocksTable(self, name, len(self._rtables) + 1)
+        if to_plain is not None or from_plain is not None:
+            t.set_value_transform(to_plain, from_plain)
+        return cast(dict, t)  # the dict methods operators use (rocksdb_table.py)
+
+    def keys(self) -> set:
+        out: set = set()
+        for t in self._rtables.values():
+            out.update(t.keys())
+        return out
+
+    def scan(self, sid: int) -> Iterator[tuple[bytes, Any, bytes]]:
+        """``(rocksdb key, decoded key, raw value)`` of state ``sid`` in this subtask's key groups."""
+        sid_bytes = sid.to_bytes(2, "big")
+        db = self.db
+        for kg in self.key_groups:
+            start = kg.to_bytes(2, "big") + sid_bytes
+            for k, raw in db.items(from_key=start):
+                rk = cast(bytes, k)
+                if not rk.startswith(start):
+                    break
+                yield rk, _codec.decode(rk[4:]), raw
+
+    # -- checkpoints ---------------------------------------------------------
+    def prepare(self, checkpoint_id: int) -> Callable[[], None]:
+        """Flush the caches now; return the RocksDB checkpoint to run (in a worker thread while the
+        task waits: no record is processed in between) before :meth:`snapshot`."""
+        self.flush()
+        target = self.root / f"chk-{checkpoint_id}"
+        db = self.db
+
+        def create() -> None:
+            if target.exists():
+                shutil.rmtree(target)
+            rocksdict.Checkpoint(db).create_checkpoint(str(target))
+
+        def run() -> None:
+            try:
+                create()
+            except Exception as e:
+                raise RocksDBStateError(f"RocksDB checkpoint into {target} failed: {e}") from e
+            self._checkpoints[checkpoint_id] = target
+
+        return run
+
+    def snapshot(self, checkpoint_id: int | None = None) -> dict[str, Any]:
+        cid = -1 if checkpoint_id is None else checkpoint_id
+        if cid not in self._checkpoints:
+            self.prepare(cid)()  # not prepared (a final snapshot): on the loop, synchronously
+        else:
+            self.flush()  # nothing can be dirty since prepare; a guard
+        target = self._checkpoints[cid]
+        files: dict[str, str] = {}
+        inline: dict[str, bytes] = {}
+        shared: dict[str, Path] = {}
+        for entry in sorted(os.listdir(target)):
+            path = target / entry
+            if entry.endswith(_SST):
+                name = self._shared_names.get(entry)
+                if name is None:
+                    name = self._shared_names[entry] = f"{self._name_prefix}-{self._session}-{entry}"
+                files[entry] = name
+                shared[name] = path
+            else:
+                inline[entry] = path.read_bytes()
+        self._pending_shared[cid] = shared
+        self._ever_referenced[cid] = set(files.values())
+        return {
+            "rocksdb": 1,
+            "kinds": dict(self._kinds),
+            "state_ids": {name: t.sid for name, t in self._rtables.items()},
+            "key_types": sorted({_key_kind(t) for t in self._key_types} | set(self.restored_key_types or ())),
+            "key_groups": [self.key_groups.start, self.key_groups.stop],
+            "files": files,
+            "inline": inline,
+        }
+
+    def take_shared(self, checkpoint_id: int) -> tuple[dict[str, Path], list[str]]:
+        """The SST files of checkpoint ``checkpoint_id``: new ones (paths to store) and the names of
+        those a completed checkpoint already stored (references)."""
+        files = self._pending_shared.pop(checkpoint_id, {})
+        new = {n: p for n, p in files.items() if n not in self._confirmed}
+        return new, [n for n in files if n in self._confirmed]
+
+    def checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Its files are in storage now: later checkpoints reference them; older local
+        checkpoint directories are no longer needed."""
+        names = self._ever_referenced.pop(checkpoint_id, None)
+        if names is not None:
+            self._confirmed = names  # only what the latest completed checkpoint holds is safe
+        for cid in [c for c in self._checkpoints if c <= checkpoint_id]:
+            self._drop_checkpoint(cid)
+        for cid in [c for c in self._ever_referenced if c < checkpoint_id]:
+            del self._ever_referenced[cid]
+
+    def checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self._pending_shared.pop(checkpoint_id, None)
+        self._ever_referenced.pop(checkpoint_id, None)
+        self._drop_checkpoint(checkpoint_id)
+
+    def _drop_checkpoint(self, cid: int) -> None:
+        path = self._checkpoints.pop(cid, None)
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+    # -- restore -------------------------------------------------------------
+    def restore(
+        self,
+        snapshots: Iterable[dict[str, Any]],
+        owns: Callable[[int], bool],
+        shared_path: Callable[[str], Path] | None = None,
+    ) -> None:
+        snaps = list(snapshots)
+        mine = [self.key_groups.start, self.key_groups.stop]
+        for snap in snaps:
+            for name, kind in snap.get("kinds", {}).items():
+                self.table(name, kind)
+            stored = snap.get("key_types") or ([snap["key_type"]] if snap.get("key_type") else [])
+            if stored:
+                self.restored_key_types = (self.restored_key_types or set()) | set(stored)
+        rocks = [s for s in snaps if s.get("rocksdb")]
+        heap = [s for s in snaps if not s.get("rocksdb")]
+        if rocks and shared_path is None:
+            raise RocksDBStateError("this checkpoint holds RocksDB state but its files cannot be found")
+        if len(rocks) == 1 and list(rocks[0]["key_groups"]) == mine and not heap:
+            assert shared_path is not None
+            self._restore_files(rocks[0], shared_path)
+            return
+        from .rocksdb_restore import copy_key_groups
+
+        for snap in rocks:
+            start, stop = snap["key_groups"]
+            if stop <= self.key_groups.start or start >= self.key_groups.stop:
+                continue
+            assert shared_path is not None
+            copy_key_groups(self, snap, shared_path)
+        for snap in heap:
+            for group, states in snap["groups"].items():
+                if owns(int(group)):
+                    for name, entries in states.items():
+                        t = self._rtables[name]
+                        conv = t._from_plain
+                        t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
+        self.flush()
+
+    def _restore_files(self, snap: dict[str, Any], shared_path: Callable[[str], Path]) -> None:
+        """Same key groups: the old DB's files become this one's (hard links when possible)."""
+        from .rocksdb_restore import materialise
+
+        self.close_db()
+        shutil.rmtree(self.db_path, ignore_errors=True)
+        materialise(snap, shared_path, self.db_path)
+        self._shared_names.update(snap["files"])
+        self._confirmed = set(snap["files"].values())  # stored by the checkpoint restored from
+        self._open()
+        self.name_table_ids(snap["state_ids"])
+
+    def name_table_ids(self, state_ids: dict[str, int]) -> None:
+        """Adopt a restored DB's state ids (the same names keep their ids)."""
+        tables = {name: RocksTable(self, name, sid) for name, sid in state_ids.items()}
+        used = set(state_ids.values())
+        for name, t in self._rtables.items():
+            if name not in tables:
+                sid = next(i for i in range(1, 0x10000) if i not in used)
+                used.add(sid)
+                tables[name] = RocksTable(self, name, sid)
+            tables[name].set_value_transform(t._to_plain, t._from_plain)
+        self._rtables = tables
+
+    def sid_of(self, name: str, kind: str) -> int:
+        self.table(name, kind)
+        return self._rtables[name].sid
+
+    # -- the end -------------------------------------------------------------
+    def close_db(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            with contextlib.suppress(Exception):
+                db.close()
+            del db
+
+    def close(self) -> None:
+        """Close the DB and remove the working directory (state lives on in checkpoints)."""
+        for t in self._rtables.values():
+            t.drop_cache()
+        self.close_db()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _fast_encode(value: Any) -> bytes:
+    """msgpack's packer directly (the caller paused the GC); the codec's own path on refusal,
+    for its error naming the type."""
+    try:
+        return _codec._pack(value)
+    except Exception:
+        return _codec.encode(value)
