@@ -10,6 +10,7 @@ Restarting the same command resumes from the latest complete checkpoint.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import streamflow as sf
@@ -44,6 +45,8 @@ async def slow_sink_path(record: tuple[str, int]) -> tuple[str, int]:
 def main(out_dir: str, checkpoint_dir: str, mode: str, n: int) -> None:
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(128)
     env.enable_checkpointing(30)
+    if os.environ.get("STREAMFLOW_KILL_BACKEND"):  # e.g. rocksdb (test_rocksdb_backend.py)
+        env.configure({"state.backend.type": os.environ["STREAMFLOW_KILL_BACKEND"]})
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
     if mode == "unaligned":
         cfg.enable_unaligned_checkpoints()

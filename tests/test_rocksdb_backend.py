@@ -4,6 +4,7 @@ a cache so small that every path (miss, eviction, deferred flush) runs on every 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections import Counter
@@ -179,3 +180,212 @@ def test_keys_equal_in_python_share_one_entry() -> None:
         assert 1 not in t and len(t) == 1
     finally:
         backend.close()
+
+
+# -- checkpoints: RocksDB's own checkpoint files, shared between checkpoints ----------------------
+
+
+def _windowed_and_summed(source_stream: Any) -> tuple[Any, Any]:
+    keyed = source_stream.uid("src").key_by(key0)
+    sums = keyed.process(EveryStateKind()).uid("kinds")
+    from streamflow.windowing import EventTimeSessionWindows
+
+    windows = (
+        source_stream.assign_timestamps_and_watermarks(
+            sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r, _: r[2])
+        )
+        .uid("wm")
+        .key_by(key0)
+        .window(EventTimeSessionWindows.with_gap(4))
+        .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])))
+        .uid("sessions")
+    )
+    return sums, windows
+
+
+def _data() -> list[tuple[str, int, int]]:
+    return [(f"k{(i * 7) % 23}", i % 11, i * 2 + (i % 5) * 3) for i in range(300)]
+
+
+async def _reference() -> tuple[list, list]:
+    env = sf.StreamExecutionEnvironment()
+    a, b = ListSink(), ListSink()
+    sums, windows = _windowed_and_summed(env.from_collection(_data()))
+    sums.sink_to(a)
+    windows.sink_to(b)
+    await (await env.execute_async()).get_job_execution_result()
+    return a.results, b.results
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 2), (1, 4), (4, 1), (3, 2)])
+async def test_savepoint_restore_and_rescale(tmp_path: Path, before: int, after: int) -> None:
+    """A savepoint at parallelism ``before``, restored at ``after`` (same: the SST files are
+    linked back; other: key-group ranges are copied): the results are the heap's."""
+    from test_checkpointing import Gate, wait_until
+
+    data = _data()
+    want_sums, want_windows = await _reference()
+    gate = Gate(data, 150)
+    env = sf.StreamExecutionEnvironment().set_parallelism(before)
+    env.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db"), **TINY))
+    s1, w1 = ListSink(), ListSink()
+    sums, windows = _windowed_and_summed(env.from_async_iterable(gate.__aiter__))
+    sums.sink_to(s1)
+    windows.sink_to(w1)
+    client = await env.execute_async("rocks")
+    await wait_until(lambda: len(s1.results) == 150, timeout=30)
+    # the periodic watermark catches up: the sessions it closes fire before the savepoint
+    await asyncio.sleep(0.5)  # (the auto watermark interval is 200 ms)
+    fired = -1
+    while fired != len(w1.results):
+        fired = len(w1.results)
+        await asyncio.sleep(0.4)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    assert any(p.name.endswith(".sst") for p in (tmp_path / "sp" / "shared").iterdir())
+
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
+    env2.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db"), **TINY))
+    env2.configure({"execution.savepoint.path": path})
+    s2, w2 = ListSink(), ListSink()
+    sums, windows = _windowed_and_summed(env2.from_collection(data))
+    sums.sink_to(s2)
+    windows.sink_to(w2)
+    await (await env2.execute_async("rocks")).get_job_execution_result()
+    assert _per_key(s1.results + s2.results) == _per_key(want_sums)
+    # each window fires once, before or after the savepoint
+    assert Counter(map(repr, w1.results + w2.results)) == Counter(map(repr, want_windows))
+    assert os.listdir(tmp_path / "db") == []
+
+
+async def test_checkpoints_share_unchanged_sst_files(tmp_path: Path) -> None:
+    """Checkpoint 2 after no change stores no new SST file: it references checkpoint 1's; after
+    a change it stores only the new file. Retention keeps what the retained ones list."""
+    from test_checkpointing import Gate, wait_until
+
+    from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+    data = [(f"k{i}", 1, i) for i in range(400)]
+    gate = Gate(data, 200)
+    end = asyncio.Event()
+
+    async def records() -> Any:  # the gate's, then it stays open (a finished source ends checkpoints)
+        async for r in gate:
+            yield r
+        await end.wait()
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    env.set_state_backend(EmbeddedRocksDBStateBackend())
+    env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
+    out = ListSink()
+    env.from_async_iterable(records).uid("src").key_by(key0).sum(1).uid("sum").sink_to(out)
+    client = await env.execute_async("share")
+    await wait_until(lambda: len(out.results) == 200, timeout=30)
+    storage = FileSystemCheckpointStorage(tmp_path / "chk")
+    await client.trigger_checkpoint()
+    first = storage.latest_complete("share")
+    assert first is not None and first.shared
+    await client.trigger_checkpoint()
+    second = storage.latest_complete("share")
+    assert second is not None and second.checkpoint_id > first.checkpoint_id
+    assert set(second.shared) == set(first.shared)  # nothing changed: the same files, referenced
+    gate.release.set()
+    await wait_until(lambda: len(out.results) == 400, timeout=30)
+    await client.trigger_checkpoint()
+    third = storage.latest_complete("share")
+    assert third is not None
+    assert set(first.shared) < set(third.shared)  # a new SST beside the old one
+    await client.trigger_checkpoint()
+    await client.trigger_checkpoint()  # retention (3) drops the first two checkpoints
+    await client.cancel()
+    kept = storage.complete_checkpoints("share")
+    listed = set().union(*(h.shared for h in kept))
+    on_disk = {p.name for p in storage.shared_dir("share").iterdir()}
+    assert listed == on_disk
+
+
+# -- SIGKILL: the kill tests' job (tests/kill_job.py) on RocksDB -----------------------------------
+
+
+@pytest.mark.parametrize(("mode", "point"), [("aligned", "snapshot"), ("unaligned", "complete")])
+def test_kill_at_chosen_point_then_recover_on_rocksdb(
+    tmp_path: Path, mode: str, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import test_kill_recovery as k
+
+    monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
+    k.test_kill_at_chosen_point_then_recover(tmp_path, mode, point)
+
+
+def test_kill_at_random_moments_on_rocksdb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty SIGKILLs at random moments; checkpoints every 30 ms, retention (3) deleting old ones
+    and their unreferenced SST files all along: every restart restores the latest."""
+    import test_kill_recovery as k
+
+    monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
+    k.test_kill_at_twenty_random_moments(tmp_path, "aligned")
+    shared = [p for p in (tmp_path / "chk" / "shared").rglob("*") if p.is_file()]
+    assert shared and all(p.name.endswith(".sst") for p in shared)
+
+
+# -- damaged checkpoint files: refused naming the file, or a loud fallback --------------------------
+
+
+@pytest.fixture
+def rocksdb_default() -> Any:
+    set_default_configuration({"state.backend.type": "rocksdb"})
+    yield
+    set_default_configuration({})
+
+
+def _latest_sst(tmp_path: Path) -> Path:
+    from test_checkpoint_recovery import latest_dir
+
+    from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+    handle = FileSystemCheckpointStorage(tmp_path / "chk").load(latest_dir(tmp_path))
+    return handle.shared_path(sorted(handle.shared)[0], verify=False)
+
+
+def test_damaged_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any) -> None:
+    from test_checkpoint_recovery import committed, finished_job, job
+
+    from streamflow.checkpoint.storage import CorruptCheckpointError
+
+    _, before = finished_job(tmp_path)
+    sst = _latest_sst(tmp_path)
+    data = bytearray(sst.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size: found by its sha256 when restored
+    sst.unlink()  # (a hard link shared with nothing now: the job's files are gone)
+    sst.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError) as info:
+        job(tmp_path).execute("sums")
+    assert sst.name in str(info.value)
+    assert committed(tmp_path) == before
+
+
+def test_truncated_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any) -> None:
+    """A missing or truncated SST file makes the checkpoint damaged (a stat when the restore
+    point is chosen), refused like a damaged ``_metadata``."""
+    from test_checkpoint_recovery import committed, finished_job, job
+
+    from streamflow.checkpoint.storage import DamagedCheckpointError
+
+    _, before = finished_job(tmp_path)
+    sst = _latest_sst(tmp_path)
+    data = sst.read_bytes()
+    sst.unlink()
+    sst.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DamagedCheckpointError, match="enable_fallback_to_older_checkpoint") as info:
+        job(tmp_path).execute("sums")
+    assert sst.name in str(info.value)
+    assert committed(tmp_path) == before
+
+
+@pytest.mark.parametrize("storage", [True, False])
+def test_in_process_failover_on_rocksdb(tmp_path: Path, storage: bool, rocksdb_default: Any) -> None:
+    """A failure after a checkpoint: the job restarts in process from it, from checkpoint storage
+    or (without storage) from the SST files the driver keeps for the checkpoint held in memory."""
+    from test_checkpoint_codec import test_mixed_key_types_survive_in_process_failover
+
+    test_mixed_key_types_survive_in_process_failover(tmp_path, storage)

@@ -37,7 +37,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
+import shutil
+import tempfile
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -140,6 +144,8 @@ class CheckpointDriver:
         self._writes: dict[int, tuple[asyncio.Future[Path], threading.Event]] = {}
         self._settled = False
         self._end_cause: BaseException | None = None
+        self._stored_shared: set[str] = set()  # shared files the latest completed checkpoint lists
+        self.memory_shared = MemorySharedFiles()  # without storage: the latest one's shared files
 
     # -- reports from tasks (synchronous; handled by the driver loop) --------
     def _post(self, event: Callable[[], list[Action]]) -> None:
@@ -337,7 +343,10 @@ class CheckpointDriver:
             )
             for i, task_id in enumerate(sorted(states))
         }
-        self._persisted_bytes = sum(len(e) for e in entries.values())
+        shared, references = self._shared_files(states)
+        self._persisted_bytes = sum(len(e) for e in entries.values()) + sum(
+            len(d) if not isinstance(d, Path) else _size(d) for d in shared.values()
+        )
         timings = {t: _timings(s) for t, s in states.items()}
         stats = {
             "duration_ms": self.stats.elapsed_ms(cid) if self.stats is not None else None,
@@ -347,6 +356,10 @@ class CheckpointDriver:
         }
         if target is None and self.storage is None:
             self.latest_in_memory = (cid, entries)
+            if shared or references:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.memory_shared.keep, cid, shared, references
+                )
             return f"memory:chk-{cid}"
         storage = self.storage or FileSystemCheckpointStorage(Path(target or ".").parent)
         stop = threading.Event()
@@ -358,6 +371,8 @@ class CheckpointDriver:
             savepoint_path=target,
             stats=stats,
             should_stop=stop.is_set,
+            shared=shared,
+            references=references,
         )
         fut = asyncio.get_running_loop().run_in_executor(None, write)
         self._writes[cid] = (fut, stop)
@@ -369,7 +384,24 @@ class CheckpointDriver:
             del self._writes[cid]
             raise
         del self._writes[cid]
+        if target is None:
+            self._stored_shared = set(shared) | set(references)
         return str(path)
+
+    def _shared_files(self, states: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """The tasks' shared files: new ones, and references to those an earlier checkpoint stored.
+        A new file that the latest completed checkpoint already holds (a finished task's final
+        state is in every later checkpoint) becomes a reference."""
+        shared: dict[str, Any] = {}
+        references: set[str] = set()
+        for state in states.values():
+            if isinstance(state, dict):
+                shared.update(state.get("shared") or {})
+                references.update(state.get("references") or ())
+        for name in [n for n in shared if n in self._stored_shared]:
+            references.add(name)
+            del shared[name]
+        return shared, sorted(references - shared.keys())
 
     # -- the job's end -------------------------------------------------------
     async def settle(self, detail: str, cause: BaseException | None) -> None:
@@ -421,6 +453,52 @@ class CheckpointDriver:
                 error.__cause__ = cause
                 fut.set_exception(error)
         self._requests.clear()
+
+
+class MemorySharedFiles:
+    """Without checkpoint storage, the shared files of the latest checkpoint kept in memory are
+    hard links (or copies) in a temporary directory, so a failover restores them after the tasks
+    removed their own files."""
+
+    def __init__(self) -> None:
+        self.directory: Path | None = None
+        self._files: dict[str, Path] = {}
+
+    def keep(self, cid: int, shared: dict[str, Any], references: list[str]) -> None:
+        if self.directory is None:
+            self.directory = Path(tempfile.mkdtemp(prefix="streamflow-memory-checkpoint-"))
+            weakref.finalize(self, shutil.rmtree, str(self.directory), True)
+        files: dict[str, Path] = {}
+        for name in references:
+            files[name] = self._files[name]
+        for name, data in shared.items():
+            path = self.directory / name
+            if not path.exists():
+                if isinstance(data, Path):
+                    try:
+                        os.link(data, path)
+                    except OSError:
+                        shutil.copyfile(data, path)
+                else:
+                    path.write_bytes(data)
+            files[name] = path
+        for name, path in self._files.items():
+            if name not in files:
+                path.unlink(missing_ok=True)
+        self._files = files
+
+    def path(self, name: str) -> Path:
+        try:
+            return self._files[name]
+        except KeyError:
+            raise FileNotFoundError(f"the checkpoint kept in memory has no shared file {name!r}") from None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _timings(state: Any) -> dict[str, int]:

@@ -26,7 +26,9 @@ task that does not exist any more.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import StreamflowError
@@ -165,6 +167,7 @@ class OperatorRestore:
     own: Any  # the state of the same subtask index, or None
     all: list[Any]  # every subtask's state of this uid (keyed operators take their key groups)
     key_groups: range
+    shared_path: Callable[[str], Path] | None = None  # where a shared file of the checkpoint is
 
 
 @dataclass
@@ -175,6 +178,7 @@ class RestoredCheckpoint:
     channels: dict[str, dict[str, Any]] = field(default_factory=dict)  # task id -> {"in", "out"}
     task_parallelism: dict[str, int] = field(default_factory=dict)  # task id -> its parallelism
     used: set[str] = field(default_factory=set)
+    shared_path: Callable[[str], Path] | None = None  # the checkpoint's shared files (RocksDB SSTs)
 
     @staticmethod
     def from_entries(
@@ -211,16 +215,20 @@ class RestoredCheckpoint:
         handle: CheckpointHandle, codec: Codec, records_codec: Codec | None = None
     ) -> RestoredCheckpoint:
         entries = {name: handle.read(name) for name in handle.entries}
-        return RestoredCheckpoint.from_entries(
+        restored = RestoredCheckpoint.from_entries(
             handle.checkpoint_id, str(handle.path), entries, codec, records_codec
         )
+        restored.shared_path = handle.shared_path  # verified (sha256) when asked for
+        return restored
 
     def for_operator(self, uid: str, subtask: int, key_groups: range) -> OperatorRestore | None:
         states = self.ops.get(uid)
         if states is None:
             return None
         self.used.add(uid)
-        return OperatorRestore(states.get(subtask), [states[s] for s in sorted(states)], key_groups)
+        return OperatorRestore(
+            states.get(subtask), [states[s] for s in sorted(states)], key_groups, self.shared_path
+        )
 
     def check_fits(self, parallelism_of: dict[str, int], keyed: set[str], allow_non_restored: bool) -> None:
         for uid, states in self.ops.items():

@@ -70,6 +70,7 @@ class CheckpointedTask(Protocol):
 
     def post(self, mail: Callable[[], Awaitable[None]]) -> None: ...
     def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]: ...
+    def take_shared_files(self, checkpoint_id: int) -> tuple[dict[str, Any], list[str]]: ...
     async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
@@ -115,6 +116,16 @@ class TaskCheckpointer:
         encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id))
         self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
         return encoded
+
+    def _shared(self, checkpoint_id: int, state: dict[str, Any]) -> dict[str, Any]:
+        """Add the snapshot's shared files (``{name: Path | bytes}``, stored with the checkpoint)
+        and the names of earlier checkpoints' shared files it needs (``references``)."""
+        shared, references = self.task.take_shared_files(checkpoint_id)
+        if shared:
+            state["shared"] = shared
+        if references:
+            state["references"] = references
+        return state
 
     def _encode_records(self, channels: dict, operators: list) -> Any:
         """In-flight records, encoded now by the job's records codec: a record it refuses fails
@@ -162,7 +173,10 @@ class TaskCheckpointer:
         self.driver.acknowledge(
             barrier.checkpoint_id,
             self.task_id,
-            {"ops": ops, "in": {}, "out": out, "sync_ms": self.last_sync_ms, "alignment_ms": 0},
+            self._shared(
+                barrier.checkpoint_id,
+                {"ops": ops, "in": {}, "out": out, "sync_ms": self.last_sync_ms, "alignment_ms": 0},
+            ),
         )
 
     def finish_checkpointing(self) -> Any:
@@ -171,7 +185,7 @@ class TaskCheckpointer:
         final: dict[str, Any] = {}
         if self.driver.enabled:
             label = self.driver.final_snapshot_id(self.task_id)
-            final = {"ops": self.snapshot_operators(label), "in": {}, "out": {}}
+            final = self._shared(label, {"ops": self.snapshot_operators(label), "in": {}, "out": {}})
         return self.driver.task_finished(self.task_id, final)
 
     # -- input tasks ---------------------------------------------------------
@@ -212,10 +226,10 @@ class TaskCheckpointer:
                 await task.prepare_snapshot(cid)
                 ops = self.snapshot_operators(cid)
                 out = await self._forward(action.barrier, action.unaligned)
-                self._pending[cid] = {
+                self._pending[cid] = self._shared(cid, {
                     "ops": ops, "in": {}, "out": out,
                     "sync_ms": self.last_sync_ms,
-                }  # fmt: skip
+                })  # fmt: skip
                 if faults.ARMED:
                     faults.point("snapshot", cid)
             elif kind is PersistInput:

@@ -453,7 +453,9 @@ class JobClient:
             return RestoredCheckpoint.load(handle, codec, records)
         memory = self.execution.driver.latest_in_memory
         if memory is not None:
-            return RestoredCheckpoint.from_entries(memory[0], "memory", memory[1], codec, records)
+            restored = RestoredCheckpoint.from_entries(memory[0], "memory", memory[1], codec, records)
+            restored.shared_path = self.execution.driver.memory_shared.path
+            return restored
         return self.execution.restore
 
     async def _run(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..functions import OutputTag, TimeDomain
@@ -218,6 +219,12 @@ class TimerOperator(StreamOperator):
         if rocks is not None:
             rocks.checkpoint_aborted(checkpoint_id)
         super().notify_checkpoint_aborted(checkpoint_id)
+
+    def take_shared_files(self, checkpoint_id: int) -> tuple[dict[str, Path], list[str]]:
+        """The shared files (RocksDB's SST files) of this operator's snapshot ``checkpoint_id``:
+        ``({name: path} to store, [names] stored by an earlier checkpoint)``."""
+        rocks = self._rocks
+        return rocks.take_shared(checkpoint_id) if rocks is not None else ({}, [])
 
     def dispose(self) -> None:
         rocks = self._rocks

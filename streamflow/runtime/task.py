@@ -103,6 +103,19 @@ class Task:
         states = {op.uid: op.snapshot_state(checkpoint_id) for op in self.operators}
         return {uid: state for uid, state in states.items() if state is not None}
 
+    def take_shared_files(self, checkpoint_id: int) -> tuple[dict[str, Any], list[str]]:
+        """The shared files of the chain's snapshot ``checkpoint_id`` (an operator with its own
+        checkpoint files, e.g. on RocksDB, has ``take_shared_files``): new ones and references."""
+        shared: dict[str, Any] = {}
+        references: list[str] = []
+        for op in self.operators:
+            take = getattr(op, "take_shared_files", None)
+            if take is not None:
+                new, refs = take(checkpoint_id)
+                shared.update(new)
+                references.extend(refs)
+        return shared, references
+
     async def prepare_snapshot(self, checkpoint_id: int) -> None:
         """Every operator's ``prepare_snapshot_pre_barrier``, head first (sinks flush here)."""
         for op in self.operators:

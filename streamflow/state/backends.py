@@ -80,7 +80,8 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     ) -> None:
         if importlib.util.find_spec("rocksdict") is None:
             raise ImportError(
-                "EmbeddedRocksDBStateBackend needs the rocksdict package: pip install 'aiostreamflow[rocksdb]'"
+                "EmbeddedRocksDBStateBackend needs the rocksdict package: "
+                "pip install 'aiostreamflow[rocksdb]'"
             )
         if enable_incremental_checkpointing not in (None, True, False):
             raise TypeError(
