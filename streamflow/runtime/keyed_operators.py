@@ -32,6 +32,8 @@ class ReduceOperator(TimerOperator):
 
     async def open(self) -> None:
         self.table = self.backend.table("reduce", "value")
+        # RocksDB: one multi-get per record batch for the keys not cached (state/rocksdb_table.py)
+        self._prefetch = getattr(self.table, "prefetch", None)
         await super().open()
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
@@ -41,6 +43,8 @@ class ReduceOperator(TimerOperator):
             self.reduce, self._specialize = self._specialize(records[0]), None
         key_of, reduce, table, backend = self.key_selector, self.reduce, self.table, self.backend
         get, missing = table.get, _MISSING
+        if self._prefetch is not None:
+            self._prefetch(list(map(key_of, records)))
         out: list[Any] = []
         append = out.append
         try:

@@ -74,6 +74,12 @@ def _options() -> rocksdict.Options:
     opts.set_write_buffer_size(32 * 2**20)
     opts.set_max_write_buffer_number(3)
     opts.set_target_file_size_base(32 * 2**20)
+    table = rocksdict.BlockBasedOptions()
+    table.set_bloom_filter(10, False)  # a read of an absent key (a new key) skips most files
+    table.set_block_cache(rocksdict.Cache(32 * 2**20))
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+    opts.set_block_based_table_factory(table)
     return opts
 
 
@@ -148,6 +154,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def db_get(self, rkey: bytes) -> bytes | None:
         return cast("bytes | None", self.db.get(rkey))
 
+    def db_multi_get(self, rkeys: list[bytes]) -> list[bytes | None]:
+        return cast("list[bytes | None]", self.db.get(cast(Any, rkeys)))
+
     # -- the current key: between two records is a safe point to flush -------
     @property
     def current_key(self) -> Any:
@@ -175,16 +184,20 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def flush(self) -> int:
         """Write every table's dirty entries to RocksDB in one WriteBatch; returns how many."""
         self._flush_pending = False
-        codec = self.codec
+        tables = self._rtables.values()
         batch = rocksdict.WriteBatch(raw_mode=True)
         n = 0
-        if type(codec) is _codec.MsgpackCodec:
+        try:
+            if type(self.codec) is not _codec.MsgpackCodec:
+                raise _SlowPath
+            pack = _codec._PACKER.pack  # the codec's packer itself: no call per value in between
             with _codec._gc_paused():
-                for t in self._rtables.values():
-                    n += t.flush_into(batch, _fast_encode, self._key_types)
-        else:
-            for t in self._rtables.values():
-                n += t.flush_into(batch, codec.encode, self._key_types)
+                for t in tables:
+                    n += t.flush_into(batch, pack, self._key_types)
+        except Exception:  # another codec, or a value the packer refuses: the codec names it
+            batch, n = rocksdict.WriteBatch(raw_mode=True), 0
+            for t in tables:
+                n += t.flush_into(batch, self.codec.encode, self._key_types)
         if n:
             try:
                 self.db.write(batch)
@@ -192,6 +205,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 raise RocksDBStateError(
                     f"writing {n} state entries to RocksDB at {self.db_path} failed: {e}"
                 ) from e
+        for t in tables:
+            t.clean()
         return n
 
     # -- tables --------------------------------------------------------------
@@ -399,10 +414,5 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _fast_encode(value: Any) -> bytes:
-    """msgpack's packer directly (the caller paused the GC); the codec's own path on refusal,
-    for its error naming the type."""
-    try:
-        return _codec._pack(value)
-    except Exception:
-        return _codec.encode(value)
+class _SlowPath(Exception):
+    """Not the default msgpack codec: values go through ``codec.encode``."""

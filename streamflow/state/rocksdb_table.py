@@ -58,6 +58,7 @@ _ABSENT = object()  # cached: not in RocksDB either (read, or deleted since the 
 _RAISE = object()
 # values a caller cannot mutate in place: reading them does not make the key dirty
 _IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
+_PLAIN_KEYS = frozenset({str, int, bytes})  # their own canonical form (the common keys)
 
 
 def canonical_key(key: Any) -> Any:
@@ -143,6 +144,27 @@ class RocksTable:
             self._backend.request_flush(evict=True)
         return value
 
+    def prefetch(self, keys: Iterable[Any]) -> None:
+        """Read the uncached ``keys`` of a record batch with one RocksDB multi-get (the read path
+        batched per record batch, as the write path is by ``flush``)."""
+        cache = self._cache
+        missing = []
+        for key in keys:
+            if type(key) not in _PLAIN_KEYS:
+                key = canonical_key(key)
+            if key not in cache:
+                cache[key] = _ABSENT  # a placeholder; also dedupes the batch's keys
+                missing.append(key)
+        if not missing:
+            return
+        rkey, decode = self.rkey, self._decode
+        raws = self._backend.db_multi_get([rkey(k) for k in missing])
+        for key, raw in zip(missing, raws, strict=True):
+            if raw is not None:
+                cache[key] = decode(raw)
+        if len(cache) > self._backend.cache_entries:
+            self._backend.request_flush(evict=True)
+
     def _decode(self, raw: bytes) -> Any:
         value = self._backend.codec.decode(raw)
         return value if self._from_plain is None else self._from_plain(value)
@@ -154,7 +176,8 @@ class RocksTable:
             self._backend.request_flush(evict=False)
 
     def flush_into(self, batch: Any, encode: Callable[[Any], bytes], key_types: set[type]) -> int:
-        """Put every dirty entry into ``batch``; returns how many. The dirty set is cleared."""
+        """Put every dirty entry into ``batch``; returns how many (the caller clears the dirty
+        set once the batch is written)."""
         dirty, cache, rkey, to_plain = self._dirty, self._cache, self.rkey, self._to_plain
         if not dirty:
             return 0
@@ -167,8 +190,10 @@ class RocksTable:
                 key_types.add(type(key))
                 batch.put(rkey(key), encode(value if to_plain is None else to_plain(value)))
             n += 1
-        dirty.clear()
         return n
+
+    def clean(self) -> None:
+        self._dirty.clear()
 
     def evict(self, keep: int) -> None:
         """Drop the oldest cached entries (insertion order) down to ``keep``; all clean now."""
@@ -187,7 +212,8 @@ class RocksTable:
 
     # -- the dict methods operators use --------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:
-        key = canonical_key(key)
+        if type(key) not in _PLAIN_KEYS:
+            key = canonical_key(key)
         value = self._cache.get(key, _MISS)
         if value is _MISS:
             value = self._load(key)
@@ -204,25 +230,31 @@ class RocksTable:
         return value
 
     def __contains__(self, key: Any) -> bool:
-        key = canonical_key(key)
+        if type(key) not in _PLAIN_KEYS:
+            key = canonical_key(key)
         value = self._cache.get(key, _MISS)
         if value is _MISS:
             value = self._load(key)
         return value is not _ABSENT
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        key = canonical_key(key)
-        self._cache[key] = value
-        self._mark(key)
-        if len(self._cache) > self._backend.cache_entries:
-            self._backend.request_flush(evict=True)
+        if type(key) not in _PLAIN_KEYS:
+            key = canonical_key(key)
+        cache = self._cache
+        cache[key] = value
+        dirty = self._dirty
+        dirty.add(key)
+        backend = self._backend
+        if len(dirty) >= backend.flush_entries or len(cache) > backend.cache_entries:
+            backend.request_flush(evict=len(cache) > backend.cache_entries)
 
     def __delitem__(self, key: Any) -> None:
         if self.pop(key, _ABSENT) is _ABSENT:
             raise KeyError(key)
 
     def pop(self, key: Any, default: Any = _RAISE) -> Any:
-        key = canonical_key(key)
+        if type(key) not in _PLAIN_KEYS:
+            key = canonical_key(key)
         value = self._cache.get(key, _MISS)
         if value is _MISS:
             value = self._load(key)
@@ -235,7 +267,8 @@ class RocksTable:
         return value
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
-        key = canonical_key(key)
+        if type(key) not in _PLAIN_KEYS:
+            key = canonical_key(key)
         value = self._cache.get(key, _MISS)
         if value is _MISS:
             value = self._load(key)
