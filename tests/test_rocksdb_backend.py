@@ -25,6 +25,14 @@ from test_differential import ROWS, _per_key, key0, source
 TINY = {"cache_entries": 3, "flush_entries": 2}
 
 
+@pytest.fixture
+def rocksdb_default() -> Any:
+    """RocksDB for every environment the test creates (as ``state.backend.type`` in a config)."""
+    set_default_configuration({"state.backend.type": "rocksdb"})
+    yield
+    set_default_configuration({})
+
+
 def run(build: Any, parallelism: int, backend: Any = None) -> list[list[Any]]:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
     if backend is not None:
@@ -159,6 +167,15 @@ def test_ttl_on_rocksdb() -> None:
         test_ttl_through_a_job_with_the_jobs_clock()
     finally:
         set_default_configuration({})
+
+
+@pytest.mark.parametrize(("resume_at", "expected"), [(500, ("a", 3)), (2_000, ("a", 1))])
+async def test_ttl_timestamps_survive_a_savepoint_on_rocksdb(
+    tmp_path: Path, resume_at: int, expected: tuple, rocksdb_default: Any
+) -> None:
+    from test_state_ttl import test_ttl_survives_a_savepoint
+
+    await test_ttl_survives_a_savepoint(tmp_path, resume_at, expected)
 
 
 def test_keys_equal_in_python_share_one_entry() -> None:
@@ -329,13 +346,6 @@ def test_kill_at_random_moments_on_rocksdb(tmp_path: Path, monkeypatch: pytest.M
 
 
 # -- damaged checkpoint files: refused naming the file, or a loud fallback --------------------------
-
-
-@pytest.fixture
-def rocksdb_default() -> Any:
-    set_default_configuration({"state.backend.type": "rocksdb"})
-    yield
-    set_default_configuration({})
 
 
 def _latest_sst(tmp_path: Path) -> Path:
