@@ -41,6 +41,7 @@ other content.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -51,6 +52,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import msgpack
 import rocksdict
 
 from . import codec as _codec
@@ -113,6 +115,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         super().__init__(max_parallelism)
         self.key_groups = key_groups
         self.codec = codec
+        self.decode: Callable[[bytes], Any] = _fast_decoder(codec)
         self.cache_entries = cache_entries
         self.flush_entries = flush_entries
         self._rtables: dict[str, RocksTable] = {}
@@ -412,6 +415,29 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             t.drop_cache()
         self.close_db()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _fast_decoder(codec: Any) -> Callable[[bytes], Any]:
+    """The default codec's unpacker called directly (no GC pause per small value); the codec's
+    own ``decode`` for anything it refuses (its error), and for other codecs."""
+    if type(codec) is not _codec.MsgpackCodec:
+        return cast("Callable[[bytes], Any]", codec.decode)
+    unpack = functools.partial(
+        msgpack.unpackb,
+        ext_hook=_codec._ext_hook,
+        list_hook=codec._decoder.list_hook,
+        strict_map_key=False,
+        raw=False,
+        timestamp=0,
+    )
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return unpack(raw)
+        except Exception:
+            return codec.decode(raw)
+
+    return decode
 
 
 class _SlowPath(Exception):

@@ -46,7 +46,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from . import codec as _codec
-from .key_groups import key_group_of
+from .key_groups import key_group_of, stable_hash
 
 if TYPE_CHECKING:
     from .rocksdb_backend import RocksDBKeyedStateBackend
@@ -157,8 +157,15 @@ class RocksTable:
                 missing.append(key)
         if not missing:
             return
-        rkey, decode = self.rkey, self._decode
-        raws = self._backend.db_multi_get([rkey(k) for k in missing])
+        rkeys, prefix, maxp = self._rkeys, self._prefix, self._backend.max_parallelism
+        wanted = []
+        for key in missing:  # self.rkey inlined: a record batch's worth of keys
+            rk = rkeys.get(key)
+            if rk is None:
+                rk = rkeys[key] = (stable_hash(key) % maxp).to_bytes(2, "big") + prefix + encode_key(key)
+            wanted.append(rk)
+        decode = self._decode
+        raws = self._backend.db_multi_get(wanted)
         for key, raw in zip(missing, raws, strict=True):
             if raw is not None:
                 cache[key] = decode(raw)
@@ -166,7 +173,7 @@ class RocksTable:
             self._backend.request_flush(evict=True)
 
     def _decode(self, raw: bytes) -> Any:
-        value = self._backend.codec.decode(raw)
+        value = self._backend.decode(raw)
         return value if self._from_plain is None else self._from_plain(value)
 
     def _mark(self, key: Any) -> None:
