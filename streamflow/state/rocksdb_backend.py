@@ -55,6 +55,7 @@ from typing import Any, cast
 import msgpack
 import rocksdict
 
+from ..errors import StreamflowError
 from . import codec as _codec
 from .keyed import KeyedStateBackend, _key_kind
 from .rocksdb_table import RocksTable
@@ -65,7 +66,7 @@ _SCAN_BATCH = 20_000
 _SST = ".sst"
 
 
-class RocksDBStateError(RuntimeError):
+class RocksDBStateError(StreamflowError, RuntimeError):
     """RocksDB could not be opened, written or restored; the message names the path."""
 
 
