@@ -340,9 +340,13 @@ def test_kill_at_random_moments_on_rocksdb(tmp_path: Path, monkeypatch: pytest.M
     import test_kill_recovery as k
 
     monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "local"))  # the working DBs
+    (tmp_path / "local").mkdir()
     k.test_kill_at_twenty_random_moments(tmp_path, "aligned")
     shared = [p for p in (tmp_path / "chk" / "shared").rglob("*") if p.is_file()]
     assert shared and all(p.name.endswith(".sst") for p in shared)
+    # the killed processes' working DBs were removed by the next run (and the last one's on close)
+    assert list((tmp_path / "local").iterdir()) == []
 
 
 # -- damaged checkpoint files: refused naming the file, or a loud fallback --------------------------

@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 _SCAN_BATCH = 20_000
 _SST = ".sst"
+_OWNER = "owner.pid"
 
 
 class RocksDBStateError(StreamflowError, RuntimeError):
@@ -132,6 +133,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             root = Path(local_dir) if local_dir else Path(tempfile.gettempdir())
             root.mkdir(parents=True, exist_ok=True)
             self.root = Path(tempfile.mkdtemp(prefix=f"streamflow-{self._name_prefix}-", dir=root))
+            (self.root / _OWNER).write_text(str(os.getpid()))
+            _remove_abandoned(root, self.root)
         except OSError as e:
             raise RocksDBStateError(
                 f"cannot create the RocksDB working directory under {local_dir}: {e}"
@@ -416,6 +419,33 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             t.drop_cache()
         self.close_db()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _remove_abandoned(root: Path, mine: Path) -> None:
+    """Working directories of processes that died without closing (SIGKILL, a crash) are removed
+    by the next backend that starts in the same local directory: they hold no state a
+    checkpoint does not."""
+    for d in root.glob("streamflow-rdb-*"):
+        if d == mine:
+            continue
+        try:
+            pid = int((d / _OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or being created
+        if pid == os.getpid() or _alive(pid):
+            continue
+        log.info("removing %s, the RocksDB working directory of process %d, which is gone", d, pid)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, another user's
+    return True
 
 
 def _fast_decoder(codec: Any) -> Callable[[bytes], Any]:
