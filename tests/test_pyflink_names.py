@@ -18,7 +18,7 @@ NAMES = json.loads((Path(__file__).parent / "pyflink_material" / "pyflink_names.
 
 _KAFKA = "Kafka connector and schemas: the kafka branch (issue 10)"
 _METRICS = "no common Metric base class in streamflow.runtime.metrics (issue 14's module)"
-_BACKENDS = "state backends and checkpoint storages: issue 12"
+_BACKENDS = "checkpoint storages as classes, custom (JVM) state backends: issue 12"
 _FILES = "file connector extensions (compaction, bulk formats, bucket assigners) not implemented"
 _JVM = "JVM-only helper with no meaning without the JVM"
 PENDING: dict[tuple[str, str], str] = {}
@@ -32,9 +32,8 @@ for module, names, reason in [
     ("pyflink.common.serialization", ["BulkWriterFactory"], _FILES),
     ("pyflink.common.watermark_strategy", ["AssignerWithPeriodicWatermarksWrapper"], _JVM),
     ("pyflink.datastream", ["CheckpointStorage", "CustomCheckpointStorage", "CustomStateBackend",
-                            "EmbeddedRocksDBStateBackend", "ExternalizedCheckpointRetention",
-                            "FileSystemCheckpointStorage", "HashMapStateBackend",
-                            "JobManagerCheckpointStorage", "PredefinedOptions", "StateBackend"],
+                            "ExternalizedCheckpointRetention", "FileSystemCheckpointStorage",
+                            "JobManagerCheckpointStorage"],
      _BACKENDS),
     ("pyflink.datastream.connectors.base", ["StreamTransformer", "SupportsPreprocessing"], _JVM),
     ("pyflink.datastream.connectors.file_system", ["BucketAssigner", "BulkFormat", "FileCompactStrategy",

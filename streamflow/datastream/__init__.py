@@ -45,6 +45,7 @@ from streamflow.runtime.context import RuntimeContext as RuntimeContext
 from streamflow.runtime.timers import TimerService as TimerService
 from streamflow.state.backends import EmbeddedRocksDBStateBackend as EmbeddedRocksDBStateBackend
 from streamflow.state.backends import HashMapStateBackend as HashMapStateBackend
+from streamflow.state.backends import PredefinedOptions as PredefinedOptions
 from streamflow.state.backends import StateBackend as StateBackend
 from streamflow.state.ttl import StateTtlConfig as StateTtlConfig
 from streamflow.windowing.assigners import MergingWindowAssigner as MergingWindowAssigner
@@ -90,6 +91,7 @@ __all__ = [
     "MergingWindowAssigner",
     "OutputTag",
     "Partitioner",
+    "PredefinedOptions",
     "ProcessAllWindowFunction",
     "ProcessFunction",
     "ProcessWindowFunction",
