@@ -397,7 +397,7 @@ class CheckpointDriver:
         for state in states.values():
             if isinstance(state, dict):
                 shared.update(state.get("shared") or {})
-                references.update(state.get("references") or ())
+                references.update(state.get("refs") or ())
         for name in [n for n in shared if n in self._stored_shared]:
             references.add(name)
             del shared[name]

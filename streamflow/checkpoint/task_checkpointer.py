@@ -119,12 +119,12 @@ class TaskCheckpointer:
 
     def _shared(self, checkpoint_id: int, state: dict[str, Any]) -> dict[str, Any]:
         """Add the snapshot's shared files (``{name: Path | bytes}``, stored with the checkpoint)
-        and the names of earlier checkpoints' shared files it needs (``references``)."""
+        and the names of earlier checkpoints' shared files it needs (``refs``)."""
         shared, references = self.task.take_shared_files(checkpoint_id)
         if shared:
             state["shared"] = shared
         if references:
-            state["references"] = references
+            state["refs"] = references
         return state
 
     def _encode_records(self, channels: dict, operators: list) -> Any:
