@@ -264,11 +264,18 @@ async def test_savepoint_restore_and_rescale(tmp_path: Path, before: int, after:
     env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
     env2.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db"), **TINY))
     env2.configure({"execution.savepoint.path": path})
+    env2.enable_checkpointing(50)  # its checkpoints store the savepoint's SST files again
+    env2.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
     s2, w2 = ListSink(), ListSink()
     sums, windows = _windowed_and_summed(env2.from_collection(data))
     sums.sink_to(s2)
     windows.sink_to(w2)
     await (await env2.execute_async("rocks")).get_job_execution_result()
+    from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+    final = FileSystemCheckpointStorage(tmp_path / "chk").restore_point("rocks")
+    assert final is not None and any(n.endswith(".sst") for n in final.shared)
+    final.verify()  # every SST file it lists is there, intact
     assert _per_key(s1.results + s2.results) == _per_key(want_sums)
     # each window fires once, before or after the savepoint
     assert Counter(map(repr, w1.results + w2.results)) == Counter(map(repr, want_windows))

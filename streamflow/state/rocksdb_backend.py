@@ -356,15 +356,17 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         heap = [s for s in snaps if not s.get("rocksdb")]
         if rocks and shared_path is None:
             raise RocksDBStateError("this checkpoint holds RocksDB state but its files cannot be found")
-        if len(rocks) == 1 and list(rocks[0]["key_groups"]) == mine and not heap:
+        exact = [s for s in rocks if list(s["key_groups"]) == mine]
+        others = [s for s in rocks if s not in exact and self._overlaps(s)]
+        heap_owned = any(owns(int(g)) for s in heap for g in s["groups"])
+        if len(exact) == 1 and not others and not heap_owned:  # the same parallelism
             assert shared_path is not None
-            self._restore_files(rocks[0], shared_path)
+            self._restore_files(exact[0], shared_path)
             return
         from .rocksdb_restore import copy_key_groups
 
         for snap in rocks:
-            start, stop = snap["key_groups"]
-            if stop <= self.key_groups.start or start >= self.key_groups.stop:
+            if not self._overlaps(snap):
                 continue
             assert shared_path is not None
             copy_key_groups(self, snap, shared_path)
@@ -377,6 +379,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                         t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
         self.flush()
 
+    def _overlaps(self, snap: dict[str, Any]) -> bool:
+        start, stop = snap["key_groups"]
+        return bool(stop > self.key_groups.start and start < self.key_groups.stop)
+
     def _restore_files(self, snap: dict[str, Any], shared_path: Callable[[str], Path]) -> None:
         """Same key groups: the old DB's files become this one's (hard links when possible)."""
         from .rocksdb_restore import materialise
@@ -384,8 +390,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.close_db()
         shutil.rmtree(self.db_path, ignore_errors=True)
         materialise(snap, shared_path, self.db_path)
+        # the files keep their names, but the first checkpoint of this run gives them again
+        # (a savepoint's, or another job's, are not in this job's shared files; storage links a
+        # file it already holds under that name only once)
         self._shared_names.update(snap["files"])
-        self._confirmed = set(snap["files"].values())  # stored by the checkpoint restored from
         self._open()
         self.name_table_ids(snap["state_ids"])
 
