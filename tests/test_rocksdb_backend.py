@@ -5,6 +5,7 @@ a cache so small that every path (miss, eviction, deferred flush) runs on every 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections import Counter
@@ -401,6 +402,35 @@ def test_truncated_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any
         job(tmp_path).execute("sums")
     assert sst.name in str(info.value)
     assert committed(tmp_path) == before
+
+
+def test_fallback_past_every_damaged_checkpoint_starts_fresh_above_their_ids(
+    tmp_path: Path, rocksdb_default: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every retained checkpoint shares the truncated SST file: with the fallback allowed the job
+    starts fresh (loudly) and its new checkpoints take ids above the damaged ones, which still
+    occupy their directories."""
+    from test_checkpoint_recovery import finished_job, job
+
+    from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+    storage = FileSystemCheckpointStorage(tmp_path / "chk")
+    finished_job(tmp_path)
+    ids = [h.checkpoint_id for h in storage.complete_checkpoints("sums")]
+    for cid in ids:
+        handle = storage.load(tmp_path / "chk" / f"chk-{cid}")
+        for name in handle.shared:
+            sst = handle.shared_path(name, verify=False)
+            if sst.exists() and sst.stat().st_size:
+                data = sst.read_bytes()
+                sst.unlink()
+                sst.write_bytes(data[: len(data) // 2])
+    caplog.set_level(logging.WARNING)
+    result = job(tmp_path, fallback=True).execute("sums")
+    assert result.metrics["job.restoredCheckpointId"] == 0  # a fresh start
+    assert any("FALLBACK" in r.getMessage() and "fresh start" in r.getMessage() for r in caplog.records)
+    after = storage.restore_point("sums")
+    assert after is not None and after.checkpoint_id > max(ids)
 
 
 @pytest.mark.parametrize("storage", [True, False])

@@ -387,6 +387,16 @@ class FileSystemCheckpointStorage:
             )  # fmt: skip
             return chosen
 
+    def first_free_id(self, job_name: str) -> int:
+        """An id above every checkpoint id the directory holds or the job's index names: a job
+        that starts fresh or falls back to an older checkpoint writes no id a complete (even if
+        damaged) checkpoint still occupies."""
+        try:
+            latest = self._read_index(job_name) or 0
+        except DamagedCheckpointError:
+            latest = 0
+        return max([latest, *(cid for cid, _ in self._checkpoint_dirs())]) + 1
+
     def load(self, path_or_handle: str | Path | CheckpointHandle) -> CheckpointHandle:
         """A named checkpoint or savepoint: its directory, its ``_metadata`` file, or a handle.
 

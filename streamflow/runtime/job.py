@@ -405,8 +405,9 @@ class JobClient:
         self._cancel_requested = False
         self._started = clock.monotonic()
         self.execution = Execution(
-            job_name, graph, config, clock, self._initial_restore(), self._storage, self.checkpoint_stats
-        )
+            job_name, graph, config, clock, self._initial_restore(), self._storage, self.checkpoint_stats,
+            self._storage.first_free_id(job_name) if self._storage is not None else 1,
+        )  # fmt: skip
         if self.execution.restore is not None:
             self.checkpoint_stats.restored_checkpoint_id = self.execution.restore.checkpoint_id
         _log.info(
