@@ -1,6 +1,6 @@
 """The job the kill tests run in a subprocess: two sources -> keyed running sum -> exactly-once files.
 
-Usage: python tests/kill_job.py OUT_DIR CHECKPOINT_DIR aligned|unaligned N
+Usage: python tests/kill_job.py OUT_DIR CHECKPOINT_DIR aligned|unaligned N [incremental|full]
 
 Each key comes from one source only, so its running sums are deterministic
 whatever the interleaving; the committed output must hold each exactly once.
@@ -42,12 +42,15 @@ async def slow_sink_path(record: tuple[str, int]) -> tuple[str, int]:
     return record
 
 
-def main(out_dir: str, checkpoint_dir: str, mode: str, n: int) -> None:
+def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "incremental") -> None:
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(128)
     env.enable_checkpointing(30)
     if os.environ.get("STREAMFLOW_KILL_BACKEND"):  # e.g. rocksdb (test_rocksdb_backend.py)
         env.configure({"state.backend.type": os.environ["STREAMFLOW_KILL_BACKEND"]})
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
+    # incremental: a short chain, so kills also land while bases are rewritten and retention
+    # drops the old ones
+    cfg.enable_incremental_checkpoints(state == "incremental", max_chain=2)
     if mode == "unaligned":
         cfg.enable_unaligned_checkpoints()
     records = data(n)
@@ -75,4 +78,4 @@ def main(out_dir: str, checkpoint_dir: str, mode: str, n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:6])

@@ -1,6 +1,7 @@
 """Exactly-once under SIGKILL: a subprocess job is killed at chosen protocol points and at
 random moments, restarted from its checkpoints each time, and its committed output must
-hold every expected record exactly once."""
+hold every expected record exactly once; with incremental checkpoints of keyed state (the
+default: chains of a base and deltas, retention deleting old ones) and with full ones."""
 
 from __future__ import annotations
 
@@ -22,21 +23,23 @@ from kill_job import expected  # noqa: E402
 N = 20_000
 
 
-def start(tmp: Path, mode: str, kill_at: str | None = None) -> subprocess.Popen[bytes]:
+def start(
+    tmp: Path, mode: str, kill_at: str | None = None, state: str = "incremental"
+) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env.pop("STREAMFLOW_KILL_AT", None)
     if kill_at:
         env["STREAMFLOW_KILL_AT"] = kill_at
     return subprocess.Popen(
-        [sys.executable, str(HERE / "kill_job.py"), str(tmp / "out"), str(tmp / "chk"), mode, str(N)],
+        [sys.executable, str(HERE / "kill_job.py"), str(tmp / "out"), str(tmp / "chk"), mode, str(N), state],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
 
 
-def finish(tmp: Path, mode: str) -> None:
-    proc = start(tmp, mode)
+def finish(tmp: Path, mode: str, state: str = "incremental") -> None:
+    proc = start(tmp, mode, state=state)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-3000:]
 
@@ -52,32 +55,40 @@ def check_output(tmp: Path) -> None:
 
 
 POINTS = [
-    ("aligned", "alignment"),  # a task is aligning barrier n
-    ("aligned", "snapshot"),  # state snapshotted, checkpoint not yet complete
-    ("aligned", "complete"),  # checkpoint durable, sinks not yet notified
-    ("aligned", "commit"),  # a sink has made part of checkpoint n visible
-    ("unaligned", "snapshot"),
-    ("unaligned", "complete"),
-    ("unaligned", "commit"),
+    ("aligned", "alignment", "incremental"),  # a task is aligning barrier n
+    ("aligned", "snapshot", "incremental"),  # state snapshotted, checkpoint not yet complete
+    ("aligned", "metadata", "incremental"),  # shared files and entries written, no _metadata
+    ("aligned", "metadata_written", "incremental"),  # _metadata durable, the index not updated
+    ("aligned", "complete", "incremental"),  # checkpoint durable, sinks not yet notified
+    ("aligned", "commit", "incremental"),  # a sink has made part of checkpoint n visible
+    ("unaligned", "snapshot", "incremental"),
+    ("unaligned", "complete", "incremental"),
+    ("unaligned", "commit", "incremental"),
+    ("aligned", "snapshot", "full"),
+    ("aligned", "complete", "full"),
+    ("unaligned", "commit", "full"),
 ]
 
 
-@pytest.mark.parametrize(("mode", "point"), POINTS)
-def test_kill_at_chosen_point_then_recover(tmp_path: Path, mode: str, point: str) -> None:
-    proc = start(tmp_path, mode, f"{point}:3")
-    proc.communicate(timeout=120)
-    assert proc.returncode == -signal.SIGKILL  # it really died at that point
+@pytest.mark.parametrize(("mode", "point", "state"), POINTS)
+def test_kill_at_chosen_point_then_recover(tmp_path: Path, mode: str, point: str, state: str) -> None:
+    # checkpoint 5: with a chain of at most 2 deltas, checkpoint 4 was a new base
+    proc = start(tmp_path, mode, f"{point}:5", state)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]  # it really died at that point
     assert (tmp_path / "chk").exists()
-    finish(tmp_path, mode)
+    finish(tmp_path, mode, state)
     check_output(tmp_path)
 
 
-@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
-def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "state"), [("aligned", "incremental"), ("unaligned", "incremental"), ("aligned", "full")]
+)
+def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str, state: str) -> None:
     rng = random.Random(f"{mode}-{os.environ.get('STREAMFLOW_SEED', '0')}")
     killed = 0
     for _ in range(20):
-        proc = start(tmp_path, mode)
+        proc = start(tmp_path, mode, state=state)
         time.sleep(rng.uniform(0.05, 0.9))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
@@ -89,7 +100,7 @@ def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str) -> None:
                 for f in (tmp_path / sub).iterdir():
                     f.unlink() if f.is_file() else _rmtree(f)
     assert killed >= 15
-    finish(tmp_path, mode)
+    finish(tmp_path, mode, state)
     check_output(tmp_path)
 
 

@@ -203,7 +203,9 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
         ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
         ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
-        ``state.backend.rocksdb.localdir``, ``taskmanager.memory.network.max`` (the job's in-flight
+        ``state.backend.rocksdb.localdir``, ``state.backend.incremental`` and
+        ``state.backend.incremental.max-chain`` (incremental checkpoints of heap keyed state: on,
+        32), ``taskmanager.memory.network.max`` (the job's in-flight
         byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's),
         ``execution.loop-budget`` (how long the job works before it lets the event loop run,
         e.g. ``"10 ms"``), ``rest.port`` and
@@ -234,6 +236,12 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
             elif key == "execution.checkpointing.unaligned":
                 self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
+            elif key == "state.backend.incremental":
+                self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))
+            elif key == "state.backend.incremental.max-chain":
+                self.runtime.checkpoint.enable_incremental_checkpoints(
+                    self.runtime.checkpoint.incremental, max_chain=int(value)
+                )
             elif key == "parallelism.default":
                 self.set_parallelism(int(value))
             elif key == "rest.port":

@@ -48,6 +48,8 @@ class CheckpointConfig:
     fallback_to_older_checkpoint: bool = False
     storage: FileSystemCheckpointStorage | None = None
     records_codec: Codec | None = None  # in-flight records; None: the state codec
+    incremental: bool = True  # heap keyed state: deltas and bases (state/incremental.py)
+    incremental_max_chain: int = 32  # deltas after a base before the next full materialisation
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -157,6 +159,25 @@ class CheckpointConfig:
 
     def get_records_codec(self) -> Codec:
         return self.records_codec or self.codec
+
+    def enable_incremental_checkpoints(
+        self, enabled: bool = True, max_chain: int | None = None
+    ) -> CheckpointConfig:
+        """Keyed state is checkpointed incrementally (on by default; it needs a storage
+        directory): a checkpoint writes the keys changed since the last one, and a full base
+        once the chain holds ``max_chain`` deltas (default 32) or its deltas add up to twice
+        the base, so a restore reads at most a base and ``max_chain`` deltas, and at most
+        three bases' worth of data. ``False``: every checkpoint holds all keyed state
+        (``state.backend.incremental``; see docs/checkpoints.md)."""
+        self.incremental = bool(enabled)
+        if max_chain is not None:
+            if isinstance(max_chain, bool) or not isinstance(max_chain, int) or max_chain < 0:
+                raise ValueError(f"max_chain must be an int >= 0, got {max_chain!r}")
+            self.incremental_max_chain = max_chain
+        return self
+
+    def is_incremental_checkpoints_enabled(self) -> bool:
+        return self.incremental
 
 
 class RestartStrategy:

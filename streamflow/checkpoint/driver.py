@@ -12,8 +12,9 @@ nothing itself:
   n just before each channel's end of input (stamped aligned/unaligned per the
   config; savepoints aligned);
 * ``CompleteCheckpoint`` -> encode every task's state and write it to storage,
-  atomically, in a worker thread (a write that fails removes its directory);
-  then ``confirm_completed`` or ``persist_failed``;
+  atomically, in a worker thread (a write that fails removes its directory),
+  with the shared files the tasks' incremental snapshots wrote and referenced
+  (``uploads.py``); then ``confirm_completed`` or ``persist_failed``;
 * ``NotifyComplete`` -> mail to every task to call ``notify_checkpoint_complete``
   (where sinks commit); ``ReleaseTask`` -> a finished task may end;
 * ``AbortCheckpoint`` -> a WARNING with the cause, ``notify_checkpoint_aborted``;
@@ -69,6 +70,7 @@ from .events import CheckpointBarrier, CheckpointType
 from .restore import encode_entry
 from .storage import FileSystemCheckpointStorage
 from .task_checkpointer import CheckpointedTask, TaskCheckpointer
+from .uploads import SharedUpload, produce_all
 
 _log = logging.getLogger(__name__)
 
@@ -146,6 +148,7 @@ class CheckpointDriver:
         self._end_cause: BaseException | None = None
         self._stored_shared: set[str] = set()  # shared files the latest completed checkpoint lists
         self.memory_shared = MemorySharedFiles()  # without storage: the latest one's shared files
+        self._uploads: set[asyncio.Task[None]] = set()  # incremental snapshots being written
 
     # -- reports from tasks (synchronous; handled by the driver loop) --------
     def _post(self, event: Callable[[], list[Action]]) -> None:
@@ -155,6 +158,31 @@ class CheckpointDriver:
 
     def acknowledge(self, checkpoint_id: int, task_id: str, state: dict[str, Any]) -> None:
         self._post(lambda: self.coordinator.acknowledge(checkpoint_id, task_id, state))
+
+    def upload_then_acknowledge(
+        self, checkpoint_id: int, task_id: str, state: dict[str, Any], uploads: list[SharedUpload]
+    ) -> None:
+        """Acknowledge once the uploads produced their shared files (the task goes on meanwhile);
+        a failure declines the checkpoint, logged with its cause."""
+        task = asyncio.get_running_loop().create_task(self._upload(checkpoint_id, task_id, state, uploads))
+        self._uploads.add(task)
+        task.add_done_callback(self._uploads.discard)
+
+    async def _upload(
+        self, checkpoint_id: int, task_id: str, state: dict[str, Any], uploads: list[SharedUpload]
+    ) -> None:
+        try:
+            shared, references = await produce_all(uploads)
+            state["shared"] = {**(state.get("shared") or {}), **shared}
+            state["references"] = sorted({*(state.get("references") or ()), *references})
+        except Exception as exc:
+            _log.warning(
+                "checkpoint %d: task %s could not write its incremental state: %s: %s",
+                checkpoint_id, task_id, type(exc).__name__, exc, exc_info=exc,
+            )  # fmt: skip
+            self.decline(checkpoint_id, task_id, f"incremental state not written: {exc!r}", counts=True)
+            return
+        self.acknowledge(checkpoint_id, task_id, state)
 
     def decline(self, checkpoint_id: int, task_id: str, reason: str, counts: bool) -> None:
         self._post(lambda: self.coordinator.decline(checkpoint_id, task_id, reason, counts=counts))
@@ -411,6 +439,8 @@ class CheckpointDriver:
             return
         self._settled = True
         self._end_cause = cause
+        for upload in list(self._uploads):  # their checkpoints are aborted below
+            upload.cancel()
         actions = self.coordinator.job_ending(detail)
         for cid, (fut, stop) in sorted(self._writes.items()):
             stop.set()

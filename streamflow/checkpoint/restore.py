@@ -167,7 +167,10 @@ class OperatorRestore:
     own: Any  # the state of the same subtask index, or None
     all: list[Any]  # every subtask's state of this uid (keyed operators take their key groups)
     key_groups: range
+    # shared files (incremental heap checkpoints, RocksDB SSTs), verified on read; None without
+    read_shared: Callable[[str], bytes] | None = None
     shared_path: Callable[[str], Path] | None = None  # where a shared file of the checkpoint is
+    codec: Codec | None = None  # the job's state codec
 
 
 @dataclass
@@ -179,6 +182,8 @@ class RestoredCheckpoint:
     task_parallelism: dict[str, int] = field(default_factory=dict)  # task id -> its parallelism
     used: set[str] = field(default_factory=set)
     shared_path: Callable[[str], Path] | None = None  # the checkpoint's shared files (RocksDB SSTs)
+    handle: CheckpointHandle | None = None  # where shared files are read from
+    codec: Codec | None = None
 
     @staticmethod
     def from_entries(
@@ -188,7 +193,7 @@ class RestoredCheckpoint:
         codec: Codec,
         records_codec: Codec | None = None,
     ) -> RestoredCheckpoint:
-        r = RestoredCheckpoint(checkpoint_id, source)
+        r = RestoredCheckpoint(checkpoint_id, source, codec=codec)
         for name, data in entries.items():
             where = f"{source}/{name}"
             try:
@@ -219,6 +224,7 @@ class RestoredCheckpoint:
             handle.checkpoint_id, str(handle.path), entries, codec, records_codec
         )
         restored.shared_path = handle.shared_path  # verified (sha256) when asked for
+        restored.handle = handle
         return restored
 
     def for_operator(self, uid: str, subtask: int, key_groups: range) -> OperatorRestore | None:
@@ -226,8 +232,22 @@ class RestoredCheckpoint:
         if states is None:
             return None
         self.used.add(uid)
+        shared_path = self.shared_path
+        read_shared: Callable[[str], bytes] | None = None
+        if self.handle is not None:
+            read_shared = self.handle.read_shared  # verified against the metadata
+        elif shared_path is not None:  # kept in memory
+
+            def read_shared(name: str) -> bytes:
+                return shared_path(name).read_bytes()
+
         return OperatorRestore(
-            states.get(subtask), [states[s] for s in sorted(states)], key_groups, self.shared_path
+            states.get(subtask),
+            [states[s] for s in sorted(states)],
+            key_groups,
+            read_shared=read_shared,
+            shared_path=shared_path,
+            codec=self.codec,
         )
 
     def check_fits(self, parallelism_of: dict[str, int], keyed: set[str], allow_non_restored: bool) -> None:

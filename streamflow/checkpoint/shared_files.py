@@ -163,10 +163,14 @@ class SharedWriter:
         self._atomic_write = atomic_write
         self.infos: dict[str, SharedInfo] = {}
         self.written: list[Path] = []
+        self.created = False  # the directory is new: its parent must be fsynced too
 
     def _mkdir(self) -> None:
+        if self.created or self.directory.is_dir():
+            return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            self.created = True
         except OSError as e:
             raise CheckpointStorageError(f"cannot create {self.directory}: {e}", self.directory) from e
 

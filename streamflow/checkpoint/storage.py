@@ -225,8 +225,10 @@ class FileSystemCheckpointStorage:
                 sharing.add_reference(name)
             if sharing.written:
                 self._fsync_dir(directory)
-                if kind is CheckpointType.CHECKPOINT:  # shared/ and shared/<job key> may be new
-                    self._fsync_dir(directory.parent)
+            if sharing.created:  # and shared/ itself, for a checkpoint's first shared file
+                self._fsync_dir(directory.parent)
+                if kind is CheckpointType.CHECKPOINT:
+                    self._fsync_dir(directory.parent.parent)
         except BaseException:
             sharing.discard()
             raise
@@ -290,6 +292,9 @@ class FileSystemCheckpointStorage:
                     # its _metadata is durable but the index never named it: an interrupted write
                     _log.info("replacing %s: written, but never committed to the index", target)
                     existing = None
+            if existing is not None and (why := existing.damaged_shared()) is not None:
+                _log.warning("replacing the damaged checkpoint %s: %s", target, why)
+                existing = None
             if existing is not None:
                 raise CheckpointStorageError(
                     f"{target} already holds a complete checkpoint of job {existing.job_name!r}; use one "

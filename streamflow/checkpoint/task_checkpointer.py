@@ -11,7 +11,9 @@ channels to a :class:`BarrierHandler` and carries out the actions it returns:
 
 * ``PauseChannel`` / ``ResumeChannels`` pause the input gate's channels;
 * ``SnapshotState`` snapshots the chained operators (encoded at once, so later
-  records cannot leak in) and forwards the barrier: behind the queued output
+  records cannot leak in; keyed backends that checkpoint incrementally capture
+  what changed first, and write it after the barrier: ``uploads.py``, the
+  acknowledgement waiting for them) and forwards the barrier: behind the queued output
   when aligned; when unaligned, at the head of every output channel, copying
   the records it overtook as *output channel state*;
 * ``PersistInput`` / ``StopPersisting`` record, as *input channel state*, the
@@ -49,6 +51,7 @@ from .barrier_tracker import BarrierTracker
 from .config import CheckpointingMode
 from .events import CancelCheckpointMarker, CheckpointBarrier
 from .restore import encode_channel_state
+from .uploads import SharedUpload, produce_all
 
 if TYPE_CHECKING:
     from .driver import CheckpointDriver
@@ -71,6 +74,7 @@ class CheckpointedTask(Protocol):
     def post(self, mail: Callable[[], Awaitable[None]]) -> None: ...
     def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]: ...
     def take_shared_files(self, checkpoint_id: int) -> tuple[dict[str, Any], list[str]]: ...
+    async def capture_state(self, checkpoint_id: int, savepoint: bool) -> list[SharedUpload]: ...
     async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
@@ -110,12 +114,22 @@ class TaskCheckpointer:
         return (self.handler.last_alignment_duration_ms or 0) if self.handler else 0
 
     # -- snapshots -----------------------------------------------------------
-    def snapshot_operators(self, checkpoint_id: int) -> bytes:
-        """Every chained operator's state (and the source position) by uid, encoded now."""
+    async def snapshot_operators(
+        self, checkpoint_id: int, savepoint: bool
+    ) -> tuple[bytes, list[SharedUpload]]:
+        """Every chained operator's state (and the source position) by uid, encoded now, and
+        the uploads of the keyed backends that captured what changed (incremental)."""
         started = self.task.clock.monotonic()
+        uploads = await self.task.capture_state(checkpoint_id, savepoint)
         encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id))
         self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
-        return encoded
+        return encoded, uploads
+
+    def _acknowledge(self, checkpoint_id: int, state: dict[str, Any], uploads: list[SharedUpload]) -> None:
+        if uploads:
+            self.driver.upload_then_acknowledge(checkpoint_id, self.task_id, state, uploads)
+        else:
+            self.driver.acknowledge(checkpoint_id, self.task_id, state)
 
     def _shared(self, checkpoint_id: int, state: dict[str, Any]) -> dict[str, Any]:
         """Add the snapshot's shared files (``{name: Path | bytes}``, stored with the checkpoint)
@@ -164,28 +178,27 @@ class TaskCheckpointer:
             self.task.gate.wake()
             return
         await self.task.prepare_snapshot(barrier.checkpoint_id)
-        ops = self.snapshot_operators(barrier.checkpoint_id)
+        ops, uploads = await self.snapshot_operators(barrier.checkpoint_id, barrier.is_savepoint)
         unaligned = barrier.alignment.value == "unaligned" and not barrier.is_savepoint
         out = await self._forward(barrier, unaligned)
         if faults.ARMED:
             faults.point("snapshot", barrier.checkpoint_id)
         out = self._encode_records(out, self.task.operators[-1:])
-        self.driver.acknowledge(
-            barrier.checkpoint_id,
-            self.task_id,
-            self._shared(
-                barrier.checkpoint_id,
-                {"ops": ops, "in": {}, "out": out, "sync_ms": self.last_sync_ms, "alignment_ms": 0},
-            ),
-        )
+        state = {"ops": ops, "in": {}, "out": out, "sync_ms": self.last_sync_ms, "alignment_ms": 0}
+        self._acknowledge(barrier.checkpoint_id, self._shared(barrier.checkpoint_id, state), uploads)
 
-    def finish_checkpointing(self) -> Any:
+    async def finish_checkpointing(self) -> Any:
         """The task finished: hand its final state over (FLIP-147); returns a future that
         resolves once a completed checkpoint holds it, so its sinks have committed."""
         final: dict[str, Any] = {}
         if self.driver.enabled:
             label = self.driver.final_snapshot_id(self.task_id)
-            final = self._shared(label, {"ops": self.snapshot_operators(label), "in": {}, "out": {}})
+            ops, uploads = await self.snapshot_operators(label, False)
+            final = self._shared(label, {"ops": ops, "in": {}, "out": {}})
+            if uploads:  # nothing changes any more: written now, referenced by later checkpoints
+                shared, references = await produce_all(uploads)
+                final["shared"] = {**(final.get("shared") or {}), **shared}
+                final["references"] = sorted({*(final.get("references") or ()), *references})
         return self.driver.task_finished(self.task_id, final)
 
     # -- input tasks ---------------------------------------------------------
@@ -224,11 +237,11 @@ class TaskCheckpointer:
             elif kind is SnapshotState:
                 cid = action.barrier.checkpoint_id
                 await task.prepare_snapshot(cid)
-                ops = self.snapshot_operators(cid)
+                ops, uploads = await self.snapshot_operators(cid, action.barrier.is_savepoint)
                 out = await self._forward(action.barrier, action.unaligned)
                 self._pending[cid] = self._shared(cid, {
                     "ops": ops, "in": {}, "out": out,
-                    "sync_ms": self.last_sync_ms,
+                    "sync_ms": self.last_sync_ms, "uploads": uploads,
                 })  # fmt: skip
                 if faults.ARMED:
                     faults.point("snapshot", cid)
@@ -242,10 +255,11 @@ class TaskCheckpointer:
                 self.persisting = {}
                 state = self._pending.pop(action.checkpoint_id, None)
                 if state is not None:
+                    uploads = state.pop("uploads")
                     state["alignment_ms"] = self.last_alignment_ms
                     state["in"] = self._encode_records(state["in"], task.operators[:1])
                     state["out"] = self._encode_records(state["out"], task.operators[-1:])
-                    self.driver.acknowledge(action.checkpoint_id, self.task_id, state)
+                    self._acknowledge(action.checkpoint_id, state, uploads)
             elif kind is AbortCheckpoint:
                 self.persisting = {}
                 # a pending older checkpoint is dropped with it (Flink's abortInternal)

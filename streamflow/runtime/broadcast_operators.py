@@ -131,7 +131,8 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
         backend = self.backend
         previous = backend.current_key
         try:
-            for key in list(backend.table(descriptor.name, descriptor.kind)):
+            table, _dirty = backend.tracked_table(descriptor.name, descriptor.kind)  # keys only
+            for key in list(table):
                 backend.current_key = key
                 function(key, backend.get_state(descriptor))
         finally:

@@ -27,7 +27,7 @@ from ..clock import Clock
 from ..errors import StreamflowError
 from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, is_chained
 from ..state.key_groups import key_group_range
-from ..state.keyed import KeyedStateBackend
+from ..state.keyed import IncrementalSettings, KeyedStateBackend
 from .channel import ByteBudget, Channel, InputGate
 from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
@@ -308,12 +308,20 @@ class Execution:
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
         backend = self.config.state_backend
         if backend is None:
-            return KeyedStateBackend(maxp)
+            return KeyedStateBackend(maxp, self._incremental(uid, sub, maxp, parallelism))
         groups = key_group_range(sub, maxp, parallelism)
         return cast(
             KeyedStateBackend,
             backend.create_keyed_backend(maxp, groups, uid, sub, self.config.checkpoint.codec),
         )
+
+    def _incremental(self, uid: str, sub: int, maxp: int, parallelism: int) -> IncrementalSettings | None:
+        """Incremental keyed checkpoints need them on, checkpointing, and storage to keep the chain."""
+        cfg = self.config.checkpoint
+        if not (cfg.incremental and cfg.is_checkpointing_enabled() and cfg.storage_dir is not None):
+            return None
+        groups = key_group_range(sub, maxp, parallelism)
+        return IncrementalSettings(f"{uid}#{sub}", groups, cfg.codec, cfg.incremental_max_chain)
 
     # -- running -----------------------------------------------------------
     async def run(self) -> None:

@@ -2,7 +2,8 @@
 
 The per-key accumulator lives in the keyed state backend's table
 ``"reduce"`` (``{key: accumulated record}``); the hot loop touches that dict
-directly, one lookup and one store per record.
+directly, one lookup and one store per record. With incremental checkpoints the
+batch's keys and new values are recorded once per batch (one ``dict.update``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class ReduceOperator(TimerOperator):
         self._specialize = getattr(self.reduce, "specialize", None)
 
     async def open(self) -> None:
-        self.table = self.backend.table("reduce", "value")
+        self.table, self.dirty = self.backend.tracked_table("reduce", "value")
         # RocksDB: one multi-get per record batch for the keys not cached (state/rocksdb_table.py)
         self._prefetch = getattr(self.table, "prefetch", None)
         await super().open()
@@ -43,13 +44,17 @@ class ReduceOperator(TimerOperator):
             self.reduce, self._specialize = self._specialize(records[0]), None
         key_of, reduce, table, backend = self.key_selector, self.reduce, self.table, self.backend
         get, missing = table.get, _MISSING
-        if self._prefetch is not None:
-            self._prefetch(list(map(key_of, records)))
         out: list[Any] = []
         append = out.append
         try:
-            for record in records:
-                key = key_of(record)
+            keys = list(map(key_of, records))
+        except Exception as exc:
+            raise self.failure(exc) from None
+        if self._prefetch is not None:
+            self._prefetch(keys)
+        key = record = None
+        try:
+            for key, record in zip(keys, records, strict=True):
                 backend.current_key = key  # a ReduceFunction may use keyed state too
                 acc = get(key, missing)
                 if acc is not missing:
@@ -68,6 +73,8 @@ class ReduceOperator(TimerOperator):
             raise self.failure(exc) from None
         except Exception as exc:
             raise self.failure(exc) from None
+        if self.dirty is not None:  # incremental checkpoints: the batch's keys and values, once
+            self.dirty.update(zip(keys, out, strict=True))
         await self.output.push(out, timestamps)
 
 

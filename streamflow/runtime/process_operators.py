@@ -209,9 +209,8 @@ class TimerOperator(StreamOperator):
             await asyncio.to_thread(rocks.prepare(checkpoint_id))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> Awaitable[None] | None:
-        rocks = self._rocks
-        if rocks is not None:
-            rocks.checkpoint_complete(checkpoint_id)
+        # RocksDB: its files are stored; the heap: its incremental chain advances
+        self.backend.checkpoint_complete(checkpoint_id)
         return super().notify_checkpoint_complete(checkpoint_id)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
@@ -248,7 +247,13 @@ class TimerOperator(StreamOperator):
                 [s["keyed"] for s in states], lambda g: g in groups, getattr(restored, "shared_path", None)
             )
         else:
-            self.backend.restore([s["keyed"] for s in states], lambda g: g in groups)
+            self.backend.restore_from(
+                [s["keyed"] for s in states],
+                lambda g: g in groups,
+                key_groups=groups,
+                read_shared=getattr(restored, "read_shared", None),
+                codec=getattr(restored, "codec", None),
+            )
         dec = self.decode_namespace
         for s in states:
             timers = {d: [(ts, k, dec(ns)) for ts, k, ns in e] for d, e in s["timers"].items()}

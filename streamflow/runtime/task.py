@@ -116,6 +116,21 @@ class Task:
                 references.extend(refs)
         return shared, references
 
+    def _keyed_backends(self) -> list[Any]:
+        backends = (getattr(getattr(op, "ctx", None), "keyed_backend", None) for op in self.operators)
+        return [b for b in backends if b is not None]
+
+    async def capture_state(self, checkpoint_id: int, savepoint: bool) -> list[Any]:
+        """At a barrier, right before ``snapshot_operators``: keyed backends that checkpoint
+        incrementally capture what changed; returns their ``SharedUpload``s, which write it
+        after the barrier."""
+        uploads = []
+        for backend in self._keyed_backends():
+            capture = getattr(backend, "capture", None)
+            if capture is not None and (upload := await capture(checkpoint_id, savepoint)) is not None:
+                uploads.append(upload)
+        return uploads
+
     async def prepare_snapshot(self, checkpoint_id: int) -> None:
         """Every operator's ``prepare_snapshot_pre_barrier``, head first (sinks flush here)."""
         for op in self.operators:
@@ -145,7 +160,7 @@ class Task:
         cp = self.checkpointer
         if cp is None:
             return
-        released = cp.finish_checkpointing()
+        released = await cp.finish_checkpointing()
         loop = asyncio.get_running_loop()
         while not released.done():
             if self.mailbox or self.processing_time.has_due():

@@ -9,19 +9,29 @@ such as :class:`ValueState` reads and writes its table at that key. This is
 Flink's model (a state handle scoped to the current key) with the cheapest
 possible representation: a dict lookup per access.
 
-Built-in operators (``reduce``, ``sum``, windows) use ``backend.table(name)``
-directly and skip the current-key indirection on their hot path.
+Built-in operators (``reduce``, ``sum``, windows) use ``backend.tracked_table(name)``
+(or ``backend.table(name)``) directly and skip the current-key indirection on
+their hot path.
 
-Snapshots group entries by *key group* (``key_group_of(key)``), so a restore
+Snapshots are *incremental* when the backend was built with an
+:class:`IncrementalSettings` and every table was handed out tracked: writes
+mark their key dirty, and a checkpoint writes only the dirty keys (see
+``incremental.py``: dirty keys, deltas, chains, restore). Otherwise a snapshot
+holds every entry grouped by *key group* (``key_group_of(key)``), so a restore
 with a different parallelism can hand each subtask the key groups it owns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ..checkpoint._fs import CorruptCheckpointError
 from ..functions import AggregateFunction, ReduceFunction
+from . import incremental as _inc
+from .codec import Codec
 from .key_groups import key_group_of
 
 _MISSING = object()
@@ -78,9 +88,7 @@ class ReducingStateDescriptor(StateDescriptor):
     ) -> None:
         super().__init__(name, type_info)
         fn = reduce_function
-        self.reduce: Callable[[Any, Any], Any] = (
-            fn.reduce if isinstance(fn, ReduceFunction) else fn
-        )
+        self.reduce: Callable[[Any, Any], Any] = fn.reduce if isinstance(fn, ReduceFunction) else fn
 
 
 class AggregatingStateDescriptor(StateDescriptor):
@@ -92,21 +100,31 @@ class AggregatingStateDescriptor(StateDescriptor):
 
 
 class _KeyedState:
-    __slots__ = ("_backend", "_table")
+    """``_dirty`` maps the keys written since the last snapshot to their values (None: not
+    tracked); every write records its key's value (MISSING once deleted)."""
 
-    def __init__(self, backend: KeyedStateBackend, table: dict) -> None:
+    __slots__ = ("_backend", "_dirty", "_table")
+
+    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: dict | None) -> None:
         self._backend = backend
         self._table = table
+        self._dirty = dirty
+
+    def _written(self, key: Any) -> None:
+        if self._dirty is not None:
+            self._dirty[key] = self._table.get(key, _inc.MISSING)
 
     def clear(self) -> None:
-        self._table.pop(self._backend.current_key, None)
+        key = self._backend.current_key
+        self._table.pop(key, None)
+        self._written(key)
 
 
 class ValueState(_KeyedState):
     __slots__ = ("_default",)
 
-    def __init__(self, backend: KeyedStateBackend, table: dict, default: Any) -> None:
-        super().__init__(backend, table)
+    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: dict | None, default: Any) -> None:
+        super().__init__(backend, table, dirty)
         self._default = default
 
     def value(self) -> Any:
@@ -116,7 +134,10 @@ class ValueState(_KeyedState):
         if value is None:
             self.clear()
         else:
-            self._table[self._backend.current_key] = value
+            key = self._backend.current_key
+            self._table[key] = value
+            if self._dirty is not None:
+                self._dirty[key] = value
 
 
 class ListState(_KeyedState):
@@ -129,15 +150,21 @@ class ListState(_KeyedState):
         return iter(self.get())
 
     def add(self, value: Any) -> None:
-        self._table.setdefault(self._backend.current_key, []).append(value)
+        key = self._backend.current_key
+        self._table.setdefault(key, []).append(value)
+        self._written(key)
 
     def add_all(self, values: Iterable[Any]) -> None:
-        self._table.setdefault(self._backend.current_key, []).extend(values)
+        key = self._backend.current_key
+        self._table.setdefault(key, []).extend(values)
+        self._written(key)
 
     def update(self, values: Iterable[Any]) -> None:
         values = list(values)
         if values:
-            self._table[self._backend.current_key] = values
+            key = self._backend.current_key
+            self._table[key] = values
+            self._written(key)
         else:
             self.clear()
 
@@ -152,17 +179,24 @@ class MapState(_KeyedState):
         return self._map().get(key)
 
     def put(self, key: Any, value: Any) -> None:
-        self._table.setdefault(self._backend.current_key, {})[key] = value
+        current = self._backend.current_key
+        self._table.setdefault(current, {})[key] = value
+        self._written(current)
 
     def put_all(self, mapping: dict) -> None:
-        self._table.setdefault(self._backend.current_key, {}).update(mapping)
+        current = self._backend.current_key
+        self._table.setdefault(current, {}).update(mapping)
+        self._written(current)
 
     def remove(self, key: Any) -> None:
-        m = self._table.get(self._backend.current_key)
+        current = self._backend.current_key
+        m = self._table.get(current)
         if m is not None:
             m.pop(key, None)
             if not m:
                 self.clear()
+            else:
+                self._written(current)
 
     def contains(self, key: Any) -> bool:
         return key in self._map()
@@ -199,8 +233,8 @@ class MapState(_KeyedState):
 class ReducingState(_KeyedState):
     __slots__ = ("_reduce",)
 
-    def __init__(self, backend: KeyedStateBackend, table: dict, reduce: Callable) -> None:
-        super().__init__(backend, table)
+    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: dict | None, reduce: Callable) -> None:
+        super().__init__(backend, table, dirty)
         self._reduce = reduce
 
     def get(self) -> Any:
@@ -210,13 +244,16 @@ class ReducingState(_KeyedState):
         key = self._backend.current_key
         prev = self._table.get(key, _MISSING)
         self._table[key] = value if prev is _MISSING else self._reduce(prev, value)
+        self._written(key)
 
 
 class AggregatingState(_KeyedState):
     __slots__ = ("_agg",)
 
-    def __init__(self, backend: KeyedStateBackend, table: dict, agg: AggregateFunction) -> None:
-        super().__init__(backend, table)
+    def __init__(
+        self, backend: KeyedStateBackend, table: dict, dirty: dict | None, agg: AggregateFunction
+    ) -> None:
+        super().__init__(backend, table, dirty)
         self._agg = agg
 
     def get(self) -> Any:
@@ -229,6 +266,17 @@ class AggregatingState(_KeyedState):
         if acc is _MISSING:
             acc = self._agg.create_accumulator()
         self._table[key] = self._agg.add(value, acc)
+        self._written(key)
+
+
+@dataclass(frozen=True)
+class IncrementalSettings:
+    """How a backend takes incremental checkpoints (see ``incremental.py``)."""
+
+    owner: str  # "<uid>#<subtask>": names its shared files
+    key_groups: range  # the key groups of its subtask
+    codec: Codec
+    max_chain: int = 32  # deltas after a base before the next materialisation
 
 
 class KeyedStateBackend:
@@ -236,32 +284,58 @@ class KeyedStateBackend:
 
     is_rocksdb = False  # RocksDB's backend (rocksdb_backend.py) checkpoints its own files
 
-    def __init__(self, max_parallelism: int) -> None:
+    def __init__(self, max_parallelism: int, incremental: IncrementalSettings | None = None) -> None:
         self.max_parallelism = max_parallelism
         self.current_key: Any = None
         self.restored_key_types: set[str] | None = None
         self._tables: dict[str, dict] = {}
         self._kinds: dict[str, str] = {}
+        self._settings = incremental
+        self._chain = (
+            None if incremental is None else _inc.HeapChain(incremental.owner, incremental.max_chain)
+        )
+        self._dirty: dict[str, dict] = {}
+        self._untracked: set[str] = set()  # tables handed out without dirty tracking
+        self._captured: _inc.Capture | None = None
 
-    def table(self, name: str, kind: str = "internal") -> dict:
+    def _register(self, name: str, kind: str) -> dict:
         known = self._kinds.get(name)
         if known is not None and known != kind:
             raise ValueError(f"state {name!r} is already registered as {known} state, not {kind}")
         self._kinds[name] = kind
         return self._tables.setdefault(name, {})
 
+    def table(self, name: str, kind: str = "internal") -> dict:
+        """The table, untracked: its writer does not mark keys dirty, so this backend's
+        snapshots are full ones from now on."""
+        self._untracked.add(name)
+        return self._register(name, kind)
+
+    def tracked_table(self, name: str, kind: str = "internal") -> tuple[dict, dict | None]:
+        """The table and its dirty entries (None when snapshots are not incremental): before
+        the next snapshot, the caller records every key it writes with its new value, and
+        every key it deletes with ``incremental.MISSING``."""
+        if self._settings is None:  # not incremental: whatever table() gives (RocksDB's tables)
+            return self.table(name, kind), None
+        return self._register(name, kind), self._dirty.setdefault(name, {})
+
+    @property
+    def incremental(self) -> bool:
+        """Whether the next snapshot can be incremental."""
+        return self._settings is not None and not self._untracked
+
     def get_state(self, descriptor: StateDescriptor) -> Any:
-        table = self.table(descriptor.name, descriptor.kind)
+        table, dirty = self.tracked_table(descriptor.name, descriptor.kind)
         if isinstance(descriptor, ValueStateDescriptor):
-            return ValueState(self, table, descriptor.default)
+            return ValueState(self, table, dirty, descriptor.default)
         if isinstance(descriptor, ListStateDescriptor):
-            return ListState(self, table)
+            return ListState(self, table, dirty)
         if isinstance(descriptor, MapStateDescriptor):
-            return MapState(self, table)
+            return MapState(self, table, dirty)
         if isinstance(descriptor, ReducingStateDescriptor):
-            return ReducingState(self, table, descriptor.reduce)
+            return ReducingState(self, table, dirty, descriptor.reduce)
         if isinstance(descriptor, AggregatingStateDescriptor):
-            return AggregatingState(self, table, descriptor.agg_function)
+            return AggregatingState(self, table, dirty, descriptor.agg_function)
         raise TypeError(f"unknown state descriptor {type(descriptor).__name__}")
 
     def keys(self) -> set:
@@ -270,14 +344,57 @@ class KeyedStateBackend:
             out.update(t.keys())
         return out
 
+    async def capture(self, checkpoint_id: int, savepoint: bool) -> _inc.HeapUpload | None:
+        """At a barrier, before :meth:`snapshot`: capture what changed (a ``SharedUpload`` that
+        encodes it after the barrier), or None when this snapshot is a full one."""
+        settings, chain_state = self._settings, self._chain
+        if settings is None or chain_state is None or self._untracked:
+            return None
+        cap = await _inc.capture(
+            self._tables, self._dirty, self._kinds, chain_state, settings, checkpoint_id, savepoint, _key_kind
+        )
+        self._captured = cap
+        return _inc.HeapUpload(cap, chain_state)
+
+    def checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self._chain is not None:
+            self._chain.confirm(checkpoint_id)
+
     def snapshot(self) -> dict[str, Any]:
+        """The state for the operator's snapshot: what :meth:`capture` captured (a chain of
+        shared files), or every entry by key group."""
+        captured, self._captured = self._captured, None
+        if captured is not None:
+            return captured.descriptor()
         return snapshot_tables(self._tables, self._kinds, self.max_parallelism)
 
-    def restore(self, snapshots: Iterable[dict[str, Any]], owns: Callable[[int], bool]) -> None:
-        """Load the key groups this subtask owns from one or more snapshots."""
+    def restore(
+        self,
+        snapshots: Iterable[dict[str, Any]],
+        owns: Callable[[int], bool],
+        shared_path: Callable[[str], Path] | None = None,
+    ) -> None:
+        """Load the key groups this subtask owns from full snapshots (see :meth:`restore_from`)."""
+        self.restore_from(snapshots, owns)
+
+    def restore_from(
+        self,
+        snapshots: Iterable[dict[str, Any]],
+        owns: Callable[[int], bool],
+        key_groups: range | None = None,
+        read_shared: Callable[[str], bytes] | None = None,
+        codec: Codec | None = None,
+    ) -> None:
+        """Load the key groups this subtask owns from one or more snapshots (full ones, or
+        chains of shared files read with ``read_shared``)."""
+        if self._chain is not None:
+            self._chain.reset()
         for snap in snapshots:
+            if "incremental" in snap:
+                self._restore_chain(snap, key_groups, read_shared, codec)
+                continue
             for name, kind in snap["kinds"].items():
-                self.table(name, kind)
+                self._register(name, kind)
             stored = snap.get("key_types")
             if stored is None and snap.get("key_type"):  # written before key_types existed
                 stored = [snap["key_type"]]
@@ -287,6 +404,29 @@ class KeyedStateBackend:
                 if owns(int(group)):
                     for name, entries in states.items():
                         self._tables[name].update(entries)  # {key: value} (or former [(key, value)])
+
+    def _restore_chain(
+        self,
+        snap: dict[str, Any],
+        key_groups: range | None,
+        read_shared: Callable[[str], bytes] | None,
+        codec: Codec | None,
+    ) -> None:
+        if read_shared is None or key_groups is None or codec is None:
+            raise ValueError("incremental keyed state can only be restored from checkpoint storage")
+        maxp = self.max_parallelism
+        kinds: set[str] = set()
+        for name in snap["chain"]:
+            data = read_shared(name)
+            try:
+                kinds |= _inc.apply_file(
+                    data, self._register, codec, key_groups, lambda k: key_group_of(k, maxp)
+                )
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                msg = f"state file {name!r} of an incremental checkpoint is damaged: {type(e).__name__}: {e}"
+                raise CorruptCheckpointError(msg, name) from e
+        if kinds:
+            self.restored_key_types = (self.restored_key_types or set()) | kinds
 
     def check_key_type(self, key: Any, operator: str) -> None:
         """After a restore: refuse a key whose kind is none of the kinds the checkpoint stored

@@ -1,0 +1,255 @@
+"""Keyed state checkpoints: cost against state size and change rate, and the job-level overhead.
+
+1. ``sizes``: a heap keyed state backend holding N keys (the accumulated records of a
+   running sum: ``(key, sum, ts)`` tuples) checkpoints to a local directory after a fraction
+   of its keys changed (1 %, 10 %, 100 %): size written, time the task waits at the barrier
+   (capture), time to encode after it, time to write (storage thread), incremental against
+   full snapshots (``state.backend.incremental: false``, today's format).
+2. ``job``: the keyed running sum over K keys (2K records) through the public API, without
+   checkpoints, with a checkpoint every second (incremental, and full), and the longest
+   time the job held the caller's event loop, seen by a 5 ms heartbeat task in that loop.
+
+Usage: python bench/state_checkpoints.py [sizes|job|all] [--keys 1000,100000,1000000]
+       [--job-keys 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import streamflow as sf  # noqa: E402
+from streamflow.checkpoint.storage import FileSystemCheckpointStorage  # noqa: E402
+from streamflow.state.codec import MsgpackCodec  # noqa: E402
+from streamflow.state.key_groups import key_group_range  # noqa: E402
+from streamflow.state.keyed import IncrementalSettings, KeyedStateBackend  # noqa: E402
+
+MAXP = 128
+
+
+# ---------------------------------------------------------------- 1. cost against state size
+
+
+def backend_with(n: int, incremental: bool) -> KeyedStateBackend:
+    settings = IncrementalSettings("sum#0", key_group_range(0, MAXP, 1), MsgpackCodec(), 8)
+    backend = KeyedStateBackend(MAXP, settings if incremental else None)
+    table, _ = backend.tracked_table("reduce", "value")
+    for i in range(n):
+        k = f"k{i}"
+        table[k] = (k, i, i)
+    return backend
+
+
+def touch(backend: KeyedStateBackend, n: int, fraction: float, round_: int) -> None:
+    table, dirty = backend.tracked_table("reduce", "value")
+    step = max(1, round(1 / fraction))
+    keys = [f"k{i}" for i in range(round_ % step, n, step)]
+    for k in keys:
+        acc = table[k]
+        table[k] = new = (k, acc[1] + 1, acc[2])
+        if dirty is not None:
+            dirty[k] = new
+
+
+async def one_checkpoint(
+    backend: KeyedStateBackend, storage: FileSystemCheckpointStorage, cid: int
+) -> dict[str, float]:
+    codec = MsgpackCodec()
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    upload = await backend.capture(cid, False)
+    state = backend.snapshot()
+    ops = codec.encode({"sum": {"keyed": state, "timers": {}}})  # the synchronous part, as a task
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    shared: dict[str, Any] = {}
+    refs: list[str] = []
+    if upload is not None:
+        shared = dict(await upload.produce())
+        refs = sorted(upload.references)
+    t2 = time.perf_counter()
+    await asyncio.to_thread(
+        storage.write_checkpoint, cid, "bench", {"task-0": ops}, shared=shared, references=refs
+    )
+    t3 = time.perf_counter()
+    c3 = time.process_time()
+    backend.checkpoint_complete(cid)
+    size = len(ops) + sum(len(v) for v in shared.values())
+    return {
+        "sync_ms": (t1 - t0) * 1e3,
+        "sync_cpu_ms": (c1 - c0) * 1e3,
+        "encode_ms": (t2 - t1) * 1e3,
+        "write_ms": (t3 - t2) * 1e3,
+        "cpu_ms": (c3 - c0) * 1e3,
+        "bytes": size,
+    }
+
+
+def sizes(keys: list[int], repeat: int) -> None:
+    print("state size / change rate: bytes written and ms per checkpoint (median of the rounds)")
+    head = ("keys", "changed", "mode", "written", "sync ms", "(CPU)", "after ms", "write ms", "CPU ms")
+    print("{:>9} {:>7} {:>11} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}".format(*head))
+    for n in keys:
+        for fraction in (0.01, 0.1, 1.0):
+            for incremental in (True, False):
+                backend = backend_with(n, incremental)
+                with tempfile.TemporaryDirectory() as d:
+                    storage = FileSystemCheckpointStorage(d, retain=2)
+                    asyncio.run(one_checkpoint(backend, storage, 1))  # the base
+                    rows = []
+                    for r in range(repeat):
+                        touch(backend, n, fraction, r)
+                        gc.collect()
+                        rows.append(asyncio.run(one_checkpoint(backend, storage, r + 2)))
+                med = {k: statistics.median(row[k] for row in rows) for k in rows[0]}
+                print(
+                    f"{n:>9,} {fraction:>7.0%} {'incremental' if incremental else 'full':>11} "
+                    f"{_bytes(med['bytes']):>10} {med['sync_ms']:>8.1f} {med['sync_cpu_ms']:>8.1f} "
+                    f"{med['encode_ms']:>8.1f} {med['write_ms']:>8.1f} {med['cpu_ms']:>8.1f}"
+                )
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+# ---------------------------------------------------------------- 2. the job
+
+
+class LastPerKey(sf.SinkFunction):
+    def __init__(self) -> None:
+        self.outputs = 0
+
+    def write_batch(self, values: list) -> None:
+        self.outputs += len(values)
+
+
+def events(keys: int, n: int) -> Any:
+    for i in range(n):
+        yield (f"k{i % keys}", i % 97, i)
+
+
+async def run_job(keys: int, n: int, checkpoint: str | None, every: int | None = None) -> dict[str, float]:
+    """``every``: a checkpoint every that many records (triggered by the caller) instead of
+    every second, so that a loaded machine takes as many checkpoints as a quiet one."""
+    env = sf.StreamExecutionEnvironment()
+    d = tempfile.mkdtemp(prefix="sf-state-bench-")
+    if checkpoint is not None:
+        env.enable_checkpointing(1_000 if every is None else 3_600_000)
+        cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(d)
+        cfg.enable_incremental_checkpoints(checkpoint == "incremental")
+    sink = LastPerKey()
+    env.from_collection(lambda: events(keys, n)).key_by(lambda e: e[0]).sum(1).add_sink(sink)
+    loop = asyncio.get_running_loop()
+    worst = worst_cpu = 0.0
+    done = False
+
+    async def heartbeat() -> None:
+        # lateness in wall time (what a caller sees), and the main thread's CPU time between
+        # two beats (what the job did without yielding: not inflated by a loaded machine)
+        nonlocal worst, worst_cpu
+        while not done:
+            due = loop.time() + 0.005
+            cpu = time.thread_time()
+            await asyncio.sleep(0.005)
+            worst = max(worst, loop.time() - due)
+            worst_cpu = max(worst_cpu, time.thread_time() - cpu)
+
+    cpu = time.process_time()
+    t = time.perf_counter()
+    client = await env.execute_async("state-bench")
+    beat = asyncio.create_task(heartbeat())  # once started: building the job is not measured
+    triggered: list[asyncio.Task[str]] = []
+
+    async def by_count() -> None:
+        assert every is not None
+        nxt = every
+        while not done and nxt < n:
+            await asyncio.sleep(0.001)
+            if sink.outputs >= nxt:
+                triggered.append(asyncio.create_task(client.trigger_checkpoint()))
+                nxt += every
+
+    counter = asyncio.create_task(by_count()) if every is not None and checkpoint is not None else None
+    result = await client.get_job_execution_result()
+    elapsed = time.perf_counter() - t
+    cpu = time.process_time() - cpu
+    done = True
+    await beat
+    if counter is not None:
+        await counter
+        await asyncio.gather(*triggered, return_exceptions=True)
+    assert sink.outputs == n, "wrong answer"
+    durations = list(client.execution.driver.durations_ms)
+    return {
+        "s": elapsed,
+        "cpu_s": cpu,
+        "worst_ms": worst * 1e3,
+        "worst_cpu_ms": worst_cpu * 1e3,
+        "checkpoints": float(result.metrics.get("checkpoints.numCompleted", 0)),
+        "ckpt_ms_max": float(max(durations, default=0)),
+    }
+
+
+def job(keys: int, repeat: int, modes: list[str], every: int | None) -> None:
+    n = 2 * keys
+    when = "every second" if every is None else f"every {every:,} records"
+    print(f"keyed running sum, {keys:,} keys, {n:,} records, a checkpoint {when} (best of {repeat})")
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in ["none", *modes]}
+    for _ in range(repeat):
+        for mode in runs:
+            gc.collect()
+            runs[mode].append(asyncio.run(run_job(keys, n, None if mode == "none" else mode, every)))
+    base = min(r["s"] for r in runs["none"])
+    base_cpu = min(r["cpu_s"] for r in runs["none"])
+    for mode, rs in runs.items():
+        best = min(rs, key=lambda r: r["s"])
+        worst = min(r["worst_ms"] for r in rs)
+        worst_cpu = min(r["worst_cpu_ms"] for r in rs)
+        cpu = min(r["cpu_s"] for r in rs)
+        print(
+            f"  {mode:>11}: {best['s']:.3f} s ({100 * (best['s'] / base - 1):+.1f} %), "
+            f"CPU {cpu:.3f} s ({100 * (cpu / base_cpu - 1):+.1f} %), "
+            f"{best['checkpoints']:.0f} checkpoints (longest {best['ckpt_ms_max']:.0f} ms), "
+            f"loop held at most {worst_cpu:.0f} ms of CPU, {worst:.0f} ms late (best run; all runs: "
+            f"{', '.join(format(r['worst_ms'], '.0f') for r in rs)} ms)"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", nargs="?", default="all", choices=["sizes", "job", "all"])
+    ap.add_argument("--keys", default="1000,100000,1000000")
+    ap.add_argument("--job-keys", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--modes", default="incremental,full", help="checkpointed modes besides none")
+    ap.add_argument(
+        "--every-records",
+        type=int,
+        default=None,
+        help="checkpoint every N records instead of every second (1,100,000 = a second of this job "
+        "on an idle machine: a loaded one then takes as many checkpoints)",
+    )
+    args = ap.parse_args()
+    if args.what in ("sizes", "all"):
+        sizes([int(k) for k in args.keys.split(",")], args.repeat)
+    if args.what in ("job", "all"):
+        job(args.job_keys, args.repeat, args.modes.split(","), args.every_records)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Shared files that a task's snapshot writes after its barrier (incremental checkpoints).
+
+A keyed state backend that checkpoints incrementally captures, at the barrier,
+what changed (``capture(checkpoint_id, savepoint)``, awaited by the task right
+before its synchronous snapshot) and returns a :class:`SharedUpload`. The task
+forwards the barrier and goes on processing records while the upload produces
+its new shared files (encoding in slices that yield, or naming files to link);
+only then does the task acknowledge, with the files and the names of the
+earlier shared files its snapshot references. The driver hands both to
+``FileSystemCheckpointStorage.write_checkpoint(shared=..., references=...)``.
+A restore gives operators ``read_shared``/``shared_path`` to read them back
+(``restore.OperatorRestore``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["SharedUpload", "produce_all"]
+
+
+class SharedUpload(Protocol):
+    """What one backend's snapshot adds to the checkpoint's shared files."""
+
+    @property
+    def references(self) -> frozenset[str]:
+        """Shared files of earlier checkpoints this snapshot needs."""
+        ...
+
+    async def produce(self) -> Mapping[str, bytes | Path]:
+        """The new shared files, by name (bytes, or a file to hard-link or copy)."""
+        ...
+
+
+async def produce_all(uploads: Iterable[SharedUpload]) -> tuple[dict[str, bytes | Path], list[str]]:
+    """Every upload's new files, and the references that are not among them (sorted)."""
+    shared: dict[str, bytes | Path] = {}
+    references: set[str] = set()
+    for upload in uploads:
+        references |= upload.references
+        for name, data in (await upload.produce()).items():
+            if name in shared:
+                raise ValueError(f"two snapshots of one task write the shared file {name!r}")
+            shared[name] = data
+    return shared, sorted(references - shared.keys())

@@ -1,0 +1,284 @@
+"""Incremental heap state (streamflow/state/incremental.py): columns round-trip exactly, the capture
+is immune to later mutation, deltas record updates and deletions, chains materialise, and a
+restore at another parallelism takes exactly its key groups."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import decimal
+import math
+from typing import Any
+
+import pytest
+
+from streamflow.state import incremental
+from streamflow.state.codec import MsgpackCodec
+from streamflow.state.key_groups import key_group_of, key_group_range
+from streamflow.state.keyed import (
+    IncrementalSettings,
+    KeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+
+CODEC = MsgpackCodec()
+MAXP = 128
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    tags: list[str]
+
+
+COLUMNS: list[tuple[str, list[Any], bytes]] = [
+    ("ints", [1, -2, 2**63 - 1, 0], b"P"),
+    ("strs", ["a", "", "ü"], b"P"),
+    ("bool_vs_int", [True, 1, False, 0], b"P"),
+    ("none_float_bytes", [None, 1.5, float("inf"), b"\x00"], b"P"),
+    ("lists_and_dicts", [[1, 2], {"a": [3]}, {1: None}], b"P"),
+    ("same_tuples", [("k", 1, 2), ("j", 3, 4)], b"T"),
+    ("tuples_of_lists", [("k", [1]), ("j", [])], b"T"),
+    ("ragged_tuples", [("k", 1), ("j",)], b"C"),
+    ("nested_tuple", [("k", (1, 2))], b"C"),
+    ("tuple_in_list", [[(1, 2)]], b"C"),
+    ("tuple_dict_key", [{(1, 2): 3}], b"C"),
+    ("mixed_tuple_and_int", [(1,), 1], b"C"),
+    ("big_int", [2**70, -(2**70)], b"C"),
+    ("sets", [{1, 2}, frozenset({3})], b"C"),
+    ("common_types", [decimal.Decimal("1.10"), datetime.date(2024, 1, 2)], b"C"),
+    ("dataclass", [Point(1, ["a"])], b"C"),
+    ("empty_tuples", [(), ()], b"C"),
+    ("empty", [], b"P"),
+]
+
+
+@pytest.mark.parametrize(("values", "tag"), [c[1:] for c in COLUMNS], ids=[c[0] for c in COLUMNS])
+def test_columns_round_trip_exactly(values: list[Any], tag: bytes) -> None:
+    packed = incremental.pack_column(values, CODEC)
+    assert packed[:1] == tag
+    back = incremental.unpack_column(packed, CODEC)
+    assert back == values
+    assert [type(v) for v in back] == [type(v) for v in values]
+    for a, b in zip(back, values, strict=True):
+        if isinstance(a, tuple):
+            assert [type(x) for x in a] == [type(x) for x in b]
+
+
+def test_nan_round_trips() -> None:
+    back = incremental.unpack_column(
+        incremental.pack_column([float("nan"), ("k", float("nan"))], CODEC), CODEC
+    )
+    assert math.isnan(back[0]) and math.isnan(back[1][1])
+
+
+def settings(sub: int = 0, parallelism: int = 1, max_chain: int = 8) -> IncrementalSettings:
+    return IncrementalSettings(f"op#{sub}", key_group_range(sub, MAXP, parallelism), CODEC, max_chain)
+
+
+class Files:
+    """Shared files by name, as storage keeps them; checkpoints are taken by :meth:`take`."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def take(
+        self, backend: KeyedStateBackend, cid: int, *, savepoint: bool = False, confirm: bool = True
+    ) -> dict:
+        async def run() -> dict:
+            upload = await backend.capture(cid, savepoint)
+            assert upload is not None
+            descriptor = backend.snapshot()
+            produced = await upload.produce()
+            assert set(upload.references) <= set(self.files)
+            for name, data in produced.items():
+                assert isinstance(data, bytes)
+                self.files[name] = data
+            return descriptor
+
+        descriptor = asyncio.run(run())
+        if confirm and not savepoint:
+            backend.checkpoint_complete(cid)
+        return descriptor
+
+    def restore(self, descriptors: list[dict], sub: int = 0, parallelism: int = 1) -> KeyedStateBackend:
+        groups = key_group_range(sub, MAXP, parallelism)
+        backend = KeyedStateBackend(MAXP, settings(sub, parallelism))
+        backend.restore_from(descriptors, lambda g: g in groups, groups, self.files.__getitem__, CODEC)
+        return backend
+
+
+VALUE = ValueStateDescriptor("v")
+LIST = ListStateDescriptor("l")
+MAP = MapStateDescriptor("m")
+
+
+def write(backend: KeyedStateBackend, key: Any, value: Any) -> None:
+    backend.current_key = key
+    backend.get_state(VALUE).update(value)
+
+
+def tables(backend: KeyedStateBackend) -> dict[str, dict]:
+    return {name: dict(t) for name, t in backend._tables.items() if t}
+
+
+def test_chain_of_deltas_with_updates_and_deletions_restores_exactly() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    for k in range(100):
+        write(backend, f"k{k}", k)
+    base = files.take(backend, 1)
+    assert len(base["chain"]) == 1 and "-base-" in base["chain"][0]
+    write(backend, "k1", "updated")
+    write(backend, "k2", None)  # a deletion
+    write(backend, "new", (1, 2))
+    d2 = files.take(backend, 2)
+    assert d2["chain"][0] == base["chain"][0] and "-delta-" in d2["chain"][1]
+    write(backend, "k2", "back")
+    write(backend, "k3", None)
+    backend.current_key = "k4"
+    backend.get_state(LIST).add(1)
+    backend.get_state(MAP).put("a", {"x": 1})
+    d3 = files.take(backend, 3)
+    assert d3["chain"][:2] == d2["chain"] and len(d3["chain"]) == 3
+    restored = files.restore([d3])
+    assert tables(restored) == tables(backend)
+    assert restored.restored_key_types == {"str"}
+
+
+def test_a_delta_holds_only_what_changed() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    for k in range(10_000):
+        write(backend, k, k)
+    base = files.take(backend, 1)
+    write(backend, 5, -5)
+    delta = files.take(backend, 2)
+    assert len(files.files[delta["chain"][-1]]) * 100 < len(files.files[base["chain"][0]])
+    nothing = files.take(backend, 3)  # nothing changed: an empty delta
+    assert len(files.files[nothing["chain"][-1]]) < 200
+
+
+def test_capture_is_immune_to_later_mutation() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    mutable = {"n": [1]}
+    write(backend, "v", mutable)
+    write(backend, "p", Point(1, ["a"]))
+    backend.current_key = "c"
+    backend.get_state(LIST).add_all([1, 2])
+    backend.get_state(MAP).put("x", [1])
+
+    async def run() -> dict:
+        upload = await backend.capture(1, False)
+        assert upload is not None
+        descriptor = backend.snapshot()
+        # records after the barrier mutate values in place before the upload encodes them
+        mutable["n"].append(2)
+        backend._tables["v"]["p"].tags.append("b")
+        backend.current_key = "c"
+        backend.get_state(LIST).add(3)
+        backend.get_state(MAP).get("x").append(2)
+        backend.get_state(MAP).put("y", 0)
+        files.files.update((await upload.produce()).items())
+        return descriptor
+
+    descriptor = asyncio.run(run())
+    restored = files.restore([descriptor])
+    assert restored._tables["v"] == {"v": {"n": [1]}, "p": Point(1, ["a"])}
+    assert restored._tables["l"] == {"c": [1, 2]}
+    assert restored._tables["m"] == {"c": {"x": [1]}}
+
+
+def test_chain_materialises_every_max_chain_deltas() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings(max_chain=2))
+    lengths = []
+    for cid in range(1, 8):
+        write(backend, cid, cid)
+        lengths.append(len(files.take(backend, cid)["chain"]))
+    assert lengths == [1, 2, 3, 1, 2, 3, 1]
+
+
+def test_chain_materialises_when_deltas_outgrow_the_base() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings(max_chain=100))
+    write(backend, 0, 0)
+    lengths = [len(files.take(backend, 1)["chain"])]
+    for cid in range(2, 6):
+        for k in range(1_000):  # every checkpoint rewrites many more keys than the base held
+            write(backend, k, cid)
+        lengths.append(len(files.take(backend, cid)["chain"]))
+    assert lengths == [1, 2, 1, 2, 3]
+
+
+def test_unconfirmed_checkpoint_changes_go_into_the_next_delta() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    write(backend, "a", 1)
+    files.take(backend, 1)
+    write(backend, "b", 2)
+    files.take(backend, 2, confirm=False)  # aborted, or not yet confirmed
+    write(backend, "c", 3)
+    d3 = files.take(backend, 3)
+    assert len(d3["chain"]) == 2  # chk-1's base and its own delta, which holds b and c
+    assert files.restore([d3])._tables["v"] == {"a": 1, "b": 2, "c": 3}
+
+
+def test_savepoint_leaves_dirty_keys_and_chain_alone() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    write(backend, "a", 1)
+    files.take(backend, 1)
+    write(backend, "b", 2)
+    sp = files.take(backend, 2, savepoint=True)
+    assert "-sp-" in sp["chain"][-1]
+    backend.checkpoint_complete(2)  # a savepoint's completion is not a base for checkpoints
+    d3 = files.take(backend, 3)
+    assert len(d3["chain"]) == 2 and d3["chain"][-1] != sp["chain"][-1]
+    assert files.restore([d3])._tables["v"] == {"a": 1, "b": 2}
+
+
+def test_untracked_table_makes_snapshots_full() -> None:
+    backend = KeyedStateBackend(MAXP, settings())
+    backend.table("window-contents", "window")["k"] = 1
+    assert asyncio.run(backend.capture(1, False)) is None
+    assert "groups" in backend.snapshot()
+
+
+@pytest.mark.parametrize("parallelism", [2, 3, 4])
+def test_restore_at_another_parallelism_takes_its_key_groups(parallelism: int) -> None:
+    files = Files()
+    old = [KeyedStateBackend(MAXP, settings(s, 2)) for s in range(2)]
+    expected: dict[int, int] = {}
+    descriptors = []
+    for k in range(2_000):
+        sub = 0 if key_group_of(k, MAXP) in key_group_range(0, MAXP, 2) else 1
+        write(old[sub], k, k * 10)
+        expected[k] = k * 10
+    for b in old:
+        files.take(b, 1)
+    for k in range(0, 2_000, 3):
+        sub = 0 if key_group_of(k, MAXP) in key_group_range(0, MAXP, 2) else 1
+        write(old[sub], k, None if k % 2 else -k)
+        if k % 2:
+            del expected[k]
+        else:
+            expected[k] = -k
+    descriptors = [files.take(b, 2) for b in old]
+    merged: dict[int, int] = {}
+    for sub in range(parallelism):
+        restored = files.restore(descriptors, sub, parallelism)
+        groups = key_group_range(sub, MAXP, parallelism)
+        assert all(key_group_of(k, MAXP) in groups for k in restored._tables["v"])
+        merged.update(restored._tables["v"])
+    assert merged == expected
+
+
+def test_checkpoints_that_keep_failing_end_in_a_base() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    for k in range(100):
+        write(backend, k, k)
+    files.take(backend, 1)
+    lengths = []
+    for cid in range(2, 8):  # never confirmed: each delta repeats the ones before
+        for k in range(30):
+            write(backend, k, cid)
+        lengths.append(len(files.take(backend, cid, confirm=False)["chain"]))
+    assert lengths[0] == 2 and 1 in lengths  # the repeated deltas outgrew the base: a new one
