@@ -54,24 +54,21 @@ def check_output(tmp: Path) -> None:
     assert not [f.name for f in out.iterdir() if f.name.startswith(".")]  # nothing left pending
 
 
-POINTS = [
-    ("aligned", "alignment", "incremental"),  # a task is aligning barrier n
-    ("aligned", "snapshot", "incremental"),  # state snapshotted, checkpoint not yet complete
-    ("aligned", "metadata", "incremental"),  # shared files and entries written, no _metadata
-    ("aligned", "metadata_written", "incremental"),  # _metadata durable, the index not updated
-    ("aligned", "complete", "incremental"),  # checkpoint durable, sinks not yet notified
-    ("aligned", "commit", "incremental"),  # a sink has made part of checkpoint n visible
-    ("unaligned", "snapshot", "incremental"),
-    ("unaligned", "complete", "incremental"),
-    ("unaligned", "commit", "incremental"),
-    ("aligned", "snapshot", "full"),
-    ("aligned", "complete", "full"),
-    ("unaligned", "commit", "full"),
+POINTS = [  # with incremental checkpoints of keyed state (the default)
+    ("aligned", "alignment"),  # a task is aligning barrier n
+    ("aligned", "snapshot"),  # state snapshotted, checkpoint not yet complete
+    ("aligned", "metadata"),  # shared files and entries written, no _metadata
+    ("aligned", "metadata_written"),  # _metadata durable, the index not updated
+    ("aligned", "complete"),  # checkpoint durable, sinks not yet notified
+    ("aligned", "commit"),  # a sink has made part of checkpoint n visible
+    ("unaligned", "snapshot"),
+    ("unaligned", "complete"),
+    ("unaligned", "commit"),
 ]
+FULL_POINTS = [("aligned", "snapshot"), ("aligned", "complete"), ("unaligned", "commit")]
 
 
-@pytest.mark.parametrize(("mode", "point", "state"), POINTS)
-def test_kill_at_chosen_point_then_recover(tmp_path: Path, mode: str, point: str, state: str) -> None:
+def kill_at_point(tmp_path: Path, mode: str, point: str, state: str) -> None:
     # checkpoint 5: with a chain of at most 2 deltas, checkpoint 4 was a new base
     proc = start(tmp_path, mode, f"{point}:5", state)
     _, err = proc.communicate(timeout=120)
@@ -81,10 +78,17 @@ def test_kill_at_chosen_point_then_recover(tmp_path: Path, mode: str, point: str
     check_output(tmp_path)
 
 
-@pytest.mark.parametrize(
-    ("mode", "state"), [("aligned", "incremental"), ("unaligned", "incremental"), ("aligned", "full")]
-)
-def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str, state: str) -> None:
+@pytest.mark.parametrize(("mode", "point"), POINTS)
+def test_kill_at_chosen_point_then_recover(tmp_path: Path, mode: str, point: str) -> None:
+    kill_at_point(tmp_path, mode, point, "incremental")
+
+
+@pytest.mark.parametrize(("mode", "point"), FULL_POINTS)
+def test_kill_at_chosen_point_with_full_snapshots(tmp_path: Path, mode: str, point: str) -> None:
+    kill_at_point(tmp_path, mode, point, "full")
+
+
+def kill_at_random_moments(tmp_path: Path, mode: str, state: str) -> None:
     rng = random.Random(f"{mode}-{os.environ.get('STREAMFLOW_SEED', '0')}")
     killed = 0
     for _ in range(20):
@@ -102,6 +106,15 @@ def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str, state: str) ->
     assert killed >= 15
     finish(tmp_path, mode, state)
     check_output(tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["aligned", "unaligned"])
+def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str) -> None:
+    kill_at_random_moments(tmp_path, mode, "incremental")
+
+
+def test_kill_at_twenty_random_moments_with_full_snapshots(tmp_path: Path) -> None:
+    kill_at_random_moments(tmp_path, "aligned", "full")
 
 
 def _rmtree(p: Path) -> None:

@@ -232,12 +232,11 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             elif key == "state.backend.incremental":
                 if not _truthy(value) and isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
                     raise ValueError("streamflow's RocksDB checkpoints are always incremental")
+                self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))  # the heap's
             elif key == "state.checkpoints.dir":
                 self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
             elif key == "execution.checkpointing.unaligned":
                 self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
-            elif key == "state.backend.incremental":
-                self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))
             elif key == "state.backend.incremental.max-chain":
                 self.runtime.checkpoint.enable_incremental_checkpoints(
                     self.runtime.checkpoint.incremental, max_chain=int(value)
