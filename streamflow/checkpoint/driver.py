@@ -174,7 +174,7 @@ class CheckpointDriver:
         try:
             shared, references = await produce_all(uploads)
             state["shared"] = {**(state.get("shared") or {}), **shared}
-            state["references"] = sorted({*(state.get("references") or ()), *references})
+            state["refs"] = sorted({*(state.get("refs") or ()), *references})
         except Exception as exc:
             _log.warning(
                 "checkpoint %d: task %s could not write its incremental state: %s: %s",

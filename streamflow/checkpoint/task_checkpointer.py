@@ -198,7 +198,7 @@ class TaskCheckpointer:
             if uploads:  # nothing changes any more: written now, referenced by later checkpoints
                 shared, references = await produce_all(uploads)
                 final["shared"] = {**(final.get("shared") or {}), **shared}
-                final["references"] = sorted({*(final.get("references") or ()), *references})
+                final["refs"] = sorted({*(final.get("refs") or ()), *references})
         return self.driver.task_finished(self.task_id, final)
 
     # -- input tasks ---------------------------------------------------------
