@@ -208,7 +208,8 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         32), ``taskmanager.memory.network.max`` (the job's in-flight
         byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's),
         ``execution.loop-budget`` (how long the job works before it lets the event loop run,
-        e.g. ``"10 ms"``), ``rest.port`` and
+        e.g. ``"10 ms"``), ``streamflow.gc.freeze`` (``gc.freeze()`` after long collections and
+        restores while jobs run; default true, see docs/performance.md), ``rest.port`` and
         ``rest.address`` (serve the job page,
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
         ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY) and
@@ -253,6 +254,8 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 self.set_channel_byte_budget(value)
             elif key == "execution.loop-budget":
                 self.set_loop_budget(value)
+            elif key == "streamflow.gc.freeze":
+                self.runtime.gc_freeze = _truthy(value)
             elif key == "streamflow.progress":
                 self.runtime.progress = None if value in (None, "auto") else _truthy(value)
             elif key == "execution.engine":

@@ -32,6 +32,7 @@ from .channel import ByteBudget, Channel, InputGate
 from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
 from .events import CheckpointType
+from .gc_policy import GC_POLICY
 from .job_metrics import JobMetricsReader
 from .loop_budget import DEFAULT_LOOP_BUDGET_MS, LoopBudget
 from .metered_output import MeteredOutput
@@ -76,6 +77,7 @@ class RuntimeConfig:
     # (shared by all tasks of the job, see loop_budget.py); None: only when it has to wait
     loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
     state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
+    gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
 
 
 @dataclass
@@ -359,6 +361,7 @@ class Execution:
             out["job.inFlightBytesPeak"] = self.byte_budget.peak
         out["job.numLoopYields"] = self.loop_budget.slices
         out["job.numLoopTaskWaits"] = self.loop_budget.waits
+        out.update(GC_POLICY.metrics())
         for t in self.tasks:
             if t.checkpointer is not None and t.checkpointer.handler is not None:
                 out[f"{t.name}.lastAlignmentMs"] = t.checkpointer.last_alignment_ms
@@ -412,12 +415,18 @@ class JobClient:
         self._status = JobStatus.RUNNING
         self._cancel_requested = False
         self._started = clock.monotonic()
-        self.execution = Execution(
-            job_name, graph, config, clock, self._initial_restore(), self._storage, self.checkpoint_stats,
-            self._storage.first_free_id(job_name) if self._storage is not None else 1,
-        )  # fmt: skip
+        GC_POLICY.job_started(self, freeze=config.gc_freeze)
+        try:
+            self.execution = Execution(
+                job_name, graph, config, clock, self._initial_restore(), self._storage, self.checkpoint_stats,
+                self._storage.first_free_id(job_name) if self._storage is not None else 1,
+            )  # fmt: skip
+        except BaseException:
+            GC_POLICY.job_ended(self)
+            raise
         if self.execution.restore is not None:
             self.checkpoint_stats.restored_checkpoint_id = self.execution.restore.checkpoint_id
+            GC_POLICY.after_restore(self, self.execution.restore.source)
         _log.info(
             "job %r (%s) started: %d tasks%s", job_name, self.job_id, len(self.execution.tasks),
             "" if self.execution.restore is None else f", restored from {self.execution.restore.source}",
@@ -426,6 +435,7 @@ class JobClient:
         self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
             self._run(), name=f"streamflow job {self.job_name}"
         )
+        self._task.add_done_callback(lambda _task: GC_POLICY.job_ended(self))
         self._task.add_done_callback(self._log_failure)
 
     def _log_failure(self, task: asyncio.Task[None]) -> None:
@@ -505,6 +515,7 @@ class JobClient:
                 )  # fmt: skip
                 if restore is not None:
                     self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id
+                    GC_POLICY.after_restore(self, restore.source)
                     fields = self._log_fields()
                     _log.info("job %r restarted from %s", self.job_name, restore.source, extra=fields)
                 self._status = JobStatus.RUNNING

@@ -1,0 +1,163 @@
+"""Keeps Python's cyclic garbage collector from pausing the event loop for long (issue 12 item 4).
+
+Theory of operation
+-------------------
+A full (generation 2) collection visits every container object the collector tracks. Keyed
+state of a million keys whose values are lists, dicts or objects is a million such objects:
+one full collection then takes 80-140 ms of CPU (3 M: 240-360 ms), on the caller's loop, and
+CPython 3.11 starts one each time the objects that survived into generation 2 since the last
+one reach a quarter of those that survived it, so a job that keeps replacing state values runs
+into one every few hundred thousand records. (Values of plain tuples of numbers and strings
+cost little: the collector stops tracking such tuples, and dicts of them, after their first
+collection.) ``gc.freeze()`` moves every tracked object to a permanent generation that
+collections skip, in constant time.
+
+:class:`GcPolicy` is process-wide and counts the jobs running (``job_started`` /
+``job_ended``, one pair per ``JobClient``):
+
+* while any job runs, a ``gc.callbacks`` hook times every collection; generation 2 ones are
+  counted, the longest kept (the metrics ``process.gcFullCollections`` and
+  ``process.gcFullPauseMaxMs``);
+* a full collection that took longer than ``freeze_after_ms`` (5 ms) makes the policy call
+  ``gc.freeze()`` on the loop right after it: everything alive then (the state, mostly) is
+  skipped by later collections, which only see what was allocated since. Right after a full
+  collection every cycle of garbage is gone, so what is frozen was alive. The same happens
+  after a job restored a checkpoint (its state is all new objects at once);
+* when the last job ends, ``gc.unfreeze()`` if the policy froze and the process had no frozen
+  objects before the first job (the application's own ``gc.freeze()`` is left alone, and
+  logged): the collector is as it was, and the next full collection sees everything again.
+
+Every change is logged (INFO), with the pause that caused it. The cost of a freeze: a cycle of
+objects frozen while alive that becomes garbage during the job is reclaimed only after the job
+ends (objects freed by reference counting, the common case, are freed at once, frozen or not).
+``streamflow.gc.freeze: false`` (``env.configure``) turns freezing off; pauses are still
+measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import threading
+import time
+from typing import Any
+
+_log = logging.getLogger("streamflow.gc")
+
+FREEZE_AFTER_MS = 5.0
+
+
+class GcPolicy:
+    def __init__(self, freeze_after_ms: float = FREEZE_AFTER_MS) -> None:
+        self.freeze_after_ms = freeze_after_ms
+        self._lock = threading.Lock()
+        self._jobs: dict[int, bool] = {}  # id(job) -> freezing allowed
+        self._loops: set[asyncio.AbstractEventLoop] = set()
+        self._started = 0.0
+        self._frozen_by_us = False
+        self._user_frozen = 0
+        self._freeze_pending = False
+        self.full_collections = 0
+        self.full_pause_max_ms = 0.0
+        self.freezes = 0
+        self._logged = 0  # freezes logged at INFO since the first of the running jobs started
+
+    # -- jobs ------------------------------------------------------------------------
+    def job_started(self, job: object, *, freeze: bool) -> None:
+        with self._lock:
+            if id(job) in self._jobs:
+                return
+            if not self._jobs:
+                self._user_frozen = gc.get_freeze_count()
+                self._frozen_by_us = False
+                self._logged = 0
+                gc.callbacks.append(self._on_gc)
+            self._jobs[id(job)] = freeze
+            try:
+                self._loops.add(asyncio.get_running_loop())
+            except RuntimeError:
+                pass
+
+    def job_ended(self, job: object) -> None:
+        with self._lock:
+            if self._jobs.pop(id(job), None) is None or self._jobs:
+                return
+            self._loops.clear()
+            if self._on_gc in gc.callbacks:
+                gc.callbacks.remove(self._on_gc)
+            if not self._frozen_by_us:
+                return
+            self._frozen_by_us = False
+            if self._user_frozen:
+                _log.info(
+                    "streamflow: the last job ended; %d objects stay frozen (gc.freeze): the application "
+                    "had frozen objects before the job, so streamflow does not unfreeze (gc.unfreeze() "
+                    "would unfreeze the application's too)",
+                    gc.get_freeze_count(),
+                )
+                return
+            count = gc.get_freeze_count()
+            gc.unfreeze()
+            _log.info(
+                "streamflow: the last job ended: gc.unfreeze() (%d objects); the garbage collector is "
+                "as before the job",
+                count,
+            )
+
+    def after_restore(self, job: object, what: str) -> None:
+        """A job restored its state: freeze it (all of it is new, long-lived objects)."""
+        if self._jobs.get(id(job)):
+            self._freeze(f"after restoring {what}")
+
+    @property
+    def freezing(self) -> bool:
+        return any(self._jobs.values())
+
+    # -- the collector's hook ------------------------------------------------------------
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        if info.get("generation") != 2:
+            return
+        pause_ms = (time.perf_counter() - self._started) * 1000
+        self.full_collections += 1
+        self.full_pause_max_ms = max(self.full_pause_max_ms, pause_ms)
+        if pause_ms < self.freeze_after_ms or self._freeze_pending or not self.freezing:
+            return
+        self._freeze_pending = True
+        reason = f"a full garbage collection took {pause_ms:.0f} ms"
+        for loop in list(self._loops):  # the collection may have run in a worker thread
+            try:
+                loop.call_soon_threadsafe(self._freeze, reason)
+                return
+            except RuntimeError:  # that loop is closed
+                self._loops.discard(loop)
+        self._freeze_pending = False
+
+    def _freeze(self, reason: str) -> None:
+        self._freeze_pending = False
+        if not self.freezing:
+            return
+        gc.freeze()
+        self._frozen_by_us = True
+        self.freezes += 1
+        self._logged += 1
+        level = logging.INFO if self._logged <= 3 else logging.DEBUG
+        _log.log(
+            level,
+            "streamflow: %s: gc.freeze(); later collections skip every object alive now, until the "
+            "last job ends (streamflow.gc.freeze: false turns this off)",
+            reason,
+        )
+
+    def metrics(self) -> dict[str, float | int]:
+        return {
+            "process.gcFullCollections": self.full_collections,
+            "process.gcFullPauseMaxMs": round(self.full_pause_max_ms, 1),
+            "process.gcFreezes": self.freezes,
+        }
+
+
+GC_POLICY = GcPolicy()

@@ -1,0 +1,98 @@
+"""The GC policy freezes long-lived objects while jobs run, and leaves the collector as it found
+it when the last job ends (issue 12 item 4)."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from pathlib import Path
+
+import pytest
+
+import streamflow as sf
+from streamflow.runtime.gc_policy import GC_POLICY
+
+SEEN_FROZEN: list[int] = []
+
+
+def collect_on_some(i: int) -> int:
+    if i % 400 == 0:
+        SEEN_FROZEN.append(gc.get_freeze_count())  # O(frozen objects): only now and then
+        gc.collect()  # a full collection: with the threshold at 0 ms it counts as "long"
+    return i
+
+
+@pytest.fixture
+def any_pause_is_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(GC_POLICY, "freeze_after_ms", 0.0)
+
+
+async def _run(env: sf.StreamExecutionEnvironment, n: int = 1_000) -> dict:
+    env.set_batch_size(10)
+    env.from_collection(range(n)).map(collect_on_some).add_sink(lambda _v: None)
+    client = await env.execute_async("gc")
+    return (await client.get_job_execution_result()).metrics
+
+
+async def test_a_long_full_collection_freezes_until_the_job_ends(
+    any_pause_is_long: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert gc.get_freeze_count() == 0
+    SEEN_FROZEN.clear()
+    callbacks = list(gc.callbacks)
+    with caplog.at_level(logging.INFO, logger="streamflow.gc"):
+        metrics = await _run(sf.StreamExecutionEnvironment())
+    assert max(SEEN_FROZEN) > 0  # frozen while the job ran
+    assert metrics["process.gcFreezes"] >= 1
+    assert metrics["process.gcFullCollections"] >= 3
+    assert gc.get_freeze_count() == 0  # unfrozen at the end
+    assert gc.callbacks == callbacks  # the timing hook is gone
+    text = caplog.text
+    assert "gc.freeze()" in text and "gc.unfreeze()" in text
+
+
+async def test_freezing_can_be_turned_off(any_pause_is_long: None) -> None:
+    SEEN_FROZEN.clear()
+    before = GC_POLICY.freezes
+    await _run(sf.StreamExecutionEnvironment({"streamflow.gc.freeze": "false"}))
+    assert max(SEEN_FROZEN) == 0
+    assert GC_POLICY.freezes == before
+    assert gc.get_freeze_count() == 0
+
+
+async def test_the_applications_own_freeze_is_left_alone(
+    any_pause_is_long: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()
+        assert mine > 0
+        with caplog.at_level(logging.INFO, logger="streamflow.gc"):
+            await _run(sf.StreamExecutionEnvironment())
+        assert gc.get_freeze_count() >= mine  # not unfrozen under the application's feet
+        assert "does not unfreeze" in caplog.text
+    finally:
+        gc.unfreeze()
+
+
+async def test_restoring_a_checkpoint_freezes_the_restored_state(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def job() -> sf.StreamExecutionEnvironment:
+        env = sf.StreamExecutionEnvironment().enable_checkpointing(10_000)
+        env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path))
+        env.from_collection([(i % 50, 1) for i in range(500)]).key_by(lambda e: e[0]).sum(1).add_sink(
+            lambda _v: None
+        )
+        return env
+
+    await (await job().execute_async("restored")).get_job_execution_result()  # a final checkpoint
+    before = GC_POLICY.freezes
+    with caplog.at_level(logging.INFO, logger="streamflow.gc"):
+        client = await job().execute_async("restored")
+        assert client.execution.restore is not None
+        assert gc.get_freeze_count() > 0
+        await client.get_job_execution_result()
+    assert GC_POLICY.freezes == before + 1
+    assert "after restoring" in caplog.text
+    assert gc.get_freeze_count() == 0
