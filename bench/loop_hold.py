@@ -12,7 +12,8 @@ did not run this process at all; the CPU time the loop's thread used between two
 (``time.thread_time``) does not, so both are printed: the CPU figure is what the job held.
 
 Usage: python bench/loop_hold.py [--keys 1000000] [--records 2000000] [--repeat 1]
-       [--budget-ms 10] [--loop uvloop|asyncio] [--gc default|freeze]
+       [--budget-ms 10] [--loop uvloop|asyncio] [--value tuple|list] [--gc-freeze on|off]
+       [--modes none,ck]
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = Path(os.environ.get("BENCH_ROOT", HERE.parent))
 
 
-def child(keys: int, records: int, checkpoints: bool, budget_ms: float | None) -> dict[str, Any]:
+def child(
+    keys: int, records: int, checkpoints: bool, budget_ms: float | None, value: str, gc_freeze: str
+) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     import streamflow as sf
 
@@ -44,23 +47,31 @@ def child(keys: int, records: int, checkpoints: bool, budget_ms: float | None) -
             Last.outputs += len(values)
 
     gc_pauses: list[float] = []
-    gc_start = [0.0]
+    gc_cpu: list[float] = []
+    gc_start = [0.0, 0.0]
 
     def on_gc(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            gc_start[0] = time.perf_counter()
+            gc_start[:] = [time.perf_counter(), time.thread_time()]
         elif info["generation"] == 2:
             gc_pauses.append(time.perf_counter() - gc_start[0])
+            gc_cpu.append(time.thread_time() - gc_start[1])
 
     async def main(ckdir: str) -> dict[str, Any]:
         env = sf.StreamExecutionEnvironment()
         if budget_ms is not None and hasattr(env, "set_loop_budget"):
             env.set_loop_budget(budget_ms)
+        if gc_freeze != "default":
+            env.configure({"streamflow.gc.freeze": gc_freeze == "on"})
         if checkpoints:
             env.enable_checkpointing(1_000)
             env.get_checkpoint_config().set_checkpoint_storage_dir(ckdir)
         data = [(i % keys, 1) for i in range(records)]
-        env.from_collection(data).key_by(lambda e: e[0]).sum(1).add_sink(Last())
+        keyed = env.from_collection(data).key_by(lambda e: e[0])
+        if value == "tuple":
+            keyed.sum(1).add_sink(Last())
+        else:  # a list per key: a container the garbage collector tracks, replaced per record
+            keyed.reduce(lambda a, b: [a[0], a[1] + b[1]]).add_sink(Last())
         lateness: list[float] = []
         cpu_held: list[float] = []
         done = False
@@ -93,6 +104,7 @@ def child(keys: int, records: int, checkpoints: bool, budget_ms: float | None) -
             "p99_ms": lateness[int(len(lateness) * 0.99)] * 1000,
             "checkpoints": int(result.metrics.get("checkpoints.numCompleted", 0)),
             "gc2_max_ms": max(gc_pauses, default=0.0) * 1000,
+            "gc2_cpu_max_ms": max(gc_cpu, default=0.0) * 1000,
             "gc2_count": len(gc_pauses),
         }
 
@@ -107,6 +119,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--budget-ms", type=float, default=None)
     ap.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
+    ap.add_argument("--value", default="tuple", choices=["tuple", "list"], help="the state value per key")
+    ap.add_argument("--gc-freeze", default="default", choices=["default", "on", "off"])
+    ap.add_argument("--modes", default="none,ck", help="none (no checkpoints), ck (every 1 s)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -114,14 +129,20 @@ def main() -> None:
             import uvloop
 
             uvloop.install()
-        figures = child(args.keys, args.records, args.child == "ck", args.budget_ms)
+        figures = child(
+            args.keys, args.records, args.child == "ck", args.budget_ms, args.value, args.gc_freeze
+        )
         print(json.dumps(figures))
         return
-    print(f"keyed running sum, {args.keys:,} keys, {args.records:,} records; a 5 ms heartbeat beside it")
+    print(
+        f"keyed running sum, {args.keys:,} keys, {args.records:,} records, a {args.value} per key, "
+        f"gc freeze {args.gc_freeze}; a 5 ms heartbeat beside it"
+    )
     for _ in range(args.repeat):
-        for mode in ("none", "ck"):
+        for mode in args.modes.split(","):
             cmd = [sys.executable, __file__, "--keys", str(args.keys), "--records", str(args.records)]
-            cmd += ["--child", mode, "--loop", args.loop]
+            cmd += ["--child", mode, "--loop", args.loop, "--value", args.value]
+            cmd += ["--gc-freeze", args.gc_freeze]
             if args.budget_ms is not None:
                 cmd += ["--budget-ms", str(args.budget_ms)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
@@ -131,7 +152,8 @@ def main() -> None:
                 f"  {label:22s} job {f['seconds']:6.2f} s  heartbeat late: worst {f['worst_ms']:7.1f} ms, "
                 f"p99 {f['p99_ms']:6.1f} ms; loop CPU between beats: worst {f['cpu_worst_ms']:7.1f} ms, "
                 f"p99 {f['cpu_p99_ms']:5.1f} ms  checkpoints {f['checkpoints']:3d}  "
-                f"gen-2 GC max {f['gc2_max_ms']:6.1f} ms ({f['gc2_count']})",
+                f"gen-2 GC: {f['gc2_count']}, longest {f['gc2_max_ms']:6.1f} ms "
+                f"({f['gc2_cpu_max_ms']:.1f} ms CPU)",
                 flush=True,
             )
 
