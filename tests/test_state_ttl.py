@@ -21,10 +21,12 @@ UT, SV = StateTtlConfig.UpdateType, StateTtlConfig.StateVisibility
 
 
 def _state(descriptor, update=UT.OnCreateAndWrite, visibility=SV.NeverReturnExpired):
+    """The access rules alone: no background cleanup (test_state_ttl_cleanup.py has it)."""
     descriptor.enable_time_to_live(
         StateTtlConfig.new_builder(Time.milliseconds(100))
         .set_update_type(update)
         .set_state_visibility(visibility)
+        .disable_cleanup_in_background()
         .build()
     )
     clock, backend = ManualClock(), KeyedStateBackend(128)

@@ -297,6 +297,7 @@ class KeyedStateBackend:
         self._dirty: dict[str, dict] = {}
         self._untracked: set[str] = set()  # tables handed out without dirty tracking
         self._captured: _inc.Capture | None = None
+        self.ttl: Any = None  # the TtlRegistry of this backend's TTL states (state/ttl_cleanup.py)
 
     def _register(self, name: str, kind: str) -> dict:
         known = self._kinds.get(name)
@@ -362,11 +363,26 @@ class KeyedStateBackend:
 
     def snapshot(self) -> dict[str, Any]:
         """The state for the operator's snapshot: what :meth:`capture` captured (a chain of
-        shared files), or every entry by key group."""
+        shared files), or every entry by key group (TTL states filtered by full-snapshot cleanup)."""
         captured, self._captured = self._captured, None
         if captured is not None:
             return captured.descriptor()
-        return snapshot_tables(self._tables, self._kinds, self.max_parallelism)
+        tables = self._tables if self.ttl is None else self.ttl.snapshot_view(self._tables)
+        return snapshot_tables(tables, self._kinds, self.max_parallelism)
+
+    def remove_entry(self, name: str, key: Any) -> None:
+        """Delete ``key``'s entry of state ``name`` (TTL cleanup): a write of this backend."""
+        self._tables[name].pop(key, None)
+        dirty = self._dirty.get(name)
+        if dirty is not None:
+            dirty[key] = _inc.MISSING
+
+    def put_entry(self, name: str, key: Any, value: Any) -> None:
+        """Replace ``key``'s entry of state ``name`` (TTL cleanup): a write of this backend."""
+        self._tables[name][key] = value
+        dirty = self._dirty.get(name)
+        if dirty is not None:
+            dirty[key] = value
 
     def restore(
         self,

@@ -4,7 +4,8 @@
 .set_state_visibility(...).cleanup_full_snapshot().build()`` and
 ``descriptor.enable_time_to_live(config)``, as in
 ``flink-python/pyflink/datastream/state.py`` (2.3.0). The settings are kept
-on the descriptor; see docs/pyflink.md for what streamflow enforces.
+on the descriptor; ``ttl_state.py`` enforces the access rules and
+``ttl_cleanup.py`` the cleanup strategies.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ tests drive it with a manual clock. The timestamps are part of the stored
 state, so TTL survives checkpoints and restores. Cleanup happens on access:
 ``cleanup_full_snapshot``/``cleanup_incrementally`` settings are accepted and
 expired entries that are never read again stay until their key is written or
-read (docs/pyflink.md).
+read, unless a cleanup strategy drops them (``ttl_cleanup.py``: in full
+snapshots, incrementally on each access and record, by default 5 keys per
+access).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .ttl import StateTtlConfig
+from .ttl_cleanup import registry
 
 __all__ = ["ttl_state"]
 
@@ -31,6 +34,8 @@ _MISSING = object()
 
 class _Ttl:
     """Shared TTL rules for one state handle."""
+
+    _on_access: Callable[[], None] | None = None  # incremental cleanup, run before each access
 
     def __init__(self, backend: Any, table: dict, config: StateTtlConfig, now: Callable[[], int]) -> None:
         self._backend = backend
@@ -46,6 +51,8 @@ class _Ttl:
         return ts + self._ttl <= now
 
     def clear(self) -> None:
+        if self._on_access is not None:
+            self._on_access()
         self._table.pop(self._backend.current_key, None)
 
     def _read(
@@ -75,11 +82,15 @@ class TtlValueState(_Ttl):
         self._default = default
 
     def value(self) -> Any:
+        if self._on_access is not None:
+            self._on_access()
         key, table = self._backend.current_key, self._table
         value = self._read(table.get(key), lambda: table.pop(key, None), lambda e: table.__setitem__(key, e))
         return self._default if value is _MISSING else value
 
     def update(self, value: Any) -> None:
+        if self._on_access is not None:
+            self._on_access()
         if value is None:
             self.clear()
         else:
@@ -109,19 +120,29 @@ class TtlListState(_Ttl):
         return out
 
     def get(self) -> list:
+        if self._on_access is not None:
+            self._on_access()
         return self._live()
 
     def __iter__(self) -> Iterator[Any]:
+        if self._on_access is not None:
+            self._on_access()
         return iter(self._live())
 
     def add(self, value: Any) -> None:
+        if self._on_access is not None:
+            self._on_access()
         self._table.setdefault(self._backend.current_key, []).append((value, self._now()))
 
     def add_all(self, values: Iterable[Any]) -> None:
+        if self._on_access is not None:
+            self._on_access()
         now = self._now()
         self._table.setdefault(self._backend.current_key, []).extend((v, now) for v in values)
 
     def update(self, values: Iterable[Any]) -> None:
+        if self._on_access is not None:
+            self._on_access()
         now = self._now()
         entries = [(v, now) for v in values]
         if entries:
@@ -145,22 +166,32 @@ class TtlMapState(_Ttl):
         return self._read(m.get(user_key), drop, lambda e: m.__setitem__(user_key, e))
 
     def get(self, user_key: Any) -> Any:
+        if self._on_access is not None:
+            self._on_access()
         value = self._get(user_key)
         return None if value is _MISSING else value
 
     def contains(self, user_key: Any) -> bool:
+        if self._on_access is not None:
+            self._on_access()
         return self._get(user_key) is not _MISSING
 
     def put(self, user_key: Any, value: Any) -> None:
+        if self._on_access is not None:
+            self._on_access()
         self._table.setdefault(self._backend.current_key, {})[user_key] = (value, self._now())
 
     def put_all(self, mapping: dict) -> None:
+        if self._on_access is not None:
+            self._on_access()
         now = self._now()
         self._table.setdefault(self._backend.current_key, {}).update(
             {k: (v, now) for k, v in mapping.items()}
         )
 
     def remove(self, user_key: Any) -> None:
+        if self._on_access is not None:
+            self._on_access()
         m = self._table.get(self._backend.current_key)
         if m is not None:
             m.pop(user_key, None)
@@ -168,6 +199,8 @@ class TtlMapState(_Ttl):
                 self.clear()
 
     def items(self) -> list:
+        if self._on_access is not None:
+            self._on_access()
         out = []
         for user_key in list(self._map()):
             value = self._get(user_key)
@@ -185,6 +218,8 @@ class TtlMapState(_Ttl):
         return not self.items()
 
     def __iter__(self) -> Iterator[Any]:
+        if self._on_access is not None:
+            self._on_access()
         return iter(self.keys())
 
     def __getitem__(self, user_key: Any) -> Any:
@@ -224,10 +259,14 @@ class TtlReducingState(_TtlAccumulating):
         self._reduce = reduce
 
     def get(self) -> Any:
+        if self._on_access is not None:
+            self._on_access()
         acc = self._acc()
         return None if acc is _MISSING else acc
 
     def add(self, value: Any) -> None:
+        if self._on_access is not None:
+            self._on_access()
         acc = self._acc()
         self._store(value if acc is _MISSING else self._reduce(acc, value))
 
@@ -240,10 +279,14 @@ class TtlAggregatingState(_TtlAccumulating):
         self._agg = agg
 
     def get(self) -> Any:
+        if self._on_access is not None:
+            self._on_access()
         acc = self._acc()
         return None if acc is _MISSING else self._agg.get_result(acc)
 
     def add(self, value: Any) -> None:
+        if self._on_access is not None:
+            self._on_access()
         acc = self._acc()
         self._store(self._agg.add(value, self._agg.create_accumulator() if acc is _MISSING else acc))
 
@@ -253,14 +296,18 @@ def ttl_state(backend: Any, descriptor: Any, now: Callable[[], int]) -> Any:
     config = descriptor.ttl_config
     table = backend.table(descriptor.name, descriptor.kind)
     kind = descriptor.kind
+    state: _Ttl
     if kind == "value":
-        return TtlValueState(backend, table, config, now, getattr(descriptor, "default", None))
-    if kind == "list":
-        return TtlListState(backend, table, config, now)
-    if kind == "map":
-        return TtlMapState(backend, table, config, now)
-    if kind == "reducing":
-        return TtlReducingState(backend, table, config, now, descriptor.reduce)
-    if kind == "aggregating":
-        return TtlAggregatingState(backend, table, config, now, descriptor.agg_function)
-    raise TypeError(f"no TTL for {kind} state {descriptor.name!r}")
+        state = TtlValueState(backend, table, config, now, getattr(descriptor, "default", None))
+    elif kind == "list":
+        state = TtlListState(backend, table, config, now)
+    elif kind == "map":
+        state = TtlMapState(backend, table, config, now)
+    elif kind == "reducing":
+        state = TtlReducingState(backend, table, config, now, descriptor.reduce)
+    elif kind == "aggregating":
+        state = TtlAggregatingState(backend, table, config, now, descriptor.agg_function)
+    else:
+        raise TypeError(f"no TTL for {kind} state {descriptor.name!r}")
+    state._on_access = registry(backend).register(descriptor.name, table, kind, config, now)
+    return state
