@@ -16,7 +16,7 @@ from ..state.keyed import (
     ValueStateDescriptor,
 )
 from ..state.ttl_state import ttl_state
-from ..state.typed import typed_value_state
+from ..state.typed import declare, typed_value_state
 from .metrics import MetricGroup
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class RuntimeContext:
 
     def _state(self, descriptor: StateDescriptor) -> Any:
         backend = self._backend(descriptor)
+        declare(backend, descriptor)  # its declared type names its codec in checkpoints
         ttl = getattr(descriptor, "ttl_config", None)
         if ttl is not None and ttl.is_enabled():  # state with a time-to-live (state/ttl_state.py)
             return ttl_state(backend, descriptor, self._ctx.clock.now_ms)

@@ -33,6 +33,7 @@ from ..functions import AggregateFunction, ReduceFunction
 from . import incremental as _inc
 from .codec import Codec
 from .key_groups import key_group_of
+from .typed import Pickled, pickle_entries, restored_entries
 
 _MISSING = object()
 
@@ -298,6 +299,7 @@ class KeyedStateBackend:
         self._untracked: set[str] = set()  # tables handed out without dirty tracking
         self._captured: _inc.Capture | None = None
         self.ttl: Any = None  # the TtlRegistry of this backend's TTL states (state/ttl_cleanup.py)
+        self.pickled: set[str] = set()  # states declared Types.PICKLED_BYTE_ARRAY() (state/typed.py)
 
     def _register(self, name: str, kind: str) -> dict:
         known = self._kinds.get(name)
@@ -368,7 +370,14 @@ class KeyedStateBackend:
         if captured is not None:
             return captured.descriptor()
         tables = self._tables if self.ttl is None else self.ttl.snapshot_view(self._tables)
-        return snapshot_tables(tables, self._kinds, self.max_parallelism)
+        restored_pickled = {n for n, t in tables.items() if t and type(next(iter(t.values()))) is Pickled}
+        pickled = self.pickled | restored_pickled
+        if pickled:
+            tables = pickle_entries(tables, pickled)
+        snap = snapshot_tables(tables, self._kinds, self.max_parallelism)
+        if pickled:
+            snap["pickled"] = sorted(pickled)
+        return snap
 
     def remove_entry(self, name: str, key: Any) -> None:
         """Delete ``key``'s entry of state ``name`` (TTL cleanup): a write of this backend."""
@@ -416,9 +425,12 @@ class KeyedStateBackend:
                 stored = [snap["key_type"]]
             if stored:
                 self.restored_key_types = (self.restored_key_types or set()) | set(stored)
+            pickled = set(snap.get("pickled", ()))
             for group, states in snap["groups"].items():
                 if owns(int(group)):
                     for name, entries in states.items():
+                        if name in pickled:  # stays bytes until the job declares the state pickled
+                            entries = restored_entries(entries, True, name in self.pickled)
                         self._tables[name].update(entries)  # {key: value} (or former [(key, value)])
 
     def _restore_chain(
