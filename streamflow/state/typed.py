@@ -82,6 +82,11 @@ def declare(backend: Any, descriptor: Any) -> None:
     table = backend._tables.get(name)
     if pickles(getattr(descriptor, "type_info", None)):
         backend.pickled.add(name)
+        # incremental snapshots (state/incremental.py) write dirty entries with the job's codec:
+        # a pickled state makes this backend's snapshots full ones, which pickle it
+        untracked = getattr(backend, "_untracked", None)
+        if untracked is not None:
+            untracked.add(name)
         if table:
             for key, entry in table.items():
                 if type(entry) is Pickled:
