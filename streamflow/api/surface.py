@@ -106,13 +106,19 @@ class SlotSharingGroup:
 
 
 class CloseableIterator:
-    """``execute_and_collect()``'s result: an iterator that is also a context manager."""
+    """``execute_and_collect()``'s result: an iterator that is also a context manager.
+
+    It owns the list of collected records. ``iter()`` hands out that list's own
+    iterator, so a ``for`` loop over the results runs at C speed instead of calling
+    ``__next__`` here per record; ``next()`` on this object shares its position.
+    ``close()`` empties the list, which ends every iterator over it."""
 
     def __init__(self, records: list[Any]) -> None:
+        self._records = records
         self._it: Iterator[Any] = iter(records)
 
-    def __iter__(self) -> CloseableIterator:
-        return self
+    def __iter__(self) -> Iterator[Any]:
+        return self._it
 
     def __next__(self) -> Any:
         return next(self._it)
@@ -121,7 +127,7 @@ class CloseableIterator:
         return next(self._it)
 
     def close(self) -> None:
-        self._it = iter(())
+        self._records.clear()
 
     def __enter__(self) -> CloseableIterator:
         return self

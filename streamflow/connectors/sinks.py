@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..runtime.channel import Channel, InputGate
 from ..runtime.events import END_OF_INPUT
 from ..runtime.operator import StreamOperator
+from ..types.fast_paths import print_lines
 from .base import Sink
 
 if TYPE_CHECKING:
@@ -32,10 +33,10 @@ class PrintSink(Sink):
         self.stream = stream
 
     def create_operator(self, name: str) -> StreamOperator:
+        prefix = self.prefix
+
         def write(records: list) -> None:
-            out = self.stream or sys.stdout
-            p = self.prefix
-            out.write("".join(f"{p}{r}\n" for r in records))
+            (self.stream or sys.stdout).write(print_lines(format, prefix, records))
 
         return _WriteOperator(name, write)
 

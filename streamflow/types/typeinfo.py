@@ -234,6 +234,8 @@ class RowTypeInfo(_Composite):
 class TupleTypeInfo(_Composite):
     def __init__(self, field_types: list[TypeInformation]) -> None:
         self._field_types = list(field_types)
+        # a tuple of the declared arity converts to itself (see fast_paths.py)
+        self._plain_fields = not any(t.converts() for t in self._field_types)
 
     def get_field_types(self) -> list[TypeInformation]:
         return list(self._field_types)
@@ -242,6 +244,8 @@ class TupleTypeInfo(_Composite):
         return len(self._field_types)
 
     def convert(self, value: Any) -> Any:
+        if self._plain_fields and type(value) is tuple and len(value) == len(self._field_types):
+            return value  # already a record of this type (fast_paths.py)
         if value is None:
             return None
         values = list(value)
