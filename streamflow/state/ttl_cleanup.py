@@ -102,10 +102,10 @@ class IncrementalCleanup:
                 continue
             kept = prune(kind, entry, ttl, now)
             if kept is GONE:
-                self._backend.remove_entry(self._name, key)
+                _write(self._backend, table, self._name, key, GONE)
                 self.removed += 1
             elif kept is not entry:
-                self._backend.put_entry(self._name, key, kept)
+                _write(self._backend, table, self._name, key, kept)
         self._pos = end
         if end >= len(keys):
             self._keys, self._pos = [], 0  # the pass is over: the next run takes a fresh copy
@@ -216,3 +216,18 @@ def _set_key(self: Any, key: Any) -> None:
 
 
 _current_key = property(_get_key, _set_key)
+
+
+def _write(backend: Any, table: Any, name: str, key: Any, value: Any) -> None:
+    """Remove or replace an entry through the backend when it owns the table (heap: recorded
+    as a write), else on the table it handed out (RocksDB's cache records its own writes)."""
+    owned = getattr(backend, "_tables", {}).get(name) is table
+    if owned:
+        if value is GONE:
+            backend.remove_entry(name, key)
+        else:
+            backend.put_entry(name, key, value)
+    elif value is GONE:
+        table.pop(key, None)
+    else:
+        table[key] = value
