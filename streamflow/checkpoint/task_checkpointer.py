@@ -89,7 +89,6 @@ class TaskCheckpointer:
         self.persisting: dict[int, list] = {}  # channel -> batches recorded for the pending checkpoint
         self._pending: dict[int, dict[str, Any]] = {}
         self.last_sync_ms = 0  # the last synchronous snapshot's duration (a metric)
-        self._last_snapshot_id = 0  # the newest checkpoint id this task snapshotted for
         if not task.is_source:
             self._attach_handler(len(task.gate.channels))
 
@@ -121,7 +120,6 @@ class TaskCheckpointer:
         """Every chained operator's state (and the source position) by uid, encoded now, and
         the uploads of the keyed backends that captured what changed (incremental)."""
         started = self.task.clock.monotonic()
-        self._last_snapshot_id = max(self._last_snapshot_id, checkpoint_id)
         uploads = await self.task.capture_state(checkpoint_id, savepoint)
         encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id))
         self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
@@ -194,9 +192,7 @@ class TaskCheckpointer:
         resolves once a completed checkpoint holds it, so its sinks have committed."""
         final: dict[str, Any] = {}
         if self.driver.enabled:
-            # the coordinator may not have read this task's last acknowledgement yet (it waits in
-            # the driver's inbox) and still name that checkpoint: the final state comes after it
-            label = max(self.driver.final_snapshot_id(self.task_id), self._last_snapshot_id + 1)
+            label = self.driver.final_snapshot_id(self.task_id)
             ops, uploads = await self.snapshot_operators(label, False)
             final = self._shared(label, {"ops": ops, "in": {}, "out": {}})
             if uploads:  # nothing changes any more: written now, referenced by later checkpoints
