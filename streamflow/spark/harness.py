@@ -19,15 +19,8 @@ encoded by the job's state codec; never pickled unless the user chose the pickle
   as one streamflow batch when its rows arrive in input order (straight from a source),
   and record by record otherwise, so an output's ``order`` is always its input's order
   extended by its position among that input's outputs.
-* :class:`KeyedRunner` (keyed stages, through ``applyInPandasWithState``) is called once
-  per key and micro-batch. It restores the key's operator state (keyed state and timers,
-  the operator's own snapshot restricted to one key) from Spark's group state, advances
-  the operator to Spark's watermark (firing due event-time timers, exactly as a
-  watermark does in the asyncio engine), feeds the key's rows in ``order``, snapshots,
-  and asks Spark for a timeout at the next event-time timer. Spark's watermark W (max
-  event time minus the delay) is streamflow's ``W - 1`` (Flink emits ``max - delay - 1``),
-  and Spark times a group out once its watermark passes the timeout, so a timer at ``t``
-  fires when ``W - 1 >= t``: the asyncio engine's rule.
+* Keyed stages (``applyInPandasWithState``) are :class:`.keyed.KeyedRunner`'s, and
+  natively translated windows :mod:`.windows`'; both host operators with this module.
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checkpoint.restore import OperatorRestore
 from ..clock import SystemClock
 from ..errors import StreamflowError
 from ..runtime.context import OperatorContext
@@ -233,79 +225,3 @@ class ChainRunner:
                 out.extend(([*o, j], t, tag, False, encode(r)) for j, (r, t) in
                            enumerate(zip(recs, rts, strict=True)))
         return out
-
-
-class KeyedRunner:
-    """A keyed stage: one keyed operator, called by ``applyInPandasWithState`` per key."""
-
-    def __init__(self, spec: NodeSpec, encode: Callable[[Any], bytes], decode: Callable[[bytes], Any],
-                 state_encode: Callable[[Any], bytes], state_decode: Callable[[bytes], Any],
-                 event_time: bool) -> None:
-        self.spec = spec
-        self.encode, self.decode = encode, decode
-        self.state_encode, self.state_decode = state_encode, state_decode
-        self.event_time = event_time
-
-    def __call__(self, key: tuple[bytes], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        import pandas as pd
-
-        from .encoding import ROW_COLUMNS
-
-        if key[0] == b"":  # the markers' group: pass end-of-input on, drop watermark rows
-            rows = [r for pdf in pdfs for r in pdf.itertuples(index=False) if r.eof]
-            yield pd.DataFrame([(list(r.order), r.ts, None, True, b"") for r in rows], columns=ROW_COLUMNS)
-            return
-        yield pd.DataFrame(self._run(pdfs, state), columns=ROW_COLUMNS)
-
-    def _run(self, pdfs: Iterator[Any], state: Any) -> list[tuple]:
-        stage = _Stage([self.spec])
-        op = stage.head
-        try:
-            restored = None
-            if state.exists:
-                snapshot = self.state_decode(state.get[0])
-                restored = OperatorRestore(snapshot, [snapshot], range(self.spec.max_parallelism))
-            op.initialize_state(restored)
-            wm = state.getCurrentWatermarkMs() if self.event_time else 0
-            rows = [] if state.hasTimedOut else sorted(
-                (tuple(r.order), r.ts, r.value)
-                for pdf in pdfs
-                for r in pdf[["order", "ts", "value"]].itertuples(index=False)
-            )
-            out: list[tuple] = stage.run(self._process(stage, wm, rows))
-            self._save(op, state)
-            return out
-        finally:
-            stage.close()
-
-    async def _process(self, stage: _Stage, wm: int, rows: list[tuple]) -> list[tuple]:
-        """One key's micro-batch in one pass of the event loop: open, watermark, records."""
-        op, encode, decode = stage.head, self.encode, self.decode
-        for o in reversed(stage.ops):
-            await o.open()
-        out: list[tuple] = []
-        if wm > 0:
-            await op.process_watermark(Watermark(wm - 1))
-            for tag, recs, tss in stage.outputs():
-                out.extend(([TIMER_ORDER, t if t is not None else wm, j], t, tag, False, encode(r))
-                           for j, (r, t) in enumerate(zip(recs, tss, strict=True)))
-        for order, raw_ts, value in rows:
-            ts = None if raw_ts is None or raw_ts != raw_ts else int(raw_ts)  # NaN: no timestamp
-            await op.process_batch([decode(value)], None if ts is None else [ts])
-            for tag, recs, rts in stage.outputs():
-                out.extend(([*order, j], t, tag, False, encode(r))
-                           for j, (r, t) in enumerate(zip(recs, rts, strict=True)))
-        return out
-
-    def _save(self, op: StreamOperator, state: Any) -> None:
-        snapshot = op.snapshot_state(0)
-        timers = snapshot.get("timers", {}) if isinstance(snapshot, dict) else {}
-        keyed = snapshot.get("keyed", {}) if isinstance(snapshot, dict) else {}
-        if not keyed.get("groups") and not any(timers.values()):
-            if state.exists:
-                state.remove()
-            return
-        state.update((self.state_encode(snapshot),))
-        next_time = getattr(op, "next_event_time", lambda: None)()
-        if self.event_time and next_time is not None:
-            state.setTimeoutTimestamp(max(next_time, state.getCurrentWatermarkMs()))

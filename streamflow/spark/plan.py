@@ -17,7 +17,7 @@ the user's code paths) and builds one streaming DataFrame per node output:
 * A **keyed operator** (``key_by`` then reduce, process, window, ...) gets a key column
   (the key selector's result, encoded), the event-time watermark of its input
   (``withWatermark`` with the delay of the upstream watermark strategy), and runs as
-  ``groupBy(key).applyInPandasWithState`` (:class:`~.harness.KeyedRunner`): the operator's
+  ``groupBy(key).applyInPandasWithState`` (:class:`~.keyed.KeyedRunner`): the operator's
   keyed state and timers per key live in Spark's state store, and event-time timers are
   Spark's event-time timeouts.
 * **union** is ``unionByName``; a **side output** is a filter on the ``tag`` column.
@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,8 @@ from ..graph import GraphError, JobGraph, Partitioning, StreamNode
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, keyed_schema, row_schema
-from .harness import EOF_ORDER, EOF_TS, WATERMARK_TAG, ChainRunner, KeyedRunner, NodeSpec
+from .harness import EOF_ORDER, EOF_TS, WATERMARK_TAG, ChainRunner, NodeSpec
+from .keyed import KeyedRunner
 
 _log = logging.getLogger(__name__)
 
@@ -174,6 +176,7 @@ class Translation:
             self.codec.encode,
             self.codec.decode,
             event_time,
+            uuid.uuid4().hex,
         )
         timeout = GroupStateTimeout.EventTimeTimeout if event_time else GroupStateTimeout.NoTimeout
         df = keyed.groupBy("key").applyInPandasWithState(runner, ROW_DDL, STATE_DDL, "append", timeout)
