@@ -75,7 +75,8 @@ class SparkJobClient:
             work = temp = tempfile.mkdtemp(prefix="streamflow-spark-")
         try:
             per_batch = int(self._configuration.get("execution.spark.records-per-batch", 100_000))
-            plan = Translation(spark, self._graph, self._config.checkpoint.codec, work, per_batch)
+            native = str(self._configuration.get("execution.spark.native-windows", True)).lower() != "false"
+            plan = Translation(spark, self._graph, self._config.checkpoint.codec, work, per_batch, native)
             sinks: list[BatchSink] = []
             _log.info("job %r: translating to Spark (work dir %s)", self.job_name, work)
             kill_after = os.environ.get(KILL_AFTER_BATCH)

@@ -54,6 +54,7 @@ from ..state.codec import Codec
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, keyed_schema, row_schema
 from .harness import EOF_ORDER, EOF_TS, WATERMARK_TAG, ChainRunner, NodeSpec
 from .keyed import KeyedRunner
+from .windows import WindowFirer, native_window, window_frame
 
 _log = logging.getLogger(__name__)
 
@@ -72,8 +73,10 @@ class Stream:
 
 
 class Translation:
-    def __init__(self, spark: Any, graph: JobGraph, codec: Codec, work_dir: str, records_per_batch: int):
+    def __init__(self, spark: Any, graph: JobGraph, codec: Codec, work_dir: str, records_per_batch: int,
+                 native_windows: bool = True):
         self.spark = spark
+        self.native_windows = native_windows
         self.graph = graph
         self.codec = codec
         self.work_dir = work_dir
@@ -162,8 +165,17 @@ class Translation:
                 "keyed operator"
             )
         stream = self._input_of(node)
-        keyed = stream.df.mapInArrow(_KeyColumn(edges[0].key_selector, self.codec), KEYED_DDL)
         event_time = stream.delay_ms is not None
+        window = native_window(self.graph, node) if event_time and self.native_windows else None
+        if window is not None:
+            assert stream.delay_ms is not None
+            key_column = _KeyColumn(edges[0].key_selector, self.codec, markers=False)
+            keyed = stream.df.mapInArrow(key_column, KEYED_DDL)
+            firer = WindowFirer(self.spec(node, self._side_tags(node)), self.codec.encode, self.codec.decode,
+                                uuid.uuid4().hex)
+            return Stream(window_frame(keyed, window, stream.delay_ms).mapInArrow(firer, ROW_DDL), False,
+                          stream.delay_ms)
+        keyed = stream.df.mapInArrow(_KeyColumn(edges[0].key_selector, self.codec), KEYED_DDL)
         if event_time:
             spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
             keyed = keyed.withColumn("event_time", spark_time).withWatermark(
@@ -270,9 +282,10 @@ class _KeyColumn:
     before, and no data row is ever dropped. The end-of-input row keeps its event time.
     """
 
-    def __init__(self, key_selector: Callable[[Any], Any], codec: Codec) -> None:
+    def __init__(self, key_selector: Callable[[Any], Any], codec: Codec, markers: bool = True) -> None:
         self.key_selector = key_selector
         self.codec = codec
+        self.markers = markers  # False: data rows keep their event time (native windows)
 
     def __call__(self, batches: Any) -> Any:
         import pyarrow as pa
@@ -284,6 +297,13 @@ class _KeyColumn:
             eofs = batch.column("eof").to_pylist()
             keys = [b"" if e else encode(key_of(decode(v))) for v, e in zip(values, eofs, strict=True)]
             yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(keys, pa.binary())], schema=schema)
+            if not self.markers:
+                if batch.column("ts").null_count:
+                    raise ValueError(
+                        "an event-time window needs record timestamps: call assign_timestamps_and_"
+                        "watermarks() (or from_source with a WatermarkStrategy) upstream"
+                    )
+                continue
             tss = batch.column("ts").to_pylist()
             stamped = [t for t, e in zip(tss, eofs, strict=True) if t is not None and not e]
             if stamped:
