@@ -183,37 +183,52 @@ class ChainRunner:
         self.ordered_input = ordered_input
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        from .encoding import rows_to_arrow
+        from .encoding import batch_codec
 
+        self.encode_many, self.decode_many = batch_codec(self.encode, self.decode)
         stage = _Stage(self.specs)
         stage.open()
         try:
             for batch in batches:
-                rows = self._run(stage, batch.to_pydict())
-                if rows:
-                    yield rows_to_arrow(rows)
+                yield from self._run(stage, batch)
         finally:
             stage.close()
 
-    def _run(self, stage: _Stage, cols: dict[str, list]) -> list[Row]:
-        orders, tss, eofs, values = cols["order"], cols["ts"], cols["eof"], cols["value"]
-        decode, encode = self.decode, self.encode
-        out: list[Row] = []
-        data = [i for i, e in enumerate(eofs) if not e]
-        if self.ordered_input and data:
-            records = [decode(values[i]) for i in data]
-            timestamps = [tss[i] for i in data]
-            has_ts = all(t is not None for t in timestamps)
-            stage.run(stage.head.process_batch(records, timestamps if has_ts else None))
-            base = orders[data[0]]
-            for tag, recs, ts in stage.outputs():
-                out.extend(([*base, j], t, tag, False, encode(r)) for j, (r, t) in
-                           enumerate(zip(recs, ts, strict=True)))
-        else:
-            out.extend(stage.run(self._one_by_one(stage, [(orders[i], tss[i], values[i]) for i in data])))
-        out.extend((orders[i], tss[i], None, True, b"") for i, e in enumerate(eofs) if e)
-        return out
+    def _run(self, stage: _Stage, batch: Any) -> Iterator[Any]:
+        """One Arrow batch: its outputs (Arrow batches), then its end-of-input rows."""
+        import numpy as np
+        import pyarrow as pa
 
+        from .encoding import order_column, row_schema, rows_to_arrow
+
+        eof = batch.column("eof").to_numpy(zero_copy_only=False)
+        data = np.flatnonzero(~eof)
+        if len(data) and self.ordered_input:  # one streamflow batch; outputs numbered in order
+            whole = len(data) == len(batch)
+            values = batch.column("value") if whole else batch.column("value").take(data)
+            ts = batch.column("ts") if whole else batch.column("ts").take(data)
+            timestamps = ts.to_pylist() if ts.null_count == 0 else None
+            stage.run(stage.head.process_batch(self.decode_many(values.to_pylist()), timestamps))
+            base = batch.column("order")[int(data[0])].as_py()
+            schema = row_schema()
+            for tag, recs, rts in stage.outputs():
+                if recs:
+                    n = len(recs)
+                    yield pa.RecordBatch.from_arrays(
+                        [order_column(base, n), pa.array(rts, pa.int64()), pa.array([tag] * n, pa.string()),
+                         pa.array(np.zeros(n, dtype=bool)), pa.array(self.encode_many(recs), pa.binary())],
+                        schema=schema)
+        elif len(data):
+            cols = batch.select(["order", "ts", "value"]).take(data).to_pydict()
+            rows = stage.run(self._one_by_one(stage, list(zip(cols["order"], cols["ts"], cols["value"],
+                                                                strict=True))))
+            if rows:
+                yield rows_to_arrow(rows)
+        if len(data) < len(batch):
+            ends = batch.filter(pa.array(eof))
+            yield rows_to_arrow([(o, t, None, True, b"") for o, t in
+                                 zip(ends.column("order").to_pylist(), ends.column("ts").to_pylist(),
+                                     strict=True)])
 
     async def _one_by_one(self, stage: _Stage, rows: list[tuple]) -> list[Row]:
         """Record by record (each output's order extends its own input's), in one loop pass."""

@@ -51,7 +51,7 @@ from ..eventtime import BoundedOutOfOrdernessWatermarks, NoWatermarksGenerator
 from ..graph import GraphError, JobGraph, Partitioning, StreamNode
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
-from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, keyed_schema, row_schema
+from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, batch_codec, keyed_schema, row_schema
 from .harness import EOF_ORDER, EOF_TS, WATERMARK_TAG, ChainRunner, NodeSpec
 from .keyed import KeyedRunner
 from .windows import WindowFirer, native_window, window_frame
@@ -70,6 +70,9 @@ class Stream:
     df: Any
     ordered: bool  # rows arrive in input order within each partition (no shuffle yet)
     delay_ms: int | None  # the event-time delay of the watermark strategy upstream, if any
+    # a stateless stage's (input DataFrame, runner): a keyed stage right after it runs its key
+    # column in the same mapInArrow (one Python pass instead of two)
+    stage: tuple[Any, Any] | None = None
 
 
 class Translation:
@@ -126,7 +129,8 @@ class Translation:
             return self._keyed(node)
         stream, specs = self._chain(node)
         runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered)
-        return Stream(stream.df.mapInArrow(runner, ROW_DDL), stream.ordered, stream.delay_ms)
+        df = stream.df.mapInArrow(runner, ROW_DDL)
+        return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner))
 
     def _chain(self, node: StreamNode) -> tuple[Stream, list[NodeSpec]]:
         """The stage input and the fused operators ending with ``node``."""
@@ -167,15 +171,14 @@ class Translation:
         stream = self._input_of(node)
         event_time = stream.delay_ms is not None
         window = native_window(self.graph, node) if event_time and self.native_windows else None
+        key_column = _KeyColumn(edges[0].key_selector, self.codec, markers=window is None)
+        keyed = self._keyed_input(node, stream, key_column)
         if window is not None:
             assert stream.delay_ms is not None
-            key_column = _KeyColumn(edges[0].key_selector, self.codec, markers=False)
-            keyed = stream.df.mapInArrow(key_column, KEYED_DDL)
             firer = WindowFirer(self.spec(node, self._side_tags(node)), self.codec.encode, self.codec.decode,
                                 uuid.uuid4().hex)
             return Stream(window_frame(keyed, window, stream.delay_ms).mapInArrow(firer, ROW_DDL), False,
                           stream.delay_ms)
-        keyed = stream.df.mapInArrow(_KeyColumn(edges[0].key_selector, self.codec), KEYED_DDL)
         if event_time:
             spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
             keyed = keyed.withColumn("event_time", spark_time).withWatermark(
@@ -193,6 +196,25 @@ class Translation:
         timeout = GroupStateTimeout.EventTimeTimeout if event_time else GroupStateTimeout.NoTimeout
         df = keyed.groupBy("key").applyInPandasWithState(runner, ROW_DDL, STATE_DDL, "append", timeout)
         return Stream(df, False, stream.delay_ms)
+
+    def _keyed_input(self, node: StreamNode, stream: Stream, key_column: _KeyColumn) -> Any:
+        """The keyed stage's input with its key column; fused into the stateless stage before
+        it when that stage feeds only this one (its outputs then carry no side-output tag)."""
+        (edge,) = node.inputs if len(node.inputs) == 1 else (None,)
+        up = edge.upstream if edge is not None else None
+        if (
+            edge is not None
+            and up is not None
+            and edge.side_tag is None
+            and up.source is None
+            and not up.keyed
+            and len(self.graph.consumers[up.id]) == 1
+            and not self._side_tags(up)
+        ):
+            stage = self._output(up).stage
+            if stage is not None:
+                return stage[0].mapInArrow(_Fused(stage[1], key_column), KEYED_DDL)
+        return stream.df.mapInArrow(key_column, KEYED_DDL)
 
     def _input_of(self, node: StreamNode) -> Stream:
         streams = [self.stream(e.upstream, e.side_tag) for e in node.inputs]
@@ -271,6 +293,16 @@ def _watermark_delay(node: StreamNode) -> int | None:
     )
 
 
+class _Fused:
+    """Two ``mapInArrow`` functions as one."""
+
+    def __init__(self, first: Callable[[Any], Any], second: Callable[[Any], Any]) -> None:
+        self.first, self.second = first, second
+
+    def __call__(self, batches: Any) -> Any:
+        return self.second(self.first(batches))
+
+
 class _KeyColumn:
     """``mapInArrow``: adds the encoded key of every row, and one watermark row per batch.
 
@@ -291,11 +323,19 @@ class _KeyColumn:
         import pyarrow as pa
 
         schema = keyed_schema()
-        key_of, encode, decode = self.key_selector, self.codec.encode, self.codec.decode
+        key_of = self.key_selector
+        encode_many, decode_many = batch_codec(self.codec.encode, self.codec.decode)
         for batch in batches:
             values = batch.column("value").to_pylist()
             eofs = batch.column("eof").to_pylist()
-            keys = [b"" if e else encode(key_of(decode(v))) for v, e in zip(values, eofs, strict=True)]
+            if any(eofs):
+                data = [i for i, e in enumerate(eofs) if not e]
+                keys = [b""] * len(values)
+                records = decode_many([values[i] for i in data])
+                for i, k in zip(data, encode_many([key_of(r) for r in records]), strict=True):
+                    keys[i] = k
+            else:
+                keys = encode_many([key_of(r) for r in decode_many(values)])
             yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(keys, pa.binary())], schema=schema)
             if not self.markers:
                 if batch.column("ts").null_count:
@@ -317,6 +357,7 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
     """Reads a bounded source to Parquet chunks (then an end marker); returns the record count."""
     import shutil
 
+    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -329,15 +370,10 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
     schema = row_schema()
     state = {"chunk": 0, "seq": 0}
 
-    def write(orders: list, tss: list, eofs: list, values: list) -> None:
+    def write(orders: Any, tss: Any, eofs: Any, values: Any) -> None:
         n = state["chunk"]
         path = os.path.join(directory, f"part-{n:06d}.parquet")
-        table = pa.table(
-            [pa.array(orders, schema.field("order").type), pa.array(tss, pa.int64()),
-             pa.array([None] * len(values), pa.string()), pa.array(eofs, pa.bool_()),
-             pa.array(values, pa.binary())],
-            schema=schema,
-        )
+        table = pa.table([orders, tss, pa.nulls(len(values), pa.string()), eofs, values], schema=schema)
         pq.write_table(table, path)
         os.utime(path, (1_000_000 + n, 1_000_000 + n))  # Spark orders new files by mtime
         state["chunk"] = n + 1
@@ -357,7 +393,7 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
                     wake.clear()
                     continue
                 assert isinstance(polled, list)
-                pending.extend(codec.encode(r) for r in polled)
+                pending.extend(encode_many(polled))
                 while len(pending) >= records_per_chunk:
                     chunk, pending[:] = pending[:records_per_chunk], pending[records_per_chunk:]
                     _emit(chunk)
@@ -367,12 +403,17 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
             _emit(pending)
 
     def _emit(values: list[bytes]) -> None:
-        start = state["seq"]
-        state["seq"] = start + len(values)
-        write([[start + i] for i in range(len(values))], [None] * len(values), [False] * len(values), values)
+        start, n = state["seq"], len(values)
+        state["seq"] = start + n
+        orders = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)),
+                                          pa.array(np.arange(start, start + n, dtype=np.int64)))
+        eofs = pa.array(np.zeros(n, dtype=bool))
+        write(orders, pa.nulls(n, pa.int64()), eofs, pa.array(values, pa.binary()))
 
+    encode_many, _decode_many = batch_codec(codec.encode, codec.decode)
     asyncio.run(read_all())
-    write([EOF_ORDER], [EOF_TS], [True], [b""])
+    write(pa.array([EOF_ORDER], schema.field("order").type), pa.array([EOF_TS], pa.int64()),
+          pa.array([True]), pa.array([b""], pa.binary()))
     with open(os.path.join(directory, "_COMPLETE"), "w") as f:
         f.write(str(state["seq"]))
     _log.info("materialized %d records of %r into %d chunks at %s", state["seq"], source, state["chunk"],

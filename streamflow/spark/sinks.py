@@ -25,6 +25,7 @@ from ..connectors.file_sink import FileSinkOperator
 from ..connectors.kafka_sink import KafkaSinkOperator
 from ..runtime.operator import Output, StreamOperator
 from ..state.codec import Codec
+from .encoding import batch_codec, sort_by_order
 from .harness import NodeSpec, _context
 
 _log = logging.getLogger(__name__)
@@ -162,12 +163,12 @@ def batch_sink_for(spec: NodeSpec, loop: asyncio.AbstractEventLoop) -> BatchSink
 def foreach_batch(sink: BatchSink, codec: Codec, after: Callable[[int], None] | None = None) -> Any:
     """The ``foreachBatch`` function: collect, sort by input order, decode, write."""
 
+    _encode_many, decode_many = batch_codec(codec.encode, codec.decode)
+
     def run(batch_df: Any, batch_id: int) -> None:
         table = batch_df.where("eof = false").select("order", "ts", "value").toArrow()
-        cols = table.to_pydict()
-        rows = sorted(zip(cols["order"], cols["ts"], cols["value"], strict=True), key=lambda r: r[0])
-        decode = codec.decode
-        sink.write(batch_id, [decode(v) for _o, _t, v in rows], [t for _o, t, _v in rows])
+        table = table.take(sort_by_order(table.column("order").combine_chunks()))
+        sink.write(batch_id, decode_many(table.column("value").to_pylist()), table.column("ts").to_pylist())
         if after is not None:
             after(batch_id)
 
