@@ -20,6 +20,7 @@ from streamflow import (
     AggregateFunction,
     KeyedProcessFunction,
     OutputTag,
+    ProcessWindowFunction,
     StreamExecutionEnvironment,
     WatermarkStrategy,
 )
@@ -70,9 +71,12 @@ class CountWithTimeout(KeyedProcessFunction):
 LATE = OutputTag("late")
 
 
+NAMES = ["w1", "w2", "w3", "session", "timers", "sliding", "sliding_native", "union"]
+
+
 def workloads(engine: str) -> dict[str, list]:
     env = _env(engine)
-    sinks = {name: ListSink() for name in ("w1", "w2", "w3", "session", "timers", "sliding", "union")}
+    sinks = {name: ListSink() for name in NAMES}
     data = events(N)
     (env.from_collection(data).map(lambda e: e[1] * 2).filter(lambda v: v % 3 != 0).sink_to(sinks["w1"]))
     (
@@ -112,11 +116,23 @@ def workloads(engine: str) -> dict[str, list]:
         .aggregate(_CountAgg())
     )
     windowed.map(lambda r: ("window", r)).sink_to(sinks["sliding"])
+    (  # translated natively: sliding, with an offset, a reduce and a process function
+        timed.key_by(lambda e: e[0])
+        .window(SlidingEventTimeWindows.of(1000, 300, 100))
+        .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])), _FirstValues())
+        .sink_to(sinks["sliding_native"])
+    )
     a = env.from_collection(data[:500]).map(lambda e: ("a", e[1]))
     b = env.from_collection(data[500:900]).map(lambda e: ("b", e[1]))
     a.union(b).key_by(lambda r: r[0]).sum(1).sink_to(sinks["union"])
     env.execute(f"workloads on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
+
+
+class _FirstValues(ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        (acc,) = elements
+        return [(key, context.window().start, context.window().end, acc)]
 
 
 class _CountAgg(AggregateFunction):
@@ -138,7 +154,7 @@ def both() -> dict[str, dict[str, list]]:
     return {engine: workloads(engine) for engine in ("asyncio", "spark")}
 
 
-@pytest.mark.parametrize("name", ["w1", "w2", "w3", "session", "timers", "sliding", "union"])
+@pytest.mark.parametrize("name", NAMES)
 def test_same_answers_on_both_engines(both: dict[str, dict[str, list]], name: str) -> None:
     expected, actual = both["asyncio"][name], both["spark"][name]
     assert expected, f"{name}: the asyncio engine produced nothing; the test would prove nothing"
@@ -164,6 +180,38 @@ def test_workload_answers(both: dict[str, dict[str, list]]) -> None:
     for key, total, _ts in both["spark"]["w2"]:
         finals[key] = max(finals.get(key, 0), total)
     assert (sum(finals.values()), len(both["spark"]["w2"])) == (sum(v for _k, v, _t in data), N)
+
+
+class _AsksWatermark(ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return [(key, context.current_watermark())]
+
+
+def test_which_windows_run_natively() -> None:
+    """Only windows whose semantics Spark reproduces exactly take the native path (no Spark
+    needed: this is the translation's decision)."""
+    from streamflow.spark.windows import native_window
+
+    def decide(build: Any) -> list[bool]:
+        env = _env("spark")
+        stream = env.from_collection(events(10)).assign_timestamps_and_watermarks(_strategy())
+        build(stream.key_by(lambda e: e[0])).sink_to(ListSink())
+        graph = env.get_job_graph()
+        return [native_window(graph, n) is not None for n in graph.nodes if n.keyed]
+
+    def add(a: Any, b: Any) -> Any:
+        return (a[0], a[1] + b[1], a[2])
+
+    tumbling = TumblingEventTimeWindows.of(1000)
+    assert decide(lambda k: k.window(tumbling).reduce(add)) == [True]
+    assert decide(lambda k: k.window(SlidingEventTimeWindows.of(1000, 100)).aggregate(_CountAgg())) == [True]
+    assert decide(lambda k: k.window(tumbling).allowed_lateness(10).reduce(add)) == [False]
+    assert decide(lambda k: k.window(tumbling).side_output_late_data(LATE).reduce(add)) == [False]
+    assert decide(lambda k: k.window(EventTimeSessionWindows.with_gap(10)).reduce(add)) == [False]
+    assert decide(lambda k: k.window(tumbling).process(_AsksWatermark())) == [False]
+    rekeyed = decide(lambda k: k.window(tumbling).reduce(add).key_by(lambda e: e[0]).reduce(add))
+    assert rekeyed == [False, False]  # a keyed operator downstream
+    assert decide(lambda k: k.reduce(add)) == [False]
 
 
 def test_untranslatable_operator_is_refused_with_its_name() -> None:
