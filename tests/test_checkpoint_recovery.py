@@ -166,6 +166,27 @@ def test_checkpoint_whose_index_update_never_happened_is_debris(tmp_path: Path, 
     assert handle is not None and handle.checkpoint_id == 2
 
 
+def test_a_first_checkpoint_killed_before_the_index_is_debris_once_the_job_began(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A process killed between its first checkpoint's _metadata and the index update: the index
+    written when the job began (latest 0) tells that apart from a deleted index (refused)."""
+    storage = FileSystemCheckpointStorage(tmp_path)
+    storage.begin_job("j")
+    monkeypatch.setattr(storage, "_write_index", lambda job, cid: None)  # killed right before it
+    write(storage, 1)
+    monkeypatch.undo()
+    assert storage.restore_point("j") is None  # a fresh start, not "index deleted"
+    assert storage.first_free_id("j") == 2
+    write(storage, 2)
+    handle = storage.restore_point("j")
+    assert handle is not None and handle.checkpoint_id == 2
+    for index in tmp_path.glob("_completed-*"):
+        index.unlink()
+    with pytest.raises(DamagedCheckpointError, match="index"):
+        storage.restore_point("j")
+
+
 def test_other_jobs_are_independent(tmp_path: Path) -> None:
     storage = FileSystemCheckpointStorage(tmp_path)
     write(storage, 1, "a")

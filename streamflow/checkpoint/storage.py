@@ -352,6 +352,8 @@ class FileSystemCheckpointStorage:
                     "deleted, or an older version wrote them",
                     self._index_path(job_name),
                 )
+            if latest == 0:  # the job began here (begin_job) and never completed a checkpoint: a
+                return None  # complete-looking chk-<id> is a first write killed before the index
             path = self.directory / f"chk-{latest}"
             try:
                 handle = self.load(path)
@@ -391,6 +393,19 @@ class FileSystemCheckpointStorage:
                 e, chosen.path if chosen else "nothing (a fresh start)",
             )  # fmt: skip
             return chosen
+
+    def begin_job(self, job_name: str) -> None:
+        """A job starts here with nothing to restore: its index is written at once, naming no
+        checkpoint (``latest`` 0), so a process killed after its first checkpoint's ``_metadata``
+        but before the index names it restarts fresh instead of finding completed checkpoints
+        without an index (which means a deleted index, and is refused)."""
+        if self._read_index(job_name) is None:
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise CheckpointStorageError(f"cannot create checkpoint directory {self.directory}: {e}",
+                                             self.directory) from e
+            self._write_index(job_name, 0)
 
     def first_free_id(self, job_name: str) -> int:
         """An id above every checkpoint id the directory holds or the job's index names: a job
