@@ -184,7 +184,7 @@ def test_failed_entry_write_leaves_no_final_or_tmp_file(
 
     def failing_fsync(fd: int) -> None:
         calls.append(fd)
-        if len(calls) == 3:  # 1: parent dir, 2: first entry, 3: second entry
+        if len(calls) == 5:  # 1-2: the index begun (file, dir), 3: parent dir, 4: first entry, 5: second
             raise OSError(5, "I/O error")
         real_fsync(fd)
 

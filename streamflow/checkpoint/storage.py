@@ -151,6 +151,7 @@ class FileSystemCheckpointStorage:
         kind = CheckpointType.CHECKPOINT if savepoint_path is None else CheckpointType.SAVEPOINT
         if savepoint_path is None:
             target = self.directory / f"chk-{checkpoint_id}"
+            self.begin_job(job_name)
             self._prepare_checkpoint_dir(target, job_name)
         else:
             target = Path(savepoint_path)
@@ -395,10 +396,10 @@ class FileSystemCheckpointStorage:
             return chosen
 
     def begin_job(self, job_name: str) -> None:
-        """A job starts here with nothing to restore: its index is written at once, naming no
-        checkpoint (``latest`` 0), so a process killed after its first checkpoint's ``_metadata``
-        but before the index names it restarts fresh instead of finding completed checkpoints
-        without an index (which means a deleted index, and is refused)."""
+        """Before a job's first checkpoint: its index is written naming no checkpoint (``latest``
+        0), so a process killed after that checkpoint's ``_metadata`` but before the index names
+        it restarts fresh instead of finding completed checkpoints without an index (which means
+        a deleted index, and is refused)."""
         if self._read_index(job_name) is None:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)

@@ -459,7 +459,6 @@ class JobClient:
             )
             if handle is not None:
                 return RestoredCheckpoint.load(handle, codec, records)
-            self._storage.begin_job(self.job_name)
         return None
 
     def _latest_restore(self) -> RestoredCheckpoint | None:
