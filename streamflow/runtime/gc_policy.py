@@ -77,7 +77,7 @@ class GcPolicy:
             try:
                 self._loops.add(asyncio.get_running_loop())
             except RuntimeError:
-                pass
+                pass  # no running loop (a job built outside one): nothing to remember, not a failure
 
     def job_ended(self, job: object) -> None:
         with self._lock:

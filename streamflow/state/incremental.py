@@ -247,12 +247,12 @@ def pack_column(values: list[Any], codec: Codec) -> bytes:
                 (arity,) = lengths  # columns by itemgetter: 3x faster than zip(*values)
                 return b"T" + _packb([list(map(itemgetter(i), values)) for i in range(arity)])
             except _PLAIN_ERRORS:
-                pass
+                pass  # a column plain msgpack cannot pack: the job's codec below packs it (no loss)
     elif tuple not in types:
         try:
             return b"P" + _packb(values)
         except _PLAIN_ERRORS:
-            pass
+            pass  # as above: the codec's general encoding is the fallback, tagged "C"
     return b"C" + codec.encode(values)
 
 
