@@ -67,7 +67,7 @@ def build_job(env: Any, keys: int) -> None:
         )
 
 
-async def serve(keys: int, budget_ms: float | None, checkpoints: bool) -> None:
+async def serve(keys: int, budget_ms: float | None, checkpoints: bool, watch_ms: float | None = None) -> None:
     from aiohttp import web
 
     sys.path.insert(0, str(ROOT))
@@ -97,7 +97,13 @@ async def serve(keys: int, budget_ms: float | None, checkpoints: bool) -> None:
             await asyncio.sleep(0.005)
             held.append(time.thread_time() - c)
 
+    watches: list[Any] = []
+
     async def stats(req: web.Request) -> web.Response:
+        if req.query.get("reset"):  # the measurement starts: forget the warm-up's holds
+            for w in watches:
+                w.holds.clear()
+                w.gc_long.clear()
         metrics = client.get_metrics()
         window = sorted(held[int(req.query.get("since", 0)) :]) or [0.0]
         return web.json_response(
@@ -137,8 +143,19 @@ async def serve(keys: int, budget_ms: float | None, checkpoints: bool) -> None:
         build_job(env, keys)
         client = await env.execute_async("embedded")
         beat = asyncio.ensure_future(heartbeat())
+        watch = None
+        if watch_ms is not None:
+            sys.path.insert(0, str(HERE))
+            from loop_watch import LoopWatch
+
+            watch = LoopWatch(watch_ms)
+            watch.start(asyncio.get_running_loop())
+            watches.append(watch)
         print(json.dumps({"port": port}), flush=True)
         await stop.wait()
+        if watch is not None:
+            watch.stop()
+            watch.report()
         await client.cancel()
         beat.cancel()
     await runner.cleanup()
@@ -150,8 +167,8 @@ async def drive(port: int, keys: int, seconds: float, pinging: bool) -> dict[str
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as session:
 
-        async def stats(since: int = 0) -> dict[str, Any]:
-            async with session.get(f"{base}/stats?since={since}") as r:
+        async def stats(since: int = 0, reset: bool = False) -> dict[str, Any]:
+            async with session.get(f"{base}/stats?since={since}" + ("&reset=1" if reset else "")) as r:
                 return dict(await r.json())
 
         warm_until = time.perf_counter() + 60
@@ -162,7 +179,7 @@ async def drive(port: int, keys: int, seconds: float, pinging: bool) -> dict[str
                 break
             if time.perf_counter() > warm_until:
                 break
-        before = await stats()
+        before = await stats(reset=True)
         rtts: list[float] = []
         end = time.perf_counter() + seconds
         next_at = time.perf_counter()
@@ -201,8 +218,17 @@ async def drive(port: int, keys: int, seconds: float, pinging: bool) -> dict[str
     return out
 
 
-def run_one(keys: int, budget_ms: float | None, seconds: float, pinging: bool, loop: str) -> dict[str, Any]:
+def run_one(
+    keys: int,
+    budget_ms: float | None,
+    seconds: float,
+    pinging: bool,
+    loop: str,
+    watch_ms: float | None = None,
+) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", str(keys), "--loop", loop]
+    if watch_ms is not None:
+        cmd += ["--watch-ms", str(watch_ms)]
     if budget_ms is not None:
         cmd += ["--budget-ms", str(budget_ms)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -225,6 +251,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
     ap.add_argument("--no-alone", action="store_true", help="skip the run without pings")
+    ap.add_argument(
+        "--watch-ms", type=float, default=None,
+        help="sample the loop thread's stack while it is held longer than this (bench/loop_watch.py; stderr)",
+    )  # fmt: skip
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -232,14 +262,14 @@ def main() -> None:
             import uvloop
 
             uvloop.install()
-        asyncio.run(serve(args.child, args.budget_ms, checkpoints=True))
+        asyncio.run(serve(args.child, args.budget_ms, checkpoints=True, watch_ms=args.watch_ms))
         return
     print(f"/ping every 10 ms for {args.seconds:.0f} s while a job runs flat out (checkpoint every 1 s)")
     print(f"{'keys':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'job rec/s':>10} {'alone rec/s':>11} "
           f"{'cost':>6} {'yields/s':>8} {'gc2 max':>7} {'held p99':>8} {'held max':>8}")  # fmt: skip
     for keys in (int(k) for k in args.keys.split(",")):
         for _ in range(args.repeat):
-            served = run_one(keys, args.budget_ms, args.seconds, True, args.loop)
+            served = run_one(keys, args.budget_ms, args.seconds, True, args.loop, args.watch_ms)
             alone = None if args.no_alone else run_one(keys, 1000.0, args.seconds, False, args.loop)
             cost = "" if alone is None else f"{1 - served['records_per_s'] / alone['records_per_s']:6.1%}"
             alone_rate = "" if alone is None else f"{alone['records_per_s']:11,.0f}"

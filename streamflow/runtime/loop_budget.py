@@ -30,19 +30,53 @@ for scripts that run nothing else in their loop, never for an embedded job.
 
 Counted: ``slices`` (pauses of the whole job, the ``job.numLoopYields`` metric) and ``waits``
 (task pauses: a task that found the slice over and waited).
+
+Long work inside one step of a task (a checkpoint's capture, a restore's decoding) is cut into
+pieces of bounded size; between two pieces it calls :func:`yield_point`, which pauses through
+the budget of the job whose task runs it (``bind`` in ``Task.run`` sets it for that asyncio
+task; outside one, e.g. a restore while the job is built, it yields one loop iteration). Such
+work so counts against the job's slice like any batch, instead of running back to back with
+the job's other tasks in the iterations the pause meant to leave free.
+
+*Chores* (``chores``) are cheap callables run once per pause, before the loop gets its free
+iterations: keyed state backends move aside their dirty-key dicts before they grow large
+(``KeyedStateBackend.seal_dirty``: a dict of a million entries resizes in one C call of 30-40
+ms, which would hold the loop however the job slices its batches).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime
 import math
 import re
+from collections.abc import Callable
 
 from ..clock import Clock
 
 DEFAULT_LOOP_BUDGET_MS = 10.0
 GAP_ITERATIONS = 2  # loop iterations without job work between two slices (see the module doc)
+
+
+_current: contextvars.ContextVar[LoopBudget | None] = contextvars.ContextVar(
+    "streamflow_loop_budget", default=None
+)
+
+
+def bind(budget: LoopBudget) -> None:
+    """Make ``budget`` the one :func:`yield_point` uses in the current asyncio task."""
+    _current.set(budget)
+
+
+async def yield_point() -> None:
+    """Between two pieces of a long step: pause if the job's slice is used up (see the module
+    doc); with no job budget bound to this asyncio task, yield one loop iteration."""
+    budget = _current.get()
+    if budget is None:
+        await asyncio.sleep(0)
+    elif budget.due():
+        await budget.pause()
 
 
 _UNITS = {"": 1.0, "ms": 1.0, "milli": 1.0, "millis": 1.0, "s": 1000.0, "sec": 1000.0, "us": 0.001}
@@ -73,7 +107,17 @@ def parse_loop_budget(value: float | datetime.timedelta | str | None) -> float |
 
 
 class LoopBudget:
-    __slots__ = ("_clock", "_left", "_waiters", "budget_s", "deadline", "running", "slices", "waits")
+    __slots__ = (
+        "_clock",
+        "_left",
+        "_waiters",
+        "budget_s",
+        "chores",
+        "deadline",
+        "running",
+        "slices",
+        "waits",
+    )
 
     def __init__(self, budget_ms: float | None, clock: Clock) -> None:
         if budget_ms is not None and not budget_ms > 0:
@@ -86,6 +130,7 @@ class LoopBudget:
         self.running = 0  # tasks of the job not waiting for input
         self.slices = 0
         self.waits = 0
+        self.chores: list[Callable[[], None]] = []  # run once per pause (module doc)
 
     def due(self) -> bool:
         """True once the current slice is used up (or a pause is under way): call ``pause()``."""
@@ -99,10 +144,15 @@ class LoopBudget:
             self._left = GAP_ITERATIONS
             self.deadline = -math.inf  # every task of the job that checks now joins the pause
             loop.call_soon(self._tick, loop)
+            self.run_chores()
         self.waits += 1
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append(fut)
         await fut
+
+    def run_chores(self) -> None:
+        for chore in self.chores:  # an exception fails the task that paused (a bug: loud)
+            chore()
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         self._left -= 1

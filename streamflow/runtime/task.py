@@ -49,7 +49,7 @@ from .events import (
     Watermark,
     WatermarkStatus,
 )
-from .loop_budget import LoopBudget
+from .loop_budget import LoopBudget, bind
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
 from .watermark_valve import WatermarkValve
@@ -84,6 +84,7 @@ class Task:
         self.processing_time = ProcessingTimeService(clock, self.wake)
         self.checkpointer: TaskCheckpointer | None = None
         self._opened: list[StreamOperator] = []
+        self._sealers: list[Callable[[], None]] = []  # keyed backends' seal_dirty (see _seal_dirty)
         self.finished = False
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
@@ -203,8 +204,17 @@ class Task:
         return bool(self.mailbox) or self.processing_time.has_due()
 
     # -- lifecycle ---------------------------------------------------------
+    def _seal_dirty(self) -> None:
+        """A loop budget chore (and before each idle wait): keyed backends move aside dirty-key
+        dicts grown past a few thousand keys, so none grows into a long resize
+        (``KeyedStateBackend.seal_dirty``)."""
+        for seal in self._sealers:
+            seal()
+
     async def _idle(self, waiter: Awaitable[None]) -> None:
         """Wait for input or mail, counting the time as idle (only when a task has to wait)."""
+        for seal in self._sealers:
+            seal()
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.budget.task_waits()
@@ -218,10 +228,15 @@ class Task:
         error: BaseException | None = None
         self.started_s = asyncio.get_running_loop().time()
         self.budget.task_started()
+        bind(self.budget)  # long steps of this task yield through the job's budget
         try:
             for op in reversed(self.operators):
                 self._opened.append(op)
                 await op.open()
+            sealers = (getattr(b, "seal_dirty", None) for b in self._keyed_backends())
+            self._sealers = [s for s in sealers if s is not None]
+            if self._sealers:
+                self.budget.chores.append(self._seal_dirty)
             await self._start()
             for w, per_channel in self.restored_out.items():
                 for c, batches in per_channel.items():
@@ -242,6 +257,8 @@ class Task:
         finally:
             self.ended_s = asyncio.get_running_loop().time()
             self.budget.task_waits()  # ended: no longer holds the loop
+            if self._sealers:
+                self.budget.chores.remove(self._seal_dirty)
             with anyio.CancelScope(shield=True):
                 await self._cleanup(error)
 

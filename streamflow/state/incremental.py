@@ -58,7 +58,6 @@ group only of keys in files that straddle its range.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import decimal
 import hashlib
@@ -66,7 +65,7 @@ import secrets
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from operator import is_, itemgetter
 from pathlib import Path
 from typing import Any
@@ -185,12 +184,20 @@ async def capture(
     checkpoint_id: int,
     savepoint: bool,
     key_kind: Callable[[type], str],
+    sealed: dict[str, list[dict[Any, Any]]] | None = None,
 ) -> Capture:
     """Encode, at the barrier, the dirty entries (or all of them) into the frames of a new
-    file, one slice of :data:`CHUNK` keys at a time, yielding to the loop between slices.
+    file, one slice of :data:`CHUNK` keys at a time, pausing through the job's loop budget
+    between slices (``loop_budget.yield_point``).
 
     ``dirty`` maps each table's written keys to their values (MISSING: deleted), so a delta
-    is read sequentially from it, never looked up in the (much larger) table."""
+    is read sequentially from it, never looked up in the (much larger) table; ``sealed``
+    holds older dirty dicts of a table moved aside (``KeyedStateBackend.seal_dirty``), written
+    before the live one, oldest first. The tables and dicts are read through iterators across
+    slices: the task waits for its capture, so nothing writes them meanwhile (a write would
+    fail the capture loudly: 'dictionary changed size during iteration')."""
+    from ..runtime.loop_budget import yield_point
+
     full = chain_state.must_materialise()
     name = chain_state.new_name(checkpoint_id, full, savepoint)
     chain_ = [name] if full else [*chain_state.confirmed, name]
@@ -203,25 +210,29 @@ async def capture(
     }  # fmt: skip
     frames: list[bytes] = []
     key_types: set[type] = set()
+    sealed = {} if sealed is None else sealed
     for table_name, table in tables.items():
         d = dirty.setdefault(table_name, {})
-        source = table if full else d
-        keys, values = list(source), list(source.values())
+        older = sealed.get(table_name, [])
+        for source in [table] if full else [*older, d]:
+            kit, vit = iter(source), iter(source.values())
+            while part := list(islice(kit, CHUNK)):
+                vals = list(islice(vit, CHUNK))
+                if not full and any(map(is_, vals, repeat(MISSING, len(vals)))):
+                    present = [v is not MISSING for v in vals]
+                    dels = [k for k, p in zip(part, present, strict=True) if not p]
+                    frames.append(_packb([table_name, "del", pack_column(dels, codec)]))
+                    part, vals = list(compress(part, present)), list(compress(vals, present))
+                if part:
+                    key_types.update(map(type, part))
+                    columns = [pack_column(part, codec), pack_column(vals, codec)]
+                    frames.append(_packb([table_name, "put", *columns]))
+                await yield_point()
         if not savepoint:
             d.clear()
-        for i in range(0, len(keys), CHUNK):
-            if i:
-                await asyncio.sleep(0)
-            part, vals = keys[i : i + CHUNK], values[i : i + CHUNK]
-            if not full and any(map(is_, vals, repeat(MISSING, len(vals)))):
-                present = [v is not MISSING for v in vals]
-                dels = [k for k, p in zip(part, present, strict=True) if not p]
-                frames.append(_packb([table_name, "del", pack_column(dels, codec)]))
-                part, vals = list(compress(part, present)), list(compress(vals, present))
-            if part:
-                key_types.update(map(type, part))
-                columns = [pack_column(part, codec), pack_column(vals, codec)]
-                frames.append(_packb([table_name, "put", *columns]))
+            while older:  # one sealed dict at a time: dropping a million entries at once is long too
+                older.pop()
+                await yield_point()
     earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
     all_types = key_types.union(*(p.key_types for p in earlier))
     cap.parts = [

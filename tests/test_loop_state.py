@@ -1,0 +1,169 @@
+"""Keyed state never holds the event loop for long (issue 12 item 4): dirty-key dicts are sealed
+before they grow into long resizes, a capture pauses through the job's loop budget between its
+slices, and a restore decodes its files in slices that yield too.
+
+No wall-clock timing: loop turns are counted by a coroutine that yields every iteration, and
+the loop budget's clock is one that says "the slice is over" at every reading, so every
+``yield_point`` pauses: the heartbeat must then run between every two slices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from streamflow.clock import SystemClock
+from streamflow.runtime.loop_budget import LoopBudget, bind
+from streamflow.state import incremental
+from streamflow.state.codec import MsgpackCodec
+from streamflow.state.key_groups import key_group_range
+from streamflow.state.keyed import IncrementalSettings, KeyedStateBackend, ValueStateDescriptor
+
+CODEC = MsgpackCodec()
+MAXP = 128
+VALUE = ValueStateDescriptor("v")
+CHUNK = incremental.CHUNK
+
+
+class AlwaysDue(SystemClock):
+    """A monotonic clock that jumps a second at every reading: every budget check is due."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+def backend() -> KeyedStateBackend:
+    settings = IncrementalSettings("op#0", key_group_range(0, MAXP, 1), CODEC, 8)
+    return KeyedStateBackend(MAXP, settings)
+
+
+def write(b: KeyedStateBackend, key: Any, value: Any) -> None:
+    b.current_key = key
+    b.get_state(VALUE).update(value)
+
+
+class Files:
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    async def take(self, b: KeyedStateBackend, cid: int) -> dict:
+        upload = await b.capture(cid, False)
+        assert upload is not None
+        descriptor = b.snapshot()
+        self.files.update((await upload.produce()).items())  # type: ignore[arg-type]
+        b.checkpoint_complete(cid)
+        return descriptor
+
+    def restore(self, descriptor: dict) -> KeyedStateBackend:
+        b = backend()
+        groups = key_group_range(0, MAXP, 1)
+        b.restore_from([descriptor], lambda g: g in groups, groups, self.files.__getitem__, CODEC)
+        return b
+
+
+def test_sealed_dirty_dicts_keep_every_write_and_the_latest_value() -> None:
+    """Writes spread over several sealed dicts and the live one: the delta restores exactly,
+    overwrites and deletions after a seal included, and the dict handed out stays the same."""
+    files, b = Files(), backend()
+    write(b, "seed", 0)
+    base = asyncio.run(files.take(b, 1))
+    dirty = b._dirty["v"]
+    for k in range(CHUNK + 10):
+        write(b, k, k)
+    b.seal_dirty()
+    assert b._dirty["v"] is dirty and len(dirty) == 0 and len(b._sealed["v"]) == 1
+    for k in range(0, 100):
+        write(b, k, -k)  # overwritten after the seal
+    for k in range(100, 200):
+        write(b, k, None)  # deleted after the seal
+    write(b, "seed", None)
+    for k in range(CHUNK, 2 * CHUNK + 5):
+        write(b, k, ("again", k))
+    b.seal_dirty()
+    write(b, 150, "back")  # deleted in one sealed dict, written again in the live one
+    assert len(b._sealed["v"]) == 2
+    delta = asyncio.run(files.take(b, 2))
+    assert len(delta["chain"]) == 2 and delta["chain"][0] == base["chain"][0]
+    assert b._sealed["v"] == [] and len(dirty) == 0
+    restored = files.restore(delta)
+    expected = dict(b._tables["v"])
+    assert restored._tables["v"] == expected
+    assert expected[5] == -5 and 120 not in expected and expected[150] == "back" and "seed" not in expected
+    assert expected[CHUNK + 1] == ("again", CHUNK + 1)
+
+
+def test_small_dirty_dicts_are_not_sealed() -> None:
+    b = backend()
+    for k in range(CHUNK - 1):
+        write(b, k, k)
+    b.seal_dirty()
+    assert len(b._dirty["v"]) == CHUNK - 1 and not b._sealed.get("v")
+
+
+async def _turns_between(work: Any) -> tuple[Any, int, int]:
+    """Run ``work`` beside a heartbeat that yields every iteration; (result, heartbeat turns,
+    budget pauses)."""
+    budget = LoopBudget(10, AlwaysDue())
+    turns = 0
+    done = False
+
+    async def heartbeat() -> None:
+        nonlocal turns
+        while not done:
+            turns += 1
+            await asyncio.sleep(0)
+
+    beat = asyncio.ensure_future(heartbeat())
+    await asyncio.sleep(0)
+
+    async def bound() -> Any:
+        bind(budget)
+        return await work
+
+    result = await asyncio.ensure_future(bound())
+    done = True
+    await beat
+    return result, turns, budget.slices
+
+
+def test_a_capture_pauses_through_the_budget_between_slices() -> None:
+    files, b = Files(), backend()
+    n = 5 * CHUNK + 3
+    for k in range(n):
+        write(b, k, (k, "x"))
+    descriptor, turns, pauses = asyncio.run(_turns_between(files.take(b, 1)))
+    slices = -(-n // CHUNK)
+    assert pauses >= slices  # a full capture: every slice of the table ends in a pause
+    assert turns >= slices  # ... and the loop ran in each
+    assert files.restore(descriptor)._tables["v"] == b._tables["v"]
+
+
+def test_a_seal_during_a_paused_capture_leaves_its_dicts_alone() -> None:
+    """Another task's pause runs the budget's chores (seal_dirty of every task) while this
+    capture is paused between two slices of the very dicts the seal would move."""
+    files, b = Files(), backend()
+    write(b, "seed", 0)
+    asyncio.run(files.take(b, 1))
+    for k in range(3 * CHUNK):
+        write(b, k, k)
+        if k % CHUNK == CHUNK - 1:
+            b.seal_dirty()
+    for k in range(CHUNK):
+        write(b, ("live", k), k)  # a full live dict: seal_dirty would move it
+
+    async def capture_while_sealing() -> dict:
+        take = asyncio.ensure_future(files.take(b, 2))
+        await asyncio.sleep(0)  # the capture starts (and pauses after its first slice)
+        assert b._capturing
+        while not take.done():
+            b.seal_dirty()  # what a chore does from another task's pause
+            await asyncio.sleep(0)
+        return await take
+
+    descriptor, _turns, pauses = asyncio.run(_turns_between(capture_while_sealing()))
+    assert pauses >= 4
+    assert files.restore(descriptor)._tables["v"] == b._tables["v"]
