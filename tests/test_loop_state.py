@@ -167,3 +167,52 @@ def test_a_seal_during_a_paused_capture_leaves_its_dicts_alone() -> None:
     descriptor, _turns, pauses = asyncio.run(_turns_between(capture_while_sealing()))
     assert pauses >= 4
     assert files.restore(descriptor)._tables["v"] == b._tables["v"]
+
+
+class TickingClock(SystemClock):
+    """Real timers; a monotonic clock that moves 1 ms per reading (as in test_loop_budget)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        self.t += 0.001
+        return self.t
+
+
+async def test_a_restored_chain_is_decoded_in_slices_after_the_job_started(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """The job is built (execute_async returns) with its state read but not decoded; the task
+    then decodes one frame per budget check, and the loop runs between slices: a heartbeat
+    sees at most a slice's worth of frames (10 clock readings) at a time, never all of them."""
+    import streamflow as sf
+
+    monkeypatch.setattr(incremental, "CHUNK", 1_000)  # frames of 1,000 keys: 60 of them
+    keys = 60_000
+
+    def job(clock: Any = None) -> sf.StreamExecutionEnvironment:
+        env = sf.StreamExecutionEnvironment(clock=clock).enable_checkpointing(60_000)
+        env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path))
+        source = env.from_collection([(i, 1) for i in range(keys)])  # restored: at its end
+        source.key_by(lambda e: e[0]).sum(1).add_sink(lambda _v: None)
+        return env
+
+    await (await job().execute_async("restored")).get_job_execution_result()  # a final checkpoint
+    client = await job(TickingClock()).execute_async("restored")
+    assert client.execution.restore is not None
+    backends = [b for t in client.execution.tasks for b in t._keyed_backends()]
+    pending = [b._restoring for b in backends if b.restore_pending]
+    assert len(pending) == 1 and pending[0].frames == 0  # read and checked, not decoded
+    restoring = pending[0]
+    done = client.get_job_execution_result()
+    result = asyncio.ensure_future(done)
+    worst, last = 0, 0
+    while not result.done():
+        await asyncio.sleep(0)
+        worst, last = max(worst, restoring.frames - last), restoring.frames
+    await result
+    assert restoring.frames >= keys // 1_000
+    assert worst <= 12, worst
+    restored = backends[0]
+    assert restored._tables["reduce"] == {i: (i, 1) for i in range(keys)}

@@ -110,6 +110,13 @@ class GcPolicy:
         if self._jobs.get(id(job)):
             self._freeze(f"after restoring {what}")
 
+    def after_task_restore(self, task: str) -> None:
+        """A task finished decoding restored state after its job started (the heap backend
+        defers that, ``state/deferred_restore.py``): freeze it, if any running job freezes
+        (the task does not know its job; jobs in one process rarely differ in this)."""
+        if self.freezing:
+            self._freeze(f"task {task} decoded its restored state")
+
     @property
     def freezing(self) -> bool:
         return any(self._jobs.values())

@@ -310,12 +310,16 @@ class Execution:
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
         backend = self.config.state_backend
         if backend is None:
-            return KeyedStateBackend(maxp, self._incremental(uid, sub, maxp, parallelism))
-        groups = key_group_range(sub, maxp, parallelism)
-        return cast(
-            KeyedStateBackend,
-            backend.create_keyed_backend(maxp, groups, uid, sub, self.config.checkpoint.codec),
-        )
+            keyed = KeyedStateBackend(maxp, self._incremental(uid, sub, maxp, parallelism))
+        else:
+            groups = key_group_range(sub, maxp, parallelism)
+            keyed = cast(
+                KeyedStateBackend,
+                backend.create_keyed_backend(maxp, groups, uid, sub, self.config.checkpoint.codec),
+            )
+        if hasattr(keyed, "defer_restore"):  # the heap backend: its task decodes a restore in slices
+            keyed.defer_restore = True
+        return keyed
 
     def _incremental(self, uid: str, sub: int, maxp: int, parallelism: int) -> IncrementalSettings | None:
         """Incremental keyed checkpoints need them on, checkpointing, and storage to keep the chain."""

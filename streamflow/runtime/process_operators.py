@@ -262,7 +262,8 @@ class TimerOperator(StreamOperator):
             if ts not in self._scheduled:
                 self._scheduled.add(ts)
                 self.ctx.processing_time.register(ts, self._on_processing_time)
-        self._check_key_type = self.backend.restored_key_types is not None
+        # a chain restore decodes later (Task.run): its key kinds are known when the first record comes
+        self._check_key_type = self.backend.restored_key_types is not None or self.backend.restore_pending
 
     def check_key_type(self, records: list, key_of: Callable[[Any], Any] | None = None) -> None:
         self._check_key_type = False

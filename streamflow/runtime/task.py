@@ -49,6 +49,7 @@ from .events import (
     Watermark,
     WatermarkStatus,
 )
+from .gc_policy import GC_POLICY
 from .loop_budget import LoopBudget, bind
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
@@ -204,6 +205,17 @@ class Task:
         return bool(self.mailbox) or self.processing_time.has_due()
 
     # -- lifecycle ---------------------------------------------------------
+    async def _finish_restores(self) -> None:
+        """Decode the keyed state restored for this task's operators (read at build time), a
+        frame at a time between loop budget pauses (``state/deferred_restore.py``)."""
+        restored = False
+        for backend in self._keyed_backends():
+            if getattr(backend, "restore_pending", False):
+                await backend.finish_restore()
+                restored = True
+        if restored:
+            GC_POLICY.after_task_restore(self.name)
+
     def _seal_dirty(self) -> None:
         """A loop budget chore (and before each idle wait): keyed backends move aside dirty-key
         dicts grown past a few thousand keys, so none grows into a long resize
@@ -230,6 +242,7 @@ class Task:
         self.budget.task_started()
         bind(self.budget)  # long steps of this task yield through the job's budget
         try:
+            await self._finish_restores()
             for op in reversed(self.operators):
                 self._opened.append(op)
                 await op.open()

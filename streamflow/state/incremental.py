@@ -74,7 +74,7 @@ import msgpack
 
 from .codec import Codec
 
-__all__ = ["CHUNK", "Capture", "HeapChain", "HeapUpload", "apply_file", "capture"]
+__all__ = ["CHUNK", "Capture", "HeapChain", "HeapUpload", "apply_file", "apply_file_slices", "capture"]
 
 CHUNK = 16_384  # keys per slice: capture and encoding yield to the loop between slices
 FORMAT = "streamflow-heap-state"
@@ -317,6 +317,23 @@ def apply_file(
 ) -> set[str]:
     """Apply one base or delta to ``tables(name, kind)``, keeping the keys in ``groups``;
     returns the key kinds it holds. Raises ValueError when the file is not one."""
+    kinds: set[str] = set()
+    for _ in apply_file_slices(data, tables, codec, groups, key_group_of, kinds):
+        pass
+    return kinds
+
+
+def apply_file_slices(
+    data: bytes,
+    tables: Callable[[str, str], dict],
+    codec: Codec,
+    groups: range,
+    key_group_of: Callable[[Any], int],
+    key_kinds: set[str],
+) -> Iterator[None]:
+    """:func:`apply_file` one frame (at most :data:`CHUNK` keys) per step, adding the file's key
+    kinds to ``key_kinds`` at the end: a restore decodes between loop pauses. The first step
+    only checks the header (a wrong codec or format raises there, before any frame applies)."""
     frames = _frames(data)
     header = next(frames, None)
     if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("version") != 1:
@@ -326,17 +343,17 @@ def apply_file(
             f"written with the {header['codec']!r} state codec, but this job uses {codec.name!r}: "
             "configure the same codec (set_state_codec) to restore it"
         )
+    yield
     start, stop = header["range"]
     if stop <= groups.start or start >= groups.stop:
-        return set()
+        return
     keep_all = groups.start <= start and stop <= groups.stop
     kinds: dict[str, str] = header["kinds"]
-    key_kinds: set[str] = set()
     for frame in frames:
         name, op = frame[0], frame[1]
         if op == "end":
             key_kinds.update(frame[2])
-            return key_kinds
+            return
         table = tables(name, kinds[name])
         keys = unpack_column(frame[2], codec)
         if op == "put":
@@ -352,4 +369,5 @@ def apply_file(
                 table.pop(k, None)
         else:
             raise ValueError(f"unknown frame {op!r}")
+        yield
     raise ValueError("truncated: no end frame")

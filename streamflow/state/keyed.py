@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint._fs import CorruptCheckpointError
 from ..functions import AggregateFunction, ReduceFunction
 from . import incremental as _inc
 from .codec import Codec
+from .deferred_restore import DeferredRestore
 from .key_groups import key_group_of
 from .typed import Pickled, pickle_entries, restored_entries
 
@@ -298,6 +298,10 @@ class KeyedStateBackend:
         self._dirty: dict[str, dict] = {}
         self._sealed: dict[str, list[dict]] = {}  # dirty entries moved aside, oldest first (seal_dirty)
         self._capturing = False  # a capture is reading the dirty dicts (across loop pauses)
+        self._restoring: DeferredRestore | None = None  # a chain restore not decoded yet
+        # decode a chain restore later, in the task (deferred_restore.py): the streaming runtime
+        # sets it; callers that read tables right after restore_from leave it off
+        self.defer_restore = False
         self._untracked: set[str] = set()  # tables handed out without dirty tracking
         self._captured: _inc.Capture | None = None
         self.ttl: Any = None  # the TtlRegistry of this backend's TTL states (state/ttl_cleanup.py)
@@ -313,6 +317,7 @@ class KeyedStateBackend:
     def table(self, name: str, kind: str = "internal") -> dict:
         """The table, untracked: its writer does not mark keys dirty, so this backend's
         snapshots are full ones from now on."""
+        self._restored_now()
         self._untracked.add(name)
         return self._register(name, kind)
 
@@ -320,6 +325,7 @@ class KeyedStateBackend:
         """The table and its dirty entries (None when snapshots are not incremental): before
         the next snapshot, the caller records every key it writes with its new value, and
         every key it deletes with ``incremental.MISSING``."""
+        self._restored_now()
         if self._settings is None:  # not incremental: whatever table() gives (RocksDB's tables)
             return self.table(name, kind), None
         return self._register(name, kind), self._dirty.setdefault(name, {})
@@ -358,6 +364,7 @@ class KeyedStateBackend:
         raise TypeError(f"unknown state descriptor {type(descriptor).__name__}")
 
     def keys(self) -> set:
+        self._restored_now()
         out: set = set()
         for t in self._tables.values():
             out.update(t.keys())
@@ -366,6 +373,7 @@ class KeyedStateBackend:
     async def capture(self, checkpoint_id: int, savepoint: bool) -> _inc.HeapUpload | None:
         """At a barrier, before :meth:`snapshot`: capture what changed (a ``SharedUpload`` that
         encodes it after the barrier), or None when this snapshot is a full one."""
+        self._restored_now()
         settings, chain_state = self._settings, self._chain
         if settings is None or chain_state is None or self._untracked:
             return None
@@ -387,6 +395,7 @@ class KeyedStateBackend:
     def snapshot(self) -> dict[str, Any]:
         """The state for the operator's snapshot: what :meth:`capture` captured (a chain of
         shared files), or every entry by key group (TTL states filtered by full-snapshot cleanup)."""
+        self._restored_now()
         captured, self._captured = self._captured, None
         if captured is not None:
             return captured.descriptor()
@@ -464,16 +473,33 @@ class KeyedStateBackend:
         if read_shared is None or key_groups is None or codec is None:
             raise ValueError("incremental keyed state can only be restored from checkpoint storage")
         maxp = self.max_parallelism
-        kinds: set[str] = set()
-        for name in snap["chain"]:
-            data = read_shared(name)
-            try:
-                kinds |= _inc.apply_file(
-                    data, self._register, codec, key_groups, lambda k: key_group_of(k, maxp)
-                )
-            except (ValueError, TypeError, KeyError, IndexError) as e:
-                msg = f"state file {name!r} of an incremental checkpoint is damaged: {type(e).__name__}: {e}"
-                raise CorruptCheckpointError(msg, name) from e
+        if self._restoring is None:
+            self._restoring = DeferredRestore(self._restore_decoded)
+        for name in snap["chain"]:  # read and verified now; decoded by finish_restore
+            steps = _inc.apply_file_slices(
+                read_shared(name), self._register, codec, key_groups, lambda k: key_group_of(k, maxp),
+                self._restoring.key_kinds,
+            )  # fmt: skip
+            self._restoring.add(name, steps)
+        if not self.defer_restore:
+            self._restoring.finish_now()
+
+    @property
+    def restore_pending(self) -> bool:
+        """A chain restore is read but not decoded yet (``deferred_restore.py``)."""
+        return bool(self._restoring)
+
+    async def finish_restore(self) -> None:
+        """Decode a pending chain restore a frame at a time, pausing through the loop budget."""
+        if self._restoring:
+            await self._restoring.finish()
+
+    def _restored_now(self) -> None:
+        if self._restoring:
+            self._restoring.finish_now()
+
+    def _restore_decoded(self, kinds: set[str]) -> None:
+        self._restoring = None
         if kinds:
             self.restored_key_types = (self.restored_key_types or set()) | kinds
 
@@ -482,6 +508,7 @@ class KeyedStateBackend:
         (all of them: an operator may hold keys of several types, e.g. None beside str).
         Numbers are one kind (1, 1.0 and True are equal keys, see key_groups.py), and so are
         str and its subclasses (a StrEnum member equals its value)."""
+        self._restored_now()
         expected, self.restored_key_types = self.restored_key_types, None
         if expected is not None and _key_kind(type(key)) not in {_stored_kind(e) for e in expected}:
             raise TypeError(
