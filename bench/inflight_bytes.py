@@ -11,6 +11,12 @@ The RSS beyond the budget is the records outside the channels: the one being mad
 the slow map, the one in the sink, and at most one batch per channel past the budget (a batch
 always enters an empty channel); it does not grow with the budget or the number of records.
 
+Target (issue 12 item 7): with a byte budget, memory stays within it. Two checks per budget:
+the bytes queued in channels at once at most the budget plus one batch (the budget's own
+guarantee), and the peak RSS above the baseline at most the budget plus the records that are
+never queued (``OUTSIDE`` = 4: the one being made, the one in the slow map, the one in the sink,
+one batch past the budget). PASS when both hold for every budget.
+
 Usage: python bench/inflight_bytes.py [--records N] [--size-mb S] [--budget-mb B[,B...]]
 """
 
@@ -18,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+OUTSIDE = 4  # records a byte budget does not count (see the module doc)
 
 
 def child(records: int, size_mb: int, budget_mb: int | None) -> None:
@@ -79,6 +87,8 @@ def main() -> None:
         child(args.records, args.size_mb, None if args.child == "none" else int(args.child))
         return
     print(f"{args.records} records of {args.size_mb} MB behind a slow sink")
+    print(f"  load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    verdicts: list[bool] = []
     budgets = [int(b) for b in str(args.budget_mb).split(",")]
     for budget in (None, *budgets):
         cmd = [sys.executable, __file__, "--records", str(args.records), "--size-mb", str(args.size_mb)]
@@ -89,11 +99,21 @@ def main() -> None:
         over = ""
         if budget is not None:
             extra = figures["rss_peak_above_base_mb"] - budget
-            over = f", RSS beyond the budget {extra:+7.1f} MB ({extra / args.size_mb:+.1f} records)"
+            queued_ok = figures["in_flight_peak_mb"] <= budget + args.size_mb
+            rss_ok = figures["rss_peak_above_base_mb"] <= budget + OUTSIDE * args.size_mb
+            verdicts.append(queued_ok and rss_ok)
+            over = (
+                f", RSS beyond the budget {extra:+7.1f} MB ({extra / args.size_mb:+.1f} records; "
+                f"allowed {OUTSIDE}): {'PASS' if verdicts[-1] else 'MISS'}"
+            )
         print(
             f"  {label:32s} peak RSS +{figures['rss_peak_above_base_mb']:7.1f} MB, "
             f"in flight at most {figures['in_flight_peak_mb']:7.1f} MB{over}"
         )
+    print(
+        f"target: in flight <= budget + 1 record, peak RSS <= budget + {OUTSIDE} records of "
+        f"{args.size_mb} MB, for every budget: {'PASS' if verdicts and all(verdicts) else 'MISS'}"
+    )
 
 
 if __name__ == "__main__":
