@@ -234,8 +234,13 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 if not _truthy(value) and isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
                     raise ValueError("streamflow's RocksDB checkpoints are always incremental")
                 self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))  # the heap's
-            elif key == "state.checkpoints.dir":
+            elif key in ("state.checkpoints.dir", "execution.checkpointing.dir"):
                 self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
+            elif key == "execution.checkpointing.storage":
+                self._configure_checkpoint_storage(str(value), configuration)
+            elif key in ("state.storage.fs.write-buffer-size", "execution.checkpointing.write-buffer-size"):
+                _log.info("%s=%s is recorded, not used: streamflow writes each checkpoint entry as one "
+                         "file with one atomic rename", key, value)
             elif key == "execution.checkpointing.unaligned":
                 self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
             elif key == "state.backend.incremental.max-chain":
@@ -267,6 +272,21 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             else:
                 raise ValueError(f"unknown configuration key {key!r}")
         return self
+
+    def _configure_checkpoint_storage(self, kind: str, configuration: Any) -> None:
+        """``jobmanager``: checkpoints in memory; ``filesystem``: in the directory that
+        ``execution.checkpointing.dir`` names (in the same configuration)."""
+        if kind == "jobmanager":
+            self.runtime.checkpoint.storage_dir = None
+            self.runtime.checkpoint.storage = None
+        elif kind == "filesystem":
+            named = any(k in configuration for k in ("execution.checkpointing.dir", "state.checkpoints.dir"))
+            if not named and self.runtime.checkpoint.storage_dir is None:
+                raise ValueError(
+                    "execution.checkpointing.storage: filesystem needs execution.checkpointing.dir"
+                )
+        else:
+            raise ValueError(f"execution.checkpointing.storage {kind!r}: choose jobmanager or filesystem")
 
     def _configure_rocksdb_dir(self, path: str) -> None:
         self._rocksdb_local_dir = path

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import datetime
 import enum
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..state.codec import Codec, MsgpackCodec
+from .storages import (
+    CheckpointStorage,
+    ExternalizedCheckpointRetention,
+    JobManagerCheckpointStorage,
+    local_path,
+)
 
 if TYPE_CHECKING:
     from .storage import FileSystemCheckpointStorage
+
+log = logging.getLogger(__name__)
 
 
 class CheckpointingMode(enum.Enum):
@@ -50,6 +59,10 @@ class CheckpointConfig:
     records_codec: Codec | None = None  # in-flight records; None: the state codec
     incremental: bool = True  # heap keyed state: deltas and bases (state/incremental.py)
     incremental_max_chain: int = 32  # deltas after a base before the next full materialisation
+    externalized_retention: ExternalizedCheckpointRetention = (
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
+    )
+    storage_surface: CheckpointStorage | None = None  # the PyFlink storage object set, if any
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -69,17 +82,59 @@ class CheckpointConfig:
         return self
 
     def set_checkpoint_storage_dir(self, path: str | Path) -> CheckpointConfig:
-        """Where checkpoints go (one ``chk-<id>`` directory each) and are restored from."""
-        self.storage_dir = Path(path)
+        """Where checkpoints go (one ``chk-<id>`` directory each) and are restored from: a
+        local path or a ``file://`` URI."""
+        self.storage_dir = local_path(path)
         self.storage = None
         return self
 
-    def set_checkpoint_storage(self, storage: FileSystemCheckpointStorage) -> CheckpointConfig:
-        """Use this storage object (e.g. a subclass wrapping a slow or failing disk in tests);
-        its directory becomes the storage directory."""
+    def set_checkpoint_storage(
+        self, storage: CheckpointStorage | FileSystemCheckpointStorage
+    ) -> CheckpointConfig:
+        """PyFlink's ``JobManagerCheckpointStorage()`` (checkpoints in memory) or
+        ``FileSystemCheckpointStorage(path)`` (in that directory), see
+        :mod:`streamflow.checkpoint.storages`; or a storage object of
+        :mod:`streamflow.checkpoint.storage` (e.g. a subclass wrapping a slow or failing disk
+        in tests), whose directory becomes the storage directory."""
+        if isinstance(storage, CheckpointStorage):
+            directory = storage.directory()
+            self.storage = None
+            self.storage_dir = directory
+            self.storage_surface = storage
+            return self
         self.storage = storage
         self.storage_dir = storage.directory
         return self
+
+    def get_checkpoint_storage(self) -> CheckpointStorage:
+        """The storage as PyFlink's classes name it."""
+        from .storages import FileSystemCheckpointStorage as FsStorage
+
+        surface = self.storage_surface
+        if surface is not None and surface.directory() == self.storage_dir:
+            return surface
+        return JobManagerCheckpointStorage() if self.storage_dir is None else FsStorage(self.storage_dir)
+
+    def set_externalized_checkpoint_retention(
+        self, retention: ExternalizedCheckpointRetention
+    ) -> CheckpointConfig:
+        """Accepted with PyFlink's values; checkpoints in a storage directory are always kept
+        when a job is cancelled (they are what a restarted program restores from), so
+        ``RETAIN_ON_CANCELLATION`` is what happens and the other values are logged as not applied."""
+        if not isinstance(retention, ExternalizedCheckpointRetention):
+            raise TypeError(f"expected an ExternalizedCheckpointRetention, got {retention!r}")
+        if retention is not ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION:
+            log.warning("externalized checkpoint retention %s is not applied: streamflow keeps the newest "
+                        "retained checkpoints in the storage directory when a job is cancelled "
+                        "(RETAIN_ON_CANCELLATION)", retention.name)
+        self.externalized_retention = retention
+        return self
+
+    def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
+        return self.externalized_retention
+
+    def is_externalized_checkpoints_enabled(self) -> bool:
+        return self.storage_dir is not None
 
     def get_checkpoint_storage_dir(self) -> Path | None:
         return self.storage_dir

@@ -15,6 +15,11 @@ from streamflow.async_io import AsyncRetryPredicate as AsyncRetryPredicate
 from streamflow.async_io import AsyncRetryStrategy as AsyncRetryStrategy
 from streamflow.checkpoint.config import CheckpointConfig as CheckpointConfig
 from streamflow.checkpoint.config import CheckpointingMode as CheckpointingMode
+from streamflow.checkpoint.storages import CheckpointStorage as CheckpointStorage
+from streamflow.checkpoint.storages import CustomCheckpointStorage as CustomCheckpointStorage
+from streamflow.checkpoint.storages import ExternalizedCheckpointRetention as ExternalizedCheckpointRetention
+from streamflow.checkpoint.storages import FileSystemCheckpointStorage as FileSystemCheckpointStorage
+from streamflow.checkpoint.storages import JobManagerCheckpointStorage as JobManagerCheckpointStorage
 from streamflow.configuration import MemorySize as MemorySize
 from streamflow.execution_mode import RuntimeExecutionMode as RuntimeExecutionMode
 from streamflow.execution_mode import TimeCharacteristic as TimeCharacteristic
@@ -68,19 +73,24 @@ __all__ = [
     "BroadcastProcessFunction",
     "BroadcastStream",
     "CheckpointConfig",
+    "CheckpointStorage",
     "CheckpointingMode",
     "CoFlatMapFunction",
     "CoMapFunction",
     "CoProcessFunction",
     "ConnectedStreams",
     "CountWindow",
+    "CustomCheckpointStorage",
     "DataStream",
     "DataStreamSink",
     "EmbeddedRocksDBStateBackend",
+    "ExternalizedCheckpointRetention",
+    "FileSystemCheckpointStorage",
     "FilterFunction",
     "FlatMapFunction",
     "GlobalWindow",
     "HashMapStateBackend",
+    "JobManagerCheckpointStorage",
     "KeySelector",
     "KeyedBroadcastProcessFunction",
     "KeyedCoProcessFunction",

@@ -1,0 +1,24 @@
+################################################################################
+#  Licensed to the Apache Software Foundation (ASF) under one
+#  or more contributor license agreements.  See the NOTICE file
+#  distributed with this work for additional information
+#  regarding copyright ownership.  The ASF licenses this file
+#  to you under the Apache License, Version 2.0 (the
+#  "License"); you may not use this file except in compliance
+#  with the License.  You may obtain a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+#  Unless required by applicable law or agreed to in writing, software
+#  distributed under the License is distributed on an "AS IS" BASIS,
+#  WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+#  See the License for the specific language governing permissions and
+# limitations under the License.
+################################################################################
+# From Apache Flink's documentation, docs/content/docs/ops/state/state_backends.md, a stored version of the
+# Flink 2.x page (its configuration keys are `state.backend.type` and `execution.checkpointing.*`), section "Migrating from Legacy Backends / MemoryStateBackend"
+# (the Python tab, unchanged except that `pyflink` reads `streamflow`).
+config = Configuration()
+config.set_string('state.backend.type', 'hashmap')
+config.set_string('execution.checkpointing.storage', 'jobmanager')
+env = StreamExecutionEnvironment.get_execution_environment(config)
