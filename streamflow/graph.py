@@ -77,6 +77,9 @@ class StreamNode:
     description: str | None = None
     slot_sharing_group: str | None = None  # accepted and shown in the plan; one process has one slot
     rescalable: bool = False  # non-keyed state any parallelism may restore (broadcast state)
+    # the record type declared for the node's main output (key None) or a side output (its tag):
+    # names the codec of its in-flight records in unaligned checkpoints (checkpoint/channel_types.py)
+    declared_types: dict[str | None, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"<node {self.id} {self.name!r}>"

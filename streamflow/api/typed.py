@@ -162,6 +162,10 @@ def typed(stream: Any, type_info: Any) -> Any:
     """``stream`` with its declared record type (``None`` passes through)."""
     if stream is not None:
         stream._type_info = type_info
+        inputs = getattr(stream, "_inputs", None)
+        if type_info is not None and inputs is not None and len(inputs) == 1:
+            node, tag = inputs[0]  # (a union's inputs keep their own types)
+            node.declared_types[tag] = type_info
     return stream
 
 

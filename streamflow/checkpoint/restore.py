@@ -93,6 +93,7 @@ def encode_entry(
             "records_codec": (records_codec or codec).name,
             "in": state["in"],
             "out": state["out"],
+            **({"pickled": state["pickled"]} if state.get("pickled") else {}),
         }
     )
     return codec.name.encode() + b"\n" + body
@@ -204,7 +205,7 @@ class RestoredCheckpoint:
                     r.ops.setdefault(uid, {})[sub] = state
                 inp, out = _decode_channels(entry, reader, records_codec or codec, where)
                 if inp or out:
-                    r.channels[task_id] = {"in": inp, "out": out}
+                    r.channels[task_id] = {"in": inp, "out": out, "pickled": entry.get("pickled")}
                     r.task_parallelism[task_id] = int(entry["parallelism"])
             except StateMismatchError:
                 raise

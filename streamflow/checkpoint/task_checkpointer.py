@@ -48,6 +48,7 @@ from .barrier_handler import (
     TimeoutBase,
 )
 from .barrier_tracker import BarrierTracker
+from .channel_types import pickle_channels
 from .config import CheckpointingMode
 from .events import CancelCheckpointMarker, CheckpointBarrier
 from .restore import encode_channel_state
@@ -149,6 +150,20 @@ class TaskCheckpointer:
         name = repr(operators[0].name) if operators else repr(self.task.name)
         return encode_channel_state(self.driver.config.get_records_codec(), name, channels)
 
+    def _encode_channel_state(self, state: dict[str, Any]) -> None:
+        """Encode ``state["in"]``/``["out"]`` in place: the records of streams declared
+        ``Types.PICKLED_BYTE_ARRAY()`` pickled first (listed under ``"pickled"``), then all
+        with the job's records codec (``channel_types.py``)."""
+        inp, out, listing = state["in"], state["out"], None
+        if inp or out:
+            inp, out, listing = pickle_channels(
+                inp, out, getattr(self.task, "input_types", ()), getattr(self.task, "writer_types", ())
+            )
+        if listing:
+            state["pickled"] = listing
+        state["in"] = self._encode_records(inp, self.task.operators[:1])
+        state["out"] = self._encode_records(out, self.task.operators[-1:])
+
     async def _forward(self, barrier: CheckpointBarrier, unaligned: bool) -> dict[int, dict[int, list]]:
         out: dict[int, dict[int, list]] = {}
         for w, writer in enumerate(self.task.writers):
@@ -183,8 +198,8 @@ class TaskCheckpointer:
         out = await self._forward(barrier, unaligned)
         if faults.ARMED:
             faults.point("snapshot", barrier.checkpoint_id)
-        out = self._encode_records(out, self.task.operators[-1:])
         state = {"ops": ops, "in": {}, "out": out, "sync_ms": self.last_sync_ms, "alignment_ms": 0}
+        self._encode_channel_state(state)
         self._acknowledge(barrier.checkpoint_id, self._shared(barrier.checkpoint_id, state), uploads)
 
     async def finish_checkpointing(self) -> Any:
@@ -257,8 +272,7 @@ class TaskCheckpointer:
                 if state is not None:
                     uploads = state.pop("uploads")
                     state["alignment_ms"] = self.last_alignment_ms
-                    state["in"] = self._encode_records(state["in"], task.operators[:1])
-                    state["out"] = self._encode_records(state["out"], task.operators[-1:])
+                    self._encode_channel_state(state)
                     self._acknowledge(action.checkpoint_id, state, uploads)
             elif kind is AbortCheckpoint:
                 self.persisting = {}

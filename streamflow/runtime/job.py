@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import anyio
 
+from ..checkpoint.channel_types import restored_channels
 from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
 from ..checkpoint.driver import CheckpointDriver
 from ..checkpoint.restore import RestoredCheckpoint, StateMismatchError
@@ -189,6 +190,7 @@ class Execution:
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
         writers: list[ChannelWriter] = []
+        writer_types: list[Any] = []  # the declared record type each writer carries (or None)
         outputs: dict[int, MeteredOutput] = {}
         for node in reversed(nodes):  # consumers first, so their operators exist
             main: list[BatchTarget] = []
@@ -212,6 +214,7 @@ class Execution:
                         where=f"key selector of {consumer.name!r}",
                     )
                     writers.append(writer)
+                    writer_types.append(node.declared_types.get(edge.side_tag))
                     target = writer
                 (main if edge.side_tag is None else side.setdefault(edge.side_tag, [])).append(target)
             outputs[node.id] = MeteredOutput(main, side, self.loop_budget)
@@ -235,14 +238,18 @@ class Execution:
         else:
             gate_channels: list[Channel] = []
             input_of_channel: list[int] = []
+            input_types: list[Any] = []
             for k, edge in enumerate(head.inputs):
                 for row in edge_channels[(head.id, k)]:
                     ch = row[sub]
                     if ch is not None:
                         gate_channels.append(ch)
                         input_of_channel.append(edge.input_index)
+                        input_types.append(edge.upstream.declared_types.get(edge.side_tag))
             task = InputTask(task_name, InputGate(gate_channels), input_of_channel, **kw)
+            task.input_types = input_types
         task.parallelism = g.parallelism[head.id]
+        task.writer_types = writer_types
         task.outputs = [(node, outputs[node.id]) for node in nodes]
         self._task_ids.append(task_id)
         for writer in writers:
@@ -270,15 +277,21 @@ class Execution:
         state = self.restore.channels.get(task_id)
         if state is None:
             return
+        inp, out = restored_channels(
+            task_id,
+            {int(c): b for c, b in state["in"].items()},
+            {int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()},
+            state.get("pickled"),
+            getattr(task, "input_types", ()),
+            task.writer_types,
+        )
         try:
-            task.restored_out = {
-                int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()
-            }
+            task.restored_out = out
             for w, chs in task.restored_out.items():
                 for c in chs:
                     task.writers[w].channels[c]
             if isinstance(task, InputTask):
-                task.restored_in = {int(c): b for c, b in state["in"].items()}
+                task.restored_in = inp
                 for c in task.restored_in:
                     task.gate.channels[c]
         except (IndexError, KeyError):

@@ -90,6 +90,7 @@ class Task:
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
         self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
+        self.writer_types: list[Any] = []  # the declared record type of each writer's stream (or None)
         self._finish_waiter: asyncio.Future[None] | None = None  # see _wait_for_final_checkpoint
         # metrics (read by runtime/job_metrics.py): the chain's outputs, loop time spent waiting
         # for input (idle) and when the run started; time blocked on full output channels is
@@ -408,6 +409,7 @@ class InputTask(Task):
         self.open_channels = len(gate.channels)
         self.records_in = 0
         self.restored_in: dict[int, list] = {}  # input channel state to replay first
+        self.input_types: list[Any] = []  # the declared record type of each channel's stream (or None)
 
     async def _run_loop(self) -> None:
         gate, head = self.gate, self.operators[0]
