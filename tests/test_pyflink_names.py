@@ -1,54 +1,62 @@
 """Every public name PyFlink 2.3 exports from the modules streamflow mirrors exists here.
 
 ``tests/pyflink_material/pyflink_names.json`` is extracted from the apache-flink
-2.3.0 wheel by ``scripts/extract_pyflink_names.py``. ``PENDING`` lists the names
-not there yet, each with its reason (also in docs/pyflink.md); a pending name
-that appears fails the test, so the list only shrinks.
+2.3.0 wheel by ``scripts/extract_pyflink_names.py``. ``REFUSED`` lists the names
+that exist only to refuse use with a clear error (what, why, what instead; also in
+docs/pyflink.md); ``PENDING`` the names not there yet (none).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 NAMES = json.loads((Path(__file__).parent / "pyflink_material" / "pyflink_names.json").read_text())
 
-_KAFKA = "Kafka connector and schemas: the kafka branch (issue 10)"
-_METRICS = "no common Metric base class in streamflow.runtime.metrics (issue 14's module)"
-_BACKENDS = "checkpoint storages as classes, custom (JVM) state backends: issue 12"
-_FILES = "file connector extensions (compaction, bulk formats, bucket assigners) not implemented"
-_JVM = "JVM-only helper with no meaning without the JVM"
-PENDING: dict[tuple[str, str], str] = {}
-for module, names, reason in [
-    ("pyflink.common", ["AssignerWithPeriodicWatermarksWrapper", "CompletableFuture", "JobID",
-                        "ExecutionConfig"], _JVM),
-    ("pyflink.common.serialization", ["RowFieldExtractorSchema"], _KAFKA),
-    ("pyflink.datastream.connectors.kafka", ["FlinkKafkaConsumer", "FlinkKafkaProducer",
-                                             "KafkaRecordSerializationSchemaBuilder", "KafkaTopicSelector",
-                                             "Semantic"], _KAFKA),
-    ("pyflink.common.serialization", ["BulkWriterFactory"], _FILES),
-    ("pyflink.common.watermark_strategy", ["AssignerWithPeriodicWatermarksWrapper"], _JVM),
-    ("pyflink.datastream", ["CustomStateBackend"], _BACKENDS),
-    ("pyflink.datastream.connectors.base", ["StreamTransformer", "SupportsPreprocessing"], _JVM),
-    ("pyflink.datastream.connectors.file_system", ["BucketAssigner", "BulkFormat", "FileCompactStrategy",
-                                                   "FileCompactor", "FileEnumeratorProvider",
-                                                   "FileSplitAssignerProvider"],
-     _FILES),
-    ("pyflink.datastream.state", ["OperatorStateStore"], "operator state (non-keyed) is not exposed"),
-    ("pyflink.metrics", ["Metric"], _METRICS),
+#: Names that exist but refuse to be used (``streamflow/api/pyflink_names.py``): constructing
+#: them, or reading a class attribute such as ``builder()``, raises NotSupportedError naming
+#: what is not supported, why, and what to use instead. Each is listed in docs/pyflink.md.
+REFUSED: dict[tuple[str, str], str] = {}
+for module, names, why in [
+    ("pyflink.common", ["AssignerWithPeriodicWatermarksWrapper", "CompletableFuture", "JobID"], "JVM"),
+    ("pyflink.common.watermark_strategy", ["AssignerWithPeriodicWatermarksWrapper"], "JVM"),
+    ("pyflink.common.serialization", ["BulkWriterFactory"], "bulk formats"),
+    ("pyflink.datastream", ["CustomStateBackend"], "JVM"),
+    ("pyflink.datastream.connectors.base", ["StreamTransformer", "SupportsPreprocessing"], "JVM"),
+    (
+        "pyflink.datastream.connectors.kafka",
+        ["FlinkKafkaConsumer", "FlinkKafkaProducer", "Semantic"],
+        "Kafka",
+    ),
+    (
+        "pyflink.datastream.connectors.file_system",
+        [
+            "BucketAssigner",
+            "BulkFormat",
+            "FileCompactStrategy",
+            "FileCompactor",
+            "FileEnumeratorProvider",
+            "FileSplitAssignerProvider",
+        ],
+        "not implemented",
+    ),
+    ("pyflink.datastream.state", ["OperatorStateStore"], "operator (non-keyed) state"),
 ]:
     for name in names:
-        PENDING[(module, name)] = reason
+        REFUSED[(module, name)] = why
+#: Names still missing, with their reason (none now; a pending name that appears fails the test).
+PENDING: dict[tuple[str, str], str] = {}
 PENDING_MODULES: dict[str, str] = {}
 
 CASES = [(module, name) for module, names in sorted(NAMES.items()) for name in names]
 
 
 def _mirror(module: str) -> object:
-    return importlib.import_module("streamflow" + module[len("pyflink"):])
+    return importlib.import_module("streamflow" + module[len("pyflink") :])
 
 
 def test_the_list_is_pyflinks() -> None:
@@ -65,8 +73,50 @@ def test_pyflink_name_exists(module: str, name: str) -> None:
     present = hasattr(_mirror(module), name)
     if (module, name) in PENDING:
         assert not present, f"{module}.{name} exists now: remove it from PENDING and docs/pyflink.md"
-    else:
-        assert present, f"streamflow{module[7:]} has no {name}"
+        return
+    assert present, f"streamflow{module[7:]} has no {name}"
+    value = getattr(_mirror(module), name)
+    if (module, name) in REFUSED:
+        from streamflow.api.pyflink_names import NotSupportedError
+
+        expected = f"{name} .*is not supported by streamflow: .*{re.escape(REFUSED[module, name])}"
+        with pytest.raises(NotSupportedError, match=expected):
+            value()
+        with pytest.raises(NotSupportedError, match="builder of"):
+            value.builder()
+    else:  # a real implementation, not a refusal
+        assert type(value).__name__ != "_Refusing", f"{module}.{name} refuses: list it in REFUSED"
+
+
+def test_interfaces_of_the_last_names() -> None:
+    from streamflow.common import ExecutionConfig
+    from streamflow.common.serialization import RowFieldExtractorSchema
+    from streamflow.datastream import StreamExecutionEnvironment
+    from streamflow.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaTopicSelector
+    from streamflow.metrics import Counter, Distribution, Gauge, Meter, Metric
+
+    assert isinstance(StreamExecutionEnvironment.get_execution_environment().get_config(), ExecutionConfig)
+    assert all(issubclass(c, Metric) for c in (Counter, Gauge, Meter, Distribution)) and not issubclass(
+        int, Metric
+    )
+    from streamflow.common import Row
+
+    schema = RowFieldExtractorSchema(1)
+    assert schema.serialize(Row(a="x", b=b"key")) == b"key"
+    with pytest.raises(TypeError, match="not bytes"):
+        schema.serialize(("x", "str"))
+
+    class ByParity(KafkaTopicSelector):
+        def apply(self, data: int) -> str:
+            return "even" if data % 2 == 0 else "odd"
+
+    built = (
+        KafkaRecordSerializationSchema.builder()
+        .set_topic_selector(ByParity())
+        .set_value_serialization_schema(RowFieldExtractorSchema(0))
+        .build()
+    )
+    assert [built.topic_selector(v) for v in (1, 2)] == ["odd", "even"]
 
 
 def test_short_names_stay() -> None:

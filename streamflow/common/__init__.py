@@ -1,5 +1,11 @@
 """PyFlink's ``pyflink.common`` mirror: thin re-exports of streamflow's implementations."""
 
+from streamflow.api.pyflink_names import (
+    AssignerWithPeriodicWatermarksWrapper as AssignerWithPeriodicWatermarksWrapper,
+)
+from streamflow.api.pyflink_names import CompletableFuture as CompletableFuture
+from streamflow.api.pyflink_names import ExecutionConfig as ExecutionConfig
+from streamflow.api.pyflink_names import JobID as JobID
 from streamflow.checkpoint.config import RestartStrategies as RestartStrategies
 from streamflow.checkpoint.config import RestartStrategy as RestartStrategyConfiguration
 from streamflow.configuration import ConfigOption as ConfigOption
@@ -26,17 +32,21 @@ from streamflow.types.typeinfo import TypeInformation as TypeInformation
 from streamflow.types.typeinfo import Types as Types
 
 __all__ = [
+    "AssignerWithPeriodicWatermarksWrapper",
     "ByteArraySchema",
+    "CompletableFuture",
     "ConfigOption",
     "ConfigOptions",
     "Configuration",
     "DeserializationSchema",
     "Duration",
     "Encoder",
+    "ExecutionConfig",
     "InputDependencyConstraint",
     "Instant",
     "JobClient",
     "JobExecutionResult",
+    "JobID",
     "JobStatus",
     "RestartStrategies",
     "RestartStrategyConfiguration",

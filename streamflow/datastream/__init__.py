@@ -7,6 +7,7 @@ from streamflow.api.datastream import DataStream as DataStream
 from streamflow.api.datastream import DataStreamSink as DataStreamSink
 from streamflow.api.datastream import KeyedStream as KeyedStream
 from streamflow.api.environment import StreamExecutionEnvironment as StreamExecutionEnvironment
+from streamflow.api.pyflink_names import CustomStateBackend as CustomStateBackend
 from streamflow.api.surface import SlotSharingGroup as SlotSharingGroup
 from streamflow.api.windowed import WindowedStream as WindowedStream
 from streamflow.async_io import AsyncDataStream as AsyncDataStream
@@ -81,6 +82,7 @@ __all__ = [
     "ConnectedStreams",
     "CountWindow",
     "CustomCheckpointStorage",
+    "CustomStateBackend",
     "DataStream",
     "DataStreamSink",
     "EmbeddedRocksDBStateBackend",

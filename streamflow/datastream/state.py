@@ -1,5 +1,6 @@
 """PyFlink's ``pyflink.datastream.state``: re-exports of ``streamflow.state``."""
 
+from streamflow.api.pyflink_names import OperatorStateStore as OperatorStateStore
 from streamflow.state.broadcast import BroadcastState as BroadcastState
 from streamflow.state.broadcast import ReadOnlyBroadcastState as ReadOnlyBroadcastState
 from streamflow.state.keyed import AggregatingState as AggregatingState
@@ -23,6 +24,7 @@ __all__ = [
     "ListStateDescriptor",
     "MapState",
     "MapStateDescriptor",
+    "OperatorStateStore",
     "ReadOnlyBroadcastState",
     "ReducingState",
     "ReducingStateDescriptor",
