@@ -13,3 +13,7 @@ from __future__ import annotations
 
 class StreamflowError(Exception):
     """Base of every error streamflow raises itself."""
+
+
+class NotSupportedError(StreamflowError, NotImplementedError):
+    """A PyFlink name or setting streamflow does not support (the message says why and what to use)."""

@@ -88,6 +88,14 @@ def test_pyflink_name_exists(module: str, name: str) -> None:
         assert type(value).__name__ != "_Refusing", f"{module}.{name} refuses: list it in REFUSED"
 
 
+def test_custom_checkpoint_storage_refuses() -> None:
+    from streamflow.datastream import CustomCheckpointStorage
+    from streamflow.errors import NotSupportedError
+
+    with pytest.raises(NotSupportedError, match="Java CheckpointStorage object"):
+        CustomCheckpointStorage(object())
+
+
 def test_interfaces_of_the_last_names() -> None:
     from streamflow.common import ExecutionConfig
     from streamflow.common.serialization import RowFieldExtractorSchema

@@ -21,7 +21,7 @@ import abc
 from typing import Any, NoReturn
 
 from ..connectors.serialization import SerializationSchema
-from ..errors import StreamflowError
+from ..errors import NotSupportedError
 
 __all__ = [
     "ExecutionConfig",
@@ -31,10 +31,6 @@ __all__ = [
     "RowFieldExtractorSchema",
     "unsupported",
 ]
-
-
-class NotSupportedError(StreamflowError, NotImplementedError):
-    """A PyFlink name streamflow does not support (the message says why and what to use)."""
 
 
 class _Refusing(type):

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from ..errors import NotSupportedError
+
 log = logging.getLogger(__name__)
 
 
@@ -145,7 +147,7 @@ class CustomCheckpointStorage(CheckpointStorage):
     """PyFlink's wrapper of a JVM checkpoint storage object: refused (there is no JVM)."""
 
     def __init__(self, j_custom_checkpoint_storage: Any = None) -> None:
-        raise NotImplementedError(
+        raise NotSupportedError(
             "CustomCheckpointStorage wraps a Java CheckpointStorage object, which needs Flink's JVM; "
             "streamflow stores checkpoints in memory (JobManagerCheckpointStorage()) or in a local "
             "directory (FileSystemCheckpointStorage(path))"
