@@ -10,7 +10,8 @@ predicate asks for it and attempts remain (Flink's ``AsyncWaitOperator`` with
 unordered mode in completion order.
 
 Every invocation of a batch completes before the operator returns from that
-batch, so a watermark or a checkpoint barrier, which travel between batches,
+batch (``runtime/bounded.py``, which ``async def`` map functions share), so a
+watermark or a checkpoint barrier, which travel between batches,
 never overtakes a pending request (the watermark keeps its place in both
 modes, as Flink's ordered mode does) and a checkpoint never has in-flight
 requests to store: they are part of the checkpoint in the sense that none
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .functions import Function
+from .runtime.bounded import run_bounded
 from .runtime.operator import StreamOperator
 
 __all__ = [
@@ -246,31 +248,22 @@ class AsyncWaitOperator(StreamOperator):
             attempt += 1
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        semaphore = asyncio.Semaphore(self.capacity)
         out: list[Any] = []
         out_ts: list[int] = []
 
-        async def one(i: int, value: Any) -> tuple[int, list[Any]]:
-            async with semaphore:
-                result = await self._invoke(value)
-            if not self.ordered:  # completion order
-                out.extend(result)
-                if timestamps is not None:
-                    out_ts.extend([timestamps[i]] * len(result))
-            return i, result
+        def emit(i: int, result: list[Any]) -> None:
+            out.extend(result)
+            if timestamps is not None:
+                out_ts.extend([timestamps[i]] * len(result))
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(one(i, r)) for i, r in enumerate(records)]
+        try:  # (the machinery of async def map functions too: runtime/bounded.py)
+            results = await run_bounded(self._invoke, records, self.capacity, None if self.ordered else emit)
         except BaseExceptionGroup as errors:
             first = errors.exceptions[0]
             raise self.failure(first) from None
         if self.ordered:
-            for task in tasks:
-                i, result = task.result()
-                out.extend(result)
-                if timestamps is not None:
-                    out_ts.extend([timestamps[i]] * len(result))
+            for i, result in enumerate(results):
+                emit(i, result)
         if out:
             await self.output.push(out, out_ts if timestamps is not None else None)
 

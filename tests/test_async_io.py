@@ -130,3 +130,26 @@ def test_watermarks_keep_their_place() -> None:
     ).sink_to(sink)
     env.execute()
     assert sink.results == [10, 10, 10]
+
+
+def test_async_map_shares_the_bounded_machinery_a_slow_call_holds_one_slot() -> None:
+    """``async def`` map functions run on ``runtime/bounded.py`` as AsyncWaitOperator does:
+    with concurrency 2, one slow call holds one slot while the others pass through the
+    second (chunks of 2 would make every later record wait for it)."""
+    import asyncio
+
+    from streamflow.datastream import StreamExecutionEnvironment
+
+    events: list[tuple[str, int]] = []
+
+    async def call(x: int) -> int:
+        events.append(("start", x))
+        await asyncio.sleep(0.2 if x == 0 else 0.001)
+        events.append(("end", x))
+        return x
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    with env.from_collection(list(range(6))).map(call, concurrency=2).execute_and_collect() as results:
+        assert list(results) == list(range(6))  # input order
+    assert events.index(("start", 5)) < events.index(("end", 0))

@@ -304,3 +304,26 @@ def test_cache_computes_a_bounded_stream_once() -> None:
     assert sorted(third.results) == [10, 20, 30] and len(computed) == 6  # recomputed once more
     with pytest.raises(Exception, match="not supported"):
         env.from_collection([1]).key_by(lambda x: x).cache()
+
+
+def test_an_async_map_with_a_declared_output_type_converts_the_awaited_result() -> None:
+    import asyncio
+
+    from streamflow.common import Row, Types
+    from streamflow.datastream import MapFunction, StreamExecutionEnvironment
+
+    class Lookup(MapFunction):
+        async def map(self, value: int) -> tuple[int, str]:
+            await asyncio.sleep(0)
+            return value, f"v{value}"
+
+    async def plain(value: int) -> tuple[int, str]:
+        return value, "x"
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    row = Types.ROW_NAMED(["id", "name"], [Types.INT(), Types.STRING()])
+    ds = env.from_collection([1, 2])
+    with ds.map(Lookup(), output_type=row).execute_and_collect() as results:
+        assert sorted(results, key=lambda r: r.id) == [Row(id=1, name="v1"), Row(id=2, name="v2")]
+    with ds.map(plain, output_type=row).execute_and_collect() as results:
+        assert sorted(r.name for r in results) == ["x", "x"]

@@ -30,6 +30,7 @@ from ..functions import (
     OutputTag,
     ProcessFunction,
 )
+from ..runtime.basic_operators import is_async
 from ..runtime.operator import StreamOperator
 from ..types.fast_paths import batch_converter, formatter, print_lines
 from ..types.typeinfo import TypeInformation
@@ -76,6 +77,14 @@ class _TypedMap(_Typed, MapFunction):
         return self.conv(call(value))
 
 
+class _TypedAsyncMap(_Typed, MapFunction):
+    """An ``async def map`` with a declared output type: the awaited result is converted."""
+
+    async def map(self, value: Any) -> Any:
+        call = getattr(self.inner, "map", self.inner)
+        return self.conv(await call(value))
+
+
 class _TypedFlatMap(_Typed, FlatMapFunction):
     def flat_map(self, value: Any) -> Iterable[Any]:
         call = getattr(self.inner, "flat_map", self.inner)
@@ -102,6 +111,8 @@ def with_output_type(func: Any, method: str, output_type: Any) -> Any:
     if conv is None:
         return func
     if method == "map":
+        if is_async(getattr(func, "map", func)):  # (the async map path awaits the wrapper)
+            return _TypedAsyncMap(func, conv)
         if isinstance(func, Function) or hasattr(func, "map"):
             return _TypedMap(func, conv)
         return lambda value: conv(func(value))

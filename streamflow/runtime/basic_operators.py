@@ -3,19 +3,20 @@
 Each does its work per batch with one comprehension over the records; the
 only per-record cost is the user's function call. A user function is a plain
 callable, a :class:`~streamflow.functions.Function` subclass (``open`` and
-``close`` are called), or a coroutine function (awaited in record order, at
-most ``concurrency`` at a time, like Flink's ordered async I/O).
+``close`` are called), or a coroutine function (at most ``concurrency`` calls in
+flight, results in record order: ``runtime/bounded.py``, the machinery of
+``AsyncDataStream.ordered_wait`` too).
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Iterable
 from itertools import compress
 from typing import Any
 
 from ..functions import Function
+from .bounded import run_bounded
 from .operator import StreamOperator
 
 DEFAULT_ASYNC_CONCURRENCY = 100
@@ -57,13 +58,7 @@ class UserFunctionOperator(StreamOperator):
         try:
             if not is_async:
                 return [call(record) for record in records]
-            out: list = []
-            limit = self.concurrency
-            for start in range(0, len(records), limit):
-                async with asyncio.TaskGroup() as group:
-                    tasks = [group.create_task(call(record)) for record in records[start : start + limit]]
-                out.extend(t.result() for t in tasks)
-            return out
+            return await run_bounded(call, records, self.concurrency)  # (AsyncDataStream's too)
         except BaseExceptionGroup as group:
             raise self.failure(_first_error(group)) from None
         except Exception as exc:
