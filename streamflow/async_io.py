@@ -234,18 +234,33 @@ class AsyncWaitOperator(StreamOperator):
             try:
                 result = await asyncio.wait_for(self.function.async_invoke(value), self.timeout_s)
             except TimeoutError:
-                return list(self.function.timeout(value) or ())
+                return self._checked(self.function.timeout(value), "timeout")
             except Exception as exc:
                 if on_error is not None and on_error(exc) and self.retry.can_retry(attempt):
                     log.info("%s: retrying %r after %s (attempt %d)", self.name, value, exc, attempt)
                 else:
                     raise
             else:
-                result = list(result or ())
+                result = self._checked(result, "async_invoke")
                 if not (on_result is not None and on_result(result) and self.retry.can_retry(attempt)):
                     return result
             await asyncio.sleep(max(0, self.retry.get_backoff_time_millis(attempt)) / 1000)
             attempt += 1
+
+    def _checked(self, result: Any, method: str) -> list[Any]:
+        """PyFlink's rule: the outputs of ``async_invoke``/``timeout`` are a list (``[]`` for none)."""
+        if result is None:
+            raise RuntimeError(
+                f"The result of AsyncFunction cannot be none, please use empty list instead "
+                f"(returned by {type(self.function).__name__}.{method})"
+            )
+        if not isinstance(result, list):
+            raise RuntimeError(
+                f"The result of AsyncFunction should be of list type, please check the methods "
+                f"'async_invoke' and 'timeout' of class '{type(self.function).__name__}' ({method} "
+                f"returned {type(result).__name__})"
+            )
+        return result
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         out: list[Any] = []

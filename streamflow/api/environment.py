@@ -265,6 +265,9 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
                 self.runtime.progress = None if value in (None, "auto") else _truthy(value)
             elif key == "execution.engine":
                 self.set_engine(str(value))
+            elif key == "python.execution-mode":  # PyFlink's process/thread workers
+                _log.info("python.execution-mode=%s accepted: streamflow runs functions in this "
+                          "interpreter and event loop (no process or thread workers)", value)
             elif key == "execution.runtime-mode":
                 self.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
             elif key.startswith(("spark.", "execution.spark.")):
