@@ -10,6 +10,8 @@ import orjson
 import pytest
 
 import streamflow as sf
+from streamflow.common import Types
+from streamflow.checkpoint import driver as driver_module
 from streamflow.common.serialization import JsonRowDeserializationSchema, SimpleStringSchema
 from streamflow.datastream.connectors.base import DeliveryGuarantee
 from streamflow.datastream.connectors.kafka import (
@@ -28,6 +30,34 @@ def topic_name(label: str) -> str:
 
 
 async def test_bounded_source_to_exactly_once_sink(kafka, tmp_path):
+    await _bounded_exactly_once(kafka, tmp_path, stateful=False)
+
+
+async def test_final_state_waits_for_slow_incremental_acknowledgements(kafka, tmp_path, monkeypatch):
+    """A keyed task's incremental state is written before its acknowledgement is posted. When
+    the writes are slow, the task ends while its last acknowledgement is still unposted: its
+    final state must still come after that checkpoint (it failed with 'barrier N after pending
+    checkpoint N', or lost the records sent after the barrier)."""
+    real = driver_module.produce_all
+
+    async def slow_produce_all(uploads):
+        await asyncio.sleep(0.3)
+        return await real(uploads)
+
+    monkeypatch.setattr(driver_module, "produce_all", slow_produce_all)
+    await _bounded_exactly_once(kafka, tmp_path, stateful=True)
+
+
+class _Numbered(sf.KeyedProcessFunction):
+    def open(self, ctx):
+        self.seen = ctx.get_state(sf.ValueStateDescriptor("seen", Types.INT()))
+
+    def process_element(self, d, ctx):
+        self.seen.update((self.seen.value() or 0) + 1)
+        yield f"{d['key']}:{d['value']}"
+
+
+async def _bounded_exactly_once(kafka, tmp_path, stateful: bool):
     bs = kafka.bootstrap_servers
     src, dst = topic_name("in"), topic_name("out")
     await create_topic(bs, src, 2)
@@ -60,14 +90,9 @@ async def test_bounded_source_to_exactly_once_sink(kafka, tmp_path):
         .set_transactional_id_prefix(topic_name("tx"))
         .build()
     )
-    (
-        env.from_source(source, None, "kafka")
-        .uid("kafka-in")
-        .key_by(lambda d: d["key"])
-        .map(lambda d: f"{d['key']}:{d['value']}")
-        .sink_to(sink)
-        .uid("kafka-out")
-    )
+    keyed = env.from_source(source, None, "kafka").uid("kafka-in").key_by(lambda d: d["key"])
+    lines = keyed.process(_Numbered()) if stateful else keyed.map(lambda d: f"{d['key']}:{d['value']}")
+    lines.sink_to(sink).uid("kafka-out")
     await asyncio.wait_for(_run(env), 60)
     out = [m.value.decode() for m in await read_topic(bs, dst)]
     assert Counter(out) == Counter(f"k{i % 7}:{i}" for i in range(300))

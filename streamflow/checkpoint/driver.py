@@ -149,6 +149,7 @@ class CheckpointDriver:
         self._stored_shared: set[str] = set()  # shared files the latest completed checkpoint lists
         self.memory_shared = MemorySharedFiles()  # without storage: the latest one's shared files
         self._uploads: set[asyncio.Task[None]] = set()  # incremental snapshots being written
+        self._task_uploads: dict[str, set[asyncio.Task[None]]] = {}  # the same, by task
 
     # -- reports from tasks (synchronous; handled by the driver loop) --------
     def _post(self, event: Callable[[], list[Action]]) -> None:
@@ -167,6 +168,16 @@ class CheckpointDriver:
         task = asyncio.get_running_loop().create_task(self._upload(checkpoint_id, task_id, state, uploads))
         self._uploads.add(task)
         task.add_done_callback(self._uploads.discard)
+        by_task = self._task_uploads.setdefault(task_id, set())
+        by_task.add(task)
+        task.add_done_callback(by_task.discard)
+
+    async def acknowledgements_posted(self, task_id: str) -> None:
+        """Return once every acknowledgement (or decline) of ``task_id``'s snapshots so far is in
+        the coordinator's inbox: those waiting for their uploads are posted when written."""
+        pending = self._task_uploads.get(task_id)
+        while pending:
+            await asyncio.wait(set(pending))
 
     async def _upload(
         self, checkpoint_id: int, task_id: str, state: dict[str, Any], uploads: list[SharedUpload]
@@ -190,8 +201,13 @@ class CheckpointDriver:
     def encode(self, obj: Any) -> bytes:
         return self.config.codec.encode(obj)
 
-    def final_snapshot_id(self, task_id: str) -> int:
-        return self.coordinator.final_snapshot_id(task_id)
+    def final_snapshot_id(self, task_id: str, last_snapshot_id: int) -> int:
+        """The label of ``task_id``'s final snapshot. Its acknowledgements must all be posted
+        (``acknowledgements_posted``): the inbox delivers them before ``task_finished``. The
+        coordinator may not have read the newest one yet and still name that checkpoint, so the
+        label comes after ``last_snapshot_id``; every checkpoint that holds the final state then
+        has an id at or above the label, and its completion commits what the label names."""
+        return max(self.coordinator.final_snapshot_id(task_id), last_snapshot_id + 1)
 
     def task_finished(self, task_id: str, final_state: dict[str, Any]) -> asyncio.Future[None]:
         """Called by a task after ``finish()``; the future resolves once a checkpoint holding

@@ -30,6 +30,7 @@ the input channel state, then new input (see ``restore.py``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,6 +58,8 @@ from .uploads import SharedUpload, produce_all
 if TYPE_CHECKING:
     from .driver import CheckpointDriver
 
+
+_log = logging.getLogger(__name__)
 
 class CheckpointedTask(Protocol):
     """What checkpointing needs of a runtime task (``runtime/task.py``), so this package never
@@ -90,6 +93,7 @@ class TaskCheckpointer:
         self.persisting: dict[int, list] = {}  # channel -> batches recorded for the pending checkpoint
         self._pending: dict[int, dict[str, Any]] = {}
         self.last_sync_ms = 0  # the last synchronous snapshot's duration (a metric)
+        self._last_snapshot_id = 0  # the newest checkpoint this task snapshotted for
         if not task.is_source:
             self._attach_handler(len(task.gate.channels))
 
@@ -121,6 +125,7 @@ class TaskCheckpointer:
         """Every chained operator's state (and the source position) by uid, encoded now, and
         the uploads of the keyed backends that captured what changed (incremental)."""
         started = self.task.clock.monotonic()
+        self._last_snapshot_id = max(self._last_snapshot_id, checkpoint_id)
         uploads = await self.task.capture_state(checkpoint_id, savepoint)
         encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id))
         self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
@@ -207,7 +212,12 @@ class TaskCheckpointer:
         resolves once a completed checkpoint holds it, so its sinks have committed."""
         final: dict[str, Any] = {}
         if self.driver.enabled:
-            label = self.driver.final_snapshot_id(self.task_id)
+            self._decline_unfinished_snapshots()
+            # its snapshots' acknowledgements reach the coordinator before its final state: a
+            # checkpoint this task snapshotted for holds that snapshot (consistent with the barrier
+            # it forwarded), never the final state, which holds records sent after that barrier
+            await self.driver.acknowledgements_posted(self.task_id)
+            label = self.driver.final_snapshot_id(self.task_id, self._last_snapshot_id)
             ops, uploads = await self.snapshot_operators(label, False)
             final = self._shared(label, {"ops": ops, "in": {}, "out": {}})
             if uploads:  # nothing changes any more: written now, referenced by later checkpoints
@@ -215,6 +225,18 @@ class TaskCheckpointer:
                 final["shared"] = {**(final.get("shared") or {}), **shared}
                 final["refs"] = sorted({*(final.get("refs") or ()), *references})
         return self.driver.task_finished(self.task_id, final)
+
+    def _decline_unfinished_snapshots(self) -> None:
+        """A snapshot taken at a barrier whose alignment never completed (every channel ended
+        first) cannot be acknowledged: its checkpoint is declined, logged with the cause."""
+        for cid in sorted(self._pending):
+            _log.warning(
+                "task %s finished before checkpoint %d's alignment completed: declining it",
+                self.task_id, cid,
+            )  # fmt: skip
+            self.driver.decline(cid, self.task_id, "task finished during alignment", counts=False)
+        self._pending.clear()
+        self.persisting = {}
 
     # -- input tasks ---------------------------------------------------------
     async def on_event(self, channel: int, event: Any) -> None:
