@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 import streamflow as sf
-from streamflow.common import Types
 from streamflow.checkpoint import driver as driver_module
+from streamflow.common import Types
 from streamflow.common.serialization import JsonRowDeserializationSchema, SimpleStringSchema
 from streamflow.datastream.connectors.base import DeliveryGuarantee
 from streamflow.datastream.connectors.kafka import (
