@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import streamflow as sf
+from streamflow.checkpoint.actions import CheckpointTriggerError
 from streamflow.checkpoint.restore import RestoredCheckpoint
 from streamflow.checkpoint.storage import FileSystemCheckpointStorage
 
@@ -195,6 +196,19 @@ async def savepoint_of_sum_job(tmp_path: Path, key: Any = lambda r: r[0]) -> str
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await asyncio.wait_for(client.cancel(), 30)
     return path
+
+
+async def test_a_savepoint_of_a_finished_job_fails_at_once(tmp_path: Path) -> None:
+    """The job's checkpoint driver has stopped reading requests: asking it must not hang."""
+    env = sf.StreamExecutionEnvironment()
+    env.enable_checkpointing(60_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
+    env.from_collection([("a", 1), ("b", 2)]).key_by(lambda r: r[0]).sum(1).add_sink(lambda r: None)
+    client = await env.execute_async("bounded")
+    await client.get_job_execution_result()
+    with pytest.raises(CheckpointTriggerError, match="cannot trigger: the job's tasks have all finished"):
+        await asyncio.wait_for(client.trigger_savepoint(str(tmp_path / "sp")), 10)
+    assert not (tmp_path / "sp").exists()
 
 
 async def test_restore_refuses_state_of_a_missing_uid_unless_allowed(tmp_path: Path) -> None:

@@ -55,6 +55,7 @@ from .actions import (
     AbortCheckpoint,
     AbortReason,
     Action,
+    CheckpointTriggerError,
     CompleteCheckpoint,
     FailJob,
     NotifyComplete,
@@ -138,6 +139,8 @@ class CheckpointDriver:
         self.num_completed = 0
         self.durations_ms: deque[int] = deque(maxlen=256)  # the latest checkpoints' durations
         self._inbox: deque[Callable[[], list[Action]]] = deque()
+        self._ended: str | None = None  # why the driver reads no more events
+        self._unstarted: set[asyncio.Future[str]] = set()  # requests posted, not yet read
         self._wake: asyncio.Future[None] | None = None
         self._releases: dict[str, asyncio.Future[None]] = {}  # finished task -> released
         self._released: set[str] = set()  # tasks whose operators are closed: no more mail
@@ -219,9 +222,15 @@ class CheckpointDriver:
 
     async def request(self, kind: CheckpointType, target: str | None) -> str:
         """A manual checkpoint or savepoint; resolves to its path once complete."""
+        if self._ended is not None:
+            raise CheckpointTriggerError(AbortReason.JOB_ENDED, f"cannot trigger: {self._ended}")
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._unstarted.add(fut)
 
         def start() -> list[Action]:
+            self._unstarted.discard(fut)
+            if fut.done():  # failed by _end: the job ended first
+                return []
             try:
                 actions = self.coordinator.trigger(kind, target)
             except Exception as exc:
@@ -249,6 +258,7 @@ class CheckpointDriver:
             if self._inbox:
                 continue
             if len(self._released) == len(self.tasks) and not self.coordinator.stats.in_flight:
+                self._end("the job's tasks have all finished")
                 return
             self._wake = loop.create_future()
             deadline = self.coordinator.next_poll_deadline()
@@ -261,6 +271,15 @@ class CheckpointDriver:
             finally:
                 if handle is not None:
                     handle.cancel()
+
+    def _end(self, why: str) -> None:
+        """No event is read any more: a request made from now on, or still unread, fails."""
+        if self._ended is None:
+            self._ended = why
+        for fut in self._unstarted:
+            if not fut.done():
+                fut.set_exception(CheckpointTriggerError(AbortReason.JOB_ENDED, f"cannot trigger: {why}"))
+        self._unstarted.clear()
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():
@@ -455,6 +474,7 @@ class CheckpointDriver:
             return
         self._settled = True
         self._end_cause = cause
+        self._end(f"the job is ending: {detail}")
         for upload in list(self._uploads):  # their checkpoints are aborted below
             upload.cancel()
         actions = self.coordinator.job_ending(detail)
