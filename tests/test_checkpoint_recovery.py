@@ -155,7 +155,7 @@ def test_index_names_the_latest_and_debris_above_it_is_ignored(tmp_path: Path) -
 def test_checkpoint_whose_index_update_never_happened_is_debris(tmp_path: Path, monkeypatch: Any) -> None:
     storage = FileSystemCheckpointStorage(tmp_path, retain=1)
     write(storage, 1)
-    monkeypatch.setattr(storage, "_write_index", lambda job, cid: None)  # a crash right before it
+    monkeypatch.setattr(storage, "_write_index", lambda *args: None)  # a crash right before it
     write(storage, 2)
     monkeypatch.undo()
     handle = storage.restore_point("j")
@@ -173,7 +173,7 @@ def test_a_first_checkpoint_killed_before_the_index_is_debris_once_the_job_began
     written when the job began (latest 0) tells that apart from a deleted index (refused)."""
     storage = FileSystemCheckpointStorage(tmp_path)
     storage.begin_job("j")
-    monkeypatch.setattr(storage, "_write_index", lambda job, cid: None)  # killed right before it
+    monkeypatch.setattr(storage, "_write_index", lambda *args: None)  # killed right before it
     write(storage, 1)
     monkeypatch.undo()
     assert storage.restore_point("j") is None  # a fresh start, not "index deleted"

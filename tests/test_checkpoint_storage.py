@@ -347,6 +347,44 @@ def test_retention_leaves_other_jobs_alone(tmp_path: Path) -> None:
     assert names(storage.directory) == ["chk-2", "chk-5"]
 
 
+def test_a_checkpoint_never_committed_to_the_index_is_debris(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """chk-3 is complete on disk, but its process died before the index named it; the job
+    restarted from chk-2 and went on with ids above it. chk-3 is never listed, retained or
+    chosen by a fallback, and retention removes it (it once counted as complete and pushed a
+    real checkpoint out of the retained ones)."""
+    storage = make(tmp_path, retain=2)
+    write_ids(storage, [1, 2])
+    with monkeypatch.context() as m:
+        m.setattr(storage, "_write_index", lambda *args: None)  # killed right before the commit
+        storage.write_checkpoint(3, "job", {"e": b"job-3"})
+    assert (storage.directory / "chk-3" / METADATA_FILE).exists()
+    assert [h.checkpoint_id for h in storage.complete_checkpoints("job")] == [1, 2]
+    restored = storage.restore_point("job")
+    assert restored is not None and restored.checkpoint_id == 2
+    write_ids(storage, [4])
+    assert [h.checkpoint_id for h in storage.complete_checkpoints("job")] == [2, 4]
+    assert names(storage.directory) == ["chk-2", "chk-4"]
+    write_ids(storage, [5])
+    (storage.directory / "chk-5" / METADATA_FILE).write_bytes(b"garbage")  # damaged latest
+    fallback = storage.restore_point("job", fallback=True)
+    assert fallback is not None and fallback.checkpoint_id == 4
+
+
+def test_an_index_without_the_completed_list_still_reads(tmp_path: Path) -> None:
+    """An index written before it listed the completed ids: every complete chk of the job up to
+    ``latest`` counts, as before."""
+    storage = make(tmp_path, retain=5)
+    write_ids(storage, [1, 2, 3])
+    index = next(storage.directory.glob(f"{INDEX_PREFIX}*"))
+    index.write_bytes(orjson.dumps({"format_version": 1, "job_name": "job", "latest": 2}))
+    assert [h.checkpoint_id for h in storage.complete_checkpoints("job")] == [1, 2]
+    write_ids(storage, [4])
+    assert [h.checkpoint_id for h in storage.complete_checkpoints("job")] == [1, 2, 4]
+    assert names(storage.directory) == ["chk-1", "chk-2", "chk-4"]
+
+
 def test_retention_failure_is_logged_not_raised(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -24,11 +24,18 @@ with the directory name and matches the job name filter; missing or corrupt
 metadata is skipped. Entry checksums are verified lazily, on
 :meth:`CheckpointHandle.read` (or all at once with :meth:`CheckpointHandle.verify`).
 
+The job's index (``_completed-<hash>.json``, written atomically after a checkpoint's
+``_metadata``: the commit point) names its latest completed checkpoint and lists the
+retained completed ones. A ``chk-<id>`` of the job with intact ``_metadata`` that the
+index never listed was written by an attempt killed before its commit: it is debris,
+never restored, listed or retained.
+
 Retention, after each checkpoint written (never for savepoints, which live
 outside ``directory`` and are never deleted): keep the newest ``retain``
-complete checkpoints *of the job just written* and delete its older ones, plus
-every incomplete or corrupt ``chk-*`` directory older than the newest complete
-one (debris of crashed writes). Other jobs' complete checkpoints are left alone.
+completed checkpoints *of the job just written* (the index's list) and delete its
+older ones, plus every incomplete, corrupt or never-committed ``chk-*`` directory
+older than the newest complete one (debris of crashed writes). Other jobs' complete
+checkpoints are left alone.
 A deletion removes ``_metadata`` first, so a deletion interrupted halfway leaves
 an incomplete directory, never a complete-looking one with missing files.
 Retention failures are logged, not raised: the new checkpoint is already durable.
@@ -200,7 +207,9 @@ class FileSystemCheckpointStorage:
         if faults.ARMED:
             faults.point("metadata_written", checkpoint_id)
         if kind is CheckpointType.CHECKPOINT:
-            self._write_index(job_name, checkpoint_id)  # the commit point
+            listed = [c for c in self._completed_ids(job_name) or () if c != checkpoint_id]
+            kept = [*listed, checkpoint_id][-self.retain:]
+            self._write_index(job_name, checkpoint_id, kept)  # the commit point
             self._apply_retention(job_name)
         return target
 
@@ -252,13 +261,22 @@ class FileSystemCheckpointStorage:
     def _index_path(self, job_name: str) -> Path:
         return self.directory / f"{INDEX_PREFIX}{job_key(job_name)}.json"
 
-    def _write_index(self, job_name: str, checkpoint_id: int) -> None:
-        index = {"format_version": FORMAT_VERSION, "job_name": job_name, "latest": checkpoint_id}
+    def _write_index(self, job_name: str, checkpoint_id: int, completed: list[int] | None = None) -> None:
+        index = {
+            "format_version": FORMAT_VERSION, "job_name": job_name, "latest": checkpoint_id,
+            "completed": [] if completed is None else completed,
+        }  # fmt: skip
         self._atomic_write(self._index_path(job_name), orjson.dumps(index, option=orjson.OPT_INDENT_2))
         self._fsync_dir(self.directory)
 
     def _read_index(self, job_name: str) -> int | None:
         """The id of the job's latest completed checkpoint, None if it never completed one."""
+        index = self._read_index_entry(job_name)
+        return None if index is None else index[0]
+
+    def _read_index_entry(self, job_name: str) -> tuple[int, list[int] | None] | None:
+        """``(latest, the retained completed ids)`` from the job's index (``None`` for the ids: an
+        index written before it listed them); ``None``: the job has no index."""
         path = self._index_path(job_name)
         try:
             index: Any = orjson.loads(path.read_bytes())
@@ -267,14 +285,30 @@ class FileSystemCheckpointStorage:
         except (OSError, orjson.JSONDecodeError) as e:
             raise DamagedCheckpointError(f"the checkpoint index {path} is damaged: {e}", path) from e
         latest = index.get("latest") if isinstance(index, dict) else None
+        completed = index.get("completed") if isinstance(index, dict) else None
         if (
             not isinstance(index, dict)
             or index.get("job_name") != job_name
             or type(latest) is not int
             or latest < 0
+            or not (completed is None or (type(completed) is list and all(type(c) is int for c in completed)))
         ):
             raise DamagedCheckpointError(f"the checkpoint index {path} is damaged: {index!r:.200}", path)
-        return latest
+        return latest, completed
+
+    def _completed_ids(self, job_name: str) -> list[int] | None:
+        """The ids of the job's completed checkpoints as its index lists them (None: no index).
+        An index from before the list: every complete ``chk-<id>`` of the job up to ``latest``."""
+        index = self._read_index_entry(job_name)
+        if index is None:
+            return None
+        latest, completed = index
+        if completed is not None:
+            return completed
+        return [
+            cid for cid, path in self._checkpoint_dirs()
+            if cid <= latest and (h := try_read_metadata(path, cid)) is not None and h.job_name == job_name
+        ]  # fmt: skip
 
     # Overridable for tests (slow or failing disks): write a file atomically, fsync a directory.
     def _atomic_write(self, path: Path, data: bytes | bytearray | memoryview) -> None:
@@ -312,9 +346,14 @@ class FileSystemCheckpointStorage:
     # ---------------------------------------------------------------- reading
 
     def complete_checkpoints(self, job_name: str | None = None) -> list[CheckpointHandle]:
-        """Every complete checkpoint under ``directory`` (of ``job_name`` if given), by id."""
+        """Every complete checkpoint under ``directory`` by id. With ``job_name``: those of the job
+        its index lists as completed (a ``chk-<id>`` whose write was interrupted before the index
+        named it is not one, even with its ``_metadata`` intact)."""
+        listed = set(self._completed_ids(job_name) or ()) if job_name is not None else None
         found = []
         for cid, path in self._checkpoint_dirs():
+            if listed is not None and cid not in listed:
+                continue
             handle = try_read_metadata(path, cid)
             if handle is not None and (job_name is None or handle.job_name == job_name):
                 found.append(handle)
@@ -463,14 +502,14 @@ class FileSystemCheckpointStorage:
 
     def _apply_retention(self, job_name: str) -> None:
         try:
+            listed = set(self._completed_ids(job_name) or ())
             complete: list[int] = []
-            debris: list[tuple[int, Path]] = []
-            latest = self._read_index(job_name)
+            debris: list[tuple[int, Path]] = []  # incomplete, corrupt, or never named by the index
             for cid, path in self._checkpoint_dirs():
                 handle = try_read_metadata(path, cid)
-                if handle is None:
+                if handle is None or (handle.job_name == job_name and cid not in listed):
                     debris.append((cid, path))
-                elif handle.job_name == job_name and (latest is None or cid <= latest):
+                elif handle.job_name == job_name:
                     complete.append(cid)
             if not complete:
                 return
