@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 import streamflow as sf
@@ -39,18 +40,28 @@ async def slow(record: Any) -> Any:
 
 
 class FailOnce(sf.MapFunction):
-    """Raises once, the first time it meets ``poison`` (across restarts of the job)."""
+    """Raises once, the first time it meets ``poison`` (across restarts of the job). With
+    ``after_checkpoint``: at the first record from ``poison`` on once a checkpoint completed
+    (its job index in that directory names one), so the restart restores one on any machine."""
 
     failed: set[str] = set()
 
-    def __init__(self, name: str, poison: Any) -> None:
-        self.name, self.poison = name, poison
+    def __init__(self, name: str, poison: Any, after_checkpoint: Path | None = None) -> None:
+        self.name, self.poison, self.after_checkpoint = name, poison, after_checkpoint
+        self.armed = False
 
     def map(self, value: Any) -> Any:
-        if value == self.poison and self.name not in FailOnce.failed:
+        self.armed = self.armed or value == self.poison
+        if self.armed and self.name not in FailOnce.failed and self._checkpointed():
             FailOnce.failed.add(self.name)
             raise RuntimeError(f"injected failure at {value!r}")
         return value
+
+    def _checkpointed(self) -> bool:
+        if self.after_checkpoint is None:
+            return True
+        indexes = self.after_checkpoint.glob("_completed-*.json")
+        return any(orjson.loads(p.read_bytes()).get("latest", 0) >= 1 for p in indexes)
 
 
 def running_sum_job(
@@ -62,6 +73,7 @@ def running_sum_job(
     unaligned: bool = False,
     parallelism: int = 2,
     interval_ms: int = 15,
+    fail_after_checkpoint: bool = False,
 ) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(8)
     env.enable_checkpointing(interval_ms)
@@ -89,7 +101,8 @@ def running_sum_job(
     )
     s = a.union(b)
     if fail_at is not None:
-        s = s.map(FailOnce(str(tmp_path), fail_at)).uid("fail").set_parallelism(1)
+        after = tmp_path / "chk" if fail_after_checkpoint else None
+        s = s.map(FailOnce(str(tmp_path), fail_at, after)).uid("fail").set_parallelism(1)
     s.key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(
         sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder()).build()
     ).uid("sink")
@@ -394,8 +407,8 @@ def test_at_least_once_never_blocks_a_channel(tmp_path: Path, mode: sf.Checkpoin
     from streamflow.runtime.events import EndOfInput
     from streamflow.runtime.task import InputTask
 
-    # a short interval: a checkpoint completes before the failure even on a loaded machine
-    env = running_sum_job(tmp_path, DATA, fail_at=DATA[450], interval_ms=5)
+    # the failure waits for a completed checkpoint (on a loaded machine none may complete by 450)
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[300], interval_ms=5, fail_after_checkpoint=True)
     env.get_checkpoint_config().set_checkpointing_mode(mode)
     pauses, ends = [0], [0]
     pause, on_event = InputGate.pause, InputTask._on_event
