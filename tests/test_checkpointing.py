@@ -125,14 +125,16 @@ def test_periodic_checkpoints_complete_and_output_is_committed(tmp_path: Path) -
 
 @pytest.mark.parametrize("storage", [True, False])
 def test_failover_restores_from_last_checkpoint_exactly_once(tmp_path: Path, storage: bool) -> None:
-    result = running_sum_job(tmp_path, DATA, fail_at=DATA[450], storage=storage).execute("sums")
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[450], storage=storage, fail_after_checkpoint=storage)
+    result = env.execute("sums")
     assert result.metrics["job.numRestarts"] == 1
     assert result.metrics["job.restoredCheckpointId"] >= 1  # restored from a real checkpoint
     assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
 
 
 def test_unaligned_failover_is_exactly_once(tmp_path: Path) -> None:
-    result = running_sum_job(tmp_path, DATA, fail_at=DATA[500], unaligned=True).execute("sums")
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[300], unaligned=True, fail_after_checkpoint=True)
+    result = env.execute("sums")
     assert result.metrics["job.numRestarts"] == 1
     assert result.metrics["job.restoredCheckpointId"] >= 1
     assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
