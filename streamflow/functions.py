@@ -8,6 +8,7 @@ bounded concurrency, like Flink's ordered async I/O).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -169,7 +170,9 @@ class OutputTag:
         return f"OutputTag({self.tag_id!r})"
 
 
-class TimeDomain:
+class TimeDomain(enum.IntEnum):
+    """What fired a timer: ``ctx.time_domain()`` in ``on_timer`` (an enum, as PyFlink's)."""
+
     EVENT_TIME = 0
     PROCESSING_TIME = 1
 

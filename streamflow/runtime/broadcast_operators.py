@@ -33,7 +33,7 @@ class _ReadOnlyContext:
     def __init__(self, op: Any) -> None:
         self._op = op
         self._ts: int | None = None
-        self._domain = TimeDomain.EVENT_TIME
+        self._domain: TimeDomain = TimeDomain.EVENT_TIME
 
     def timestamp(self) -> int | None:
         return self._ts
@@ -115,7 +115,7 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
         self.backend.current_key = None  # no key on the broadcast side
         await _run(self, records, timestamps, self.call2, _BroadcastContext(self), None)
 
-    async def _fire(self, timer: Timer, domain: int) -> None:
+    async def _fire(self, timer: Timer, domain: TimeDomain) -> None:
         if self.on_timer is None:
             return
         ctx, emitter = _ReadOnlyContext(self), _Emitter()

@@ -293,7 +293,7 @@ class _KeyedContext:
     def __init__(self, op: KeyedProcessOperator) -> None:
         self._op = op
         self._ts: int | None = None
-        self._domain = TimeDomain.EVENT_TIME
+        self._domain: TimeDomain = TimeDomain.EVENT_TIME
 
     def timestamp(self) -> int | None:
         return self._ts
@@ -344,7 +344,7 @@ class KeyedProcessOperator(TimerOperator):
             raise self.failure(exc) from None
         await emitter.flush(self, timestamps is not None)
 
-    async def _fire(self, timer: Timer, domain: int) -> None:
+    async def _fire(self, timer: Timer, domain: TimeDomain) -> None:
         if self.on_timer is None:
             return
         ctx, emitter = _KeyedContext(self), _Emitter()
