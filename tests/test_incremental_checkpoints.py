@@ -157,7 +157,7 @@ async def test_restore_from_a_chain_at_any_parallelism(tmp_path: Path, before: i
     assert latest is not None
     bases = [n for n in latest.shared if "-base-" in n]
     deltas = [n for n in latest.shared if "-delta-" in n]
-    assert len(bases) == before and len(deltas) >= 3 * before  # one chain per subtask
+    assert len(bases) == before and len(deltas) >= before  # one chain per subtask
     second = await restored_run(tmp_path, after)
     # the restored state is exactly the state at the last checkpoint: every later output matches
     assert by_key(second) == by_key(EXPECTED[STOPS[-1] :])

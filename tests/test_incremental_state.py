@@ -201,13 +201,27 @@ def test_chain_materialises_every_max_chain_deltas() -> None:
 
 def test_chain_materialises_when_deltas_outgrow_the_base() -> None:
     files, backend = Files(), KeyedStateBackend(MAXP, settings(max_chain=100))
-    write(backend, 0, 0)
+    for k in range(1_000):
+        write(backend, k, 0)
     lengths = [len(files.take(backend, 1)["chain"])]
-    for cid in range(2, 6):
-        for k in range(1_000):  # every checkpoint rewrites many more keys than the base held
+    for cid in range(2, 8):
+        for k in range(1_000):  # every checkpoint rewrites every key: each delta is a base's size
             write(backend, k, cid)
         lengths.append(len(files.take(backend, cid)["chain"]))
-    assert lengths == [1, 2, 1, 2, 3]
+    assert lengths == [1, 2, 3, 4, 1, 2, 3]  # a base once the deltas hold more than two bases
+
+
+def test_a_growing_state_is_not_rewritten() -> None:
+    """The deltas are measured against what a base would take now, not against the first
+    (small) base: a state that only grows never writes its keys twice."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings(max_chain=100))
+    write(backend, 0, 0)
+    lengths = [len(files.take(backend, 1)["chain"])]
+    for cid in range(2, 7):
+        for k in range(cid * 1_000, (cid + 1) * 1_000):  # new keys only
+            write(backend, k, cid)
+        lengths.append(len(files.take(backend, cid)["chain"]))
+    assert lengths == [1, 2, 3, 4, 5, 6]
 
 
 def test_unconfirmed_checkpoint_changes_go_into_the_next_delta() -> None:
@@ -282,3 +296,86 @@ def test_checkpoints_that_keep_failing_end_in_a_base() -> None:
             write(backend, k, cid)
         lengths.append(len(files.take(backend, cid, confirm=False)["chain"]))
     assert lengths[0] == 2 and 1 in lengths  # the repeated deltas outgrew the base: a new one
+
+
+# ------------------------------------------------------------------ the log of writes
+
+
+def logged(backend: KeyedStateBackend, name: str = "reduce") -> incremental.Changes:
+    _table, changes = backend.tracked_table(name, "value")
+    assert changes is not None
+    return changes
+
+
+def test_batches_are_logged_in_order_and_a_later_write_wins() -> None:
+    """An operator logs whole batches (no per-key work); a key written in several batches,
+    deleted and written again, restores to its last write."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    files.take(backend, 1)
+    for batch in ([("a", 1), ("b", 1)], [("a", 2), ("c", (1, "x"))], [("b", 3)]):
+        keys, values = [k for k, _ in batch], [v for _, v in batch]
+        table.update(batch)
+        changes.extend(keys, values)
+        keys.clear()  # the caller's lists are its own: the log copied them
+    del table["c"]
+    changes.delete("c")
+    table["c"] = ("again",)
+    changes.put("c", ("again",))
+    table["d"] = 4
+    changes.put("d", 4)
+    del table["d"]
+    changes.delete("d")
+    d2 = files.take(backend, 2)
+    assert len(d2["chain"]) == 2
+    assert files.restore([d2])._tables["reduce"] == {"a": 2, "b": 3, "c": ("again",)}
+
+
+def test_the_log_merges_its_oldest_writes_when_keys_repeat() -> None:
+    """Hot keys: the log stays within twice the table's size (plus SLACK); the oldest writes
+    are merged (each key once) and the delta restores exactly."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    files.take(backend, 1)
+    for round_ in range(60):
+        keys = [f"k{i}" for i in range(200)]
+        values = [(k, round_) for k in keys]
+        table.update(zip(keys, values, strict=True))
+        changes.extend(keys, values)
+        assert changes.logged <= 2 * len(table) + incremental.SLACK + 400
+    assert changes.merged and len(changes) < 60 * 200
+    d2 = files.take(backend, 2)
+    assert files.restore([d2])._tables["reduce"] == {f"k{i}": (f"k{i}", 59) for i in range(200)}
+    assert len(changes) == 0
+
+
+def test_a_mutable_value_logged_many_times_is_written_once_per_slice() -> None:
+    """Each logged write of a list refers to the same (growing) list: it is encoded once."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    files.take(backend, 1)
+    acc: list[int] = []
+    table["k"] = acc
+    for i in range(2_000):
+        acc.append(i)
+        changes.extend(["k"], [acc])
+    d2 = files.take(backend, 2)
+    delta = files.files[d2["chain"][-1]]
+    assert len(delta) < 20_000  # once: 2,000 small ints; 2,000 times would be megabytes
+    assert files.restore([d2])._tables["reduce"] == {"k": list(range(2_000))}
+
+
+def test_a_savepoint_keeps_the_log() -> None:
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    files.take(backend, 1)
+    table["a"] = 1
+    changes.extend(["a"], [1])
+    files.take(backend, 2, savepoint=True)
+    assert len(changes) == 1
+    d3 = files.take(backend, 3)
+    assert files.restore([d3])._tables["reduce"] == {"a": 1} and len(changes) == 0

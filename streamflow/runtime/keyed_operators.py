@@ -73,8 +73,8 @@ class ReduceOperator(TimerOperator):
             raise self.failure(exc) from None
         except Exception as exc:
             raise self.failure(exc) from None
-        if self.dirty is not None:  # incremental checkpoints: the batch's keys and values, once
-            self.dirty.update(zip(keys, out, strict=True))
+        if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
+            self.dirty.extend(keys, out)
         await self.output.push(out, timestamps)
 
 

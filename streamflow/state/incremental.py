@@ -1,4 +1,4 @@
-"""Incremental checkpoints of the heap keyed state backend: dirty keys, deltas and chains.
+"""Incremental checkpoints of the heap keyed state backend: logged writes, deltas and chains.
 
 Theory of operation
 -------------------
@@ -7,15 +7,20 @@ changed since the last one, and a periodic *materialisation* writes everything,
 so a restore reads a bounded chain: the newest full file (the *base*) and the
 deltas after it, in order.
 
-Dirty keys. Every keyed state table the backend hands out *tracked*
-(``KeyedStateBackend.tracked_table``) comes with a ``set`` of the keys written
-since the last capture: state objects add ``current_key`` on each write, and
-built-in operators that touch tables directly (``reduce``, ``sum``) add a
-batch's keys once per batch (``set.update``, one C call). A key whose value is
-gone when captured is recorded as a deletion. A table handed out untracked
-(``backend.table``: the window operator, TTL state) makes the backend take full
-snapshots in the former format, so an operator that does not mark what it
-changes can never lose a change.
+The log of writes. Every keyed state table the backend hands out *tracked*
+(``KeyedStateBackend.tracked_table``) comes with a :class:`Changes`: the writes
+since the last capture, oldest first, with their values (``MISSING``: deleted).
+Built-in operators that touch tables directly (``reduce``, ``sum``) log each
+record batch as it is (``extend``: a copy of the batch's key and value lists, no
+per-key hashing: keeping a dict of dirty keys cost more than a third of such a
+job's CPU with a million keys, a hash insert per record that misses the cache);
+state objects ``put`` one write, which goes straight into a dict of merged
+writes while nothing is logged (so a key written a thousand times through a
+``ListState`` is one entry). When the log holds more than twice the table's size
+(hot keys), its oldest batches are merged into that dict, a bounded amount per
+write. A table handed out untracked (``backend.table``: the window operator, TTL
+state) makes the backend take full snapshots in the former format, so an
+operator that does not record what it changes can never lose a change.
 
 Capture (at the barrier, in the task, before the barrier is forwarded): the
 dirty entries of each table (or, when materialising, all of them) are *encoded*
@@ -23,8 +28,10 @@ right away, in slices of :data:`CHUNK` keys that yield to the event loop
 between them; the task itself waits, so its state cannot change in between, and
 since the snapshot is bytes, no later in-place mutation can reach it. (Encoding
 at once costs less than copying references, checking which values are
-immutable and encoding later: measured in docs/performance.md.) The dirty sets
-are cleared. After the barrier the upload only joins the frames
+immutable and encoding later: measured in docs/performance.md.) A slice that
+repeats a key is reduced to each key's last write only when it holds a deletion
+or mutable values (a logged list is the same object each time). The logs are
+cleared. After the barrier the upload only joins the frames
 (:meth:`HeapUpload.produce`); hashing and writing run in the storage thread.
 
 Format: a file is a MessagePack stream: a header (codec name, full or delta,
@@ -43,11 +50,12 @@ pending or aborted since) and references that chain plus its own delta. It
 materialises instead (a full base, chain of one) when there is no confirmed
 chain (the first checkpoint, and the first after a restore, which may have
 merged several old subtasks' chains), when the chain holds ``max_chain``
-deltas, or when its deltas together are more than twice its base (a restore
-would read more than three bases; when most keys change every interval, the
-deltas are as large as a base, which then costs nothing extra). A savepoint's snapshot is a delta too (the
-storage copies the chain into the savepoint) but leaves the dirty sets and the
-chain alone: the checkpoints after it are based on checkpoints only.
+deltas, or when its deltas together are more than twice what a base would take
+now (the state's entries times the chain's bytes per entry: a restore would
+read more than three bases; a state that only grows is never written twice,
+whereas measuring against the first, small base rewrote it again and again).
+A savepoint's snapshot is a delta too (the storage copies the chain into the
+savepoint) but leaves the logs and the chain alone: the checkpoints after it are based on checkpoints only.
 
 Key groups are never computed at checkpoint time: every file records the
 key-group range of the subtask that wrote it, and all its keys lie in that
@@ -62,8 +70,10 @@ import datetime
 import decimal
 import hashlib
 import secrets
+import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import is_, itemgetter
@@ -74,7 +84,9 @@ import msgpack
 
 from .codec import Codec
 
-__all__ = ["CHUNK", "Capture", "HeapChain", "HeapUpload", "apply_file", "apply_file_slices", "capture"]
+__all__ = [
+    "CHUNK", "Capture", "Changes", "HeapChain", "HeapUpload", "apply_file", "apply_file_slices", "capture",
+]  # fmt: skip
 
 CHUNK = 16_384  # keys per slice: capture and encoding yield to the loop between slices
 FORMAT = "streamflow-heap-state"
@@ -95,8 +107,125 @@ def _packb(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True, strict_types=True, default=_refuse)
 
 
+class _Packer(threading.local):
+    """This thread's strict packer (reusing one costs a third less than ``msgpack.packb``)."""
+
+    def __init__(self) -> None:
+        self.pack = msgpack.Packer(use_bin_type=True, strict_types=True, default=_refuse).pack
+
+
+_PACKER = _Packer()
+
+
+def _pack(obj: Any) -> bytes:
+    return _PACKER.pack(obj)  # a Packer resets its buffer on failure too
+
+
 def _unpackb(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
+
+
+# ------------------------------------------------------------------ changes
+
+
+SLACK = 4_096  # writes logged beyond twice the table's size before the oldest are merged
+BATCH = 1_024  # single writes gathered into one logged batch
+
+
+class Changes:
+    """The writes to one table since the last capture, oldest first (see module doc).
+
+    ``extend(keys, values)`` logs a batch (a copy of both lists: no per-key hashing),
+    ``put``/``delete`` log one write. When the log holds more than twice the table's size
+    (plus :data:`SLACK`), its oldest batches are merged into ``merged`` (a dict: each key
+    once), at most about twice what the write added, so no single write pays for all."""
+
+    __slots__ = ("_open_keys", "_open_values", "batches", "deletes", "logged", "merged", "table")
+
+    def __init__(self, table: dict) -> None:
+        self.table = table
+        self.merged: dict[Any, Any] = {}  # older than every logged batch
+        self.batches: deque[tuple[list, list]] = deque()
+        self.logged = 0  # entries in batches and in the open batch
+        self.deletes = False  # a MISSING value may be among the writes
+        self._open_keys: list[Any] = []
+        self._open_values: list[Any] = []
+
+    def extend(self, keys: list, values: list) -> None:
+        if self._open_keys:
+            self._close()
+        self.batches.append((list(keys), list(values)))
+        self.logged += len(keys)
+        if self.logged > 2 * len(self.table) + SLACK:
+            self._merge_oldest(2 * len(keys))
+
+    def put(self, key: Any, value: Any) -> None:
+        if not self.logged:  # nothing logged: the merged entries are the newest, keep it so
+            self.merged[key] = value
+            return
+        self._open_keys.append(key)
+        self._open_values.append(value)
+        self.logged += 1
+        if len(self._open_keys) >= BATCH:
+            self._close()
+            if self.logged > 2 * len(self.table) + SLACK:
+                self._merge_oldest(2 * BATCH)
+
+    def delete(self, key: Any) -> None:
+        self.deletes = True
+        self.put(key, MISSING)
+
+    def _close(self) -> None:
+        self.batches.append((self._open_keys, self._open_values))
+        self._open_keys, self._open_values = [], []
+
+    def _merge_oldest(self, at_least: int) -> None:
+        merged, batches = self.merged, self.batches
+        done = 0
+        while batches and done < at_least:
+            keys, values = batches.popleft()
+            merged.update(zip(keys, values, strict=True))
+            done += len(keys)
+        self.logged -= done
+
+    def seal(self) -> None:
+        """Move the merged writes into the log, as its oldest batch, once they hold
+        :data:`CHUNK` keys: a dict that grows to a million keys resizes in single C calls of
+        30-40 ms on the loop (the task calls this between slices, see ``seal_dirty``)."""
+        merged = self.merged
+        if len(merged) >= CHUNK:
+            self.batches.appendleft((list(merged), list(merged.values())))
+            self.logged += len(merged)
+            self.merged = {}
+
+    def __len__(self) -> int:
+        return len(self.merged) + self.logged
+
+    def columns(self) -> Iterator[tuple[list, list, bool]]:
+        """The writes as (keys, values, each key once) columns, oldest first: the merged
+        ones, then the log, in columns of at least :data:`CHUNK` entries (apply them in
+        order: a later write of a key wins)."""
+        if self.merged:
+            yield list(self.merged), list(self.merged.values()), True
+        if self._open_keys:
+            self._close()
+        keys: list[Any] = []
+        values: list[Any] = []
+        for k, v in self.batches:
+            keys += k
+            values += v
+            if len(keys) >= CHUNK:
+                yield keys, values, False
+                keys, values = [], []
+        if keys:
+            yield keys, values, False
+
+    def clear(self) -> None:
+        self.merged = {}
+        self.batches.clear()
+        self._open_keys, self._open_values = [], []
+        self.logged = 0
+        self.deletes = False
 
 
 # ------------------------------------------------------------------ capture
@@ -143,17 +272,25 @@ class HeapChain:
         self.confirmed: list[str] = []  # the chain of the last confirmed checkpoint
         self.pending: dict[int, _Pending] = {}  # captured, not yet confirmed, by checkpoint id
         self.sizes: dict[str, int] = {}  # file -> bytes, once encoded
+        self.entries: dict[str, int] = {}  # file -> the entries written into it
 
-    def must_materialise(self) -> bool:
+    def must_materialise(self, entries: int) -> bool:
+        """Whether the next checkpoint writes a base; ``entries``: the state's size now."""
         if not self.confirmed or len(self.confirmed) > self.max_chain:
             return True
         if any(p.full for p in self.pending.values()):  # a base not yet confirmed: another one
             return True
         base, deltas = self.confirmed[0], self.confirmed[1:]
         base_size = self.sizes.get(base, 1 << 62)
+        # what a base would take now, at the chain's bytes per entry: the state may have grown
+        # since the base (one written early holds few keys; measuring the deltas against it
+        # would rewrite a growing state again and again)
+        chain_bytes = sum(self.sizes.get(f, 0) for f in self.confirmed)
+        per_entry = chain_bytes / max(1, sum(self.entries.get(f, 0) for f in self.confirmed))
+        full_size = max(base_size, entries * per_entry)
         # checkpoints that keep failing would repeat ever more frames: a base ends that too
         repeated = sum(len(f) for p in self.pending.values() for f in p.frames)
-        return sum(self.sizes.get(d, 0) for d in deltas) > 2 * base_size or repeated > base_size
+        return sum(self.sizes.get(d, 0) for d in deltas) > 2 * full_size or repeated > full_size
 
     def new_name(self, checkpoint_id: int, full: bool, savepoint: bool) -> str:
         kind = "base" if full else "delta"
@@ -169,6 +306,8 @@ class HeapChain:
         live = set(self.confirmed).union(*(p.chain for p in self.pending.values()))
         for name in [n for n in self.sizes if n not in live]:
             del self.sizes[name]
+        for name in [n for n in self.entries if n not in live]:
+            del self.entries[name]
 
     def reset(self) -> None:
         """After a restore: the next checkpoint materialises."""
@@ -177,28 +316,25 @@ class HeapChain:
 
 async def capture(
     tables: dict[str, dict],
-    dirty: dict[str, dict[Any, Any]],
+    dirty: dict[str, Changes],
     kinds: dict[str, str],
     chain_state: HeapChain,
     settings: Any,
     checkpoint_id: int,
     savepoint: bool,
     key_kind: Callable[[type], str],
-    sealed: dict[str, list[dict[Any, Any]]] | None = None,
 ) -> Capture:
-    """Encode, at the barrier, the dirty entries (or all of them) into the frames of a new
-    file, one slice of :data:`CHUNK` keys at a time, pausing through the job's loop budget
-    between slices (``loop_budget.yield_point``).
+    """Encode, at the barrier, the writes since the last capture (or all entries) into the
+    frames of a new file, one slice of :data:`CHUNK` keys at a time, yielding to the loop
+    between slices.
 
-    ``dirty`` maps each table's written keys to their values (MISSING: deleted), so a delta
-    is read sequentially from it, never looked up in the (much larger) table; ``sealed``
-    holds older dirty dicts of a table moved aside (``KeyedStateBackend.seal_dirty``), written
-    before the live one, oldest first. The tables and dicts are read through iterators across
-    slices: the task waits for its capture, so nothing writes them meanwhile (a write would
-    fail the capture loudly: 'dictionary changed size during iteration')."""
+    ``dirty`` holds each table's writes with their values (MISSING: deleted), so a delta is
+    read sequentially from it, never looked up in the (much larger) table. Pauses go through
+    the job's loop budget (``loop_budget.yield_point``)."""
     from ..runtime.loop_budget import yield_point
 
-    full = chain_state.must_materialise()
+    entries = sum(map(len, tables.values()))
+    full = chain_state.must_materialise(entries)
     name = chain_state.new_name(checkpoint_id, full, savepoint)
     chain_ = [name] if full else [*chain_state.confirmed, name]
     groups: range = settings.key_groups
@@ -210,29 +346,24 @@ async def capture(
     }  # fmt: skip
     frames: list[bytes] = []
     key_types: set[type] = set()
-    sealed = {} if sealed is None else sealed
+    written = 0
     for table_name, table in tables.items():
-        d = dirty.setdefault(table_name, {})
-        older = sealed.get(table_name, [])
-        for source in [table] if full else [*older, d]:
-            kit, vit = iter(source), iter(source.values())
-            while part := list(islice(kit, CHUNK)):
-                vals = list(islice(vit, CHUNK))
-                if not full and any(map(is_, vals, repeat(MISSING, len(vals)))):
-                    present = [v is not MISSING for v in vals]
-                    dels = [k for k, p in zip(part, present, strict=True) if not p]
-                    frames.append(_packb([table_name, "del", pack_column(dels, codec)]))
-                    part, vals = list(compress(part, present)), list(compress(vals, present))
-                if part:
-                    key_types.update(map(type, part))
-                    columns = [pack_column(part, codec), pack_column(vals, codec)]
-                    frames.append(_packb([table_name, "put", *columns]))
+        changes = dirty.get(table_name)
+        if changes is None:
+            changes = dirty[table_name] = Changes(table)
+        deletes = not full and changes.deletes
+        # a base reads the table through iterators (a list of a million keys is a long hold);
+        # the task waits for its capture, so nothing writes the table meanwhile (a write would
+        # fail the capture loudly: 'dictionary changed size during iteration')
+        source: Iterable[tuple[list, list, bool]] = _table_slices(table) if full else changes.columns()
+        for keys, values, unique in source:
+            for i in range(0, len(keys), CHUNK):
+                part, vals = keys[i : i + CHUNK], values[i : i + CHUNK]
+                written += len(part)
+                frames.extend(_slice_frames(table_name, part, vals, deletes, unique, codec, key_types))
                 await yield_point()
         if not savepoint:
-            d.clear()
-            while older:  # one sealed dict at a time: dropping a million entries at once is long too
-                older.pop()
-                await yield_point()
+            changes.clear()
     earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
     all_types = key_types.union(*(p.key_types for p in earlier))
     cap.parts = [
@@ -241,30 +372,74 @@ async def capture(
         *frames,
         _packb(["", "end", sorted({key_kind(t) for t in all_types})]),
     ]
+    chain_state.entries[name] = written
     if not savepoint:
         chain_state.pending[checkpoint_id] = _Pending(chain_, full, [] if full else frames, key_types)
     return cap
 
 
+def _table_slices(table: dict) -> Iterator[tuple[list, list, bool]]:
+    kit, vit = iter(table), iter(table.values())
+    while part := list(islice(kit, CHUNK)):
+        yield part, list(islice(vit, CHUNK)), True
+
+
 # ------------------------------------------------------------------ encoding
+
+_MUTABLE = frozenset({list, dict, set, bytearray})
+
+
+def _slice_frames(
+    table: str, keys: list, values: list, deletes: bool, unique: bool, codec: Codec, key_types: set[type]
+) -> list[bytes]:
+    """The frames of one slice of writes, oldest first. A key written more than once in the
+    slice is written once (its last value) when the slice holds a deletion (a ``del`` and a
+    ``put`` frame are not ordered against each other) or mutable values (each logged write
+    refers to the same object, which holds its latest value: encoding it once per write
+    would cost the square of a growing list's length)."""
+    value_types = set(map(type, values))
+    has_deletes = deletes and any(map(is_, values, repeat(MISSING, len(values))))
+    if not unique and (has_deletes or not _MUTABLE.isdisjoint(value_types)):
+        last = dict(zip(keys, values, strict=True))
+        keys, values = list(last), list(last.values())
+        value_types = set(map(type, values))
+    frames = []
+    if has_deletes:
+        present = [v is not MISSING for v in values]
+        dels = [k for k, p in zip(keys, present, strict=True) if not p]
+        frames.append(_packb([table, "del", pack_column(dels, codec)]))
+        keys, values = list(compress(keys, present)), list(compress(values, present))
+        value_types.discard(type(MISSING))
+    if keys:
+        packed_keys, types = _pack_column(keys, codec)
+        key_types |= types
+        frames.append(_packb([table, "put", packed_keys, _pack_column(values, codec, value_types)[0]]))
+    return frames
 
 
 def pack_column(values: list[Any], codec: Codec) -> bytes:
-    types = set(map(type, values))
+    """The column's bytes, tagged P, T or C (see the module doc)."""
+    return _pack_column(values, codec)[0]
+
+
+def _pack_column(values: list[Any], codec: Codec, types: set[type] | None = None) -> tuple[bytes, set[type]]:
+    """The column's bytes and the types of its values (computed unless given)."""
+    if types is None:
+        types = set(map(type, values))
     if types == {tuple}:
         lengths = set(map(len, values))
         if len(lengths) == 1 and 0 not in lengths:
             try:
                 (arity,) = lengths  # columns by itemgetter: 3x faster than zip(*values)
-                return b"T" + _packb([list(map(itemgetter(i), values)) for i in range(arity)])
+                return b"T" + _pack([list(map(itemgetter(i), values)) for i in range(arity)]), types
             except _PLAIN_ERRORS:
                 pass  # a column plain msgpack cannot pack: the job's codec below packs it (no loss)
     elif tuple not in types:
         try:
-            return b"P" + _packb(values)
+            return b"P" + _pack(values), types
         except _PLAIN_ERRORS:
             pass  # as above: the codec's general encoding is the fallback, tagged "C"
-    return b"C" + codec.encode(values)
+    return b"C" + codec.encode(values), types
 
 
 def unpack_column(data: bytes, codec: Codec) -> list[Any]:

@@ -101,30 +101,33 @@ class AggregatingStateDescriptor(StateDescriptor):
 
 
 class _KeyedState:
-    """``_dirty`` maps the keys written since the last snapshot to their values (None: not
-    tracked); every write records its key's value (MISSING once deleted)."""
+    """``_dirty``: the writes since the last snapshot (``incremental.Changes``; None: not
+    tracked); every write records its key's value (a deletion once the key is gone)."""
 
     __slots__ = ("_backend", "_dirty", "_table")
 
-    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: dict | None) -> None:
+    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None) -> None:
         self._backend = backend
         self._table = table
         self._dirty = dirty
 
     def _written(self, key: Any) -> None:
         if self._dirty is not None:
-            self._dirty[key] = self._table.get(key, _inc.MISSING)
+            self._dirty.put(key, self._table.get(key, _inc.MISSING))
 
     def clear(self) -> None:
         key = self._backend.current_key
         self._table.pop(key, None)
-        self._written(key)
+        if self._dirty is not None:
+            self._dirty.delete(key)
 
 
 class ValueState(_KeyedState):
     __slots__ = ("_default",)
 
-    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: dict | None, default: Any) -> None:
+    def __init__(
+        self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None, default: Any
+    ) -> None:
         super().__init__(backend, table, dirty)
         self._default = default
 
@@ -138,7 +141,7 @@ class ValueState(_KeyedState):
             key = self._backend.current_key
             self._table[key] = value
             if self._dirty is not None:
-                self._dirty[key] = value
+                self._dirty.put(key, value)
 
 
 class ListState(_KeyedState):
@@ -234,7 +237,9 @@ class MapState(_KeyedState):
 class ReducingState(_KeyedState):
     __slots__ = ("_reduce",)
 
-    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: dict | None, reduce: Callable) -> None:
+    def __init__(
+        self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None, reduce: Callable
+    ) -> None:
         super().__init__(backend, table, dirty)
         self._reduce = reduce
 
@@ -252,7 +257,7 @@ class AggregatingState(_KeyedState):
     __slots__ = ("_agg",)
 
     def __init__(
-        self, backend: KeyedStateBackend, table: dict, dirty: dict | None, agg: AggregateFunction
+        self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None, agg: AggregateFunction
     ) -> None:
         super().__init__(backend, table, dirty)
         self._agg = agg
@@ -295,8 +300,7 @@ class KeyedStateBackend:
         self._chain = (
             None if incremental is None else _inc.HeapChain(incremental.owner, incremental.max_chain)
         )
-        self._dirty: dict[str, dict] = {}
-        self._sealed: dict[str, list[dict]] = {}  # dirty entries moved aside, oldest first (seal_dirty)
+        self._dirty: dict[str, _inc.Changes] = {}
         self._capturing = False  # a capture is reading the dirty dicts (across loop pauses)
         self._restoring: DeferredRestore | None = None  # a chain restore not decoded yet
         # decode a chain restore later, in the task (deferred_restore.py): the streaming runtime
@@ -321,28 +325,28 @@ class KeyedStateBackend:
         self._untracked.add(name)
         return self._register(name, kind)
 
-    def tracked_table(self, name: str, kind: str = "internal") -> tuple[dict, dict | None]:
-        """The table and its dirty entries (None when snapshots are not incremental): before
-        the next snapshot, the caller records every key it writes with its new value, and
-        every key it deletes with ``incremental.MISSING``."""
+    def tracked_table(self, name: str, kind: str = "internal") -> tuple[dict, _inc.Changes | None]:
+        """The table and the log of its writes (None when snapshots are not incremental):
+        before the next snapshot, the caller records every key it writes with its new value
+        (``put``, or ``extend`` for a batch), and every key it deletes (``delete``)."""
         self._restored_now()
         if self._settings is None:  # not incremental: whatever table() gives (RocksDB's tables)
             return self.table(name, kind), None
-        return self._register(name, kind), self._dirty.setdefault(name, {})
+        table = self._register(name, kind)
+        changes = self._dirty.get(name)
+        if changes is None:
+            changes = self._dirty[name] = _inc.Changes(table)
+        return table, changes
 
     def seal_dirty(self) -> None:
-        """Move each dirty dict of more than ``incremental.CHUNK`` keys aside (a copy, then
-        ``clear()``; the dict handed out stays the same object): a dict that grows to a million
-        keys resizes in single C calls of 30-40 ms on the loop, a sealed one never past a few
-        ms. A capture writes the sealed dicts in order, then the live one: a key in several
-        holds its latest value last. Run by the task between slices (a loop budget chore, so
-        possibly while this backend's capture is paused: then it leaves the dicts alone)."""
+        """Move each log's dict of merged writes aside once it holds ``incremental.CHUNK``
+        keys (``Changes.seal``): a dict that grows to a million keys resizes in single C
+        calls of 30-40 ms on the loop. Run by the task between slices (a loop budget chore,
+        so possibly while this backend's capture is paused: then it leaves the logs alone)."""
         if self._capturing:
             return
-        for name, d in self._dirty.items():
-            if len(d) >= _inc.CHUNK:
-                self._sealed.setdefault(name, []).append(d.copy())
-                d.clear()
+        for changes in self._dirty.values():
+            changes.seal()
 
     @property
     def incremental(self) -> bool:
@@ -381,7 +385,7 @@ class KeyedStateBackend:
         try:
             cap = await _inc.capture(
                 self._tables, self._dirty, self._kinds, chain_state, settings, checkpoint_id, savepoint,
-                _key_kind, self._sealed,
+                _key_kind,
             )  # fmt: skip
         finally:
             self._capturing = False
@@ -414,14 +418,14 @@ class KeyedStateBackend:
         self._tables[name].pop(key, None)
         dirty = self._dirty.get(name)
         if dirty is not None:
-            dirty[key] = _inc.MISSING
+            dirty.delete(key)
 
     def put_entry(self, name: str, key: Any, value: Any) -> None:
         """Replace ``key``'s entry of state ``name`` (TTL cleanup): a write of this backend."""
         self._tables[name][key] = value
         dirty = self._dirty.get(name)
         if dirty is not None:
-            dirty[key] = value
+            dirty.put(key, value)
 
     def restore(
         self,
