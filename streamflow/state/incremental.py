@@ -201,17 +201,20 @@ class Changes:
     def __len__(self) -> int:
         return len(self.merged) + self.logged
 
-    def columns(self) -> Iterator[tuple[list, list, bool]]:
+    def columns(self, consume: bool) -> Iterator[tuple[list, list, bool]]:
         """The writes as (keys, values, each key once) columns, oldest first: the merged
         ones, then the log, in columns of at least :data:`CHUNK` entries (apply them in
-        order: a later write of a key wins)."""
+        order: a later write of a key wins). ``consume``: drop each batch once read, so the
+        values it alone kept alive are freed a column at a time, not all at once in
+        :meth:`clear` (a million frees is a long hold); call :meth:`clear` after."""
         if self.merged:
             yield list(self.merged), list(self.merged.values()), True
         if self._open_keys:
             self._close()
         keys: list[Any] = []
         values: list[Any] = []
-        for k, v in self.batches:
+        batches = self.batches
+        for k, v in _drain(batches) if consume else batches:
             keys += k
             values += v
             if len(keys) >= CHUNK:
@@ -226,6 +229,11 @@ class Changes:
         self._open_keys, self._open_values = [], []
         self.logged = 0
         self.deletes = False
+
+
+def _drain(batches: deque[tuple[list, list]]) -> Iterator[tuple[list, list]]:
+    while batches:
+        yield batches.popleft()
 
 
 # ------------------------------------------------------------------ capture
@@ -355,7 +363,9 @@ async def capture(
         # a base reads the table through iterators (a list of a million keys is a long hold);
         # the task waits for its capture, so nothing writes the table meanwhile (a write would
         # fail the capture loudly: 'dictionary changed size during iteration')
-        source: Iterable[tuple[list, list, bool]] = _table_slices(table) if full else changes.columns()
+        source: Iterable[tuple[list, list, bool]] = (
+            _table_slices(table) if full else changes.columns(consume=not savepoint)
+        )
         for keys, values, unique in source:
             for i in range(0, len(keys), CHUNK):
                 part, vals = keys[i : i + CHUNK], values[i : i + CHUNK]
@@ -363,6 +373,10 @@ async def capture(
                 frames.extend(_slice_frames(table_name, part, vals, deletes, unique, codec, key_types))
                 await yield_point()
         if not savepoint:
+            while changes.batches:  # a base leaves the log unread: freed a part at a time
+                for _ in range(min(64, len(changes.batches))):
+                    changes.batches.popleft()
+                await yield_point()
             changes.clear()
     earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
     all_types = key_types.union(*(p.key_types for p in earlier))
