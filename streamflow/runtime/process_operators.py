@@ -143,8 +143,18 @@ class TimerOperator(StreamOperator):
         assert backend is not None, "a keyed operator needs a keyed state backend"
         return backend
 
+    def setup(self, ctx: Any, output: Any) -> None:
+        super().setup(ctx, output)
+        rocks = self._rocks
+        if rocks is not None:  # timers in RocksDB beside the keyed state (state/rocksdb_timers.py)
+            from ..state.rocksdb_timers import RocksDBTimerService
+
+            self.timers = RocksDBTimerService(rocks, self.encode_namespace, self.decode_namespace)
+
     def register_processing_timer(self, key: Any, namespace: Any, ts: int) -> None:
         if self.timers.register_processing_time_timer(key, namespace, ts) and ts not in self._scheduled:
+            if self._rocks is not None and self._scheduled and ts > min(self._scheduled):
+                return  # RocksDB: only the earliest wake-up is scheduled (the next one after it fires)
             self._scheduled.add(ts)
             self.ctx.processing_time.register(ts, self._on_processing_time)
 
@@ -154,6 +164,15 @@ class TimerOperator(StreamOperator):
         while (timer := self.timers.pop_processing_timer(now)) is not None:
             self.backend.current_key = timer.key
             await self.on_processing_timer(timer)
+        if self._rocks is not None:
+            self._schedule_next_processing_time()
+
+    def _schedule_next_processing_time(self) -> None:
+        nxt = self.timers.next_processing_time()
+        scheduled = self._scheduled
+        if nxt is not None and nxt not in scheduled and not (scheduled and nxt > min(scheduled)):
+            self._scheduled.add(nxt)
+            self.ctx.processing_time.register(nxt, self._on_processing_time)
 
     async def process_watermark(self, watermark: Watermark) -> None:
         ts = watermark.timestamp
@@ -184,11 +203,15 @@ class TimerOperator(StreamOperator):
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
         enc = self.encode_namespace
-        timers = {
-            domain: [(ts, key, enc(ns)) for ts, key, ns in entries]
-            for domain, entries in self.timers.snapshot().items()
-        }
         rocks = self._rocks
+        timers = (
+            {"event_time": [], "processing_time": []}  # RocksDB: in its files with the keyed state
+            if rocks is not None
+            else {
+                domain: [(ts, key, enc(ns)) for ts, key, ns in entries]
+                for domain, entries in self.timers.snapshot().items()
+            }
+        )
         keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
         return {"keyed": keyed, "timers": timers}
 
@@ -246,6 +269,7 @@ class TimerOperator(StreamOperator):
             rocks.restore(
                 [s["keyed"] for s in states], lambda g: g in groups, getattr(restored, "shared_path", None)
             )
+            cast(Any, self.timers).reset(restored=True)
         else:
             self.backend.restore_from(
                 [s["keyed"] for s in states],
@@ -258,10 +282,13 @@ class TimerOperator(StreamOperator):
         for s in states:
             timers = {d: [(ts, k, dec(ns)) for ts, k, ns in e] for d, e in s["timers"].items()}
             self.timers.restore(timers, owns_key)
-        for ts, _key, _namespace in self.timers.snapshot()["processing_time"]:
-            if ts not in self._scheduled:
-                self._scheduled.add(ts)
-                self.ctx.processing_time.register(ts, self._on_processing_time)
+        if rocks is not None:
+            self._schedule_next_processing_time()
+        else:
+            for ts, _key, _namespace in self.timers.snapshot()["processing_time"]:
+                if ts not in self._scheduled:
+                    self._scheduled.add(ts)
+                    self.ctx.processing_time.register(ts, self._on_processing_time)
         # a chain restore decodes later (Task.run): its key kinds are known when the first record comes
         self._check_key_type = self.backend.restored_key_types is not None or self.backend.restore_pending
 

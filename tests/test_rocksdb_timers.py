@@ -1,0 +1,230 @@
+"""Timers in RocksDB (state/rocksdb_timers.py): the RocksDB timer service against the heap one as
+a model (random registrations, deletions and pops, with heads so small that they overflow and
+reload all the time), and through the public API: timers checkpointed in RocksDB's files,
+restored at the same and at another parallelism, firing as on the heap backend."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.common import Types
+from streamflow.datastream.state_backend import EmbeddedRocksDBStateBackend
+from streamflow.runtime.timers import TimerService
+from streamflow.state import codec as _codec
+from streamflow.state.key_groups import key_group_range
+from streamflow.state.rocksdb_backend import RocksDBKeyedStateBackend
+from streamflow.state.rocksdb_timers import RocksDBTimerService
+from streamflow.testing import ListSink
+
+MAXP = 128
+
+
+def _backend(tmp_path: Path, subtask: int = 0, parallelism: int = 1) -> RocksDBKeyedStateBackend:
+    return RocksDBKeyedStateBackend(
+        MAXP,
+        key_group_range(subtask, MAXP, parallelism),
+        operator_id="op",
+        subtask=subtask,
+        codec=_codec.MsgpackCodec(),
+        local_dir=str(tmp_path),
+    )
+
+
+def _service(backend: RocksDBKeyedStateBackend, head: int) -> RocksDBTimerService:
+    service = RocksDBTimerService(backend, lambda ns: ns, lambda ns: ns)
+    for q in service.queues:
+        q.head_size = head
+    return service
+
+
+def _fired_by_time(timers: list[Any]) -> list[tuple[int, frozenset]]:
+    """(timestamp, the set fired at it) in order: ties may fire in another order than the heap's."""
+    out: list[tuple[int, set]] = []
+    for t in timers:
+        if out and out[-1][0] == t.timestamp:
+            out[-1][1].add((t.key, t.namespace))
+        else:
+            out.append((t.timestamp, {(t.key, t.namespace)}))
+    return [(ts, frozenset(s)) for ts, s in out]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("head", [1, 3, 128])
+def test_rocksdb_timers_behave_as_the_heap_service(tmp_path: Path, seed: int, head: int) -> None:
+    rng = random.Random(seed)
+    backend = _backend(tmp_path)
+    rocks, model = _service(backend, head), TimerService()
+    keys = [f"k{i}" for i in range(40)] + list(range(20)) + [("t", 1)]
+    watermark = -50
+    try:
+        for step in range(2500):
+            op = rng.random()
+            key, ns, ts = rng.choice(keys), rng.choice([None, 1, "w"]), rng.randrange(-40, 400)
+            if op < 0.45:
+                new = model.register_event_time_timer(key, ns, ts)
+                assert rocks.register_event_time_timer(key, ns, ts) >= new  # True: "may be new"
+            elif op < 0.6:
+                gone = model.delete_event_time_timer(key, ns, ts)
+                assert rocks.delete_event_time_timer(key, ns, ts) >= gone
+            elif op < 0.7:
+                assert rocks.has_event_time_timer(key, ns, ts) == model.has_event_time_timer(key, ns, ts)
+            elif op < 0.8:
+                rocks.register_processing_time_timer(key, ns, ts)
+                model.register_processing_time_timer(key, ns, ts)
+            elif op < 0.95:
+                watermark += rng.randrange(0, 12)
+                got = rocks.advance_watermark(watermark)
+                want = model.advance_watermark(watermark)
+                assert _fired_by_time(got) == _fired_by_time(want), step
+                assert rocks.next_event_time() == model.next_event_time()
+            else:
+                now = rng.randrange(-40, 400)
+                got = rocks.advance_processing_time(now)
+                want = model.advance_processing_time(now)
+                assert _fired_by_time(got) == _fired_by_time(want), step
+                assert rocks.next_processing_time() == model.next_processing_time()
+            if step % 500 == 0:  # the full scan agrees too, and the heads stay small
+                assert rocks.num_timers == model.num_timers
+                for q in rocks.queues:
+                    assert all(len(h) <= head for h in q._heads.values())
+        # a restore of the same DB: the heads are reloaded from RocksDB
+        backend.flush()
+        rocks.reset(restored=True)
+        rest = model.advance_watermark(10**6)
+        assert _fired_by_time(rocks.advance_watermark(10**6)) == _fired_by_time(rest)
+        assert rocks.num_timers == model.num_timers
+    finally:
+        backend.close()
+
+
+def test_many_timers_keep_a_small_head_and_fire_in_order(tmp_path: Path) -> None:
+    backend = _backend(tmp_path)
+    service = RocksDBTimerService(backend, lambda ns: ns, lambda ns: ns)
+    try:
+        n = 50_000
+        order = list(range(n))
+        random.Random(1).shuffle(order)
+        for i in order:
+            service.register_event_time_timer(i, None, i * 10 - 20_000)
+        (event, _) = service.queues
+        assert sum(len(h) for h in event._heads.values()) <= 128 * MAXP
+        fired = [t.timestamp for t in service.advance_watermark(10**9)]
+        assert fired == [i * 10 - 20_000 for i in range(n)]
+        assert service.num_timers == 0
+    finally:
+        backend.close()
+
+
+# -- through the public API ------------------------------------------------------------------------
+
+
+class Expire(sf.KeyedProcessFunction):
+    """Counts a key's records; an event-time timer 50 after each record emits the key, the
+    timestamp and whether the count survived (the count at firing time depends on how far the
+    periodic watermark lags, so only its presence is compared)."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.count = runtime_context.get_state(sf.ValueStateDescriptor("n", Types.INT()))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.count.update((self.count.value() or 0) + 1)
+        ctx.timer_service().register_event_time_timer(value[1] + 50)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield (ctx.get_current_key(), timestamp, self.count.value() > 0)
+
+
+def _records() -> list[tuple[int, int]]:
+    return [(i % 37, i * 3) for i in range(400)]
+
+
+def _pipeline(env: Any, data: Any) -> Any:
+    return (
+        env.from_async_iterable(data)
+        .uid("src")
+        .set_parallelism(1)
+        .assign_timestamps_and_watermarks(
+            sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r, _: r[1])
+        )
+        .uid("wm")
+        .set_parallelism(1)  # one watermark for every keyed subtask (no idle channel holds it back)
+        .key_by(lambda r: r[0])
+        .process(Expire())
+        .uid("expire")
+    )
+
+
+async def _reference() -> list:
+    env = sf.StreamExecutionEnvironment()
+    sink = ListSink()
+
+    async def data() -> Any:
+        for r in _records():
+            yield r
+
+    _pipeline(env, data).sink_to(sink)
+    await (await env.execute_async()).get_job_execution_result()
+    return sink.results
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 1), (1, 4), (4, 1), (4, 4)])
+async def test_timers_checkpointed_in_rocksdb_restore_and_rescale(
+    tmp_path: Path, before: int, after: int
+) -> None:
+    """A savepoint while timers are pending holds no timer list (they are in the SST files); the
+    job restored from it at parallelism ``after`` fires every timer once, as on the heap."""
+    from streamflow.checkpoint.restore import RestoredCheckpoint
+    from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+    want = await _reference()
+    data = _records()
+    sent = 0
+    release = asyncio.Event()
+
+    async def gated() -> Any:
+        nonlocal sent
+        for r in data[:200]:
+            sent += 1
+            yield r
+        await release.wait()
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(before)
+    env.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
+    first = ListSink()
+    _pipeline(env, gated).sink_to(first)
+    client = await env.execute_async("timers")
+    while sent < 200:
+        await asyncio.sleep(0.01)
+    fired = -1
+    while fired != len(first.results):  # the periodic watermark catches up with the 200 records
+        fired = len(first.results)
+        await asyncio.sleep(0.5)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    handle = FileSystemCheckpointStorage(tmp_path / "sp").load(Path(path))
+    restored = RestoredCheckpoint.load(handle, _codec.MsgpackCodec())
+    snaps = [s for s in restored.ops["expire"].values() if s is not None]
+    assert snaps and all(s["timers"] == {"event_time": [], "processing_time": []} for s in snaps)
+    assert any(s["keyed"].get("rocksdb") for s in snaps)
+
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
+    env2.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
+    env2.configure({"execution.savepoint.path": path})
+    second = ListSink()
+
+    async def again() -> Any:  # the source's restored position skips the first 200
+        for r in data:
+            yield r
+
+    _pipeline(env2, again).sink_to(second)
+    await (await env2.execute_async("timers")).get_job_execution_result()
+    assert first.results, "no timer fired before the savepoint"
+    assert Counter(first.results + second.results) == Counter(want)
