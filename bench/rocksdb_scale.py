@@ -33,8 +33,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
 import streamflow as sf  # noqa: E402
+from benchutil import ThreadCPU, dir_bytes, machine, median, target, verdict  # noqa: E402
 from streamflow.checkpoint.storage import FileSystemCheckpointStorage  # noqa: E402
 
 
@@ -53,51 +55,6 @@ class Totals(sf.SinkFunction):
 def records(keys: int) -> Any:
     for i in range(2 * keys):
         yield (i % keys, 1)
-
-
-class ThreadCPU:
-    """CPU seconds per thread name (RocksDB's background threads, the checkpoint writer...),
-    sampled from /proc/self/task every 0.2 s (Linux; empty elsewhere)."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.seen: dict[int, tuple[str, float]] = {}
-        self._stop = threading.Event()
-        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        try:
-            tids = os.listdir("/proc/self/task")
-        except OSError:
-            return
-        for tid in tids:
-            try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(tid) == os.getpid():
-                name = "main"
-            elif not name.startswith("rocksdb"):
-                name = "other"  # Python's worker threads: the checkpoint writer, to_thread calls
-            self.seen[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / self._tick)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            self._sample()
-
-    def stop(self) -> dict[str, float]:
-        self._sample()
-        self._stop.set()
-        out: dict[str, float] = {}
-        for name, cpu in self.seen.values():
-            out[name] = round(out.get(name, 0.0) + cpu, 2)
-        return out
 
 
 def running_sum(keys: int, checkpoint_dir: str | None, parallelism: int = 1, restore: bool = False) -> dict:
@@ -136,8 +93,21 @@ def child(args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def checkpoint_bytes(directory: Path, job: str) -> int:
-    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+def _threads(x: dict) -> str:
+    t = x["threads"]
+    return (
+        f"main {t.get('main', 0):.1f} s, compactions {t.get('rocksdb:low', 0):.1f} s, "
+        f"memtable flushes {t.get('rocksdb:high', 0):.1f} s, other threads {t.get('other', 0):.1f} s"
+    )
+
+
+def _med(runs: list[dict], field: str) -> float:
+    return median(x[field] for x in runs)
+
+
+def _med_threads(runs: list[dict]) -> dict:
+    names = {n for x in runs for n in x["threads"]}
+    return {"threads": {n: median(x["threads"].get(n, 0.0) for x in runs) for n in names}}
 
 
 def overhead_and_restore(keys: int, repeat: int, parts: set[str]) -> None:
@@ -145,47 +115,46 @@ def overhead_and_restore(keys: int, repeat: int, parts: set[str]) -> None:
     with_ckpt: list[dict] = []
     keep = Path(tempfile.mkdtemp(prefix="sf-rocks-bench-"))
     try:
-        for r in range(repeat):  # interleaved: the machine's drift hits both alike
+        for r in range(repeat):  # interleaved (A B A B ...): the machine's drift hits both alike
             if "baseline" in parts:
                 base.append(child(["run", str(keys), "-"]))
-            chk = keep / f"chk-{r}"
-            with_ckpt.append(child(["run", str(keys), str(chk)]))
-        if not base:  # --parts overhead,restore without baseline: the checkpointed run alone
-            x = with_ckpt[0]
+            with_ckpt.append(child(["run", str(keys), str(keep / f"chk-{r}")]))
+        print(
+            f"running sum, {keys:,} keys ({2 * keys:,} records, every key twice), RocksDB, parallelism 1; "
+            f"{repeat} run(s) of each, interleaved, medians; {machine('after the runs')}"
+        )
+        ck = with_ckpt
+        print(
+            f"  checkpoint every 1 s: {_med(ck, 'elapsed_s'):.1f} s wall, {_med(ck, 'cpu_s'):.1f} s CPU "
+            f"({_threads(_med_threads(ck))}), {_med(ck, 'checkpoints'):.0f} checkpoints"
+        )
+        if base:
             print(
-                f"running sum, {keys:,} keys ({2 * keys:,} records), RocksDB, checkpoint every 1 s: "
-                f"{x['elapsed_s']:.1f} s ({x['cpu_s']:.1f} s CPU, {x['checkpoints']} checkpoints), "
-                f"peak RSS {x['rss_mb']:.0f} MB (target < 2048 MB)"
+                f"  no checkpoints:       {_med(base, 'elapsed_s'):.1f} s wall, {_med(base, 'cpu_s'):.1f} s CPU "
+                f"({_threads(_med_threads(base))})"
             )
-            base = with_ckpt
-        b = min(x["elapsed_s"] for x in base)
-        c = min(x["elapsed_s"] for x in with_ckpt)
-        bc = min(x["cpu_s"] for x in base)
-        cc = min(x["cpu_s"] for x in with_ckpt)
-        print(
-            f"running sum, {keys:,} keys ({2 * keys:,} records), RocksDB: no checkpoints {b:.1f} s "
-            f"({bc:.1f} s CPU); checkpoint every 1 s {c:.1f} s ({cc:.1f} s CPU, "
-            f"{with_ckpt[0]['checkpoints']} checkpoints); overhead {100 * (c / b - 1):+.1f} % wall, "
-            f"{100 * (cc / bc - 1):+.1f} % CPU (target <= 15 %)"
-        )
-        print(
-            f"peak RSS: no checkpoints {max(x['rss_mb'] for x in base):.0f} MB, with checkpoints "
-            f"{max(x['rss_mb'] for x in with_ckpt):.0f} MB (target < 2048 MB)"
-        )
+            cpu = 100 * (_med(ck, "cpu_s") / _med(base, "cpu_s") - 1)
+            wall = 100 * (_med(ck, "elapsed_s") / _med(base, "elapsed_s") - 1)
+            print("  " + target("overhead of 1 s checkpoints, CPU time of the process", cpu, 15, "%", "+.1f"))
+            print(f"  (wall time {wall:+.1f} %: on a loaded machine the checkpointed run, longer, takes more "
+                  "checkpoints)")  # fmt: skip
+        rss = max(x["rss_mb"] for x in base + ck)
+        print(f"  peak RSS: {rss:.0f} MB (target < 2048 MB): {verdict(rss < 2048)}")
         chk = keep / "chk-0"
         latest = FileSystemCheckpointStorage(chk).restore_point("rocksdb-scale")
         assert latest is not None
-        size = checkpoint_bytes(chk, "rocksdb-scale")
-        print(f"checkpoint directory after the run: {size / 2**20:.0f} MB ({len(latest.shared)} SST files)")
+        size = dir_bytes(chk)
+        print(f"  checkpoint directory after the run: {size / 2**20:.0f} MB ({len(latest.shared)} SST files)")
         if "restore" in parts:
             for p in (1, 4):
                 work = keep / f"restore-{p}"
                 shutil.copytree(chk, work)
                 r = child(["restore", str(keys), str(work), str(p)])
+                how = "SST files verified and linked back" if p == 1 else "key-group ranges copied"
                 print(
-                    f"restore of the {keys:,}-key checkpoint at parallelism {p} ({r['cpu_s']:.1f} s CPU) "
-                    f"({'SST files linked back' if p == 1 else 'key-group ranges copied'}): "
-                    f"{r['elapsed_s']:.1f} s, the whole job (target < 30 s); peak RSS {r['rss_mb']:.0f} MB"
+                    f"  restore of the {keys:,}-key checkpoint at parallelism {p} ({how}), the whole job: "
+                    f"{r['elapsed_s']:.1f} s ({r['cpu_s']:.1f} s CPU), peak RSS {r['rss_mb']:.0f} MB "
+                    f"(target < 30 s): {verdict(r['elapsed_s'] < 30)}"
                 )
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -253,10 +222,10 @@ async def cost(keys: int, rates: list[float]) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--keys", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=10_000_000)
     ap.add_argument("--parts", default="overhead,baseline,restore,cost")
-    ap.add_argument("--cost-keys", default="1000,100000,1000000")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--cost-keys", default="1000,100000,1000000,10000000")
+    ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--child", nargs="+")
     args = ap.parse_args()
     if args.child:
@@ -268,7 +237,7 @@ def main() -> None:
             print(json.dumps(running_sum(keys, args.child[2], int(args.child[3]), restore=True)))
         return
     parts = set(args.parts.split(","))
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    print(f"machine: {machine('at start')}")
     if "overhead" in parts:
         overhead_and_restore(args.keys, args.repeat, parts)
     if "cost" in parts:
@@ -281,7 +250,7 @@ def main() -> None:
                     f"{row['sync_ms'] or 0:>4} ms {row['new_bytes']:>12,} {row['new_files']:>8} "
                     f"{row['total_bytes']:>12,}"
                 )
-    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    print(f"machine: {machine('at the end')}")
 
 
 if __name__ == "__main__":

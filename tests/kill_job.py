@@ -5,6 +5,11 @@ Usage: python tests/kill_job.py OUT_DIR CHECKPOINT_DIR aligned|unaligned N [incr
 Each key comes from one source only, so its running sums are deterministic
 whatever the interleaving; the committed output must hold each exactly once.
 Restarting the same command resumes from the latest complete checkpoint.
+
+With ``STREAMFLOW_KILL_TIMERS=1`` the sums go through a keyed process function
+that holds them in list state and emits them from timers (a processing-time
+timer 2 ms on, and an event-time one that fires at the end of input): the same
+output, so timers and their state must survive every kill too.
 """
 
 from __future__ import annotations
@@ -42,6 +47,28 @@ async def slow_sink_path(record: tuple[str, int]) -> tuple[str, int]:
     return record
 
 
+class HoldForTimers(sf.KeyedProcessFunction):
+    """Holds each record in list state until a timer of its key fires, then emits them."""
+
+    def open(self, runtime_context: sf.RuntimeContext) -> None:
+        from streamflow.common import Types
+        from streamflow.datastream.state import ListStateDescriptor
+
+        held = ListStateDescriptor("held", Types.TUPLE([Types.STRING(), Types.INT()]))
+        self.held = runtime_context.get_list_state(held)
+
+    def process_element(self, value: tuple[str, int], ctx: sf.KeyedProcessFunction.Context) -> None:
+        self.held.add(value)
+        timers = ctx.timer_service()
+        timers.register_processing_time_timer(timers.current_processing_time() + 2)
+        timers.register_event_time_timer(2**62)  # the end of input's watermark fires it
+
+    def on_timer(self, timestamp: int, ctx: sf.KeyedProcessFunction.OnTimerContext) -> list:
+        out = list(self.held.get() or ())
+        self.held.clear()
+        return out
+
+
 def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "incremental") -> None:
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(128)
     env.enable_checkpointing(30)
@@ -69,6 +96,8 @@ def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "inc
         .set_parallelism(1)
     )
     summed = a.union(b).key_by(lambda r: r[0]).sum(1).uid("running-sum")
+    if os.environ.get("STREAMFLOW_KILL_TIMERS"):
+        summed = summed.key_by(lambda r: r[0]).process(HoldForTimers()).uid("hold")
     if mode == "unaligned":  # a slow sink path behind a channel: backpressure, in-flight data
         summed = summed.map(slow_sink_path, concurrency=1).uid("slow").start_new_chain()
     summed.sink_to(sf.FileSink.for_row_format(out_dir, sf.Encoder.simple_string_encoder()).build()).uid(

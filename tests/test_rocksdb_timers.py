@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from streamflow.state.key_groups import key_group_range
 from streamflow.state.rocksdb_backend import RocksDBKeyedStateBackend
 from streamflow.state.rocksdb_timers import RocksDBTimerService
 from streamflow.testing import ListSink
+
+sys.path.insert(0, str(Path(__file__).parent))  # the kill tests' helpers
 
 MAXP = 128
 
@@ -126,17 +129,18 @@ def test_many_timers_keep_a_small_head_and_fire_in_order(tmp_path: Path) -> None
 
 
 class Expire(sf.KeyedProcessFunction):
-    """Counts a key's records; an event-time timer 50 after each record emits the key, the
-    timestamp and whether the count survived (the count at firing time depends on how far the
-    periodic watermark lags, so only its presence is compared)."""
+    """Counts a key's records (emitting the count); an event-time timer 50 after each record
+    emits the key and the timestamp (the count at firing time depends on how far the periodic
+    watermark lags, so only its presence is compared)."""
 
     def open(self, runtime_context: Any) -> None:
         self.count = runtime_context.get_state(sf.ValueStateDescriptor("n", Types.INT()))
 
     def process_element(self, value: Any, ctx: Any) -> Any:
-        self.count.update((self.count.value() or 0) + 1)
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
         ctx.timer_service().register_event_time_timer(value[1] + 50)
-        return ()
+        yield (value[0], "count", n)  # keyed state restored: the counts go on
 
     def on_timer(self, timestamp: int, ctx: Any) -> Any:
         yield (ctx.get_current_key(), timestamp, self.count.value() > 0)
@@ -226,5 +230,73 @@ async def test_timers_checkpointed_in_rocksdb_restore_and_rescale(
 
     _pipeline(env2, again).sink_to(second)
     await (await env2.execute_async("timers")).get_job_execution_result()
-    assert first.results, "no timer fired before the savepoint"
+    assert any(r[1] != "count" for r in first.results), "no timer fired before the savepoint"
     assert Counter(first.results + second.results) == Counter(want)
+
+
+@pytest.mark.parametrize("after", [1, 3])
+async def test_heap_savepoint_restored_on_rocksdb(tmp_path: Path, after: int) -> None:
+    """A job moves from the heap backend (incremental checkpoints, the default) to RocksDB through
+    a savepoint: its keyed state and its timers come along."""
+    want = await _reference()
+    data = _records()
+    sent = 0
+    release = asyncio.Event()
+
+    async def gated() -> Any:
+        nonlocal sent
+        for r in data[:200]:
+            sent += 1
+            yield r
+        await release.wait()
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    first = ListSink()
+    _pipeline(env, gated).sink_to(first)
+    client = await env.execute_async("timers")
+    while sent < 200:
+        await asyncio.sleep(0.01)
+    fired = -1
+    while fired != len(first.results):
+        fired = len(first.results)
+        await asyncio.sleep(0.5)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
+    env2.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
+    env2.configure({"execution.savepoint.path": path})
+    second = ListSink()
+
+    async def again() -> Any:
+        for r in data:
+            yield r
+
+    _pipeline(env2, again).sink_to(second)
+    await (await env2.execute_async("timers")).get_job_execution_result()
+    assert Counter(first.results + second.results) == Counter(want)
+
+
+# -- SIGKILL: the kill tests' job with its sums held for timers, on RocksDB --------------------------
+
+
+@pytest.mark.parametrize(("mode", "point"), [("aligned", "snapshot"), ("unaligned", "complete")])
+def test_kill_with_timers_at_chosen_point_on_rocksdb(
+    tmp_path: Path, mode: str, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/kill_job.py with STREAMFLOW_KILL_TIMERS: every output record waits in list state for a
+    timer (processing time, and event time at the end), so a lost timer or a timer fired twice
+    across a SIGKILL shows in the exactly-once output."""
+    import test_kill_recovery as k
+
+    monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
+    monkeypatch.setenv("STREAMFLOW_KILL_TIMERS", "1")
+    k.test_kill_at_chosen_point_then_recover(tmp_path, mode, point)
+
+
+def test_kill_with_timers_at_random_moments_on_rocksdb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import test_kill_recovery as k
+
+    monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
+    monkeypatch.setenv("STREAMFLOW_KILL_TIMERS", "1")
+    k.test_kill_at_twenty_random_moments(tmp_path, "aligned")

@@ -72,16 +72,29 @@ class RocksDBStateError(StreamflowError, RuntimeError):
 
 
 def _options() -> rocksdict.Options:
+    E = os.environ.get
     opts = rocksdict.Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.set_max_background_jobs(2)
     opts.set_write_buffer_size(32 * 2**20)
     opts.set_max_write_buffer_number(3)
     opts.set_target_file_size_base(32 * 2**20)
+    if E("SF_L0"):
+        n = int(E("SF_L0", "4"))
+        opts.set_level_zero_file_num_compaction_trigger(n)
+        opts.set_level_zero_slowdown_writes_trigger(n * 3)
+        opts.set_level_zero_stop_writes_trigger(n * 4)
+    if E("SF_UNIV"):
+        opts.set_compaction_style(rocksdict.DBCompactionStyle.universal())
+        u = rocksdict.UniversalCompactOptions()
+        u.max_size_amplification_percent = int(E("SF_UNIV"))
+        opts.set_universal_compaction_options(u)
+    if E("SF_NOCOMP"):
+        opts.set_compression_type(rocksdict.DBCompressionType.none())
     table = rocksdict.BlockBasedOptions()
     table.set_bloom_filter(10, False)  # a read of an absent key (a new key) skips most files
-    table.set_block_cache(rocksdict.Cache(32 * 2**20))
-    table.set_cache_index_and_filter_blocks(True)
+    table.set_block_cache(rocksdict.Cache(int(E("SF_CACHE", "32")) * 2**20))
+    table.set_cache_index_and_filter_blocks(not E("SF_NOIDX"))
     table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     opts.set_block_based_table_factory(table)
     return opts
