@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import shutil
 import subprocess
@@ -35,8 +34,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import streamflow as sf  # noqa: E402
 from benchutil import ThreadCPU, dir_bytes, machine, median, target, verdict  # noqa: E402
+
+import streamflow as sf  # noqa: E402
 from streamflow.checkpoint.storage import FileSystemCheckpointStorage  # noqa: E402
 
 
@@ -130,7 +130,7 @@ def overhead_and_restore(keys: int, repeat: int, parts: set[str]) -> None:
         )
         if base:
             print(
-                f"  no checkpoints:       {_med(base, 'elapsed_s'):.1f} s wall, {_med(base, 'cpu_s'):.1f} s CPU "
+                f"  no checkpoints: {_med(base, 'elapsed_s'):.1f} s wall, {_med(base, 'cpu_s'):.1f} s CPU "
                 f"({_threads(_med_threads(base))})"
             )
             cpu = 100 * (_med(ck, "cpu_s") / _med(base, "cpu_s") - 1)

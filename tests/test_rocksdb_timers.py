@@ -294,7 +294,9 @@ def test_kill_with_timers_at_chosen_point_on_rocksdb(
     k.test_kill_at_chosen_point_then_recover(tmp_path, mode, point)
 
 
-def test_kill_with_timers_at_random_moments_on_rocksdb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kill_with_timers_at_random_moments_on_rocksdb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import test_kill_recovery as k
 
     monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
