@@ -136,8 +136,17 @@ def overhead_and_restore(keys: int, repeat: int, parts: set[str]) -> None:
             cpu = 100 * (_med(ck, "cpu_s") / _med(base, "cpu_s") - 1)
             wall = 100 * (_med(ck, "elapsed_s") / _med(base, "elapsed_s") - 1)
             print("  " + target("overhead of 1 s checkpoints, CPU time of the process", cpu, 15, "%", "+.1f"))
-            print(f"  (wall time {wall:+.1f} %: on a loaded machine the checkpointed run, longer, takes more "
-                  "checkpoints)")  # fmt: skip
+            # a loaded machine stretches the run, and a checkpoint per wall second then means more
+            # checkpoints per record than on a quiet one: the cost of one checkpoint, and the
+            # overhead at one checkpoint per second of the job's own CPU time (a quiet machine)
+            n = max(1.0, _med(ck, "checkpoints"))
+            per = (_med(ck, "cpu_s") - _med(base, "cpu_s")) / n
+            quiet = 100 * per  # (per x one checkpoint per CPU second) / (one CPU second)
+            print(
+                f"  one checkpoint costs {1000 * per:.0f} ms of CPU; at one checkpoint per second of the "
+                f"job's own CPU time (a quiet machine): " + target("overhead", quiet, 15, "%", "+.1f")
+            )
+            print(f"  (wall time {wall:+.1f} %)")
         rss = max(x["rss_mb"] for x in base + ck)
         print(f"  peak RSS: {rss:.0f} MB (target < 2048 MB): {verdict(rss < 2048)}")
         chk = keep / "chk-0"

@@ -71,30 +71,40 @@ class RocksDBStateError(StreamflowError, RuntimeError):
     """RocksDB could not be opened, written or restored; the message names the path."""
 
 
+# Tuned for checkpoints every second or so (bench/rocksdb_scale.py, docs/performance.md): each
+# checkpoint flushes the memtable into a small level-0 file, and every L0 compaction rewrites the
+# level-1 files it overlaps, which with keys spread by hash is all of them. A compaction every 12
+# level-0 files instead of RocksDB's 4 rewrites the state a third as often; reads probe at most
+# that many more bloom filters (pinned in the cache).
+L0_COMPACTION_TRIGGER = 12
+BLOCK_CACHE_BYTES = 128 * 2**20  # one LRU cache for every DB of the process (Flink's managed memory)
+_block_cache: rocksdict.Cache | None = None
+
+
+def _shared_block_cache() -> rocksdict.Cache:
+    global _block_cache
+    if _block_cache is None:
+        _block_cache = rocksdict.Cache(BLOCK_CACHE_BYTES)
+    return _block_cache
+
+
 def _options() -> rocksdict.Options:
-    E = os.environ.get
     opts = rocksdict.Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.set_max_background_jobs(2)
     opts.set_write_buffer_size(32 * 2**20)
     opts.set_max_write_buffer_number(3)
     opts.set_target_file_size_base(32 * 2**20)
-    if E("SF_L0"):
-        n = int(E("SF_L0", "4"))
-        opts.set_level_zero_file_num_compaction_trigger(n)
-        opts.set_level_zero_slowdown_writes_trigger(n * 3)
-        opts.set_level_zero_stop_writes_trigger(n * 4)
-    if E("SF_UNIV"):
-        opts.set_compaction_style(rocksdict.DBCompactionStyle.universal())
-        u = rocksdict.UniversalCompactOptions()
-        u.max_size_amplification_percent = int(E("SF_UNIV"))
-        opts.set_universal_compaction_options(u)
-    if E("SF_NOCOMP"):
-        opts.set_compression_type(rocksdict.DBCompressionType.none())
+    opts.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER)
+    opts.set_level_zero_slowdown_writes_trigger(3 * L0_COMPACTION_TRIGGER)
+    opts.set_level_zero_stop_writes_trigger(4 * L0_COMPACTION_TRIGGER)
     table = rocksdict.BlockBasedOptions()
     table.set_bloom_filter(10, False)  # a read of an absent key (a new key) skips most files
-    table.set_block_cache(rocksdict.Cache(int(E("SF_CACHE", "32")) * 2**20))
-    table.set_cache_index_and_filter_blocks(not E("SF_NOIDX"))
+    # the state's blocks stay cached across checkpoints: a checkpoint's memtable flush sends
+    # reads of recent keys to the files, and compactions replace the files (their blocks leave
+    # the cache); with 32 MB, reads paid for file reads and block checksums (docs/performance.md)
+    table.set_block_cache(_shared_block_cache())
+    table.set_cache_index_and_filter_blocks(True)
     table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     opts.set_block_based_table_factory(table)
     return opts
