@@ -33,6 +33,9 @@ key groups this subtask owns are copied (one seek per source, contiguous
 ranges) into a fresh DB. A heap-backend snapshot (``groups``) is also read,
 so a job can move to RocksDB through a savepoint.
 
+**Timers** of the operator are states of this DB too (``rocksdb_timers.py``): their pending
+writes join the flush's WriteBatch, so a checkpoint's files hold them.
+
 A new *session* id is drawn on every open (restored or not), so a file created
 after a restore never takes a shared name that an abandoned run used for
 other content.

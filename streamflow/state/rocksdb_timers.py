@@ -159,7 +159,7 @@ class RocksTimerQueue:
                 return False
             head.insert(i, s)
             if i == 0:
-                heapq.heappush(self._order, (s, kg))
+                self._push(s, kg)
             if len(head) > self.head_size:
                 head.pop()  # still in RocksDB (below): the head no longer holds them all
                 self._complete.discard(kg)
@@ -177,7 +177,7 @@ class RocksTimerQueue:
             del head[i]
             if head:
                 if i == 0:
-                    heapq.heappush(self._order, (head[0], kg))
+                    self._push(head[0], kg)
             elif kg not in self._complete:
                 self._stale.add(kg)
         elif kg in self._complete or (head and s < head[-1]) or self._pending.get(rk) is False:
@@ -211,7 +211,7 @@ class RocksTimerQueue:
         head = self._heads[kg]
         del head[0]
         if head:
-            heapq.heappush(self._order, (head[0], kg))
+            self._push(head[0], kg)
         elif kg not in self._complete:
             self._stale.add(kg)
         self._write(self._prefixes[kg] + s, False)
@@ -220,14 +220,8 @@ class RocksTimerQueue:
     def entries(self) -> list[tuple[int, Any, Any]]:
         """Every timer, in firing order (a scan of RocksDB: introspection and tests)."""
         self.flush()
-        out = []
-        for kg, prefix in self._prefixes.items():
-            for s in self._scan(prefix, None):
-                t = self._timer(s)
-                out.append((t.timestamp, t.key, t.namespace))
-            del kg
-        out.sort(key=lambda e: e[0])
-        return out
+        suffixes = [s for prefix in self._prefixes.values() for s in self._scan(prefix, None)]
+        return [(t.timestamp, t.key, t.namespace) for t in map(self._timer, sorted(suffixes))]
 
     def __len__(self) -> int:
         self.flush()
@@ -246,6 +240,13 @@ class RocksTimerQueue:
             heapq.heappop(order)  # that head has changed since
         return None
 
+    def _push(self, first: bytes, kg: int) -> None:
+        order = self._order
+        heapq.heappush(order, (first, kg))
+        if len(order) > 4 * len(self._heads) + 64:  # mostly outdated entries: rebuild
+            self._order = [(h[0], g) for g, h in self._heads.items() if h]
+            heapq.heapify(self._order)
+
     def _reload(self) -> None:
         self.flush()
         for kg in sorted(self._stale):
@@ -255,11 +256,8 @@ class RocksTimerQueue:
             else:
                 self._complete.add(kg)
             if head:
-                heapq.heappush(self._order, (head[0], kg))
+                self._push(head[0], kg)
         self._stale.clear()
-        if len(self._order) > 4 * len(self._heads) + 64:  # drop the outdated entries
-            self._order = [(h[0], kg) for kg, h in self._heads.items() if h]
-            heapq.heapify(self._order)
 
     def _scan(self, prefix: bytes, limit: int | None) -> list[bytes]:
         keys = self._backend.db.keys(from_key=prefix)
