@@ -11,6 +11,7 @@ import hashlib
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from streamflow.errors import StreamflowError
@@ -22,9 +23,11 @@ __all__ = [
     "DamagedCheckpointError",
     "atomic_write",
     "check_entry_name",
+    "check_stop",
     "fsync_dir",
     "fsync_file",
     "hash_file",
+    "prepare_savepoint_dir",
     "tmp_name",
 ]
 
@@ -115,3 +118,27 @@ def hash_file(path: Path) -> tuple[int, str]:
             digest.update(chunk)
             size += len(chunk)
     return size, digest.hexdigest()
+
+
+def check_stop(should_stop: Callable[[], bool] | None, checkpoint_id: int, target: Path) -> None:
+    if should_stop is not None and should_stop():
+        raise CheckpointWriteStoppedError(
+            f"writing checkpoint {checkpoint_id} to {target} was stopped: the job ended", target
+        )
+
+
+def prepare_savepoint_dir(target: Path) -> None:
+    try:
+        if target.exists():
+            if not target.is_dir():
+                raise CheckpointStorageError(f"savepoint path {target} is not a directory", target)
+            if any(target.iterdir()):
+                raise CheckpointStorageError(
+                    f"savepoint path {target} is not empty; choose a new path per savepoint",
+                    target,
+                )
+        else:
+            target.mkdir(parents=True)
+    except OSError as e:
+        raise CheckpointStorageError(f"cannot create savepoint directory {target}: {e}", target) from e
+    fsync_dir(target.parent)

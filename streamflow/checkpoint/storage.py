@@ -68,7 +68,7 @@ from streamflow import _faults as faults
 from streamflow.checkpoint.events import CheckpointType
 from streamflow.clock import SYSTEM_CLOCK, Clock
 
-from . import shared_files
+from . import job_index, shared_files
 from ._fs import (
     CheckpointStorageError,
     CheckpointWriteStoppedError,
@@ -76,8 +76,11 @@ from ._fs import (
     DamagedCheckpointError,
     atomic_write,
     check_entry_name,
+    check_stop,
     fsync_dir,
+    prepare_savepoint_dir,
 )
+from .job_index import INDEX_PREFIX
 from .metadata import (
     FORMAT_VERSION,
     FORMAT_VERSION_SHARED,
@@ -102,7 +105,6 @@ __all__ = [
     "SharedInfo",
 ]
 
-INDEX_PREFIX = "_completed-"
 _CHK_DIR = re.compile(r"chk-(\d+)")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _log = logging.getLogger(__name__)
@@ -162,7 +164,7 @@ class FileSystemCheckpointStorage:
             self._prepare_checkpoint_dir(target, job_name)
         else:
             target = Path(savepoint_path)
-            _prepare_savepoint_dir(target)
+            prepare_savepoint_dir(target)
         written: list[Path] = []
         sharing: SharedWriter | None = None
         references = list(references)
@@ -174,7 +176,7 @@ class FileSystemCheckpointStorage:
                     checkpoint_id, job_name, target, kind, shared or {}, references, should_stop
                 )
             for name, data in entries.items():
-                _check_stop(should_stop, checkpoint_id, target)
+                check_stop(should_stop, checkpoint_id, target)
                 digest = hashlib.sha256(data).hexdigest()
                 written.append(target / name)
                 self._atomic_write(target / name, data)
@@ -193,7 +195,7 @@ class FileSystemCheckpointStorage:
                 metadata["shared"] = [info.to_json() for info in sharing.infos.values()]
             if stats is not None:
                 metadata["stats"] = {**stats, "async_ms": round((self._clock.monotonic() - started) * 1000)}
-            _check_stop(should_stop, checkpoint_id, target)  # the last moment to stop
+            check_stop(should_stop, checkpoint_id, target)  # the last moment to stop
             if faults.ARMED:
                 faults.point("metadata", checkpoint_id)
             written.append(target / METADATA_FILE)
@@ -229,7 +231,7 @@ class FileSystemCheckpointStorage:
         sharing = SharedWriter(directory, self.listed_shared(job_name), source, self._atomic_write)
         try:
             for name, data in shared.items():
-                _check_stop(should_stop, checkpoint_id, target)
+                check_stop(should_stop, checkpoint_id, target)
                 sharing.add_new(name, data)
             for name in references:
                 sharing.add_reference(name)
@@ -259,14 +261,11 @@ class FileSystemCheckpointStorage:
         return listed
 
     def _index_path(self, job_name: str) -> Path:
-        return self.directory / f"{INDEX_PREFIX}{job_key(job_name)}.json"
+        return job_index.path(self.directory, job_name)
 
     def _write_index(self, job_name: str, checkpoint_id: int, completed: list[int] | None = None) -> None:
-        index = {
-            "format_version": FORMAT_VERSION, "job_name": job_name, "latest": checkpoint_id,
-            "completed": [] if completed is None else completed,
-        }  # fmt: skip
-        self._atomic_write(self._index_path(job_name), orjson.dumps(index, option=orjson.OPT_INDENT_2))
+        data = job_index.encode(job_name, checkpoint_id, [] if completed is None else completed)
+        self._atomic_write(self._index_path(job_name), data)
         self._fsync_dir(self.directory)
 
     def _read_index(self, job_name: str) -> int | None:
@@ -277,24 +276,7 @@ class FileSystemCheckpointStorage:
     def _read_index_entry(self, job_name: str) -> tuple[int, list[int] | None] | None:
         """``(latest, the retained completed ids)`` from the job's index (``None`` for the ids: an
         index written before it listed them); ``None``: the job has no index."""
-        path = self._index_path(job_name)
-        try:
-            index: Any = orjson.loads(path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, orjson.JSONDecodeError) as e:
-            raise DamagedCheckpointError(f"the checkpoint index {path} is damaged: {e}", path) from e
-        latest = index.get("latest") if isinstance(index, dict) else None
-        completed = index.get("completed") if isinstance(index, dict) else None
-        if (
-            not isinstance(index, dict)
-            or index.get("job_name") != job_name
-            or type(latest) is not int
-            or latest < 0
-            or not (completed is None or (type(completed) is list and all(type(c) is int for c in completed)))
-        ):
-            raise DamagedCheckpointError(f"the checkpoint index {path} is damaged: {index!r:.200}", path)
-        return latest, completed
+        return job_index.read(self._index_path(job_name), job_name)
 
     def _completed_ids(self, job_name: str) -> list[int] | None:
         """The ids of the job's completed checkpoints as its index lists them (None: no index).
@@ -528,16 +510,6 @@ class FileSystemCheckpointStorage:
             _log.warning("checkpoint retention in %s failed: %s", self.directory, e)
 
 
-# -------------------------------------------------------------------- helpers
-
-
-def _check_stop(should_stop: Callable[[], bool] | None, checkpoint_id: int, target: Path) -> None:
-    if should_stop is not None and should_stop():
-        raise CheckpointWriteStoppedError(
-            f"writing checkpoint {checkpoint_id} to {target} was stopped: the job ended", target
-        )
-
-
 def _discard(target: Path, written: list[Path], whole: bool) -> None:
     """Remove a failed write: the whole ``chk-<id>`` directory, or a savepoint's files."""
     try:
@@ -549,20 +521,3 @@ def _discard(target: Path, written: list[Path], whole: bool) -> None:
                 path.unlink(missing_ok=True)
     except OSError as e:  # the original error is what matters; this one is only logged
         _log.warning("could not remove the failed checkpoint write %s: %s", target, e)
-
-
-def _prepare_savepoint_dir(target: Path) -> None:
-    try:
-        if target.exists():
-            if not target.is_dir():
-                raise CheckpointStorageError(f"savepoint path {target} is not a directory", target)
-            if any(target.iterdir()):
-                raise CheckpointStorageError(
-                    f"savepoint path {target} is not empty; choose a new path per savepoint",
-                    target,
-                )
-        else:
-            target.mkdir(parents=True)
-    except OSError as e:
-        raise CheckpointStorageError(f"cannot create savepoint directory {target}: {e}", target) from e
-    fsync_dir(target.parent)
