@@ -43,6 +43,8 @@ class LoopWatch:
         self.gc_long: list[tuple[int, float, int]] = []  # collections over 2 ms: (generation, s, collected)
         self._gc_in_hold = 0.0
         self._gc_start = 0.0
+        self._gc_counts = (0, 0, 0)
+        self._gc_cpu_start = 0.0
         self._stop = threading.Event()
         self._loop_thread = threading.get_ident()
         self._thread = threading.Thread(target=self._run, name="loop-watch", daemon=True)
@@ -65,11 +67,21 @@ class LoopWatch:
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._gc_start = time.perf_counter()
+            self._gc_cpu_start = time.thread_time()
+            self._gc_counts = gc.get_count()
         else:
             took = time.perf_counter() - self._gc_start
             self._gc_in_hold += took
             if took > 0.002:
                 self.gc_long.append((info["generation"], took, info.get("collected", 0)))
+                if took > 0.02:
+                    cpu = time.thread_time() - self._gc_cpu_start
+                    print(
+                        f"loop-watch: generation {info['generation']} collection: {took * 1000:.0f} ms wall, "
+                        f"{cpu * 1000:.1f} ms CPU, counts at its start {self._gc_counts}, "
+                        f"collected {info.get('collected')}",
+                        file=sys.stderr,
+                    )
 
     def _stamp(self) -> None:
         now, cpu = time.perf_counter(), time.thread_time()
