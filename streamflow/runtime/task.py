@@ -86,6 +86,7 @@ class Task:
         self.checkpointer: TaskCheckpointer | None = None
         self._opened: list[StreamOperator] = []
         self._sealers: list[Callable[[], None]] = []  # keyed backends' seal_dirty (see _seal_dirty)
+        self._restored_state = False  # decoded restored keyed state (_finish_restores)
         self.finished = False
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
@@ -209,13 +210,10 @@ class Task:
     async def _finish_restores(self) -> None:
         """Decode the keyed state restored for this task's operators (read at build time), a
         frame at a time between loop budget pauses (``state/deferred_restore.py``)."""
-        restored = False
         for backend in self._keyed_backends():
             if getattr(backend, "restore_pending", False):
                 await backend.finish_restore()
-                restored = True
-        if restored:
-            GC_POLICY.after_task_restore(self.name)
+                self._restored_state = True
 
     def _seal_dirty(self) -> None:
         """A loop budget chore (and before each idle wait): keyed backends move aside dirty-key
@@ -247,6 +245,8 @@ class Task:
             for op in reversed(self.operators):
                 self._opened.append(op)
                 await op.open()
+            if self._keyed_backends():  # the tables exist now: freeze them (gc_policy.py)
+                GC_POLICY.task_state_ready(self.name, self._restored_state)
             sealers = (getattr(b, "seal_dirty", None) for b in self._keyed_backends())
             self._sealers = [s for s in sealers if s is not None]
             if self._sealers:
