@@ -1,6 +1,7 @@
 """Keyed state never holds the event loop for long (issue 12 item 4): dirty-key dicts are sealed
 before they grow into long resizes, a capture pauses through the job's loop budget between its
-slices, and a restore decodes its files in slices that yield too.
+slices, a restore decodes its files in slices that yield too, and a window closing over many
+keys fires them in slices.
 
 No wall-clock timing: loop turns are counted by a coroutine that yields every iteration, and
 the loop budget's clock is one that says "the slice is over" at every reading, so every
@@ -12,12 +13,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import streamflow as sf
 from streamflow.clock import SystemClock
+from streamflow.common import Duration, WatermarkStrategy
 from streamflow.runtime.loop_budget import LoopBudget, bind
 from streamflow.state import incremental
 from streamflow.state.codec import MsgpackCodec
 from streamflow.state.key_groups import key_group_range
 from streamflow.state.keyed import IncrementalSettings, KeyedStateBackend, ValueStateDescriptor
+from streamflow.windowing.assigners import TumblingEventTimeWindows
 
 CODEC = MsgpackCodec()
 MAXP = 128
@@ -186,7 +190,6 @@ async def test_a_restored_chain_is_decoded_in_slices_after_the_job_started(
     """The job is built (execute_async returns) with its state read but not decoded; the task
     then decodes one frame per budget check, and the loop runs between slices: a heartbeat
     sees at most a slice's worth of frames (10 clock readings) at a time, never all of them."""
-    import streamflow as sf
 
     monkeypatch.setattr(incremental, "CHUNK", 1_000)  # frames of 1,000 keys: 60 of them
     keys = 60_000
@@ -216,3 +219,53 @@ async def test_a_restored_chain_is_decoded_in_slices_after_the_job_started(
     assert worst <= 12, worst
     restored = backends[0]
     assert restored._tables["reduce"] == {i: (i, 1) for i in range(keys)}
+
+
+class Count(sf.SinkFunction):
+    seen = 0
+
+    def write_batch(self, values: list) -> None:
+        Count.seen += len(values)
+
+
+async def _most_between_turns(env: Any) -> int:
+    """Run the job beside a coroutine that yields every iteration: the most records the sink
+    got between two of its turns."""
+    Count.seen = 0
+    client = await env.execute_async("panes")
+    done = asyncio.ensure_future(client.get_job_execution_result())
+    worst, last = 0, 0
+    while not done.done():
+        await asyncio.sleep(0)
+        worst, last = max(worst, Count.seen - last), Count.seen
+    await done
+    return worst
+
+
+async def test_a_window_closing_over_many_keys_fires_in_slices() -> None:
+    """Every key's tumbling window closes at the final watermark: the firing pauses through the
+    job's budget (a slice is ~10 clock readings of the ticking clock) instead of emitting all
+    keys in one step."""
+
+    keys = 30_000
+    for fast in (True, False):  # the built-in reduce's pane path, and a process function's timers
+        env = sf.StreamExecutionEnvironment(clock=TickingClock()).set_batch_size(1_000)
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _ts: e[1])
+        windowed = (
+            env.from_collection([(k, 1) for k in range(keys)])
+            .assign_timestamps_and_watermarks(strategy)
+            .key_by(lambda e: e[0])
+            .window(TumblingEventTimeWindows.of(Duration.of_seconds(10)))
+        )
+        if fast:
+            windowed.reduce(lambda a, b: (a[0], a[1] + b[1])).add_sink(Count())
+        else:
+            windowed.process(AllOfWindow()).add_sink(Count())
+        worst = await _most_between_turns(env)
+        assert Count.seen == keys
+        assert worst <= keys // 3, (fast, worst)
+
+
+class AllOfWindow(sf.ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield from elements

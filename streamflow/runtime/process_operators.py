@@ -22,6 +22,7 @@ from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
 from .basic_operators import resolve_function
 from .events import MIN_WATERMARK, Watermark
+from .loop_budget import yield_point
 from .operator import StreamOperator
 from .timers import Timer, TimerService
 
@@ -181,6 +182,7 @@ class TimerOperator(StreamOperator):
         while (timer := pop(ts)) is not None:
             self.backend.current_key = timer.key
             await self.on_event_timer(timer)
+            await yield_point()  # a watermark may fire a timer per key: pause when the budget is used up
         await self.output.emit_watermark(watermark)
 
     def next_event_time(self) -> int | None:

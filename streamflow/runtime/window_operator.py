@@ -51,9 +51,12 @@ from ..windowing.triggers import EventTimeTrigger, Trigger, TriggerResult
 from ..windowing.windows import GlobalWindow, TimeWindow
 from .context import RuntimeContext
 from .events import MAX_WATERMARK, Watermark
+from .loop_budget import yield_point
 from .process_operators import TimerOperator, _Emitter
 from .timers import Timer
 from .window_context import WindowContext, WindowFunctions
+
+FIRE_SLICE = 1_024  # fired keys between two loop budget checks (process_watermark)
 
 _MISSING = object()
 
@@ -301,17 +304,20 @@ class WindowOperator(TimerOperator):
             due.append(timer)
         return min(due) if due else None
 
-    def _fire_panes(self, wm: int) -> None:
+    async def _fire_panes(self, wm: int) -> None:
         """Fire every pane the watermark passed (once; again only for the keys in ``_refire``),
-        drop those past their cleanup time."""
+        drop those past their cleanup time. Every ``FIRE_SLICE`` keys the output goes out and
+        the job's loop budget may pause (a window over a million keys closes at one watermark)."""
         panes, fired, refire, lateness = self.panes, self._fired, self._refire, self.allowed_lateness
         due = sorted(w for w in panes if w.end - 1 <= wm and (w not in fired or w in refire))
         emit = self._emit
         for window in due:
             pane = panes[window]
             keys = refire.pop(window, None)
-            for key in pane if keys is None else [k for k in pane if k in keys]:
+            for n, key in enumerate(pane if keys is None else [k for k in pane if k in keys], 1):
                 emit(key, window, pane[key])
+                if n % FIRE_SLICE == 0:
+                    await self._between_slices()
             if lateness:
                 fired.add(window)
         for window in due if not lateness else [w for w in fired if w.end - 1 + lateness <= wm]:
@@ -452,10 +458,14 @@ class WindowOperator(TimerOperator):
         pop = self.timers.pop_event_timer
         try:
             if self.fast:
-                self._fire_panes(ts)
+                await self._fire_panes(ts)
+            n = 0
             while (timer := pop(ts)) is not None:
                 self.backend.current_key = timer.key
                 self._on_timer(timer, event_time=True)
+                n += 1
+                if n % FIRE_SLICE == 0:
+                    await self._between_slices()
         except Exception as exc:
             raise self.failure(exc) from None
         await self.out.flush(self, True)
@@ -503,6 +513,13 @@ class WindowOperator(TimerOperator):
         store = self.trigger_state.get(key)
         if store is not None and not store:
             del self.trigger_state[key]
+
+    async def _between_slices(self) -> None:
+        """Send what fired so far, then pause if the job's loop budget is used up. Nothing else
+        of this task runs meanwhile (it is inside this watermark), so the panes and timers stay
+        as they are."""
+        await self.out.flush(self, True)
+        await yield_point()
 
     # WindowAssignerContext
     def get_current_processing_time(self) -> int:
