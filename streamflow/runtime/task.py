@@ -33,6 +33,7 @@ cancellation. The first error wins; later ones are attached as notes.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -216,11 +217,18 @@ class Task:
                 self._restored_state = True
 
     def _seal_dirty(self) -> None:
-        """A loop budget chore (and before each idle wait): keyed backends move aside dirty-key
-        dicts grown past a few thousand keys, so none grows into a long resize
-        (``KeyedStateBackend.seal_dirty``)."""
+        """A loop budget chore (and, the sealing only, before each idle wait): keyed backends
+        move aside dirty-key dicts grown past a few thousand keys, so none grows into a long
+        resize (``KeyedStateBackend.seal_dirty``); then a young-generation collection, so the
+        next one never has more than a slice's objects to look at. (Objects a free list hands
+        out are tracked without counting towards the collector's threshold: a keyed job that
+        replaces a tuple per record let generation 0 grow to hundreds of thousands of them
+        between two automatic collections, 15-20 ms of CPU each at 1M keys; at every pause,
+        1-2 ms at most. Skipped when the application turned the collector off.)"""
         for seal in self._sealers:
             seal()
+        if gc.isenabled():
+            gc.collect(0)
 
     async def _idle(self, waiter: Awaitable[None]) -> None:
         """Wait for input or mail, counting the time as idle (only when a task has to wait)."""
