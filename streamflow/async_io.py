@@ -9,13 +9,10 @@ predicate asks for it and attempts remain (Flink's ``AsyncWaitOperator`` with
 ``RetryableResultHandlerDelegator``). Ordered mode emits in input order;
 unordered mode in completion order.
 
-Every invocation of a batch completes before the operator returns from that
-batch (``runtime/bounded.py``, which ``async def`` map functions share), so a
-watermark or a checkpoint barrier, which travel between batches,
-never overtakes a pending request (the watermark keeps its place in both
-modes, as Flink's ordered mode does) and a checkpoint never has in-flight
-requests to store: they are part of the checkpoint in the sense that none
-is lost or repeated on restore. Rules as in Flink's ``AsyncWaitOperator``,
+Requests stay in flight across batches, watermarks and checkpoint barriers;
+a checkpoint stores the inputs of the requests not yet emitted and a restore
+re-issues them (``runtime/async_wait.py``: Flink's queue, watermark segments
+and snapshot). Rules as in Flink's ``AsyncWaitOperator``,
 ``AsyncRetryStrategies`` and ``RetryPredicates``.
 """
 
@@ -24,12 +21,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .functions import Function
-from .runtime.bounded import run_bounded
-from .runtime.operator import StreamOperator
+from .runtime.async_wait import AsyncQueueOperator
 
 __all__ = [
     "NO_RETRY_STRATEGY",
@@ -211,7 +207,9 @@ class AsyncFunctionDescriptor:
         self.async_retry_strategy, self.output_mode = async_retry_strategy, output_mode
 
 
-class AsyncWaitOperator(StreamOperator):
+class AsyncWaitOperator(AsyncQueueOperator):
+    """Flink's ``AsyncWaitOperator``: the queue, emission and checkpointing of the requests
+    are ``runtime/async_wait.py``'s; this class runs one request (timeout, retries)."""
     def __init__(
         self,
         name: str,
@@ -221,10 +219,10 @@ class AsyncWaitOperator(StreamOperator):
         retry: AsyncRetryStrategy,
         ordered: bool,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, capacity, ordered)
         self.functions = (function,)
-        self.function, self.timeout_s, self.capacity = function, timeout_ms / 1000, capacity
-        self.retry, self.ordered = retry, ordered
+        self.function, self.timeout_s = function, timeout_ms / 1000
+        self.retry = retry
 
     async def _invoke(self, value: Any) -> list[Any]:
         predicate = self.retry.get_retry_predicate()
@@ -262,25 +260,8 @@ class AsyncWaitOperator(StreamOperator):
             )
         return result
 
-    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        out: list[Any] = []
-        out_ts: list[int] = []
-
-        def emit(i: int, result: list[Any]) -> None:
-            out.extend(result)
-            if timestamps is not None:
-                out_ts.extend([timestamps[i]] * len(result))
-
-        try:  # (the machinery of async def map functions too: runtime/bounded.py)
-            results = await run_bounded(self._invoke, records, self.capacity, None if self.ordered else emit)
-        except BaseExceptionGroup as errors:
-            first = errors.exceptions[0]
-            raise self.failure(first) from None
-        if self.ordered:
-            for i, result in enumerate(results):
-                emit(i, result)
-        if out:
-            await self.output.push(out, out_ts if timestamps is not None else None)
+    def invoke(self, value: Any) -> Coroutine[Any, Any, list[Any]]:
+        return self._invoke(value)
 
 
 class AsyncDataStream:

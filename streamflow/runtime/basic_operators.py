@@ -58,7 +58,7 @@ class UserFunctionOperator(StreamOperator):
         try:
             if not is_async:
                 return [call(record) for record in records]
-            return await run_bounded(call, records, self.concurrency)  # (AsyncDataStream's too)
+            return await run_bounded(call, records, self.concurrency)
         except BaseExceptionGroup as group:
             raise self.failure(_first_error(group)) from None
         except Exception as exc:

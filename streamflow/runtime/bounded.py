@@ -1,6 +1,6 @@
-"""Bounded concurrency for async user code: the one machinery of ``async def`` map/filter/
-flat_map functions (``basic_operators.py``) and ``AsyncDataStream``'s ``AsyncWaitOperator``
-(``async_io.py``).
+"""Bounded concurrency for async user code: the machinery of ``async def`` map/filter/
+flat_map functions (``basic_operators.py``). ``AsyncDataStream``'s ``AsyncWaitOperator``
+keeps requests in flight across batches and checkpoints instead (``async_wait.py``).
 
 :func:`run_bounded` starts ``call(value)`` for every value of a batch with at most
 ``capacity`` calls in flight at once (a new one starts as soon as one finishes, as in
