@@ -1,7 +1,9 @@
 """Stateless operators: map, flat_map, filter, process, sink.
 
-Each does its work per batch with one comprehension over the records; the
-only per-record cost is the user's function call. A user function is a plain
+Each does its work per batch with one pass over the records (``map`` and
+``filter`` run the loop in C); the only per-record cost is the user's function
+call. When that call raises, the record it was given is found from the list
+iterator's position and named in the error. A user function is a plain
 callable, a :class:`~streamflow.functions.Function` subclass (``open`` and
 ``close`` are called), or a coroutine function (at most ``concurrency`` calls in
 flight, results in record order: ``runtime/bounded.py``, the machinery of
@@ -11,7 +13,7 @@ flight, results in record order: ``runtime/bounded.py``, the machinery of
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import compress
 from typing import Any
 
@@ -55,9 +57,14 @@ class UserFunctionOperator(StreamOperator):
     async def apply(self, records: list, call: Callable[..., Any], is_async: bool) -> list:
         """``[call(record) for record in records]``, awaited in order when ``call`` is async;
         an error names this operator and the record."""
+        if not is_async:
+            it = iter(records)
+            try:
+                return list(map(call, it))  # the loop in C: no bytecode per record
+            except Exception as exc:
+                record = _current(records, it)  # a local named record: found even when None
+                raise self.failure(exc, record) from None
         try:
-            if not is_async:
-                return [call(record) for record in records]
             return await run_bounded(call, records, self.concurrency)
         except BaseExceptionGroup as group:
             raise self.failure(_first_error(group)) from None
@@ -79,10 +86,26 @@ class MapOperator(UserFunctionOperator):
         await self.output.push(await self.apply(records, self.call, self.is_async), timestamps)
 
 
+def _current(records: list, it: Iterator[Any]) -> Any:
+    """The record ``map``/``filter`` over ``it = iter(records)`` was handling when its call
+    raised: the one just before the iterator's position."""
+    return records[len(records) - it.__length_hint__() - 1]  # type: ignore[attr-defined]
+
+
 class FilterOperator(UserFunctionOperator):
     method = "filter"
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if timestamps is None and not self.is_async:
+            it = iter(records)
+            try:
+                out = list(filter(self.call, it))  # the loop in C
+            except Exception as exc:
+                record = _current(records, it)  # a local named record: found even when None
+                raise self.failure(exc, record) from None
+            if out:
+                await self.output.push(out, None)
+            return
         keep = await self.apply(records, self.call, self.is_async)
         out = list(compress(records, keep))
         if out:

@@ -22,6 +22,7 @@ from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
 from .basic_operators import resolve_function
 from .events import MIN_WATERMARK, Watermark
+from .item_getters import item_getter
 from .loop_budget import yield_point
 from .operator import StreamOperator
 from .timers import Timer, TimerService
@@ -132,7 +133,7 @@ class TimerOperator(StreamOperator):
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any]) -> None:
         super().__init__(name)
-        self.key_selector = key_selector
+        self.key_selector = item_getter(key_selector) or key_selector  # lambda e: e[0] runs in C
         self.timers = TimerService()
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()

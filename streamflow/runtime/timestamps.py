@@ -17,10 +17,12 @@ timestamp, as Flink's ``Long.MIN_VALUE`` (logged once).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from ..eventtime import WatermarkEmitter, WatermarkStrategy, _ValueAssigner
+from ..eventtime import WatermarkEmitter, WatermarkStrategy, _ValueAndTimestampAssigner, _ValueAssigner
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
+from .item_getters import item_getter
 from .operator import StreamOperator
 
 log = logging.getLogger(__name__)
@@ -35,10 +37,17 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.interval_ms = interval_ms
         self._ended = False
         self._warned_untimed = False
+        self._getter: Callable[[Any], Any] | None = None
 
     async def open(self) -> None:
         clock = self.ctx.clock
-        self.assigner = self.strategy.create_timestamp_assigner()
+        self.assigner = assigner = self.strategy.create_timestamp_assigner()
+        # an assigner returning value[k] (lambda e: e[2], or such an extract_timestamp method)
+        self._getter = None
+        if isinstance(assigner, _ValueAndTimestampAssigner):
+            self._getter = item_getter(assigner._fn)
+        elif assigner is not None:
+            self._getter = item_getter(assigner.extract_timestamp)
         generator = self.strategy.create_watermark_generator(clock)
         self.emitter = WatermarkEmitter(generator, interval_ms=self.interval_ms, start_ms=clock.now_ms())
         self._schedule()
@@ -66,7 +75,15 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         assigner = self.assigner
         if assigner is not None:
             try:
-                if isinstance(assigner, _ValueAssigner):
+                getter = self._getter
+                if getter is not None:  # value[k]: computed in C
+                    it = iter(records)
+                    try:
+                        timestamps = list(map(getter, it))
+                    except Exception as exc:
+                        record = records[len(records) - it.__length_hint__() - 1]  # named in the error
+                        raise self.failure(exc, record) from None
+                elif isinstance(assigner, _ValueAssigner):
                     fn = assigner._fn
                     timestamps = [fn(record) for record in records]
                 else:

@@ -310,13 +310,14 @@ class WindowOperator(TimerOperator):
         the job's loop budget may pause (a window over a million keys closes at one watermark)."""
         panes, fired, refire, lateness = self.panes, self._fired, self._refire, self.allowed_lateness
         due = sorted(w for w in panes if w.end - 1 <= wm and (w not in fired or w in refire))
-        emit = self._emit
         for window in due:
             pane = panes[window]
             keys = refire.pop(window, None)
-            for n, key in enumerate(pane if keys is None else [k for k in pane if k in keys], 1):
-                emit(key, window, pane[key])
-                if n % FIRE_SLICE == 0:
+            chosen = list(pane) if keys is None else [k for k in pane if k in keys]
+            for start in range(0, len(chosen), FIRE_SLICE):
+                part = chosen[start : start + FIRE_SLICE]
+                self._emit_pane(window, pane, part)
+                if len(part) == FIRE_SLICE:
                     await self._between_slices()
             if lateness:
                 fired.add(window)
@@ -324,6 +325,21 @@ class WindowOperator(TimerOperator):
             del panes[window]
             fired.discard(window)
             refire.pop(window, None)
+
+    def _emit_pane(self, window: TimeWindow, pane: dict[Any, Any], keys: Any) -> None:
+        """``_emit`` for these keys of one pane (fast path: no evictor), with one context whose
+        key is set before each call (Flink reuses its window context too)."""
+        fn, add, ts, reduce = self.fn, self.out.add, window.end - 1, self.fn.reduce
+        result = None if fn.aggregate is None else fn.aggregate.get_result
+        process, ctx = fn.process, WindowContext(self, None, window)
+        for key in keys:
+            acc = pane[key]
+            values = [result(acc)] if result is not None else [acc] if reduce is not None else acc
+            if process is None:
+                add(values, ts)
+            else:
+                ctx.key = key
+                add(process(key, ctx, values), ts)
 
     def _element(self, record: Any, ts: int) -> bool:
         """Flink's processElement for one element; True if the element is late."""

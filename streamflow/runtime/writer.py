@@ -18,6 +18,7 @@ from ..graph import Partitioning
 from ..state.key_groups import stable_hash, subtask_of_key_group
 from .channel import Channel
 from .events import END_OF_INPUT, Watermark, WatermarkStatus
+from .item_getters import item_getter
 from .operator import BatchTarget, attribute_error
 
 
@@ -85,7 +86,7 @@ class HashWriter(ChannelWriter):
         super().__init__(channels)
         n = len(channels)
         self._route = [subtask_of_key_group(g, max_parallelism, n) for g in range(max_parallelism)]
-        self._key_selector = key_selector
+        self._key_selector = item_getter(key_selector) or key_selector
         self._max_parallelism = max_parallelism
         self._where = where
 

@@ -1,0 +1,52 @@
+"""Map and filter run their loop in C; an error still names the record it was raised for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.common import WatermarkStrategy
+
+
+def _fail_at(bad: Any) -> Any:
+    def fn(v: Any) -> Any:
+        if v == bad:
+            raise ValueError(f"bad {v!r}")
+        return True
+
+    return fn
+
+
+@pytest.mark.parametrize("method", ["map", "filter"])
+@pytest.mark.parametrize("timestamps", [False, True])
+@pytest.mark.parametrize(("data", "bad"), [(list(range(2000)), 0), (list(range(2000)), 1999),
+                                           (list(range(2000)), 700), ([1, None, 2], None)])
+def test_error_names_the_failing_record(method: str, timestamps: bool, data: list, bad: Any) -> None:
+    env = sf.StreamExecutionEnvironment()
+    ds = env.from_collection(data)
+    if timestamps:
+        ds = ds.assign_timestamps_and_watermarks(
+            WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v: 0)
+        )
+    getattr(ds, method)(_fail_at(bad)).add_sink(lambda v: None)
+    with pytest.raises(ValueError, match="bad") as info:
+        env.execute()
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert f"while processing record {bad!r}" in notes
+
+
+def test_filter_keeps_truthy_and_timestamps() -> None:
+    env = sf.StreamExecutionEnvironment()
+    ds = env.from_collection([(i, i * 10) for i in range(3000)]).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e: e[1])
+    )
+    kept = ds.filter(lambda e: e[0] % 3).process(
+        lambda value, ctx: [(value[0], ctx.timestamp())]
+    )
+    out = list(kept.execute_and_collect())
+    assert out == [(i, i * 10) for i in range(3000) if i % 3]
+    env = sf.StreamExecutionEnvironment()
+    out = list(env.from_collection([0, 1, "", "a", None, [], [0]]).filter(lambda v: v).execute_and_collect())
+    assert out == [1, "a", [0]]
