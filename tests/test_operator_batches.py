@@ -50,3 +50,14 @@ def test_filter_keeps_truthy_and_timestamps() -> None:
     env = sf.StreamExecutionEnvironment()
     out = list(env.from_collection([0, 1, "", "a", None, [], [0]]).filter(lambda v: v).execute_and_collect())
     assert out == [1, "a", [0]]
+
+
+def test_an_indexing_timestamp_assigner_names_the_failing_record() -> None:
+    env = sf.StreamExecutionEnvironment()
+    data = [(i, i) for i in range(1000)] + [(5,)]
+    env.from_collection(data).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e: e[1])
+    ).add_sink(lambda v: None)
+    with pytest.raises(IndexError) as info:
+        env.execute()
+    assert "while processing record (5,)" in "\n".join(getattr(info.value, "__notes__", []))

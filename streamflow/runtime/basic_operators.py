@@ -13,12 +13,13 @@ flight, results in record order: ``runtime/bounded.py``, the machinery of
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from itertools import compress
 from typing import Any
 
 from ..functions import Function
 from .bounded import run_bounded
+from .item_getters import failed_record
 from .operator import StreamOperator
 
 DEFAULT_ASYNC_CONCURRENCY = 100
@@ -62,7 +63,7 @@ class UserFunctionOperator(StreamOperator):
             try:
                 return list(map(call, it))  # the loop in C: no bytecode per record
             except Exception as exc:
-                record = _current(records, it)  # a local named record: found even when None
+                record = failed_record(records, it)  # a local named record: found even when None
                 raise self.failure(exc, record) from None
         try:
             return await run_bounded(call, records, self.concurrency)
@@ -86,12 +87,6 @@ class MapOperator(UserFunctionOperator):
         await self.output.push(await self.apply(records, self.call, self.is_async), timestamps)
 
 
-def _current(records: list, it: Iterator[Any]) -> Any:
-    """The record ``map``/``filter`` over ``it = iter(records)`` was handling when its call
-    raised: the one just before the iterator's position."""
-    return records[len(records) - it.__length_hint__() - 1]  # type: ignore[attr-defined]
-
-
 class FilterOperator(UserFunctionOperator):
     method = "filter"
 
@@ -101,7 +96,7 @@ class FilterOperator(UserFunctionOperator):
             try:
                 out = list(filter(self.call, it))  # the loop in C
             except Exception as exc:
-                record = _current(records, it)  # a local named record: found even when None
+                record = failed_record(records, it)  # a local named record: found even when None
                 raise self.failure(exc, record) from None
             if out:
                 await self.output.push(out, None)

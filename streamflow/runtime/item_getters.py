@@ -14,6 +14,11 @@ arithmetic, globals, closures, default-argument tricks, a different argument)
 compiles to different bytecode and is left alone. ``itemgetter(k)(x)`` is
 ``x[k]`` (the same ``__getitem__``, the same exceptions), so results and errors
 are unchanged; only the function's own frame is gone from a traceback.
+
+Operators then run such functions (and the user's own) over a batch with
+``map``/``filter``, the loop in C; when a call raises, :func:`failed_record`
+finds the record it was given from the list iterator's position, so the error
+still names it.
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ from __future__ import annotations
 import inspect
 import logging
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FunctionType, MethodType
 from typing import Any
 
-__all__ = ["item_getter"]
+__all__ = ["failed_record", "item_getter"]
 
 _log = logging.getLogger(__name__)
 _ARGS = ("a0", "a1", "a2", "a3")
@@ -65,3 +70,9 @@ def _reference(nargs: int, index: int, key: int | str) -> Any:
     # compiled from a repr of an int or str constant and fixed argument names only
     ref = eval(compile(f"lambda {args}: {_ARGS[index]}[{key!r}]", "<item_getter>", "eval", dont_inherit=True))
     return ref.__code__
+
+
+def failed_record(records: list, it: Iterator[Any]) -> Any:
+    """The record ``map``/``filter`` over ``it = iter(records)`` was handling when its call
+    raised: the one just before the iterator's position."""
+    return records[len(records) - it.__length_hint__() - 1]  # type: ignore[attr-defined]

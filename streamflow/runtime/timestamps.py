@@ -22,7 +22,7 @@ from typing import Any
 
 from ..eventtime import WatermarkEmitter, WatermarkStrategy, _ValueAndTimestampAssigner, _ValueAssigner
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
-from .item_getters import item_getter
+from .item_getters import failed_record, item_getter
 from .operator import StreamOperator
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
                     try:
                         timestamps = list(map(getter, it))
                     except Exception as exc:
-                        record = records[len(records) - it.__length_hint__() - 1]  # named in the error
+                        record = failed_record(records, it)  # named in the error
                         raise self.failure(exc, record) from None
                 elif isinstance(assigner, _ValueAssigner):
                     fn = assigner._fn
