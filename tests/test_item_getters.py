@@ -63,11 +63,12 @@ NOT_RECOGNISED = [
 
 @pytest.mark.parametrize(("fn", "key"), RECOGNISED)
 def test_recognised(fn: Any, key: Any) -> None:
-    getter = item_getter(fn)
+    given = fn.__code__.co_argcount - hasattr(fn, "__self__")
+    getter = item_getter(fn, given)
     assert getter is not None
     assert getter == operator.itemgetter(key) or repr(getter) == repr(operator.itemgetter(key))
     record: Any = {"k": 7} if key == "k" else (10, 11, 12, 13)
-    args = (record, 0) if fn.__code__.co_argcount - hasattr(fn, "__self__") == 2 else (record,)
+    args = (record, 0) if given == 2 else (record,)
     assert getter(record) == fn(*args)
     short: Any = {} if key == "k" else ()
     for call in (lambda: fn(short, *args[1:]), lambda: getter(short)):
@@ -79,6 +80,7 @@ def test_recognised(fn: Any, key: Any) -> None:
 @pytest.mark.parametrize("fn", NOT_RECOGNISED, ids=repr)
 def test_not_recognised(fn: Any) -> None:
     assert item_getter(fn) is None
+    assert item_getter(fn, 2) is None
 
 
 class CountingSum(ReduceFunction):
@@ -136,3 +138,89 @@ def test_timestamp_assigner_method_as_getter() -> None:
         end = (ts // 1000 + 1) * 1000
         expected[(k, end)] = expected.get((k, end), 0) + v
     assert got == sorted((k, end, s) for (k, end), s in expected.items())
+
+
+def test_argument_count_must_match_the_call() -> None:
+    # a selector needing two arguments fails when called with one: never replaced
+    two, defaults = (lambda a, b: a[0]), (lambda e, extra=0: e[0])
+    assert item_getter(two) is None
+    assert item_getter(two, 2) is not None
+    assert item_getter(defaults) is None  # defaults: left alone
+    assert item_getter(ByThird().extract_timestamp, 1) is None
+    assert item_getter(ByThird().extract_timestamp, 2) is not None
+
+
+def _keyed_sums(selector: Any, parallelism: int = 1) -> dict[Any, int]:
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    data = [(i % 3, i % 5, i) for i in range(300)]
+    ds = env.from_collection(data).key_by(selector).map(lambda e: (selector(e), e[2])).key_by(
+        lambda e: e[0]
+    ).reduce(lambda a, b: (a[0], a[1] + b[1]))
+    return {k: s for k, s in ds.execute_and_collect()}
+
+
+def _expected(field: int) -> dict[Any, int]:
+    out: dict[Any, int] = {}
+    for i in range(300):
+        k = (i % 3, i % 5, i)[field]
+        out[k] = out.get(k, 0) + i
+    return out
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_look_alike_selectors_behave_as_written(parallelism: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    i = 0
+    closing = lambda e: e[i]  # noqa: E731 - a closure read when called, not when defined
+    i = 1
+    assert _keyed_sums(closing, parallelism) == _expected(1)
+    assert _keyed_sums(lambda e, k=1: e[k], parallelism) == _expected(1)
+    monkeypatch.setattr(__import__(__name__), "OFFSET", 0)
+    assert _keyed_sums(lambda e: e[OFFSET], parallelism) == _expected(0)
+    assert _keyed_sums(lambda e: e[1], parallelism) == _expected(1)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_two_argument_selector_still_fails(parallelism: int) -> None:
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    ds = env.from_collection([(1, 2)]).key_by(lambda a, b: a[0]).reduce(lambda a, b: a)
+    with pytest.raises(TypeError, match="argument"):
+        list(ds.execute_and_collect())
+
+
+def _job(kind: str, parallelism: int, data: list) -> Any:
+    from streamflow.datastream.window import TumblingEventTimeWindows
+
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    ds = env.from_collection(data)
+    if kind == "timestamps":
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e: e[1])
+        return ds.assign_timestamps_and_watermarks(strategy)
+    if kind == "window":
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: 5)
+        keyed = ds.assign_timestamps_and_watermarks(strategy).key_by(lambda e: e[0])
+        return keyed.window(TumblingEventTimeWindows.of(1000)).reduce(lambda a, b: a)
+    keyed = ds.key_by(lambda e: e[0])
+    if kind == "reduce":
+        return keyed.reduce(lambda a, b: (a[0], a[1] + b[1]))
+    return keyed.process(lambda value, ctx: [value])
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+@pytest.mark.parametrize("kind", ["reduce", "process", "window", "timestamps"])
+def test_a_record_that_cannot_be_indexed_is_named(kind: str, parallelism: int) -> None:
+    data: list[Any] = [("a", 1), ("b", 2), 12345, ("c", 3)]
+    with pytest.raises(TypeError, match="not subscriptable") as info:
+        list(_job(kind, parallelism, data).execute_and_collect())
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "while processing record 12345" in notes, notes
+
+
+def test_lambdas_defined_inside_functions() -> None:
+    def build() -> Any:
+        return lambda e: e[0]
+
+    getter = item_getter(build())
+    assert getter is not None and getter((5, 6)) == 5

@@ -34,13 +34,17 @@ __all__ = ["failed_record", "item_getter"]
 
 _log = logging.getLogger(__name__)
 _ARGS = ("a0", "a1", "a2", "a3")
-_CO_FLAGS = 0xFFFF  # the code's own flags; the higher bits are __future__ imports
+# the code's own flags (generator, coroutine, varargs...); the higher bits are __future__
+# imports, and CO_NESTED only says the function was defined inside another one
+_CO_FLAGS = 0xFFFF & ~inspect.CO_NESTED
 
 
-def item_getter(fn: Any, record_arg: int = 0) -> Callable[[Any], Any] | None:
+def item_getter(fn: Any, given: int = 1, record_arg: int = 0) -> Callable[[Any], Any] | None:
     """``operator.itemgetter(k)`` if ``fn(record, ...)`` returns ``record[k]`` for a constant
-    ``k`` (an int or a str) and does nothing else; ``record_arg`` is the record's position
-    among ``fn``'s arguments (after ``self`` for a bound method); otherwise ``None``."""
+    ``k`` (an int or a str) and does nothing else; ``given`` is the number of positional
+    arguments the caller passes (``fn`` must take exactly that many, so a call that would
+    raise ``TypeError`` is never replaced), ``record_arg`` the record's position among them;
+    otherwise ``None``."""
     offset = 0
     if isinstance(fn, MethodType):
         fn, offset = fn.__func__, 1
@@ -49,7 +53,9 @@ def item_getter(fn: Any, record_arg: int = 0) -> Callable[[Any], Any] | None:
     code = fn.__code__
     nargs = code.co_argcount
     index = record_arg + offset
-    if not 0 < nargs <= len(_ARGS) or index >= nargs or code.co_kwonlyargcount or code.co_names:
+    if nargs != given + offset or nargs > len(_ARGS) or index >= nargs:
+        return None
+    if code.co_kwonlyargcount or code.co_names or code.co_flags & inspect.CO_VARARGS:
         return None
     for key in code.co_consts:
         if type(key) not in (int, str):

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..types.row import Row
 from .basic_operators import expand, is_async, resolve_function
+from .item_getters import failed_record
 from .process_operators import TimerOperator
 
 _MISSING = object()
@@ -46,10 +47,12 @@ class ReduceOperator(TimerOperator):
         get, missing = table.get, _MISSING
         out: list[Any] = []
         append = out.append
+        it = iter(records)
         try:
-            keys = list(map(key_of, records))
+            keys = list(map(key_of, it))  # the loop in C (an indexing selector is an itemgetter)
         except Exception as exc:
-            raise self.failure(exc) from None
+            record = failed_record(records, it)  # a local named record: found even when None
+            raise self.failure(exc, record) from None
         if self._prefetch is not None:
             self._prefetch(keys)
         key = record = None

@@ -44,10 +44,10 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self.assigner = assigner = self.strategy.create_timestamp_assigner()
         # an assigner returning value[k] (lambda e: e[2], or such an extract_timestamp method)
         self._getter = None
-        if isinstance(assigner, _ValueAndTimestampAssigner):
-            self._getter = item_getter(assigner._fn)
+        if isinstance(assigner, _ValueAndTimestampAssigner):  # fn(value) or fn(value, ts)
+            self._getter = item_getter(assigner._fn, 1 if isinstance(assigner, _ValueAssigner) else 2)
         elif assigner is not None:
-            self._getter = item_getter(assigner.extract_timestamp)
+            self._getter = item_getter(assigner.extract_timestamp, 2)
         generator = self.strategy.create_watermark_generator(clock)
         self.emitter = WatermarkEmitter(generator, interval_ms=self.interval_ms, start_ms=clock.now_ms())
         self._schedule()
