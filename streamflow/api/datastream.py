@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import Sink
-from ..connectors.sinks import CollectSink, QueueSink
+from ..connectors.sinks import QueueSink
 from ..functions import (
     FilterFunction,
     FlatMapFunction,
@@ -32,6 +32,7 @@ from ..runtime.keyed_operators import KeyedFunctionOperator, aggregation
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 from ..types.row import Row
 from .batch import batch_watermarks, is_batch, reduce_operator_class
+from .collect import execute_and_collect
 from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals
 from .typed import TypedPrintSink, configure_input_type, typed, with_output_type
 
@@ -232,15 +233,9 @@ class DataStream(DataStreamSurface):
         return self.sink_to(TypedPrintSink(sink_identifier, self._type_info)).name("Print")
 
     def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> CloseableIterator:
-        """Run the job (blocking) and iterate over this stream's records (also a context manager)."""
-        sink = CollectSink()
-        node = self.sink_to(sink)._node
-        try:
-            self._env.execute(job_name)
-        finally:
-            self._env._graph.remove(node)  # when execute failed before it cleared the graph
-        results = sink.results
-        return CloseableIterator(results if limit is None else results[:limit])
+        """Start the job and iterate over this stream's records as it runs (also a context
+        manager; closing it early cancels the job): see ``api/collect.py``."""
+        return execute_and_collect(self, job_name, limit)
 
     async def execute_and_collect_async(
         self, job_name: str = "collect", limit: int | None = None, capacity: int = 4096

@@ -108,14 +108,14 @@ class SlotSharingGroup:
 class CloseableIterator:
     """``execute_and_collect()``'s result: an iterator that is also a context manager.
 
-    It owns the list of collected records. ``iter()`` hands out that list's own
-    iterator, so a ``for`` loop over the results runs at C speed instead of calling
-    ``__next__`` here per record; ``next()`` on this object shares its position.
-    ``close()`` empties the list, which ends every iterator over it."""
+    ``iter()`` hands out the underlying iterator itself, so a ``for`` loop over the results
+    runs at C speed instead of calling ``__next__`` here per record; ``next()`` on this
+    object shares its position. ``close()`` stops the job if it still runs (see
+    ``api/collect.py``) and ends every iterator over the results."""
 
-    def __init__(self, records: list[Any]) -> None:
-        self._records = records
-        self._it: Iterator[Any] = iter(records)
+    def __init__(self, records: Iterator[Any], on_close: Callable[[], None]) -> None:
+        self._it = records
+        self._on_close = on_close
 
     def __iter__(self) -> Iterator[Any]:
         return self._it
@@ -127,7 +127,7 @@ class CloseableIterator:
         return next(self._it)
 
     def close(self) -> None:
-        self._records.clear()
+        self._on_close()
 
     def __enter__(self) -> CloseableIterator:
         return self

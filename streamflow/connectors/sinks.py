@@ -70,10 +70,37 @@ class QueueSink(Sink):
         self._channel = Channel(capacity, "collect")
         self._gate = InputGate([self._channel])
         self._writers = 0
+        self._ended = 0  # writers whose end of input take() has seen
+        self._watching = False  # take() wakes up when the job ends
 
     def create_operator(self, name: str) -> StreamOperator:
         self._writers += 1
         return _QueueSinkOperator(name, self._channel)
+
+    async def take(self, client: JobClient) -> list[Any] | None:
+        """Every record queued now, as one new list (waits while none is); ``None`` once every
+        writer has ended. Raises the job's error if it ends before that."""
+        out: list[Any] = []
+        job = client._task
+        while self._ended < self._writers:
+            polled = self._gate.poll()
+            if polled is None:
+                if out:
+                    return out
+                if job.done():
+                    job.result()  # raises the job's error
+                    return None
+                if not self._watching:
+                    self._watching = True
+                    job.add_done_callback(lambda _t: self._gate.wake())
+                await self._gate.wait()
+                continue
+            item = polled[1]
+            if type(item) is tuple:
+                out += item[0]
+            else:
+                self._ended += 1
+        return out or None
 
     async def drain(self, client: JobClient) -> AsyncIterator[Any]:
         ended = 0
