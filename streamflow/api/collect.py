@@ -9,10 +9,11 @@ runs only while the caller asks for more:
 
 * ``execute_and_collect()`` builds and starts the job in that loop (graph errors are
   raised there, at the call) and returns a :class:`~streamflow.api.surface.CloseableIterator`.
-* Each step runs the loop until the collect sink (a :class:`QueueSink`) holds at least
-  one batch, then takes every batch queued so far as one fresh list. While the loop is
+* Each step runs the loop until the collect sink (a :class:`QueueSink`) has handed over
+  ``STEP_RECORDS`` records (or the input ended), as one fresh list. While the loop is
   stopped the job does not run: it resumes at the next step, and the sink's bounded
   channel (backpressure) keeps it from running ahead by more than the channel's capacity.
+  Steps are few (a loop stop and restart costs about as much as a few hundred records).
 * The caller's ``for`` walks those lists at C speed (``itertools.chain``): no Python
   call per record, memory bounded by the channel, and each record read while its batch
   is still in the processor's cache (collecting a million records into one list first
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["execute_and_collect"]
 
 _log = logging.getLogger(__name__)
+STEP_RECORDS = 8192  # records the job produces per step (the loop stops and restarts between steps)
 
 
 def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) -> CloseableIterator:
@@ -102,10 +104,12 @@ class _Results:
 
     def _batches(self) -> Generator[list[Any], None, None]:
         self._started = True
-        run, take, client = self._runner.run, self._sink.take, self._client
+        # the loop's own run_until_complete: asyncio.Runner.run would swap the SIGINT handler
+        # (and uvloop re-arm its signal wake-up) at every step
+        run, take, client = self._runner.get_loop().run_until_complete, self._sink.take, self._client
         ended = False
         try:
-            while (records := run(take(client))) is not None:
+            while (records := run(take(client, STEP_RECORDS))) is not None:
                 self._current = records
                 yield records
             self._current = []

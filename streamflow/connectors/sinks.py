@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, TextIO
@@ -77,30 +78,43 @@ class QueueSink(Sink):
         self._writers += 1
         return _QueueSinkOperator(name, self._channel)
 
-    async def take(self, client: JobClient) -> list[Any] | None:
-        """Every record queued now, as one new list (waits while none is); ``None`` once every
-        writer has ended. Raises the job's error if it ends before that."""
+    async def take(self, client: JobClient, at_least: int = 1, linger_s: float = 0.01) -> list[Any] | None:
+        """The records queued, as one new list, once there are ``at_least``, or ``linger_s``
+        after the first of them arrived, or the input ended; ``None`` once every writer has
+        ended and nothing is left. Raises the job's error (after the records before it)."""
         out: list[Any] = []
         job = client._task
-        while self._ended < self._writers:
-            polled = self._gate.poll()
-            if polled is None:
-                if out:
-                    return out
-                if job.done():
-                    job.result()  # raises the job's error
-                    return None
-                if not self._watching:
-                    self._watching = True
-                    job.add_done_callback(lambda _t: self._gate.wake())
-                await self._gate.wait()
-                continue
-            item = polled[1]
-            if type(item) is tuple:
-                out += item[0]
-            else:
-                self._ended += 1
-        return out or None
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        timer: asyncio.TimerHandle | None = None
+        try:
+            while self._ended < self._writers:
+                polled = self._gate.poll()
+                if polled is None:
+                    if out and (len(out) >= at_least or (deadline is not None and loop.time() >= deadline)):
+                        return out
+                    if job.done():
+                        if out:
+                            return out
+                        job.result()  # raises the job's error
+                        return None
+                    if not self._watching:
+                        self._watching = True
+                        job.add_done_callback(lambda _t: self._gate.wake())
+                    if out and timer is None:
+                        deadline = loop.time() + linger_s
+                        timer = loop.call_at(deadline, self._gate.wake)
+                    await self._gate.wait()
+                    continue
+                item = polled[1]
+                if type(item) is tuple:
+                    out += item[0]
+                else:
+                    self._ended += 1
+            return out or None
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     async def drain(self, client: JobClient) -> AsyncIterator[Any]:
         ended = 0
