@@ -53,15 +53,22 @@ class CollectSink(Sink):
 
 
 class _QueueSinkOperator(StreamOperator):
-    def __init__(self, name: str, channel: Channel) -> None:
+    """One subtask's writer into the sink's shared channel. A channel has one writer's
+    wake-up slot, so the subtasks take turns (``lock``): with two writers waiting for
+    room at once, the first one's wake-up was lost and the job hung."""
+
+    def __init__(self, name: str, channel: Channel, lock: asyncio.Lock) -> None:
         super().__init__(name)
         self._channel = channel
+        self._lock = lock
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        await self._channel.put((records, None))
+        async with self._lock:
+            await self._channel.put((records, None))
 
     async def finish(self) -> None:
-        await self._channel.put(END_OF_INPUT)
+        async with self._lock:
+            await self._channel.put(END_OF_INPUT)
 
 
 class QueueSink(Sink):
@@ -70,13 +77,14 @@ class QueueSink(Sink):
     def __init__(self, capacity: int = 4096) -> None:
         self._channel = Channel(capacity, "collect")
         self._gate = InputGate([self._channel])
+        self._lock = asyncio.Lock()  # the writers (one per subtask) put one at a time
         self._writers = 0
         self._ended = 0  # writers whose end of input take() has seen
         self._watching = False  # take() wakes up when the job ends
 
     def create_operator(self, name: str) -> StreamOperator:
         self._writers += 1
-        return _QueueSinkOperator(name, self._channel)
+        return _QueueSinkOperator(name, self._channel, self._lock)
 
     async def take(self, client: JobClient, at_least: int = 1, linger_s: float = 0.01) -> list[Any] | None:
         """The records queued, as one new list, once there are ``at_least``, or ``linger_s``
@@ -125,7 +133,9 @@ class QueueSink(Sink):
                 if job.done():
                     job.result()  # raises the job's error
                     return
-                job.add_done_callback(lambda _t: self._gate.wake())
+                if not self._watching:
+                    self._watching = True
+                    job.add_done_callback(lambda _t: self._gate.wake())
                 await self._gate.wait()
                 continue
             item = polled[1]
