@@ -3,8 +3,10 @@
 Usage: python bench/run.py [--n N] [--workloads w1,w2,w3] [--repeat R] [--form fast|idiomatic|both]
        [--engine asyncio|spark]
 
-Prints, for each workload and form, streamflow's seconds, plain_loop's seconds and the
-ratio (best of R runs each), and checks the answers are exact. Two forms of each job:
+Prints, for each workload and form, streamflow's CPU seconds, plain_loop's CPU seconds and
+their ratio (medians of R runs, the runs of plain_loop and of each form interleaved), the
+wall-time ratio beside it, the target (issue 12: at most 1.5x idiomatic, 1.2x fast) with
+PASS/MISS, the load average, and checks the answers are exact. Two forms of each job:
 
 * ``fast``: the framework's favourite forms (``sum(1)``, a ``SinkFunction`` with
   ``write_batch``, a generator-backed ``from_collection``);
@@ -245,24 +247,41 @@ EXPECTED_1M = {
 }
 
 
+TARGETS = {"fast": 1.2, "idiomatic": 1.5}  # issue 12 item 6: at most this times plain_loop
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Wall and CPU seconds of one run of ``fn`` and its answer (a callable result is the
+    answer computed after the timing stops)."""
+    gc.collect()
+    w, c = time.perf_counter(), time.process_time()
+    answer = fn()
+    c, w = time.process_time() - c, time.perf_counter() - w
+    if callable(answer):
+        answer = answer()
+    return w, c, answer
+
+
 def best_of(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Best wall time of ``repeat`` runs, and the answer (a callable result is called untimed)."""
+    """Best wall time of ``repeat`` runs, and the answer (the Spark engine's figures)."""
     best, answer = float("inf"), None
     for _ in range(repeat):
-        gc.collect()
-        t = time.perf_counter()
-        answer = fn()
-        best = min(best, time.perf_counter() - t)
-        if callable(answer):
-            answer = answer()
+        w, _c, answer = timed(fn)
+        best = min(best, w)
     return best, answer
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--workloads", default="w1,w2,w3")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--form", choices=("fast", "idiomatic", "both"), default="both")
     ap.add_argument("--engine", choices=("asyncio", "spark"), default="asyncio")
     args = ap.parse_args()
@@ -270,28 +289,52 @@ def main() -> int:
         return spark_main(args)
     forms = ("fast", "idiomatic") if args.form == "both" else (args.form,)
     ok = True
-    head = f"{'workload':8} {'form':9} {'n':>9} {'streamflow s':>13} {'plain_loop s':>13} {'ratio':>6}"
-    print(head + "  answer")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    print(
+        "runs interleaved (plain_loop, then each form, repeated); figures are medians of "
+        f"{args.repeat} runs; the ratio is of CPU time (process_time), wall time beside it"
+    )
+    head = (
+        f"{'workload':8} {'form':9} {'n':>9} {'flow cpu s':>10} {'plain cpu s':>11} {'ratio':>6} "
+        f"{'wall ratio':>10} {'target':>7}"
+    )
+    print(head + "  verdict  answer")
     for name in args.workloads.split(","):
-        plain_s, expected = best_of(lambda name=name: getattr(plain_loop, name)(args.n), args.repeat)
+        plain = getattr(plain_loop, name)
+        cpu: dict[str, list[float]] = {f: [] for f in ("plain", *forms)}
+        wall: dict[str, list[float]] = {f: [] for f in ("plain", *forms)}
+        answers: dict[str, Any] = {}
+        expected = None
+        for _ in range(args.repeat):  # A B C A B C ...: the machine's load hits all alike
+            w, c, expected = timed(lambda plain=plain: plain(args.n))
+            cpu["plain"].append(c)
+            wall["plain"].append(w)
+            for form in forms:
+                job = FORMS[form][name]
+                w, c, answers[form] = timed(lambda job=job: job(args.n))
+                cpu[form].append(c)
+                wall[form].append(w)
         if args.n == 1_000_000:
             assert expected == EXPECTED_1M[name]
+        plain_c, plain_w = median(cpu["plain"]), median(wall["plain"])
         for form in forms:
-            job = FORMS[form][name]
-            flow_s, answer = best_of(lambda job=job: job(args.n), args.repeat)
-            # plain_loop again after each form: the machine is shared, keep the best of both
-            again, _ = best_of(lambda name=name: getattr(plain_loop, name)(args.n), args.repeat)
-            plain_s = min(plain_s, again)
+            answer = answers[form]
             good = answer == expected
             ok &= good
+            ratio = median(cpu[form]) / plain_c
+            wall_ratio = median(wall[form]) / plain_w
+            target = TARGETS[form]
+            verdict = "PASS" if ratio <= target else "MISS"
             print(
-                f"{name:8} {form:9} {args.n:>9,} {flow_s:>13.3f} {plain_s:>13.3f} {flow_s / plain_s:>5.2f}x  "
+                f"{name:8} {form:9} {args.n:>9,} {median(cpu[form]):>10.3f} {plain_c:>11.3f} {ratio:>5.2f}x "
+                f"{wall_ratio:>9.2f}x {target:>6.1f}x  {verdict:7}  "
                 f"{answer} {'exact' if good else f'WRONG (expected {expected})'}",
                 flush=True,
             )
     if "idiomatic" in forms:
         list_s, _ = best_of(lambda: len(list(events(args.n))), args.repeat)
         print(f"input list: list(events(n)) alone takes {list_s:.3f} s (not in the figures above)")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if ok else 1
 
 

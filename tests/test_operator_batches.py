@@ -61,3 +61,35 @@ def test_an_indexing_timestamp_assigner_names_the_failing_record() -> None:
     with pytest.raises(IndexError) as info:
         env.execute()
     assert "while processing record (5,)" in "\n".join(getattr(info.value, "__notes__", []))
+
+
+@pytest.mark.parametrize("known", [False, True])
+def test_a_reduce_raising_key_error_is_not_taken_for_a_new_key(known: bool) -> None:
+    """A plain reduce runs under ``try: table[key]``: its own KeyError must fail the job."""
+
+    def fold(a: Any, b: Any) -> Any:
+        if b[1] == 1500:
+            return {}[b]  # KeyError from the function itself
+        return (a[0], a[1] + b[1])
+
+    env = sf.StreamExecutionEnvironment()
+    keys = 1000 if known else 7  # mostly new keys per batch, or mostly known
+    data = [(f"k{i % keys}", i) for i in range(3000)]
+    ds = env.from_collection(data).key_by(lambda e: e[0]).reduce(fold)
+    with pytest.raises(KeyError) as info:
+        list(ds.execute_and_collect())
+    assert f"while processing record ('k{1500 % keys}', 1500)" in "\n".join(info.value.__notes__)
+
+
+@pytest.mark.parametrize("keys", [3, 600, 100_000])
+def test_plain_reduce_over_new_and_known_keys(keys: int) -> None:
+    data = [(i % keys, 1) for i in range(5000)] + [(i % keys, 2) for i in range(5000)]
+    env = sf.StreamExecutionEnvironment()
+    ds = env.from_collection(data).key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+    out = list(ds.execute_and_collect())
+    expected: list[Any] = []
+    sums: dict[int, int] = {}
+    for k, v in data:
+        sums[k] = sums.get(k, 0) + v
+        expected.append((k, sums[k]))
+    assert out == expected

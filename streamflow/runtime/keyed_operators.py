@@ -14,6 +14,7 @@ from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
+from ..functions import Function
 from ..types.row import Row
 from .basic_operators import expand, is_async, resolve_function
 from .item_getters import failed_record
@@ -36,6 +37,12 @@ class ReduceOperator(TimerOperator):
         self.table, self.dirty = self.backend.tracked_table("reduce", "value")
         # RocksDB: one multi-get per record batch for the keys not cached (state/rocksdb_table.py)
         self._prefetch = getattr(self.table, "prefetch", None)
+        # a plain callable (a lambda, sum(1)...) has no runtime context, so no keyed state:
+        # on the heap backend (a plain dict; RocksDB's table flushes when the current key is
+        # set) it needs no current key per record
+        fn = self.functions[0]
+        self._plain = type(self.table) is dict and not isinstance(getattr(fn, "__self__", fn), Function)
+        self._new_keys_often = True  # until a batch shows mostly known keys
         await super().open()
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
@@ -57,13 +64,40 @@ class ReduceOperator(TimerOperator):
             self._prefetch(keys)
         key = record = None
         try:
-            for key, record in zip(keys, records, strict=True):
-                backend.current_key = key  # a ReduceFunction may use keyed state too
-                acc = get(key, missing)
-                if acc is not missing:
-                    record = reduce(acc, record)
-                table[key] = record
-                append(record)
+            if self._plain and not self._new_keys_often:
+                # no current key; a key's first record is the only KeyError (a try costs
+                # nothing until it raises: about 170 fewer instructions a record than the get
+                # below, and about 1,500 more for each new key)
+                new = 0
+                for key, record in zip(keys, records, strict=True):
+                    try:
+                        record = reduce(table[key], record)
+                    except KeyError:
+                        if key in table:  # raised by the function itself
+                            raise
+                        new += 1
+                    table[key] = record
+                    append(record)
+                self._new_keys_often = new * 8 > len(records)
+            elif self._plain:  # many new keys lately: no exceptions
+                new = 0
+                for key, record in zip(keys, records, strict=True):
+                    acc = get(key, missing)
+                    if acc is not missing:
+                        record = reduce(acc, record)
+                    else:
+                        new += 1
+                    table[key] = record
+                    append(record)
+                self._new_keys_often = new * 8 > len(records)
+            else:
+                for key, record in zip(keys, records, strict=True):
+                    backend.current_key = key  # a ReduceFunction may use keyed state too
+                    acc = get(key, missing)
+                    if acc is not missing:
+                        record = reduce(acc, record)
+                    table[key] = record
+                    append(record)
         except TypeError as exc:
             if "unhashable" in str(exc):
                 raise self.failure(
