@@ -76,7 +76,9 @@ class SparkJobClient:
         try:
             per_batch = int(self._configuration.get("execution.spark.records-per-batch", 100_000))
             native = str(self._configuration.get("execution.spark.native-windows", True)).lower() != "false"
-            plan = Translation(spark, self._graph, self._config.checkpoint.codec, work, per_batch, native)
+            exprs = str(self._configuration.get("execution.spark.native-expressions", True)).lower()
+            plan = Translation(spark, self._graph, self._config.checkpoint.codec, work, per_batch, native,
+                               exprs != "false")
             sinks: list[BatchSink] = []
             _log.info("job %r: translating to Spark (work dir %s)", self.job_name, work)
             kill_after = os.environ.get(KILL_AFTER_BATCH)
@@ -87,7 +89,7 @@ class SparkJobClient:
                 sinks.append(sink)
                 query = (
                     stream.df.writeStream.foreachBatch(
-                        foreach_batch(sink, self._config.checkpoint.codec, _killer(kill_after))
+                        foreach_batch(sink, self._config.checkpoint.codec, _killer(kill_after), stream.layout)
                     )
                     .option("checkpointLocation", os.path.join(work, "checkpoints", spec.uid))
                     .queryName(f"{self.job_name}/{spec.uid}".replace(" ", "_"))

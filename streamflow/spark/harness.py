@@ -177,10 +177,19 @@ class ChainRunner:
     """A stateless stage: a chain of non-keyed operators over ``mapInArrow`` batches."""
 
     def __init__(self, specs: list[NodeSpec], encode: Callable[[Any], bytes],
-                 decode: Callable[[bytes], Any], ordered_input: bool) -> None:
+                 decode: Callable[[bytes], Any], ordered_input: bool, layout: Any = None) -> None:
         self.specs = specs
         self.encode, self.decode = encode, decode
         self.ordered_input = ordered_input
+        self.layout = layout  # a .native.Layout when the input rows hold typed record columns
+
+    def _records(self, data: Any) -> list:
+        """The decoded records of an Arrow batch (or table) of data rows."""
+        if self.layout is None:
+            return self.decode_many(data.column("value").to_pylist())
+        from .native import records_from_arrow
+
+        return records_from_arrow(data, self.layout)
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         from .encoding import batch_codec
@@ -204,11 +213,10 @@ class ChainRunner:
         eof = batch.column("eof").to_numpy(zero_copy_only=False)
         data = np.flatnonzero(~eof)
         if len(data) and self.ordered_input:  # one streamflow batch; outputs numbered in order
-            whole = len(data) == len(batch)
-            values = batch.column("value") if whole else batch.column("value").take(data)
-            ts = batch.column("ts") if whole else batch.column("ts").take(data)
+            rows = batch if len(data) == len(batch) else batch.take(pa.array(data))
+            ts = rows.column("ts")
             timestamps = ts.to_pylist() if ts.null_count == 0 else None
-            stage.run(stage.head.process_batch(self.decode_many(values.to_pylist()), timestamps))
+            stage.run(stage.head.process_batch(self._records(rows), timestamps))
             base = batch.column("order")[int(data[0])].as_py()
             schema = row_schema()
             for tag, recs, rts in stage.outputs():
@@ -219,8 +227,10 @@ class ChainRunner:
                          pa.array(np.zeros(n, dtype=bool)), pa.array(self.encode_many(recs), pa.binary())],
                         schema=schema)
         elif len(data):
-            cols = batch.select(["order", "ts", "value"]).take(data).to_pydict()
-            rows = stage.run(self._one_by_one(stage, list(zip(cols["order"], cols["ts"], cols["value"],
+            picked = batch.take(pa.array(data))
+            records = self._records(picked)
+            rows = stage.run(self._one_by_one(stage, list(zip(picked.column("order").to_pylist(),
+                                                                picked.column("ts").to_pylist(), records,
                                                                 strict=True))))
             if rows:
                 yield rows_to_arrow(rows)
@@ -232,10 +242,10 @@ class ChainRunner:
 
     async def _one_by_one(self, stage: _Stage, rows: list[tuple]) -> list[Row]:
         """Record by record (each output's order extends its own input's), in one loop pass."""
-        encode, decode, head = self.encode, self.decode, stage.head
+        encode, head = self.encode, stage.head
         out: list[Row] = []
-        for o, ts, value in rows:
-            await head.process_batch([decode(value)], None if ts is None else [ts])
+        for o, ts, record in rows:
+            await head.process_batch([record], None if ts is None else [ts])
             for tag, recs, rts in stage.outputs():
                 out.extend(([*o, j], t, tag, False, encode(r)) for j, (r, t) in
                            enumerate(zip(recs, rts, strict=True)))

@@ -77,16 +77,18 @@ class KeyedRunner:
 
     def __init__(self, spec: NodeSpec, encode: Callable[[Any], bytes], decode: Callable[[bytes], Any],
                  state_encode: Callable[[Any], bytes], state_decode: Callable[[bytes], Any],
-                 event_time: bool, token: str) -> None:
+                 event_time: bool, token: str, layout: Any = None) -> None:
         self.spec = spec
         self.encode, self.decode = encode, decode
         self.state_encode, self.state_decode = state_encode, state_decode
         self.event_time = event_time
         self.token = token  # unique per translation: a worker may host stages of several jobs
+        self.layout = layout  # a .native.Layout: rows hold typed record columns, the key is native
 
     def __call__(self, key: tuple[bytes], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         frames = list(pdfs)
-        if key[0] == b"":  # the markers' group: pass end-of-input on, drop watermark rows
+        if key[0] == b"" or key[0] is None:  # the markers' group (None with a native key):
+            # pass end-of-input on, drop watermark rows
             yield _frame(*_eof_rows(frames), eof=True)
             return
         yield _frame(*self._run(frames, state), eof=False)
@@ -125,7 +127,7 @@ class KeyedRunner:
                 op.initialize_state(restored)
                 stage.open()
             wm = state.getCurrentWatermarkMs() if self.event_time else 0
-            orders, tss, values = ([], [], []) if state.hasTimedOut else _rows(frames)
+            orders, tss, values = ([], [], []) if state.hasTimedOut else _rows(frames, self.layout)
             out = stage.run(self._process(stage, wm, orders, tss, values))
             self._save(op, state)
             return out
@@ -141,7 +143,8 @@ class KeyedRunner:
     async def _process(self, stage: _Stage, wm: int, orders: list[list[int]], tss: list[int | None],
                        values: list[bytes]) -> tuple[list, list, list, list]:
         """One key's micro-batch in one pass of the event loop: watermark, then records."""
-        op, encode, decode = stage.head, self.encode, self.decode
+        op, encode = stage.head, self.encode
+        decode = self.decode if self.layout is None else _same  # typed rows are records already
         o_out: list[list[int]] = []
         t_out: list[int | None] = []
         g_out: list[str | None] = []
@@ -194,8 +197,15 @@ class KeyedRunner:
             state.setTimeoutTimestamp(max(next_time, state.getCurrentWatermarkMs()))
 
 
-def _rows(frames: list[Any]) -> tuple[list[list[int]], list[int | None], list[bytes]]:
-    """The key's data rows (markers dropped), sorted by ``order``, column-wise."""
+def _same(record: Any) -> Any:
+    return record
+
+
+def _rows(frames: list[Any], layout: Any = None) -> tuple[list[list[int]], list[int | None], list[Any]]:
+    """The key's data rows (markers dropped), sorted by ``order``, column-wise: encoded values,
+    or the records themselves when the rows hold typed columns (``layout``)."""
+    from .native import records_from_pandas
+
     orders: list[list[int]] = []
     tss: list[int | None] = []
     values: list[bytes] = []
@@ -206,7 +216,7 @@ def _rows(frames: list[Any]) -> tuple[list[list[int]], list[int | None], list[by
             tss.extend(None if t != t else int(t) for t in ts.tolist())  # NaN: no timestamp
         else:
             tss.extend(ts.astype("int64").tolist())
-        values.extend(pdf["value"].tolist())
+        values.extend(pdf["value"].tolist() if layout is None else records_from_pandas(pdf, layout))
     n = len(orders)
     if n > 1:
         idx = sorted(range(n), key=orders.__getitem__)

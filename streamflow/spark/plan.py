@@ -39,21 +39,39 @@ only at run time).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
+import types
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..connectors.base import END, Source
-from ..eventtime import BoundedOutOfOrdernessWatermarks, NoWatermarksGenerator
+from ..eventtime import (
+    BoundedOutOfOrdernessWatermarks,
+    NoWatermarksGenerator,
+    _ValueAndTimestampAssigner,
+    _ValueAssigner,
+)
 from ..graph import GraphError, JobGraph, Partitioning, StreamNode
+from ..runtime.basic_operators import FilterOperator, MapOperator, UserFunctionOperator
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, batch_codec, keyed_schema, row_schema
 from .harness import EOF_ORDER, EOF_TS, WATERMARK_TAG, ChainRunner, NodeSpec
 from .keyed import KeyedRunner
+from .native import (
+    LAYOUT_FILE,
+    Layout,
+    Typer,
+    recognise,
+    records_from_arrow,
+    select_result,
+    to_column,
+    truthy,
+)
 from .windows import WindowFirer, native_window, window_frame
 
 _log = logging.getLogger(__name__)
@@ -73,13 +91,16 @@ class Stream:
     # a stateless stage's (input DataFrame, runner): a keyed stage right after it runs its key
     # column in the same mapInArrow (one Python pass instead of two)
     stage: tuple[Any, Any] | None = None
+    layout: Layout | None = None  # typed record columns (see .native), else the binary ``value``
+    native: bool = False  # the node runs as Spark expressions (no Python stage to fuse with)
 
 
 class Translation:
     def __init__(self, spark: Any, graph: JobGraph, codec: Codec, work_dir: str, records_per_batch: int,
-                 native_windows: bool = True):
+                 native_windows: bool = True, native_exprs: bool = True):
         self.spark = spark
         self.native_windows = native_windows
+        self.native_exprs = native_exprs
         self.graph = graph
         self.codec = codec
         self.work_dir = work_dir
@@ -127,10 +148,78 @@ class Translation:
         self._check_inputs(node)
         if node.keyed:
             return self._keyed(node)
+        native = self._native(node)
+        if native is not None:
+            return native
         stream, specs = self._chain(node)
-        runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered)
+        runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered, stream.layout)
         df = stream.df.mapInArrow(runner, ROW_DDL)
         return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner))
+
+    def _native(self, node: StreamNode) -> Stream | None:
+        """The node as Spark expressions over typed columns, if its function is recognised
+        (:mod:`.native`); None otherwise."""
+        from pyspark.sql import functions as F
+
+        if not self.native_exprs or len(node.inputs) != 1 or self._side_tags(node):
+            return None
+        (edge,) = node.inputs
+        if edge.partitioning in (Partitioning.HASH, Partitioning.BROADCAST):
+            return None
+        stream = self._input_of(node)
+        layout = stream.layout
+        factory = node.operator_factory
+        if layout is None or factory is None:
+            return None
+        op = factory.create(0)
+        what = f"operator {node.name!r}"
+        if type(op) in (MapOperator, FilterOperator):
+            assert isinstance(op, UserFunctionOperator)
+            fn = op.functions[0]
+            if not isinstance(fn, types.FunctionType) or op.is_async:
+                return None
+            result = recognise(fn, layout, what)
+            if result is None:
+                return None
+            if type(op) is MapOperator:
+                df = select_result(stream.df, result)
+                out_layout = result.layout(layout)
+            else:
+                cond = truthy(result)
+                if cond is None:
+                    return None
+                df, out_layout = stream.df.where(F.col("eof") | cond), layout
+        elif type(op) is TimestampsAndWatermarksOperator:
+            assert isinstance(op, TimestampsAndWatermarksOperator)
+            ts = self._timestamps(op, layout, what)
+            if ts is None:
+                return None
+            delay = _watermark_delay(node)
+            df = stream.df.withColumn("ts", F.when(F.col("eof"), F.col("ts")).otherwise(ts))
+            _log.info("%s runs natively on Spark", what)
+            delay = delay if delay is not None else stream.delay_ms
+            return Stream(df, stream.ordered, delay, None, layout, True)
+        else:
+            return None
+        _log.info("%s runs natively on Spark", what)
+        return Stream(df, stream.ordered, stream.delay_ms, None, out_layout, True)
+
+    @staticmethod
+    def _timestamps(op: TimestampsAndWatermarksOperator, layout: Layout, what: str) -> Any | None:
+        """The ``ts`` column of a recognised timestamp assigner, else None."""
+        assigner = op.strategy.create_timestamp_assigner()
+        if assigner is None:
+            return None
+        if type(assigner) in (_ValueAssigner, _ValueAndTimestampAssigner):
+            fn = assigner._fn  # type: ignore[attr-defined]
+            if not isinstance(fn, types.FunctionType):
+                return None
+            result = recognise(fn, layout, what, 0, 1 if type(assigner) is _ValueAssigner else 2)
+        else:  # a TimestampAssigner class: its method, which must not read ``self``
+            result = recognise(assigner.extract_timestamp, layout, what, 1, 2)
+        if result is None or result.is_tuple or result.identity or result.exprs[0].kind != "int":
+            return None
+        return to_column(result.exprs[0])
 
     def _chain(self, node: StreamNode) -> tuple[Stream, list[NodeSpec]]:
         """The stage input and the fused operators ending with ``node``."""
@@ -149,6 +238,7 @@ class Translation:
             and not up.keyed
             and len(self.graph.consumers[up.id]) == 1
             and not self._side_tags(up)
+            and not self._output(up).native
         ):
             stream, specs = self._chain(up)
             result = (_with_delay(stream, spec_delay), [*specs, spec])
@@ -171,14 +261,22 @@ class Translation:
         stream = self._input_of(node)
         event_time = stream.delay_ms is not None
         window = native_window(self.graph, node) if event_time and self.native_windows else None
-        key_column = _KeyColumn(edges[0].key_selector, self.codec, markers=window is None)
-        keyed = self._keyed_input(node, stream, key_column)
+        native_key = None
+        if stream.layout is not None and self.native_exprs and (window is not None or not event_time):
+            native_key = self._native_key(node, stream.layout, edges[0].key_selector)
+        layout = stream.layout if native_key is not None else None
+        if native_key is not None:
+            keyed = stream.df.withColumn("key", native_key)
+        else:
+            key_column = _KeyColumn(edges[0].key_selector, self.codec, markers=window is None,
+                                    layout=stream.layout)
+            keyed = self._keyed_input(node, stream, key_column)
         if window is not None:
             assert stream.delay_ms is not None
             firer = WindowFirer(self.spec(node, self._side_tags(node)), self.codec.encode, self.codec.decode,
-                                uuid.uuid4().hex)
-            return Stream(window_frame(keyed, window, stream.delay_ms).mapInArrow(firer, ROW_DDL), False,
-                          stream.delay_ms)
+                                uuid.uuid4().hex, layout)
+            frame = window_frame(keyed, window, stream.delay_ms, layout.columns if layout else ["value"])
+            return Stream(frame.mapInArrow(firer, ROW_DDL), False, stream.delay_ms)
         if event_time:
             spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
             keyed = keyed.withColumn("event_time", spark_time).withWatermark(
@@ -192,10 +290,22 @@ class Translation:
             self.codec.decode,
             event_time,
             uuid.uuid4().hex,
+            layout,
         )
         timeout = GroupStateTimeout.EventTimeTimeout if event_time else GroupStateTimeout.NoTimeout
         df = keyed.groupBy("key").applyInPandasWithState(runner, ROW_DDL, STATE_DDL, "append", timeout)
         return Stream(df, False, stream.delay_ms)
+
+    @staticmethod
+    def _native_key(node: StreamNode, layout: Layout, selector: Any) -> Any | None:
+        """The key column of a recognised key selector (one str, int or bool field), else None."""
+        if not isinstance(selector, types.FunctionType):
+            return None
+        result = recognise(selector, layout, f"the key selector of {node.name!r}")
+        if result is None or result.is_tuple or (result.identity and layout.is_tuple):
+            return None
+        _log.info("the key selector of %r runs natively on Spark", node.name)
+        return _column(layout.fields[0].name) if result.identity else to_column(result.exprs[0])
 
     def _keyed_input(self, node: StreamNode, stream: Stream, key_column: _KeyColumn) -> Any:
         """The keyed stage's input with its key column; fused into the stateless stage before
@@ -220,11 +330,14 @@ class Translation:
         streams = [self.stream(e.upstream, e.side_tag) for e in node.inputs]
         if len(streams) == 1:
             return streams[0]
-        df = streams[0].df
-        for s in streams[1:]:
-            df = df.unionByName(s.df)
+        layout = merge_layouts([s.layout for s in streams])
+        dfs = [s.df if layout is not None or s.layout is None else
+               s.df.mapInArrow(_ToBinary(s.layout, self.codec), ROW_DDL) for s in streams]
+        df = dfs[0]
+        for other in dfs[1:]:
+            df = df.unionByName(other)
         delays = [s.delay_ms for s in streams if s.delay_ms is not None]
-        return Stream(df, False, min(delays) if delays else None)
+        return Stream(df, False, min(delays) if delays else None, None, layout)
 
     # -- sources ----------------------------------------------------------------------
     def _source(self, node: StreamNode, source: Source) -> Stream:
@@ -236,13 +349,17 @@ class Translation:
             return Stream(kafka_stream(self.spark, source, self.codec), True, None)
         directory = os.path.join(self.work_dir, "input", self.graph.uid_of(node))
         if not os.path.exists(os.path.join(directory, "_COMPLETE")):
-            materialize(source, directory, self.codec, self.records_per_batch)
+            materialize(source, directory, self.codec, self.records_per_batch, self.native_exprs)
+        layout = None
+        if os.path.exists(os.path.join(directory, LAYOUT_FILE)):
+            with open(os.path.join(directory, LAYOUT_FILE)) as f:
+                layout = Layout.from_json(f.read())
         df = (
-            self.spark.readStream.schema(ROW_DDL)
+            self.spark.readStream.schema(layout.ddl() if layout else ROW_DDL)
             .option("maxFilesPerTrigger", 1)
             .parquet(directory)
         )
-        return Stream(df, True, None)
+        return Stream(df, True, None, None, layout)
 
     # -- helpers ----------------------------------------------------------------------
     def _side_tags(self, node: StreamNode) -> list[str]:
@@ -252,7 +369,7 @@ class Translation:
         from pyspark.sql import functions as F
 
         cond = F.col("tag").isNull() if tag is None else (F.col("tag") == F.lit(tag))
-        return Stream(stream.df.where(cond | F.col("eof")), stream.ordered, stream.delay_ms)
+        return dataclasses.replace(stream, df=stream.df.where(cond | F.col("eof")), stage=None)
 
     def _check_inputs(self, node: StreamNode) -> None:
         for e in node.inputs:
@@ -269,8 +386,14 @@ class Translation:
             raise SparkTranslationError(f"operator {node.name!r}: async functions cannot run on Spark")
 
 
+def _column(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col(name)
+
+
 def _with_delay(stream: Stream, delay: int | None) -> Stream:
-    return stream if delay is None else Stream(stream.df, stream.ordered, delay)
+    return stream if delay is None else dataclasses.replace(stream, delay_ms=delay)
 
 
 def _watermark_delay(node: StreamNode) -> int | None:
@@ -312,12 +435,15 @@ class _KeyColumn:
     Instead each batch gets one marker row (key ``b""``, not end-of-input) whose event
     time is the batch's highest timestamp: Spark's watermark follows the data exactly as
     before, and no data row is ever dropped. The end-of-input row keeps its event time.
+    Typed input (``layout``) leaves encoded: the record's columns become ``value``.
     """
 
-    def __init__(self, key_selector: Callable[[Any], Any], codec: Codec, markers: bool = True) -> None:
+    def __init__(self, key_selector: Callable[[Any], Any], codec: Codec, markers: bool = True,
+                 layout: Layout | None = None) -> None:
         self.key_selector = key_selector
         self.codec = codec
         self.markers = markers  # False: data rows keep their event time (native windows)
+        self.layout = layout
 
     def __call__(self, batches: Any) -> Any:
         import pyarrow as pa
@@ -326,17 +452,30 @@ class _KeyColumn:
         key_of = self.key_selector
         encode_many, decode_many = batch_codec(self.codec.encode, self.codec.decode)
         for batch in batches:
-            values = batch.column("value").to_pylist()
             eofs = batch.column("eof").to_pylist()
-            if any(eofs):
-                data = [i for i, e in enumerate(eofs) if not e]
-                keys = [b""] * len(values)
-                records = decode_many([values[i] for i in data])
-                for i, k in zip(data, encode_many([key_of(r) for r in records]), strict=True):
-                    keys[i] = k
+            data = [i for i, e in enumerate(eofs) if not e]
+            everything = len(data) == len(eofs)
+            if self.layout is None:
+                values = batch.column("value").to_pylist()
+                records = decode_many(values if everything else [values[i] for i in data])
             else:
-                keys = encode_many([key_of(r) for r in decode_many(values)])
-            yield pa.RecordBatch.from_arrays([*batch.columns, pa.array(keys, pa.binary())], schema=schema)
+                typed = records_from_arrow(batch, self.layout)
+                records = typed if everything else [typed[i] for i in data]
+                encoded = encode_many(records)
+                values = encoded if everything else [b""] * len(eofs)
+                if not everything:
+                    for i, v in zip(data, encoded, strict=True):
+                        values[i] = v
+            encoded_keys = encode_many([key_of(r) for r in records])
+            if everything:
+                keys = encoded_keys
+            else:
+                keys = [b""] * len(eofs)
+                for i, k in zip(data, encoded_keys, strict=True):
+                    keys[i] = k
+            base = [batch.column(c) for c in ("order", "ts", "tag", "eof")]
+            arrays = [*base, pa.array(values, pa.binary()), pa.array(keys, pa.binary())]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
             if not self.markers:
                 if batch.column("ts").null_count:
                     raise ValueError(
@@ -353,8 +492,40 @@ class _KeyColumn:
                 )
 
 
-def materialize(source: Source, directory: str, codec: Codec, records_per_chunk: int) -> int:
-    """Reads a bounded source to Parquet chunks (then an end marker); returns the record count."""
+class _ToBinary:
+    """``mapInArrow``: typed record columns to the binary ``value`` column (for a union of
+    streams whose records are stored differently)."""
+
+    def __init__(self, layout: Layout, codec: Codec) -> None:
+        self.layout = layout
+        self.codec = codec
+
+    def __call__(self, batches: Any) -> Any:
+        encode_many, _decode_many = batch_codec(self.codec.encode, self.codec.decode)
+        for batch in batches:
+            yield _binary_batch(batch, self.layout, encode_many)
+
+
+def _binary_batch(batch: Any, layout: Layout, encode_many: Callable[[list], list[bytes]]) -> Any:
+    import pyarrow as pa
+
+    eofs = batch.column("eof").to_pylist()
+    records = records_from_arrow(batch, layout)
+    values = [b"" if e else v for e, v in
+              zip(eofs, encode_many([None if e else r for e, r in zip(eofs, records, strict=True)]),
+                  strict=True)]
+    base = [batch.column(c) for c in ("order", "ts", "tag", "eof")]
+    return pa.RecordBatch.from_arrays([*base, pa.array(values, pa.binary())], schema=row_schema())
+
+
+def materialize(source: Source, directory: str, codec: Codec, records_per_chunk: int,
+                typed: bool = True) -> int:
+    """Reads a bounded source to Parquet chunks (then an end marker); returns the record count.
+
+    With ``typed``, records that are all tuples of one shape of str/int/bool fields (or all
+    scalars of one such type) are written as typed columns and their layout to
+    ``LAYOUT_FILE`` (see :mod:`.native`); the first record that does not fit turns the chunks
+    written so far into encoded ones, and the rest follows encoded."""
     import shutil
 
     import numpy as np
@@ -367,22 +538,68 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
         )
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
-    schema = row_schema()
+    encode_many, _decode_many = batch_codec(codec.encode, codec.decode)
+    typer = Typer() if typed else None
     state = {"chunk": 0, "seq": 0}
 
-    def write(orders: Any, tss: Any, eofs: Any, values: Any) -> None:
-        n = state["chunk"]
-        path = os.path.join(directory, f"part-{n:06d}.parquet")
-        table = pa.table([orders, tss, pa.nulls(len(values), pa.string()), eofs, values], schema=schema)
+    def path_of(n: int) -> str:
+        return os.path.join(directory, f"part-{n:06d}.parquet")
+
+    def write(n: int, table: Any) -> None:
+        path = path_of(n)
         pq.write_table(table, path)
         os.utime(path, (1_000_000 + n, 1_000_000 + n))  # Spark orders new files by mtime
-        state["chunk"] = n + 1
+
+    def untype() -> None:
+        """The typed chunks written so far, rewritten encoded (a record did not fit)."""
+        assert typer is not None
+        layout = typer.layout(ignore_failure=True)
+        _log.info("source %r: records are not typed columns (%s); encoding them", source, typer.failed)
+        if layout is None:
+            return
+        for n in range(state["chunk"]):
+            table = pq.read_table(path_of(n))
+            batches = [_binary_batch(b, layout, encode_many) for b in table.to_batches()]
+            write(n, pa.Table.from_batches(batches, row_schema()))
+
+    def emit(records: list, last: bool = False) -> None:
+        """One chunk; the last one ends with the end-of-input row (no micro-batch of its own)."""
+        start, n = state["seq"], len(records)
+        state["seq"] = start + n
+        orders = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)),
+                                          pa.array(np.arange(start, start + n, dtype=np.int64)))
+        base = [orders, pa.nulls(n, pa.int64()), pa.nulls(n, pa.string()), pa.array(np.zeros(n, dtype=bool))]
+        columns = None
+        if typer is not None and typer.failed is None and records:
+            columns = typer.columns(records)
+            if columns is None:
+                untype()
+        layout = typer.layout() if typer is not None else None  # None once typing failed
+        if layout is not None:
+            schema = layout.arrow_schema()
+            typed = columns if columns is not None else [[] for _ in layout.fields]
+            arrays = [pa.array(c, t) for c, t in zip(typed, schema.types[4:], strict=True)]
+            table = pa.table([*base, *arrays], schema=schema)
+        else:
+            schema = row_schema()
+            table = pa.table([*base, pa.array(encode_many(records), pa.binary())], schema=schema)
+        if last:
+            record = [pa.nulls(1, t) for t in schema.types[4:]] if layout is not None else [pa.array([b""])]
+            eof = [pa.array([EOF_ORDER], pa.list_(pa.int64())), pa.array([EOF_TS], pa.int64()),
+                   pa.nulls(1, pa.string()), pa.array([True]), *record]
+            table = pa.concat_tables([table, pa.table(eof, schema=schema)])
+            if layout is not None:
+                with open(os.path.join(directory, LAYOUT_FILE), "w") as f:
+                    f.write(layout.to_json())
+        chunk = state["chunk"]
+        write(chunk, table)
+        state["chunk"] = chunk + 1
 
     async def read_all() -> None:
         reader = source.create_reader(0, 1)
         wake = asyncio.Event()
         await reader.start(wake.set)
-        pending: list[bytes] = []
+        pending: list[Any] = []
         try:
             while True:
                 polled = reader.poll_batch(records_per_chunk)
@@ -393,29 +610,18 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
                     wake.clear()
                     continue
                 assert isinstance(polled, list)
-                pending.extend(encode_many(polled))
-                while len(pending) >= records_per_chunk:
+                pending.extend(polled)
+                while len(pending) > records_per_chunk:  # the last chunk waits for the end row
                     chunk, pending[:] = pending[:records_per_chunk], pending[records_per_chunk:]
-                    _emit(chunk)
+                    emit(chunk)
         finally:
             await reader.close()
-        if pending:
-            _emit(pending)
+        emit(pending, last=True)
 
-    def _emit(values: list[bytes]) -> None:
-        start, n = state["seq"], len(values)
-        state["seq"] = start + n
-        orders = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)),
-                                          pa.array(np.arange(start, start + n, dtype=np.int64)))
-        eofs = pa.array(np.zeros(n, dtype=bool))
-        write(orders, pa.nulls(n, pa.int64()), eofs, pa.array(values, pa.binary()))
-
-    encode_many, _decode_many = batch_codec(codec.encode, codec.decode)
     asyncio.run(read_all())
-    write(pa.array([EOF_ORDER], schema.field("order").type), pa.array([EOF_TS], pa.int64()),
-          pa.array([True]), pa.array([b""], pa.binary()))
+    layout = typer.layout() if typer is not None else None
     with open(os.path.join(directory, "_COMPLETE"), "w") as f:
         f.write(str(state["seq"]))
-    _log.info("materialized %d records of %r into %d chunks at %s", state["seq"], source, state["chunk"],
-              directory)
+    _log.info("materialized %d records of %r into %d chunks at %s (%s)", state["seq"], source, state["chunk"],
+              directory, "typed columns" if layout is not None else "encoded")
     return state["seq"]

@@ -27,6 +27,7 @@ from ..runtime.operator import Output, StreamOperator
 from ..state.codec import Codec
 from .encoding import batch_codec, sort_by_order
 from .harness import NodeSpec, _context
+from .native import Layout, records_from_arrow
 
 _log = logging.getLogger(__name__)
 
@@ -160,15 +161,20 @@ def batch_sink_for(spec: NodeSpec, loop: asyncio.AbstractEventLoop) -> BatchSink
     return OperatorBatchSink(op, spec, loop)
 
 
-def foreach_batch(sink: BatchSink, codec: Codec, after: Callable[[int], None] | None = None) -> Any:
-    """The ``foreachBatch`` function: collect, sort by input order, decode, write."""
+def foreach_batch(sink: BatchSink, codec: Codec, after: Callable[[int], None] | None = None,
+                  layout: Layout | None = None) -> Any:
+    """The ``foreachBatch`` function: collect, sort by input order, decode (or rebuild from typed
+    columns, with ``layout``), write."""
 
     _encode_many, decode_many = batch_codec(codec.encode, codec.decode)
+    columns = ["value"] if layout is None else layout.columns
 
     def run(batch_df: Any, batch_id: int) -> None:
-        table = batch_df.where("eof = false").select("order", "ts", "value").toArrow()
+        table = batch_df.where("eof = false").select("order", "ts", *columns).toArrow()
         table = table.take(sort_by_order(table.column("order").combine_chunks()))
-        sink.write(batch_id, decode_many(table.column("value").to_pylist()), table.column("ts").to_pylist())
+        records = (decode_many(table.column("value").to_pylist()) if layout is None
+                   else records_from_arrow(table, layout))
+        sink.write(batch_id, records, table.column("ts").to_pylist())
         if after is not None:
             after(batch_id)
 

@@ -123,9 +123,10 @@ def _feeds_keyed(graph: JobGraph, node: StreamNode) -> bool:
     return False
 
 
-def window_frame(keyed: Any, op: WindowOperator, delay_ms: int) -> Any:
+def window_frame(keyed: Any, op: WindowOperator, delay_ms: int, record_columns: list[str]) -> Any:
     """``keyed`` (rows with a key column and event times) grouped into closed windows:
-    columns ``start``, ``end`` (ms), ``key`` and ``rows`` (``order``, ``value`` structs)."""
+    columns ``start``, ``end`` (ms), ``key`` and ``rows`` (structs of ``order`` and the record:
+    ``value``, or its typed columns)."""
     from pyspark.sql import functions as F
 
     assigner = op.assigner
@@ -137,7 +138,7 @@ def window_frame(keyed: Any, op: WindowOperator, delay_ms: int) -> Any:
         keyed.withColumn("event_time", F.timestamp_millis("ts"))
         .withWatermark("event_time", f"{delay_ms} milliseconds")
         .groupBy(window.alias("window"), "key")
-        .agg(F.collect_list(F.struct("order", "value")).alias("rows"))
+        .agg(F.collect_list(F.struct("order", *record_columns)).alias("rows"))
         .select(F.unix_millis("window.start").alias("start"), F.unix_millis("window.end").alias("end"),
                 "key", "rows")
     )
@@ -151,10 +152,11 @@ class WindowFirer:
     """``mapInArrow`` over closed windows: the window operator's functions per window."""
 
     def __init__(self, spec: NodeSpec, encode: Callable[[Any], bytes], decode: Callable[[bytes], Any],
-                 token: str) -> None:
+                 token: str, layout: Any = None) -> None:
         self.spec = spec
         self.encode, self.decode = encode, decode
         self.token = token  # unique per translation: a worker may host stages of several jobs
+        self.layout = layout  # a .native.Layout: typed record columns and a native key
 
     def _stage(self) -> _Stage:
         stage = _STAGES.get(self.token)
@@ -190,13 +192,19 @@ class WindowFirer:
         offsets = rows.offsets.to_pylist()
         flat = rows.flatten()
         orders = flat.field("order").to_pylist()
-        values = flat.field("value").to_pylist()
+        if self.layout is None:
+            values = flat.field("value").to_pylist()
+        else:
+            from .native import records_from_arrow
+
+            values = records_from_arrow(flat, self.layout)
+            decode = _same
         o_out: list[list[int]] = []
         t_out: list[int | None] = []
         g_out: list[str | None] = []
         v_out: list[bytes] = []
         for i, key in enumerate(keys):
-            if key == b"":  # the end-of-input row's window (it never closes)
+            if key == b"" or key is None:  # the end-of-input row's window (it never closes)
                 continue
             lo, hi = offsets[i], offsets[i + 1]
             idx = sorted(range(lo, hi), key=orders.__getitem__)
@@ -216,6 +224,10 @@ class WindowFirer:
                     g_out.append(tag)
                     v_out.append(encode(r))
         return o_out, t_out, g_out, v_out
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _accumulate(op: WindowOperator, elements: list[Any]) -> Any:
