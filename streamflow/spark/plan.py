@@ -66,6 +66,7 @@ from .native import (
     LAYOUT_FILE,
     Layout,
     Typer,
+    merge_layouts,
     recognise,
     records_from_arrow,
     select_result,
