@@ -71,7 +71,8 @@ class CountWithTimeout(KeyedProcessFunction):
 LATE = OutputTag("late")
 
 
-NAMES = ["w1", "w2", "w3", "session", "timers", "sliding", "sliding_native", "union"]
+NAMES = ["w1", "w2", "w3", "session", "timers", "sliding", "sliding_native", "union", "signed", "mixed",
+         "python_on_typed"]
 
 
 def workloads(engine: str) -> dict[str, list]:
@@ -125,6 +126,23 @@ def workloads(engine: str) -> dict[str, list]:
     a = env.from_collection(data[:500]).map(lambda e: ("a", e[1]))
     b = env.from_collection(data[500:900]).map(lambda e: ("b", e[1]))
     a.union(b).key_by(lambda r: r[0]).sum(1).sink_to(sinks["union"])
+    # recognised functions on negative ints: Python's floor division and modulo (see .native)
+    signed = [(k, v - 48, -ts) for k, v, ts in data]
+    (
+        env.from_collection(signed)
+        .map(lambda e: (e[0], e[1] // 7, e[1] % 7, e[2] - e[1] * 3, e[1] * 3 - 1 > 0))
+        .filter(lambda r: r[2] != 3)
+        .key_by(lambda r: r[0])
+        .sum(1)
+        .sink_to(sinks["signed"])
+    )
+    # a float after 1500 records: the typed chunks written so far become encoded ones
+    mixed = [(k, v) for k, v, _ts in data[:1500]] + [("k1", 0.5)] + [(k, v) for k, v, _ts in data[1500:2500]]
+    env.from_collection(mixed).map(lambda e: (e[0], e[1] * 2)).key_by(lambda r: r[0]).sum(1).sink_to(
+        sinks["mixed"])
+    # functions that are not recognised run in Python on typed columns
+    (env.from_collection(data).map(lambda e: e[0].upper()).filter(lambda s: s != "K3")
+     .sink_to(sinks["python_on_typed"]))
     env.execute(f"workloads on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
 

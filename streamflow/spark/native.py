@@ -415,5 +415,6 @@ def select_result(df: Any, result: Result) -> Any:
     if result.identity:
         return df
     cols = [F.col(c) for c in BASE_COLUMNS]
-    cols.extend(to_column(e).alias(f"c{i}") for i, e in enumerate(result.exprs))
+    # the end-of-input row's record columns stay null (a constant would otherwise fill them)
+    cols.extend(F.when(~F.col("eof"), to_column(e)).alias(f"c{i}") for i, e in enumerate(result.exprs))
     return df.select(*cols)
