@@ -72,7 +72,7 @@ LATE = OutputTag("late")
 
 
 NAMES = ["w1", "w2", "w3", "session", "timers", "sliding", "sliding_native", "union", "signed", "mixed",
-         "python_on_typed"]
+         "python_on_typed", "keyed_typed"]
 
 
 def workloads(engine: str) -> dict[str, list]:
@@ -143,6 +143,9 @@ def workloads(engine: str) -> dict[str, list]:
     # functions that are not recognised run in Python on typed columns
     (env.from_collection(data).map(lambda e: e[0].upper()).filter(lambda s: s != "K3")
      .sink_to(sinks["python_on_typed"]))
+    # a reduce that is not a rolling sum: the per-key operator, on typed columns with a native key
+    (env.from_collection(data).key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], max(a[1], b[1]), b[2]))
+     .sink_to(sinks["keyed_typed"]))
     env.execute(f"workloads on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
 

@@ -153,3 +153,25 @@ def test_union_layouts_merge_ranges_of_the_same_shape() -> None:
 def test_compile_function_raises_not_recognised() -> None:
     with pytest.raises(NotRecognised):
         compile_function(lambda e: e[1] / 2, EVENT)
+
+
+def test_rolling_reduces_are_recognised_field_by_field() -> None:
+    from streamflow.runtime.keyed_operators import ReduceOperator, aggregation
+    from streamflow.spark.rolling import recognise_rolling
+
+    def op(fn: Any) -> ReduceOperator:
+        return ReduceOperator("r", lambda e: e[0], fn)
+
+    counted = Layout(EVENT.fields, True, 1000)
+    parts, out = recognise_rolling(op(lambda a, b: (a[0], a[1] + b[1], b[2])), counted, "t") or ((), None)
+    assert parts == ("first", "sum", "last")
+    assert out is not None and (out.fields[1].lo, out.fields[1].hi) == (0, 96 * 1000)
+    parts, _out = recognise_rolling(op(aggregation("sum", 1)), counted, "t") or ((), None)
+    assert parts == ("first", "sum", "first")  # PyFlink's sum keeps the first record's other fields
+    assert recognise_rolling(op(aggregation("sum", 0)), counted, "t") is None  # a str field
+    assert recognise_rolling(op(aggregation("max", 1)), counted, "t") is None
+    assert recognise_rolling(op(lambda a, b: (a[0], max(a[1], b[1]), b[2])), counted, "t") is None
+    assert recognise_rolling(op(lambda a, b: (a[0], a[1] + b[2], b[2])), counted, "t") is None
+    assert recognise_rolling(op(lambda a, b: (a[0], a[1] + b[1], b[2])), EVENT, "t") is None  # count unknown
+    huge = Layout((Field("c0", "str"), Field("c1", "int", 0, 2**40)), True, 2**30)
+    assert recognise_rolling(op(aggregation("sum", 1)), huge, "t") is None  # 2**70 could overflow

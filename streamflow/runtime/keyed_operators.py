@@ -238,6 +238,7 @@ def aggregation(kind: str, field: int | str) -> Callable[[Any, Any], Any]:
         return fn
 
     fn.specialize = specialize  # type: ignore[attr-defined]
+    fn.aggregation = (kind, field)  # type: ignore[attr-defined]  # what it is (the Spark engine reads it)
     return fn
 
 

@@ -68,6 +68,7 @@ class Layout:
 
     fields: tuple[Field, ...]
     is_tuple: bool
+    count: int = 0  # at most this many records (the sources' record counts; 0: unknown)
 
     @property
     def columns(self) -> list[str]:
@@ -84,12 +85,14 @@ class Layout:
                           ("eof", pa.bool_()), *((f.name, types_[f.kind]) for f in self.fields)])
 
     def to_json(self) -> str:
-        return json.dumps({"is_tuple": self.is_tuple, "fields": [asdict(f) for f in self.fields]})
+        return json.dumps({"is_tuple": self.is_tuple, "count": self.count,
+                           "fields": [asdict(f) for f in self.fields]})
 
     @staticmethod
     def from_json(text: str) -> Layout:
         data = json.loads(text)
-        return Layout(tuple(Field(**f) for f in data["fields"]), bool(data["is_tuple"]))
+        fields = tuple(Field(**f) for f in data["fields"])
+        return Layout(fields, bool(data["is_tuple"]), int(data.get("count", 0)))
 
 
 def merge_layouts(layouts: list[Layout | None]) -> Layout | None:
@@ -103,7 +106,8 @@ def merge_layouts(layouts: list[Layout | None]) -> Layout | None:
     fields = tuple(Field(f.name, f.kind, min(o.fields[i].lo for o in layouts if o is not None),
                          max(o.fields[i].hi for o in layouts if o is not None))
                    for i, f in enumerate(first.fields))
-    return Layout(fields, first.is_tuple)
+    count = sum(o.count for o in layouts if o is not None) if all(o and o.count for o in layouts) else 0
+    return Layout(fields, first.is_tuple, count)
 
 
 def records_from_arrow(data: Any, layout: Layout) -> list:
@@ -170,13 +174,13 @@ class Typer:
                 self.lo[i], self.hi[i] = min(self.lo[i], lo), max(self.hi[i], hi)
         return cols
 
-    def layout(self, ignore_failure: bool = False) -> Layout | None:
+    def layout(self, ignore_failure: bool = False, count: int = 0) -> Layout | None:
         """The layout of the records typed so far (None if typing failed, unless ``ignore_failure``)."""
         if (self.failed is not None and not ignore_failure) or self.shape is None:
             return None
         fields = tuple(Field(f"c{i}", KINDS[t], self.lo[i] if t is int else 0, self.hi[i] if t is int else 0)
                        for i, t in enumerate(self.shape))
-        return Layout(fields, self.is_tuple)
+        return Layout(fields, self.is_tuple, count)
 
 
 # -- recognising functions ------------------------------------------------------------------
@@ -206,7 +210,7 @@ class Result:
         if self.identity:
             return input_layout
         fields = tuple(Field(f"c{i}", e.kind, e.lo, e.hi) for i, e in enumerate(self.exprs))
-        return Layout(fields, self.is_tuple)
+        return Layout(fields, self.is_tuple, input_layout.count)
 
 
 _RECORD = object()  # the function's argument on the symbolic stack

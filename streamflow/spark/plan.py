@@ -71,6 +71,7 @@ from .native import (
     to_column,
     truthy,
 )
+from .rolling import RollingRunner, recognise_rolling, state_ddl
 from .sources import SparkTranslationError, ToBinary, materialize
 from .windows import WindowFirer, native_window, window_frame
 
@@ -273,6 +274,14 @@ class Translation:
                                 uuid.uuid4().hex, layout)
             frame = window_frame(keyed, window, stream.delay_ms, layout.columns if layout else ["value"])
             return Stream(frame.mapInArrow(firer, ROW_DDL), False, stream.delay_ms)
+        if layout is not None and window is None and not event_time and node.operator_factory is not None:
+            rolling = recognise_rolling(node.operator_factory.create(0), layout, f"operator {node.name!r}")
+            if rolling is not None:
+                parts, out_layout = rolling
+                df = keyed.groupBy("key").applyInPandasWithState(
+                    RollingRunner(parts, layout.fields), out_layout.ddl(), state_ddl(layout), "append",
+                    GroupStateTimeout.NoTimeout)
+                return Stream(df, False, None, None, out_layout)
         if event_time:
             spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
             keyed = keyed.withColumn("event_time", spark_time).withWatermark(

@@ -113,7 +113,8 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
             columns = typer.columns(records)
             if columns is None:
                 untype()
-        layout = typer.layout() if typer is not None else None  # None once typing failed
+        # None once typing failed; the count is final when the last chunk is written
+        layout = typer.layout(count=start + n) if typer is not None else None
         if layout is not None:
             schema = layout.arrow_schema()
             typed = columns if columns is not None else [[] for _ in layout.fields]
