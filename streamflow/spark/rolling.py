@@ -32,6 +32,7 @@ import logging
 import types
 from collections.abc import Iterator
 from dataclasses import replace
+from itertools import accumulate
 from typing import Any
 
 from .native import INT64, SPARK_TYPES, Field, Layout
@@ -133,50 +134,64 @@ class RollingRunner:
         self.fields = fields
 
     def __call__(self, key: tuple[Any], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        import numpy as np
-        import pandas as pd
-
+        # Python lists and one object block: pandas' per-call overheads dominate a call with a
+        # handful of rows (see .keyed)
         frames = list(pdfs)
-        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         names = [f.name for f in self.fields]
         if key[0] is None:  # the end-of-input rows' group: passed on
-            eof = pdf[pdf["eof"].to_numpy(dtype=bool)]
-            data = {"order": eof["order"].to_numpy(), "ts": [_int_or_none(t) for t in eof["ts"].tolist()],
-                    "tag": [None] * len(eof), "eof": [True] * len(eof)}
-            data.update({name: [None] * len(eof) for name in names})
-            yield pd.DataFrame(data, dtype=object)
+            orders, tss = [], []
+            for pdf in frames:
+                eof = pdf[pdf["eof"].to_numpy(dtype=bool)]
+                orders.extend(eof["order"].tolist())
+                tss.extend(_int_or_none(t) for t in eof["ts"].tolist())
+            n = len(orders)
+            yield _frame(orders, tss, [True] * n, [[None] * n for _ in names], names)
             return
-        n = len(pdf)
-        orders = pdf["order"].to_numpy()
+        orders, tss = [], []
+        columns: list[list[Any]] = [[] for _ in names]
+        for pdf in frames:
+            orders.extend(pdf["order"].tolist())
+            tss.extend(pdf["ts"].tolist())
+            for col, name in zip(columns, names, strict=True):
+                col.extend(pdf[name].tolist())
+        n = len(orders)
         if all(len(o) == 1 for o in orders):
-            idx = np.argsort(np.fromiter((o[0] for o in orders), dtype=np.int64, count=n), kind="stable")
+            firsts = [int(o[0]) for o in orders]
+            idx = sorted(range(n), key=firsts.__getitem__)
         else:
-            idx = np.array(sorted(range(n), key=lambda i: orders[i].tolist()), dtype=np.int64)
-        if (idx != np.arange(n)).any():
-            pdf = pdf.iloc[idx]
-            orders = orders[idx]
+            keys = [o.tolist() for o in orders]
+            idx = sorted(range(n), key=keys.__getitem__)
+        if idx != list(range(n)):
+            orders = [orders[i] for i in idx]
+            tss = [tss[i] for i in idx]
+            columns = [[c[i] for i in idx] for c in columns]
+        tss = [_int_or_none(t) for t in tss]
         acc = state.get if state.exists else None
-        out: dict[str, Any] = {"order": orders}
-        ts = pdf["ts"]
-        out["ts"] = ts.to_numpy() if not ts.isna().any() else [_int_or_none(t) for t in ts.tolist()]
-        out["tag"] = np.full(n, None, dtype=object)
-        out["eof"] = np.zeros(n, dtype=bool)
-        last: list[Any] = []
-        for j, (name, part) in enumerate(zip(names, self.parts, strict=True)):
-            col = pdf[name].to_numpy()
+        out: list[list[Any]] = []
+        for j, (col, part) in enumerate(zip(columns, self.parts, strict=True)):
             if part == "sum":  # no overflow: the range was proved at translation time
-                values = np.cumsum(col, dtype=np.int64)
-                if acc is not None:
-                    values += int(acc[j])
+                out.append(list(accumulate(col, initial=int(acc[j]) if acc is not None else 0))[1:])
             elif part == "first":
-                first = acc[j] if acc is not None else col[0]
-                values = np.full(n, first, dtype=col.dtype)
+                out.append([acc[j] if acc is not None else col[0]] * n)
             else:
-                values = col
-            out[name] = values
-            last.append(values[-1].item() if hasattr(values[-1], "item") else values[-1])
-        state.update(tuple(last))
-        yield pd.DataFrame(out)
+                out.append(col)
+        state.update(tuple(c[-1] for c in out))
+        yield _frame(orders, tss, [False] * n, out, names)
+
+
+def _frame(orders: list, tss: list, eofs: list, columns: list[list[Any]], names: list[str]) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    n = len(orders)
+    data = np.empty((n, 4 + len(columns)), dtype=object)
+    data[:, 0] = np.fromiter(orders, dtype=object, count=n)  # arrays stay cells
+    data[:, 1] = tss
+    data[:, 2] = None
+    data[:, 3] = eofs
+    for j, col in enumerate(columns):
+        data[:, 4 + j] = col
+    return pd.DataFrame(data, columns=["order", "ts", "tag", "eof", *names], copy=False)
 
 
 def _int_or_none(t: Any) -> int | None:
