@@ -137,7 +137,7 @@ def test_typer_types_plain_tuples_and_scalars_only() -> None:
         typer = Typer()
         assert typer.columns(records) is None and typer.failed, records
     s = Typer()
-    assert s.columns([1, 2, 3]) == [[1, 2, 3]] and s.layout() == Layout((Field("c0", "int", 1, 3),), False)
+    assert s.columns([1, 2, 3]) == [[1, 2, 3]] and s.layout() == Layout((Field("c0", "int", 0, 3),), False)
     s.columns([1, "x"])
     assert s.failed
 

@@ -52,6 +52,9 @@ SPARK_TYPES = {"str": "string", "int": "bigint", "bool": "boolean"}
 BASE_DDL = "order array<long>, ts long, tag string, eof boolean"
 BASE_COLUMNS = ["order", "ts", "tag", "eof"]
 LAYOUT_FILE = "_LAYOUT.json"  # beside a source's chunks: their Layout, when they are typed
+# The end-of-input row's record columns hold these, never null: Spark converts a whole Arrow
+# batch to pandas before splitting it per key, and one null would turn an int column into floats
+ZERO: dict[str, Any] = {"str": "", "int": 0, "bool": False}
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,9 @@ class Typer:
         """The layout of the records typed so far (None if typing failed, unless ``ignore_failure``)."""
         if (self.failed is not None and not ignore_failure) or self.shape is None:
             return None
-        fields = tuple(Field(f"c{i}", KINDS[t], self.lo[i] if t is int else 0, self.hi[i] if t is int else 0)
-                       for i, t in enumerate(self.shape))
+        # int ranges include 0: the end-of-input row's value (ZERO)
+        fields = tuple(Field(f"c{i}", KINDS[t], min(self.lo[i], 0) if t is int else 0,
+                             max(self.hi[i], 0) if t is int else 0) for i, t in enumerate(self.shape))
         return Layout(fields, self.is_tuple, count)
 
 
@@ -419,6 +423,7 @@ def select_result(df: Any, result: Result) -> Any:
     if result.identity:
         return df
     cols = [F.col(c) for c in BASE_COLUMNS]
-    # the end-of-input row's record columns stay null (a constant would otherwise fill them)
-    cols.extend(F.when(~F.col("eof"), to_column(e)).alias(f"c{i}") for i, e in enumerate(result.exprs))
+    # the end-of-input row's zeros (see ZERO) go through the expressions too: 0 is in every
+    # int range, so the range proofs cover it, and typed columns are never null
+    cols.extend(to_column(e).alias(f"c{i}") for i, e in enumerate(result.exprs))
     return df.select(*cols)

@@ -35,7 +35,7 @@ from dataclasses import replace
 from itertools import accumulate
 from typing import Any
 
-from .native import INT64, SPARK_TYPES, Field, Layout
+from .native import INT64, SPARK_TYPES, ZERO, Field, Layout
 
 _log = logging.getLogger(__name__)
 
@@ -139,13 +139,14 @@ class RollingRunner:
         frames = list(pdfs)
         names = [f.name for f in self.fields]
         if key[0] is None:  # the end-of-input rows' group: passed on
-            orders, tss = [], []
+            orders: list[Any] = []
+            tss: list[int | None] = []
             for pdf in frames:
                 eof = pdf[pdf["eof"].to_numpy(dtype=bool)]
                 orders.extend(eof["order"].tolist())
                 tss.extend(_int_or_none(t) for t in eof["ts"].tolist())
             n = len(orders)
-            yield _frame(orders, tss, [True] * n, [[None] * n for _ in names], names)
+            yield _frame(orders, tss, [True] * n, [[ZERO[f.kind]] * n for f in self.fields], names)
             return
         orders, tss = [], []
         columns: list[list[Any]] = [[] for _ in names]

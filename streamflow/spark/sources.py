@@ -22,7 +22,7 @@ from ..graph import GraphError
 from ..state.codec import Codec
 from .encoding import batch_codec, row_schema
 from .harness import EOF_ORDER, EOF_TS
-from .native import LAYOUT_FILE, Layout, Typer, records_from_arrow
+from .native import LAYOUT_FILE, ZERO, Layout, Typer, records_from_arrow
 
 _log = logging.getLogger(__name__)
 
@@ -124,7 +124,10 @@ def materialize(source: Source, directory: str, codec: Codec, records_per_chunk:
             schema = row_schema()
             table = pa.table([*base, pa.array(encode_many(records), pa.binary())], schema=schema)
         if last:
-            record = [pa.nulls(1, t) for t in schema.types[4:]] if layout is not None else [pa.array([b""])]
+            record = [pa.array([b""])]
+            if layout is not None:
+                types = schema.types[4:]
+                record = [pa.array([ZERO[f.kind]], t) for f, t in zip(layout.fields, types, strict=True)]
             eof = [pa.array([EOF_ORDER], pa.list_(pa.int64())), pa.array([EOF_TS], pa.int64()),
                    pa.nulls(1, pa.string()), pa.array([True]), *record]
             table = pa.concat_tables([table, pa.table(eof, schema=schema)])
