@@ -129,6 +129,8 @@ def window_frame(keyed: Any, op: WindowOperator, delay_ms: int, record_columns: 
     ``value``, or its typed columns)."""
     from pyspark.sql import functions as F
 
+    # typed rows' orders are one input position each ([seq]): kept as a long in the state
+    order = F.col("order") if record_columns == ["value"] else F.col("order").getItem(0).alias("order")
     assigner = op.assigner
     size = assigner.size
     slide = assigner.slide if isinstance(assigner, SlidingEventTimeWindows) else size
@@ -138,7 +140,7 @@ def window_frame(keyed: Any, op: WindowOperator, delay_ms: int, record_columns: 
         keyed.withColumn("event_time", F.timestamp_millis("ts"))
         .withWatermark("event_time", f"{delay_ms} milliseconds")
         .groupBy(window.alias("window"), "key")
-        .agg(F.collect_list(F.struct("order", *record_columns)).alias("rows"))
+        .agg(F.collect_list(F.struct(order, *record_columns)).alias("rows"))
         .select(F.unix_millis("window.start").alias("start"), F.unix_millis("window.end").alias("end"),
                 "key", "rows")
     )
