@@ -43,6 +43,8 @@ import types
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..errors import StreamflowError
+
 _log = logging.getLogger(__name__)
 
 INT64 = (-(2**63), 2**63 - 1)
@@ -188,8 +190,8 @@ class Typer:
 
 
 # -- recognising functions ------------------------------------------------------------------
-class NotRecognised(Exception):
-    pass
+class NotRecognised(StreamflowError):
+    """A function is not one the translation can prove equivalent (it then runs in Python)."""
 
 
 @dataclass(frozen=True)
