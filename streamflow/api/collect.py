@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.sinks import QueueSink
+from .blocking import loop_factory, refuse_running_loop
 from .surface import CloseableIterator
 
 if TYPE_CHECKING:
@@ -50,19 +51,14 @@ STEP_RECORDS = 8192  # records the job produces per step (the loop stops and res
 
 
 def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) -> CloseableIterator:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass  # no running loop: the caller is a plain script, as execute_and_collect() wants
-    else:
-        raise RuntimeError(
-            "execute_and_collect() runs the job in an event loop of its own and cannot be called "
-            "inside a running event loop; use `async for record in stream.execute_and_collect_async()`"
-        )
+    refuse_running_loop(
+        "execute_and_collect() runs the job in an event loop of its own and cannot be called "
+        "inside a running event loop; use `async for record in stream.execute_and_collect_async()`"
+    )
     sink = QueueSink()
     env = stream._env
     node = stream.sink_to(sink)._node
-    runner = asyncio.Runner(loop_factory=_loop_factory())
+    runner = asyncio.Runner(loop_factory=loop_factory())
     try:
         client = runner.run(env.execute_async(job_name))
     except BaseException:
@@ -78,14 +74,6 @@ def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) ->
     finally:
         results.close()
     return CloseableIterator(iter(head), head.clear)
-
-
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
 
 
 class _Results:

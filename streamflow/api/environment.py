@@ -28,6 +28,7 @@ from ..state.backends import (
 )
 from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 from .batch import resolve_batch
+from .blocking import refuse_running_loop, run_coroutine
 from .env_pyflink import PyFlinkEnvironmentMixin
 from .typed import convert_collection, typed
 
@@ -425,16 +426,11 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
 
     def execute(self, job_name: str = "streamflow job") -> JobExecutionResult:
         """Run the job to completion in a new event loop (uvloop when installed)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # no running loop: the caller is a plain script, as execute() wants
-        else:
-            raise RuntimeError(
-                "execute() blocks and cannot run inside a running event loop; "
-                "use `client = await env.execute_async(...)` and "
-                "`await client.get_job_execution_result()` instead"
-            )
+        refuse_running_loop(
+            "execute() blocks and cannot run inside a running event loop; "
+            "use `client = await env.execute_async(...)` and "
+            "`await client.get_job_execution_result()` instead"
+        )
 
         terminated: list[bool] = []
 
@@ -472,11 +468,3 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
 
 def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("true", "1", "yes")
-
-
-def run_coroutine(coro: Any) -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)

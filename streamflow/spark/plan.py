@@ -224,17 +224,10 @@ class Translation:
             return self._chains[node.id]
         spec = self.spec(node, self._side_tags(node))
         spec_delay = _watermark_delay(node)
-        (edge,) = node.inputs if len(node.inputs) == 1 else (None,)
-        up = edge.upstream if edge is not None else None
+        up = self._fusable_upstream(node)
         if (
-            edge is not None
-            and up is not None
-            and edge.side_tag is None
-            and edge.partitioning is not Partitioning.HASH
-            and up.source is None
-            and not up.keyed
-            and len(self.graph.consumers[up.id]) == 1
-            and not self._side_tags(up)
+            up is not None
+            and node.inputs[0].partitioning is not Partitioning.HASH
             and not self._output(up).native
         ):
             stream, specs = self._chain(up)
@@ -315,21 +308,29 @@ class Translation:
     def _keyed_input(self, node: StreamNode, stream: Stream, key_column: _KeyColumn) -> Any:
         """The keyed stage's input with its key column; fused into the stateless stage before
         it when that stage feeds only this one (its outputs then carry no side-output tag)."""
-        (edge,) = node.inputs if len(node.inputs) == 1 else (None,)
-        up = edge.upstream if edge is not None else None
-        if (
-            edge is not None
-            and up is not None
-            and edge.side_tag is None
-            and up.source is None
-            and not up.keyed
-            and len(self.graph.consumers[up.id]) == 1
-            and not self._side_tags(up)
-        ):
+        up = self._fusable_upstream(node)
+        if up is not None:
             stage = self._output(up).stage
             if stage is not None:
                 return stage[0].mapInArrow(_Fused(stage[1], key_column), KEYED_DDL)
         return stream.df.mapInArrow(key_column, KEYED_DDL)
+
+    def _fusable_upstream(self, node: StreamNode) -> StreamNode | None:
+        """The stateless, non-source operator that is ``node``'s only input and feeds only
+        ``node`` through its main output: the stage ``node`` may fuse into; else None."""
+        if len(node.inputs) != 1:
+            return None
+        edge = node.inputs[0]
+        up = edge.upstream
+        if (
+            edge.side_tag is not None
+            or up.source is not None
+            or up.keyed
+            or len(self.graph.consumers[up.id]) != 1
+            or self._side_tags(up)
+        ):
+            return None
+        return up
 
     def _input_of(self, node: StreamNode) -> Stream:
         streams = [self.stream(e.upstream, e.side_tag) for e in node.inputs]
