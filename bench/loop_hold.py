@@ -17,7 +17,7 @@ for the CPU figure (what the job held, whatever the load), with the load average
 
 Usage: python bench/loop_hold.py [--keys 1000000] [--records 2000000] [--repeat 1]
        [--budget-ms 10] [--loop uvloop|asyncio] [--value tuple|list] [--gc-freeze on|off]
-       [--modes none,ck]
+       [--modes none,ck] [--watch-ms MS]
 """
 
 from __future__ import annotations
@@ -40,7 +40,13 @@ ROOT = Path(os.environ.get("BENCH_ROOT", HERE.parent))
 
 
 def child(
-    keys: int, records: int, checkpoints: bool, budget_ms: float | None, value: str, gc_freeze: str
+    keys: int,
+    records: int,
+    checkpoints: bool,
+    budget_ms: float | None,
+    value: str,
+    gc_freeze: str,
+    watch_ms: float | None = None,
 ) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     import streamflow as sf
@@ -92,11 +98,21 @@ def child(
         beat = asyncio.ensure_future(heartbeat())
         await asyncio.sleep(0.05)
         gc.callbacks.append(on_gc)
+        watch = None
+        if watch_ms is not None:
+            sys.path.insert(0, str(HERE))
+            from loop_watch import LoopWatch
+
+            watch = LoopWatch(watch_ms)
+            watch.start(asyncio.get_running_loop())
         started = time.perf_counter()
         client = await env.execute_async("loop-hold")
         result = await client.get_job_execution_result()
         elapsed = time.perf_counter() - started
         gc.callbacks.remove(on_gc)
+        if watch is not None:
+            watch.stop()
+            watch.report()
         done = True
         await beat
         assert Last.outputs == records
@@ -128,6 +144,10 @@ def main() -> None:
     ap.add_argument("--value", default="tuple", choices=["tuple", "list"], help="the state value per key")
     ap.add_argument("--gc-freeze", default="default", choices=["default", "on", "off"])
     ap.add_argument("--modes", default="none,ck", help="none (no checkpoints), ck (every 1 s)")
+    ap.add_argument(
+        "--watch-ms", type=float, default=None,
+        help="sample the loop thread's stack while it is held longer than this (bench/loop_watch.py; stderr)",
+    )  # fmt: skip
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -136,8 +156,9 @@ def main() -> None:
 
             uvloop.install()
         figures = child(
-            args.keys, args.records, args.child == "ck", args.budget_ms, args.value, args.gc_freeze
-        )
+            args.keys, args.records, args.child == "ck", args.budget_ms, args.value, args.gc_freeze,
+            args.watch_ms,
+        )  # fmt: skip
         print(json.dumps(figures))
         return
     print(
@@ -149,9 +170,14 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--keys", str(args.keys), "--records", str(args.records)]
             cmd += ["--child", mode, "--loop", args.loop, "--value", args.value]
             cmd += ["--gc-freeze", args.gc_freeze]
+            if args.watch_ms is not None:
+                cmd += ["--watch-ms", str(args.watch_ms)]
             if args.budget_ms is not None:
                 cmd += ["--budget-ms", str(args.budget_ms)]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800).stdout
+            run = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800)
+            out = run.stdout
+            if args.watch_ms is not None:
+                print(run.stderr, end="", flush=True)
             f = json.loads(out.strip().splitlines()[-1])
             label = "no checkpoints" if mode == "none" else "checkpoint every 1 s"
             print(

@@ -97,3 +97,29 @@ async def test_restoring_a_checkpoint_freezes_the_restored_state(
     assert GC_POLICY.freezes == before + 2
     assert "after restoring" in caplog.text and "decoded its restored state" in caplog.text
     assert gc.get_freeze_count() == 0
+
+
+async def test_keyed_tables_are_frozen_while_still_empty() -> None:
+    """An empty dict is not tracked by the collector, so a bare ``gc.freeze()`` at open left the
+    tables out: they became tracked at their first tuple value and grew up in the generations a
+    full collection visits (34-64 ms per collection at 1M keys). Now they are frozen at open:
+    ``gc.get_objects()`` (every generation, not the frozen objects) never holds the table."""
+    keys = 1_000
+    found: list[int] = []
+    seen = [0]
+
+    class Look(sf.SinkFunction):
+        def write_batch(self, values: list) -> None:
+            seen[0] += len(values)
+            if seen[0] >= 2 * keys and not found:
+                tables = [
+                    o for o in gc.get_objects()
+                    if type(o) is dict and len(o) >= keys and all(type(k) is int for k in o)
+                ]  # fmt: skip
+                found.append(len(tables))
+
+    env = sf.StreamExecutionEnvironment().set_batch_size(100)
+    env.from_collection([(i % keys, 1) for i in range(3 * keys)]).key_by(lambda e: e[0]).sum(1).add_sink(Look())
+    client = await env.execute_async("frozen-tables")
+    await client.get_job_execution_result()
+    assert found == [0]

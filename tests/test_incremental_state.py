@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import datetime
 import decimal
+import gc
 import math
 from typing import Any
 
@@ -379,3 +380,22 @@ def test_a_savepoint_keeps_the_log() -> None:
     assert len(changes) == 1
     d3 = files.take(backend, 3)
     assert files.restore([d3])._tables["reduce"] == {"a": 1} and len(changes) == 0
+
+
+def test_the_log_of_writes_is_not_walked_by_full_collections() -> None:
+    """Logged batches are tuples: once a young collection untracked their values (tuples of
+    numbers), the collector untracks the batch too, so a full collection never walks a log
+    of a million writes (lists stayed tracked: 30+ ms per full collection at 1M keys)."""
+    table: dict = {}
+    changes = incremental.Changes(table)
+    keys = list(range(2_000))
+    values = [(k, 1) for k in keys]
+    table.update(zip(keys, values, strict=True))
+    changes.extend(keys, values)
+    for k in keys[:1_500]:  # single writes, closed into batches too
+        changes.put(k, (k, 2))
+    changes.merged = dict.fromkeys(range(incremental.CHUNK), (0, 0))
+    changes.seal()
+    gc.collect()
+    assert len(changes.batches) >= 3
+    assert not [b for batch in changes.batches for b in batch if gc.is_tracked(b)]

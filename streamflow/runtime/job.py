@@ -10,6 +10,7 @@ raised to the caller.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread  # noqa: F401  (preloaded: see the comment after the imports)
 import enum
 import logging
 import uuid
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
+import anyio._backends._asyncio  # preloaded: see the comment after the imports
 
 from ..checkpoint.channel_types import restored_channels
 from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
@@ -41,6 +43,12 @@ from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, StreamOperator
 from .task import InputTask, SourceTask, Task
 from .writer import ChannelWriter, create_writer
+
+# Preloaded (the two imports so marked above): they load when streamflow is imported, not on
+# the event loop while the first job runs: anyio imports its asyncio backend at the first task
+# group (a job's start) and asyncio the thread pool module at the first run_in_executor (the
+# first checkpoint's write), 40-60 ms of imports holding the caller's loop (bench/loop_hold.py
+# --watch-ms 20 showed them as the longest hold of a run).
 
 _log = logging.getLogger("streamflow")
 

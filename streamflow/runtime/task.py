@@ -254,7 +254,8 @@ class Task:
                 self._opened.append(op)
                 await op.open()
             if self._keyed_backends():  # the tables exist now: freeze them (gc_policy.py)
-                GC_POLICY.task_state_ready(self.name, self._restored_state)
+                tables = [t for b in self._keyed_backends() for t in getattr(b, "heap_tables", list)()]
+                GC_POLICY.task_state_ready(self.name, self._restored_state, tables)
             sealers = (getattr(b, "seal_dirty", None) for b in self._keyed_backends())
             self._sealers = [s for s in sealers if s is not None]
             if self._sealers:

@@ -338,6 +338,11 @@ class KeyedStateBackend:
             changes = self._dirty[name] = _inc.Changes(table)
         return table, changes
 
+    def heap_tables(self) -> list[dict]:
+        """The state tables (dicts in memory; the task freezes them for the collector when it
+        has opened its operators, ``runtime/gc_policy.py``)."""
+        return [] if self.is_rocksdb else list(self._tables.values())
+
     def seal_dirty(self) -> None:
         """Move each log's dict of merged writes aside once it holds ``incremental.CHUNK``
         keys (``Changes.seal``): a dict that grows to a million keys resizes in single C
