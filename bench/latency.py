@@ -5,8 +5,11 @@ An async-iterable source emits ``--rate`` records/s on a 1 ms schedule, each sta
 through, and the sink measures now minus the stamp for every record. Two shapes: everything
 chained in one task, and the keyed reduce at parallelism 2 behind a hash exchange (channels
 between tasks). Prints p50, p99 and max per shape, after a one-second warm-up, and the load
-average. Target (issue 12 item 7, "keep it"): p99 under 0.2 ms at 20,000 records/s, chained
-(the figure before the loop budget); the exchange shape is printed beside it, without a target.
+average, and the longest gap between two 1 ms heartbeats in the loop with the CPU the loop's
+thread used in it (a gap with little CPU in it is time the OS ran other processes) and the
+longest garbage collection per generation: what an outlier run was waiting for. Target (issue
+12 item 7, "keep it"): p99 under 0.2 ms at 20,000 records/s, chained (the figure before the loop
+budget); the exchange shape is printed beside it, without a target.
 
 Usage: python bench/latency.py [--rate 20000] [--seconds 5] [--loop uvloop|asyncio] [--repeat 1]
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -52,8 +56,45 @@ def paced(rate: int, seconds: float) -> AsyncIterator[tuple[int, int, float]]:
     return gen()
 
 
+GAPS: list[tuple[float, float]] = []  # (wall s, loop-thread CPU s) of each 1 ms heartbeat
+GC_PAUSES: dict[int, float] = {}  # generation -> longest collection (wall s)
+_gc_started = [0.0]
+
+
+def _on_gc(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_started[0] = time.perf_counter()
+    else:
+        g = info["generation"]
+        GC_PAUSES[g] = max(GC_PAUSES.get(g, 0.0), time.perf_counter() - _gc_started[0])
+
+
+async def _heartbeat(stop: asyncio.Event) -> None:
+    """Why a run had a latency outlier: the wall time between two 1 ms beats beside the CPU the
+    loop thread used in it. A long gap with little CPU is time the OS did not run the process
+    (another process had the core); a long gap with as much CPU is work on the loop."""
+    while not stop.is_set():
+        t, c = time.perf_counter(), time.thread_time()
+        await asyncio.sleep(0.001)
+        GAPS.append((time.perf_counter() - t - 0.001, time.thread_time() - c))
+
+
 async def run(rate: int, seconds: float, exchange: bool) -> list[float]:
     LATENCIES.clear()
+    GAPS.clear()
+    GC_PAUSES.clear()
+    stop = asyncio.Event()
+    beat = asyncio.ensure_future(_heartbeat(stop))
+    gc.callbacks.append(_on_gc)
+    try:
+        return await _run(rate, seconds, exchange)
+    finally:
+        gc.callbacks.remove(_on_gc)
+        stop.set()
+        await beat
+
+
+async def _run(rate: int, seconds: float, exchange: bool) -> list[float]:
     env = sf.StreamExecutionEnvironment()
     stream = env.from_async_iterable(lambda: paced(rate, seconds + 1.0))
     reduced = stream.key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
@@ -86,9 +127,12 @@ def main() -> None:
             label = "hash exchange, reduce at p=2" if exchange else "chained, one task"
             p99 = lat[int(len(lat) * 0.99)]
             p99s[exchange].append(p99)
+            gap_wall, gap_cpu = max(GAPS[len(GAPS) // 6 :], default=(0.0, 0.0))  # after the warm-up
             print(
                 f"  {label:30s} p50 {statistics.median(lat) * 1000:6.3f} ms  p99 {p99 * 1000:6.3f} ms  "
-                f"max {lat[-1] * 1000:7.2f} ms  ({len(lat):,} records)",
+                f"max {lat[-1] * 1000:7.2f} ms  ({len(lat):,} records); longest loop gap "
+                f"{gap_wall * 1000:5.1f} ms ({gap_cpu * 1000:4.1f} ms CPU in it), longest GC "
+                + ", ".join(f"gen {g} {t * 1000:.1f} ms" for g, t in sorted(GC_PAUSES.items())),
                 flush=True,
             )
     p99 = statistics.median(p99s[False]) * 1000
