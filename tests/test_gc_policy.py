@@ -119,7 +119,8 @@ async def test_keyed_tables_are_frozen_while_still_empty() -> None:
                 found.append(len(tables))
 
     env = sf.StreamExecutionEnvironment().set_batch_size(100)
-    env.from_collection([(i % keys, 1) for i in range(3 * keys)]).key_by(lambda e: e[0]).sum(1).add_sink(Look())
+    records = [(i % keys, 1) for i in range(3 * keys)]
+    env.from_collection(records).key_by(lambda e: e[0]).sum(1).add_sink(Look())
     client = await env.execute_async("frozen-tables")
     await client.get_job_execution_result()
     assert found == [0]
