@@ -13,7 +13,8 @@ order of a checkpoint's life:
 
 * ``trigger``: the driver is about to send checkpoint n to the sources;
 * ``alignment``: a task paused a channel for barrier n (alignment under way);
-* ``snapshot``: a task snapshotted its state for n, before n completed;
+* ``snapshot``: a task snapshotted its state for n, before n completed (also a finished task's
+  final state labelled n);
 * ``persist``: every task acknowledged n; its write is about to start;
 * ``metadata``: n's entries are durable, its ``_metadata`` is not (storage thread);
 * ``metadata_written``: n's ``_metadata`` is durable (storage thread);

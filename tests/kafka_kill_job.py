@@ -1,6 +1,7 @@
 """The job the Kafka kill tests run in a subprocess: Kafka -> keyed running sum -> Kafka, exactly once.
 
 Usage: python tests/kafka_kill_job.py BOOTSTRAP IN_TOPIC OUT_TOPIC CHECKPOINT_DIR PARALLELISM TXN_PREFIX
+       [INTERVAL_MS]  (the checkpoint interval, default 30)
 
 Input records are ``key,value`` strings keyed by key (a key lives in one partition), so each key's
 running sums are deterministic; the committed output must hold each ``key:sum`` exactly once.
@@ -49,9 +50,12 @@ def parse(line: str) -> tuple[str, int]:
     return key, int(value)
 
 
-def main(bootstrap: str, in_topic: str, out_topic: str, chk: str, parallelism: int, prefix: str) -> None:
+def main(
+    bootstrap: str, in_topic: str, out_topic: str, chk: str, parallelism: int, prefix: str,
+    interval_ms: int = 30,
+) -> None:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
-    env.enable_checkpointing(30)
+    env.enable_checkpointing(interval_ms)
     env.get_checkpoint_config().set_checkpoint_storage_dir(chk)
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(30, 300))
     source = (
@@ -98,4 +102,4 @@ def main(bootstrap: str, in_topic: str, out_topic: str, chk: str, parallelism: i
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("streamflow.connectors.kafka_sink").setLevel(logging.DEBUG)
-    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])
+    main(*sys.argv[1:5], int(sys.argv[5]), sys.argv[6], *(int(a) for a in sys.argv[7:8]))

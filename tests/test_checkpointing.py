@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 import streamflow as sf
@@ -42,13 +41,14 @@ async def slow(record: Any) -> Any:
 
 class FailOnce(sf.MapFunction):
     """Raises once, the first time it meets ``poison`` (across restarts of the job). With
-    ``after_checkpoint``: at the first record from ``poison`` on once a checkpoint completed
-    (its job index in that directory names one), so the restart restores one on any machine."""
+    ``committed_in``: at the first record from ``poison`` on once the job's FileSink committed a
+    file in that directory (it commits when a checkpoint completes), so the restart restores a
+    checkpoint on any machine, with checkpoint storage or without."""
 
     failed: set[str] = set()
 
-    def __init__(self, name: str, poison: Any, after_checkpoint: Path | None = None) -> None:
-        self.name, self.poison, self.after_checkpoint = name, poison, after_checkpoint
+    def __init__(self, name: str, poison: Any, committed_in: Path | None = None) -> None:
+        self.name, self.poison, self.committed_in = name, poison, committed_in
         self.armed = False
 
     def map(self, value: Any) -> Any:
@@ -59,10 +59,10 @@ class FailOnce(sf.MapFunction):
         return value
 
     def _checkpointed(self) -> bool:
-        if self.after_checkpoint is None:
+        if self.committed_in is None:
             return True
-        indexes = self.after_checkpoint.glob("_completed-*.json")
-        return any(orjson.loads(p.read_bytes()).get("latest", 0) >= 1 for p in indexes)
+        out = self.committed_in
+        return out.is_dir() and any(not f.name.startswith(".") for f in out.iterdir())
 
 
 def running_sum_job(
@@ -102,10 +102,12 @@ def running_sum_job(
     )
     s = a.union(b)
     if fail_at is not None:
-        after = tmp_path / "chk" if fail_after_checkpoint else None
+        after = tmp_path / "out" if fail_after_checkpoint else None
         s = s.map(FailOnce(str(tmp_path), fail_at, after)).uid("fail").set_parallelism(1)
     s.key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(
-        sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder()).build()
+        sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder())
+        .with_rolling_policy(sf.RollingPolicy.on_checkpoint_rolling_policy())  # a file per checkpoint
+        .build()
     ).uid("sink")
     return env
 
@@ -126,7 +128,7 @@ def test_periodic_checkpoints_complete_and_output_is_committed(tmp_path: Path) -
 
 @pytest.mark.parametrize("storage", [True, False])
 def test_failover_restores_from_last_checkpoint_exactly_once(tmp_path: Path, storage: bool) -> None:
-    env = running_sum_job(tmp_path, DATA, fail_at=DATA[450], storage=storage, fail_after_checkpoint=storage)
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[450], storage=storage, fail_after_checkpoint=True)
     result = env.execute("sums")
     assert result.metrics["job.numRestarts"] == 1
     assert result.metrics["job.restoredCheckpointId"] >= 1  # restored from a real checkpoint

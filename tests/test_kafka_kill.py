@@ -46,13 +46,14 @@ class Job:
         await produce(self.bs, self.in_topic, [f"{k},{v}".encode() for k, v in records],
                       keys=[k.encode() for k, _ in records])
 
-    def start(self, kill_at: str | None = None) -> subprocess.Popen[bytes]:
+    def start(self, kill_at: str | None = None, interval_ms: int = 30) -> subprocess.Popen[bytes]:
         env = dict(os.environ)
         env.pop("STREAMFLOW_KILL_AT", None)
         if kill_at:
             env["STREAMFLOW_KILL_AT"] = kill_at
         chk = str(self.tmp / "chk")
         args = [self.bs, self.in_topic, self.out_topic, chk, str(self.parallelism), self.prefix]
+        args.append(str(interval_ms))
         return subprocess.Popen([sys.executable, str(HERE / "kafka_kill_job.py"), *args], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -85,6 +86,21 @@ async def test_kill_at_each_two_phase_commit_boundary(kafka, tmp_path, point, pa
     proc = job.start(f"{point}:3")
     _, err = await asyncio.to_thread(proc.communicate, timeout=120)
     assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]  # it really died at that point
+    await asyncio.to_thread(job.finish)
+    await job.check()
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+async def test_kill_after_the_final_pre_commit(kafka, tmp_path, parallelism):
+    """No periodic checkpoint runs (a one-hour interval): the tasks finish, the sink pre-commits
+    its last epoch in its final state, labelled checkpoint 1, and the process dies before that
+    checkpoint completes. The restart replays everything from the start, exactly once."""
+    job = Job(kafka, tmp_path, parallelism)
+    await job.setup()
+    proc = job.start("snapshot:1", interval_ms=3_600_000)
+    _, err = await asyncio.to_thread(proc.communicate, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
+    assert await read_topic(job.bs, job.out_topic) == []  # nothing committed before the kill
     await asyncio.to_thread(job.finish)
     await job.check()
 

@@ -219,6 +219,8 @@ class TaskCheckpointer:
             await self.driver.acknowledgements_posted(self.task_id)
             label = self.driver.final_snapshot_id(self.task_id, self._last_snapshot_id)
             ops, uploads = await self.snapshot_operators(label, False)
+            if faults.ARMED:  # the final state is a snapshot too (a sink pre-committed its last epoch)
+                faults.point("snapshot", label)
             final = self._shared(label, {"ops": ops, "in": {}, "out": {}})
             if uploads:  # nothing changes any more: written now, referenced by later checkpoints
                 shared, references = await produce_all(uploads)
