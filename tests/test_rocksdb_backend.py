@@ -133,6 +133,29 @@ def test_every_state_kind_matches_the_heap(parallelism: int) -> None:
     assert _per_key(heap[0]) == _per_key(rocks[0])
 
 
+def test_working_directories_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    """A process killed right after creating its working directory (before writing anything in
+    it) is still known as its owner: the pid is in the directory's name."""
+    import subprocess
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    local = tmp_path / "dbs"
+    killed_early = local / f"streamflow-rdb-0123456789-0-pid{dead.pid}-abcd1234"
+    old_style = local / "streamflow-rdb-0123456789-1-efgh5678"  # an owner file, as before
+    alive = local / f"streamflow-rdb-0123456789-2-pid{os.getpid()}-ijkl9012"
+    foreign = local / "streamflow-rdb-not-ours"
+    for d in (killed_early, old_style, alive, foreign):
+        d.mkdir(parents=True)
+    (old_style / "owner.pid").write_text(str(dead.pid))
+    env = StreamExecutionEnvironment(
+        {"state.backend.type": "rocksdb", "state.backend.rocksdb.localdir": str(local)}
+    )
+    env.from_collection([("a", 1)]).key_by(key0).sum(1).sink_to(ListSink())
+    env.execute()
+    assert sorted(p.name for p in local.iterdir()) == sorted([alive.name, foreign.name])
+
+
 def test_configuration_key_selects_the_backend(tmp_path: Path) -> None:
     env = StreamExecutionEnvironment(
         {"state.backend.type": "rocksdb", "state.backend.rocksdb.localdir": str(tmp_path / "dbs")}

@@ -67,7 +67,8 @@ log = logging.getLogger(__name__)
 
 _SCAN_BATCH = 20_000
 _SST = ".sst"
-_OWNER = "owner.pid"
+_OWNER = "owner.pid"  # where versions before the pid in the name kept the owner
+_PID_MARK = "pid"
 
 
 class RocksDBStateError(StreamflowError, RuntimeError):
@@ -159,8 +160,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         try:
             root = Path(local_dir) if local_dir else Path(tempfile.gettempdir())
             root.mkdir(parents=True, exist_ok=True)
-            self.root = Path(tempfile.mkdtemp(prefix=f"streamflow-{self._name_prefix}-", dir=root))
-            (self.root / _OWNER).write_text(str(os.getpid()))
+            # the owner's pid is in the name, so a process killed right after creating it is
+            # still known as its owner (an owner file would leave a window without one)
+            prefix = f"streamflow-{self._name_prefix}-{_PID_MARK}{os.getpid()}-"
+            self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
             _remove_abandoned(root, self.root)
         except OSError as e:
             raise RocksDBStateError(
@@ -467,14 +470,26 @@ def _remove_abandoned(root: Path, mine: Path) -> None:
     for d in root.glob("streamflow-rdb-*"):
         if d == mine:
             continue
-        try:
-            pid = int((d / _OWNER).read_text())
-        except (OSError, ValueError):
-            continue  # not ours, or being created
+        pid = _owner(d)
+        if pid is None:
+            continue  # not ours
         if pid == os.getpid() or _alive(pid):
             continue
         log.info("removing %s, the RocksDB working directory of process %d, which is gone", d, pid)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _owner(working_dir: Path) -> int | None:
+    """The pid in a working directory's name (``streamflow-rdb-<op>-<subtask>-pid<pid>-<random>``),
+    or in the owner file of one an older version made; None if it is not one of ours."""
+    _, mark, rest = working_dir.name.partition(f"-{_PID_MARK}")
+    if mark:
+        pid, _, _ = rest.partition("-")
+        return int(pid) if pid.isdigit() else None
+    try:
+        return int((working_dir / _OWNER).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _alive(pid: int) -> bool:
