@@ -71,18 +71,16 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
+from functools import cached_property
 from typing import IO, Any
 
 import anyio
 
-from .. import _faults as faults
-from ..errors import StreamflowError
 from ..runtime.operator import StreamOperator
 from .base import Sink
+from .file_sink_parts import INPROGRESS, PENDING, FileSinkError, PartFiles, fsync_dir, io_errors
 from .file_sink_policy import (
     DefaultRollingPolicy,
     Encoder,
@@ -106,13 +104,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_INPROGRESS = ".inprogress"
-_PENDING = ".pending"
-
-
-class FileSinkError(StreamflowError, OSError):
-    """A file sink I/O failure, or a restored state it refuses; the message names the file."""
 
 
 class FileSink(Sink):
@@ -188,26 +179,6 @@ class RowFormatBuilder:
         return cls(self._base_path, self._encoder, self._config, self._policy, self._check_interval)
 
 
-@contextmanager
-def _io(what: str) -> Iterator[None]:
-    """Turn an OSError into a FileSinkError whose message says what failed on which path."""
-    try:
-        yield
-    except FileSinkError:
-        raise
-    except OSError as exc:
-        raise FileSinkError(f"file sink: cannot {what}: {exc}") from exc
-
-
-def _fsync_dir(path: str) -> None:
-    with _io(f"fsync directory {path}"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 @dataclass
 class _Taken:
     """One restored subtask state this subtask is responsible for."""
@@ -235,26 +206,10 @@ class FileSinkOperator(StreamOperator):
         self._ended = False
         self._synced_for: int | None = None  # the checkpoint prepare_snapshot_pre_barrier synced for
 
-    # -- names ---------------------------------------------------------------
-    def _stem(self, subtask: int | None = None) -> str:
-        uid = re.sub(r"[^A-Za-z0-9._-]", "_", self.uid)
-        sub = self.ctx.subtask_index if subtask is None else subtask
-        return f"{self.sink.output_file_config.part_prefix}-{uid}-{sub}-"
-
-    def _pattern(self) -> re.Pattern[str]:
-        """``(subtask, n)`` of this sink's part file names, any subtask."""
-        config = self.sink.output_file_config
-        stem = self._stem(0)[: -len("0-")]
-        return re.compile(re.escape(stem) + r"(\d+)-(\d+)" + re.escape(config.part_suffix))
-
-    def _visible(self, n: int) -> str:
-        return f"{self._stem()}{n}{self.sink.output_file_config.part_suffix}"
-
-    def _path(self, name: str, state: str = "") -> str:
-        return os.path.join(self.base, f".{name}{state}" if state else name)
-
-    def _taken(self, name: str) -> bool:
-        return any(os.path.lexists(self._path(name, s)) for s in ("", _INPROGRESS, _PENDING))
+    @cached_property
+    def parts(self) -> PartFiles:
+        """This subtask's part files (names, states, moves)."""
+        return PartFiles(self.base, self.sink.output_file_config, self.uid, self.ctx.subtask_index)
 
     def _part_info(self) -> PartFileInfo:
         return PartFileInfo(self._size, self._created_ms, self._last_write_ms)
@@ -262,7 +217,7 @@ class FileSinkOperator(StreamOperator):
     # -- restore -------------------------------------------------------------
     def initialize_state(self, restored: Any | None) -> None:
         """``restored``: an ``OperatorRestore`` (every old subtask's state), a state, or None."""
-        with _io(f"create directory {self.base}"):
+        with io_errors(f"create directory {self.base}"):
             os.makedirs(self.base, exist_ok=True)
         self._pending, self._unassigned = {}, []
         me = self.ctx.subtask_index
@@ -270,7 +225,7 @@ class FileSinkOperator(StreamOperator):
         keep: set[str] = set()
         resume: tuple[str, int, int] | None = None
         for t in taken:
-            self._commit(t.pending)
+            self.parts.commit(t.pending, 0)
             keep.update(t.pending)
             if t.subtask == me:
                 self.next_part = max(self.next_part, t.next_part)
@@ -279,10 +234,11 @@ class FileSinkOperator(StreamOperator):
                 if t.subtask == me and resume is None:
                     resume = t.in_progress
                 else:
-                    self._finish_restored(*t.in_progress[:2])
+                    self.parts.finish_restored(*t.in_progress[:2])
         if resume is not None:
             self._recover(*resume)
-        self._clean(keep, {me} | {t.subtask for t in taken})
+        used = self.parts.clean(keep, {me} | {t.subtask for t in taken})
+        self.next_part = max(self.next_part, used + 1)
 
     def _restored_states(self, restored: Any | None) -> list[_Taken]:
         """The states this subtask takes (its own; on rescale, old subtask j with j % p == i)."""
@@ -322,34 +278,19 @@ class FileSinkOperator(StreamOperator):
         if type(next_part) is not int or next_part < 0:
             raise FileSinkError(f"{where} has a bad next_part {next_part!r}")
         for name in pending + ([in_progress[0]] if in_progress else []):
-            self._check_name(name, subtask, where)
+            self.parts.check_name(name, subtask, where)
         if in_progress is not None and not all(type(v) is int and v >= 0 for v in in_progress[1:]):
             raise FileSinkError(f"{where} has a bad in-progress length or time {in_progress!r}")
         return _Taken(subtask, next_part, pending, in_progress)
 
-    def _check_name(self, name: Any, subtask: int, where: str) -> None:
-        match = self._pattern().fullmatch(name) if type(name) is str else None
-        if (
-            match is None
-            or int(match.group(1)) != subtask
-            or os.path.basename(name) != name
-            or os.path.isabs(name)
-            or ".." in name.split(os.sep)
-        ):
-            raise FileSinkError(
-                f"{where} names the part file {name!r}, which is not one of this sink's files "
-                f"({self._stem(subtask)}<n>{self.sink.output_file_config.part_suffix} in {self.base}): "
-                "refusing to restore a checkpoint that would touch other files"
-            )
-
     def _recover(self, name: str, length: int, created_ms: int) -> None:
         """Resume this subtask's in-progress file at its committed length (Flink's recoverable writer)."""
-        path, pending = self._path(name, _INPROGRESS), self._path(name, _PENDING)
+        path, pending = self.parts.path(name, INPROGRESS), self.parts.path(name, PENDING)
         if not os.path.lexists(path) and os.path.lexists(pending):
-            with _io(f"reopen {pending} as {path}"):  # rolled after the checkpoint, before the crash
+            with io_errors(f"reopen {pending} as {path}"):  # rolled after the checkpoint, before the crash
                 os.rename(pending, path)
         if not os.path.lexists(path):
-            if os.path.lexists(self._path(name)):
+            if os.path.lexists(self.parts.path(name)):
                 # only a restore from a checkpoint older than the committed output (an explicit
                 # fallback or an old savepoint) gets here: its records after that checkpoint are
                 # written again, as with any restore of an older checkpoint
@@ -361,73 +302,12 @@ class FileSinkOperator(StreamOperator):
                 )
                 return
             raise FileSinkError(f"file sink: in-progress file {path} of the restored checkpoint is missing")
-        self._truncate(path, length)
-        with _io(f"open {path}"):
+        self.parts.truncate(path, length)
+        with io_errors(f"open {path}"):
             self._file = open(path, "ab")  # noqa: SIM115 (held across batches)
         now = self.ctx.clock.now_ms()
         self._current, self._size, self._created_ms, self._last_write_ms = name, length, created_ms, now
         self._arm_timer()
-
-    def _finish_restored(self, name: str, length: int) -> None:
-        """Rescaled: make another subtask's in-progress file visible at its committed length."""
-        dst = self._path(name)
-        src = next(
-            (p for p in (self._path(name, _INPROGRESS), self._path(name, _PENDING)) if os.path.lexists(p)),
-            None,
-        )
-        if src is None:
-            if os.path.lexists(dst):
-                return  # finished by an earlier restore of the same checkpoint
-            raise FileSinkError(f"file sink: in-progress file {self._path(name, _INPROGRESS)} is missing")
-        if os.path.lexists(dst):
-            raise FileSinkError(f"file sink: cannot finish {src}: {dst} already exists")
-        self._truncate(src, length)
-        with _io(f"commit {src} to {dst}"):
-            os.rename(src, dst)
-        _fsync_dir(self.base)
-
-    def _truncate(self, path: str, length: int) -> None:
-        with _io(f"truncate {path} to {length} bytes"):
-            size = os.path.getsize(path)
-            if size < length:
-                raise FileSinkError(
-                    f"file sink: {path} holds {size} bytes, fewer than the {length} its checkpoint committed"
-                )
-            if size > length:
-                log.info(
-                    "file sink: truncating %s from %d to %d bytes (replayed records follow)",
-                    path,
-                    size,
-                    length,
-                )
-                with open(path, "r+b") as f:
-                    f.truncate(length)
-                    os.fsync(f.fileno())
-
-    def _clean(self, keep: set[str], subtasks: set[int]) -> None:
-        """Delete the hidden files of ``subtasks`` the restored state does not name; find the
-        highest visible part number of this subtask."""
-        pattern, me = self._pattern(), self.ctx.subtask_index
-        used, removed = -1, False
-        with _io(f"list directory {self.base}"):
-            entries = sorted(os.listdir(self.base))
-        for entry in entries:
-            hidden = entry.startswith(".") and entry.endswith((_INPROGRESS, _PENDING))
-            name = entry[1 : entry.rindex(".")] if hidden else entry
-            match = pattern.fullmatch(name)
-            if match is None or int(match.group(1)) not in subtasks:
-                continue
-            if not hidden:
-                if int(match.group(1)) == me:
-                    used = max(used, int(match.group(2)))
-            elif name not in keep:
-                path = os.path.join(self.base, entry)
-                with _io(f"remove uncommitted file {path}"), suppress(FileNotFoundError):
-                    os.remove(path)
-                removed = True
-        if removed:
-            _fsync_dir(self.base)
-        self.next_part = max(self.next_part, used + 1)
 
     # -- records -------------------------------------------------------------
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
@@ -444,7 +324,7 @@ class FileSinkOperator(StreamOperator):
             if p.should_roll_on_event(info) or p.should_roll_on_processing_time(info, now):
                 await anyio.to_thread.run_sync(self._roll)
         f = self._file or self._open_new(now)
-        with _io(f"write {f.name}"):
+        with io_errors(f"write {f.name}"):
             f.write(data)
         self._size += len(data)
         self._last_write_ms = now
@@ -481,7 +361,7 @@ class FileSinkOperator(StreamOperator):
         if self.sink.rolling_policy.should_roll_on_checkpoint(self._part_info()):
             self._roll()
         else:
-            with _io(f"flush {f.name}"):
+            with io_errors(f"flush {f.name}"):
                 f.flush()
                 os.fsync(f.fileno())
 
@@ -505,11 +385,11 @@ class FileSinkOperator(StreamOperator):
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Commit (in a thread) the pending files of every checkpoint up to ``checkpoint_id``."""
-        self._committing = checkpoint_id
         done = [cid for cid in sorted(self._pending) if cid <= checkpoint_id]
         if not done:
             return
-        await anyio.to_thread.run_sync(self._commit, [n for cid in done for n in self._pending[cid]])
+        names = [n for cid in done for n in self._pending[cid]]
+        await anyio.to_thread.run_sync(self.parts.commit, names, checkpoint_id)
         for cid in done:
             del self._pending[cid]
 
@@ -522,7 +402,7 @@ class FileSinkOperator(StreamOperator):
         if self.ctx.checkpointing:
             return  # the final checkpoint after finish() pre-commits, its notification commits
         names = [n for cid in sorted(self._pending) for n in self._pending[cid]] + self._unassigned
-        await anyio.to_thread.run_sync(self._commit, names)
+        await anyio.to_thread.run_sync(self.parts.commit, names, 0)
         self._pending, self._unassigned = {}, []
 
     async def close(self) -> None:
@@ -533,12 +413,12 @@ class FileSinkOperator(StreamOperator):
 
     # -- file moves ----------------------------------------------------------
     def _open_new(self, now: int) -> IO[bytes]:
-        while self._taken(self._visible(self.next_part)):
+        while self.parts.taken(self.parts.visible(self.next_part)):
             self.next_part += 1
-        name = self._visible(self.next_part)
+        name = self.parts.visible(self.next_part)
         self.next_part += 1
-        path = self._path(name, _INPROGRESS)
-        with _io(f"open {path}"):
+        path = self.parts.path(name, INPROGRESS)
+        with io_errors(f"open {path}"):
             f = self._file = open(path, "ab")  # noqa: SIM115 (held across batches)
         self._current, self._size, self._created_ms, self._last_write_ms = name, 0, now, now
         self._arm_timer()
@@ -549,35 +429,15 @@ class FileSinkOperator(StreamOperator):
         f, name = self._file, self._current
         if f is None or name is None:
             return
-        src, dst = self._path(name, _INPROGRESS), self._path(name, _PENDING)
-        with _io(f"flush {src}"):
+        src, dst = self.parts.path(name, INPROGRESS), self.parts.path(name, PENDING)
+        with io_errors(f"flush {src}"):
             f.flush()
             os.fsync(f.fileno())
         self._close_handle()
-        with _io(f"rename {src} to {dst}"):
+        with io_errors(f"rename {src} to {dst}"):
             os.rename(src, dst)
-        _fsync_dir(self.base)
+        fsync_dir(self.base)
         self._unassigned.append(name)
-
-    def _commit(self, names: list[str]) -> None:
-        """Rename pending files to their visible names; already-visible ones count as committed."""
-        renamed = False
-        for name in names:
-            src, dst = self._path(name, _PENDING), self._path(name)
-            src_exists, dst_exists = os.path.lexists(src), os.path.lexists(dst)
-            if dst_exists and not src_exists:
-                continue  # committed before (a restore or a repeated notification)
-            if dst_exists:
-                raise FileSinkError(f"file sink: cannot commit {src}: {dst} already exists")
-            if not src_exists:
-                raise FileSinkError(f"file sink: pending file {src} is missing (and {dst} does not exist)")
-            with _io(f"commit {src} to {dst}"):
-                os.rename(src, dst)
-                if faults.ARMED:
-                    faults.point("commit", getattr(self, "_committing", 0))
-            renamed = True
-        if renamed:
-            _fsync_dir(self.base)
 
     def _close_handle(self) -> None:
         f, self._file, self._current = self._file, None, None
@@ -587,7 +447,7 @@ class FileSinkOperator(StreamOperator):
 
     def _encode_failure(self, exc: Exception, records: list) -> BaseException:
         """Find the record that does not encode (slow path, on failure only) and name it."""
-        where = self._path(self._current or self._visible(self.next_part), _INPROGRESS)
+        where = self.parts.path(self._current or self.parts.visible(self.next_part), INPROGRESS)
         exc.add_note(f"streamflow: file sink {self.sink.encoder.name} encoder failed writing to {where}")
         for record in records:
             try:
