@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,28 @@ async def slow(record: Any) -> Any:
     return record
 
 
+def committed_a_file(directory: Path) -> bool:
+    """The job's FileSink (rolling on checkpoints) committed a file: a checkpoint completed."""
+    return directory.is_dir() and any(not f.name.startswith(".") for f in directory.iterdir())
+
+
+def held_until_committed(data: list, poison: Any, directory: Path) -> Callable[[], AsyncIterator[Any]]:
+    """A source of ``data`` that holds ``poison`` back until a checkpoint completed (at most
+    60 s), so a failure injected there restores a real checkpoint however loaded the machine
+    is; the source task stays responsive meanwhile (checkpoints pass it)."""
+
+    async def records() -> AsyncIterator[Any]:
+        for record in data:
+            if record == poison:
+                for _ in range(12_000):
+                    if committed_a_file(directory):
+                        break
+                    await asyncio.sleep(0.005)
+            yield record
+
+    return records
+
+
 class FailOnce(sf.MapFunction):
     """Raises once, the first time it meets ``poison`` (across restarts of the job). With
     ``committed_in``: at the first record from ``poison`` on once the job's FileSink committed a
@@ -59,10 +82,7 @@ class FailOnce(sf.MapFunction):
         return value
 
     def _checkpointed(self) -> bool:
-        if self.committed_in is None:
-            return True
-        out = self.committed_in
-        return out.is_dir() and any(not f.name.startswith(".") for f in out.iterdir())
+        return self.committed_in is None or committed_a_file(self.committed_in)
 
 
 def running_sum_job(
@@ -84,17 +104,23 @@ def running_sum_job(
         env.get_checkpoint_config().enable_unaligned_checkpoints()
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
     half = len(data) // 2
+
+    def source(part: list) -> sf.DataStream:
+        if fail_after_checkpoint:
+            return env.from_async_iterable(held_until_committed(part, fail_at, tmp_path / "out"))
+        return env.from_collection(part)
+
     # throttled sources (so checkpoints happen while they run); parallelism 1 before key_by
     # (no rebalancing), so each key keeps its order
     a = (
-        env.from_collection(data[:half])
+        source(data[:half])
         .uid("src-a")
         .map(slow, concurrency=1)
         .uid("slow-a")
         .set_parallelism(1)
     )
     b = (
-        env.from_collection(data[half:])
+        source(data[half:])
         .uid("src-b")
         .map(slow, concurrency=1)
         .uid("slow-b")
