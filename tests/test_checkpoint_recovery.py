@@ -30,16 +30,18 @@ async def slow(record: Any) -> Any:
     return record
 
 
-def job(tmp_path: Path, *, fallback: bool = False, data: list = DATA) -> sf.StreamExecutionEnvironment:
+def job(
+    tmp_path: Path, *, fallback: bool = False, data: list = DATA, records: Any = None
+) -> sf.StreamExecutionEnvironment:
+    """``records``: an async iterable factory to read instead of ``data`` (a job that stays up)."""
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(8)
     env.enable_checkpointing(5)
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     cfg.set_max_retained_checkpoints(3)
     if fallback:
         cfg.enable_fallback_to_older_checkpoint()
-    env.from_collection(data).uid("src").map(slow, concurrency=1).uid("slow").key_by(lambda r: r[0]).sum(
-        1
-    ).uid("sum").sink_to(
+    source = env.from_collection(data) if records is None else env.from_async_iterable(records)
+    source.uid("src").map(slow, concurrency=1).uid("slow").key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(
         sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder()).build()
     ).uid("sink")
     return env

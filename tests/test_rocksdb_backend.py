@@ -298,8 +298,11 @@ async def test_savepoint_restore_and_rescale(tmp_path: Path, before: int, after:
     from streamflow.checkpoint.storage import FileSystemCheckpointStorage
 
     final = FileSystemCheckpointStorage(tmp_path / "chk").restore_point("rocks")
-    assert final is not None and any(n.endswith(".sst") for n in final.shared)
-    final.verify()  # every SST file it lists is there, intact
+    assert final is not None
+    final.verify()  # every file it lists is there, intact
+    # the final checkpoint of the finished job marks its operators finished and keeps no keyed
+    # state of theirs (FLIP-147): no SST file
+    assert not any(n.endswith(".sst") for n in final.shared)
     assert _per_key(s1.results + s2.results) == _per_key(want_sums)
     # each window fires once, before or after the savepoint
     assert Counter(map(repr, w1.results + w2.results)) == Counter(map(repr, want_windows))
@@ -383,6 +386,42 @@ def test_kill_at_random_moments_on_rocksdb(tmp_path: Path, monkeypatch: pytest.M
 # -- damaged checkpoint files: refused naming the file, or a loud fallback --------------------------
 
 
+def _interrupted_job(tmp_path: Path) -> Counter[str]:
+    """Run the recovery tests' job until every retained checkpoint holds RocksDB files (its sums
+    still running), then cancel it (the final checkpoint of a finished job holds none: its
+    operators are finished, FLIP-147); what it committed."""
+    from test_checkpoint_recovery import committed, job
+
+    from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+    release = asyncio.Event()
+
+    async def records() -> Any:  # 40 records, then nothing until cancelled: checkpoints go on
+        for i in range(40):
+            yield (f"k{i % 4}", i)
+        await release.wait()
+
+    async def run() -> None:
+        client = await job(tmp_path, records=records).execute_async("sums")
+        storage = FileSystemCheckpointStorage(tmp_path / "chk")
+        try:
+            for _ in range(3_000):
+                await asyncio.sleep(0.005)
+                handles = storage.complete_checkpoints("sums")  # every retained one
+                if len(handles) >= 2 and all(any(n.endswith(".sst") for n in h.shared) for h in handles):
+                    return
+            pytest.fail("no checkpoint with RocksDB files")
+        finally:
+            await client.cancel()
+            try:
+                await client.get_job_execution_result()
+            except BaseException:  # cancelled on purpose
+                pass
+
+    asyncio.run(run())
+    return committed(tmp_path)
+
+
 def _latest_sst(tmp_path: Path) -> Path:
     from test_checkpoint_recovery import latest_dir
 
@@ -393,11 +432,11 @@ def _latest_sst(tmp_path: Path) -> Path:
 
 
 def test_damaged_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any) -> None:
-    from test_checkpoint_recovery import committed, finished_job, job
+    from test_checkpoint_recovery import committed, job
 
     from streamflow.checkpoint.storage import CorruptCheckpointError
 
-    _, before = finished_job(tmp_path)
+    before = _interrupted_job(tmp_path)
     sst = _latest_sst(tmp_path)
     data = bytearray(sst.read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size: found by its sha256 when restored
@@ -412,11 +451,11 @@ def test_damaged_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any) 
 def test_truncated_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any) -> None:
     """A missing or truncated SST file makes the checkpoint damaged (a stat when the restore
     point is chosen), refused like a damaged ``_metadata``."""
-    from test_checkpoint_recovery import committed, finished_job, job
+    from test_checkpoint_recovery import committed, job
 
     from streamflow.checkpoint.storage import DamagedCheckpointError
 
-    _, before = finished_job(tmp_path)
+    before = _interrupted_job(tmp_path)
     sst = _latest_sst(tmp_path)
     data = sst.read_bytes()
     sst.unlink()
@@ -433,12 +472,12 @@ def test_fallback_past_every_damaged_checkpoint_starts_fresh_above_their_ids(
     """Every retained checkpoint shares the truncated SST file: with the fallback allowed the job
     starts fresh (loudly) and its new checkpoints take ids above the damaged ones, which still
     occupy their directories."""
-    from test_checkpoint_recovery import finished_job, job
+    from test_checkpoint_recovery import job
 
     from streamflow.checkpoint.storage import FileSystemCheckpointStorage
 
     storage = FileSystemCheckpointStorage(tmp_path / "chk")
-    finished_job(tmp_path)
+    _interrupted_job(tmp_path)
     ids = [h.checkpoint_id for h in storage.complete_checkpoints("sums")]
     for cid in ids:
         handle = storage.load(tmp_path / "chk" / f"chk-{cid}")

@@ -17,6 +17,14 @@ each keeps the key groups it owns, so keyed operators may change parallelism.
 Channel state (unaligned checkpoints) belongs to a task and needs the same
 graph and parallelism.
 
+Finished operators (FLIP-147): the entry of a task that had finished lists its
+chain's uids under ``"finished"`` and holds no keyed state (a finished subtask
+never receives a record again: all its inputs ended). Such a subtask is
+deployed finished (``finished_on_restore``): it restores its operator state
+(sinks commit what they had pending), runs nothing and ends its outputs. An
+operator every subtask of which had finished stays finished at any
+parallelism, so its non-keyed state does not block a rescale.
+
 Validation (refusing a graph that no longer fits, with the uid named):
 state for a uid that is gone (unless non-restored state is allowed), a
 non-keyed stateful operator whose parallelism changed, channel state for a
@@ -94,6 +102,7 @@ def encode_entry(
             "in": state["in"],
             "out": state["out"],
             **({"pickled": state["pickled"]} if state.get("pickled") else {}),
+            **({"finished": state["finished"]} if state.get("finished") else {}),
         }
     )
     return codec.name.encode() + b"\n" + body
@@ -185,6 +194,10 @@ class RestoredCheckpoint:
     shared_path: Callable[[str], Path] | None = None  # the checkpoint's shared files (RocksDB SSTs)
     handle: CheckpointHandle | None = None  # where shared files are read from
     codec: Codec | None = None
+    # FLIP-147: uid -> the subtasks whose operator had finished (final state, no keyed state),
+    # and uid -> the parallelism it had then
+    finished: dict[str, set[int]] = field(default_factory=dict)
+    finished_parallelism: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def from_entries(
@@ -203,6 +216,9 @@ class RestoredCheckpoint:
                 sub = int(task_id.rsplit("#", 1)[1])
                 for uid, state in _decoded_dict(reader, entry["ops"], where).items():
                     r.ops.setdefault(uid, {})[sub] = state
+                for uid in entry.get("finished") or ():
+                    r.finished.setdefault(uid, set()).add(sub)
+                    r.finished_parallelism[uid] = int(entry["parallelism"])
                 inp, out = _decode_channels(entry, reader, records_codec or codec, where)
                 if inp or out:
                     r.channels[task_id] = {"in": inp, "out": out, "pickled": entry.get("pickled")}
@@ -251,6 +267,20 @@ class RestoredCheckpoint:
             codec=self.codec,
         )
 
+    def fully_finished(self, uid: str) -> bool:
+        """Every subtask of ``uid`` had finished (Flink's ``FullyFinishedOperatorState``): it
+        stays finished at any parallelism."""
+        subtasks = self.finished.get(uid)
+        return subtasks is not None and len(subtasks) == self.finished_parallelism[uid]
+
+    def finished_on_restore(self, uid: str, subtask: int, parallelism: int) -> bool:
+        """Whether subtask ``subtask`` of ``uid`` (now at ``parallelism``) is deployed finished:
+        its operator fully finished, or this very subtask finished at the same parallelism (a
+        partially finished operator that is rescaled runs again, see docs/checkpoints.md)."""
+        if self.fully_finished(uid):
+            return True
+        return self.finished_parallelism.get(uid) == parallelism and subtask in self.finished.get(uid, ())
+
     def check_fits(self, parallelism_of: dict[str, int], keyed: set[str], allow_non_restored: bool) -> None:
         for uid, states in self.ops.items():
             if uid not in parallelism_of:
@@ -267,7 +297,8 @@ class RestoredCheckpoint:
             rescalable = all(
                 s is None or (isinstance(s, dict) and s.get("rescalable") is True) for s in states.values()
             )
-            if uid not in keyed and stateful and not rescalable and before != now:
+            finished = self.fully_finished(uid)  # stays finished whatever its parallelism
+            if uid not in keyed and stateful and not rescalable and not finished and before != now:
                 raise StateMismatchError(
                     f"operator uid {uid!r} has non-keyed state from {before} subtasks but now runs "
                     f"with parallelism {now}: only keyed state can be rescaled"

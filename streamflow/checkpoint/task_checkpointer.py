@@ -68,6 +68,7 @@ class CheckpointedTask(Protocol):
     name: str
     is_source: bool
     finished: bool
+    finished_on_restore: bool
     parallelism: int
     clock: Clock
     writers: list[Any]
@@ -76,9 +77,14 @@ class CheckpointedTask(Protocol):
     operators: list[Any]  # the chain, head first (names for errors about in-flight records)
 
     def post(self, mail: Callable[[], Awaitable[None]]) -> None: ...
-    def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]: ...
-    def take_shared_files(self, checkpoint_id: int) -> tuple[dict[str, Any], list[str]]: ...
-    async def capture_state(self, checkpoint_id: int, savepoint: bool) -> list[SharedUpload]: ...
+    def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]: ...
+    def take_shared_files(
+        self, checkpoint_id: int, final: bool = False
+    ) -> tuple[dict[str, Any], list[str]]: ...
+    async def capture_state(
+        self, checkpoint_id: int, savepoint: bool, final: bool = False
+    ) -> list[SharedUpload]: ...
+    def chain_uids(self) -> list[str]: ...
     async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
@@ -120,14 +126,15 @@ class TaskCheckpointer:
 
     # -- snapshots -----------------------------------------------------------
     async def snapshot_operators(
-        self, checkpoint_id: int, savepoint: bool
+        self, checkpoint_id: int, savepoint: bool, final: bool = False
     ) -> tuple[bytes, list[SharedUpload]]:
         """Every chained operator's state (and the source position) by uid, encoded now, and
-        the uploads of the keyed backends that captured what changed (incremental)."""
+        the uploads of the keyed backends that captured what changed (incremental).
+        ``final``: the finished task's final state, without keyed state (FLIP-147)."""
         started = self.task.clock.monotonic()
         self._last_snapshot_id = max(self._last_snapshot_id, checkpoint_id)
-        uploads = await self.task.capture_state(checkpoint_id, savepoint)
-        encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id))
+        uploads = await self.task.capture_state(checkpoint_id, savepoint, final)
+        encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id, final))
         self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
         return encoded, uploads
 
@@ -137,10 +144,10 @@ class TaskCheckpointer:
         else:
             self.driver.acknowledge(checkpoint_id, self.task_id, state)
 
-    def _shared(self, checkpoint_id: int, state: dict[str, Any]) -> dict[str, Any]:
+    def _shared(self, checkpoint_id: int, state: dict[str, Any], final: bool = False) -> dict[str, Any]:
         """Add the snapshot's shared files (``{name: Path | bytes}``, stored with the checkpoint)
         and the names of earlier checkpoints' shared files it needs (``refs``)."""
-        shared, references = self.task.take_shared_files(checkpoint_id)
+        shared, references = self.task.take_shared_files(checkpoint_id, final)
         if shared:
             state["shared"] = shared
         if references:
@@ -189,8 +196,9 @@ class TaskCheckpointer:
         tasks all finished (FLIP-147) gets the barrier just before each channel's end of
         input, after the data still queued, and handles it as if it had arrived there; a
         channel whose end was already read counts as delivered. A task that finished
-        meanwhile acknowledges with its final state instead (``finish_checkpointing``)."""
-        if self.task.finished:
+        meanwhile acknowledges with its final state instead (``finish_checkpointing``), and so
+        does a task deployed finished (it never snapshots a running state)."""
+        if self.task.finished or self.task.finished_on_restore:
             return
         if not self.task.is_source:
             for ch in self.task.gate.channels:
@@ -209,7 +217,11 @@ class TaskCheckpointer:
 
     async def finish_checkpointing(self) -> Any:
         """The task finished: hand its final state over (FLIP-147); returns a future that
-        resolves once a completed checkpoint holds it, so its sinks have committed."""
+        resolves once a completed checkpoint holds it, so its sinks have committed. The final
+        state holds the operators' non-keyed state (sources' positions, sinks' pending commits)
+        and names the chain's uids as finished; keyed state is left out: every input of a
+        finished subtask has ended, so no record reaches its keys again, and a restore deploys
+        it finished (``restore.py``)."""
         final: dict[str, Any] = {}
         if self.driver.enabled:
             self._decline_unfinished_snapshots()
@@ -218,10 +230,13 @@ class TaskCheckpointer:
             # it forwarded), never the final state, which holds records sent after that barrier
             await self.driver.acknowledgements_posted(self.task_id)
             label = self.driver.final_snapshot_id(self.task_id, self._last_snapshot_id)
-            ops, uploads = await self.snapshot_operators(label, False)
+            # FLIP-147: the checkpoints holding this state mark the chain's operators finished
+            # and hold no keyed state of theirs; a restore deploys this subtask finished
+            ops, uploads = await self.snapshot_operators(label, False, final=True)
             if faults.ARMED:  # the final state is a snapshot too (a sink pre-committed its last epoch)
                 faults.point("snapshot", label)
-            final = self._shared(label, {"ops": ops, "in": {}, "out": {}})
+            final = self._shared(label, {"ops": ops, "in": {}, "out": {}}, final=True)
+            final["finished"] = self.task.chain_uids()
             if uploads:  # nothing changes any more: written now, referenced by later checkpoints
                 shared, references = await produce_all(uploads)
                 final["shared"] = {**(final.get("shared") or {}), **shared}

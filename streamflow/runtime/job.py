@@ -179,9 +179,44 @@ class Execution:
                     grid.append(row)
                 edge_channels[(node.id, k)] = grid
 
+        finished: dict[int, list[bool]] = {}  # head node id -> its subtasks deployed finished
         for vertex in g.vertices:
+            subtasks = finished[vertex.nodes[0].id] = []
             for sub in range(vertex.parallelism):
-                self.tasks.append(self._build_task(vertex.nodes, sub, edge_channels))
+                task = self._build_task(vertex.nodes, sub, edge_channels)
+                task.finished_on_restore = self._finished_on_restore(vertex.nodes, sub, finished)
+                subtasks.append(task.finished_on_restore)
+                self.tasks.append(task)
+
+    def _finished_on_restore(
+        self, nodes: list[StreamNode], sub: int, finished: dict[int, list[bool]]
+    ) -> bool:
+        """FLIP-147: the subtask had finished in the restored checkpoint (every operator of its
+        chain, see ``RestoredCheckpoint.finished_on_restore``) and every task upstream of it is
+        deployed finished too (so none can send it a record); logged when it runs again."""
+        if self.restore is None or not self.restore.finished:
+            return False
+        g = self.graph
+        p = g.parallelism[nodes[0].id]
+        if not all(self.restore.finished_on_restore(g.uid_of(n), sub, p) for n in nodes):
+            if any(g.uid_of(n) in self.restore.finished for n in nodes):
+                _log.info(
+                    "%s[%d]: not every operator of its chain had finished in checkpoint %s (or it was "
+                    "rescaled while partly finished): it runs again", nodes[0].name, sub, self.restore.source,
+                )  # fmt: skip
+            return False
+        for e in nodes[0].inputs:
+            up = finished.get(g.vertex_of[e.upstream.id].nodes[0].id, [])
+            up_p = g.parallelism[e.upstream.id]
+            forward = effective_partitioning(e, up_p, p) is Partitioning.FORWARD
+            if len(up) == up_p and (up[sub] if forward else all(up)):
+                continue
+            _log.info(
+                "%s[%d] had finished in checkpoint %s, but a task upstream of it runs again: so does it",
+                nodes[0].name, sub, self.restore.source,
+            )  # fmt: skip
+            return False
+        return True
 
     def _build_task(
         self,

@@ -89,6 +89,7 @@ class Task:
         self._sealers: list[Callable[[], None]] = []  # keyed backends' seal_dirty (see _seal_dirty)
         self._restored_state = False  # decoded restored keyed state (_finish_restores)
         self.finished = False
+        self.finished_on_restore = False  # had finished in the restored checkpoint (FLIP-147)
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
         self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
@@ -103,17 +104,29 @@ class Task:
         self.ended_s: float | None = None
 
     # -- checkpoints -------------------------------------------------------
-    def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]:
-        """State by operator uid; stateless operators (None) are left out, as in Flink."""
-        states = {op.uid: op.snapshot_state(checkpoint_id) for op in self.operators}
+    def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
+        """State by operator uid; stateless operators (None) are left out, as in Flink.
+        ``final``: the task finished (FLIP-147): operators with keyed state are left out too
+        (a finished subtask never receives a record again; see ``chain_uids``)."""
+        states = {op.uid: op.snapshot_state(checkpoint_id) for op in self._snapshotted(final)}
         return {uid: state for uid, state in states.items() if state is not None}
 
-    def take_shared_files(self, checkpoint_id: int) -> tuple[dict[str, Any], list[str]]:
+    def _snapshotted(self, final: bool) -> list[StreamOperator]:
+        if not final:
+            return self.operators
+        return [op for op in self.operators if _keyed_backend_of(op) is None]
+
+    def chain_uids(self) -> list[str]:
+        """The uids of the chain's operators (a source task's own first): a finished task's
+        final state names them as finished."""
+        return [op.uid for op in self.operators]
+
+    def take_shared_files(self, checkpoint_id: int, final: bool = False) -> tuple[dict[str, Any], list[str]]:
         """The shared files of the chain's snapshot ``checkpoint_id`` (an operator with its own
         checkpoint files, e.g. on RocksDB, has ``take_shared_files``): new ones and references."""
         shared: dict[str, Any] = {}
         references: list[str] = []
-        for op in self.operators:
+        for op in self._snapshotted(final):
             take = getattr(op, "take_shared_files", None)
             if take is not None:
                 new, refs = take(checkpoint_id)
@@ -125,11 +138,13 @@ class Task:
         backends = (getattr(getattr(op, "ctx", None), "keyed_backend", None) for op in self.operators)
         return [b for b in backends if b is not None]
 
-    async def capture_state(self, checkpoint_id: int, savepoint: bool) -> list[Any]:
+    async def capture_state(self, checkpoint_id: int, savepoint: bool, final: bool = False) -> list[Any]:
         """At a barrier, right before ``snapshot_operators``: keyed backends that checkpoint
         incrementally capture what changed; returns their ``SharedUpload``s, which write it
-        after the barrier."""
-        uploads = []
+        after the barrier. ``final`` (the task finished): nothing, keyed state is not kept."""
+        uploads: list[Any] = []
+        if final:
+            return uploads
         for backend in self._keyed_backends():
             capture = getattr(backend, "capture", None)
             if capture is not None and (upload := await capture(checkpoint_id, savepoint)) is not None:
@@ -249,6 +264,9 @@ class Task:
         self.budget.task_started()
         bind(self.budget)  # long steps of this task yield through the job's budget
         try:
+            if self.finished_on_restore:
+                await self._run_finished_on_restore()
+                return
             await self._finish_restores()
             for op in reversed(self.operators):
                 self._opened.append(op)
@@ -284,6 +302,22 @@ class Task:
                 self.budget.chores.remove(self._seal_dirty)
             with anyio.CancelScope(shield=True):
                 await self._cleanup(error)
+
+    async def _run_finished_on_restore(self) -> None:
+        """A task restored from a checkpoint in which it had finished (FLIP-147; Flink's
+        ``FinishedOnRestoreOperatorChain``): its operators open (a sink commits what its
+        restored state holds pending) but never process, finish or start a source; its outputs
+        get the maximum watermark and their end, as when it finished; then it hands its final
+        state over like any finished task."""
+        _log.info("task %s had finished in the restored checkpoint: it stays finished", self.name)
+        for op in reversed(self.operators):
+            self._opened.append(op)
+            await op.open()
+        for w in self.writers:
+            await w.process_watermark(Watermark(MAX_WATERMARK))
+        await self._end()
+        self.finished = True
+        await self._wait_for_final_checkpoint()
 
     async def _cleanup(self, error: BaseException | None) -> None:
         self.processing_time.cancel_all()
@@ -323,6 +357,10 @@ class Task:
             await w.end_of_input()
 
 
+def _keyed_backend_of(op: StreamOperator) -> Any:
+    return getattr(getattr(op, "ctx", None), "keyed_backend", None)
+
+
 class SourceTask(Task):
     """Polls a source reader and pushes its batches into the chain."""
 
@@ -344,10 +382,13 @@ class SourceTask(Task):
     async def _stop(self) -> None:
         await self.reader.close()
 
-    def snapshot_operators(self, checkpoint_id: int) -> dict[str, Any]:
-        ops = super().snapshot_operators(checkpoint_id)
+    def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
+        ops = super().snapshot_operators(checkpoint_id, final)
         ops[self.source_uid] = {"position": self.reader.snapshot_position()}
         return ops
+
+    def chain_uids(self) -> list[str]:
+        return [self.source_uid, *super().chain_uids()]
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.reader.notify_checkpoint_complete(checkpoint_id)
