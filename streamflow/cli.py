@@ -188,6 +188,8 @@ def _cmd_checkpoints_inspect(args: argparse.Namespace) -> int:
     _out("  operators (state bytes over all subtasks):")
     for uid, size in sorted(d.operators.items()):
         _out(f"    {uid:<40} {_size(size):>10}")
+    if d.finished:
+        _out(f"  finished operators (no keyed state kept; stay finished on restore): {', '.join(d.finished)}")
     _out("  subtasks:")
     per_task = stats.get("tasks", {}) if stats else {}
     for s in d.subtasks:
@@ -196,7 +198,7 @@ def _cmd_checkpoints_inspect(args: argparse.Namespace) -> int:
         _out(
             f"    {s.task}#{s.subtask} ({s.subtask + 1}/{s.parallelism}) {_size(s.size_bytes):>10}, "
             f"channel state {_size(s.channel_state_bytes)} ({s.input_channel_batches} in, "
-            f"{s.output_channel_batches} out batches){timing}"
+            f"{s.output_channel_batches} out batches){timing}{', finished' if s.finished else ''}"
         )
         for uid, size in sorted(s.operators.items()):
             _out(f"        {uid:<36} {_size(size):>10}")

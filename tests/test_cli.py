@@ -97,15 +97,18 @@ def test_run_passes_settings_and_arguments_then_checkpoints_are_listed_and_inspe
     d = json.loads(inspected.stdout)
     assert d["valid"] and d["complete"] and d["kind"] == "checkpoint"
     assert d["checkpoint_id"] == rows[-1]["checkpoint_id"]
-    assert {"numbers", "sums"} <= set(d["operators"])  # sizes per operator uid
+    # the final checkpoint of the finished job: every operator finished, keyed state not kept
+    # (FLIP-147), the source's position is (sizes per operator uid)
+    assert {"numbers", "sums"} <= set(d["finished"]) and "sums" not in d["operators"]
     assert {(s["task"], s["subtask"]) for s in d["subtasks"] if s["task"] == "sums"} == {
         ("sums", 0),
         ("sums", 1),
     }
-    assert d["operators"]["sums"] == sum(s["operators"].get("sums", 0) for s in d["subtasks"]) > 0
+    assert d["operators"]["numbers"] == sum(s["operators"].get("numbers", 0) for s in d["subtasks"]) > 0
     assert {"duration_ms", "alignment_ms_max", "sync_ms_max", "async_ms", "tasks"} <= set(d["stats"])
     text = streamflow("checkpoints", "inspect", latest).stdout
     assert "valid (checksums): yes" in text and "sums" in text and "alignment" in text
+    assert "finished operators" in text
 
     # a damaged entry: inspect says so and exits 1; an interrupted write is listed as incomplete
     entry = next(Path(latest).glob("task-*"))

@@ -55,6 +55,7 @@ class SubtaskDetail:
     entry: str
     size_bytes: int
     operators: dict[str, int] = field(default_factory=dict)  # uid -> state bytes
+    finished: list[str] = field(default_factory=list)  # uids the subtask had finished (FLIP-147)
     channel_state_bytes: int = 0
     input_channel_batches: int = 0
     output_channel_batches: int = 0
@@ -76,6 +77,8 @@ class CheckpointDetail:
     codec: str | None = None
     subtasks: list[SubtaskDetail] = field(default_factory=list)
     operators: dict[str, int] = field(default_factory=dict)  # uid -> bytes over all subtasks
+    # uids finished on some subtask (FLIP-147: no keyed state kept, deployed finished on restore)
+    finished: list[str] = field(default_factory=list)
     channel_state_bytes: int = 0
     stats: dict[str, Any] = field(default_factory=dict)  # durations and alignment, when recorded
 
@@ -175,6 +178,7 @@ def inspect_checkpoint(path: str | Path, *, trust_pickle: bool = False) -> Check
         detail.channel_state_bytes += sub.channel_state_bytes
         for uid, size in sub.operators.items():
             detail.operators[uid] = detail.operators.get(uid, 0) + size
+    detail.finished = sorted({uid for sub in detail.subtasks for uid in sub.finished})
     detail.subtasks.sort(key=lambda s: (s.task, s.subtask))
     return detail
 
@@ -205,6 +209,7 @@ def _subtask(codec: Codec, entry: str, size: int, body: bytes, trust_pickle: boo
     )
     for uid, state in ops.items():
         detail.operators[str(uid)] = len(codec.encode(state))
+    detail.finished = [str(uid) for uid in decoded.get("finished") or ()]
     ins, outs = decoded.get("in") or {}, decoded.get("out") or {}
     records_name = decoded.get("records_codec")
     if records_name is not None:  # channel state comes encoded by the job's records codec
