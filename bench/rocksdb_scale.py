@@ -110,12 +110,28 @@ def running_sum(
 
 
 def child(args: list[str]) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"child {args} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return children([args])[0]
+
+
+def children(argss: list[list[str]]) -> list[dict]:
+    """Run the children at the same time (one each, the usual case, or a pair with
+    ``--together``); their results in order."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--child", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args in argss
+    ]
+    outs = []
+    for args, proc in zip(argss, procs, strict=True):
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"child {args} failed:\n{stderr[-3000:]}")
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    return outs
 
 
 def _threads(x: dict) -> str:
@@ -135,18 +151,28 @@ def _med_threads(runs: list[dict]) -> dict:
     return {"threads": {n: median(x["threads"].get(n, 0.0) for x in runs) for n in names}}
 
 
-def overhead_and_restore(keys: int, repeat: int, parts: set[str], paced: bool) -> None:
+def overhead_and_restore(
+    keys: int, repeat: int, parts: set[str], paced: bool, every: int = 0, together: bool = False
+) -> None:
     base: list[dict] = []
     with_ckpt: list[dict] = []
     keep = Path(tempfile.mkdtemp(prefix="sf-rocks-bench-"))
-    every = 0
     try:
         for r in range(repeat):  # interleaved (A B A B ...): the machine's drift hits both alike
+            if together and every:  # the pair at the same time: the same machine for both
+                b, c = children(
+                    [["run", str(keys), "-"], ["run", str(keys), str(keep / f"chk-{r}"), str(every)]]
+                )
+                base.append(b)
+                with_ckpt.append(c)
+                continue
             if "baseline" in parts:
                 base.append(child(["run", str(keys), "-"]))
-                if paced:  # one checkpoint per second of the job's own CPU time
+                if paced and not every:  # one checkpoint per second of the job's own CPU time
                     every = round(2 * keys / _med(base, "cpu_s"))
             with_ckpt.append(child(["run", str(keys), str(keep / f"chk-{r}"), str(every)]))
+            if paced and base:  # the pacing of the next pair: every baseline so far
+                every = round(2 * keys / _med(base, "cpu_s"))
         print(
             f"running sum, {keys:,} keys ({2 * keys:,} records, every key twice), RocksDB, parallelism 1; "
             f"{repeat} run(s) of each, interleaved, medians; {machine('after the runs')}"
@@ -190,12 +216,12 @@ def overhead_and_restore(keys: int, repeat: int, parts: set[str], paced: bool) -
             for p in (1, 4):
                 work = keep / f"restore-{p}"
                 shutil.copytree(chk, work)
-                r = child(["restore", str(keys), str(work), str(p)])
+                res = child(["restore", str(keys), str(work), str(p)])
                 how = "SST files verified and linked back" if p == 1 else "key-group ranges copied"
                 print(
                     f"  restore of the {keys:,}-key checkpoint at parallelism {p} ({how}), the whole job: "
-                    f"{r['elapsed_s']:.1f} s ({r['cpu_s']:.1f} s CPU), peak RSS {r['rss_mb']:.0f} MB "
-                    f"(target < 30 s): {verdict(r['elapsed_s'] < 30)}"
+                    f"{res['elapsed_s']:.1f} s ({res['cpu_s']:.1f} s CPU), peak RSS {res['rss_mb']:.0f} MB "
+                    f"(target < 30 s): {verdict(res['elapsed_s'] < 30)}"
                 )
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -274,6 +300,19 @@ def main() -> None:
         help="cpu: a checkpoint per second of the no-checkpoint run's CPU time (by record count: "
         "robust to a loaded machine); wall: every second of wall time",
     )
+    ap.add_argument(
+        "--every",
+        type=int,
+        default=0,
+        help="with --interval cpu: a checkpoint every this many records, instead of the pacing "
+        "measured by the first baseline run (e.g. the records per CPU second of an earlier run)",
+    )
+    ap.add_argument(
+        "--together",
+        action="store_true",
+        help="with --every: run each baseline and checkpointed pair at the same time (half the wall "
+        "time on a loaded machine; each process's CPU time is still its own)",
+    )
     ap.add_argument("--child", nargs="+")
     args = ap.parse_args()
     if args.child:
@@ -288,7 +327,7 @@ def main() -> None:
     parts = set(args.parts.split(","))
     print(f"machine: {machine('at start')}")
     if "overhead" in parts:
-        overhead_and_restore(args.keys, args.repeat, parts, args.interval == "cpu")
+        overhead_and_restore(args.keys, args.repeat, parts, args.interval == "cpu", args.every, args.together)
     if "cost" in parts:
         print(f"{'keys':>10} {'changed':>12} {'duration':>9} {'sync':>6} {'new bytes':>12} {'new SSTs':>8} "
               f"{'all SSTs':>12}")  # fmt: skip
