@@ -76,10 +76,9 @@ class RocksDBStateError(StreamflowError, RuntimeError):
 
 
 # Tuned for checkpoints every second or so (bench/rocksdb_scale.py, docs/performance.md): each
-# checkpoint flushes the memtable into a small level-0 file, and every L0 compaction rewrites the
-# level-1 files it overlaps, which with keys spread by hash is all of them. A compaction every 12
-# level-0 files instead of RocksDB's 4 rewrites the state a third as often; reads probe at most
-# that many more bloom filters (pinned in the cache).
+# checkpoint flushes the memtable into a small sorted run spanning every key group (keys are
+# spread by hash). With universal compaction (below) a compaction starts at 12 sorted runs
+# (RocksDB's default is 4): fewer merges, and reads probe at most about that many bloom filters.
 L0_COMPACTION_TRIGGER = 12
 BLOCK_CACHE_BYTES = 128 * 2**20  # one LRU cache for every DB of the process (Flink's managed memory)
 _block_cache: rocksdict.Cache | None = None
