@@ -370,11 +370,12 @@ async def capture(
             _table_slices(table) if full else changes.columns(consume=not savepoint)
         )
         for keys, values, unique in source:
-            # a column of up to twice CHUNK entries is one slice (no copy); a longer one (the
-            # merged writes) is cut into slices of CHUNK
+            # a column of the log (CHUNK entries plus the rest of its last batch) is one slice,
+            # not copied again; a longer one (the merged writes, batches larger than a
+            # quarter of CHUNK) is cut into slices of CHUNK, so no slice holds the loop longer
             parts = (
                 [(keys, values)]
-                if len(keys) < 2 * CHUNK
+                if len(keys) <= CHUNK + CHUNK // 4
                 else [(keys[i : i + CHUNK], values[i : i + CHUNK]) for i in range(0, len(keys), CHUNK)]
             )
             for part, vals in parts:
