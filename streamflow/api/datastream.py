@@ -213,7 +213,8 @@ class DataStream(DataStreamSurface):
         return _Partitioned(self, Partitioning.FORWARD)
 
     def get_side_output(self, output_tag: OutputTag) -> DataStream:
-        return DataStream(self._env, [(self._node, output_tag.tag_id)])
+        # the stream takes the tag's type (PyFlink: ``OutputTag(tag_id, type_info)``)
+        return typed(DataStream(self._env, [(self._node, output_tag.tag_id)]), output_tag.type_info)
 
     # -- sinks ---------------------------------------------------------------
     def sink_to(self, sink: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
