@@ -102,8 +102,9 @@ class ReduceOperator(TimerOperator):
             if "unhashable" in str(exc):
                 raise self.failure(
                     TypeError(
-                        f"key_by() selector returned an unhashable key {key!r} "
-                        f"({type(key).__name__}): keys must be hashable (use a tuple, not a list)"
+                        f"key_by() selector returned an unhashable key {key!r} ({type(key).__name__}) "
+                        "after hashable ones: list, dict and set keys get hashable stand-ins only when "
+                        "an operator's first key is one (state/hashable_keys.py); return one kind of key"
                     ),
                     record,
                 ) from exc

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..functions import OutputTag, TimeDomain
+from ..state.hashable_keys import probe
 from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
 from .basic_operators import resolve_function
@@ -137,7 +138,9 @@ class TimerOperator(StreamOperator):
         self.timers = TimerService()
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
-        self._check_key_type = False
+        # the first batch probes its first key: an unhashable one (a list, as PyFlink allows)
+        # gets a hashable stand-in from then on, a restored operator checks the key's type
+        self._check_key_type = True
 
     @property
     def backend(self) -> KeyedStateBackend:
@@ -292,13 +295,25 @@ class TimerOperator(StreamOperator):
                 if ts not in self._scheduled:
                     self._scheduled.add(ts)
                     self.ctx.processing_time.register(ts, self._on_processing_time)
-        # a chain restore decodes later (Task.run): its key kinds are known when the first record comes
-        self._check_key_type = self.backend.restored_key_types is not None or self.backend.restore_pending
+        # (a chain restore decodes later (Task.run): its key kinds are checked with the first record)
 
-    def check_key_type(self, records: list, key_of: Callable[[Any], Any] | None = None) -> None:
-        self._check_key_type = False
-        if records:
-            self.backend.check_key_type((key_of or self.key_selector)(records[0]), repr(self.name))
+    def check_key_type(self, records: list, attr: str = "key_selector") -> Callable[[Any], Any]:
+        """Once, on the first records: the key selector named ``attr`` is replaced by one giving
+        hashable stand-ins if its first key is unhashable (``state/hashable_keys.py``; a hashable
+        key costs nothing per record), and after a restore the key's type is checked against the
+        checkpoint's. Returns the selector to use."""
+        key_of = getattr(self, attr)
+        if not records:
+            return key_of
+        if attr == "key_selector":
+            self._check_key_type = False
+        try:
+            key_of, key = probe(key_of, records[0], repr(self.name))
+        except Exception as exc:
+            raise self.failure(exc, records[0]) from None
+        setattr(self, attr, key_of)
+        self.backend.check_key_type(key, repr(self.name))
+        return key_of
 
 
 class _KeyedTimerService(_CurrentTime):
@@ -355,13 +370,13 @@ class KeyedProcessOperator(TimerOperator):
         self.timer_facade = _KeyedTimerService(self)
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self._check_key_type:
+            self.check_key_type(records)
         await self._process(records, timestamps, self.call, self.key_selector)
 
     async def _process(
         self, records: list, timestamps: list[int] | None, call: Callable, key_of: Callable[[Any], Any]
     ) -> None:
-        if self._check_key_type:
-            self.check_key_type(records, key_of)
         backend = self.backend
         ctx, emitter = _KeyedContext(self), _Emitter()
         try:

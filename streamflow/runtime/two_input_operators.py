@@ -61,7 +61,11 @@ class KeyedCoProcessOperator(KeyedProcessOperator, TwoInputOperator):
     ) -> None:
         super().__init__(name, key_selector1, function)
         self.key_selector2 = key_selector2
+        self._check_key_type2 = True  # input 2's first key is probed too (check_key_type)
         self.call2 = resolve_function(function, "process_element2", name)
 
     async def process_batch2(self, records: list, timestamps: list[int] | None) -> None:
+        if self._check_key_type2 and records:
+            self._check_key_type2 = False
+            self.check_key_type(records, "key_selector2")
         await self._process(records, timestamps, self.call2, self.key_selector2)

@@ -38,7 +38,13 @@ code  Python value                                parts after the marker
 12    dataclass instance (by class import path)   ``path, [field names], [field values]``
 13    namedtuple instance (by class import path)  ``path, field values...``
 14    streamflow ``Row``                          ``field names or None, row kind, values...``
+15    ``ListKey`` (a list key's stand-in)         the elements
+16    ``DictKey`` (a dict key's stand-in)         the dict
+17    ``SetKey`` (a set key's stand-in)           the elements
 ====  ==========================================  =============================================
+
+(15-17: the hashable stand-ins of list, dict and set keys, ``hashable_keys.py``:
+they are keys of the state tables, so they must come back as themselves.)
 
 Decoding: ``ext_hook`` turns a marker into a private sentinel, and
 ``list_hook`` (called by the C unpacker for each array, innermost first)
@@ -102,6 +108,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgpack
 
+from .hashable_keys import DictKey, ListKey, SetKey
+
 __all__ = ["Codec", "MsgpackCodec", "PickleCodec", "decode", "encode", "type_path"]
 
 log = logging.getLogger(__name__)
@@ -114,6 +122,7 @@ _SUPPORTED = (
 EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_BIGINT = 1, 2, 3, 4
 EXT_DATETIME, EXT_DATE, EXT_TIME, EXT_TIMEDELTA = 5, 6, 7, 8
 EXT_DECIMAL, EXT_UUID, EXT_ENUM, EXT_DATACLASS, EXT_NAMEDTUPLE, EXT_ROW = 9, 10, 11, 12, 13, 14
+EXT_LIST_KEY, EXT_DICT_KEY, EXT_SET_KEY = 15, 16, 17
 
 
 @runtime_checkable
@@ -190,7 +199,7 @@ def _pack(obj: Any) -> bytes:
     return _PACKER.pack(obj)  # a Packer resets its buffer on failure too
 
 
-_M = [msgpack.ExtType(code, b"") for code in range(15)]  # the markers, by code
+_M = [msgpack.ExtType(code, b"") for code in range(18)]  # the markers, by code
 
 
 def _enc_datetime(v: datetime.datetime) -> list:
@@ -228,6 +237,9 @@ _ENCODERS: dict[type, Callable[[Any], list]] = {
     datetime.timedelta: lambda v: [_M[EXT_TIMEDELTA], v.days, v.seconds, v.microseconds],
     decimal.Decimal: lambda v: [_M[EXT_DECIMAL], str(v)],
     uuid.UUID: lambda v: [_M[EXT_UUID], v.bytes],
+    ListKey: lambda v: [_M[EXT_LIST_KEY], *v],
+    DictKey: lambda v: [_M[EXT_DICT_KEY], dict(v)],
+    SetKey: lambda v: [_M[EXT_SET_KEY], *v],
 }
 
 
@@ -448,6 +460,9 @@ class _Decoder:
             EXT_DATACLASS: self.dataclass,
             EXT_NAMEDTUPLE: self.namedtuple,
             EXT_ROW: self.row,
+            EXT_LIST_KEY: ListKey,
+            EXT_DICT_KEY: lambda p: DictKey(p[0]),
+            EXT_SET_KEY: SetKey,
         }
 
     def list_hook(self, items: list) -> Any:

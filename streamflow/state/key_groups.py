@@ -14,6 +14,10 @@ hash alike, as do keys that contain them (tuples, dataclasses), and an Enum
 member that is also an ``int``/``str``/``bytes``/``float`` (``IntEnum``,
 ``StrEnum``) hashes as its value, which it equals. They are normalised, not
 refused: JSON parsing yields ``1`` and ``1.0`` for the same number.
+
+Lists, dicts and sets (keys PyFlink accepts, as it pickles keys) hash by their
+content, dicts and sets in any order, so a key and its hashable stand-in
+(``hashable_keys.py``) share a key group; a ``Row`` hashes as the tuple of its values.
 """
 
 from __future__ import annotations
@@ -55,9 +59,20 @@ def stable_hash(key: Any) -> int:
         return stable_hash(tuple(getattr(key, f.name) for f in dataclasses.fields(key)))
     if isinstance(key, (str, int, bytes, tuple)):
         return stable_hash(t.__mro__[1](key) if t.__mro__[1] is not object else key)
+    if isinstance(key, list):  # a list key (state/hashable_keys.py: ListKey stands in for it)
+        return _fmix32(stable_hash(tuple(key)) ^ 0x9E3779B9)
+    if isinstance(key, (set, frozenset)):  # in any order, as set equality
+        return _fmix32((sum(map(stable_hash, key)) + 0x27D4EB2F) & 0xFFFFFFFF)
+    if isinstance(key, dict):  # in any order, as dict equality
+        return _fmix32((sum(stable_hash(item) for item in key.items()) + 0x165667B1) & 0xFFFFFFFF)
+    if t.__name__ == "Row" and type(getattr(key, "_values", None)) is list:  # streamflow's Row
+        return stable_hash(tuple(key._values))
+    if isinstance(key, bytearray):
+        return stable_hash(bytes(key))
     raise TypeError(
         f"a key of type {t.__name__} has no stable hash; key selectors must return "
-        "str, int, bytes, float, bool, None, an Enum, a dataclass or a tuple of these"
+        "str, int, bytes, float, bool, None, an Enum, a dataclass, a Row, or a tuple, list, "
+        "dict or set of these"
     )
 
 

@@ -53,9 +53,7 @@ from streamflow.datastream.state import (
 )
 
 _SURFACE = "DataStream surface (issue 11 item 8) not implemented yet: "
-FAILING: dict[str, str] = {
-    "test_keyed_min_by_and_max[batch]": "a list key (key_by(lambda x: [1])) is refused: keys are hashable",
-}
+FAILING: dict[str, str] = {}
 MODES = ["streaming", "batch"]
 
 
