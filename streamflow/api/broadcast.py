@@ -15,7 +15,7 @@ from ..graph import Edge, GraphError, Partitioning
 from ..runtime.basic_operators import resolve_function
 from ..runtime.broadcast_operators import BroadcastProcessOperator, KeyedBroadcastProcessOperator
 from ..runtime.factory import OperatorFactory
-from .typed import typed
+from .typed import converted
 
 if TYPE_CHECKING:
     from .datastream import DataStream
@@ -72,4 +72,4 @@ class BroadcastConnectedStream:
             name = "BroadcastProcess"
             factory = OperatorFactory(name, lambda f: BroadcastProcessOperator(name, f, descriptors), func)
         node = env._graph.add(name, factory, inputs=edges, keyed=keyed, rescalable=True)
-        return typed(DataStream(env, [(node, None)]), output_type)
+        return converted(DataStream(env, [(node, None)]), output_type, "connect(broadcast).process()")

@@ -16,7 +16,7 @@ from ..runtime.two_input_operators import (
     KeyedCoProcessOperator,
 )
 from .co_keyed import KeyedCoFlatMapAdapter, KeyedCoMapAdapter
-from .typed import typed
+from .typed import converted
 
 if TYPE_CHECKING:
     from .datastream import DataStream
@@ -72,18 +72,18 @@ class ConnectedStreams:
     def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "map1", "connect().map()")
         if self.keys is not None:  # keyed: the function may use keyed state (api/co_keyed.py)
-            return typed(self.process(KeyedCoMapAdapter(func)), output_type)
+            return self.process(KeyedCoMapAdapter(func), output_type)
         stream = self._build("CoMap", OperatorFactory("CoMap", lambda f: CoMapOperator("CoMap", f), func))
-        return typed(stream, output_type)
+        return converted(stream, output_type, "connect().map()")
 
     def flat_map(self, func: CoFlatMapFunction, output_type: Any = None) -> DataStream:
         resolve_function(func, "flat_map1", "connect().flat_map()")
         if self.keys is not None:
-            return typed(self.process(KeyedCoFlatMapAdapter(func)), output_type)
+            return self.process(KeyedCoFlatMapAdapter(func), output_type)
         stream = self._build(
             "CoFlatMap", OperatorFactory("CoFlatMap", lambda f: CoFlatMapOperator("CoFlatMap", f), func)
         )
-        return typed(stream, output_type)
+        return converted(stream, output_type, "connect().flat_map()")
 
     def process(self, func: CoProcessFunction, output_type: Any = None) -> DataStream:
         """A ``CoProcessFunction``; on keyed connected streams a ``KeyedCoProcessFunction``
@@ -93,7 +93,7 @@ class ConnectedStreams:
             stream = self._build(
                 "CoProcess", OperatorFactory("CoProcess", lambda f: CoProcessOperator("CoProcess", f), func)
             )
-            return typed(stream, output_type)
+            return converted(stream, output_type, "connect().process()")
         k1, k2 = self.keys
         factory = OperatorFactory(
             "KeyedCoProcess",
@@ -102,4 +102,5 @@ class ConnectedStreams:
             k1,
             k2,
         )
-        return typed(self._build("KeyedCoProcess", factory, keyed=True), output_type)
+        stream = self._build("KeyedCoProcess", factory, keyed=True)
+        return converted(stream, output_type, "connect().process()")

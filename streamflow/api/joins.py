@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..functions import Function, KeyedCoProcessFunction, ProcessWindowFunction
 from ..runtime.basic_operators import resolve_function
 from ..state.keyed import MapStateDescriptor
-from .typed import typed
+from .typed import converted
 
 if TYPE_CHECKING:
     from .datastream import DataStream, KeyedStream
@@ -136,7 +136,9 @@ class _Windowed:
         if self._lateness is not None:
             windowed = windowed.allowed_lateness(self._lateness)
         name = "CoGroup" if self._co_group else "Join"
-        return typed(windowed.process(_WindowJoinFunction(function, self._co_group)).name(name), output_type)
+        return converted(
+            windowed.process(_WindowJoinFunction(function, self._co_group)).name(name), output_type, "apply()"
+        )
 
     with_ = apply
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from ..connectors.sinks import PrintSink, _WriteOperator
 from ..functions import (
@@ -35,13 +35,38 @@ from ..runtime.operator import StreamOperator
 from ..types.fast_paths import batch_converter, formatter, print_lines
 from ..types.typeinfo import TypeInformation
 
-__all__ = ["TypedPrintSink", "configure_input_type", "convert_collection", "typed", "with_output_type"]
+__all__ = [
+    "TypedPrintSink",
+    "configure_input_type",
+    "convert_collection",
+    "converted",
+    "declared_type",
+    "typed",
+    "with_output_type",
+]
 
 
 _SLICE = 512
 
 
+def declared_type(type_info: Any, where: str = "output_type") -> TypeInformation | None:
+    """A declared type as PyFlink takes it: a ``TypeInformation``, a list of them (a row of
+    those fields: ``RowTypeInfo(list)``), or ``None``; anything else is refused (PyFlink
+    fails on it too, when it asks the JVM for the Java type)."""
+    if type_info is None or isinstance(type_info, TypeInformation):
+        return type_info
+    if isinstance(type_info, list) and all(isinstance(t, TypeInformation) for t in type_info):
+        from ..types.typeinfo import Types
+
+        return cast(TypeInformation, Types.ROW(type_info))
+    raise TypeError(
+        f"{where}: expected a TypeInformation (Types.INT(), Types.ROW([...]), ...) or a list of "
+        f"them, got {type_info!r}"
+    )
+
+
 def _converter(type_info: Any) -> Callable[[Any], Any] | None:
+    type_info = declared_type(type_info)
     if isinstance(type_info, TypeInformation) and type_info.converts():
         return type_info.convert
     return None
@@ -169,8 +194,33 @@ def _pickled(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def converted(stream: Any, output_type: Any, where: str) -> Any:
+    """``typed(stream, output_type)`` for an operator whose user functions are not wrapped to
+    convert (windows, connected and broadcast streams): where the declared type converts
+    (rows, tuples, lists, maps), the operator converts its main output a batch at a time
+    (``StreamOperator.convert_output``), so the records become ``Row``s as after
+    ``map(output_type=...)``; side outputs keep their own types."""
+    info = declared_type(output_type, where)
+    convert = batch_converter(info)
+    if convert is not None:
+        for node, _tag in stream._inputs:
+            factory = node.operator_factory
+            factory.build = _converting_build(factory.build, convert)
+    return typed(stream, info)
+
+
+def _converting_build(build: Callable[..., StreamOperator], convert: Callable[[list], list]) -> Callable:
+    def converting(*user_objects: Any) -> StreamOperator:
+        operator = build(*user_objects)
+        operator.convert_output = convert
+        return operator
+
+    return converting
+
+
 def typed(stream: Any, type_info: Any) -> Any:
     """``stream`` with its declared record type (``None`` passes through)."""
+    type_info = declared_type(type_info)
     if stream is not None:
         stream._type_info = type_info
         inputs = getattr(stream, "_inputs", None)

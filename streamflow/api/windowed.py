@@ -15,7 +15,7 @@ from ..windowing.assigners import WindowAssigner
 from ..windowing.evictors import Evictor
 from ..windowing.triggers import Trigger
 from .environment import to_millis
-from .typed import typed
+from .typed import converted
 
 if TYPE_CHECKING:
     from .datastream import DataStream, KeyedStream
@@ -69,7 +69,11 @@ class WindowedStream:
         stream = self._build(
             "Window(Reduce)", reduce_function=reduce_function, window_function=window_function
         )
-        return typed(stream, output_type if window_function is not None else self._keyed._type_info)
+        # as PyFlink's: without a window function the result has the input's type unless declared
+        declared = output_type
+        if output_type is None and window_function is None:
+            declared = self._keyed._type_info
+        return converted(stream, declared, "reduce()")
 
     def aggregate(
         self,
@@ -84,21 +88,23 @@ class WindowedStream:
         stream = self._build(
             "Window(Aggregate)", aggregate_function=aggregate_function, window_function=window_function
         )
-        return typed(stream, output_type)
+        return converted(stream, output_type, "aggregate()")
 
     def process(
         self, process_window_function: ProcessWindowFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
         """``process(key, context, elements)``; ``context.window()`` is the window."""
         resolve_function(process_window_function, "process", "process()")
-        return typed(self._build("Window(Process)", window_function=process_window_function), output_type)
+        return converted(
+            self._build("Window(Process)", window_function=process_window_function), output_type, "process()"
+        )
 
     def apply(
         self, window_function: WindowFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
         """A ``WindowFunction`` (``apply(key, window, inputs)``) or a callable with those arguments."""
         resolve_function(window_function, "apply", "apply()")
-        return typed(self._build("Window(Apply)", apply_function=window_function), output_type)
+        return converted(self._build("Window(Apply)", apply_function=window_function), output_type, "apply()")
 
     def _build(
         self,

@@ -1,5 +1,9 @@
 """PyFlink's ``pyflink.datastream.functions``: re-exports of ``streamflow.functions``."""
 
+from streamflow.api.joins import CoGroupFunction as CoGroupFunction
+from streamflow.api.joins import FlatJoinFunction as FlatJoinFunction
+from streamflow.api.joins import JoinFunction as JoinFunction
+from streamflow.api.joins import ProcessJoinFunction as ProcessJoinFunction
 from streamflow.async_io import AsyncFunction as AsyncFunction
 from streamflow.async_io import AsyncFunctionDescriptor as AsyncFunctionDescriptor
 from streamflow.async_io import AsyncRetryPredicate as AsyncRetryPredicate
@@ -40,11 +44,14 @@ __all__ = [
     "BaseBroadcastProcessFunction",
     "BroadcastProcessFunction",
     "CoFlatMapFunction",
+    "CoGroupFunction",
     "CoMapFunction",
     "CoProcessFunction",
     "FilterFunction",
+    "FlatJoinFunction",
     "FlatMapFunction",
     "Function",
+    "JoinFunction",
     "KeySelector",
     "KeyedBroadcastProcessFunction",
     "KeyedCoProcessFunction",
@@ -53,6 +60,7 @@ __all__ = [
     "Partitioner",
     "ProcessAllWindowFunction",
     "ProcessFunction",
+    "ProcessJoinFunction",
     "ProcessWindowFunction",
     "ReduceFunction",
     "RuntimeContext",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import traceback
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..functions import Function
@@ -74,6 +74,36 @@ class Output:
             await target.process_watermark_status(status)
 
 
+class ConvertingOutput(Output):
+    """An output whose main records are converted a batch at a time (a declared
+    ``output_type=`` of an operator whose functions are not wrapped to convert: windows,
+    connected and broadcast streams; ``api/typed.py``); side outputs pass unchanged."""
+
+    __slots__ = ("_convert", "_inner", "_op")
+
+    def __init__(self, inner: Output, convert: Callable[[list], list], op: StreamOperator) -> None:
+        self._inner, self._convert, self._op = inner, convert, op
+
+    async def push(self, records: list, timestamps: list[int] | None) -> None:
+        try:
+            records = self._convert(records)
+        except Exception as exc:  # a result the declared type cannot hold: the operator fails
+            raise self._op.failure(exc) from None
+        await self._inner.push(records, timestamps)
+
+    def has_side(self, tag_id: str) -> bool:
+        return self._inner.has_side(tag_id)
+
+    async def push_side(self, tag_id: str, records: list, timestamps: list[int] | None) -> None:
+        await self._inner.push_side(tag_id, records, timestamps)
+
+    async def emit_watermark(self, watermark: Watermark) -> None:
+        await self._inner.emit_watermark(watermark)
+
+    async def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        await self._inner.emit_watermark_status(status)
+
+
 class StreamOperator(BatchTarget):
     """Base class of every operator. Subclasses override what they need.
 
@@ -89,6 +119,7 @@ class StreamOperator(BatchTarget):
     ctx: OperatorContext
     functions: tuple[Any, ...] = ()
     _opened_functions: tuple[Function, ...] = ()
+    convert_output: Callable[[list], list] | None = None  # set by api/typed.py: converted()
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -99,7 +130,8 @@ class StreamOperator(BatchTarget):
         self.ctx = ctx
         self.name = ctx.name
         self.uid = ctx.uid
-        self.output = output
+        convert = self.convert_output
+        self.output = output if convert is None else ConvertingOutput(output, convert, self)
 
     def initialize_state(self, restored: Any | None) -> None:
         """Restore from the operator's snapshot (None on a fresh start)."""

@@ -1,0 +1,236 @@
+"""``output_type=`` on windows, connected, broadcast and joined streams converts the records
+as ``map(output_type=...)`` does (PyFlink serializes a window function's results with the
+declared type: a row type gives ``Row``s), and a declared type that is not one is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.common import Row, Time, Types, WatermarkStrategy
+from streamflow.common.watermark_strategy import TimestampAssigner
+from streamflow.datastream.functions import (
+    AggregateFunction,
+    AllWindowFunction,
+    BroadcastProcessFunction,
+    CoMapFunction,
+    KeyedProcessFunction,
+    ProcessAllWindowFunction,
+    ProcessJoinFunction,
+    ProcessWindowFunction,
+    WindowFunction,
+)
+from streamflow.datastream.output_tag import OutputTag
+from streamflow.datastream.state import MapStateDescriptor
+from streamflow.datastream.window import TumblingEventTimeWindows
+
+DATA = [("a", 1, 1), ("b", 2, 2), ("a", 3, 3), ("b", 4, 12), ("a", 5, 13)]  # (key, value, ts ms)
+ROW = Types.ROW([Types.STRING(), Types.INT()])
+NAMED = Types.ROW_NAMED(["word", "total"], [Types.STRING(), Types.INT()])
+
+
+class _Ts(TimestampAssigner):
+    def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        return int(value[2])
+
+
+def _env() -> tuple[sf.StreamExecutionEnvironment, Any]:
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts())
+    return env, env.from_collection(DATA).assign_timestamps_and_watermarks(strategy)
+
+
+def _windows(stream: Any) -> Any:
+    return stream.key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+
+
+class _Sum(ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield key, sum(e[1] for e in elements)
+
+
+class _Apply(WindowFunction):
+    def apply(self, key: Any, window: Any, inputs: Any) -> Any:
+        yield [key, sum(e[1] for e in inputs)]  # a list: the declared row type converts it
+
+
+class _Agg(AggregateFunction):
+    def create_accumulator(self) -> Any:
+        return ["", 0]
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        return [value[0], accumulator[1] + value[1]]
+
+    def get_result(self, accumulator: Any) -> Any:
+        return tuple(accumulator)
+
+    def merge(self, a: Any, b: Any) -> Any:
+        return [a[0] or b[0], a[1] + b[1]]
+
+
+EXPECTED = [("a", 4), ("a", 5), ("b", 2), ("b", 4)]
+
+
+def _run(build: Any) -> list:
+    env, stream = _env()
+    out: list = []
+    build(stream).add_sink(out.append)
+    env.execute("typed windows")
+    return out
+
+
+def _rows(out: list, names: list[str] | None = None) -> list:
+    assert out and all(type(r) is Row for r in out), out
+    if names is not None:
+        assert all(list(r.as_dict()) == names for r in out)
+    return sorted((r[0], r[1]) for r in out)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda s: _windows(s).process(_Sum(), output_type=ROW),
+        lambda s: _windows(s).apply(_Apply(), output_type=ROW),
+        lambda s: _windows(s).aggregate(_Agg(), output_type=ROW),
+        lambda s: _windows(s).aggregate(_Agg(), accumulator_type=Types.PICKLED_BYTE_ARRAY(), output_type=ROW),
+        lambda s: _windows(s.map(lambda r: (r[0], r[1]))).reduce(
+            lambda a, b: (a[0], a[1] + b[1]), output_type=ROW
+        ),
+        lambda s: _windows(s.map(lambda r: (r[0], r[1]))).reduce(
+            lambda a, b: (a[0], a[1] + b[1]), window_function=_Sum(), output_type=ROW
+        ),
+        lambda s: _windows(s).process(_Sum(), output_type=[Types.STRING(), Types.INT()]),  # PyFlink: a list
+    ],
+    ids=["process", "apply", "aggregate", "aggregate-acc-type", "reduce", "reduce+process", "list-type"],
+)
+def test_keyed_window_results_become_rows(build: Any) -> None:
+    assert _rows(_run(build)) == EXPECTED
+
+
+def test_named_rows_and_the_print_format(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _run(lambda s: _windows(s).process(_Sum(), output_type=NAMED))
+    assert _rows(out, ["word", "total"]) == EXPECTED
+    assert Row(word="a", total=4) in out
+    env, stream = _env()
+    _windows(stream).process(_Sum(), output_type=NAMED).print()
+    env.execute("print")
+    printed = sorted(capsys.readouterr().out.splitlines())
+    assert printed == ["+I[a, 4]", "+I[a, 5]", "+I[b, 2]", "+I[b, 4]"]
+
+
+def test_a_reduce_without_window_function_keeps_the_input_type() -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts())
+    out: list = []
+    typed = env.from_collection(DATA, type_info=Types.ROW([Types.STRING(), Types.INT(), Types.INT()]))
+    _windows(typed.assign_timestamps_and_watermarks(strategy)).reduce(
+        lambda a, b: (a[0], a[1] + b[1], b[2])  # a tuple: the input's row type makes it a Row
+    ).add_sink(out.append)
+    env.execute("reduce")
+    assert all(type(r) is Row for r in out) and sorted((r[0], r[1]) for r in out) == EXPECTED
+
+
+def test_all_windows_convert_too() -> None:
+    class All(ProcessAllWindowFunction):
+        def process(self, context: Any, elements: Any) -> Any:
+            yield "all", sum(e[1] for e in elements)
+
+    class AllApply(AllWindowFunction):
+        def apply(self, window: Any, inputs: Any) -> Any:
+            yield "all", sum(e[1] for e in inputs)
+
+    window = TumblingEventTimeWindows.of(Time.milliseconds(10))
+    expected = [("all", 6), ("all", 9)]
+    assert _rows(_run(lambda s: s.window_all(window).process(All(), output_type=ROW))) == expected
+    assert _rows(_run(lambda s: s.window_all(window).apply(AllApply(), output_type=ROW))) == expected
+    reduced = _run(
+        lambda s: s.map(lambda r: (r[0], r[1])).window_all(window).reduce(
+            lambda a, b: (a[0], a[1] + b[1]), output_type=ROW
+        )
+    )
+    assert _rows(reduced) == [("a", 6), ("b", 9)]
+
+
+def test_side_outputs_of_a_typed_window_keep_their_type() -> None:
+    tag = OutputTag("sums", Types.PICKLED_BYTE_ARRAY())
+
+    class Both(ProcessWindowFunction):
+        def process(self, key: Any, context: Any, elements: Any) -> Any:
+            total = sum(e[1] for e in elements)
+            yield key, total
+            yield tag, {"key": key, "total": total}
+
+    env, stream = _env()
+    main: list = []
+    side: list = []
+    result = _windows(stream).process(Both(), output_type=ROW)
+    result.add_sink(main.append)
+    result.get_side_output(tag).add_sink(side.append)
+    env.execute("side")
+    assert _rows(main) == EXPECTED
+    assert sorted((d["key"], d["total"]) for d in side) == EXPECTED
+
+
+def test_connected_broadcast_and_joined_streams_convert() -> None:
+    class CoMap(CoMapFunction):
+        def map1(self, value: Any) -> Any:
+            return value[0], value[1]
+
+        def map2(self, value: Any) -> Any:
+            return value[0], -value[1]
+
+    class Bc(BroadcastProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            yield value[0], value[1]
+
+        def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+            return ()
+
+    class Join(ProcessJoinFunction):
+        def process_element(self, left: Any, right: Any, ctx: Any) -> Any:
+            yield left[0], left[1] * 10 + right[1]
+
+    descriptor = MapStateDescriptor("rules", Types.STRING(), Types.STRING())
+    for build in (
+        lambda s: s.connect(s).map(CoMap(), output_type=ROW),
+        lambda s: s.key_by(lambda r: r[0]).connect(s.key_by(lambda r: r[0])).map(CoMap(), output_type=ROW),
+        lambda s: s.connect(s.map(lambda r: "x").broadcast(descriptor)).process(Bc(), output_type=ROW),
+        lambda s: s.key_by(lambda r: r[0])
+        .interval_join(s.key_by(lambda r: r[0]))
+        .between(0, 0)
+        .process(Join(), output_type=ROW),
+        lambda s: s.join(s)
+        .where(lambda r: r[0])
+        .equal_to(lambda r: r[0])
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(10)))
+        .apply(lambda a, b: (a[0], a[1] + b[1]), output_type=ROW),
+    ):
+        assert len(_rows(_run(build))) >= len(DATA)
+
+
+def test_keyed_process_and_map_still_convert() -> None:
+    class P(KeyedProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            yield value[0], value[1]
+
+    assert len(_rows(_run(lambda s: s.key_by(lambda r: r[0]).process(P(), output_type=ROW)))) == 5
+    assert len(_rows(_run(lambda s: s.map(lambda r: [r[0], r[1]], output_type=ROW)))) == 5
+
+
+@pytest.mark.parametrize("bad", ["ROW", int, [Types.INT(), "x"]])
+def test_a_declared_type_that_is_not_one_is_refused(bad: Any) -> None:
+    _, stream = _env()
+    with pytest.raises(TypeError, match="expected a TypeInformation"):
+        _windows(stream).process(_Sum(), output_type=bad)
+    with pytest.raises(TypeError, match="expected a TypeInformation"):
+        stream.map(lambda r: r, output_type=bad)
+
+
+def test_a_result_the_declared_type_cannot_hold_fails_the_operator() -> None:
+    env, stream = _env()
+    _windows(stream).process(_Sum(), output_type=Types.ROW([Types.STRING()])).add_sink(lambda r: None)
+    with pytest.raises(ValueError, match="cannot hold") as info:
+        env.execute("wrong arity")
+    assert "Window(Process)" in "".join(getattr(info.value, "__notes__", [])) + str(info.value)
