@@ -16,6 +16,7 @@ from streamflow.datastream.functions import (
     AllWindowFunction,
     BroadcastProcessFunction,
     CoMapFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     ProcessAllWindowFunction,
     ProcessJoinFunction,
@@ -234,3 +235,37 @@ def test_a_result_the_declared_type_cannot_hold_fails_the_operator() -> None:
     with pytest.raises(ValueError, match="cannot hold") as info:
         env.execute("wrong arity")
     assert "Window(Process)" in "".join(getattr(info.value, "__notes__", [])) + str(info.value)
+
+
+def test_a_declared_key_type_converts_the_key() -> None:
+    class Key(KeyedProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            yield ctx.get_current_key()
+
+    class CoKey(KeyedCoProcessFunction):
+        def process_element1(self, value: Any, ctx: Any) -> Any:
+            yield ctx.get_current_key()
+
+        def process_element2(self, value: Any, ctx: Any) -> Any:
+            yield ctx.get_current_key()
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    out: list = []
+    source = env.from_collection(DATA)
+    keyed = source.key_by(lambda r: (r[0], r[1] % 2), key_type=Types.ROW([Types.STRING(), Types.INT()]))
+    keyed.process(Key()).add_sink(out.append)
+    one = Types.ROW([Types.STRING()])
+    source.connect(source).key_by(lambda r: [r[0]], lambda r: [r[0]], key_type=one).process(CoKey()).add_sink(
+        out.append
+    )
+    env.execute("key types")
+    assert all(type(k) is Row for k in out), out
+    assert sorted(tuple(k) for k in out if len(k) == 2) == sorted((r[0], r[1] % 2) for r in DATA)
+    assert sorted(tuple(k) for k in out if len(k) == 1) == sorted((r[0],) for r in DATA + DATA)
+
+    def word(r: Any) -> Any:
+        return r[0]
+
+    assert source.key_by(word, key_type=Types.STRING()).get_key_selector() is word  # converts nothing
+    with pytest.raises(TypeError, match=r"key_by\(key_type=...\): expected a TypeInformation"):
+        source.key_by(word, key_type="STRING")

@@ -16,7 +16,7 @@ from ..runtime.two_input_operators import (
     KeyedCoProcessOperator,
 )
 from .co_keyed import KeyedCoFlatMapAdapter, KeyedCoMapAdapter
-from .typed import converted
+from .typed import converted, typed_key_selector
 
 if TYPE_CHECKING:
     from .datastream import DataStream
@@ -49,8 +49,8 @@ class ConnectedStreams:
             self.first,
             self.second,
             (
-                resolve_function(key_selector1, "get_key", "key_by()"),
-                resolve_function(key_selector2, "get_key", "key_by()"),
+                typed_key_selector(resolve_function(key_selector1, "get_key", "key_by()"), key_type),
+                typed_key_selector(resolve_function(key_selector2, "get_key", "key_by()"), key_type),
             ),
         )
 

@@ -34,7 +34,7 @@ from ..types.row import Row
 from .batch import batch_watermarks, is_batch, reduce_operator_class
 from .collect import execute_and_collect
 from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals
-from .typed import TypedPrintSink, configure_input_type, typed, with_output_type
+from .typed import TypedPrintSink, configure_input_type, typed, typed_key_selector, with_output_type
 
 if TYPE_CHECKING:
     from ..eventtime import WatermarkStrategy
@@ -167,7 +167,7 @@ class DataStream(DataStreamSurface):
         return typed(self._one_input(name, OperatorFactory(name, build, watermark_strategy)), self._type_info)
 
     def key_by(self, key_selector: KeySelector | Callable[[Any], Any], key_type: Any = None) -> KeyedStream:
-        selector = resolve_function(key_selector, "get_key", "key_by()")
+        selector = typed_key_selector(resolve_function(key_selector, "get_key", "key_by()"), key_type)
         return typed(KeyedStream(self._env, self._inputs, selector), self._type_info)
 
     def union(self, *streams: DataStream) -> DataStream:

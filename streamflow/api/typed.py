@@ -42,6 +42,7 @@ __all__ = [
     "converted",
     "declared_type",
     "typed",
+    "typed_key_selector",
     "with_output_type",
 ]
 
@@ -207,6 +208,21 @@ def converted(stream: Any, output_type: Any, where: str) -> Any:
             factory = node.operator_factory
             factory.build = _converting_build(factory.build, convert)
     return typed(stream, info)
+
+
+def typed_key_selector(selector: Callable[[Any], Any], key_type: Any) -> Callable[[Any], Any]:
+    """``key_by(selector, key_type=...)``: PyFlink serializes the key with ``key_type``, so a
+    declared row type makes the key a ``Row`` (a tuple type a tuple, ...) before keyed state and
+    ``ctx.get_current_key()`` see it. The selector is wrapped only when the type converts (no
+    per-record cost otherwise); a declared type that is not a type is refused."""
+    conv = _converter(declared_type(key_type, "key_by(key_type=...)"))
+    if conv is None:
+        return selector
+
+    def select(record: Any) -> Any:
+        return conv(selector(record))
+
+    return select
 
 
 def _converting_build(build: Callable[..., StreamOperator], convert: Callable[[list], list]) -> Callable:
