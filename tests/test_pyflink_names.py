@@ -34,17 +34,9 @@ for module, names, why in [
     ),
     (
         "pyflink.datastream.connectors.file_system",
-        [
-            "BucketAssigner",
-            "BulkFormat",
-            "FileCompactStrategy",
-            "FileCompactor",
-            "FileEnumeratorProvider",
-            "FileSplitAssignerProvider",
-        ],
+        ["BulkFormat", "FileCompactStrategy", "FileCompactor"],
         "not implemented",
     ),
-    ("pyflink.datastream.state", ["OperatorStateStore"], "operator (non-keyed) state"),
 ]:
     for name in names:
         REFUSED[(module, name)] = why

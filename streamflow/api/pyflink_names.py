@@ -28,6 +28,7 @@ __all__ = [
     "KafkaTopicSelector",
     "Metric",
     "NotSupportedError",
+    "OperatorStateStore",
     "RowFieldExtractorSchema",
     "unsupported",
 ]
@@ -97,6 +98,14 @@ class RowFieldExtractorSchema(SerializationSchema):
 
     def serialize_batch(self, values: Any) -> list[bytes]:
         return [self.serialize(v) for v in values]
+
+
+class OperatorStateStore(abc.ABC):
+    """PyFlink's interface for operator state: only broadcast state, ``get_broadcast_state``
+    (a broadcast function's context gives it, ``ctx.get_broadcast_state(descriptor)``)."""
+
+    @abc.abstractmethod
+    def get_broadcast_state(self, state_descriptor: Any) -> Any: ...
 
 
 class Metric(abc.ABC):  # noqa: B024 - a marker base, as PyFlink's
@@ -191,19 +200,11 @@ SupportsPreprocessing = unsupported(
     "SupportsPreprocessing",
     f"{_NO_JVM} (a connector's pre-processing of a Java DataStream); streamflow's sinks are Python operators",
 )
-OperatorStateStore = unsupported(
-    "pyflink.datastream.state",
-    "OperatorStateStore",
-    "operator (non-keyed) state is not exposed to functions; use keyed state after key_by(), or the "
-    "broadcast state pattern (ctx.get_broadcast_state(descriptor))",
-)
+# (BucketAssigner, FileEnumeratorProvider, FileSplitAssignerProvider are real: connectors/file_options.py)
 _FILE_NAMES = {
-    "BucketAssigner": "custom buckets (sub-directories per record)",
     "BulkFormat": "bulk formats for FileSource (Parquet, ORC, Avro readers need Flink's Java format jars)",
     "FileCompactStrategy": "compaction of small files",
     "FileCompactor": "compaction of small files",
-    "FileEnumeratorProvider": "custom file enumeration (FileSource lists the paths given, recursively)",
-    "FileSplitAssignerProvider": "custom split assignment (FileSource assigns whole files)",
 }
 FILE_SYSTEM_REFUSALS = {
     name: unsupported(

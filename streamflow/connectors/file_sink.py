@@ -80,6 +80,7 @@ import anyio
 
 from ..runtime.operator import StreamOperator
 from .base import Sink
+from .file_options import SinkOptions
 from .file_sink_parts import INPROGRESS, PENDING, FileSinkError, PartFiles, fsync_dir, io_errors
 from .file_sink_policy import (
     DefaultRollingPolicy,
@@ -152,7 +153,7 @@ class StreamingFileSink(FileSink):
         return RowFormatBuilder(base_path, encoder, StreamingFileSink)
 
 
-class RowFormatBuilder:
+class RowFormatBuilder(SinkOptions):
     def __init__(
         self, base_path: str | os.PathLike[str], encoder: Encoder, sink_class: type[FileSink] = FileSink
     ) -> None:

@@ -24,6 +24,7 @@ import orjson
 from .base import DEAD_LETTER as DEAD_LETTER
 from .base import END, DeadLetter, Source, SourceReader
 from .base import MalformedRecordError as MalformedRecordError
+from .file_options import SourceOptions
 
 
 class StreamFormat:
@@ -75,7 +76,7 @@ class FileSource(Source):
         return _FileReader(self, subtask_index, parallelism)
 
 
-class FileSourceBuilder:
+class FileSourceBuilder(SourceOptions):
     def __init__(self, stream_format: StreamFormat, paths: list[str]) -> None:
         self._format = stream_format
         self._paths = paths

@@ -1,0 +1,128 @@
+"""PyFlink's file connector options that fit streamflow's file connectors.
+
+``FileEnumeratorProvider`` and ``FileSplitAssignerProvider`` (``FileSource.for_record_stream_format
+(...).set_file_enumerator(...)`` / ``.set_split_assigner(...)``) and ``BucketAssigner``
+(``FileSink.for_row_format(...).with_bucket_assigner(...)``) are real here where their choice is
+what streamflow does anyway:
+
+* the file enumerators: streamflow's ``FileSource`` lists the given paths (directories
+  recursively) and reads each file as one split, which is Flink's non-splittable enumerator;
+  the splittable one only splits large files so several readers share one file, which
+  changes no record (logged);
+* the split assigner: Flink's only one, ``locality_aware_split_assigner()``, prefers splits
+  on the reader's host; one streamflow process has one host (logged);
+* ``BucketAssigner.base_path_bucket_assigner()``: every file in the base path, which is what
+  streamflow's ``FileSink`` does. ``date_time_bucket_assigner(...)`` (a sub-directory per hour
+  of processing time) is refused with ``NotSupportedError``: the sink writes one directory.
+
+File compaction (``enable_compact``) is refused likewise; ``disable_compact()`` is accepted
+(compaction is off).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NoReturn
+
+from ..errors import NotSupportedError
+
+__all__ = ["BucketAssigner", "FileEnumeratorProvider", "FileSplitAssignerProvider"]
+
+log = logging.getLogger(__name__)
+
+
+class FileEnumeratorProvider:
+    """Which files a ``FileSource`` reads, and how it splits them (PyFlink's static factories)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    @staticmethod
+    def default_splittable_file_enumerator() -> FileEnumeratorProvider:
+        return FileEnumeratorProvider("splittable")
+
+    @staticmethod
+    def default_non_splittable_file_enumerator() -> FileEnumeratorProvider:
+        return FileEnumeratorProvider("non-splittable")
+
+    def __repr__(self) -> str:
+        return f"FileEnumeratorProvider({self.kind})"
+
+
+class FileSplitAssignerProvider:
+    """How a ``FileSource`` hands splits to its readers (PyFlink's static factory)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    @staticmethod
+    def locality_aware_split_assigner() -> FileSplitAssignerProvider:
+        return FileSplitAssignerProvider("locality-aware")
+
+    def __repr__(self) -> str:
+        return f"FileSplitAssignerProvider({self.kind})"
+
+
+class BucketAssigner:
+    """Which sub-directory (bucket) of the base path a ``FileSink`` writes a record to."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    @staticmethod
+    def base_path_bucket_assigner() -> BucketAssigner:
+        return BucketAssigner("base-path")
+
+    @staticmethod
+    def date_time_bucket_assigner(
+        format_str: str = "yyyy-MM-dd--HH", timezone_id: str | None = None
+    ) -> NoReturn:
+        raise NotSupportedError(
+            "BucketAssigner.date_time_bucket_assigner (PyFlink's pyflink.datastream.connectors."
+            "file_system) is not supported by streamflow: its FileSink writes every file into the "
+            "base path (no bucket sub-directories); use base_path_bucket_assigner(), or one sink "
+            "per directory"
+        )
+
+    def __repr__(self) -> str:
+        return f"BucketAssigner({self.kind})"
+
+
+class SourceOptions:
+    """``set_file_enumerator`` / ``set_split_assigner`` of ``FileSourceBuilder``."""
+
+    def set_file_enumerator(self, file_enumerator: FileEnumeratorProvider) -> Any:
+        _check(file_enumerator, FileEnumeratorProvider, "set_file_enumerator")
+        if file_enumerator.kind == "splittable":
+            log.info(
+                "FileSource: the splittable file enumerator reads each file as one split here "
+                "(splitting a file among readers changes no record)"
+            )
+        return self
+
+    def set_split_assigner(self, split_assigner: FileSplitAssignerProvider) -> Any:
+        _check(split_assigner, FileSplitAssignerProvider, "set_split_assigner")
+        log.info("FileSource: the locality-aware split assigner is accepted (one process, one host)")
+        return self
+
+
+class SinkOptions:
+    """``with_bucket_assigner`` / ``enable_compact`` / ``disable_compact`` of the row-format builder."""
+
+    def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> Any:
+        _check(bucket_assigner, BucketAssigner, "with_bucket_assigner")
+        return self  # base path: what the sink does
+
+    def enable_compact(self, strategy: Any, compactor: Any) -> NoReturn:
+        raise NotSupportedError(
+            "FileSink.enable_compact is not supported by streamflow: the sink does not compact "
+            "small files (roll bigger files with a RollingPolicy instead)"
+        )
+
+    def disable_compact(self) -> Any:
+        return self  # compaction is off
+
+
+def _check(value: Any, cls: type, method: str) -> None:
+    if not isinstance(value, cls):
+        raise TypeError(f"{method}() expects a {cls.__name__}, got {value!r}")
