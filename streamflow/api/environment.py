@@ -269,6 +269,9 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             elif key == "python.execution-mode":  # PyFlink's process/thread workers
                 _log.info("python.execution-mode=%s accepted: streamflow runs functions in this "
                           "interpreter and event loop (no process or thread workers)", value)
+            elif key.startswith("python.fn-execution."):  # PyFlink's bundles between JVM and Python
+                _log.info("%s=%s accepted: no JVM, so no bundles (records move in batches between "
+                          "operators in this process)", key, value)
             elif key == "execution.runtime-mode":
                 self.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
             elif key.startswith(("spark.", "execution.spark.")):

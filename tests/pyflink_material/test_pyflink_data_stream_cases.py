@@ -365,7 +365,10 @@ def test_aggregating_state(env, sink) -> None:
             self.aggregating_state.add(value[0])
             yield self.aggregating_state.get(), value[1]
 
-    # Flink sets python.fn-execution.bundle.size on the JVM configuration here; no JVM, no bundles
+    # Flink sets python.fn-execution.bundle.size on the JVM configuration here (accepted, logged)
+    config = Configuration()
+    config.set_integer("python.fn-execution.bundle.size", 1)
+    env.configure(config)
     _counted(env).key_by(lambda x: x[1], key_type=Types.STRING()).process(
         MyProcessFunction(), output_type=Types.TUPLE([Types.INT(), Types.STRING()])
     ).add_sink(sink)
@@ -904,9 +907,10 @@ def test_keyed_co_flat_map(env, sink) -> None:
 
 
 def test_keyed_map(env, sink) -> None:
-    # Flink sets python.fn-execution.bundle.size on the JVM configuration first; no JVM here
+    # Flink sets python.fn-execution.bundle.size on the JVM configuration first (accepted, logged)
     config = Configuration()
     config.set_integer("python.fn-execution.bundle.size", 1)
+    env.configure(config)
     keyed_stream = _abcde(env, (0, 1, 0, 1, 2)).key_by(MyKeySelector(), key_type=Types.INT())
     with pytest.raises(Exception):  # noqa: B017
         keyed_stream.name("keyed stream")
