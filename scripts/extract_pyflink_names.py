@@ -3,6 +3,12 @@
 Usage: pip download apache-flink==2.3.0 --no-deps -d /tmp/pyflink
        python scripts/extract_pyflink_names.py /tmp/pyflink/apache_flink-2.3.0-*.whl \
            > tests/pyflink_material/pyflink_names.json
+       python scripts/extract_pyflink_names.py --imported /tmp/pyflink/apache_flink-2.3.0-*.whl \
+           > tests/pyflink_material/pyflink_imported_names.json
+
+``--imported``: for each module, the names it imports from its other modules that are public
+there (in some module's list): ``from pyflink.datastream.connectors.kafka import
+DeliveryGuarantee`` works in PyFlink, so it must here (``streamflow/api/pyflink_reexports.py``).
 
 A module's names are its ``__all__`` when it has one, else its top-level public
 classes and functions (read with ``ast``: PyFlink itself is not imported).
@@ -51,17 +57,37 @@ def public_names(source: str) -> list[str]:
     )
 
 
-def main(wheel: str) -> None:
+def imported_names(source: str) -> set[str]:
+    """Names a module imports (``from pyflink... import X``) at its top level."""
+    return {
+        a.asname or a.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pyflink")
+        for a in node.names
+        if not (a.asname or a.name).startswith("_") and a.name != "*"
+    }
+
+
+def main(wheel: str, imported: bool = False) -> None:
     out: dict[str, list[str]] = {}
+    sources: dict[str, str] = {}
     with zipfile.ZipFile(wheel) as zf:
         files = set(zf.namelist())
         for module in MODULES:
             path = module.replace(".", "/")
             path = f"{path}/__init__.py" if f"{path}/__init__.py" in files else f"{path}.py"
-            out[module] = public_names(zf.read(path).decode())
+            sources[module] = zf.read(path).decode()
+            out[module] = public_names(sources[module])
+    if imported:
+        public = {n for names in out.values() for n in names}
+        out = {
+            module: names
+            for module in MODULES
+            if (names := sorted((imported_names(sources[module]) & public) - set(out[module])))
+        }
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[-1], imported="--imported" in sys.argv[1:])

@@ -80,6 +80,25 @@ def test_pyflink_name_exists(module: str, name: str) -> None:
         assert type(value).__name__ != "_Refusing", f"{module}.{name} refuses: list it in REFUSED"
 
 
+IMPORTED = json.loads(
+    (Path(__file__).parent / "pyflink_material" / "pyflink_imported_names.json").read_text()
+)
+
+
+@pytest.mark.parametrize(
+    ("module", "name"), [(module, name) for module, names in sorted(IMPORTED.items()) for name in names]
+)
+def test_a_name_a_pyflink_module_imports_is_importable_from_its_mirror(module: str, name: str) -> None:
+    """``from pyflink.datastream.connectors.kafka import DeliveryGuarantee`` works in PyFlink (the
+    module imports it), as in Flink's own Kafka example: the mirror gives the same object as the
+    module that exports the name."""
+    mirror = _mirror(module)
+    value = getattr(mirror, name)
+    homes = [m for m, names in NAMES.items() if name in names]
+    assert homes and any(value is getattr(_mirror(home), name) for home in homes)
+    exec(f"from {mirror.__name__} import {name}", {})
+
+
 def test_custom_checkpoint_storage_refuses() -> None:
     from streamflow.datastream import CustomCheckpointStorage
     from streamflow.errors import NotSupportedError

@@ -66,6 +66,9 @@ class KafkaSink(Sink):
         self.delivery_guarantee = delivery_guarantee
         self.transactional_id_prefix = transactional_id_prefix
         self.properties = dict(properties or {})
+        if self.properties:  # the producer's settings are streamflow's own (see the module docstring)
+            log.info("KafkaSink: properties %s are recorded and not applied to the producer",
+                     sorted(self.properties))
 
     @staticmethod
     def builder() -> KafkaSinkBuilder:
@@ -100,6 +103,8 @@ class KafkaSinkBuilder:
         return self
 
     def set_property(self, key: str, value: str) -> KafkaSinkBuilder:
+        if key == "bootstrap.servers":  # as Flink's builder: what set_bootstrap_servers sets
+            return self.set_bootstrap_servers(value)
         self._props[key] = value
         return self
 

@@ -196,11 +196,17 @@ class KafkaSourceBuilder:
         return self
 
     def set_property(self, key: str, value: str) -> KafkaSourceBuilder:
+        # as Flink's builder: bootstrap.servers and group.id are what their setters set
+        if key == "bootstrap.servers":
+            return self.set_bootstrap_servers(value)
+        if key == "group.id":
+            return self.set_group_id(value)
         self._kw["properties"][key] = value
         return self
 
     def set_properties(self, props: dict[str, str]) -> KafkaSourceBuilder:
-        self._kw["properties"].update(props)
+        for key, value in props.items():
+            self.set_property(key, value)
         return self
 
     def build(self) -> KafkaSource:

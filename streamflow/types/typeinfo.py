@@ -286,7 +286,11 @@ class _ArrayTypeInfo(_Composite):
 
 
 class PrimitiveArrayTypeInfo(_ArrayTypeInfo):
-    pass
+    def convert(self, value: Any) -> Any:
+        # PRIMITIVE_ARRAY(BYTE()) is Java's byte[], which PyFlink hands to Python as bytes
+        if getattr(self._element_type, "name", None) == "Byte" and value is not None:
+            return bytes(value)
+        return super().convert(value)
 
 
 class BasicArrayTypeInfo(_ArrayTypeInfo):

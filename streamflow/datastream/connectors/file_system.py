@@ -31,3 +31,8 @@ __all__ = [
     "StreamFormat",
     "StreamingFileSink",
 ]
+
+# names PyFlink's module imports from its other modules (api/pyflink_reexports.py)
+from streamflow.api.pyflink_reexports import reexports as _reexports  # noqa: E402
+
+__getattr__ = _reexports(__name__)
