@@ -42,6 +42,27 @@ MODULES = [
     "pyflink.datastream.execution_mode",
     "pyflink.datastream.output_tag",
     "pyflink.metrics",
+    # the modules behind the package-level names, imported by their full path too
+    "pyflink.common.completable_future",
+    "pyflink.common.config_options",
+    "pyflink.common.execution_config",
+    "pyflink.common.input_dependency_constraint",
+    "pyflink.common.job_client",
+    "pyflink.common.job_execution_result",
+    "pyflink.common.job_id",
+    "pyflink.common.job_status",
+    "pyflink.common.restart_strategy",
+    "pyflink.datastream.checkpoint_config",
+    "pyflink.datastream.checkpoint_storage",
+    "pyflink.datastream.checkpointing_mode",
+    "pyflink.datastream.externalized_checkpoint_retention",
+    "pyflink.datastream.slot_sharing_group",
+    "pyflink.datastream.stream_execution_environment",
+    "pyflink.datastream.time_domain",
+    "pyflink.datastream.timerservice",
+    "pyflink.datastream.state_backend",
+    "pyflink.datastream.async_data_stream",
+    "pyflink.metrics.metricbase",
 ]
 
 

@@ -16,8 +16,30 @@ from typing import Any
 __all__ = ["IMPORTED", "reexports"]
 
 IMPORTED: dict[str, dict[str, str]] = {
+    "streamflow.common.job_client": {
+        "CompletableFuture": "streamflow.common",
+        "JobExecutionResult": "streamflow.common",
+        "JobID": "streamflow.common",
+        "JobStatus": "streamflow.common",
+    },
+    "streamflow.common.job_execution_result": {
+        "JobID": "streamflow.common",
+    },
     "streamflow.common.watermark_strategy": {
         "Duration": "streamflow.common",
+    },
+    "streamflow.datastream.async_data_stream": {
+        "AsyncFunction": "streamflow.datastream",
+        "AsyncFunctionDescriptor": "streamflow.datastream.functions",
+        "AsyncRetryStrategy": "streamflow.datastream",
+        "DataStream": "streamflow.datastream",
+        "Time": "streamflow.common",
+        "TypeInformation": "streamflow.common",
+    },
+    "streamflow.datastream.checkpoint_config": {
+        "CheckpointingMode": "streamflow.datastream",
+        "Duration": "streamflow.common",
+        "ExternalizedCheckpointRetention": "streamflow.datastream",
     },
     "streamflow.datastream.connectors.file_system": {
         "BulkWriterFactory": "streamflow.common.serialization",
@@ -117,6 +139,22 @@ IMPORTED: dict[str, dict[str, str]] = {
         "Time": "streamflow.common",
         "TypeInformation": "streamflow.common",
         "Types": "streamflow.common",
+    },
+    "streamflow.datastream.stream_execution_environment": {
+        "CheckpointConfig": "streamflow.datastream",
+        "CheckpointingMode": "streamflow.datastream",
+        "Configuration": "streamflow.common",
+        "DataStream": "streamflow.datastream",
+        "ExecutionConfig": "streamflow.common",
+        "JobClient": "streamflow.common",
+        "JobExecutionResult": "streamflow.common",
+        "RuntimeExecutionMode": "streamflow.datastream",
+        "SlotSharingGroup": "streamflow.datastream",
+        "Source": "streamflow.datastream.connectors",
+        "SourceFunction": "streamflow.datastream",
+        "TypeInformation": "streamflow.common",
+        "Types": "streamflow.common",
+        "WatermarkStrategy": "streamflow.common",
     },
     "streamflow.datastream.window": {
         "MetricGroup": "streamflow.metrics",
