@@ -24,6 +24,7 @@ from streamflow import (
     StreamExecutionEnvironment,
     WatermarkStrategy,
 )
+from streamflow.datastream.functions import CoMapFunction
 from streamflow.spark.plan import SparkTranslationError
 from streamflow.testing import ListSink
 from streamflow.windowing import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
@@ -235,11 +236,20 @@ def test_which_windows_run_natively() -> None:
     assert decide(lambda k: k.reduce(add)) == [False]
 
 
+class _Identity(CoMapFunction):
+    def map1(self, value: Any) -> Any:
+        return value
+
+    def map2(self, value: Any) -> Any:
+        return value
+
+
 def test_untranslatable_operator_is_refused_with_its_name() -> None:
     env = _env("spark")
     a = env.from_collection([1, 2, 3])
     b = env.from_collection([4, 5])
-    a.connect(b).map(lambda x: x, lambda y: y).name("my co-map").sink_to(ListSink())
+    # (a CoMapFunction: a second callable would be connect().map()'s output_type, refused as a type)
+    a.connect(b).map(_Identity()).name("my co-map").sink_to(ListSink())
     with pytest.raises(SparkTranslationError, match="my co-map"):
         env.execute("refused")
 
