@@ -15,7 +15,7 @@ import pytest
 
 import streamflow as sf
 from streamflow.clock import SystemClock
-from streamflow.runtime.loop_budget import GAP_ITERATIONS, LoopBudget, parse_loop_budget
+from streamflow.runtime.loop_budget import GAP_ITERATIONS, LoopBudget, bind, parse_loop_budget, yield_point
 
 BATCH = 100
 N = 200_000
@@ -115,6 +115,32 @@ async def test_a_pause_gives_the_loop_gap_iterations() -> None:
     await counter
     assert loop_turns - before >= GAP_ITERATIONS
     assert budget.slices == budget.waits == 1
+
+
+class SetClock(SystemClock):
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+
+async def test_a_piece_that_would_overrun_the_slice_pauses_first() -> None:
+    """Pieces of 4 ms in a 10 ms budget: after the second (8 ms in), a third would end at 12
+    ms, so the task pauses before it (it used to start it and hold the loop 12-16 ms)."""
+    clock = SetClock()
+    budget = LoopBudget(10, clock)
+
+    async def step() -> list[int]:
+        bind(budget)
+        slices = []
+        for _ in range(4):
+            clock.t += 0.004
+            await yield_point()
+            slices.append(budget.slices)
+        return slices
+
+    assert await asyncio.ensure_future(step()) == [0, 1, 1, 2]
 
 
 def test_configuration_key_and_parsing() -> None:

@@ -36,7 +36,11 @@ pieces of bounded size; between two pieces it calls :func:`yield_point`, which p
 the budget of the job whose task runs it (``bind`` in ``Task.run`` sets it for that asyncio
 task; outside one, e.g. a restore while the job is built, it yields one loop iteration). Such
 work so counts against the job's slice like any batch, instead of running back to back with
-the job's other tasks in the iterations the pause meant to leave free.
+the job's other tasks in the iterations the pause meant to leave free. A piece is not
+interrupted, so ``yield_point`` pauses early when the next piece, if it takes as long as the
+last one (the time since the task's previous yield point), would end after the slice: a
+capture piece of 16,384 keys takes 3-6 ms, and starting one a millisecond before the deadline
+made the slice 14-16 ms long.
 
 *Chores* (``chores``) are cheap callables run once per pause, before the loop gets its free
 iterations: keyed state backends move aside their dirty-key dicts before they grow large
@@ -69,14 +73,25 @@ def bind(budget: LoopBudget) -> None:
     _current.set(budget)
 
 
+_piece_end: contextvars.ContextVar[float] = contextvars.ContextVar("streamflow_piece_end", default=-math.inf)
+
+
 async def yield_point() -> None:
-    """Between two pieces of a long step: pause if the job's slice is used up (see the module
-    doc); with no job budget bound to this asyncio task, yield one loop iteration."""
+    """Between two pieces of a long step: pause if the job's slice is used up, or if the next
+    piece, as long as the one that just ended, would overrun it (see the module doc); with no
+    job budget bound to this asyncio task, yield one loop iteration."""
     budget = _current.get()
     if budget is None:
         await asyncio.sleep(0)
-    elif budget.due():
+        return
+    now = budget.now()
+    piece = now - _piece_end.get()  # since this task's last yield point: the piece just done
+    if piece > budget.budget_s:
+        piece = 0.0  # not one piece (other work ran since) or longer than a slice anyway
+    if now + piece >= budget.deadline:
         await budget.pause()
+        now = budget.now()
+    _piece_end.set(now)
 
 
 _UNITS = {"": 1.0, "ms": 1.0, "milli": 1.0, "millis": 1.0, "s": 1000.0, "sec": 1000.0, "us": 0.001}
@@ -131,6 +146,9 @@ class LoopBudget:
         self.slices = 0
         self.waits = 0
         self.chores: list[Callable[[], None]] = []  # run once per pause (module doc)
+
+    def now(self) -> float:
+        return self._clock.monotonic()
 
     def due(self) -> bool:
         """True once the current slice is used up (or a pause is under way): call ``pause()``."""
