@@ -25,6 +25,7 @@ from streamflow import (
     WatermarkStrategy,
 )
 from streamflow.datastream.functions import CoMapFunction
+from streamflow.functions import SinkFunction
 from streamflow.spark.plan import SparkTranslationError
 from streamflow.testing import ListSink
 from streamflow.windowing import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
@@ -72,8 +73,8 @@ class CountWithTimeout(KeyedProcessFunction):
 LATE = OutputTag("late")
 
 
-NAMES = ["w1", "w2", "w3", "session", "timers", "sliding", "sliding_native", "union", "signed", "mixed",
-         "python_on_typed", "keyed_typed"]
+NAMES = ["w1", "w2", "w3", "w3_process", "session", "timers", "sliding", "sliding_native", "union", "signed",
+         "mixed", "python_on_typed", "keyed_typed"]
 
 
 def workloads(engine: str) -> dict[str, list]:
@@ -93,6 +94,12 @@ def workloads(engine: str) -> dict[str, list]:
         .window(TumblingEventTimeWindows.of(1000))
         .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])))
         .sink_to(sinks["w3"])
+    )
+    (  # a process function of aggregates: Spark aggregates (see .window_agg)
+        timed.key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(1000))
+        .process(_WindowStats())
+        .sink_to(sinks["w3_process"])
     )
     sparse = [e for e in data if e[2] % 700 < 300]  # gaps of 400 ms between bursts
     (
@@ -149,6 +156,13 @@ def workloads(engine: str) -> dict[str, list]:
      .sink_to(sinks["keyed_typed"]))
     env.execute(f"workloads on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
+
+
+class _WindowStats(ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return [(key, context.window().end, sum(e[1] for e in elements), len(elements),
+                 max(e[2] for e in elements),
+                 context.window().max_timestamp() - min([e[2] for e in elements]))]
 
 
 class _FirstValues(ProcessWindowFunction):
@@ -263,6 +277,47 @@ def test_processing_time_timers_are_refused_clearly() -> None:
     env.from_collection([1, 2]).key_by(lambda x: x).process(Ticker()).sink_to(ListSink())
     with pytest.raises(Exception, match="processing-time timers cannot run on the Spark engine"):
         env.execute("refused at run time")
+
+
+class _SlowSink(SinkFunction):
+    """Records what it got; each micro-batch takes a while, so cancel() lands mid-run."""
+
+    def __init__(self) -> None:
+        self.results: list = []
+
+    def write_batch(self, values: list) -> None:
+        import time
+
+        self.results.extend(values)
+        time.sleep(0.3)
+
+
+def test_cancel_stops_a_running_spark_job() -> None:
+    """cancel() stops the queries from the caller's loop (no polling): the job ends CANCELED
+    long before its 40 micro-batches would have run."""
+    import asyncio
+    import time
+
+    from streamflow.runtime.job import JobStatus
+
+    sink = _SlowSink()
+    env = StreamExecutionEnvironment()
+    env.set_engine("spark")
+    env.configure({"execution.spark.records-per-batch": 50})
+    env.from_collection(list(range(2000))).map(lambda v: v + 1).add_sink(sink)
+
+    async def run() -> tuple[JobStatus, float]:
+        client = await env.execute_async("cancelled")
+        while not sink.results:
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await client.cancel()
+        return client.get_job_status(), time.monotonic() - started
+
+    status, took = asyncio.run(run())
+    assert status is JobStatus.CANCELED
+    assert 0 < len(sink.results) < 2000
+    assert took < 60
 
 
 def _run_kill_job(tmp: Path, kill_after: int | None) -> subprocess.CompletedProcess[str]:

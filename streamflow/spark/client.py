@@ -25,6 +25,12 @@ from .sinks import BatchSink, batch_sink_for, foreach_batch
 _log = logging.getLogger(__name__)
 
 KILL_AFTER_BATCH = "STREAMFLOW_SPARK_KILL_AFTER_BATCH"  # fault hook for the driver-kill tests
+# Spark starts the driver-side Python processes of a Python data source (the Kafka source's
+# offset planning) with a connect-back timeout of 10 s fixed in PythonWorkerFactory (no
+# setting changes it in 4.3); on an overloaded machine a fresh interpreter importing pyspark
+# can miss it. The query is then restarted from its checkpoint.
+_CONNECT_BACK = "Python worker failed to connect back"
+_RESTARTS = 2
 
 
 class SparkJobClient:
@@ -40,6 +46,7 @@ class SparkJobClient:
         self._queries: list[Any] = []
         self.rest: Any = None  # the job page is served by the asyncio engine only
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._started = time.monotonic()
         self._loop = asyncio.get_running_loop()
         self._done: asyncio.Future[None] = self._loop.create_future()
@@ -82,39 +89,71 @@ class SparkJobClient:
             sinks: list[BatchSink] = []
             _log.info("job %r: translating to Spark (work dir %s)", self.job_name, work)
             kill_after = os.environ.get(KILL_AFTER_BATCH)
+            starts = []
             for node, stream in plan.sink_streams():
                 spec = plan.spec(node)
                 sink = batch_sink_for(spec, self._loop)
                 sink.open()
                 sinks.append(sink)
-                query = (
+                writer = (
                     stream.df.writeStream.foreachBatch(
                         foreach_batch(sink, self._config.checkpoint.codec, _killer(kill_after), stream.layout)
                     )
                     .option("checkpointLocation", os.path.join(work, "checkpoints", spec.uid))
                     .queryName(f"{self.job_name}/{spec.uid}".replace(" ", "_"))
                     .trigger(availableNow=True)
-                    .start()
                 )
-                self._queries.append(query)
-            for query in self._queries:
-                while not query.awaitTermination(0.2):
-                    if self._stop.is_set():
-                        query.stop()
-                error = query.exception()
-                if error is not None and not self._stop.is_set():
-                    raise error
+                starts.append(writer.start)
+                self._started_query(writer.start())
+            for n, start in enumerate(starts):
+                self._await(n, start)
             if not self._stop.is_set():
                 for sink in sinks:
                     sink.finish()
             for sink in sinks:
                 sink.close()
         finally:
-            for query in self._queries:
-                if query.isActive:
-                    query.stop()
+            self._stop_queries()
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
+
+    def _started_query(self, query: Any, n: int | None = None) -> None:
+        with self._lock:
+            if n is None:
+                self._queries.append(query)
+            else:
+                self._queries[n] = query
+        if self._stop.is_set():  # cancel() ran before this query existed
+            query.stop()
+
+    def _await(self, n: int, start: Any) -> None:
+        """Waits for query ``n`` to end; restarts it from its checkpoint (the same batch ids, so
+        the sinks stay idempotent) when Spark could not start a driver-side Python process in
+        time (see ``_CONNECT_BACK``), at most ``_RESTARTS`` times, logged."""
+        for attempt in range(_RESTARTS + 1):
+            query = self._queries[n]
+            # Blocks in the JVM until the query ends: no polling. cancel() stops the queries
+            # from another thread, which ends this wait (a StreamingQueryListener would deliver
+            # the same event through py4j's callback server, a second channel for nothing).
+            try:
+                query.awaitTermination()
+                error = query.exception()
+            except Exception as exc:  # the query failed: awaitTermination raises its exception
+                error = exc
+            if error is None or self._stop.is_set():
+                return
+            if _CONNECT_BACK not in str(error) or attempt == _RESTARTS:
+                raise error
+            _log.warning("job %r: query %s failed because %s; restarting it from its checkpoint (%d of %d)",
+                         self.job_name, query.name, _CONNECT_BACK, attempt + 1, _RESTARTS)
+            self._started_query(start(), n)
+
+    def _stop_queries(self) -> None:
+        with self._lock:
+            queries = list(self._queries)
+        for query in queries:
+            if query.isActive:
+                query.stop()
 
     # -- the JobClient interface -----------------------------------------------------
     def get_job_status(self) -> JobStatus:
@@ -146,6 +185,7 @@ class SparkJobClient:
 
     async def cancel(self) -> None:
         self._stop.set()
+        await asyncio.get_running_loop().run_in_executor(None, self._stop_queries)
         try:
             await asyncio.shield(self._done)
         except Exception as exc:

@@ -273,6 +273,65 @@ def _operand(v: Any) -> Expr:
     return v
 
 
+def record_value(layout: Layout) -> Any:
+    """The symbolic value of a record argument: the record (a tuple's fields are read by
+    subscripts), or a scalar record's one column."""
+    if layout.is_tuple:
+        return _RECORD
+    f = layout.fields[0]
+    return Expr(("col", f.name), f.kind, f.lo, f.hi)
+
+
+def step(ins: dis.Instruction, stack: list[Any], layout: Layout, load: Any) -> bool:
+    """Executes one instruction of an expression over records of ``layout`` on the symbolic
+    ``stack`` (``load(name)`` gives a local variable's value); False if ``ins`` is not one of
+    the expression opcodes (the caller handles it or refuses); NotRecognised if it cannot be
+    translated."""
+    name = ins.opname
+    if name in ("RESUME", "NOP", "CACHE"):
+        return True
+    if name == "LOAD_FAST":
+        stack.append(load(ins.argval))
+    elif name == "LOAD_CONST":
+        stack.append(_const(ins.argval))
+    elif name == "BINARY_SUBSCR":
+        index, obj = stack.pop(), stack.pop()
+        if not (isinstance(index, Expr) and index.tree[0] == "lit" and index.kind == "int"):
+            raise NotRecognised("a subscript that is not a constant int")
+        i = index.lo
+        if obj is _RECORD:
+            if not layout.is_tuple or not -len(layout.fields) <= i < len(layout.fields):
+                raise NotRecognised(f"record[{i}] of a {len(layout.fields)}-field record")
+            f = layout.fields[i]
+            stack.append(Expr(("col", f.name), f.kind, f.lo, f.hi))
+        elif isinstance(obj, tuple) and -len(obj) <= i < len(obj):
+            stack.append(obj[i])
+        else:
+            raise NotRecognised("a subscript of something other than the record")
+    elif name == "BINARY_OP":
+        b, a = _operand(stack.pop()), _operand(stack.pop())
+        stack.append(_int_op(ins.argrepr, a, b))
+    elif name == "UNARY_NEGATIVE":
+        a = _operand(stack.pop())
+        if a.kind != "int":
+            raise NotRecognised(f"- of {a.kind}")
+        lo, hi = _check(-a.hi, -a.lo)
+        stack.append(Expr(("neg", a.tree), "int", lo, hi))
+    elif name == "COMPARE_OP":
+        op = str(ins.argval).removeprefix("bool(").removesuffix(")")
+        b, a = _operand(stack.pop()), _operand(stack.pop())
+        if op not in _COMPARE or a.kind != b.kind or a.kind == "bool":
+            raise NotRecognised(f"comparison {op!r} of {a.kind} and {b.kind}")
+        stack.append(Expr(("cmp", op, a.tree, b.tree), "bool"))
+    elif name == "BUILD_TUPLE":
+        items = stack[len(stack) - ins.arg:] if ins.arg else []
+        del stack[len(stack) - len(items):]
+        stack.append(tuple(_operand(v) for v in items))
+    else:
+        return False
+    return True
+
+
 def compile_function(fn: Any, layout: Layout, value_arg: int = 0, call_args: int = 1) -> Result:
     """``fn(record)`` as Spark expressions over ``layout``'s columns, or NotRecognised."""
     code, argcount = _code_of(fn, call_args)
@@ -280,54 +339,17 @@ def compile_function(fn: Any, layout: Layout, value_arg: int = 0, call_args: int
         raise NotRecognised("no value argument")
     value_name = code.co_varnames[value_arg]
     stack: list[Any] = []
+
+    def load(name: str) -> Any:
+        if name != value_name:
+            raise NotRecognised(f"reads {name!r}, not only its argument")
+        return record_value(layout)
+
     for ins in dis.get_instructions(code):
         name = ins.opname
-        if name in ("RESUME", "NOP", "CACHE"):
+        if step(ins, stack, layout, load):
             continue
-        if name == "LOAD_FAST":
-            if ins.argval != value_name:
-                raise NotRecognised(f"reads {ins.argval!r}, not only its argument")
-            if layout.is_tuple:
-                stack.append(_RECORD)
-            else:  # a scalar record is its one column
-                f = layout.fields[0]
-                stack.append(Expr(("col", f.name), f.kind, f.lo, f.hi))
-        elif name == "LOAD_CONST":
-            stack.append(_const(ins.argval))
-        elif name == "BINARY_SUBSCR":
-            index, obj = stack.pop(), stack.pop()
-            if not (isinstance(index, Expr) and index.tree[0] == "lit" and index.kind == "int"):
-                raise NotRecognised("a subscript that is not a constant int")
-            i = index.lo
-            if obj is _RECORD:
-                if not layout.is_tuple or not -len(layout.fields) <= i < len(layout.fields):
-                    raise NotRecognised(f"record[{i}] of a {len(layout.fields)}-field record")
-                f = layout.fields[i]
-                stack.append(Expr(("col", f.name), f.kind, f.lo, f.hi))
-            elif isinstance(obj, tuple) and -len(obj) <= i < len(obj):
-                stack.append(obj[i])
-            else:
-                raise NotRecognised("a subscript of something other than the record")
-        elif name == "BINARY_OP":
-            b, a = _operand(stack.pop()), _operand(stack.pop())
-            stack.append(_int_op(ins.argrepr, a, b))
-        elif name == "UNARY_NEGATIVE":
-            a = _operand(stack.pop())
-            if a.kind != "int":
-                raise NotRecognised(f"- of {a.kind}")
-            lo, hi = _check(-a.hi, -a.lo)
-            stack.append(Expr(("neg", a.tree), "int", lo, hi))
-        elif name == "COMPARE_OP":
-            op = str(ins.argval).removeprefix("bool(").removesuffix(")")
-            b, a = _operand(stack.pop()), _operand(stack.pop())
-            if op not in _COMPARE or a.kind != b.kind or a.kind == "bool":
-                raise NotRecognised(f"comparison {op!r} of {a.kind} and {b.kind}")
-            stack.append(Expr(("cmp", op, a.tree, b.tree), "bool"))
-        elif name == "BUILD_TUPLE":
-            items = stack[len(stack) - ins.arg:] if ins.arg else []
-            del stack[len(stack) - len(items):]
-            stack.append(tuple(_operand(v) for v in items))
-        elif name in ("RETURN_VALUE", "RETURN_CONST"):
+        if name in ("RETURN_VALUE", "RETURN_CONST"):
             if name == "RETURN_CONST":
                 stack.append(_const(ins.argval))
             result = stack.pop()

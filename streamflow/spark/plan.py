@@ -63,9 +63,11 @@ from .harness import WATERMARK_TAG, ChainRunner, NodeSpec
 from .keyed import KeyedRunner
 from .native import (
     LAYOUT_FILE,
+    Expr,
     Layout,
     merge_layouts,
     recognise,
+    record_value,
     records_from_arrow,
     select_result,
     to_column,
@@ -73,6 +75,7 @@ from .native import (
 )
 from .rolling import RollingRunner, recognise_rolling, state_ddl
 from .sources import SparkTranslationError, ToBinary, materialize
+from .window_agg import aggregate_columns, output_frame, recognise_window
 from .windows import WindowFirer, native_window, window_frame
 
 _log = logging.getLogger(__name__)
@@ -90,6 +93,7 @@ class Stream:
     stage: tuple[Any, Any] | None = None
     layout: Layout | None = None  # typed record columns (see .native), else the binary ``value``
     native: bool = False  # the node runs as Spark expressions (no Python stage to fuse with)
+    ts_range: tuple[int, int] | None = None  # the data rows' ``ts`` bounds (a recognised assigner)
 
 
 class Translation:
@@ -192,18 +196,18 @@ class Translation:
             if ts is None:
                 return None
             delay = _watermark_delay(node)
-            df = stream.df.withColumn("ts", F.when(F.col("eof"), F.col("ts")).otherwise(ts))
+            df = stream.df.withColumn("ts", F.when(F.col("eof"), F.col("ts")).otherwise(to_column(ts)))
             _log.info("%s runs natively on Spark", what)
             delay = delay if delay is not None else stream.delay_ms
-            return Stream(df, stream.ordered, delay, None, layout, True)
+            return Stream(df, stream.ordered, delay, None, layout, True, (ts.lo, ts.hi))
         else:
             return None
         _log.info("%s runs natively on Spark", what)
-        return Stream(df, stream.ordered, stream.delay_ms, None, out_layout, True)
+        return Stream(df, stream.ordered, stream.delay_ms, None, out_layout, True, stream.ts_range)
 
     @staticmethod
-    def _timestamps(op: TimestampsAndWatermarksOperator, layout: Layout, what: str) -> Any | None:
-        """The ``ts`` column of a recognised timestamp assigner, else None."""
+    def _timestamps(op: TimestampsAndWatermarksOperator, layout: Layout, what: str) -> Expr | None:
+        """The ``ts`` expression of a recognised timestamp assigner, else None."""
         assigner = op.strategy.create_timestamp_assigner()
         if assigner is None:
             return None
@@ -216,7 +220,7 @@ class Translation:
             result = recognise(assigner.extract_timestamp, layout, what, 1, 2)
         if result is None or result.is_tuple or result.identity or result.exprs[0].kind != "int":
             return None
-        return to_column(result.exprs[0])
+        return result.exprs[0]
 
     def _chain(self, node: StreamNode) -> tuple[Stream, list[NodeSpec]]:
         """The stage input and the fused operators ending with ``node``."""
@@ -256,13 +260,20 @@ class Translation:
             native_key = self._native_key(node, stream.layout, edges[0].key_selector)
         layout = stream.layout if native_key is not None else None
         if native_key is not None:
-            keyed = stream.df.withColumn("key", F.when(~F.col("eof"), native_key))  # null: end of input
+            keyed = stream.df.withColumn("key", F.when(~F.col("eof"), to_column(native_key)))  # null: eof
         else:
             key_column = _KeyColumn(edges[0].key_selector, self.codec, markers=window is None,
                                     layout=stream.layout)
             keyed = self._keyed_input(node, stream, key_column)
         if window is not None:
             assert stream.delay_ms is not None
+            if native_key is not None and layout is not None:
+                agg = recognise_window(window, layout, dataclasses.replace(native_key, tree=("col", "key")),
+                                       stream.ts_range, f"window {node.name!r}")
+                if agg is not None:
+                    frame = window_frame(keyed, window, stream.delay_ms, [], aggregate_columns(agg))
+                    return Stream(output_frame(frame, agg), False, stream.delay_ms, None,
+                                  agg.layout(layout.count), True)
             firer = WindowFirer(self.spec(node, self._side_tags(node)), self.codec.encode, self.codec.decode,
                                 uuid.uuid4().hex, layout)
             frame = window_frame(keyed, window, stream.delay_ms, layout.columns if layout else ["value"])
@@ -295,15 +306,15 @@ class Translation:
         return Stream(df, False, stream.delay_ms)
 
     @staticmethod
-    def _native_key(node: StreamNode, layout: Layout, selector: Any) -> Any | None:
-        """The key column of a recognised key selector (one str, int or bool field), else None."""
+    def _native_key(node: StreamNode, layout: Layout, selector: Any) -> Expr | None:
+        """The key expression of a recognised key selector (one str, int or bool field), else None."""
         if not isinstance(selector, types.FunctionType):
             return None
         result = recognise(selector, layout, f"the key selector of {node.name!r}")
         if result is None or result.is_tuple or (result.identity and layout.is_tuple):
             return None
         _log.info("the key selector of %r runs natively on Spark", node.name)
-        return _column(layout.fields[0].name) if result.identity else to_column(result.exprs[0])
+        return record_value(layout) if result.identity else result.exprs[0]
 
     def _keyed_input(self, node: StreamNode, stream: Stream, key_column: _KeyColumn) -> Any:
         """The keyed stage's input with its key column; fused into the stateless stage before
@@ -390,12 +401,6 @@ class Translation:
                 )
         if getattr(node.operator_factory, "is_async", False):
             raise SparkTranslationError(f"operator {node.name!r}: async functions cannot run on Spark")
-
-
-def _column(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col(name)
 
 
 def _with_delay(stream: Stream, delay: int | None) -> Stream:

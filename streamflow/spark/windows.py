@@ -123,10 +123,12 @@ def _feeds_keyed(graph: JobGraph, node: StreamNode) -> bool:
     return False
 
 
-def window_frame(keyed: Any, op: WindowOperator, delay_ms: int, record_columns: list[str]) -> Any:
+def window_frame(keyed: Any, op: WindowOperator, delay_ms: int, record_columns: list[str],
+                 aggregates: list[Any] | None = None) -> Any:
     """``keyed`` (rows with a key column and event times) grouped into closed windows:
     columns ``start``, ``end`` (ms), ``key`` and ``rows`` (structs of ``order`` and the record:
-    ``value``, or its typed columns)."""
+    ``value``, or its typed columns), or, with ``aggregates`` (Spark aggregate columns over typed
+    rows, whose ``order`` is then a long: see :mod:`.window_agg`), those instead of ``rows``."""
     from pyspark.sql import functions as F
 
     # typed rows' orders are one input position each ([seq]): kept as a long in the state
@@ -136,13 +138,18 @@ def window_frame(keyed: Any, op: WindowOperator, delay_ms: int, record_columns: 
     slide = assigner.slide if isinstance(assigner, SlidingEventTimeWindows) else size
     window = F.window("event_time", f"{size} milliseconds", f"{slide} milliseconds",
                       f"{assigner.offset % slide} milliseconds")
+    if aggregates is not None:
+        keyed = keyed.withColumn("order", F.col("order").getItem(0))
+        columns, names = aggregates, [f"a{n}" for n in range(len(aggregates))]
+    else:
+        columns, names = [F.collect_list(F.struct(order, *record_columns)).alias("rows")], ["rows"]
     return (
         keyed.withColumn("event_time", F.timestamp_millis("ts"))
         .withWatermark("event_time", f"{delay_ms} milliseconds")
         .groupBy(window.alias("window"), "key")
-        .agg(F.collect_list(F.struct(order, *record_columns)).alias("rows"))
+        .agg(*columns)
         .select(F.unix_millis("window.start").alias("start"), F.unix_millis("window.end").alias("end"),
-                "key", "rows")
+                "key", *names)
     )
 
 
