@@ -134,7 +134,10 @@ class Translation:
     def stream(self, node: StreamNode, tag: str | None = None) -> Stream:
         key = (node.id, tag)
         if key not in self._streams:
-            self._streams[key] = self._filter(self._output(node), tag)
+            out = self._output(node)
+            # a source's or a native stage's rows never carry a side-output tag: no filter
+            tagless = tag is None and (node.source is not None or out.native)
+            self._streams[key] = dataclasses.replace(out, stage=None) if tagless else self._filter(out, tag)
         return self._streams[key]
 
     def _output(self, node: StreamNode) -> Stream:
@@ -165,8 +168,8 @@ class Translation:
         if not self.native_exprs or len(node.inputs) != 1 or self._side_tags(node):
             return None
         (edge,) = node.inputs
-        if edge.partitioning in (Partitioning.HASH, Partitioning.BROADCAST):
-            return None
+        if edge.partitioning in (Partitioning.HASH, Partitioning.BROADCAST) or edge.side_tag is not None:
+            return None  # (a side output's rows carry its tag, which a native stage would keep)
         stream = self._input_of(node)
         layout = stream.layout
         factory = node.operator_factory
