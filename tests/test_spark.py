@@ -293,8 +293,8 @@ class _SlowSink(SinkFunction):
 
 
 def test_cancel_stops_a_running_spark_job() -> None:
-    """cancel() stops the queries from the caller's loop (no polling): the job ends CANCELED
-    long before its 40 micro-batches would have run."""
+    """The configuration key selects the engine; cancel() stops the queries from the caller's
+    loop (no polling): the job ends CANCELED long before its 40 micro-batches would have run."""
     import asyncio
     import time
 
@@ -302,20 +302,21 @@ def test_cancel_stops_a_running_spark_job() -> None:
 
     sink = _SlowSink()
     env = StreamExecutionEnvironment()
-    env.set_engine("spark")
-    env.configure({"execution.spark.records-per-batch": 50})
+    env.configure({"execution.engine": "spark", "execution.spark.records-per-batch": 50})
     env.from_collection(list(range(2000))).map(lambda v: v + 1).add_sink(sink)
 
-    async def run() -> tuple[JobStatus, float]:
+    async def run() -> tuple[JobStatus, float, dict]:
         client = await env.execute_async("cancelled")
         while not sink.results:
             await asyncio.sleep(0.05)
+        assert client.get_job_status() is JobStatus.RUNNING
         started = time.monotonic()
         await client.cancel()
-        return client.get_job_status(), time.monotonic() - started
+        return client.get_job_status(), time.monotonic() - started, client.get_metrics()
 
-    status, took = asyncio.run(run())
+    status, took, metrics = asyncio.run(run())
     assert status is JobStatus.CANCELED
+    assert metrics["spark.numBatches"] >= 1  # from the query's progress
     assert 0 < len(sink.results) < 2000
     assert took < 60
 

@@ -35,6 +35,10 @@ general path. ``execution.spark.native-windows: false`` forces the general path 
 
 The end-of-input row (key ``b""``, event time in 2255) lifts the watermark so every window
 closes in Spark's trailing no-data micro-batch; its own window never closes.
+
+When the window function only aggregates its elements (a field-wise reduce, or a process
+function of sums/minima/maxima/counts), :mod:`.window_agg` replaces ``collect_list`` and the
+Python stage with Spark aggregates (``window_frame(..., aggregates=...)``).
 """
 
 from __future__ import annotations
