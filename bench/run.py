@@ -389,7 +389,7 @@ def spark_main(args: argparse.Namespace) -> int:
     ok = True
     target = 1.2
     print(f"{'workload':8} {'n':>9} {'streamflow s':>13} {'pyspark s':>10} {'ratio':>6} {'cpu ratio':>9} "
-          f"{'target':>6}  result  answer  (medians of {args.repeat}; load average before/after)")
+          f"{'target':>6}  wall/cpu result  answer  (medians of {args.repeat}; load average before/after)")
     for name in args.workloads.split(","):
         flows: list[tuple[float, float]] = []
         hands: list[tuple[float, float]] = []
@@ -409,10 +409,12 @@ def spark_main(args: argparse.Namespace) -> int:
         cpu_ratio = statistics.median(c for _t, c in flows) / max(1e-9, hand_cpu)
         good = answer == expected
         ok &= good
-        verdict = "PASS" if flow / hand <= target else "MISS"
+        # both verdicts: wall time is what the target names; on a shared machine the CPU time
+        # (driver, JVM and workers) is the steadier figure (see docs/performance.md)
+        verdict = "/".join("PASS" if r <= target else "MISS" for r in (flow / hand, cpu_ratio))
         print(
             f"{name:8} {args.n:>9,} {flow:>13.3f} {hand:>10.3f} {flow / hand:>5.2f}x {cpu_ratio:>8.2f}x "
-            f"{'<=' + str(target) + 'x':>6}  {verdict}    {answer} "
+            f"{'<=' + str(target) + 'x':>6}  {verdict}  {answer} "
             f"{'exact' if good else f'WRONG ({expected})'}"
             f"  load {load:.1f}/{os.getloadavg()[0]:.1f}",
             flush=True,
