@@ -63,6 +63,9 @@ MODULES = [
     "pyflink.datastream.state_backend",
     "pyflink.datastream.async_data_stream",
     "pyflink.metrics.metricbase",
+    # the row formats the Kafka examples use (Avro, ORC, Parquet need Java format jars)
+    "pyflink.datastream.formats.json",
+    "pyflink.datastream.formats.csv",
 ]
 
 

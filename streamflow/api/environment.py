@@ -343,13 +343,20 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
     ) -> DataStream:
         """``type_info`` declares the record type, as PyFlink's ``from_source(..., type_info=)``:
         records of a converting type (rows, tuples, ...) become that type."""
-        from .datastream import DataStream
 
         if type_info is not None:
-            stream = self.from_source(source, watermark_strategy, source_name)
+            stream = self._from_source(source, watermark_strategy, source_name)
             if getattr(type_info, "converts", lambda: False)():
                 stream = stream.map(type_info.convert).name(f"{source_name} as {type_info}")
             return typed(stream, type_info)
+        # as Flink: the source's own type (e.g. its deserializer's row type), records unchanged
+        produced = getattr(source, "get_produced_type", None)
+        own_type = produced() if callable(produced) else None
+        stream = self._from_source(source, watermark_strategy, source_name)
+        return typed(stream, own_type) if own_type is not None else stream
+
+    def _from_source(self, source: Source, watermark_strategy: Any, source_name: str) -> DataStream:
+        from .datastream import DataStream
 
         if not isinstance(source, Source):
             raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")

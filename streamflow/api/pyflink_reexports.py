@@ -114,6 +114,18 @@ IMPORTED: dict[str, dict[str, str]] = {
         "WindowAssigner": "streamflow.datastream",
         "WindowFunction": "streamflow.datastream",
     },
+    "streamflow.datastream.formats.csv": {
+        "BulkWriterFactory": "streamflow.common.serialization",
+        "DeserializationSchema": "streamflow.common",
+        "SerializationSchema": "streamflow.common",
+        "StreamFormat": "streamflow.datastream.connectors.file_system",
+        "TypeInformation": "streamflow.common",
+    },
+    "streamflow.datastream.formats.json": {
+        "DeserializationSchema": "streamflow.common",
+        "SerializationSchema": "streamflow.common",
+        "TypeInformation": "streamflow.common",
+    },
     "streamflow.datastream.functions": {
         "AggregatingState": "streamflow.datastream.state",
         "AggregatingStateDescriptor": "streamflow.datastream.state",

@@ -129,6 +129,13 @@ class KafkaSource(Source):
     def builder() -> KafkaSourceBuilder:
         return KafkaSourceBuilder()
 
+    def get_produced_type(self) -> Any:
+        """The type of its records, as Flink's source takes it from its value deserializer
+        (a row type of the JSON/CSV row schemas), else ``None`` (undeclared)."""
+        schema = getattr(self.deserializer, "value_schema", None)
+        produced = getattr(schema, "get_produced_type", None)
+        return produced() if callable(produced) else None
+
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         return KafkaSourceReader(self, subtask_index, parallelism)
 

@@ -13,6 +13,7 @@ comprehension.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,8 @@ __all__ = [
     "as_deserializer",
     "as_serializer",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class SerializationSchema:
@@ -86,18 +89,28 @@ class ByteArraySchema(SerializationSchema, DeserializationSchema):
 
 
 class JsonRowSerializationSchema(SerializationSchema):
-    """JSON documents (orjson). With ``field_names``, a tuple/list row becomes an object."""
+    """JSON documents (orjson). With ``field_names`` (or a row ``type_info``, PyFlink's
+    ``.Builder().with_type_info(Types.ROW_NAMED(...))``), a row, tuple or list becomes an object
+    named by the fields."""
 
-    def __init__(self, field_names: Sequence[str] | None = None) -> None:
+    def __init__(self, field_names: Sequence[str] | None = None, type_info: Any = None) -> None:
+        if field_names is None and type_info is not None:
+            field_names = _field_names(type_info)
         self.field_names = list(field_names) if field_names else None
+        self.type_info = type_info
 
     @staticmethod
     def builder() -> _JsonRowBuilder:
         return _JsonRowBuilder(JsonRowSerializationSchema)
 
+    @staticmethod
+    def Builder() -> _JsonRowBuilder:  # PyFlink's name (a nested class there)
+        return _JsonRowBuilder(JsonRowSerializationSchema)
+
     def serialize(self, value: Any) -> bytes:
-        if self.field_names is not None and isinstance(value, (tuple, list)):
-            value = dict(zip(self.field_names, value, strict=True))
+        names = self.field_names
+        if names is not None and not isinstance(value, (dict, str, bytes)) and hasattr(value, "__iter__"):
+            value = dict(zip(names, value, strict=True))
         return orjson.dumps(value)
 
     def serialize_batch(self, values: Sequence[Any]) -> list[bytes]:
@@ -106,46 +119,101 @@ class JsonRowSerializationSchema(SerializationSchema):
             return [dumps(v) for v in values]
         return [self.serialize(v) for v in values]
 
+    def get_produced_type(self) -> Any:
+        return self.type_info
+
 
 class JsonRowDeserializationSchema(DeserializationSchema):
-    """JSON documents (orjson) to dicts, or to tuples in ``field_names`` order when given."""
+    """JSON documents (orjson) to dicts, or to tuples in ``field_names`` order when given, or to
+    ``Row``s of a row ``type_info`` (PyFlink's ``.Builder().type_info(...)``: a missing field is
+    ``None`` unless ``fail_on_missing_field``; with ``ignore_parse_errors`` a document that does
+    not parse is skipped and logged)."""
 
-    def __init__(self, field_names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        field_names: Sequence[str] | None = None,
+        type_info: Any = None,
+        fail_on_missing_field: bool = False,
+        ignore_parse_errors: bool = False,
+    ) -> None:
         self.field_names = list(field_names) if field_names else None
+        self.type_info = type_info
+        self.fail_on_missing_field = fail_on_missing_field
+        self.ignore_parse_errors = ignore_parse_errors
 
     @staticmethod
     def builder() -> _JsonRowBuilder:
         return _JsonRowBuilder(JsonRowDeserializationSchema)
 
+    @staticmethod
+    def Builder() -> _JsonRowBuilder:  # PyFlink's name (a nested class there)
+        return _JsonRowBuilder(JsonRowDeserializationSchema)
+
+    def get_produced_type(self) -> Any:
+        return self.type_info
+
     def deserialize(self, message: bytes) -> Any:
-        doc = orjson.loads(message)
+        try:
+            doc = orjson.loads(message)
+        except orjson.JSONDecodeError as exc:
+            if not self.ignore_parse_errors:
+                raise  # (a dead letter of the source, or its failure, names JSONDecodeError)
+            log.warning("JSON row: skipped a document that does not parse (%s): %r", exc, message[:100])
+            return None
+        if self.type_info is not None:
+            if self.fail_on_missing_field:
+                missing = [n for n in _field_names(self.type_info) or () if n not in doc]
+                if missing:
+                    raise ValueError(f"JSON row: field(s) {missing} missing in {message[:100]!r}")
+            return self.type_info.convert(doc)
         if self.field_names is None:
             return doc
         return tuple(doc[name] for name in self.field_names)
 
     def deserialize_batch(self, messages: Sequence[bytes]) -> list[Any]:
-        if self.field_names is None:
+        if self.field_names is None and self.type_info is None:
             loads = orjson.loads
             return [loads(m) for m in messages]
-        return [self.deserialize(m) for m in messages]
+        out = [self.deserialize(m) for m in messages]
+        return out if not self.ignore_parse_errors else [r for r in out if r is not None]
+
+
+def _field_names(type_info: Any) -> list[str] | None:
+    names = getattr(type_info, "get_field_names", None)
+    return list(names()) if callable(names) else None
 
 
 class _JsonRowBuilder:
-    """PyFlink's ``.builder().type_info(...).build()``: field names come from a row type or a list."""
+    """PyFlink's ``.builder()``/``.Builder()``: ``type_info``/``with_type_info`` (a row type, or a
+    list of field names), ``fail_on_missing_field()``, ``ignore_parse_errors()``, ``build()``."""
 
     def __init__(self, cls: type) -> None:
         self._cls = cls
         self._fields: list[str] | None = None
+        self._type_info: Any = None
+        self._options: dict[str, bool] = {}
 
     def type_info(self, type_info: Any) -> _JsonRowBuilder:
-        names = getattr(type_info, "get_field_names", None)
-        self._fields = list(names()) if callable(names) else (list(type_info) if type_info else None)
+        fields = _field_names(type_info)
+        if fields is not None:
+            self._type_info = type_info
+        self._fields = fields if fields is not None else (list(type_info) if type_info else None)
         return self
 
     with_type_info = type_info
 
+    def fail_on_missing_field(self) -> _JsonRowBuilder:
+        self._options["fail_on_missing_field"] = True
+        return self
+
+    def ignore_parse_errors(self) -> _JsonRowBuilder:
+        self._options["ignore_parse_errors"] = True
+        return self
+
     def build(self) -> Any:
-        return self._cls(self._fields)
+        if self._cls is JsonRowSerializationSchema:
+            return JsonRowSerializationSchema(self._fields, self._type_info)
+        return JsonRowDeserializationSchema(self._fields, self._type_info, **self._options)
 
 
 class _FnSerializer(SerializationSchema):

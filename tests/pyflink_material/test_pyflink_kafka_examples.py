@@ -1,20 +1,20 @@
 """The Kafka examples of the apache-flink 2.3.0 wheel that use PyFlink's (new) Kafka connector,
 run on streamflow's native ``KafkaSource``/``KafkaSink`` against the test broker.
 
-``examples/connectors/kafka_bytearray_format.py`` and
-``examples/connectors/kafka_row_field_extractor_example.py`` are Flink's files, unchanged
-except that ``pyflink`` reads ``streamflow``. They expect a Kafka broker at
+``examples/connectors/kafka_bytearray_format.py``, ``kafka_json_format.py``,
+``kafka_csv_format.py`` and ``kafka_row_field_extractor_example.py`` are Flink's files,
+unchanged except that ``pyflink`` reads ``streamflow`` (the JSON and CSV ones use
+``streamflow.datastream.formats``, PyFlink's row formats in Python). They expect a Kafka broker at
 ``localhost:9092`` with their topics created ("make sure ... the topic ... is created");
 the harness starts the test broker (``streamflow.testing.kafka_broker``) on port 9092 and
 creates the topics. If port 9092 is taken on this machine, the harness runs the files with
 the broker's address in place of ``localhost:9092`` (the only change, logged). Each file runs
-as a script in its own process, as a user runs it: ``kafka_bytearray_format.py`` writes three
-records, then reads the topic forever (an unbounded source, as in PyFlink), so the harness
-stops it once the three records are printed.
+as a script in its own process, as a user runs it: the format examples write their
+records, then read the topic forever (an unbounded source, as in PyFlink), so the harness
+stops each once its records are printed.
 
-The other connector examples stay out (docs/pyflink.md): ``kafka_json_format.py``,
-``kafka_csv_format.py`` and ``kafka_avro_format.py`` use ``pyflink.datastream.formats``
-(Flink's JVM row formats), ``elasticsearch.py`` and ``pulsar.py`` JVM-only connectors.
+The other connector examples stay out (docs/pyflink.md): ``kafka_avro_format.py`` (Avro
+needs Flink's Java format jar), ``elasticsearch.py`` and ``pulsar.py`` (JVM-only connectors).
 """
 
 from __future__ import annotations
@@ -106,19 +106,43 @@ def test_kafka_row_field_extractor_example(broker: KafkaBroker, tmp_path: Path) 
     assert all(len(parts) == 1 for parts in by_user.values())
 
 
-def test_kafka_bytearray_format(broker: KafkaBroker, tmp_path: Path) -> None:
-    asyncio.run(create_topic(broker.bootstrap_servers, "test_bytearray_topic"))
-    script = _script("kafka_bytearray_format.py", broker, tmp_path)
+ROWS = ["+I[1, hi]", "+I[2, hello]", "+I[3, hi]", "+I[4, hello]", "+I[5, hi]", "+I[6, hello]", "+I[6, hello]"]
+BYTES = [
+    json.dumps({"id": 1, "country": "USA"}),
+    json.dumps({"id": 2, "country": "Canada"}),
+    json.dumps({"id": 3, "country": "Germany"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "topic", "expected"),
+    [
+        ("kafka_bytearray_format.py", "test_bytearray_topic", BYTES),
+        ("kafka_json_format.py", "test_json_topic", ROWS),
+        ("kafka_csv_format.py", "test_csv_topic", ROWS),
+    ],
+)
+def test_write_then_read_examples(
+    broker: KafkaBroker, tmp_path: Path, name: str, topic: str, expected: list
+) -> None:
+    """Each writes its records, then prints what it reads back from the topic, forever (an
+    unbounded source, as in PyFlink): the harness stops it once every record is printed."""
+    asyncio.run(create_topic(broker.bootstrap_servers, topic))
+    script = _script(name, broker, tmp_path)
     proc = subprocess.Popen(
         [sys.executable, str(script)], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, cwd=tmp_path, start_new_session=True,
     )  # fmt: skip
     printed: list[str] = []
+
+    def records() -> list[str]:
+        return [p for p in printed if p.startswith(("{", "+I["))]
+
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 120
         os.set_blocking(proc.stdout.fileno(), False)
-        while time.monotonic() < deadline and len([p for p in printed if p.startswith("{")]) < 3:
+        while time.monotonic() < deadline and len(records()) < len(expected):
             line = proc.stdout.readline()
             if line:
                 printed.append(line.strip())
@@ -132,13 +156,7 @@ def test_kafka_bytearray_format(broker: KafkaBroker, tmp_path: Path) -> None:
         proc.wait(30)
     assert "start writing data to kafka" in printed, printed[-40:]
     assert "start reading data from kafka" in printed, printed[-40:]
-    assert sorted(p for p in printed if p.startswith("{")) == sorted(
-        [
-            json.dumps({"id": 1, "country": "USA"}),
-            json.dumps({"id": 2, "country": "Canada"}),
-            json.dumps({"id": 3, "country": "Germany"}),
-        ]
-    ), printed[-40:]
+    assert sorted(records()) == sorted(expected), printed[-40:]
 
 
 def test_builders_take_bootstrap_servers_and_group_id_as_properties() -> None:
@@ -156,7 +174,9 @@ def test_builders_take_bootstrap_servers_and_group_id_as_properties() -> None:
     )
     assert (source.bootstrap_servers, source.group_id, source.properties) == ("host:1", "g", {})
     serializer = (
-        KafkaRecordSerializationSchema.builder().set_topic("t").set_value_serialization_schema(SimpleStringSchema())
+        KafkaRecordSerializationSchema.builder()
+        .set_topic("t")
+        .set_value_serialization_schema(SimpleStringSchema())
     ).build()
     sink = KafkaSink.builder().set_property("bootstrap.servers", "host:2").set_record_serializer(serializer)
     assert sink.build().bootstrap_servers == "host:2"
