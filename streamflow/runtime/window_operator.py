@@ -39,6 +39,7 @@ watermark past the pane's end fires them (and only them). The differential tests
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -130,12 +131,42 @@ class WindowOperator(TimerOperator):
     def encode_namespace(self, window: Any) -> Any:
         if isinstance(window, TimeWindow):
             return ("w", window.start, window.end)
-        return ("c", window.id) if isinstance(window, CountWindow) else ("g",)
+        if isinstance(window, CountWindow):
+            return ("c", window.id)
+        if isinstance(window, GlobalWindow):
+            return ("g",)
+        # a custom assigner's window: the bytes of its serializer (PyFlink's
+        # get_window_serializer()), else the window itself, for the state codec
+        serializer = self._window_serializer()
+        if serializer is None:
+            return ("o", window)
+        buf = io.BytesIO()
+        serializer.serialize(window, buf)
+        return ("s", buf.getvalue())
 
     def decode_namespace(self, plain: Any) -> Any:
-        if plain[0] == "w":
+        kind = plain[0]
+        if kind == "w":
             return TimeWindow(plain[1], plain[2])
-        return CountWindow(plain[1]) if plain[0] == "c" else GlobalWindow.get()
+        if kind == "c":
+            return CountWindow(plain[1])
+        if kind == "s":
+            serializer = self._window_serializer()
+            if serializer is None:
+                raise ValueError(
+                    f"operator {self.name!r}: the checkpoint holds windows written by a window "
+                    f"serializer, but assigner {type(self.assigner).__name__} has none now"
+                )
+            return serializer.deserialize(io.BytesIO(plain[1]))
+        return plain[1] if kind == "o" else GlobalWindow.get()
+
+    def _window_serializer(self) -> Any:
+        """The assigner's ``get_window_serializer()`` (custom windows only), or None."""
+        get = getattr(self.assigner, "get_window_serializer", None)
+        try:
+            return get() if callable(get) else None
+        except NotImplementedError:
+            return None
 
     def get_runtime_context(self) -> RuntimeContext:
         """For assigners that keep keyed state (PyFlink's count assigners)."""
