@@ -18,9 +18,11 @@
 """The cases of PyFlink's ``pyflink/datastream/tests/test_async_function.py`` (Flink 2.2's
 Python async I/O; the DataStream docs' async I/O page has no Python tab), ported as the
 ``test_data_stream.py`` cases are: the same inputs, API calls and expected outputs, with
-``pyflink`` reading ``streamflow``. Two changes, each said where it is made: the sleeps
-and timeouts are a tenth of PyFlink's (the relations between them are kept: a call that
-sleeps past its timeout still does), and where a case reaches into the JVM (a Java
+``pyflink`` reading ``streamflow``. Two changes, each said where it is made: the sleeps,
+timeouts and backoffs are PyFlink's times ``SCALE``, a tenth by default so the suite stays
+quick (the relations between them are kept: a call that sleeps past its timeout still
+does); ``PYFLINK_CASES_TIME_SCALE=1`` runs them with PyFlink's own times. And where a case
+reaches into the JVM (a Java
 per-element watermark generator, the JVM configuration) the port uses streamflow's own
 equivalent.
 """
@@ -28,6 +30,7 @@ equivalent.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from typing import Any
 
@@ -55,8 +58,16 @@ def source(data: list[tuple[int, int]] = DATA) -> tuple[Any, Any, DataStreamTest
     return env, env.from_collection(data, type_info=ROW), DataStreamTestSinkFunction()
 
 
+SCALE = float(os.environ.get("PYFLINK_CASES_TIME_SCALE", "0.1"))
+
+
 def sleep(seconds: float) -> Any:
-    return asyncio.sleep(seconds / 10)  # a tenth of PyFlink's
+    return asyncio.sleep(seconds * SCALE)  # PyFlink's sleep, scaled
+
+
+def seconds(n: float) -> Time:
+    """PyFlink's ``Time.seconds(n)``, scaled."""
+    return Time.milliseconds(round(n * 1000 * SCALE))
 
 
 def test_unordered_mode() -> None:
@@ -70,7 +81,7 @@ def test_unordered_mode() -> None:
         def timeout(self, value: Row):
             return [value[0] + value[1]]
 
-    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(500), 2, Types.INT())
+    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(5), 2, Types.INT())
     ds.add_sink(sink)
     env.execute()
     assert sorted(sink.get_results(False)) == sorted(["2", "4", "6", "8", "10"])
@@ -87,7 +98,7 @@ def test_ordered_mode() -> None:
         def timeout(self, value: Row):
             return [value[0] + value[1]]
 
-    ds = AsyncDataStream.ordered_wait(ds, MyAsyncFunction(), Time.milliseconds(500), 2, Types.INT())
+    ds = AsyncDataStream.ordered_wait(ds, MyAsyncFunction(), seconds(5), 2, Types.INT())
     ds.add_sink(sink)
     env.execute()
     assert sink.get_results(False) == ["2", "4", "6", "8", "10"]
@@ -120,7 +131,7 @@ def test_watermark() -> None:
         def timeout(self, value: Row):
             return [value[0] + value[1]]
 
-    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(500), 2, Types.INT())
+    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(5), 2, Types.INT())
     ds.add_sink(sink)
     env.execute()
     # note that we use assert_equals instead of assert_equals_sorted (the watermark after each
@@ -139,7 +150,7 @@ def test_non_iterable_result() -> None:
         def timeout(self, value: Row):
             return value[0] + value[1]
 
-    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(500), 2, Types.INT())
+    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(5), 2, Types.INT())
     ds.add_sink(sink)
     with pytest.raises(Exception, match="The result of AsyncFunction should be of list type"):
         env.execute()
@@ -156,7 +167,7 @@ def test_none_result() -> None:
         def timeout(self, value: Row):
             return None
 
-    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(100), 2, Types.INT())
+    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(1), 2, Types.INT())
     ds.add_sink(sink)
     with pytest.raises(Exception, match="The result of AsyncFunction cannot be none"):
         env.execute()
@@ -173,7 +184,7 @@ def test_raise_exception_in_async_invoke() -> None:
             # raise the same exception to make sure test case is stable in all cases
             raise Exception("encountered an exception")
 
-    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(500), 2, Types.INT())
+    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(5), 2, Types.INT())
     ds.add_sink(sink)
     with pytest.raises(Exception, match="encountered an exception"):
         env.execute()
@@ -190,7 +201,7 @@ def test_raise_exception_in_timeout() -> None:
         def timeout(self, value: Row):
             raise Exception("encountered an exception")
 
-    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(200), 2, Types.INT())
+    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(2), 2, Types.INT())
     ds.add_sink(sink)
     with pytest.raises(Exception, match="encountered an exception"):
         env.execute()
@@ -207,7 +218,7 @@ def test_processing_timeout() -> None:
         def timeout(self, value: Row):
             return [value[0] - value[1]]
 
-    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(100), 2, Types.INT())
+    ds = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(1), 2, Types.INT())
     ds.add_sink(sink)
     env.execute()
     assert sink.get_results(False) == ["0", "0", "0", "0", "0"]
@@ -243,12 +254,12 @@ def test_async_with_retry() -> None:
 
     async_retry_strategy = AsyncRetryStrategy.fixed_delay(
         max_attempts=5,
-        backoff_time_millis=100,  # (a tenth)
+        backoff_time_millis=round(1000 * SCALE),
         result_predicate=result_predicate,
         exception_predicate=exception_predicate,
     )
     ds = AsyncDataStream.unordered_wait_with_retry(
-        ds, MyAsyncFunction(), Time.seconds(1), async_retry_strategy, 2, Types.INT()
+        ds, MyAsyncFunction(), seconds(10), async_retry_strategy, 2, Types.INT()
     )
     ds.add_sink(sink)
     env.execute()
@@ -270,6 +281,6 @@ def test_run_async_function_in_thread_mode() -> None:
             await sleep(2)
             return [value[0] + value[1]]
 
-    result = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), Time.milliseconds(500), 2, Types.INT())
+    result = AsyncDataStream.unordered_wait(ds, MyAsyncFunction(), seconds(5), 2, Types.INT())
     with result.execute_and_collect() as results:
         assert sorted(results) == [2, 4, 6, 8, 10]
