@@ -30,7 +30,7 @@ from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 from .batch import resolve_batch
 from .blocking import refuse_running_loop, run_coroutine
 from .env_pyflink import PyFlinkEnvironmentMixin
-from .typed import convert_collection, typed
+from .typed import collection_source, typed
 
 if TYPE_CHECKING:
     from .datastream import DataStream
@@ -322,7 +322,7 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         """A bounded stream of the given elements (any deterministic iterable); with
         ``type_info`` the elements become records of that type (rows, tuples, ...)."""
         return typed(
-            self.from_source(CollectionSource(convert_collection(collection, type_info)), None, "collection"),
+            self.from_source(collection_source(collection, type_info), None, "collection"),
             type_info,
         )
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
 from typing import Any, TextIO, cast
 
+from ..connectors.collection import CollectionSource
 from ..connectors.sinks import PrintSink, _WriteOperator
 from ..functions import (
     FlatMapFunction,
@@ -37,6 +38,7 @@ from ..types.typeinfo import TypeInformation
 
 __all__ = [
     "TypedPrintSink",
+    "collection_source",
     "configure_input_type",
     "convert_collection",
     "converted",
@@ -156,7 +158,8 @@ def with_output_type(func: Any, method: str, output_type: Any) -> Any:
 
 
 def convert_collection(collection: Any, type_info: Any) -> Any:
-    """``from_collection(data, type_info=...)``: the elements as records of ``type_info``."""
+    """``from_collection(data, type_info=...)``: the elements as records of ``type_info`` (an
+    iterable is converted a slice at a time; the source converts each batch it reads)."""
     convert_batch = batch_converter(type_info)
     if convert_batch is None:
         return collection
@@ -165,6 +168,15 @@ def convert_collection(collection: Any, type_info: Any) -> Any:
     if callable(collection):
         return lambda: _converted(convert_batch, collection())
     return lambda: _converted(convert_batch, collection)
+
+
+def collection_source(collection: Any, type_info: Any) -> CollectionSource:
+    """The source of ``from_collection(collection, type_info=...)``: a list or tuple converted
+    once, an iterable a batch at a time as the source reads it (no second buffer)."""
+    convert_batch = batch_converter(type_info)
+    if convert_batch is None or isinstance(collection, (list, tuple)):
+        return CollectionSource(convert_collection(collection, type_info))
+    return CollectionSource(collection, convert_batch)
 
 
 def _converted(convert_batch: Callable[[list], list], values: Iterable[Any]) -> Iterator[Any]:

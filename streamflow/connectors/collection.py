@@ -31,9 +31,12 @@ class _CountingReader(SourceReader):
 
 
 class _IterableReader(_CountingReader):
-    def __init__(self, make_iter: Callable[[], Iterable[Any]]) -> None:
+    def __init__(
+        self, make_iter: Callable[[], Iterable[Any]], convert_batch: Callable[[list], list] | None = None
+    ) -> None:
         super().__init__()
         self._make_iter = make_iter
+        self._convert = convert_batch
         self._it: Any = None
 
     async def start(self, wake: Callable[[], None]) -> None:
@@ -48,6 +51,8 @@ class _IterableReader(_CountingReader):
         if not batch:
             return END
         self.emitted += len(batch)
+        if self._convert is not None:  # one record out for each in: positions are unchanged
+            return self._convert(batch)
         return batch
 
 
@@ -69,18 +74,28 @@ class _SequenceReader(_CountingReader):
 
 class CollectionSource(Source):
     """``env.from_collection(data)``: a list, a tuple, any iterable, or a zero-argument
-    callable returning an iterable (re-invoked on restore)."""
+    callable returning an iterable (re-invoked on restore). ``convert_batch`` (a declared
+    type's batch converter: one record out for each record in) converts each batch an
+    iterable yields as it is read; a list or tuple is given already converted."""
 
-    def __init__(self, data: Iterable[Any] | Callable[[], Iterable[Any]]) -> None:
+    def __init__(
+        self,
+        data: Iterable[Any] | Callable[[], Iterable[Any]],
+        convert_batch: Callable[[list], list] | None = None,
+    ) -> None:
         self._data = data
+        self._convert = convert_batch
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         data = self._data
         if isinstance(data, (list, tuple)):
+            if self._convert is not None:
+                data = self._data = self._convert(list(data))  # once, for every reader after it
+                self._convert = None
             return _SequenceReader(data)
         if callable(data):
-            return _IterableReader(data)
-        return _IterableReader(lambda: data)
+            return _IterableReader(data, self._convert)
+        return _IterableReader(lambda: data, self._convert)
 
 
 class _AsyncIterableReader(_CountingReader):

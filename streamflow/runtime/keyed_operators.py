@@ -17,6 +17,7 @@ from typing import Any
 from ..functions import Function
 from ..types.row import Row
 from .basic_operators import expand, is_async, resolve_function
+from .fold import inline_expression, key_expression, make_fold
 from .item_getters import failed_record
 from .process_operators import TimerOperator
 
@@ -43,13 +44,32 @@ class ReduceOperator(TimerOperator):
         fn = self.functions[0]
         self._plain = type(self.table) is dict and not isinstance(getattr(fn, "__self__", fn), Function)
         self._new_keys_often = True  # until a batch shows mostly known keys
+        self._folds: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+        self._fold_checked = False
         await super().open()
+
+    def _inline_folds(self) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+        """The batch loops with the reduce function inlined (runtime/fold.py), when it has a
+        recognised shape: (known keys, many new keys)."""
+        inline = inline_expression(self.reduce)
+        if inline is None:
+            return None
+        expression, namespace = inline
+        key = key_expression(self.key_selector)
+        return (make_fold(expression, namespace, key, True), make_fold(expression, namespace, key, False))
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if self._check_key_type:
             self.check_key_type(records)
         if self._specialize is not None and records:
             self.reduce, self._specialize = self._specialize(records[0]), None
+        if self._plain:
+            if not self._fold_checked and records:
+                self._fold_checked = True
+                self._folds = self._inline_folds()
+            if self._folds is not None:
+                await self._fold_batch(self._folds, records, timestamps)
+                return
         key_of, reduce, table, backend = self.key_selector, self.reduce, self.table, self.backend
         get, missing = table.get, _MISSING
         out: list[Any] = []
@@ -114,6 +134,38 @@ class ReduceOperator(TimerOperator):
         if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
             self.dirty.extend(keys, out)
         await self.output.push(out, timestamps)
+
+
+    async def _fold_batch(
+        self, folds: tuple[Callable[..., Any], ...], records: list, timestamps: list[int] | None
+    ) -> None:
+        """The plain path with the reduce function inlined: one generated loop, the same
+        results and state as the loop in ``process_batch``; a failure names its record."""
+        it = iter(records)
+        try:
+            out, new = folds[1 if self._new_keys_often else 0](it, self.table, self.key_selector, _MISSING)
+        except Exception as exc:
+            record = failed_record(records, it)  # a local named record: found even when None
+            if isinstance(exc, TypeError) and "unhashable" in str(exc):
+                exc = _unhashable(self.key_selector, record, exc)
+            raise self.failure(exc, record) from None
+        self._new_keys_often = new * 8 > len(records)
+        if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
+            self.dirty.extend(list(map(self.key_selector, records)), out)
+        await self.output.push(out, timestamps)
+
+
+def _unhashable(key_of: Callable[[Any], Any], record: Any, exc: TypeError) -> TypeError:
+    try:
+        key = key_of(record)
+    except Exception:  # the key selector itself failed: its own error says so
+        return exc
+    error = TypeError(
+        f"key_by() selector returned an unhashable key {key!r} "
+        f"({type(key).__name__}): keys must be hashable (use a tuple, not a list)"
+    )
+    error.__cause__ = exc
+    return error
 
 
 class KeyedFunctionOperator(TimerOperator):
@@ -248,14 +300,19 @@ def _tuple_aggregation(
 ) -> Callable[[Any, Any], Any]:
     if n >= arity:
         return fallback
-    parts = [f"acc[{i}]" for i in range(arity)]
-    if kind == "sum":
-        parts[n] = f"acc[{n}] + v[{n}]"
-        body = f"({', '.join(parts)},)"
-    else:
-        parts[n] = f"v[{n}]"
-        op = "<=" if kind == "min" else ">="
-        body = f"acc if acc[{n}] {op} v[{n}] else ({', '.join(parts)},)"
+
+    def expression(v: str) -> str:  # the aggregation of ``acc`` and the record named ``v``
+        parts = [f"acc[{i}]" for i in range(arity)]
+        if kind == "sum":
+            parts[n] = f"acc[{n}] + {v}[{n}]"
+            body = f"({', '.join(parts)},)"
+        else:
+            parts[n] = f"{v}[{n}]"
+            op = "<=" if kind == "min" else ">="
+            body = f"acc if acc[{n}] {op} {v}[{n}] else ({', '.join(parts)},)"
+        return f"(({body}) if type(acc) is tuple and len(acc) == {arity} else fallback(acc, {v}))"
+
     # generated from integers only; other shapes fall back to the generic function
-    code = f"lambda acc, v: ({body}) if type(acc) is tuple and len(acc) == {arity} else fallback(acc, v)"
-    return eval(code, {"fallback": fallback})
+    fast: Callable[[Any, Any], Any] = eval(f"lambda acc, v: {expression('v')}", {"fallback": fallback})
+    fast.inline = (expression("r"), {"fallback": fallback})  # type: ignore[attr-defined]  # runtime/fold.py
+    return fast

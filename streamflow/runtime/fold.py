@@ -1,0 +1,186 @@
+"""A keyed ``reduce`` over a batch as one generated loop, the reduce function's body inlined.
+
+A keyed reduce calls the user's function once per record: ``reduce(table[key], record)``.
+For the usual shapes, ``lambda a, b: (a[0], a[1] + b[1], b[2])`` or ``lambda a, b: a + b``,
+that call (a frame, two argument bindings) costs more than what the function does. This
+module writes the batch loop of :class:`~.keyed_operators.ReduceOperator`'s plain-callable
+path as Python source with the function's *expression* in place of the call, compiles it
+once per shape, and the operator runs it over each batch.
+
+Theory of operation
+-------------------
+* :func:`inline_expression` reads the function's bytecode (``dis``) with a small stack
+  machine that knows only: loading either argument, loading an ``int``/``str``/``bool``/
+  ``None`` constant, subscripting, a binary arithmetic operator, building a tuple, and
+  returning. Anything else (a call, a global, an attribute, a closure, a conditional, a
+  default or keyword-only argument in use, a generator) makes it return ``None``. What it
+  rebuilds is the same operations on the same operands in the same order (every operation
+  parenthesised), so the inlined expression gives the same result and raises the same
+  errors as the call would; only the function's frame is gone from a traceback.
+  The framework's own generated functions (``sum(1)`` on tuples: ``keyed_operators.py``)
+  declare their expression in an ``inline`` attribute instead, with the names it needs.
+* :func:`make_fold` writes ``fold(it, table, key_of, missing) -> (out, new)``: for each
+  record of ``it``, the key (``r[k]`` when the key selector is an ``operator.itemgetter`` of
+  one item, ``key_of(r)`` otherwise), the accumulator from ``table`` (a plain ``dict``; a
+  key's first record is stored as it is), the expression, the store and the output.
+  Two variants, as the operator's general loop has: ``try``/``except KeyError`` while
+  most keys are known, ``dict.get`` with a sentinel while many are new. ``new`` counts the
+  keys seen for the first time. A failure propagates as it is; the caller finds the record
+  from the iterator's position (``item_getters.failed_record``).
+
+The generated text comes from the bytecode's own constants (``repr`` of ints and strings)
+and fixed names only, never from user-supplied text.
+"""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import logging
+import operator
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any
+
+__all__ = ["inline_expression", "key_expression", "make_fold"]
+
+_log = logging.getLogger(__name__)
+
+ACC, REC = "acc", "r"  # the names the expression uses for the accumulator and the record
+_BINARY = {"+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^", "@"}
+_CONSTANTS = (int, str, bool, type(None))
+_SKIP = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG"}
+
+
+def inline_expression(fn: Any) -> tuple[str, dict[str, Any]] | None:
+    """``(expression, namespace)`` computing ``fn(acc, r)`` with the names ``acc`` and ``r``,
+    or ``None`` when ``fn`` is not a recognised shape (module doc)."""
+    declared = getattr(fn, "inline", None)
+    if isinstance(declared, tuple) and len(declared) == 2 and isinstance(declared[0], str):
+        return declared[0], dict(declared[1])
+    if type(fn) is not FunctionType or fn.__closure__:
+        return None
+    code = fn.__code__
+    if (
+        code.co_argcount != 2
+        or code.co_kwonlyargcount
+        or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR)
+        or code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR)
+        or code.co_names
+        or code.co_freevars
+        or code.co_cellvars
+    ):
+        return None
+    names = {code.co_varnames[0]: ACC, code.co_varnames[1]: REC}
+    stack: list[str] = []
+    try:
+        for ins in dis.get_instructions(code):
+            op = ins.opname
+            if op in _SKIP:
+                continue
+            if op == "LOAD_FAST":
+                if ins.argval not in names:
+                    return None
+                stack.append(names[ins.argval])
+            elif op == "LOAD_FAST_LOAD_FAST":  # 3.13: two locals at once
+                first, second = ins.argval
+                if first not in names or second not in names:
+                    return None
+                stack += [names[first], names[second]]
+            elif op == "LOAD_CONST":
+                if type(ins.argval) not in _CONSTANTS:
+                    return None
+                value = ins.argval
+                # a negative number in parentheses: ``(-1) ** x`` is not ``-1 ** x``
+                stack.append(f"({value!r})" if type(value) is int and value < 0 else repr(value))
+            elif op == "BINARY_SUBSCR" or (op == "BINARY_OP" and ins.argrepr == "[]"):
+                key = stack.pop()
+                stack.append(f"{stack.pop()}[{key}]")
+            elif op == "BINARY_OP" and ins.argrepr in _BINARY:
+                right = stack.pop()
+                stack.append(f"({stack.pop()} {ins.argrepr} {right})")
+            elif op == "BUILD_TUPLE":
+                n = ins.arg or 0
+                if n > len(stack):
+                    return None
+                items = stack[len(stack) - n :]
+                del stack[len(stack) - n :]
+                stack.append(f"({', '.join(items)}{',' if n == 1 else ''})")
+            elif op == "RETURN_VALUE":
+                if len(stack) != 1:
+                    return None
+                expression = stack.pop()
+                _log.debug("reduce function %r inlined as %s", fn, expression)
+                return expression, {}
+            elif op == "RETURN_CONST":  # 3.12
+                return None
+            else:
+                return None
+    except IndexError:  # a stack shape the machine does not know
+        return None
+    return None
+
+
+def key_expression(key_of: Any) -> str | None:
+    """``r[k]`` when ``key_of`` is ``operator.itemgetter(k)`` of one int or str item."""
+    if type(key_of) is not operator.itemgetter:
+        return None
+    items = key_of.__reduce__()[1]
+    if len(items) != 1 or type(items[0]) not in (int, str):
+        return None
+    return f"{REC}[{items[0]!r}]"
+
+
+_CACHE: dict[tuple[str, str, bool, tuple[str, ...]], Callable[..., Any]] = {}
+
+
+def make_fold(
+    expression: str, namespace: dict[str, Any], key: str | None, known_keys: bool
+) -> Callable[..., Any]:
+    """``fold(it, table, key_of, missing) -> (out, new)`` (module doc). ``known_keys``: the
+    ``try``/``except KeyError`` variant; otherwise ``dict.get`` with ``missing``."""
+    key_text = key or f"key_of({REC})"
+    cache_key = (expression, key_text, known_keys, tuple(sorted(namespace)))
+    fold = _CACHE.get(cache_key)
+    if fold is not None and all(fold.__globals__.get(n) is v for n, v in namespace.items()):
+        return fold
+    if known_keys:
+        lookup = (
+            "        try:\n"
+            f"            {ACC} = table[key]\n"
+            "        except KeyError:\n"
+            "            new += 1\n"
+            f"            table[key] = {REC}\n"
+            f"            append({REC})\n"
+            "            continue\n"
+        )
+    else:
+        lookup = (
+            f"        {ACC} = get(key, missing)\n"
+            f"        if {ACC} is missing:\n"
+            "            new += 1\n"
+            f"            table[key] = {REC}\n"
+            f"            append({REC})\n"
+            "            continue\n"
+        )
+    source = (
+        "def fold(it, table, key_of, missing):\n"
+        "    out = []\n"
+        "    append = out.append\n"
+        "    get = table.get\n"
+        "    new = 0\n"
+        f"    for {REC} in it:\n"
+        f"        key = {key_text}\n"
+        f"{lookup}"
+        f"        {ACC} = {expression}\n"
+        f"        table[key] = {ACC}\n"
+        f"        append({ACC})\n"
+        "    return out, new\n"
+    )
+    scope: dict[str, Any] = dict(namespace)
+    # the text is built from fixed names, repr() of int/str/bool/None constants and operators
+    exec(compile(source, "<streamflow reduce fold>", "exec", dont_inherit=True), scope)
+    fold = scope["fold"]
+    if len(_CACHE) < 256:
+        _CACHE[cache_key] = fold
+    return fold

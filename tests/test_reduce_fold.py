@@ -1,0 +1,132 @@
+"""A keyed reduce with a recognised function shape runs as one generated loop (runtime/fold.py):
+the same outputs, state and errors as the function called per record."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.functions import ReduceFunction
+from streamflow.runtime.fold import inline_expression, key_expression, make_fold
+
+OFFSET = 3
+
+
+def _outside(a: Any, b: Any) -> Any:  # a global name: left alone
+    return (a[0], a[1] + b[1] + OFFSET)
+
+
+def test_recognised_shapes() -> None:
+    expected = ("(acc[0], (acc[1] + r[1]), r[2])", {})
+    assert inline_expression(lambda a, b: (a[0], a[1] + b[1], b[2])) == expected
+    assert inline_expression(lambda x, y: x + y) == ("(acc + r)", {})
+    assert inline_expression(lambda a, b: (a["k"], a["n"] * b["n"])) == (
+        "(acc['k'], (acc['n'] * r['n']))",
+        {},
+    )
+    assert inline_expression(lambda a, b: (b[0],)) == ("(r[0],)", {})
+    assert inline_expression(lambda a, b: a[1] - -1) == ("(acc[1] - (-1))", {})
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: max(a, b),  # a call
+        lambda a, b: (a[0], a[1] + OFFSET),  # a global
+        lambda a, b: a.x + b.x,  # attributes
+        lambda a, b: a if a[1] > b[1] else b,  # a conditional
+        lambda a, b, c=1: a + b,  # three arguments
+        lambda a, b: (a[0], a[1] + 1.5),  # a float constant
+        lambda a, b: (a, [b]),  # a list
+        _outside,
+        operator.add,  # not a Python function
+    ],
+)
+def test_other_functions_are_left_alone(fn: Any) -> None:
+    assert inline_expression(fn) is None
+
+
+def test_closures_are_left_alone() -> None:
+    step = 2
+
+    def fold(a: Any, b: Any) -> Any:
+        return a + b + step
+
+    assert inline_expression(fold) is None
+
+
+def test_key_expression() -> None:
+    assert key_expression(operator.itemgetter(0)) == "r[0]"
+    assert key_expression(operator.itemgetter("k")) == "r['k']"
+    assert key_expression(operator.itemgetter(0, 1)) is None
+    assert key_expression(lambda e: e[0]) is None
+
+
+@pytest.mark.parametrize("known", [False, True])
+@pytest.mark.parametrize("key", [None, "r[0]"])
+def test_make_fold_matches_calls(known: bool, key: str | None) -> None:
+    def reduce(a: Any, b: Any) -> Any:
+        return (a[0], a[1] + b[1], b[2])
+
+    expression, namespace = inline_expression(reduce)  # type: ignore[misc]
+    fold = make_fold(expression, namespace, key, known)
+    records = [(f"k{i % 7}", i, -i) for i in range(100)]
+    table: dict[Any, Any] = {"k3": ("k3", 1000, 0)}
+    out, new = fold(iter(records), table, operator.itemgetter(0), object())
+    expected_table: dict[Any, Any] = {"k3": ("k3", 1000, 0)}
+    expected = []
+    for r in records:
+        acc = expected_table.get(r[0])
+        expected_table[r[0]] = v = r if acc is None else reduce(acc, r)
+        expected.append(v)
+    assert out == expected and table == expected_table and new == 6
+
+
+def _run(data: list, fn: Any, key_of: Any = lambda e: e[0]) -> list:
+    env = sf.StreamExecutionEnvironment()
+    return list(env.from_collection(data).key_by(key_of).reduce(fn).execute_and_collect())
+
+
+class _Called(ReduceFunction):  # the general path: the function is called per record
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def reduce(self, a: Any, b: Any) -> Any:
+        return self.fn(a, b)
+
+
+@pytest.mark.parametrize("keys", [3, 1000, 50_000])
+def test_jobs_give_the_answers_of_the_called_function(keys: int) -> None:
+    data = [(f"k{i % keys}", i % 97, i) for i in range(12_000)]
+    fn = lambda a, b: (a[0], a[1] + b[1], b[2])  # noqa: E731
+    assert inline_expression(fn) is not None
+    assert _run(data, fn) == _run(data, _Called(fn))
+    ints = [i % 13 for i in range(5000)]
+    add = lambda a, b: a + b  # noqa: E731
+    assert _run(ints, add, lambda v: v % 4) == _run(ints, _Called(add), lambda v: v % 4)
+
+
+def test_sum_on_tuples_lists_and_mixed_records() -> None:
+    """``sum(1)``: its generated tuple form is inlined with its guard; lists, and tuples of
+    another arity, still go to the general aggregation."""
+    data: list[Any] = [("a", 1, 0), ("a", 2, 0), ["b", 3, 0], ["b", 4, 0], ("c", 5), ("c", 6), ("a", 7, 9)]
+    env = sf.StreamExecutionEnvironment()
+    out = list(env.from_collection(data).key_by(lambda e: e[0]).sum(1).execute_and_collect())
+    assert out == [("a", 1, 0), ("a", 3, 0), ["b", 3, 0], ["b", 7, 0], ("c", 5), ("c", 11), ("a", 10, 0)]
+
+
+def test_a_failing_inlined_reduce_names_its_record() -> None:
+    data = [("k", 1), ("k", 2), ("k", "x"), ("k", 4)]
+    with pytest.raises(TypeError) as info:
+        _run(data, lambda a, b: (a[0], a[1] + b[1]))
+    assert "while processing record ('k', 'x')" in "\n".join(info.value.__notes__)
+
+
+def test_an_unhashable_key_is_named() -> None:
+    data = [([1], 1), ([1], 2)]
+    with pytest.raises(TypeError, match="unhashable key") as info:
+        _run(data, lambda a, b: (a[0], a[1] + b[1]))
+    assert "while processing record ([1], 1)" in "\n".join(info.value.__notes__)
