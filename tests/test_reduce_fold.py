@@ -125,8 +125,13 @@ def test_a_failing_inlined_reduce_names_its_record() -> None:
     assert "while processing record ('k', 'x')" in "\n".join(info.value.__notes__)
 
 
-def test_an_unhashable_key_is_named() -> None:
-    data = [([1], 1), ([1], 2)]
+def test_list_keys_take_the_inlined_path_with_their_stand_ins() -> None:
+    data = [([1], 1), ([2], 5), ([1], 2)]
+    assert _run(data, lambda a, b: (a[0], a[1] + b[1])) == [([1], 1), ([2], 5), ([1], 3)]
+
+
+def test_an_unhashable_key_after_hashable_ones_is_named() -> None:
+    data = [((1,), 1), ([1], 2)]
     with pytest.raises(TypeError, match="unhashable key") as info:
         _run(data, lambda a, b: (a[0], a[1] + b[1]))
-    assert "while processing record ([1], 1)" in "\n".join(info.value.__notes__)
+    assert "while processing record ([1], 2)" in "\n".join(info.value.__notes__)

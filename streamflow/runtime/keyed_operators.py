@@ -120,21 +120,13 @@ class ReduceOperator(TimerOperator):
                     append(record)
         except TypeError as exc:
             if "unhashable" in str(exc):
-                raise self.failure(
-                    TypeError(
-                        f"key_by() selector returned an unhashable key {key!r} ({type(key).__name__}) "
-                        "after hashable ones: list, dict and set keys get hashable stand-ins only when "
-                        "an operator's first key is one (state/hashable_keys.py); return one kind of key"
-                    ),
-                    record,
-                ) from exc
+                raise self.failure(_unhashable_key(key), record) from exc
             raise self.failure(exc) from None
         except Exception as exc:
             raise self.failure(exc) from None
         if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
             self.dirty.extend(keys, out)
         await self.output.push(out, timestamps)
-
 
     async def _fold_batch(
         self, folds: tuple[Callable[..., Any], ...], records: list, timestamps: list[int] | None
@@ -160,12 +152,17 @@ def _unhashable(key_of: Callable[[Any], Any], record: Any, exc: TypeError) -> Ty
         key = key_of(record)
     except Exception:  # the key selector itself failed: its own error says so
         return exc
-    error = TypeError(
-        f"key_by() selector returned an unhashable key {key!r} "
-        f"({type(key).__name__}): keys must be hashable (use a tuple, not a list)"
-    )
+    error = _unhashable_key(key)
     error.__cause__ = exc
     return error
+
+
+def _unhashable_key(key: Any) -> TypeError:
+    return TypeError(
+        f"key_by() selector returned an unhashable key {key!r} ({type(key).__name__}) "
+        "after hashable ones: list, dict and set keys get hashable stand-ins only when "
+        "an operator's first key is one (state/hashable_keys.py); return one kind of key"
+    )
 
 
 class KeyedFunctionOperator(TimerOperator):
