@@ -235,8 +235,6 @@ def test_stand_ins_equal_print_hash_and_round_trip_like_the_key() -> None:
 
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 async def test_list_keys_survive_a_savepoint_at_another_parallelism(tmp_path: Path, backend: str) -> None:
-    if backend == "rocksdb":
-        pytest.importorskip("rocksdict")
     data = [(f"k{i % 7}", i % 2, 1) for i in range(140)]
     gate = Gate(data, 70)
 

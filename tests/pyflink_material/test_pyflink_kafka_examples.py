@@ -33,9 +33,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("aiokafka")
-pytest.importorskip("noida_db")
-
 from streamflow.testing.kafka_broker import KafkaBroker, create_topic, read_topic
 
 EXAMPLES = Path(__file__).parent / "examples" / "connectors"
