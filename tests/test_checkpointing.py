@@ -205,6 +205,19 @@ async def wait_until(cond: Any, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.002)
 
 
+async def checkpoint_then_cancel(client: Any, ready: Callable[[], bool]) -> None:
+    """Once ``ready()``, checkpoint the running job (its state is all there, unlike the final
+    checkpoint of a finished job, FLIP-147), then cancel it."""
+    while not ready():
+        await asyncio.sleep(0.01)
+    await client.trigger_checkpoint()
+    await client.cancel()
+    try:
+        await client.get_job_execution_result()
+    except BaseException:  # cancelled on purpose
+        pass
+
+
 @pytest.mark.parametrize("new_parallelism", [1, 2, 3])
 async def test_savepoint_then_restore_with_other_parallelism(tmp_path: Path, new_parallelism: int) -> None:
     data = [(f"k{i % 7}", 1) for i in range(140)]

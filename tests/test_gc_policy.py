@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_checkpointing import checkpoint_then_cancel
 
 import streamflow as sf
 from streamflow.runtime.gc_policy import GC_POLICY
@@ -102,14 +103,11 @@ async def test_restoring_a_checkpoint_freezes_the_restored_state(
     # state: FLIP-147)
     first = await job().execute_async("restored")
     sums = [b for t in first.execution.tasks for b in t._keyed_backends()]
-    while emitted < 500 or sum(len(t) for b in sums for t in b._tables.values()) < 50:
-        await asyncio.sleep(0.01)
-    await first.trigger_checkpoint()
-    await first.cancel()
-    try:
-        await first.get_job_execution_result()
-    except BaseException:  # cancelled on purpose
-        pass
+
+    def ready() -> bool:
+        return emitted >= 500 and sum(len(t) for b in sums for t in b._tables.values()) >= 50
+
+    await checkpoint_then_cancel(first, ready)
     release.set()
     before = GC_POLICY.freezes
     with caplog.at_level(logging.INFO, logger="streamflow.gc"):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from test_checkpointing import checkpoint_then_cancel
+
 import streamflow as sf
 from streamflow.clock import SystemClock
 from streamflow.common import Duration, WatermarkStrategy
@@ -215,14 +217,11 @@ async def test_a_restored_chain_is_decoded_in_slices_after_the_job_started(
     # holds no keyed state: FLIP-147)
     first = await job().execute_async("restored")
     sums = [b for t in first.execution.tasks for b in t._keyed_backends()]
-    while emitted < keys or sum(len(t) for b in sums for t in b._tables.values()) < keys:
-        await asyncio.sleep(0.01)
-    await first.trigger_checkpoint()
-    await first.cancel()
-    try:
-        await first.get_job_execution_result()
-    except BaseException:  # cancelled on purpose
-        pass
+
+    def ready() -> bool:
+        return emitted >= keys and sum(len(t) for b in sums for t in b._tables.values()) >= keys
+
+    await checkpoint_then_cancel(first, ready)
     release.set()
     client = await job(TickingClock()).execute_async("restored")
     assert client.execution.restore is not None
