@@ -29,6 +29,14 @@ class Opaque:
         return f"Opaque({self.n})"
 
 
+# Unaligned checkpoints hold in-flight records only when a checkpoint finds a channel with data
+# queued. The slow map drains 10 ms of input (the loop budget, ~4 batches of 8) per slice; a
+# channel of 256 records so stays mostly full while the source (which fills it in its own
+# slice) injects the barrier. With 32, the map could drain the channel within one slice, and
+# the source then injected every barrier into an empty channel.
+CAPACITY = 256
+
+
 def pickled_checkpoints(directory: Path) -> list[tuple[int, dict[str, Any]]]:
     """(checkpoint id, channel state) of the task entries that list pickled channels."""
     out = []
@@ -72,7 +80,7 @@ def opaque_job(
     tmp_path: Path, n: int, declare: bool = True, fail: bool = True, out: list[str] | None = None
 ) -> sf.StreamExecutionEnvironment:
     """``out``: collect the output in this list (a sink without state) instead of the file sink."""
-    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(8).set_channel_capacity(32)
+    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(8).set_channel_capacity(CAPACITY)
     env.enable_checkpointing(10)
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     cfg.set_max_retained_checkpoints(1000).enable_unaligned_checkpoints()
@@ -190,7 +198,7 @@ class SlowRows(sf.MapFunction):
 
 
 def test_a_row_named_stream_restores_rows_with_their_names(tmp_path: Path) -> None:
-    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(8).set_channel_capacity(32)
+    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(8).set_channel_capacity(CAPACITY)
     env.enable_checkpointing(10)
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     cfg.set_max_retained_checkpoints(1000).enable_unaligned_checkpoints()
