@@ -348,8 +348,49 @@ def test_the_log_merges_its_oldest_writes_when_keys_repeat() -> None:
         assert changes.logged <= 2 * len(table) + incremental.SLACK + 400
     assert changes.merged and len(changes) < 60 * 200
     d2 = files.take(backend, 2)
+    assert len(d2["chain"]) == 2  # a few hot keys: still a delta, each key once
     assert files.restore([d2])._tables["reduce"] == {f"k{i}": (f"k{i}", 59) for i in range(200)}
     assert len(changes) == 0
+
+
+def test_a_log_of_writes_spread_over_the_table_gives_up_for_a_base() -> None:
+    """Writes that repeat every key of a large table (more than twice its size, over more
+    than CHUNK keys): the log stops growing and gives up, the next checkpoint is a base that
+    holds every write (deletions and single writes after the log gave up included), a
+    savepoint meanwhile is a base too, and the checkpoint after the base is a delta again."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    keys = list(range(2 * incremental.CHUNK))
+    table.update((k, (k, 0)) for k in keys)
+    base = files.take(backend, 1)
+    for round_ in range(1, 4):  # every key three times, in operator-sized batches
+        for i in range(0, len(keys), 512):
+            batch = keys[i : i + 512]
+            values = [(k, round_) for k in batch]
+            table.update(zip(batch, values, strict=True))
+            changes.extend(batch, values)
+            assert changes.logged <= 2 * len(table) + incremental.SLACK + 512
+    assert changes.full
+    for k in range(10):  # after the log gave up: deletions, single writes through state objects
+        del table[k]
+        changes.delete(k)
+    write(backend, "late", 1)
+    backend.seal_dirty()
+    expected = dict(backend._tables["reduce"]), dict(backend._tables["v"])
+    sp = files.take(backend, 2, savepoint=True)
+    assert len(sp["chain"]) == 1 and "-base-sp-" in sp["chain"][0]
+    b3 = files.take(backend, 3)
+    assert len(b3["chain"]) == 1 and b3["chain"] != base["chain"] and "-base-" in b3["chain"][0]
+    for descriptor in (sp, b3):
+        restored = files.restore([descriptor])
+        assert (restored._tables["reduce"], restored._tables["v"]) == expected
+    assert not changes.full and len(changes) == 0
+    table[5] = "after"
+    changes.put(5, "after")
+    d4 = files.take(backend, 4)
+    assert d4["chain"][0] == b3["chain"][0] and len(d4["chain"]) == 2
+    assert files.restore([d4])._tables["reduce"][5] == "after"
 
 
 def test_a_mutable_value_logged_many_times_is_written_once_per_slice() -> None:

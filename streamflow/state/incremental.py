@@ -18,7 +18,10 @@ state objects ``put`` one write, which goes straight into a dict of merged
 writes while nothing is logged (so a key written a thousand times through a
 ``ListState`` is one entry). When the log holds more than twice the table's size
 (hot keys), its oldest batches are merged into that dict, a bounded amount per
-write. A table handed out untracked (``backend.table``: the window operator, TTL
+write; once that dict holds :data:`CHUNK` keys the writes are spread over much of
+the table, not over a few hot keys, and the log gives up (``Changes.full``): it
+records nothing more, and the next capture writes a base, which holds every write
+and costs no more than the log's entries would. A table handed out untracked (``backend.table``: the window operator, TTL
 state) makes the backend take full snapshots in the former format, so an
 operator that does not record what it changes can never lose a change.
 
@@ -140,7 +143,7 @@ class Changes:
     (plus :data:`SLACK`), its oldest batches are merged into ``merged`` (a dict: each key
     once), at most about twice what the write added, so no single write pays for all."""
 
-    __slots__ = ("_open_keys", "_open_values", "batches", "deletes", "logged", "merged", "table")
+    __slots__ = ("_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "table")
 
     def __init__(self, table: dict) -> None:
         self.table = table
@@ -148,10 +151,15 @@ class Changes:
         self.batches: deque[tuple[Sequence, Sequence]] = deque()
         self.logged = 0  # entries in batches and in the open batch
         self.deletes = False  # a MISSING value may be among the writes
+        # the log gave up (see _merge_oldest): writes are not recorded any more, and the next
+        # capture writes the whole table (a base), which holds every write
+        self.full = False
         self._open_keys: list[Any] = []
         self._open_values: list[Any] = []
 
     def extend(self, keys: list, values: list) -> None:
+        if self.full:
+            return
         if self._open_keys:
             self._close()
         # tuples, not lists: once its values are untracked (the young collection at the next
@@ -163,6 +171,8 @@ class Changes:
             self._merge_oldest(2 * len(keys))
 
     def put(self, key: Any, value: Any) -> None:
+        if self.full:
+            return
         if not self.logged:  # nothing logged: the merged entries are the newest, keep it so
             self.merged[key] = value
             return
@@ -182,21 +192,37 @@ class Changes:
         self.batches.append((tuple(self._open_keys), tuple(self._open_values)))  # see extend
         self._open_keys, self._open_values = [], []
 
-    def _merge_oldest(self, at_least: int) -> None:
+    def _merge_oldest(self, count: int) -> None:
+        """Merge the ``count`` oldest logged writes into ``merged`` (a batch longer than that
+        is split: a sealed dict of CHUNK keys merged back in one call held the loop 2-6 ms).
+        Once ``merged`` holds :data:`CHUNK` keys the writes are not few hot keys but much of
+        the table: the log gives up (``full``), since the next capture's base costs no more
+        than the log's twice-the-table entries would (each key once), and merging a write per
+        record cost a dict insert per record plus, per CHUNK keys, a seal and a merge back."""
         merged, batches = self.merged, self.batches
         done = 0
-        while batches and done < at_least:
-            keys, values = batches.popleft()
-            merged.update(zip(keys, values, strict=True))
-            done += len(keys)
+        while batches and done < count:
+            keys, values = batches[0]
+            take = count - done
+            if len(keys) > take:
+                merged.update(zip(keys[:take], values[:take], strict=True))
+                batches[0] = (keys[take:], values[take:])
+                done += take
+            else:
+                batches.popleft()
+                merged.update(zip(keys, values, strict=True))
+                done += len(keys)
         self.logged -= done
+        if len(merged) >= CHUNK:
+            self.full = True
+            self.merged = {}  # CHUNK entries at most; the batches are freed by the capture, a part at a time
 
     def seal(self) -> None:
         """Move the merged writes into the log, as its oldest batch, once they hold
         :data:`CHUNK` keys: a dict that grows to a million keys resizes in single C calls of
         30-40 ms on the loop (the task calls this between slices, see ``seal_dirty``)."""
         merged = self.merged
-        if len(merged) >= CHUNK:
+        if len(merged) >= CHUNK and not self.full:
             self.batches.appendleft((tuple(merged), tuple(merged.values())))  # see extend
             self.logged += len(merged)
             self.merged = {}
@@ -232,6 +258,7 @@ class Changes:
         self._open_keys, self._open_values = [], []
         self.logged = 0
         self.deletes = False
+        self.full = False
 
 
 def _drain(batches: deque[tuple[Sequence, Sequence]]) -> Iterator[tuple[Sequence, Sequence]]:
@@ -345,7 +372,8 @@ async def capture(
     from ..runtime.loop_budget import yield_point
 
     entries = sum(map(len, tables.values()))
-    full = chain_state.must_materialise(entries)
+    # a log that gave up (Changes.full) holds only part of the writes: the table has them all
+    full = any(c.full for c in dirty.values()) or chain_state.must_materialise(entries)
     name = chain_state.new_name(checkpoint_id, full, savepoint)
     chain_ = [name] if full else [*chain_state.confirmed, name]
     groups: range = settings.key_groups
