@@ -21,9 +21,10 @@ writes while nothing is logged (so a key written a thousand times through a
 write; once that dict holds :data:`CHUNK` keys the writes are spread over much of
 the table, not over a few hot keys, and the log gives up (``Changes.full``): it
 records nothing more, and the next capture writes a base, which holds every write
-and costs no more than the log's entries would. A table handed out untracked (``backend.table``: the window operator, TTL
-state) makes the backend take full snapshots in the former format, so an
-operator that does not record what it changes can never lose a change.
+and costs no more than the log's entries would. A table handed out untracked
+(``backend.table``: the window operator, TTL state) makes the backend take full
+snapshots in the former format, so an operator that does not record what it
+changes can never lose a change.
 
 Capture (at the barrier, in the task, before the barrier is forwarded): the
 dirty entries of each table (or, when materialising, all of them) are *encoded*
