@@ -180,3 +180,48 @@ async def test_a_bad_record_fails_the_job_when_nobody_reads_dead_letters(kafka):
     client = await env.execute_async("no-dead-letters")
     with pytest.raises(Exception, match=rf"{topic}-0@1"):
         await asyncio.wait_for(client.get_job_execution_result(), 60)
+
+
+def _string_sink(bs: str, topic: str, guarantee: DeliveryGuarantee, **props: str) -> KafkaSink:
+    builder = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(bs)
+        .set_record_serializer(
+            KafkaRecordSerializationSchema.builder()
+            .set_topic(topic)
+            .set_value_serialization_schema(SimpleStringSchema())
+            .build()
+        )
+        .set_delivery_guarantee(guarantee)
+        .set_transactional_id_prefix(topic_name("tx"))
+    )
+    for key, value in props.items():
+        builder.set_property(key.replace("_", "."), value)
+    return builder.build()
+
+
+async def test_sink_properties_reach_the_producer(kafka):
+    """Flink's producer property names apply to the producer: gzip-compressed output reads back;
+    a ``max.request.size`` smaller than a record fails the job, naming Kafka's error."""
+    bs, dst = kafka.bootstrap_servers, topic_name("props")
+    await create_topic(bs, dst, 1)
+    env = sf.StreamExecutionEnvironment()
+    sink = _string_sink(bs, dst, DeliveryGuarantee.AT_LEAST_ONCE, compression_type="gzip", linger_ms="1")
+    env.from_collection([f"v{i}" for i in range(50)]).sink_to(sink)
+    await asyncio.wait_for(_run(env), 60)
+    assert sorted(m.value.decode() for m in await read_topic(bs, dst)) == sorted(f"v{i}" for i in range(50))
+
+    env = sf.StreamExecutionEnvironment()
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    sink = _string_sink(bs, dst, DeliveryGuarantee.AT_LEAST_ONCE, max_request_size="200")
+    env.from_collection(["x" * 1000]).sink_to(sink)
+    with pytest.raises(Exception, match=r"exceeds max\.request\.size=200"):
+        await asyncio.wait_for(_run(env), 60)
+
+
+def test_sink_properties_are_checked_at_build():
+    with pytest.raises(ValueError, match=r"unsupported property 'no\.such\.setting'"):
+        _string_sink("localhost:1", "t", DeliveryGuarantee.NONE, **{"no.such.setting": "1"})
+    with pytest.raises(ValueError, match="EXACTLY_ONCE needs acks=all"):
+        _string_sink("localhost:1", "t", DeliveryGuarantee.EXACTLY_ONCE, acks="1")
+    _string_sink("localhost:1", "t", DeliveryGuarantee.EXACTLY_ONCE, acks="-1", transaction_timeout_ms="6000")

@@ -205,6 +205,52 @@ _CONSUMER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 
+def _acks(value: str) -> int | str:
+    if value in ("all", "-1"):
+        return "all"
+    if value in ("0", "1"):
+        return int(value)
+    raise ValueError(f"kafka sink: acks must be all, -1, 0 or 1, got {value!r}")
+
+
+def _compression(value: str) -> str | None:
+    return None if value == "none" else value
+
+
+# Producer properties applied to aiokafka (Flink passes the same names to its Kafka client).
+_PRODUCER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "acks": ("acks", _acks),
+    "client.id": ("client_id", str),
+    "linger.ms": ("linger_ms", int),
+    "batch.size": ("max_batch_size", int),
+    "max.request.size": ("max_request_size", int),
+    "compression.type": ("compression_type", _compression),
+    "request.timeout.ms": ("request_timeout_ms", int),
+    "retry.backoff.ms": ("retry_backoff_ms", int),
+    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", int),
+    "transaction.timeout.ms": ("transaction_timeout_ms", int),
+    "security.protocol": ("security_protocol", str),
+    "sasl.mechanism": ("sasl_mechanism", str),
+}
+
+
+def producer_config(props: Mapping[str, str], exactly_once: bool) -> dict[str, Any]:
+    """aiokafka keyword arguments for the Kafka producer properties ``props``; an unknown
+    property, or one exactly-once cannot honour, is refused naming it (at ``build()``)."""
+    kw: dict[str, Any] = {}
+    for key, value in props.items():
+        if key not in _PRODUCER_PROPS:
+            raise ValueError(f"kafka sink: unsupported property {key!r} (supported: "
+                             f"{', '.join(sorted(_PRODUCER_PROPS))})")
+        name, conv = _PRODUCER_PROPS[key]
+        kw[name] = conv(str(value))
+    if exactly_once and kw.get("acks", "all") != "all":
+        raise ValueError(f"kafka sink: EXACTLY_ONCE needs acks=all (transactions are idempotent), "
+                         f"got acks={props['acks']!r}")
+    return kw
+
+
 def consumer_config(bootstrap: str, group_id: str | None, props: Mapping[str, str],
                     client_id: str) -> dict[str, Any]:
     kw: dict[str, Any] = {

@@ -23,6 +23,8 @@ fails the task.
   or timed out) during a transaction fails the task: the test broker loses a
   transaction across its restart while later sends and the commit report
   success, and Apache Kafka aborts it; the failover's recovery re-sends it.
+* Producer properties (``set_property``) map to aiokafka's arguments
+  (``kafka_common.producer_config``); an unknown one is refused at ``build()``.
 * Crash-test points (``testing.faults``): ``commit`` (marker sent, commit not
   yet), ``committed`` (committed, next transaction not begun).
 """
@@ -40,13 +42,15 @@ from .. import _faults as faults
 from ..errors import StreamflowError
 from ..runtime.operator import StreamOperator
 from .base import Sink
-from .kafka_common import DeliveryGuarantee
+from .kafka_common import DeliveryGuarantee, producer_config
 from .kafka_record_serialization import KafkaRecordSerializationSchema
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
 
 __all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkOperator"]
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUEST_SIZE = 1 << 20  # Kafka's and aiokafka's max.request.size
 
 class KafkaSink(Sink):
     """Build with ``KafkaSink.builder()``; see the module docstring."""
@@ -66,9 +70,9 @@ class KafkaSink(Sink):
         self.delivery_guarantee = delivery_guarantee
         self.transactional_id_prefix = transactional_id_prefix
         self.properties = dict(properties or {})
-        if self.properties:  # the producer's settings are streamflow's own (see the module docstring)
-            log.info("KafkaSink: properties %s are recorded and not applied to the producer",
-                     sorted(self.properties))
+        # checked now: a bad property fails build(), not the running job
+        eos = delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
+        self.producer_kw = producer_config(self.properties, eos)
 
     @staticmethod
     def builder() -> KafkaSinkBuilder:
@@ -137,6 +141,7 @@ class KafkaSinkOperator(StreamOperator):
         self._lost = asyncio.Event()  # set with _broken
         self.marker_topic: str | None = None
         self.records_out = 0
+        self.max_request_size = DEFAULT_MAX_REQUEST_SIZE
 
     @property
     def transactional_id(self) -> str:
@@ -161,6 +166,8 @@ class KafkaSinkOperator(StreamOperator):
         kw: dict[str, Any] = {"bootstrap_servers": self.sink.bootstrap_servers, "linger_ms": 5,
                               "max_batch_size": 1 << 20,
                               "acks": 0 if self.sink.delivery_guarantee is DeliveryGuarantee.NONE else "all"}
+        kw.update(self.sink.producer_kw)  # the user's properties (``set_property``)
+        self.max_request_size = kw.get("max_request_size", DEFAULT_MAX_REQUEST_SIZE)
         if self.eos:
             kw.update(transactional_id=self.transactional_id, enable_idempotence=True)
         self.producer = AIOKafkaProducer(**kw)
@@ -272,14 +279,25 @@ class KafkaSinkOperator(StreamOperator):
             key = keys[i] if keys is not None else None
             if batch.append(key=key, value=value, timestamp=ts[i] if ts is not None else None,
                             headers=hdrs[i] if hdrs is not None else None) is None:
-                sent = producer.send_batch(batch, group.topic, partition=group.partition)
-                self._futures.append(await self._guarded(sent))
-                batch = producer.create_batch()
+                await self._send_batch(batch, group)
+                batch = producer.create_batch()  # (a first record always fits, as in Kafka's)
                 batch.append(key=key, value=value, timestamp=ts[i] if ts is not None else None,
                              headers=hdrs[i] if hdrs is not None else None)
-        sent = producer.send_batch(batch, group.topic, partition=group.partition)
-        self._futures.append(await self._guarded(sent))
+        await self._send_batch(batch, group)
         self.records_out += len(group)
+
+    async def _send_batch(self, batch: Any, group: Group) -> None:
+        # a batch over max.request.size holds one record that alone is larger (a batch closes at
+        # batch.size): refused as Kafka's producer refuses it (send_batch does not check)
+        limit = self.max_request_size
+        if batch.size() > limit:
+            from aiokafka.errors import MessageSizeTooLargeError
+
+            raise MessageSizeTooLargeError(
+                f"kafka sink {self.name!r}: a record of {batch.size()} bytes (serialized, with its "
+                f"batch header) for {group.topic}-{group.partition} exceeds max.request.size={limit}")
+        sent = self.producer.send_batch(batch, group.topic, partition=group.partition)
+        self._futures.append(await self._guarded(sent))
 
     def _reap(self) -> None:
         """Drop delivered futures; raise the first delivery failure."""
