@@ -36,7 +36,7 @@ from collections.abc import Generator, Iterator
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.sinks import QueueSink
+from ..connectors.queue_sink import QueueSink
 from .blocking import loop_factory, refuse_running_loop
 from .surface import CloseableIterator
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.base import Sink
-from ..connectors.sinks import QueueSink
+from ..connectors.queue_sink import QueueSink
 from ..functions import (
     FilterFunction,
     FlatMapFunction,

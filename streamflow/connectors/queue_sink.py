@@ -1,0 +1,253 @@
+"""The collect sink: streams a job's records to one consumer in the same process
+(``execute_and_collect``, ``execute_and_collect_async``), exactly once with checkpointing.
+
+Theory of operation
+-------------------
+Every subtask writes into one bounded channel that the consumer reads (``take``/``drain``),
+so a slow consumer backpressures the job. The subtasks take turns (``lock``): a channel has
+one writer's wake-up slot, and with two writers waiting for room at once the first one's
+wake-up was lost.
+
+*With periodic checkpoints* the consumer sees a record only once a checkpoint covering it has
+completed (Flink's ``CheckpointedCollectResultBuffer`` does the same): a failover replays what
+came after the checkpoint it restores, and a record handed out before the failure would come
+again. Per subtask:
+
+* records accumulate in the current *epoch*; ``snapshot_state(n)`` moves the epoch to the
+  sink's ``held[subtask][n]`` (on the :class:`QueueSink` object, which outlives the job's
+  restarts in this process) and stores only ``n`` in the checkpoint;
+* ``notify_checkpoint_complete(n)`` hands every held epoch up to ``n`` to the consumer, in
+  checkpoint order; an aborted checkpoint's epoch waits for the next completed one;
+* on a restart, ``open`` releases the held epochs up to the restored checkpoint ``m`` (they
+  precede it: the restore does not replay them; their notification may have been lost) and
+  drops the later ones and the unfinished epoch (the restore replays them). A restore from a
+  checkpoint older than what was already handed out (the newest was damaged) cannot take
+  records back: logged as a warning naming the checkpoints whose records may repeat;
+* ``finish`` (end of input) only marks the end: the final checkpoint (FLIP-147) releases the
+  last epoch, and the subtask's end of input follows it. A subtask deployed finished after a
+  restore releases what it held and ends at once.
+
+The held records live in memory only, never in checkpoint files (the consumer is in this
+process; records need no codec). A job restored in another process from a savepoint starts
+with nothing held.
+
+*Without periodic checkpoints* records go to the consumer at once; a restart replays the
+job from its sources and the records already handed out repeat (at-least-once), logged as a
+warning when the subtask restarts.
+
+The consumer's view ends when every subtask (``parallelism``, counted by subtask index, so a
+restarted subtask's end counts once) has ended, or the job has finished or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from ..runtime.channel import Channel, InputGate
+from ..runtime.operator import StreamOperator
+from .base import Sink
+
+if TYPE_CHECKING:
+    from ..runtime.job import JobClient
+
+__all__ = ["QueueSink"]
+
+log = logging.getLogger(__name__)
+
+
+class _Ended:
+    """A subtask's end of input in the consumer's channel."""
+
+    __slots__ = ("subtask",)
+
+    def __init__(self, subtask: int) -> None:
+        self.subtask = subtask
+
+
+class QueueSink(Sink):
+    """Streams records to one async consumer through a bounded channel (module docstring)."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._channel = Channel(capacity, "collect")
+        self._gate = InputGate([self._channel])
+        self.lock = asyncio.Lock()
+        self.parallelism: int | None = None  # set when a subtask opens
+        self.held: dict[int, dict[int, list[Any]]] = {}  # subtask -> checkpoint id -> records
+        self.released: dict[int, int] = {}  # subtask -> newest checkpoint id handed out
+        self.started: set[int] = set()  # subtasks opened at least once (restarts are logged)
+        self._ended: set[int] = set()  # subtasks whose end take() has seen
+        self._watching = False  # take() wakes up when the job ends
+
+    def create_operator(self, name: str) -> StreamOperator:
+        return _QueueSinkOperator(name, self)
+
+    async def put(self, item: Any) -> None:
+        async with self.lock:
+            await self._channel.put(item)
+
+    def _open(self) -> bool:
+        return self.parallelism is None or len(self._ended) < self.parallelism
+
+    def _ended_item(self, item: Any) -> None:
+        self._ended.add(item.subtask)
+
+    async def take(self, client: JobClient, at_least: int = 1, linger_s: float = 0.01) -> list[Any] | None:
+        """The records queued, as one new list, once there are ``at_least``, or ``linger_s``
+        after the first of them arrived, or the input ended; ``None`` once every writer has
+        ended and nothing is left. Raises the job's error (after the records before it)."""
+        out: list[Any] = []
+        job = client._task
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        timer: asyncio.TimerHandle | None = None
+        try:
+            while self._open():
+                polled = self._gate.poll()
+                if polled is None:
+                    if out and (len(out) >= at_least or (deadline is not None and loop.time() >= deadline)):
+                        return out
+                    if job.done():
+                        if out:
+                            return out
+                        job.result()  # raises the job's error
+                        return None
+                    self._watch(job)
+                    if out and timer is None:
+                        deadline = loop.time() + linger_s
+                        timer = loop.call_at(deadline, self._gate.wake)
+                    await self._gate.wait()
+                    continue
+                item = polled[1]
+                if type(item) is tuple:
+                    out += item[0]
+                else:
+                    self._ended_item(item)
+            return out or None
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def drain(self, client: JobClient) -> AsyncIterator[Any]:
+        job = client._task
+        while self._open():
+            polled = self._gate.poll()
+            if polled is None:
+                if job.done():
+                    job.result()  # raises the job's error
+                    return
+                self._watch(job)
+                await self._gate.wait()
+                continue
+            item = polled[1]
+            if type(item) is tuple:
+                for record in item[0]:
+                    yield record
+            else:
+                self._ended_item(item)
+
+    def _watch(self, job: asyncio.Future[Any]) -> None:
+        if not self._watching:
+            self._watching = True
+            job.add_done_callback(lambda _t: self._gate.wake())
+
+
+class _QueueSinkOperator(StreamOperator):
+    """One subtask's writer (module docstring)."""
+
+    def __init__(self, name: str, sink: QueueSink) -> None:
+        super().__init__(name)
+        self.sink = sink
+        self._epoch: list[Any] = []
+        self._finished = False  # finish() ran: the end follows the last release
+        self._end_sent = False
+        self._restored: dict[str, Any] | None = None
+        self._exactly_once = False
+
+    def initialize_state(self, restored: Any | None) -> None:
+        restored = getattr(restored, "own", restored)
+        self._restored = dict(restored) if isinstance(restored, dict) else None
+
+    async def open(self) -> None:
+        await super().open()
+        sink, me = self.sink, self.ctx.subtask_index
+        sink.parallelism = self.ctx.parallelism
+        self._exactly_once = self.ctx.checkpointing
+        restarted = me in sink.started
+        sink.started.add(me)
+        if not self._exactly_once:
+            if restarted:
+                log.warning(
+                    "%s[%d]: restarted without periodic checkpoints: the job replays from its "
+                    "sources and records already collected repeat (at-least-once); enable "
+                    "checkpointing for exactly-once collect",
+                    self.name,
+                    me,
+                )
+            return
+        restored = self._restored
+        upto = int(restored["checkpoint"]) if restored is not None else None
+        held = sink.held.pop(me, {})
+        dropped = sum(len(records) for cid, records in held.items() if upto is None or cid > upto)
+        if restarted:
+            log.info(
+                "%s[%d]: restored from %s: %d held records of later checkpoints dropped (the restore "
+                "replays them)",
+                self.name,
+                me,
+                f"checkpoint {upto}" if upto is not None else "no checkpoint",
+                dropped,
+            )
+        released = sink.released.get(me)
+        if released is not None and (upto is None or upto < released):
+            log.warning(
+                "%s[%d]: restored from %s, older than checkpoint %d whose records were already "
+                "collected: records of the checkpoints in between may repeat",
+                self.name,
+                me,
+                f"checkpoint {upto}" if upto is not None else "no checkpoint",
+                released,
+            )
+        if upto is not None:
+            sink.held[me] = {cid: records for cid, records in held.items() if cid <= upto}
+            await self._release(upto)
+            if restored is not None and restored.get("finished"):  # deployed finished: no finish()
+                await sink.put(_Ended(me))
+
+    async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self._exactly_once:
+            self._epoch += records
+        else:
+            await self.sink.put((records, None))
+
+    def snapshot_state(self, checkpoint_id: int) -> Any | None:
+        if not self._exactly_once:
+            return None
+        if self._epoch:
+            self.sink.held.setdefault(self.ctx.subtask_index, {})[checkpoint_id] = self._epoch
+            self._epoch = []
+        return {"subtask": self.ctx.subtask_index, "checkpoint": checkpoint_id, "finished": self._finished}
+
+    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if not self._exactly_once:
+            return
+        await self._release(checkpoint_id)
+        me = self.ctx.subtask_index
+        if self._finished and not self._end_sent and not self._epoch and not self.sink.held.get(me):
+            self._end_sent = True
+            await self.sink.put(_Ended(me))
+
+    async def _release(self, checkpoint_id: int) -> None:
+        me, sink = self.ctx.subtask_index, self.sink
+        held = sink.held.get(me, {})
+        for cid in sorted(cid for cid in held if cid <= checkpoint_id):
+            await sink.put((held.pop(cid), None))
+            sink.released[me] = max(cid, sink.released.get(me, cid))
+
+    async def finish(self) -> None:
+        if self._exactly_once:
+            self._finished = True  # the final checkpoint releases the last epoch, then the end
+        else:
+            await self.sink.put(_Ended(self.ctx.subtask_index))
