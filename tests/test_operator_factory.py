@@ -12,8 +12,8 @@ import pytest
 
 import streamflow as sf
 from streamflow.runtime.basic_operators import MapOperator
+from streamflow.runtime.execution import Execution, RuntimeConfig
 from streamflow.runtime.factory import OperatorFactory
-from streamflow.runtime.job import Execution, RuntimeConfig
 from streamflow.windowing import CountEvictor, CountTrigger, GlobalWindows, TumblingEventTimeWindows
 
 

@@ -17,7 +17,8 @@ from ..connectors.base import Source
 from ..connectors.collection import AsyncIterableSource, CollectionSource
 from ..execution_mode import RuntimeExecutionMode
 from ..graph import JobGraph, StreamGraph, build_job_graph
-from ..runtime.job import JobClient, JobExecutionResult, RuntimeConfig
+from ..runtime.execution import RuntimeConfig
+from ..runtime.job import JobClient, JobExecutionResult
 from ..runtime.loop_budget import parse_loop_budget
 from ..runtime.record_size import parse_memory_size
 from ..state.backends import (

@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from ..graph import JobGraph
-from ..runtime.job import JobExecutionResult, JobStatus, RuntimeConfig
+from ..runtime.execution import RuntimeConfig
+from ..runtime.job import JobExecutionResult, JobStatus
 from .plan import Translation
 from .session import get_session
 from .sinks import BatchSink, batch_sink_for, foreach_batch

@@ -1,0 +1,418 @@
+"""Turns a JobGraph into running tasks: the physical job of one attempt (``Execution``).
+
+Each job vertex runs as ``parallelism`` tasks; every non-chained edge becomes
+one bounded channel per (upstream subtask, downstream subtask) pair (only the
+diagonal for forward edges). All tasks run in one anyio task group: the first
+failure cancels the others, every task cleans up, and the original error is
+raised to the caller. A failover builds a new ``Execution`` (``job.JobClient``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures.thread  # noqa: F401  (preloaded: see the comment after the imports)
+import logging
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import anyio._backends._asyncio  # preloaded: see the comment after the imports
+
+from ..checkpoint.channel_types import restored_channels
+from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
+from ..checkpoint.driver import CheckpointDriver
+from ..checkpoint.restore import RestoredCheckpoint, StateMismatchError
+from ..checkpoint.storage import FileSystemCheckpointStorage
+from ..checkpoint.task_checkpointer import CheckpointedTask
+from ..clock import Clock
+from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, is_chained
+from ..state.key_groups import key_group_range
+from ..state.keyed import IncrementalSettings, KeyedStateBackend
+from .channel import ByteBudget, Channel, InputGate
+from .checkpoint_stats import CheckpointStatsTracker
+from .context import OperatorContext
+from .gc_policy import GC_POLICY
+from .loop_budget import DEFAULT_LOOP_BUDGET_MS, LoopBudget
+from .metered_output import MeteredOutput
+from .metrics import MetricGroup, read_metrics
+from .operator import BatchTarget, StreamOperator
+from .task import InputTask, SourceTask, Task
+from .writer import ChannelWriter, create_writer
+
+# Preloaded (the two imports so marked above): they load when streamflow is imported, not on
+# the event loop while the first job runs: anyio imports its asyncio backend at the first task
+# group (a job's start) and asyncio the thread pool module at the first run_in_executor (the
+# first checkpoint's write), 40-60 ms of imports holding the caller's loop (bench/loop_hold.py
+# --watch-ms 20 showed them as the longest hold of a run).
+
+_log = logging.getLogger("streamflow")
+
+
+@dataclass
+class RuntimeConfig:
+    batch_size: int = 512
+    channel_capacity: int = 4096
+    # in-flight bytes (estimated, see record_size.py): per channel and for the whole job; None: off
+    channel_max_bytes: int | None = 64 * 2**20
+    job_max_bytes: int | None = 512 * 2**20
+    job_parameters: dict[str, str] = field(default_factory=dict)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    restart_strategy: RestartStrategy = field(default_factory=NoRestart)
+    savepoint_path: str | None = None
+    allow_non_restored_state: bool = False
+    rest_port: int | None = None  # rest.port: serve the job page, REST API and /metrics (0: any free port)
+    rest_address: str = "127.0.0.1"  # rest.address
+    progress: bool | None = None  # streamflow.progress: None = only on a terminal
+    # execution.loop-budget: ms of continuous work after which the job lets the event loop run
+    # (shared by all tasks of the job, see loop_budget.py); None: only when it has to wait
+    loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
+    state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
+    gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
+
+
+class Execution:
+    """The physical job: tasks, channels and operator instances."""
+
+    def __init__(
+        self,
+        job_name: str,
+        graph: JobGraph,
+        config: RuntimeConfig,
+        clock: Clock,
+        restore: RestoredCheckpoint | None = None,
+        storage: FileSystemCheckpointStorage | None = None,
+        checkpoint_stats: CheckpointStatsTracker | None = None,
+        first_checkpoint_id: int = 1,
+    ):
+        self.job_name = job_name
+        self.graph = graph
+        self.config = config
+        self.clock = clock
+        self.restore = restore
+        self.checkpoint_stats = checkpoint_stats or CheckpointStatsTracker(clock)
+        self.metrics: dict[str, object] = {}
+        self.tasks: list[Task] = []
+        # (node id, subtask) -> operator instance (sources have none)
+        self.operators: dict[tuple[int, int], StreamOperator] = {}
+        self.channels: list[Channel] = []
+        limit = self.config.job_max_bytes
+        self.byte_budget = ByteBudget(limit) if limit is not None else None
+        self.loop_budget = LoopBudget(config.loop_budget_ms, clock)
+        self._task_ids: list[str] = []  # parallel to tasks: "<head uid>#<subtask>"
+        if restore is not None:
+            restore.check_fits(
+                {graph.uid_of(n): graph.parallelism[n.id] for n in graph.nodes},
+                {graph.uid_of(n) for n in graph.nodes if n.keyed or n.rescalable},
+                config.allow_non_restored_state,
+            )
+        self._build()
+        self.driver = CheckpointDriver(
+            job_name,
+            [
+                (task_id, cast(CheckpointedTask, t))
+                for task_id, t in zip(self._task_ids, self.tasks, strict=True)
+            ],
+            clock,
+            config.checkpoint,
+            storage,
+            None if restore is None else restore.checkpoint_id,
+            first_checkpoint_id,
+            self.checkpoint_stats,
+        )
+
+    # -- construction ------------------------------------------------------
+    def _build(self) -> None:
+        g = self.graph
+        # channels of each non-chained edge: (consumer id, edge index) -> [up][down] channels
+        edge_channels: dict[tuple[int, int], list[list[Channel | None]]] = {}
+        for node in g.nodes:
+            for k, edge in enumerate(node.inputs):
+                if is_chained(g, node, edge):
+                    continue
+                up_p, p = g.parallelism[edge.upstream.id], g.parallelism[node.id]
+                forward = effective_partitioning(edge, up_p, p) is Partitioning.FORWARD
+                grid: list[list[Channel | None]] = []
+                for j in range(up_p):
+                    row: list[Channel | None] = []
+                    for i in range(p):
+                        if forward and i != j:
+                            row.append(None)
+                            continue
+                        ch = Channel(
+                            self.config.channel_capacity,
+                            f"{edge.upstream.name}[{j}] -> {node.name}[{i}]",
+                            max_bytes=self.config.channel_max_bytes,
+                            budget=self.byte_budget,
+                        )
+                        self.channels.append(ch)
+                        row.append(ch)
+                    grid.append(row)
+                edge_channels[(node.id, k)] = grid
+
+        finished: dict[int, list[bool]] = {}  # head node id -> its subtasks deployed finished
+        for vertex in g.vertices:
+            subtasks = finished[vertex.nodes[0].id] = []
+            for sub in range(vertex.parallelism):
+                task = self._build_task(vertex.nodes, sub, edge_channels)
+                task.finished_on_restore = self._finished_on_restore(vertex.nodes, sub, finished)
+                subtasks.append(task.finished_on_restore)
+                self.tasks.append(task)
+
+    def _finished_on_restore(
+        self, nodes: list[StreamNode], sub: int, finished: dict[int, list[bool]]
+    ) -> bool:
+        """FLIP-147: the subtask had finished in the restored checkpoint (every operator of its
+        chain, see ``RestoredCheckpoint.finished_on_restore``) and every task upstream of it is
+        deployed finished too (so none can send it a record); logged when it runs again."""
+        if self.restore is None or not self.restore.finished:
+            return False
+        g = self.graph
+        p = g.parallelism[nodes[0].id]
+        if not all(self.restore.finished_on_restore(g.uid_of(n), sub, p) for n in nodes):
+            if any(g.uid_of(n) in self.restore.finished for n in nodes):
+                _log.info(
+                    "%s[%d]: not every operator of its chain had finished in checkpoint %s (or it was "
+                    "rescaled while partly finished): it runs again", nodes[0].name, sub, self.restore.source,
+                )  # fmt: skip
+            return False
+        for e in nodes[0].inputs:
+            up = finished.get(g.vertex_of[e.upstream.id].nodes[0].id, [])
+            up_p = g.parallelism[e.upstream.id]
+            forward = effective_partitioning(e, up_p, p) is Partitioning.FORWARD
+            if len(up) == up_p and (up[sub] if forward else all(up)):
+                continue
+            _log.info(
+                "%s[%d] had finished in checkpoint %s, but a task upstream of it runs again: so does it",
+                nodes[0].name, sub, self.restore.source,
+            )  # fmt: skip
+            return False
+        return True
+
+    def _build_task(
+        self,
+        nodes: list[StreamNode],
+        sub: int,
+        edge_channels: dict[tuple[int, int], list[list[Channel | None]]],
+    ) -> Task:
+        g = self.graph
+        task_name = " -> ".join(n.name for n in nodes) + (f" ({sub + 1}/{g.parallelism[nodes[0].id]})")
+        ops: list[StreamOperator] = []
+        for node in nodes:
+            if node.operator_factory is not None:
+                op = node.operator_factory.create(sub)
+                self.operators[(node.id, sub)] = op
+                ops.append(op)
+        writers: list[ChannelWriter] = []
+        writer_types: list[Any] = []  # the declared record type each writer carries (or None)
+        outputs: dict[int, MeteredOutput] = {}
+        for node in reversed(nodes):  # consumers first, so their operators exist
+            main: list[BatchTarget] = []
+            side: dict[str, list[BatchTarget]] = {}
+            for consumer, edge in g.consumers[node.id]:
+                if is_chained(g, consumer, edge):
+                    target: BatchTarget = self.operators[(consumer.id, sub)]
+                else:
+                    k = consumer.inputs.index(edge)
+                    row = edge_channels[(consumer.id, k)][sub]
+                    channels = [ch for ch in row if ch is not None]
+                    up_p, p = g.parallelism[node.id], g.parallelism[consumer.id]
+                    writer = create_writer(
+                        channels,
+                        effective_partitioning(edge, up_p, p) if len(channels) > 1 else Partitioning.FORWARD,
+                        subtask_index=sub if len(channels) > 1 else 0,
+                        key_selector=edge.key_selector,
+                        partitioner=edge.partitioner,
+                        upstream_parallelism=up_p,
+                        max_parallelism=g.vertex_of[consumer.id].max_parallelism,
+                        where=f"key selector of {consumer.name!r}",
+                    )
+                    writers.append(writer)
+                    writer_types.append(node.declared_types.get(edge.side_tag))
+                    target = writer
+                (main if edge.side_tag is None else side.setdefault(edge.side_tag, [])).append(target)
+            outputs[node.id] = MeteredOutput(main, side, self.loop_budget)
+
+        head = nodes[0]
+        task_id = f"{g.uid_of(head)}#{sub}"
+        kw: dict[str, Any] = dict(
+            operators=ops, writers=writers, clock=self.clock, batch_size=self.config.batch_size,
+            budget=self.loop_budget,
+        )  # fmt: skip
+        task: Task
+        if head.source is not None:
+            reader = head.source.create_reader(sub, g.parallelism[head.id])
+            task = SourceTask(task_name, reader, outputs[head.id], **kw)
+            task.source_uid = g.uid_of(head)
+            if hasattr(reader, "set_metric_group"):  # e.g. Kafka consumer lag per partition
+                reader.set_metric_group(MetricGroup(f"{g.uid_of(head)}[{sub}]", self.metrics))
+            restored = self._restored(head, sub)
+            if restored is not None and restored.own is not None:
+                reader.restore_position(restored.own["position"])
+        else:
+            gate_channels: list[Channel] = []
+            input_of_channel: list[int] = []
+            input_types: list[Any] = []
+            for k, edge in enumerate(head.inputs):
+                for row in edge_channels[(head.id, k)]:
+                    ch = row[sub]
+                    if ch is not None:
+                        gate_channels.append(ch)
+                        input_of_channel.append(edge.input_index)
+                        input_types.append(edge.upstream.declared_types.get(edge.side_tag))
+            task = InputTask(task_name, InputGate(gate_channels), input_of_channel, **kw)
+            task.input_types = input_types
+        task.parallelism = g.parallelism[head.id]
+        task.writer_types = writer_types
+        task.outputs = [(node, outputs[node.id]) for node in nodes]
+        self._task_ids.append(task_id)
+        for writer in writers:
+            for ch in writer.channels:
+                ch.writer = task
+        for node in nodes:
+            chained = self.operators.get((node.id, sub))
+            if chained is not None:
+                chained.setup(self._context(node, sub, task), outputs[node.id])
+                chained.initialize_state(self._restored(node, sub))
+        if self.restore is not None:
+            self._restore_channels(task, task_id)
+        return task
+
+    def _restored(self, node: StreamNode, sub: int) -> Any:
+        if self.restore is None:
+            return None
+        g = self.graph
+        maxp = g.vertex_of[node.id].max_parallelism
+        groups = key_group_range(sub, maxp, g.parallelism[node.id])
+        return self.restore.for_operator(g.uid_of(node), sub, groups)
+
+    def _restore_channels(self, task: Task, task_id: str) -> None:
+        assert self.restore is not None
+        state = self.restore.channels.get(task_id)
+        if state is None:
+            return
+        inp, out = restored_channels(
+            task_id,
+            {int(c): b for c, b in state["in"].items()},
+            {int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()},
+            state.get("pickled"),
+            getattr(task, "input_types", ()),
+            task.writer_types,
+        )
+        try:
+            task.restored_out = out
+            for w, chs in task.restored_out.items():
+                for c in chs:
+                    task.writers[w].channels[c]
+            if isinstance(task, InputTask):
+                task.restored_in = inp
+                for c in task.restored_in:
+                    task.gate.channels[c]
+        except (IndexError, KeyError):
+            raise StateMismatchError(
+                f"checkpoint {self.restore.source} holds in-flight data (unaligned channel state) for "
+                f"task {task_id!r} that does not match this job's channels: restore from an aligned "
+                "savepoint to change the graph or parallelism"
+            ) from None
+
+    def _context(self, node: StreamNode, sub: int, task: Task) -> OperatorContext:
+        g = self.graph
+        uid = g.uid_of(node)
+        maxp = g.vertex_of[node.id].max_parallelism
+        return OperatorContext(
+            uid=uid,
+            name=node.name,
+            task_name=task.name,
+            subtask_index=sub,
+            parallelism=g.parallelism[node.id],
+            max_parallelism=maxp,
+            clock=self.clock,
+            metrics=MetricGroup(f"{uid}[{sub}]", self.metrics),
+            processing_time=task.processing_time,
+            job_parameters=dict(self.config.job_parameters),
+            keyed_backend=self._keyed_backend(uid, sub, maxp, g.parallelism[node.id]) if node.keyed else None,
+            checkpointing=self.config.checkpoint.is_checkpointing_enabled(),
+        )
+
+    def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
+        backend = self.config.state_backend
+        if backend is None:
+            keyed = KeyedStateBackend(maxp, self._incremental(uid, sub, maxp, parallelism))
+        else:
+            groups = key_group_range(sub, maxp, parallelism)
+            keyed = cast(
+                KeyedStateBackend,
+                backend.create_keyed_backend(maxp, groups, uid, sub, self.config.checkpoint.codec),
+            )
+        if hasattr(keyed, "defer_restore"):  # the heap backend: its task decodes a restore in slices
+            keyed.defer_restore = True
+        return keyed
+
+    def _incremental(self, uid: str, sub: int, maxp: int, parallelism: int) -> IncrementalSettings | None:
+        """Incremental keyed checkpoints need them on, checkpointing, and storage to keep the chain."""
+        cfg = self.config.checkpoint
+        if not (cfg.incremental and cfg.is_checkpointing_enabled() and cfg.storage_dir is not None):
+            return None
+        groups = key_group_range(sub, maxp, parallelism)
+        return IncrementalSettings(f"{uid}#{sub}", groups, cfg.codec, cfg.incremental_max_chain)
+
+    # -- running -----------------------------------------------------------
+    async def run(self) -> None:
+        """Run every task and the checkpoint driver; on every end (finished, cancelled, failed)
+        the driver first settles the checkpoints in flight (see ``CheckpointDriver.settle``)."""
+        error: BaseException | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                self.cancel_scope = tg.cancel_scope
+                for task in self.tasks:
+                    tg.start_soon(task.run, name=task.name)
+                tg.start_soon(self.driver.run, name="checkpoint driver")
+        except BaseExceptionGroup as group:
+            error = primary_error(group)
+            raise error from None
+        except BaseException as exc:  # cancelled before the task group started
+            error = exc
+            raise
+        finally:
+            scope = getattr(self, "cancel_scope", None)
+            cancelled = isinstance(error, anyio.get_cancelled_exc_class()) or (
+                error is None and scope is not None and scope.cancel_called
+            )
+            detail = "was cancelled" if cancelled else "finished" if error is None else f"failed: {error!r}"
+            with anyio.CancelScope(shield=True):
+                await self.driver.settle(detail, None if cancelled else error)
+
+    def read_metrics(self) -> dict[str, float | int]:
+        out = read_metrics(self.metrics)
+        stats = self.driver.coordinator.stats
+        out["checkpoints.numCompleted"] = self.driver.num_completed
+        out["checkpoints.numAborted"] = stats.num_aborted
+        out["checkpoints.lastDurationMs"] = stats.last_duration_ms or 0
+        if self.byte_budget is not None:
+            out["job.inFlightBytesPeak"] = self.byte_budget.peak
+        out["job.numLoopYields"] = self.loop_budget.slices
+        out["job.numLoopTaskWaits"] = self.loop_budget.waits
+        out.update(GC_POLICY.metrics())
+        for t in self.tasks:
+            if t.checkpointer is not None and t.checkpointer.handler is not None:
+                out[f"{t.name}.lastAlignmentMs"] = t.checkpointer.last_alignment_ms
+            if isinstance(t, SourceTask):
+                out[f"{t.name}.numRecordsOut"] = t.records_out
+                out[f"{t.name}.numRecordsMalformed"] = t.records_malformed
+            elif isinstance(t, InputTask):
+                out[f"{t.name}.numRecordsIn"] = t.records_in
+        return out
+
+
+def primary_error(group: BaseExceptionGroup) -> BaseException:
+    """The error that started a failure: the first one that is not a cancellation."""
+    cancelled = anyio.get_cancelled_exc_class()
+    fallback: BaseException | None = None
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            stack[:0] = list(exc.exceptions)
+        elif not isinstance(exc, cancelled):
+            return exc
+        elif fallback is None:
+            fallback = exc
+    return fallback or group
