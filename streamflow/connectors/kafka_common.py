@@ -236,15 +236,19 @@ _PRODUCER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 
 def producer_config(props: Mapping[str, str], exactly_once: bool) -> dict[str, Any]:
-    """aiokafka keyword arguments for the Kafka producer properties ``props``; an unknown
-    property, or one exactly-once cannot honour, is refused naming it (at ``build()``)."""
+    """aiokafka keyword arguments for the Kafka producer properties ``props``. Any other
+    property is logged as ignored, as Kafka's producer warns about a config it does not know
+    (PyFlink's examples pass ``group.id`` to the sink); an ``acks`` exactly-once cannot honour
+    is refused (at ``build()``)."""
     kw: dict[str, Any] = {}
+    ignored = sorted(key for key in props if key not in _PRODUCER_PROPS)
+    if ignored:
+        log.warning("kafka sink: properties %s are not producer settings streamflow applies: ignored "
+                    "(applied: %s)", ignored, ", ".join(sorted(_PRODUCER_PROPS)))
     for key, value in props.items():
-        if key not in _PRODUCER_PROPS:
-            raise ValueError(f"kafka sink: unsupported property {key!r} (supported: "
-                             f"{', '.join(sorted(_PRODUCER_PROPS))})")
-        name, conv = _PRODUCER_PROPS[key]
-        kw[name] = conv(str(value))
+        if key in _PRODUCER_PROPS:
+            name, conv = _PRODUCER_PROPS[key]
+            kw[name] = conv(str(value))
     if exactly_once and kw.get("acks", "all") != "all":
         raise ValueError(f"kafka sink: EXACTLY_ONCE needs acks=all (transactions are idempotent), "
                          f"got acks={props['acks']!r}")

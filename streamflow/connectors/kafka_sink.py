@@ -24,7 +24,7 @@ fails the task.
   transaction across its restart while later sends and the commit report
   success, and Apache Kafka aborts it; the failover's recovery re-sends it.
 * Producer properties (``set_property``) map to aiokafka's arguments
-  (``kafka_common.producer_config``); an unknown one is refused at ``build()``.
+  (``kafka_common.producer_config``); any other one is logged as ignored.
 * Crash-test points (``testing.faults``): ``commit`` (marker sent, commit not
   yet), ``committed`` (committed, next transaction not begun).
 """
