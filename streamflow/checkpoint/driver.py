@@ -38,11 +38,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
-import shutil
-import tempfile
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -69,6 +65,7 @@ from .config import CheckpointConfig
 from .coordinator import CheckpointCoordinator
 from .events import CheckpointBarrier, CheckpointType
 from .restore import encode_entry
+from .shared_files import MemorySharedFiles
 from .storage import FileSystemCheckpointStorage
 from .task_checkpointer import CheckpointedTask, TaskCheckpointer
 from .uploads import SharedUpload, produce_all
@@ -519,45 +516,6 @@ class CheckpointDriver:
                 error.__cause__ = cause
                 fut.set_exception(error)
         self._requests.clear()
-
-
-class MemorySharedFiles:
-    """Without checkpoint storage, the shared files of the latest checkpoint kept in memory are
-    hard links (or copies) in a temporary directory, so a failover restores them after the tasks
-    removed their own files."""
-
-    def __init__(self) -> None:
-        self.directory: Path | None = None
-        self._files: dict[str, Path] = {}
-
-    def keep(self, cid: int, shared: dict[str, Any], references: list[str]) -> None:
-        if self.directory is None:
-            self.directory = Path(tempfile.mkdtemp(prefix="streamflow-memory-checkpoint-"))
-            weakref.finalize(self, shutil.rmtree, str(self.directory), True)
-        files: dict[str, Path] = {}
-        for name in references:
-            files[name] = self._files[name]
-        for name, data in shared.items():
-            path = self.directory / name
-            if not path.exists():
-                if isinstance(data, Path):
-                    try:
-                        os.link(data, path)
-                    except OSError:
-                        shutil.copyfile(data, path)
-                else:
-                    path.write_bytes(data)
-            files[name] = path
-        for name, path in self._files.items():
-            if name not in files:
-                path.unlink(missing_ok=True)
-        self._files = files
-
-    def path(self, name: str) -> Path:
-        try:
-            return self._files[name]
-        except KeyError:
-            raise FileNotFoundError(f"the checkpoint kept in memory has no shared file {name!r}") from None
 
 
 def _size(path: Path) -> int:
