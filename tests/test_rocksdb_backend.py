@@ -258,10 +258,11 @@ async def _reference() -> tuple[list, list]:
     return a.results, b.results
 
 
-@pytest.mark.parametrize(("before", "after"), [(2, 2), (1, 4), (4, 1), (3, 2)])
+@pytest.mark.parametrize(("before", "after"), [(2, 2), (1, 4), (4, 1), (3, 2), (2, 3)])
 async def test_savepoint_restore_and_rescale(tmp_path: Path, before: int, after: int) -> None:
     """A savepoint at parallelism ``before``, restored at ``after`` (same: the SST files are
-    linked back; other: key-group ranges are copied): the results are the heap's."""
+    linked back; other: the largest overlap linked back and clipped, the rest ingested): the
+    results are the heap's."""
     from test_checkpointing import Gate, wait_until
 
     data = _data()

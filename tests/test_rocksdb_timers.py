@@ -179,7 +179,7 @@ async def _reference() -> list:
     return sink.results
 
 
-@pytest.mark.parametrize(("before", "after"), [(1, 1), (1, 4), (4, 1), (4, 4)])
+@pytest.mark.parametrize(("before", "after"), [(1, 1), (1, 4), (4, 1), (4, 4), (2, 3)])
 async def test_timers_checkpointed_in_rocksdb_restore_and_rescale(
     tmp_path: Path, before: int, after: int
 ) -> None:

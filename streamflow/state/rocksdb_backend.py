@@ -27,11 +27,12 @@ SST files created since the last one: what changed.
 of the snapshot are hard-linked (copied across file systems) into the new
 working directory with the small files, and the DB opens on them; their shared
 names are kept, so the next checkpoint references them instead of storing
-them again. With another range (rescale), each old DB whose range overlaps is
-materialised in a scratch directory, opened read-only, and the entries of the
-key groups this subtask owns are copied (one seek per source, contiguous
-ranges) into a fresh DB. A heap-backend snapshot (``groups``) is also read,
-so a job can move to RocksDB through a savepoint.
+them again. With another range (rescale, ``rocksdb_restore.py``), the old DB
+with the largest overlap is restored so and the key groups outside the new
+range are deleted by range; the other overlapping DBs' entries of this
+subtask's key groups are written into an SST file and ingested. A
+heap-backend snapshot (``groups``) is also read, so a job can move to RocksDB
+through a savepoint.
 
 **Timers** of the operator are states of this DB too (``rocksdb_timers.py``): their pending
 writes join the flush's WriteBatch, so a checkpoint's files hold them.
@@ -401,25 +402,24 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             stored = snap.get("key_types") or ([snap["key_type"]] if snap.get("key_type") else [])
             if stored:
                 self.restored_key_types = (self.restored_key_types or set()) | set(stored)
-        rocks = [s for s in snaps if s.get("rocksdb")]
-        heap = [s for s in snaps if not s.get("rocksdb")]
+        rocks = [s for s in snaps if s.get("rocksdb") and self._overlaps(s)]
         if rocks and shared_path is None:
             raise RocksDBStateError("this checkpoint holds RocksDB state but its files cannot be found")
-        exact = [s for s in rocks if list(s["key_groups"]) == mine]
-        others = [s for s in rocks if s not in exact and self._overlaps(s)]
-        heap_owned = any(owns(int(g)) for s in heap for g in s["groups"])
-        if len(exact) == 1 and not others and not heap_owned:  # the same parallelism
+        if rocks:
             assert shared_path is not None
-            self._restore_files(exact[0], shared_path)
-            return
-        from .rocksdb_restore import copy_key_groups
+            from .rocksdb_restore import clip, ingest_key_groups, overlap
 
-        for snap in rocks:
-            if not self._overlaps(snap):
+            # the largest overlap becomes this DB (its files linked); a stable choice on ties
+            base = max(rocks, key=lambda s: (overlap(s, self.key_groups), -s["key_groups"][0]))
+            self._restore_files(base, shared_path)
+            if list(base["key_groups"]) != mine:
+                clip(self, base)
+            for snap in rocks:
+                if snap is not base:
+                    ingest_key_groups(self, snap, shared_path)
+        for snap in snaps:
+            if snap.get("rocksdb"):
                 continue
-            assert shared_path is not None
-            copy_key_groups(self, snap, shared_path)
-        for snap in heap:
             for group, states in snap["groups"].items():
                 if owns(int(group)):
                     for name, entries in states.items():

@@ -1,5 +1,7 @@
 """Restoring RocksDB keyed state: the files of a snapshot back into a working DB.
 
+Theory of operation
+-------------------
 ``materialise`` lays a snapshot's DB out in a directory: its SST files from
 checkpoint storage (hard links, copies across file systems) and its small
 files (CURRENT, MANIFEST, OPTIONS) from the snapshot itself. A missing or
@@ -7,11 +9,25 @@ damaged SST file raises :class:`~streamflow.checkpoint.storage.CorruptCheckpoint
 naming it, which the job treats as a damaged checkpoint (refused, or an older
 one restored when fallback is enabled).
 
-``copy_key_groups`` is the rescale path: the old DB is materialised in a
-scratch directory, opened read-only, and the entries of the key groups the new
-subtask owns are copied, one seek per key group range, in WriteBatches of
-20,000; state ids are mapped by state name (two subtasks may have numbered
-their states differently).
+**Rescaling** follows Flink's ``RocksDBIncrementalRestoreOperation``: of the
+old subtasks' DBs whose key-group ranges overlap the new subtask's, the one
+with the largest overlap is the *base*: its files become the new subtask's DB
+as on a restore at the same parallelism (hard links, nothing read but the
+sha256 check), and ``clip`` deletes the key groups outside the new range with
+one range tombstone on each side (RocksDB's ``DeleteRange``: no key is read;
+compactions drop the deleted entries later). Scaling out (1 -> 4, 2 -> 4) is
+therefore a link and two tombstones per subtask, whatever the state size.
+
+Every other overlapping DB (scaling in: 4 -> 1 takes one base and three
+others) goes through ``ingest_key_groups``: materialised in a scratch
+directory, opened read-only, its entries of the new subtask's key groups are
+read in key order and written into an SST file (``SstFileWriter``: no
+memtable, no write-ahead log, no later flush or compaction of the copy), which
+RocksDB then ingests (the file is moved in, under a new sequence number).
+State ids are mapped by state name (two subtasks may have numbered their
+states differently); when the mapping does not keep the ids' order, the source
+is read one ``key group | state id`` prefix at a time, in the new ids' order,
+so the file's keys stay sorted.
 """
 
 from __future__ import annotations
@@ -33,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_BATCH = 20_000
+_END = b"\xff"  # above every key: a key group is at most 0x7fff (max parallelism 32,768)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -79,52 +95,133 @@ def open_checked(path: Path, snap: dict[str, Any], read_only: bool) -> rocksdict
         ) from e
 
 
-def copy_key_groups(
+def overlap(snap: dict[str, Any], key_groups: range) -> int:
+    """How many of ``key_groups`` the snapshot's DB holds."""
+    lo, hi = snap["key_groups"]
+    return max(0, min(hi, key_groups.stop) - max(lo, key_groups.start))
+
+
+def clip(backend: RocksDBKeyedStateBackend, base: dict[str, Any]) -> None:
+    """Delete the key groups of ``base`` (restored as ``backend``'s DB) that ``backend`` does not
+    own: a range tombstone below its range and one above, nothing read."""
+    from .rocksdb_backend import RocksDBStateError
+
+    lo, hi = base["key_groups"]
+    mine = backend.key_groups
+    spans = []
+    if lo < mine.start:
+        spans.append((b"\x00\x00", mine.start.to_bytes(2, "big")))
+    if hi > mine.stop:
+        spans.append((mine.stop.to_bytes(2, "big"), _END))
+    if not spans:
+        return
+    db = backend.db
+    for begin, end in spans:
+        try:
+            db.delete_range(begin, end)
+        except Exception as e:
+            raise RocksDBStateError(
+                f"deleting key groups {begin.hex()}-{end.hex()} from RocksDB at {backend.db_path} failed: {e}"
+            ) from e
+    log.info(
+        "rescaled RocksDB state: the checkpoint files of key groups %d-%d linked, key groups outside "
+        "%d-%d deleted by range",
+        lo,
+        hi - 1,
+        mine.start,
+        mine.stop - 1,
+    )
+
+
+def _spans(remap: dict[bytes, bytes], start: int, stop: int) -> list[tuple[bytes, bytes, bytes | None]]:
+    """``(from, to, new state id or None)`` source key ranges to read, in the order their keys
+    take in the target: one contiguous range when the mapping keeps the ids' order (None: keep
+    the key's own id, mapped per key if it changed), else one per key group and state."""
+    olds = sorted(remap)
+    if [remap[o] for o in olds] == sorted(remap.values()):
+        return [(start.to_bytes(2, "big"), stop.to_bytes(2, "big"), None)]
+    by_new = sorted(remap.items(), key=lambda item: item[1])
+    out: list[tuple[bytes, bytes, bytes | None]] = []
+    for kg in range(start, stop):
+        g = kg.to_bytes(2, "big")
+        for old, new in by_new:
+            sid = int.from_bytes(old, "big")
+            out.append((g + old, g + (sid + 1).to_bytes(2, "big"), new))
+    return out
+
+
+def ingest_key_groups(
     backend: RocksDBKeyedStateBackend, snap: dict[str, Any], shared_path: Callable[[str], Path]
 ) -> None:
-    """Copy the key groups ``backend`` owns from the snapshot's DB into ``backend``'s DB."""
+    """Write the entries of the key groups ``backend`` owns in the snapshot's DB into an SST file
+    and ingest it into ``backend``'s DB."""
+    from .rocksdb_backend import RocksDBStateError, _options
+
     scratch = Path(tempfile.mkdtemp(prefix="rescale-", dir=backend.root))
     try:
         src_path = scratch / "db"
         materialise(snap, shared_path, src_path)
         src = open_checked(src_path, snap, read_only=True)
+        sst = scratch / "ingest.sst"
+        lo, hi = snap["key_groups"]
+        start, stop = max(lo, backend.key_groups.start), min(hi, backend.key_groups.stop)
         try:
             kinds = snap["kinds"]
             remap = {
                 sid.to_bytes(2, "big"): backend.sid_of(name, kinds.get(name, "internal")).to_bytes(2, "big")
                 for name, sid in snap["state_ids"].items()
             }
-            lo, hi = snap["key_groups"]
-            start = max(lo, backend.key_groups.start)
-            stop = min(hi, backend.key_groups.stop)
-            end = stop.to_bytes(2, "big")
-            dst = backend.db
-            batch = rocksdict.WriteBatch(raw_mode=True)
+            same = all(old == new for old, new in remap.items())
+            writer = rocksdict.SstFileWriter(_options())
+            writer.open(str(sst))
             n = 0
             try:
-                for k, raw in src.items(from_key=start.to_bytes(2, "big")):
-                    rk = cast(bytes, k)
-                    if rk[:2] >= end:
-                        break
-                    sid = remap.get(rk[2:4])
-                    if sid is None:
-                        continue
-                    batch.put(rk[:2] + sid + rk[4:], raw)
-                    n += 1
-                    if n % _BATCH == 0:
-                        dst.write(batch)
-                        batch = rocksdict.WriteBatch(raw_mode=True)
+                for begin, end, new in _spans(remap, start, stop):
+                    ro = rocksdict.ReadOptions()
+                    ro.set_iterate_upper_bound(end)
+                    items = src.items(from_key=begin, read_opt=ro)
+                    if new is not None:
+                        for k, raw in items:
+                            rk = cast(bytes, k)
+                            writer[rk[:2] + new + rk[4:]] = raw
+                            n += 1
+                    elif same:
+                        for k, raw in items:
+                            writer[k] = raw
+                            n += 1
+                    else:
+                        for k, raw in items:
+                            rk = cast(bytes, k)
+                            sid = remap.get(rk[2:4])
+                            if sid is not None:
+                                writer[rk[:2] + sid + rk[4:]] = raw
+                                n += 1
+                if n:
+                    writer.finish()
             except Exception as e:
                 raise CorruptCheckpointError(
                     f"reading RocksDB state of key groups {start}-{stop - 1} from checkpoint files "
                     f"failed: {e}",
                     str(src_path),
                 ) from e
-            if not batch.is_empty():
-                dst.write(batch)
-            log.info("rescaled RocksDB state: %d entries of key groups %d-%d copied", n, start, stop - 1)
         finally:
             src.close()
             del src
+        if n:
+            opts = rocksdict.IngestExternalFileOptions()
+            opts.set_move_files(True)
+            try:
+                backend.db.ingest_external_file([str(sst)], opts)
+            except Exception as e:
+                raise RocksDBStateError(
+                    f"ingesting {n} entries of key groups {start}-{stop - 1} into RocksDB at "
+                    f"{backend.db_path} failed: {e}"
+                ) from e
+        log.info(
+            "rescaled RocksDB state: %d entries of key groups %d-%d read from checkpoint files and ingested",
+            n,
+            start,
+            stop - 1,
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
