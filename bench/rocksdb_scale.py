@@ -217,7 +217,7 @@ def overhead_and_restore(
                 work = keep / f"restore-{p}"
                 shutil.copytree(chk, work)
                 res = child(["restore", str(keys), str(work), str(p)])
-                how = "SST files verified and linked back" if p == 1 else "key-group ranges copied"
+                how = "SST files verified and linked back" if p == 1 else "linked back, clipped by range"
                 print(
                     f"  restore of the {keys:,}-key checkpoint at parallelism {p} ({how}), the whole job: "
                     f"{res['elapsed_s']:.1f} s ({res['cpu_s']:.1f} s CPU), peak RSS {res['rss_mb']:.0f} MB "
