@@ -146,3 +146,39 @@ async def test_keyed_tables_are_frozen_while_still_empty() -> None:
     client = await env.execute_async("frozen-tables")
     await client.get_job_execution_result()
     assert found == [0]
+
+
+KEPT: list[list[int]] = []
+
+
+def allocate(i: int) -> int:
+    KEPT.extend([i] for _ in range(60_000))  # tracked objects, alive: they count towards a collection
+    return i
+
+
+async def test_a_task_collects_the_young_generation_before_it_waits_for_input() -> None:
+    """A job that keeps up with its input collects the young garbage while it waits, not in the
+    middle of the next batch: with the automatic threshold out of reach, the young count a batch
+    left behind is gone once the task waits for its next record."""
+    counts: list[int] = []
+    more = asyncio.Event()
+
+    async def records() -> Any:
+        yield 1
+        for _ in range(20):  # the task takes the record, runs the map, and waits for the next
+            await asyncio.sleep(0)
+        counts.append(gc.get_count()[0])
+        more.set()
+
+    before = gc.get_threshold()
+    gc.set_threshold(100_000, *before[1:])  # the map's 60,000 objects: past half, not past all
+    try:
+        env = sf.StreamExecutionEnvironment()
+        env.from_async_iterable(records).map(allocate).add_sink(lambda _v: None)
+        client = await env.execute_async("idle-gc")
+        await asyncio.wait_for(more.wait(), 30)
+        await client.get_job_execution_result()
+    finally:
+        gc.set_threshold(*before)
+        KEPT.clear()
+    assert counts and counts[0] < 30_000, counts  # 60,000 and more after the map; collected when idle

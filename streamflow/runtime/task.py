@@ -50,7 +50,7 @@ from .events import (
     Watermark,
     WatermarkStatus,
 )
-from .gc_policy import GC_POLICY
+from .gc_policy import GC_POLICY, collect_young_when_idle
 from .loop_budget import LoopBudget, bind
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
@@ -246,9 +246,11 @@ class Task:
             gc.collect(0)
 
     async def _idle(self, waiter: Awaitable[None]) -> None:
-        """Wait for input or mail, counting the time as idle (only when a task has to wait)."""
+        """Wait for input or mail, counting the time as idle (only when a task has to wait);
+        the young garbage first (``gc_policy.collect_young_when_idle``)."""
         for seal in self._sealers:
             seal()
+        collect_young_when_idle()
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.budget.task_waits()
