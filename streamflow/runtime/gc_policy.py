@@ -196,7 +196,8 @@ def track(tables: Iterable[object]) -> None:
 
 
 def collect_young_when_idle() -> None:
-    """Called by a task about to wait for input: collect the young generations now, when the
+    """Called by the last task of a job to wait for input (nothing of the job in flight, the
+    whole job idle): collect the young generations now, when the
     young one is past half its threshold, so the automatic collection (which starts at an
     allocation once it reaches the threshold) rarely falls inside a batch, where the records
     of that batch wait for it. Generation 1 is taken when the automatic collection would take

@@ -247,13 +247,15 @@ class Task:
 
     async def _idle(self, waiter: Awaitable[None]) -> None:
         """Wait for input or mail, counting the time as idle (only when a task has to wait);
-        the young garbage first (``gc_policy.collect_young_when_idle``)."""
+        the last task of the job to wait collects the young garbage first, when no record of
+        the job is in flight (``gc_policy.collect_young_when_idle``)."""
         for seal in self._sealers:
             seal()
-        collect_young_when_idle()
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.budget.task_waits()
+        if not self.budget.running:
+            collect_young_when_idle()
         try:
             await waiter
         finally:
