@@ -181,6 +181,7 @@ async def run(rate: int, seconds: float, shape: str) -> dict[str, Any]:
         "arrivals": ARRIVALS[rate:],  # the first second is warm-up
         "steal_ms": (_steal_ticks() - steal0) * 1000 / tick,
         "nivcsw": ru1.ru_nivcsw - ru0.ru_nivcsw,
+        "cpu_s": ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime,
         "gap": max(GAPS[len(GAPS) // 6 :], default=(0.0, 0.0)),
         "gcs": list(GCS),
     }
@@ -277,7 +278,8 @@ def main() -> None:
                 f"p99 {p99 * 1000:6.3f} ms  "
                 f"max {lat[-1] * 1000:7.2f} ms  ({len(lat):,} records)\n"
                 f"      {worst_split(r['arrivals'], r['gcs'])}; stolen by the host {r['steal_ms']:.0f} ms, "
-                f"{r['nivcsw']} involuntary switches; longest loop gap {gap_wall * 1000:.1f} ms "
+                f"{r['nivcsw']} involuntary switches; process CPU {r['cpu_s']:.2f} s; "
+                f"longest loop gap {gap_wall * 1000:.1f} ms "
                 f"({gap_cpu * 1000:.1f} ms CPU in it); collections after the warm-up (longest): "
                 + ", ".join(f"gen {g} {counts[g]} ({t * 1000:.2f} ms)" for g, t in sorted(longest.items())),
                 flush=True,
