@@ -93,14 +93,15 @@ class SparkJobClient:
             starts = []
             for node, stream in plan.sink_streams():
                 spec = plan.spec(node)
-                sink = batch_sink_for(spec, self._loop)
+                location = os.path.join(work, "checkpoints", spec.uid)
+                sink = batch_sink_for(spec, self._loop, location)
                 sink.open()
                 sinks.append(sink)
                 writer = (
                     stream.df.writeStream.foreachBatch(
                         foreach_batch(sink, self._config.checkpoint.codec, _killer(kill_after), stream.layout)
                     )
-                    .option("checkpointLocation", os.path.join(work, "checkpoints", spec.uid))
+                    .option("checkpointLocation", location)
                     .queryName(f"{self.job_name}/{spec.uid}".replace(" ", "_"))
                     .trigger(availableNow=True)
                 )

@@ -83,18 +83,40 @@ def _offsets(source_options: dict[str, str], which: str) -> dict[str, int]:
     return asyncio.run(run())
 
 
+def limit_offsets(start: dict[str, int], end: dict[str, int], max_rows: int | None) -> dict[str, int]:
+    """The offsets one micro-batch reads up to: ``end``, or, when more than ``max_rows`` records
+    lie between ``start`` and ``end``, ``max_rows`` of them shared out in proportion to each
+    partition's backlog (as Spark's connector does with ``maxOffsetsPerTrigger``)."""
+    begin = {k: int(start.get(k, 0)) for k in end}
+    lag = {k: max(0, v - begin[k]) for k, v in end.items()}
+    total = sum(lag.values())
+    if max_rows is None or total <= max_rows:
+        return {k: max(v, begin[k]) for k, v in end.items()}
+    share = {k: n * max_rows // total for k, n in lag.items()}
+    left = max_rows - sum(share.values())
+    for k in sorted(lag, key=lambda k: (share[k] - lag[k], k)):  # the remainder: largest backlog first
+        if left == 0:
+            break
+        if share[k] < lag[k]:
+            share[k] += 1
+            left -= 1
+    return {k: begin[k] + share[k] for k in end}
+
+
 def data_source_class() -> Any:
     """The ``streamflow_kafka`` Python data source (defined lazily: pyspark is optional)."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
     class _Range(InputPartition):
         def __init__(self, topic: str, partition: int, start: int, end: int, eof: bool) -> None:
             self.topic, self.partition, self.start, self.end, self.eof = topic, partition, start, end, eof
 
-    class Reader(DataSourceStreamReader):
+    class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def __init__(self, options: dict[str, str]) -> None:
             self.options = options
-            self._stop: dict[str, int] | None = None
+            self._stop: dict[str, int] | None = None  # a bounded source's stopping offsets
+            self._target: dict[str, int] | None = None  # Trigger.AvailableNow's end offsets
 
         def initialOffset(self) -> dict[str, int]:
             if self.options.get("eof_only") == "true":
@@ -102,14 +124,30 @@ def data_source_class() -> Any:
             start = _offsets(self.options, self.options.get("starting", "earliest"))
             return {**start, "eof": 0}
 
-        def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, int]:
-            if self.options.get("eof_only") == "true":  # only the end marker (JVM connector beside it)
-                return {"eof": 1}
+        def _end(self) -> dict[str, int]:
             if self.options.get("bounded") == "true":
                 if self._stop is None:
                     self._stop = _offsets(self.options, "latest")
-                return {**self._stop, "eof": 1}
-            return {**_offsets(self.options, "latest"), "eof": 0}
+                return self._stop
+            return _offsets(self.options, "latest")
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            if self.options.get("eof_only") != "true":
+                self._target = self._end()
+
+        def getDefaultReadLimit(self) -> Any:
+            max_rows = int(self.options.get("max_records", 0))
+            return ReadMaxRows(max_rows) if max_rows > 0 else ReadAllAvailable()
+
+        def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, int]:
+            if self.options.get("eof_only") == "true":  # only the end marker (JVM connector beside it)
+                return {"eof": 1}
+            end = self._target if self._target is not None else self._end()
+            start = start or {}
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+            offsets = limit_offsets(start, end, max_rows)
+            done = self.options.get("bounded") == "true" and all(offsets[k] >= v for k, v in end.items())
+            return {**offsets, "eof": 1 if done else 0}
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
             parts: list[Any] = []
@@ -217,8 +255,9 @@ class _Deserialize:
                 yield rows_to_arrow(rows)
 
 
-def kafka_stream(spark: Any, source: KafkaSource, codec: Codec) -> Any:
-    """The stage rows of a ``KafkaSource`` on Spark."""
+def kafka_stream(spark: Any, source: KafkaSource, codec: Codec, records_per_batch: int = 0) -> Any:
+    """The stage rows of a ``KafkaSource`` on Spark; a micro-batch reads at most
+    ``records_per_batch`` records (0: everything available)."""
     from .encoding import ROW_DDL
 
     if source.topic_pattern is not None or source.partitions:
@@ -228,12 +267,14 @@ def kafka_stream(spark: Any, source: KafkaSource, codec: Codec) -> Any:
         raise ValueError(f"on the Spark engine a KafkaSource starts at earliest() or latest(), not {kind}()")
     spark.dataSource.register(data_source_class())
     if jvm_connector_available(spark):
-        return _jvm_kafka_stream(spark, source, kind).mapInArrow(_Deserialize(source, codec), ROW_DDL)
+        raw = _jvm_kafka_stream(spark, source, kind, records_per_batch)
+        return raw.mapInArrow(_Deserialize(source, codec), ROW_DDL)
     options = {
         "bootstrap": source.bootstrap_servers,
         "topics": ",".join(source.topics),
         "starting": kind,
         "bounded": "true" if source.bounded else "false",
+        "max_records": str(max(0, records_per_batch)),
     }
     _log.info("Kafka on Spark: %s", json.dumps(options))
     raw = spark.readStream.format("streamflow_kafka").options(**options).load()
@@ -254,14 +295,17 @@ def jvm_connector_available(spark: Any) -> bool:
     return True
 
 
-def _jvm_kafka_stream(spark: Any, source: KafkaSource, kind: str) -> Any:
+def _jvm_kafka_stream(spark: Any, source: KafkaSource, kind: str, records_per_batch: int) -> Any:
     """Spark's own Kafka source, in the raw layout of the Python one; a bounded source gets
     its end-of-input marker from the Python data source (which then reads nothing else)."""
     from pyspark.sql import functions as F
 
     _log.info("Kafka on Spark: the JVM connector (format kafka) reads %s", source.topics)
+    reader = spark.readStream.format("kafka")
+    if records_per_batch > 0:
+        reader = reader.option("maxOffsetsPerTrigger", records_per_batch)
     raw = (
-        spark.readStream.format("kafka")
+        reader
         .option("kafka.bootstrap.servers", source.bootstrap_servers)
         .option("subscribe", ",".join(source.topics))
         .option("startingOffsets", kind)

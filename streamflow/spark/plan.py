@@ -366,7 +366,7 @@ class Translation:
         if isinstance(source, KafkaSource):  # a Spark streaming source of its own
             from .kafka import kafka_stream
 
-            return Stream(kafka_stream(self.spark, source, self.codec), True, None)
+            return Stream(kafka_stream(self.spark, source, self.codec, self.records_per_batch), True, None)
         directory = os.path.join(self.work_dir, "input", self.graph.uid_of(node))
         if not os.path.exists(os.path.join(directory, "_COMPLETE")):
             materialize(source, directory, self.codec, self.records_per_batch, self.native_exprs)

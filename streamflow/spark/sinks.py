@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from ..connectors.file_sink import FileSinkOperator
 from ..connectors.kafka_sink import KafkaSinkOperator
+from ..connectors.kafka_txn import TransactionBook
 from ..runtime.operator import Output, StreamOperator
 from ..state.codec import Codec
 from .encoding import batch_codec, sort_by_order
@@ -110,18 +112,41 @@ class OperatorBatchSink(BatchSink):
 
 class KafkaBatchSink(OperatorBatchSink):
     """A KafkaSink: each micro-batch is one checkpoint epoch of its two-phase commit (see
-    :mod:`.kafka`); a batch whose commit marker is already there is not written again."""
+    :mod:`.kafka`); a batch whose commit marker is already there is not written again.
+
+    The marker counts batch ids, which restart at 0 with a new checkpoint location, so it is
+    trusted only when it was written for this one: its token (the offset's metadata) starts
+    with a run id kept in the query's checkpoint directory, made anew when that directory
+    holds no offset log yet (no batch of it can have been written)."""
 
     op: KafkaSinkOperator
 
+    def __init__(self, operator: KafkaSinkOperator, spec: NodeSpec, loop: asyncio.AbstractEventLoop,
+                 checkpoint_dir: str) -> None:
+        super().__init__(operator, spec, loop)
+        self.checkpoint_dir = checkpoint_dir
+        self.committed = -1
+
     def open(self) -> None:
         super().open()
-        self.committed = self._result(self._marker()) if self.op.eos else -1
+        if not self.op.eos:
+            return
+        run = _run_id(self.checkpoint_dir)
+        self.op.book = TransactionBook(run)  # tokens "<run>/<batch id + 1>": this checkpoint's own
+        epoch, token = self._result(self._marker())
+        if epoch >= 0 and not str(token).startswith(f"{run}/"):
+            _log.info("kafka sink %s: the commit marker (batch %d, token %r) was written for another "
+                      "checkpoint location than %s (run %s); every micro-batch is written",
+                      self.spec.uid, epoch - 1, token, self.checkpoint_dir, run)
+        elif epoch >= 0:
+            self.committed = epoch
+            _log.info("kafka sink %s: micro-batches up to %d committed before this start", self.spec.uid,
+                      epoch - 1)
 
     def _result(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    async def _marker(self) -> int:
+    async def _marker(self) -> tuple[int, str | None]:
         from aiokafka.admin import AIOKafkaAdminClient
 
         admin = AIOKafkaAdminClient(bootstrap_servers=self.op.sink.bootstrap_servers)
@@ -130,14 +155,16 @@ class KafkaBatchSink(OperatorBatchSink):
             offsets = await admin.list_consumer_group_offsets(self.op.marker_group)
         finally:
             await admin.close()
-        return max((int(meta.offset) for meta in offsets.values()), default=-1)
+        found = [(int(meta.offset), meta.metadata) for meta in offsets.values()]
+        return max(found, default=(-1, None))
 
     def write(self, batch_id: int, records: list, timestamps: list[int | None]) -> None:
         epoch = batch_id + 1
-        if epoch <= self.committed or not records:
-            if records:
-                _log.info("kafka sink %s: micro-batch %d was committed before a restart; not written again",
-                          self.spec.uid, batch_id)
+        if not records:
+            return
+        if epoch <= self.committed:
+            _log.info("kafka sink %s: micro-batch %d (%d records) was committed before a restart; "
+                      "not written again", self.spec.uid, batch_id, len(records))
             return
         ts = timestamps if all(t is not None for t in timestamps) else None
         self._call(self.op.process_batch(records, ts))  # type: ignore[arg-type]
@@ -147,17 +174,43 @@ class KafkaBatchSink(OperatorBatchSink):
         if done is not None:
             self._call(done)
         self.committed = epoch
+        _log.debug("kafka sink %s: micro-batch %d committed (%d records)", self.spec.uid, batch_id,
+                   len(records))
 
     def finish(self) -> None:
         return None  # every micro-batch committed its own transaction
 
 
-def batch_sink_for(spec: NodeSpec, loop: asyncio.AbstractEventLoop) -> BatchSink:
+def _run_id(checkpoint_dir: str) -> str:
+    """The run id of a query's checkpoint directory (see :class:`KafkaBatchSink`)."""
+    path = os.path.join(checkpoint_dir, "streamflow-sink-run")
+    offsets = os.path.join(checkpoint_dir, "offsets")
+    started = os.path.isdir(offsets) and any(n.isdigit() for n in os.listdir(offsets))
+    if started:
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except FileNotFoundError:
+            _log.warning("Spark checkpoint %s has batches but no %s (written by an older version?): "
+                         "a new run id; a replayed micro-batch may be written twice", checkpoint_dir, path)
+    run = uuid.uuid4().hex[:16]
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(run)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return run
+
+
+def batch_sink_for(spec: NodeSpec, loop: asyncio.AbstractEventLoop, checkpoint_dir: str) -> BatchSink:
+    """The sink of ``spec``'s query, whose Spark checkpoint location is ``checkpoint_dir``."""
     op = spec.factory.create(0)
     if isinstance(op, FileSinkOperator):
         return FileBatchSink(op, spec.uid)
     if isinstance(op, KafkaSinkOperator):
-        return KafkaBatchSink(op, spec, loop)
+        return KafkaBatchSink(op, spec, loop, checkpoint_dir)
     return OperatorBatchSink(op, spec, loop)
 
 

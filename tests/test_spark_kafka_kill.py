@@ -1,0 +1,229 @@
+"""Exactly-once from Kafka to Kafka on the Spark engine under driver SIGKILLs.
+
+A subprocess driver runs tests/spark_kafka_kill_job.py (Kafka, 3 partitions -> keyed running sum ->
+KafkaSink exactly-once; 100 records per micro-batch) against the test broker. The driver is killed
+(the whole process group: Python, the JVM and its Python workers, as a crashed driver machine) at
+chosen moments and at seeded random ones, and restarted from the same checkpoint directory until it
+finishes; then a fresh read_committed consumer must see every expected output exactly once, and no
+transaction may stay open. The chosen moments, for micro-batch b (its transaction T_b):
+
+* ``commit``: the commit marker (batch b + 1) is in T_b, the commit not sent: the restart's producer
+  fences the old one, T_b is aborted, Spark replays b and the sink writes it again;
+* ``committed`` and ``STREAMFLOW_SPARK_KILL_AFTER_BATCH``: T_b committed, Spark's commit log does not
+  have b: Spark replays b and the sink must skip it (its marker is there), logged with the batch id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from streamflow.common.serialization import SimpleStringSchema
+from streamflow.datastream.connectors.base import DeliveryGuarantee
+from streamflow.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_transactions, produce, read_topic
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from kafka_kill_job import data, expected  # noqa: E402
+
+N = 300
+PER_BATCH = 100  # micro-batches 0, 1, 2 (the last one also carries the end of input)
+_ids = itertools.count()
+_COMMITTED = re.compile(r"micro-batch (\d+) committed")
+_SKIPPED = re.compile(r"micro-batch (\d+) \(\d+ records\) was committed before a restart; not written again")
+
+
+class Job:
+    def __init__(self, broker: KafkaBroker, tmp: Path) -> None:
+        n = next(_ids)
+        self.bs = broker.bootstrap_servers
+        self.in_topic, self.out_topic = f"skill-in-{os.getpid()}-{n}", f"skill-out-{os.getpid()}-{n}"
+        self.prefix = f"skill-tx-{os.getpid()}-{n}"
+        self.tmp = tmp
+        self.runs = 0
+
+    async def setup(self) -> None:
+        await create_topic(self.bs, self.in_topic, 3)
+        records = data(N)
+        await produce(self.bs, self.in_topic, [f"{k},{v}".encode() for k, v in records],
+                      keys=[k.encode() for k, _ in records])
+        await create_topic(self.bs, self.out_topic, 2)
+
+    def start(self, **faults: str) -> tuple[subprocess.Popen[bytes], Path]:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        for name in ("STREAMFLOW_KILL_AT", "STREAMFLOW_SPARK_KILL_AFTER_BATCH"):
+            env.pop(name, None)
+        env.update(faults)
+        self.runs += 1
+        log = self.tmp / f"run-{self.runs}.log"
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, str(HERE / "spark_kafka_kill_job.py"), self.bs, self.in_topic,
+                 self.out_topic, str(self.tmp / "chk"), self.prefix, str(PER_BATCH)],
+                env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            )
+        return proc, log
+
+    def run(self, **faults: str) -> tuple[int, str]:
+        """One driver run to its end (a fault hook may end it): (return code, its log)."""
+        proc, log = self.start(**faults)
+        try:
+            proc.wait(timeout=600)
+        finally:
+            _kill_group(proc)
+        return proc.returncode, log.read_text()
+
+    async def check(self) -> None:
+        out = [m.value.decode() for m in await read_topic(self.bs, self.out_topic)]
+        got, want = Counter(out), Counter(expected(N))
+        missing, extra = list((want - got).items())[:5], list((got - want).items())[:5]
+        assert got == want, f"missing {missing}, extra {extra}"
+        assert await open_transactions(self.bs, self.out_topic) == {}
+
+    async def committed(self) -> int:
+        return len(await read_topic(self.bs, self.out_topic))
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL what is left of the driver's process group (the JVM and its Python workers outlive a
+    driver that killed itself) and wait until it is gone, so no old JVM touches the checkpoint."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        if proc.poll() is None:
+            proc.wait(timeout=10)
+        time.sleep(0.05)
+    raise AssertionError(f"the driver's process group {proc.pid} survived SIGKILL")
+
+
+@pytest.mark.timeout(1800)  # 3 driver runs: up to 3 min each on a loaded 2-core machine
+async def test_driver_killed_around_the_kafka_commit_resumes_exactly_once(kafka, tmp_path):
+    job = Job(kafka, tmp_path)
+    await job.setup()
+    # 1. T_1 holds batch 1 and its marker, not committed: only batch 0 is visible
+    rc, log = await asyncio.to_thread(job.run, STREAMFLOW_KILL_AT="commit:2")
+    assert rc == -signal.SIGKILL, log[-3000:]
+    assert await job.committed() == PER_BATCH
+    # 2. batch 1 is written again (T_1 was aborted), T_2 commits, the driver dies before Spark's commit log
+    rc, log = await asyncio.to_thread(job.run, STREAMFLOW_KILL_AT="committed:3")
+    assert rc == -signal.SIGKILL, log[-3000:]
+    assert [int(b) for b in _COMMITTED.findall(log)] == [1], log[-3000:]  # batch 2's line: after the hook
+    assert not _SKIPPED.search(log)
+    assert await job.committed() == N
+    # 3. Spark replays batch 2, which the sink skips, saying so
+    rc, log = await asyncio.to_thread(job.run)
+    assert rc == 0, log[-3000:]
+    assert [int(b) for b in _SKIPPED.findall(log)] == [2], log[-3000:]
+    assert not _COMMITTED.search(log)
+    await job.check()
+
+
+@pytest.mark.timeout(1800)
+async def test_driver_killed_at_random_moments_resumes_exactly_once(kafka, tmp_path):
+    """Seeded random kills, each at a random delay after the run's first committed micro-batch
+    (or its first skipped replay), then runs to the end."""
+    rng = random.Random(f"spark-kafka-{os.environ.get('STREAMFLOW_SEED', '0')}")
+    job = Job(kafka, tmp_path)
+    await job.setup()
+    kills = 0
+    for _ in range(2):
+        proc, log = job.start()
+        try:
+            await _until_a_batch_is_done(proc, log)
+            await asyncio.sleep(rng.uniform(0.0, 2.5))
+            if proc.poll() is None:
+                kills += 1
+        finally:
+            _kill_group(proc)
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL, log.read_text()[-3000:]
+    rc, text = await asyncio.to_thread(job.run)
+    assert rc == 0, text[-3000:]
+    assert kills >= 1
+    await job.check()
+
+
+async def _until_a_batch_is_done(proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        text = log.read_text()
+        if _COMMITTED.search(text) or _SKIPPED.search(text):
+            return
+        await asyncio.sleep(0.1)
+    assert proc.poll() is not None, "no micro-batch within 300 s"
+
+
+async def test_the_commit_marker_of_another_checkpoint_location_is_not_trusted(kafka, tmp_path):
+    """The sink alone (no Spark), as the driver drives it: batches 0, 1 written; a restart on the
+    same checkpoint skips batch 1 and writes batch 2; a new checkpoint location with the same
+    transactional ids (batch ids start again at 0) writes its batch 0, into another topic."""
+    from streamflow.runtime.factory import OperatorFactory
+    from streamflow.spark.harness import NodeSpec
+    from streamflow.spark.sinks import KafkaBatchSink
+
+    bs = kafka.bootstrap_servers
+    tag = f"{os.getpid()}-{next(_ids)}"
+    prefix, topics = f"marker-tx-{tag}", [f"marker-out-{tag}-a", f"marker-out-{tag}-b"]
+    for topic in topics:
+        await create_topic(bs, topic, 1)
+    loop = asyncio.get_running_loop()
+
+    def sink(topic: str, chk: Path) -> KafkaBatchSink:
+        kafka_sink = (
+            KafkaSink.builder().set_bootstrap_servers(bs)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_transactional_id_prefix(prefix).build()
+        )
+        factory = OperatorFactory("kafka sink", lambda: kafka_sink.create_operator("out"))
+        return KafkaBatchSink(factory.create(0), NodeSpec("out", "out", factory, False, 128), loop, str(chk))
+
+    def batch(b: int) -> list[str]:
+        return [f"b{b}-{i}" for i in range(3)]
+
+    def drive(s: KafkaBatchSink, batches: list[int], offsets_logged: Path | None = None) -> None:
+        s.open()
+        try:
+            for b in batches:
+                if offsets_logged is not None:  # as Spark does before it runs a batch
+                    (offsets_logged / "offsets").mkdir(parents=True, exist_ok=True)
+                    (offsets_logged / "offsets" / str(b)).touch()
+                s.write(b, batch(b), [None] * 3)
+        finally:
+            s.close()
+
+    await asyncio.to_thread(drive, sink(topics[0], tmp_path / "a"), [0, 1], tmp_path / "a")
+    await asyncio.to_thread(drive, sink(topics[0], tmp_path / "a"), [1, 2])  # a restart replays 1
+    await asyncio.to_thread(drive, sink(topics[1], tmp_path / "b"), [0])
+    got = [[m.value.decode() for m in await read_topic(bs, t)] for t in topics]
+    assert Counter(got[0]) == Counter(batch(0) + batch(1) + batch(2))
+    assert got[1] == batch(0)
+
+
+def test_a_micro_batch_reads_at_most_records_per_batch_shared_by_backlog() -> None:
+    from streamflow.spark.kafka import limit_offsets
+
+    start, end = {"t:0": 10, "t:1": 0, "t:2": 5}, {"t:0": 110, "t:1": 50, "t:2": 5}
+    assert limit_offsets(start, end, None) == end
+    assert limit_offsets(start, end, 150) == end
+    cut = limit_offsets(start, end, 31)
+    assert cut == {"t:0": 31, "t:1": 10, "t:2": 5}  # 100:50 backlog -> 21 (20 + the remainder) and 10
+    assert sum(cut[k] - start[k] for k in end) == 31
+    assert limit_offsets({}, {"t:0": 3}, 2) == {"t:0": 2}  # a partition new to the offsets starts at 0
