@@ -7,7 +7,10 @@ Theory of operation
 becomes a Python streaming data source (``pyspark.sql.datasource``, Spark 4) with the design
 of Spark's own connector: the offset is ``{"topic:partition": next offset, ..., "eof": 0|1}``
 and lives in Spark's checkpoint; ``latestOffset`` lists the end offsets (a bounded source's
-stopping offsets are resolved once, at the first call); ``partitions(start, end)`` makes one
+stopping offsets are resolved once, at the first call; Trigger.AvailableNow's target, at
+``prepareForTriggerAvailableNow``) and, under the ``ReadMaxRows`` limit of
+``execution.spark.records-per-batch``, stops a micro-batch after that many records, shared out
+by partition backlog (:func:`limit_offsets`); ``partitions(start, end)`` makes one
 Spark input partition per Kafka partition range, read by an aiokafka consumer inside the
 executor's Python worker (``assign`` + ``seek``, no group membership). When every partition
 has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-batch also
@@ -23,6 +26,8 @@ one checkpoint epoch: records of batch b go into one transaction whose commit ma
 sink's ``.commits`` consumer group offset, written inside the transaction) is ``b + 1``. A
 batch Spark replays after a driver crash is skipped when the marker shows it committed, and
 re-written otherwise (its transaction was aborted by the fencing of the restarted producer).
+The marker's token names the run of the query's checkpoint directory, so a marker written for
+another checkpoint location (whose batch ids mean other records) is ignored.
 """
 
 from __future__ import annotations
