@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import datetime
 import decimal
+import enum
 import gc
 import math
 from typing import Any
@@ -35,25 +36,47 @@ class Point:
     tags: list[str]
 
 
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+class Name(str):
+    pass
+
+
 COLUMNS: list[tuple[str, list[Any], bytes]] = [
-    ("ints", [1, -2, 2**63 - 1, 0], b"P"),
-    ("strs", ["a", "", "ü"], b"P"),
-    ("bool_vs_int", [True, 1, False, 0], b"P"),
-    ("none_float_bytes", [None, 1.5, float("inf"), b"\x00"], b"P"),
+    ("ints", [1, -2, 2**63 - 1, 2**64 - 1, -(2**63), 0], b"S"),
+    ("strs", ["a", "", "ü"], b"S"),
+    ("bool_vs_int", [True, 1, False, 0], b"S"),
+    ("none_float_bytes", [None, 1.5, float("inf"), -0.0, b"\x00"], b"S"),
     ("lists_and_dicts", [[1, 2], {"a": [3]}, {1: None}], b"P"),
-    ("same_tuples", [("k", 1, 2), ("j", 3, 4)], b"T"),
+    ("same_tuples", [("k", 1, 2), ("j", 3, 4)], b"U"),
+    ("scalar_tuples", [("k", 1, 2.5, True, None, b"x"), ("j", -1, 0.0, False, None, b"")], b"U"),
+    ("fields_change_type", [("k", 1), (2, "j"), (None, 1.5)], b"U"),
     ("tuples_of_lists", [("k", [1]), ("j", [])], b"T"),
-    ("ragged_tuples", [("k", 1), ("j",)], b"C"),
+    ("ragged_tuples", [("k", 1), ("j",)], b"U"),
+    ("longer_first_tuple", [("k", 1, 2), ("j",), (3, 4, 5, 6)], b"U"),
     ("nested_tuple", [("k", (1, 2))], b"C"),
     ("tuple_in_list", [[(1, 2)]], b"C"),
     ("tuple_dict_key", [{(1, 2): 3}], b"C"),
     ("mixed_tuple_and_int", [(1,), 1], b"C"),
     ("big_int", [2**70, -(2**70)], b"C"),
+    ("big_int_in_tuple", [("k", 2**70)], b"C"),
+    ("int_enum_in_tuple", [("k", Level.LOW), ("j", 1)], b"C"),
+    ("str_enum_in_tuple", [("k", Colour.RED)], b"C"),
+    ("int_enum", [Level.LOW, 1], b"C"),
+    ("decimal_in_tuple", [("k", decimal.Decimal("1.10"))], b"C"),
+    ("set_in_tuple", [("k", {1}), ("j", frozenset())], b"C"),
     ("sets", [{1, 2}, frozenset({3})], b"C"),
     ("common_types", [decimal.Decimal("1.10"), datetime.date(2024, 1, 2)], b"C"),
+    ("datetime_in_tuple", [("k", datetime.datetime(2024, 1, 2, 3, 4, 5))], b"C"),
     ("dataclass", [Point(1, ["a"])], b"C"),
-    ("empty_tuples", [(), ()], b"C"),
-    ("empty", [], b"P"),
+    ("empty_tuples", [(), ()], b"U"),
+    ("empty", [], b"S"),
 ]
 
 
@@ -67,6 +90,12 @@ def test_columns_round_trip_exactly(values: list[Any], tag: bytes) -> None:
     for a, b in zip(back, values, strict=True):
         if isinstance(a, tuple):
             assert [type(x) for x in a] == [type(x) for x in b]
+
+
+@pytest.mark.parametrize("values", [[Name("a"), "b"], [("k", Name("a"))]], ids=["column", "in_tuple"])
+def test_a_str_subclass_is_refused_not_packed_as_str(values: list[Any]) -> None:
+    with pytest.raises(TypeError, match="Name"):
+        incremental.pack_column(values, CODEC)
 
 
 def test_nan_round_trips() -> None:

@@ -41,11 +41,9 @@ cleared. After the barrier the upload only joins the frames
 Format: a file is a MessagePack stream: a header (codec name, full or delta,
 the writer's key-group range, the state kinds), then frames ``[state, "put",
 keys, values]`` and ``[state, "del", keys]``, then ``["", "end", key kinds]``.
-A column is packed by msgpack's C packer in strict mode when every value is a
-plain type (``P``); a column of same-length tuples is packed column-wise (``T``:
-one C call, no per-tuple Python hook; 2.7x faster than the codec's tuple hook
-and 3x faster to decode); anything else goes through the job's state codec
-(``C``). All three round-trip exactly (tuples stay tuples, ``True`` stays bool).
+A column is packed by the cheapest exact encoding that accepts it (msgspec for
+scalars and tuples of scalars, msgpack strict, column-wise tuples, the job's codec),
+tagged so a restore knows which: see ``heap_columns.py``.
 
 Chains. The backend remembers the chain of the last checkpoint confirmed
 complete (``notify_checkpoint_complete``). Checkpoint n writes a delta holding
@@ -70,64 +68,29 @@ group only of keys in files that straddle its range.
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import hashlib
 import secrets
-import threading
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
-from operator import is_, itemgetter
+from operator import is_
 from pathlib import Path
 from typing import Any
 
 import msgpack
 
 from .codec import Codec
+from .heap_columns import pack_column, pack_column_typed, packb, types_of, unpack_column
 
 __all__ = [
     "CHUNK", "Capture", "Changes", "HeapChain", "HeapUpload", "apply_file", "apply_file_slices", "capture",
+    "pack_column", "unpack_column",
 ]  # fmt: skip
 
 CHUNK = 16_384  # keys per slice: capture and encoding yield to the loop between slices
 FORMAT = "streamflow-heap-state"
 MISSING: Any = object()  # a dirty key whose value is gone: a deletion
-
-_IMMUTABLE = frozenset(
-    {int, float, str, bytes, bool, type(None), complex, decimal.Decimal, uuid.UUID, object}
-    | {datetime.datetime, datetime.date, datetime.time, datetime.timedelta, frozenset}
-)
-_PLAIN_ERRORS = (TypeError, ValueError, OverflowError)
-
-
-def _refuse(obj: Any) -> Any:
-    raise TypeError(type(obj).__name__)
-
-
-def _packb(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True, strict_types=True, default=_refuse)
-
-
-class _Packer(threading.local):
-    """This thread's strict packer (reusing one costs a third less than ``msgpack.packb``)."""
-
-    def __init__(self) -> None:
-        self.pack = msgpack.Packer(use_bin_type=True, strict_types=True, default=_refuse).pack
-
-
-_PACKER = _Packer()
-
-
-def _pack(obj: Any) -> bytes:
-    return _PACKER.pack(obj)  # a Packer resets its buffer on failure too
-
-
-def _unpackb(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
-
 
 # ------------------------------------------------------------------ changes
 
@@ -420,10 +383,10 @@ async def capture(
     earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
     all_types = key_types.union(*(p.key_types for p in earlier))
     cap.parts = [
-        _packb(header),
+        packb(header),
         *(f for p in earlier for f in p.frames),  # repeated: their checkpoints may never complete
         *frames,
-        _packb(["", "end", sorted({key_kind(t) for t in all_types})]),
+        packb(["", "end", sorted({key_kind(t) for t in all_types})]),
     ]
     chain_state.entries[name] = written
     if not savepoint:
@@ -450,80 +413,24 @@ def _slice_frames(
     ``put`` frame are not ordered against each other) or mutable values (each logged write
     refers to the same object, which holds its latest value: encoding it once per write
     would cost the square of a growing list's length)."""
-    value_types = _types(values)
+    value_types = types_of(values)
     has_deletes = deletes and any(map(is_, values, repeat(MISSING, len(values))))
     if not unique and (has_deletes or not _MUTABLE.isdisjoint(value_types)):
         last = dict(zip(keys, values, strict=True))
         keys, values = list(last), list(last.values())
-        value_types = _types(values)
+        value_types = types_of(values)
     frames = []
     if has_deletes:
         present = [v is not MISSING for v in values]
         dels = [k for k, p in zip(keys, present, strict=True) if not p]
-        frames.append(_packb([table, "del", pack_column(dels, codec)]))
+        frames.append(packb([table, "del", pack_column(dels, codec)]))
         keys, values = list(compress(keys, present)), list(compress(values, present))
         value_types.discard(type(MISSING))
     if keys:
-        packed_keys, types = _pack_column(keys, codec)
+        packed_keys, types = pack_column_typed(keys, codec)
         key_types |= types
-        frames.append(_packb([table, "put", packed_keys, _pack_column(values, codec, value_types)[0]]))
+        frames.append(packb([table, "put", packed_keys, pack_column_typed(values, codec, value_types)[0]]))
     return frames
-
-
-def pack_column(values: list[Any], codec: Codec) -> bytes:
-    """The column's bytes, tagged P, T or C (see the module doc)."""
-    return _pack_column(values, codec)[0]
-
-
-def _types(values: list[Any]) -> set[type]:
-    """The types of a column's values: one pass of C calls, and no set insertion per value
-    when they all have the first one's type (the common case; half the time of
-    ``set(map(type, values))``)."""
-    types = list(map(type, values))
-    if types and types.count(types[0]) == len(types):
-        return {types[0]}
-    return set(types)
-
-
-def _arity(values: list[tuple]) -> int:
-    """The length every tuple of the column has, or 0 (lengths differ, or empty tuples)."""
-    lengths = list(map(len, values))
-    arity = lengths[0] if lengths else 0
-    return arity if lengths.count(arity) == len(lengths) else 0
-
-
-def _pack_column(values: list[Any], codec: Codec, types: set[type] | None = None) -> tuple[bytes, set[type]]:
-    """The column's bytes and the types of its values (computed unless given)."""
-    if types is None:
-        types = _types(values)
-    if types == {tuple}:
-        arity = _arity(values)
-        if arity:
-            try:  # columns by itemgetter: 3x faster than zip(*values)
-                return b"T" + _pack([list(map(itemgetter(i), values)) for i in range(arity)]), types
-            except _PLAIN_ERRORS:
-                pass  # a column plain msgpack cannot pack: the job's codec below packs it (no loss)
-    elif tuple not in types:
-        try:
-            return b"P" + _pack(values), types
-        except _PLAIN_ERRORS:
-            pass  # as above: the codec's general encoding is the fallback, tagged "C"
-    return b"C" + codec.encode(values), types
-
-
-def unpack_column(data: bytes, codec: Codec) -> list[Any]:
-    tag, body = data[:1], data[1:]
-    if tag == b"P":
-        values = _unpackb(body)
-    elif tag == b"T":
-        values = list(zip(*_unpackb(body), strict=True))
-    elif tag == b"C":
-        values = codec.decode(body)
-    else:
-        raise ValueError(f"unknown column tag {tag!r}")
-    if not isinstance(values, list):
-        raise ValueError(f"a column decoded to {type(values).__name__}, not a list")
-    return values
 
 
 class HeapUpload:
