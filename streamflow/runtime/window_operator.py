@@ -55,6 +55,7 @@ from .events import MAX_WATERMARK, Watermark
 from .loop_budget import yield_point
 from .process_operators import TimerOperator, _Emitter
 from .timers import Timer
+from .window_panes import PaneTables, pane_name
 from .window_context import WindowContext, WindowFunctions
 
 FIRE_SLICE = 1_024  # fired keys between two loop budget checks (process_watermark)
@@ -102,9 +103,13 @@ class WindowOperator(TimerOperator):
         if backend.is_rocksdb:
             self._rocksdb_tables(backend)
             return
-        self.contents: dict = backend.table("window-contents", "window")
-        self.trigger_state: dict = backend.table("window-trigger", "window")
-        self.merging_sets: dict = backend.table("window-merging", "window")
+        self._pane_tables = PaneTables(backend, self.panes)
+        # the fast path keeps its state in pane tables (window_panes.py); these three hold
+        # only what a checkpoint of the general path restores, moved into panes at once
+        table = (lambda name, kind: backend.tracked_table(name, kind)[0]) if self.fast else backend.table
+        self.contents: dict = table("window-contents", "window")
+        self.trigger_state: dict = table("window-trigger", "window")
+        self.merging_sets: dict = table("window-merging", "window")
 
     def _rocksdb_tables(self, backend: Any) -> None:
         """Window state in RocksDB: no fast path (its panes live in the operator), and the
@@ -176,27 +181,32 @@ class WindowOperator(TimerOperator):
         if self.backend.is_rocksdb:  # the tables are the state (see _rocksdb_tables)
             return {**super().snapshot_state(checkpoint_id), "fired": [], "refire": []}
         enc = self.encode_namespace
-        contents: dict = {
-            key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
-        }
-        for w, pane in self.panes.items():
-            for key, acc in pane.items():
-                contents.setdefault(key, {})[enc(w)] = acc
-        tables = {
-            "window-contents": contents,
-            "window-trigger": {
-                key: {(enc(w), name): v for (w, name), v in store.items()}
-                for key, store in self.trigger_state.items()
-            },
-            "window-merging": {
-                key: [(enc(a), enc(b)) for a, b in mws.persist()] for key, mws in self.merging_sets.items()
-            },
-        }
-        state = super().snapshot_state(checkpoint_id)
-        state["keyed"] = snapshot_tables(tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism)
+        if self.fast:  # the panes are tables of the backend: its snapshot holds them
+            state = super().snapshot_state(checkpoint_id)
+        else:
+            tables = {
+                "window-contents": {
+                    key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
+                },
+                "window-trigger": {
+                    key: {(enc(w), name): v for (w, name), v in store.items()}
+                    for key, store in self.trigger_state.items()
+                },
+                "window-merging": {
+                    key: [(enc(a), enc(b)) for a, b in mws.persist()] for key, mws in self.merging_sets.items()
+                },
+            }
+            state = super().snapshot_state(checkpoint_id)
+            state["keyed"] = snapshot_tables(tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism)
         state["fired"] = [enc(w) for w in self._fired]
         state["refire"] = [(enc(w), list(keys)) for w, keys in self._refire.items()]
         return state
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> Any:
+        result = super().notify_checkpoint_complete(checkpoint_id)
+        if not self.backend.is_rocksdb:
+            self._pane_tables.prune()  # emptied panes no pending checkpoint names any more
+        return result
 
     def initialize_state(self, restored: Any) -> None:
         super().initialize_state(restored)
@@ -205,12 +215,21 @@ class WindowOperator(TimerOperator):
         dec = self.decode_namespace
         contents = {key: {dec(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()}
         self.contents.clear()
+        panes = self._pane_tables
+        panes.restored()
         if self.fast:
-            for key, wins in contents.items():
+            for key, wins in contents.items():  # a checkpoint of the general path
                 for w, acc in wins.items():
-                    self.panes.setdefault(w, {})[key] = acc
+                    (self.panes.get(w) or panes.new(w))[key] = acc
         else:
             self.contents.update(contents)
+            for w, pane in self.panes.items():  # a checkpoint of the fast path
+                for key, acc in pane.items():
+                    self.contents.setdefault(key, {})[w] = acc
+                panes.retired.append(pane_name(w))
+                pane.clear()
+            self.panes.clear()
+            panes.prune()
         for key, store in list(self.trigger_state.items()):
             self.trigger_state[key] = {(dec(w), name): v for (w, name), v in store.items()}
         for key, pairs in list(self.merging_sets.items()):
@@ -275,7 +294,15 @@ class WindowOperator(TimerOperator):
 
     def _fast_elements(self, records: list, timestamps: list[int], late: list, late_ts: list) -> None:
         """Tumbling event-time windows, default trigger: panes are ``{window: {key: acc}}``
-        and the timers are implied (every pane fires at ``window.max_timestamp()``)."""
+        and the timers are implied (every pane fires at ``window.max_timestamp()``). The
+        keys each pane got are logged for incremental checkpoints (window_panes.py)."""
+        touched: dict[TimeWindow, list] = {}
+        self._fast_loop(records, timestamps, late, late_ts, touched)
+        self._pane_tables.log(touched)
+
+    def _fast_loop(
+        self, records: list, timestamps: list[int], late: list, late_ts: list, touched: dict[TimeWindow, list]
+    ) -> None:
         size, offset = self.assigner.size, self.assigner.offset
         wm, lateness = self.current_watermark, self.allowed_lateness
         key_of, panes, fired = self.key_selector, self.panes, self._fired
@@ -285,6 +312,7 @@ class WindowOperator(TimerOperator):
         pane: dict[Any, Any] = {}
         refire: set[Any] | None = None
         max_ts = 0
+        keys: list = []
         for record, ts in zip(records, timestamps, strict=True):
             start = ts - (ts - offset + size) % size
             if start != last_start:
@@ -297,12 +325,16 @@ class WindowOperator(TimerOperator):
                 window = TimeWindow(start, start + size)
                 found = panes.get(window)
                 if found is None:
-                    found = panes[window] = {}
+                    found = self._pane_tables.new(window)
                 pane = found
+                keys = touched.get(window)
+                if keys is None:
+                    keys = touched[window] = []
                 # a fired pane while the watermark is behind its end (only after a restore):
                 # the general path's trigger registers a timer for the key, so it fires again
                 refire = self._refire.setdefault(window, set()) if max_ts > wm and window in fired else None
             key = key_of(record)
+            keys.append(key)
             acc = pane.get(key)
             if acc is None:
                 if reduce is not None:
@@ -353,7 +385,7 @@ class WindowOperator(TimerOperator):
             if lateness:
                 fired.add(window)
         for window in due if not lateness else [w for w in fired if w.end - 1 + lateness <= wm]:
-            del panes[window]
+            await self._pane_tables.drop(window)
             fired.discard(window)
             refire.pop(window, None)
 

@@ -338,6 +338,30 @@ class KeyedStateBackend:
             changes = self._dirty[name] = _inc.Changes(table)
         return table, changes
 
+    def table_names(self, prefix: str = "") -> list[str]:
+        """The names of the tables registered, those starting with ``prefix``."""
+        self._restored_now()
+        return [name for name in self._tables if name.startswith(prefix)]
+
+    def discard_tables(self, names: list[str]) -> list[str]:
+        """Forget these tables where each is empty, its log of writes is empty, and no
+        checkpoint captured but not yet confirmed may name it (its frames are repeated by the
+        next checkpoint, whose header must know the table); returns the names kept."""
+        chain = self._chain
+        if self._capturing or (chain is not None and chain.pending):
+            return names
+        kept = []
+        for name in names:
+            changes = self._dirty.get(name)
+            if self._tables.get(name) or (changes is not None and len(changes)):
+                kept.append(name)
+                continue
+            self._tables.pop(name, None)
+            self._kinds.pop(name, None)
+            self._dirty.pop(name, None)
+            self._untracked.discard(name)
+        return kept
+
     def heap_tables(self) -> list[dict]:
         """The state tables (dicts in memory; the task freezes them for the collector when it
         has opened its operators, ``runtime/gc_policy.py``)."""
