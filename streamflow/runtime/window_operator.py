@@ -55,8 +55,8 @@ from .events import MAX_WATERMARK, Watermark
 from .loop_budget import yield_point
 from .process_operators import TimerOperator, _Emitter
 from .timers import Timer
-from .window_panes import PaneTables, pane_name
 from .window_context import WindowContext, WindowFunctions
+from .window_panes import PaneTables, pane_name
 
 FIRE_SLICE = 1_024  # fired keys between two loop budget checks (process_watermark)
 
@@ -184,7 +184,7 @@ class WindowOperator(TimerOperator):
         if self.fast:  # the panes are tables of the backend: its snapshot holds them
             state = super().snapshot_state(checkpoint_id)
         else:
-            tables = {
+            tables: dict[str, dict] = {
                 "window-contents": {
                     key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
                 },
@@ -193,11 +193,14 @@ class WindowOperator(TimerOperator):
                     for key, store in self.trigger_state.items()
                 },
                 "window-merging": {
-                    key: [(enc(a), enc(b)) for a, b in mws.persist()] for key, mws in self.merging_sets.items()
+                    key: [(enc(a), enc(b)) for a, b in mws.persist()]
+                    for key, mws in self.merging_sets.items()
                 },
             }
             state = super().snapshot_state(checkpoint_id)
-            state["keyed"] = snapshot_tables(tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism)
+            state["keyed"] = snapshot_tables(
+                tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism
+            )
         state["fired"] = [enc(w) for w in self._fired]
         state["refire"] = [(enc(w), list(keys)) for w, keys in self._refire.items()]
         return state
@@ -327,9 +330,10 @@ class WindowOperator(TimerOperator):
                 if found is None:
                     found = self._pane_tables.new(window)
                 pane = found
-                keys = touched.get(window)
-                if keys is None:
-                    keys = touched[window] = []
+                logged = touched.get(window)
+                if logged is None:
+                    logged = touched[window] = []
+                keys = logged
                 # a fired pane while the watermark is behind its end (only after a restore):
                 # the general path's trigger registers a timer for the key, so it fires again
                 refire = self._refire.setdefault(window, set()) if max_ts > wm and window in fired else None
