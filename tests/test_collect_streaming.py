@@ -241,3 +241,38 @@ def test_collect_without_checkpointing_repeats_after_a_restart_and_says_so(
         out = list(results)
     assert set(out) == set(range(20_000)) and len(out) > 20_000  # at-least-once
     assert "records already collected repeat (at-least-once)" in caplog.text
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_many_steps_collect_what_a_collect_sink_gets(parallelism: int) -> None:
+    """A keyed running sum over many collect steps (more records than a step and the collect
+    channel hold) gives, per key, the same sequence of outputs as the job written to a
+    CollectSink (the general sink path), at parallelism 1 and 4."""
+    from streamflow.api.collect import CHANNEL_RECORDS, STEP_RECORDS
+    from streamflow.common import Types
+    from streamflow.connectors.sinks import CollectSink
+
+    n = 10 * (STEP_RECORDS + CHANNEL_RECORDS) + 7
+    events = [(f"k{i % 37}", i % 97, i) for i in range(n)]
+    event_type = Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()])
+
+    def job(env: Any) -> Any:
+        env.set_parallelism(parallelism)
+        ds = env.from_collection(events, type_info=event_type)
+        return ds.key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+
+    def per_key(records: Any) -> dict[str, list[tuple[str, int, int]]]:
+        out: dict[str, list[tuple[str, int, int]]] = {}
+        for r in records:
+            out.setdefault(r[0], []).append(r)
+        return out
+
+    env = sf.StreamExecutionEnvironment()
+    with job(env).execute_and_collect() as results:
+        collected = list(results)
+    sink = CollectSink()
+    env = sf.StreamExecutionEnvironment()
+    job(env).sink_to(sink)
+    env.execute()
+    assert len(collected) == n
+    assert per_key(collected) == per_key(sink.results)
