@@ -136,8 +136,7 @@ async def test_restored_window_job_emits_exactly_what_one_run_emits(
     first = await checkpointed_run(tmp_path, kind, before, STOPS)
     latest = FileSystemCheckpointStorage(tmp_path / "chk").restore_point("win")
     assert latest is not None
-    if kind == "tumbling":  # the fast path's panes are in the heap backend's chain
-        assert latest.shared, "the window state was not checkpointed incrementally"
+    assert latest.shared, "the window state was not checkpointed incrementally"
     second = await restored_run(tmp_path, kind, after)
     assert Counter(first) + Counter(second) == await reference(kind)
     assert second, "the restored run emitted nothing: the test would not see lost state"
@@ -148,16 +147,21 @@ def shared_sizes(tmp_path: Path) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in s.shared_dir("win").iterdir()}
 
 
-async def test_a_checkpoint_after_few_keys_changed_writes_little(tmp_path: Path) -> None:
-    """Tumbling window over many keys: the base holds them all, a delta after 8 records only
-    those 8 keys' panes."""
+@pytest.mark.parametrize("kind", ["tumbling", "session"])
+async def test_a_checkpoint_after_few_keys_changed_writes_little(tmp_path: Path, kind: str) -> None:
+    """A window over many keys (the fast path's panes; a session window's contents, trigger
+    state, merging sets): the base holds them all, a delta after 9 records only those keys."""
     many = [(f"key-{i}", i) for i in range(5_000)] + [(f"key-{i}", 1) for i in range(9)]
     env = env_for(tmp_path, 1)
     gates, out = Gates([5_000, 5_008], many), []
     ws = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda r, _ts: 0)
+    hour = Time.hours(1)
+    assigner = (
+        TumblingEventTimeWindows.of(hour) if kind == "tumbling" else EventTimeSessionWindows.with_gap(hour)
+    )
     (
         env.from_async_iterable(gates.__aiter__).uid("src").map(seen).assign_timestamps_and_watermarks(ws)
-        .key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.hours(1)))
+        .key_by(lambda r: r[0]).window(assigner)
         .reduce(lambda a, b: (a[0], a[1] + b[1])).uid("win").add_sink(out.append)
     )  # fmt: skip
     SEEN.clear()

@@ -104,17 +104,40 @@ class WindowOperator(TimerOperator):
             self._rocksdb_tables(backend)
             return
         self._pane_tables = PaneTables(backend, self.panes)
-        # the fast path keeps its state in pane tables (window_panes.py); these three hold
-        # only what a checkpoint of the general path restores, moved into panes at once
-        table = (lambda name, kind: backend.tracked_table(name, kind)[0]) if self.fast else backend.table
-        self.contents: dict = table("window-contents", "window")
-        self.trigger_state: dict = table("window-trigger", "window")
-        self.merging_sets: dict = table("window-merging", "window")
+        # general path: tracked tables, written by incremental checkpoints in plain form
+        # (windows as tuples, converted at the capture); the fast path keeps its state in pane
+        # tables (window_panes.py), and these hold only a restored general path's state
+        enc = self.encode_namespace
+        self.contents, self._contents_log = backend.tracked_table(
+            "window-contents", "window", lambda wins: {enc(w): acc for w, acc in wins.items()}
+        )
+        self.trigger_state, self._trigger_log = backend.tracked_table(
+            "window-trigger", "window", lambda store: {(enc(w), name): v for (w, name), v in store.items()}
+        )
+        self.merging_sets, self._merging_log = backend.tracked_table(
+            "window-merging", "window", lambda mws: [(enc(a), enc(b)) for a, b in mws.persist()]
+        )
+
+    def _touched(self, key: Any) -> None:
+        """Log ``key``'s window state after an element or a timer of the general path (every
+        write to the three tables happens inside one of them, for the current key)."""
+        for table, log in (
+            (self.contents, self._contents_log),
+            (self.trigger_state, self._trigger_log),
+            (self.merging_sets, self._merging_log),
+        ):
+            if log is not None:
+                value = table.get(key, _MISSING)
+                if value is _MISSING:
+                    log.delete(key)
+                else:
+                    log.put(key, value)
 
     def _rocksdb_tables(self, backend: Any) -> None:
         """Window state in RocksDB: no fast path (its panes live in the operator), and the
         tables store windows in their plain form (``encode_namespace``), as checkpoints do."""
         self.fast = False
+        self._contents_log = self._trigger_log = self._merging_log = None  # RocksDB keeps them
         enc, dec, assigner = self.encode_namespace, self.decode_namespace, self.assigner
         self.contents = backend.table(
             "window-contents", "window",
@@ -181,7 +204,7 @@ class WindowOperator(TimerOperator):
         if self.backend.is_rocksdb:  # the tables are the state (see _rocksdb_tables)
             return {**super().snapshot_state(checkpoint_id), "fired": [], "refire": []}
         enc = self.encode_namespace
-        if self.fast:  # the panes are tables of the backend: its snapshot holds them
+        if self.fast or self.backend.incremental:  # the backend's snapshot holds the tables
             state = super().snapshot_state(checkpoint_id)
         else:
             tables: dict[str, dict] = {
@@ -215,6 +238,7 @@ class WindowOperator(TimerOperator):
         super().initialize_state(restored)
         if restored is None or self.backend.is_rocksdb:
             return
+        self.backend.table_names()  # a deferred chain restore is decoded now: converted below
         dec = self.decode_namespace
         contents = {key: {dec(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()}
         self.contents.clear()
@@ -430,6 +454,7 @@ class WindowOperator(TimerOperator):
             result = self.trigger.on_element(record, ts, actual, ctx)
             self._act(result, key, actual, state_window)
             self._register_cleanup(key, actual)
+        self._touched(key)
         return skipped and self.event_time and ts + self.allowed_lateness <= self.current_watermark
 
     def _merging_set(self, key: Any) -> MergingWindowSet:
@@ -577,6 +602,7 @@ class WindowOperator(TimerOperator):
         self._act(result, key, window, state_window)
         if self.event_time == event_time and timer.timestamp == self.cleanup_time(window):
             self._clear_all(key, window, state_window, mws)
+        self._touched(key)
 
     def _clear_all(self, key: Any, window: Any, state_window: Any, mws: Any) -> None:
         wins = self.contents.get(key)

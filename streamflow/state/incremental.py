@@ -325,6 +325,7 @@ async def capture(
     checkpoint_id: int,
     savepoint: bool,
     key_kind: Callable[[type], str],
+    to_plain: dict[str, Callable[[Any], Any]] | None = None,
 ) -> Capture:
     """Encode, at the barrier, the writes since the last capture (or all entries) into the
     frames of a new file, one slice of :data:`CHUNK` keys at a time, yielding to the loop
@@ -332,7 +333,8 @@ async def capture(
 
     ``dirty`` holds each table's writes with their values (MISSING: deleted), so a delta is
     read sequentially from it, never looked up in the (much larger) table. Pauses go through
-    the job's loop budget (``loop_budget.yield_point``)."""
+    the job's loop budget (``loop_budget.yield_point``). ``to_plain``: per table, what its
+    values are written as (the window operator's windows become tuples), slice by slice."""
     from ..runtime.loop_budget import yield_point
 
     entries = sum(map(len, tables.values()))
@@ -370,8 +372,11 @@ async def capture(
                 if len(keys) <= CHUNK + CHUNK // 4
                 else [(keys[i : i + CHUNK], values[i : i + CHUNK]) for i in range(0, len(keys), CHUNK)]
             )
+            plain = None if to_plain is None else to_plain.get(table_name)
             for part, vals in parts:
                 written += len(part)
+                if plain is not None:
+                    vals = [v if v is MISSING else plain(v) for v in vals]
                 frames.extend(_slice_frames(table_name, part, vals, deletes, unique, codec, key_types))
                 await yield_point()
         if not savepoint:

@@ -307,6 +307,7 @@ class KeyedStateBackend:
         # sets it; callers that read tables right after restore_from leave it off
         self.defer_restore = False
         self._untracked: set[str] = set()  # tables handed out without dirty tracking
+        self._to_plain: dict[str, Callable[[Any], Any]] = {}  # tables written in another form
         self._captured: _inc.Capture | None = None
         self.ttl: Any = None  # the TtlRegistry of this backend's TTL states (state/ttl_cleanup.py)
         self.pickled: set[str] = set()  # states declared Types.PICKLED_BYTE_ARRAY() (state/typed.py)
@@ -325,11 +326,17 @@ class KeyedStateBackend:
         self._untracked.add(name)
         return self._register(name, kind)
 
-    def tracked_table(self, name: str, kind: str = "internal") -> tuple[dict, _inc.Changes | None]:
+    def tracked_table(
+        self, name: str, kind: str = "internal", to_plain: Callable[[Any], Any] | None = None
+    ) -> tuple[dict, _inc.Changes | None]:
         """The table and the log of its writes (None when snapshots are not incremental):
         before the next snapshot, the caller records every key it writes with its new value
-        (``put``, or ``extend`` for a batch), and every key it deletes (``delete``)."""
+        (``put``, or ``extend`` for a batch), and every key it deletes (``delete``).
+        ``to_plain``: an incremental checkpoint writes each value as ``to_plain(value)``
+        (computed at the capture), and a restore gives it back in that form."""
         self._restored_now()
+        if to_plain is not None:
+            self._to_plain[name] = to_plain
         if self._settings is None:  # not incremental: whatever table() gives (RocksDB's tables)
             return self.table(name, kind), None
         table = self._register(name, kind)
@@ -414,7 +421,7 @@ class KeyedStateBackend:
         try:
             cap = await _inc.capture(
                 self._tables, self._dirty, self._kinds, chain_state, settings, checkpoint_id, savepoint,
-                _key_kind,
+                _key_kind, self._to_plain,
             )  # fmt: skip
         finally:
             self._capturing = False
