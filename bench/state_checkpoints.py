@@ -9,7 +9,12 @@
    checkpoints, with a checkpoint every second (incremental, and full), and the longest
    time the job held the caller's event loop, seen by a 5 ms heartbeat task in that loop.
 
-Usage: python bench/state_checkpoints.py [sizes|job|all] [--keys 1000,100000,1000000]
+3. ``columns``: the encoding of one delta's columns alone (``state/heap_columns.py``): the
+   msgspec paths (``S`` keys, ``U`` tuples of scalars, each element's type checked first)
+   against msgpack's strict packer (``P`` keys, ``T`` tuples column-wise, the former
+   encoding), on 800k ``(str, int, int)`` values and their keys, interleaved, CPU ns per entry.
+
+Usage: python bench/state_checkpoints.py [sizes|job|columns|all] [--keys 1000,100000,1000000]
        [--job-keys 1000000] [--repeat 3]
 
 The job prints its overhead against the issue's targets (CPU <= +10 %, loop hold <= 50 ms)
@@ -129,6 +134,47 @@ def _bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"
+
+
+# ---------------------------------------------------------------- 3. the columns alone
+
+
+def columns(repeat: int) -> None:
+    from operator import itemgetter
+
+    import msgpack
+
+    from streamflow.state.heap_columns import pack_column
+
+    n, chunk = 800_000, 16_384
+    keys = [f"k{i}" for i in range(n)]
+    values = [(k, i % 97, i) for i, k in enumerate(keys)]
+    codec = MsgpackCodec()
+    pack = msgpack.Packer(use_bin_type=True, strict_types=True).pack
+
+    def former() -> None:
+        for i in range(0, n, chunk):
+            ks, vs = keys[i : i + chunk], values[i : i + chunk]
+            pack(ks)
+            pack([list(map(itemgetter(j), vs)) for j in range(3)])
+
+    def now() -> None:
+        for i in range(0, n, chunk):
+            pack_column(keys[i : i + chunk], codec)
+            pack_column(values[i : i + chunk], codec)
+
+    runs: dict[str, list[float]] = {"former (P + T, msgpack)": [], "now (S + U, msgspec)": []}
+    for _ in range(repeat):
+        for name, fn in zip(runs, (former, now), strict=True):
+            c = time.process_time()
+            fn()
+            runs[name].append((time.process_time() - c) / n * 1e9)
+    print(f"columns of one delta, 800k (str, int, int) values and their str keys (load average {_load()})")
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    for name, ns in med.items():
+        print(f"  {name:>24}: {ns:6.0f} ns/entry (CPU; median of {repeat})")
+    a, b = med.values()
+    print(f"  former / now: {a / b:.2f}x")
 
 
 # ---------------------------------------------------------------- 2. the job
@@ -262,7 +308,7 @@ def _load() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all", choices=["sizes", "job", "all"])
+    ap.add_argument("what", nargs="?", default="all", choices=["sizes", "job", "columns", "all"])
     ap.add_argument("--keys", default="1000,100000,1000000")
     ap.add_argument("--job-keys", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
@@ -277,6 +323,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what in ("sizes", "all"):
         sizes([int(k) for k in args.keys.split(",")], args.repeat)
+    if args.what in ("columns", "all"):
+        columns(max(args.repeat, 5))
     if args.what in ("job", "all") and not job(
         args.job_keys, args.repeat, args.modes.split(","), args.every_records
     ):

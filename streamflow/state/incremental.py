@@ -22,7 +22,8 @@ write; once that dict holds :data:`CHUNK` keys the writes are spread over much o
 the table, not over a few hot keys, and the log gives up (``Changes.full``): it
 records nothing more, and the next capture writes a base, which holds every write
 and costs no more than the log's entries would. A table handed out untracked
-(``backend.table``: the window operator, TTL state) makes the backend take full
+(``backend.table``: TTL state with full-snapshot cleanup;
+other TTL state logs its writes, ``ttl_state.py``) makes the backend take full
 snapshots in the former format, so an operator that does not record what it
 changes can never lose a change.
 

@@ -17,6 +17,13 @@ expired entries that are never read again stay until their key is written or
 read, unless a cleanup strategy drops them (``ttl_cleanup.py``: in full
 snapshots, incrementally on each access and record, by default 5 keys per
 access).
+
+Incremental checkpoints (``incremental.py``): the table is handed out tracked
+unless the state asks for full-snapshot cleanup (which, as in Flink, applies
+to full snapshots only, so that state keeps the backend's snapshots full).
+Every method that may have changed the current key's entry (a write, an
+expiry on read, a timestamp renewed on read) logs that key's entry afterwards
+(``_written``): a read that changed nothing logs nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from . import incremental as _inc
 from .ttl import StateTtlConfig
 from .ttl_cleanup import registry
 
@@ -36,10 +44,12 @@ class _Ttl:
     """Shared TTL rules for one state handle."""
 
     _on_access: Callable[[], None] | None = None  # incremental cleanup, run before each access
+    _dirty: _inc.Changes | None = None  # the table's log of writes (incremental checkpoints)
 
     def __init__(self, backend: Any, table: dict, config: StateTtlConfig, now: Callable[[], int]) -> None:
         self._backend = backend
         self._table = table
+        self._changed = False  # a read expired or renewed an entry (see _read)
         self._ttl = config.get_ttl()
         self._now = now
         self._update_on_read = config.get_update_type() == StateTtlConfig.UpdateType.OnReadAndWrite
@@ -50,10 +60,27 @@ class _Ttl:
     def _expired(self, ts: int, now: int) -> bool:
         return ts + self._ttl <= now
 
+    def _written(self) -> None:
+        """Log the current key's entry (or its deletion) when writes are tracked."""
+        if self._dirty is not None:
+            key = self._backend.current_key
+            entry = self._table.get(key, _MISSING)
+            if entry is _MISSING:
+                self._dirty.delete(key)
+            else:
+                self._dirty.put(key, entry)
+
+    def _after_read(self) -> None:
+        """Log the current key's entry if the read just done changed it."""
+        if self._changed:
+            self._changed = False
+            self._written()
+
     def clear(self) -> None:
         if self._on_access is not None:
             self._on_access()
         self._table.pop(self._backend.current_key, None)
+        self._written()
 
     def _read(
         self,
@@ -68,9 +95,11 @@ class _Ttl:
         now = self._now()
         if self._expired(ts, now):
             on_expired()
+            self._changed = True
             return value if self._return_expired else _MISSING
         if self._update_on_read:
             rewrite((value, now))
+            self._changed = True
         return value
 
 
@@ -86,6 +115,7 @@ class TtlValueState(_Ttl):
             self._on_access()
         key, table = self._backend.current_key, self._table
         value = self._read(table.get(key), lambda: table.pop(key, None), lambda e: table.__setitem__(key, e))
+        self._after_read()
         return self._default if value is _MISSING else value
 
     def update(self, value: Any) -> None:
@@ -95,6 +125,7 @@ class TtlValueState(_Ttl):
             self.clear()
         else:
             self._table[self._backend.current_key] = (value, self._now())
+            self._written()
 
 
 class TtlListState(_Ttl):
@@ -117,6 +148,7 @@ class TtlListState(_Ttl):
                 table[key] = kept
             else:
                 table.pop(key, None)
+            self._written()
         return out
 
     def get(self) -> list:
@@ -133,12 +165,14 @@ class TtlListState(_Ttl):
         if self._on_access is not None:
             self._on_access()
         self._table.setdefault(self._backend.current_key, []).append((value, self._now()))
+        self._written()
 
     def add_all(self, values: Iterable[Any]) -> None:
         if self._on_access is not None:
             self._on_access()
         now = self._now()
         self._table.setdefault(self._backend.current_key, []).extend((v, now) for v in values)
+        self._written()
 
     def update(self, values: Iterable[Any]) -> None:
         if self._on_access is not None:
@@ -147,6 +181,7 @@ class TtlListState(_Ttl):
         entries = [(v, now) for v in values]
         if entries:
             self._table[self._backend.current_key] = entries
+            self._written()
         else:
             self.clear()
 
@@ -169,17 +204,21 @@ class TtlMapState(_Ttl):
         if self._on_access is not None:
             self._on_access()
         value = self._get(user_key)
+        self._after_read()
         return None if value is _MISSING else value
 
     def contains(self, user_key: Any) -> bool:
         if self._on_access is not None:
             self._on_access()
-        return self._get(user_key) is not _MISSING
+        found = self._get(user_key) is not _MISSING
+        self._after_read()
+        return found
 
     def put(self, user_key: Any, value: Any) -> None:
         if self._on_access is not None:
             self._on_access()
         self._table.setdefault(self._backend.current_key, {})[user_key] = (value, self._now())
+        self._written()
 
     def put_all(self, mapping: dict) -> None:
         if self._on_access is not None:
@@ -188,6 +227,7 @@ class TtlMapState(_Ttl):
         self._table.setdefault(self._backend.current_key, {}).update(
             {k: (v, now) for k, v in mapping.items()}
         )
+        self._written()
 
     def remove(self, user_key: Any) -> None:
         if self._on_access is not None:
@@ -197,6 +237,8 @@ class TtlMapState(_Ttl):
             m.pop(user_key, None)
             if not m:
                 self.clear()
+            else:
+                self._written()
 
     def items(self) -> list:
         if self._on_access is not None:
@@ -206,6 +248,7 @@ class TtlMapState(_Ttl):
             value = self._get(user_key)
             if value is not _MISSING:
                 out.append((user_key, value))
+        self._after_read()
         return out
 
     def keys(self) -> list:
@@ -244,6 +287,7 @@ class _TtlAccumulating(_Ttl):
 
     def _store(self, acc: Any) -> None:
         self._table[self._backend.current_key] = (acc, self._now())
+        self._written()
 
 
 class TtlReducingState(_TtlAccumulating):
@@ -262,6 +306,7 @@ class TtlReducingState(_TtlAccumulating):
         if self._on_access is not None:
             self._on_access()
         acc = self._acc()
+        self._after_read()
         return None if acc is _MISSING else acc
 
     def add(self, value: Any) -> None:
@@ -282,6 +327,7 @@ class TtlAggregatingState(_TtlAccumulating):
         if self._on_access is not None:
             self._on_access()
         acc = self._acc()
+        self._after_read()
         return None if acc is _MISSING else self._agg.get_result(acc)
 
     def add(self, value: Any) -> None:
@@ -294,7 +340,11 @@ class TtlAggregatingState(_TtlAccumulating):
 def ttl_state(backend: Any, descriptor: Any, now: Callable[[], int]) -> Any:
     """The TTL state handle for ``descriptor`` (whose ``ttl_config`` is enabled)."""
     config = descriptor.ttl_config
-    table = backend.table(descriptor.name, descriptor.kind)
+    dirty: _inc.Changes | None = None
+    if config.get_cleanup_strategies().in_full_snapshot():  # full snapshots only (module doc)
+        table = backend.table(descriptor.name, descriptor.kind)
+    else:
+        table, dirty = backend.tracked_table(descriptor.name, descriptor.kind)
     kind = descriptor.kind
     state: _Ttl
     if kind == "value":
@@ -310,4 +360,5 @@ def ttl_state(backend: Any, descriptor: Any, now: Callable[[], int]) -> Any:
     else:
         raise TypeError(f"no TTL for {kind} state {descriptor.name!r}")
     state._on_access = registry(backend).register(descriptor.name, table, kind, config, now)
+    state._dirty = dirty
     return state
