@@ -24,6 +24,7 @@ from streamflow import (
     StreamExecutionEnvironment,
     WatermarkStrategy,
 )
+from streamflow.common import Types
 from streamflow.datastream.functions import CoMapFunction
 from streamflow.functions import SinkFunction
 from streamflow.spark.plan import SparkTranslationError
@@ -74,7 +75,7 @@ LATE = OutputTag("late")
 
 
 NAMES = ["w1", "w2", "w3", "w3_process", "session", "timers", "sliding", "sliding_native", "union", "signed",
-         "mixed", "python_on_typed", "keyed_typed"]
+         "mixed", "python_on_typed", "keyed_typed", "list_keys", "dict_keys", "window_output_type"]
 
 
 def workloads(engine: str) -> dict[str, list]:
@@ -154,8 +155,26 @@ def workloads(engine: str) -> dict[str, list]:
     # a reduce that is not a rolling sum: the per-key operator, on typed columns with a native key
     (env.from_collection(data).key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], max(a[1], b[1]), b[2]))
      .sink_to(sinks["keyed_typed"]))
+    # unhashable keys, as PyFlink allows them (state/hashable_keys.py): a list key through the
+    # per-key reduce, a dict key through a window (Spark groups by their canonical encoding)
+    (env.from_collection(data).key_by(lambda e: [e[0], e[1] % 2])
+     .reduce(lambda a, b: (a[0], a[1] + b[1], b[2])).sink_to(sinks["list_keys"]))
+    (timed.key_by(lambda e: {"odd": e[1] % 2 == 1, "k": e[0]}).window(TumblingEventTimeWindows.of(1000))
+     .process(_DictKeyStats()).sink_to(sinks["dict_keys"]))
+    # a window's output_type makes its results Rows (the reduce is otherwise run as Spark aggregates)
+    (timed.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(1000))
+     .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])),
+             output_type=Types.ROW([Types.STRING(), Types.INT(), Types.LONG()]))
+     .sink_to(sinks["window_output_type"]))
     env.execute(f"workloads on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
+
+
+class _DictKeyStats(ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        # a dict key's items may come in another order on Spark (an equal dict): compare them sorted
+        return [(isinstance(key, dict), sorted(key.items()), context.window().end,
+                 sum(e[1] for e in elements))]
 
 
 class _WindowStats(ProcessWindowFunction):
@@ -195,6 +214,15 @@ def test_same_answers_on_both_engines(both: dict[str, dict[str, list]], name: st
     expected, actual = both["asyncio"][name], both["spark"][name]
     assert expected, f"{name}: the asyncio engine produced nothing; the test would prove nothing"
     assert Counter(map(repr, actual)) == Counter(map(repr, expected))
+
+
+def test_unhashable_keys_and_window_output_types_on_spark(both: dict[str, dict[str, list]]) -> None:
+    """Beside the equal answers: a window's output_type gives Rows on Spark too, and a dict key
+    reaches the window function as a dict, one firing per key and window."""
+    spark = both["spark"]
+    assert {type(r).__name__ for r in spark["window_output_type"]} == {"Row"}
+    assert {r[0] for r in spark["dict_keys"]} == {True}
+    assert len({(repr(r[1]), r[2]) for r in spark["dict_keys"]}) == len(spark["dict_keys"])
 
 
 def test_per_key_order_is_kept(both: dict[str, dict[str, list]]) -> None:
@@ -468,3 +496,22 @@ def test_kafka_reads_through_the_python_source_when_the_jvm_connector_is_missing
     from streamflow.spark.session import get_session
 
     assert jvm_connector_available(get_session()) is False
+
+
+def test_equal_unhashable_keys_give_equal_key_columns() -> None:
+    """Spark groups by the key column's bytes: equal dicts in another insertion order, equal sets
+    built in another order, and lists inside tuples encode alike; hashable keys as before."""
+    from streamflow.spark.encoding import batch_codec, encode_keys
+    from streamflow.state.codec import MsgpackCodec
+
+    codec = MsgpackCodec()
+    encode_many, decode_many = batch_codec(codec.encode, codec.decode)
+    words = [f"w{i}" for i in range(40)]
+    keys = [{"a": 1, "b": [2, {"c": 3, "d": 4}]}, {"b": [2, {"d": 4, "c": 3}], "a": 1},
+            set(words), set(reversed(words)), ("t", [1, 2]), ("t", [1, 2]), "plain"]
+    out = encode_keys(keys, encode_many, codec.encode)
+    assert out[0] == out[1] and out[2] == out[3] and out[4] == out[5]
+    assert len({out[0], out[2], out[4], out[6]}) == 4
+    assert out[6] == codec.encode("plain")
+    assert decode_many(out) == keys  # the stand-ins decode to keys equal to the originals
+    assert encode_keys(["x", ("y", 1)], encode_many, codec.encode) == encode_many(["x", ("y", 1)])

@@ -65,7 +65,8 @@ def _reset(op: TimerOperator) -> None:
     backend.restored_key_types = None
     op.timers = TimerService()
     op.current_watermark = MIN_WATERMARK
-    op._check_key_type = False
+    # op._check_key_type stays: the first call in a worker probes the first key (an unhashable
+    # one gets hashable stand-ins from then on, state/hashable_keys.py)
     if isinstance(op, WindowOperator):
         op.panes.clear()
         op._fired.clear()

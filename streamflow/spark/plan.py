@@ -58,7 +58,7 @@ from ..graph import JobGraph, Partitioning, StreamNode
 from ..runtime.basic_operators import FilterOperator, MapOperator, UserFunctionOperator
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
-from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, batch_codec, keyed_schema
+from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, batch_codec, encode_keys, keyed_schema
 from .harness import WATERMARK_TAG, ChainRunner, NodeSpec
 from .keyed import KeyedRunner
 from .native import (
@@ -480,7 +480,7 @@ class _KeyColumn:
                 if not everything:
                     for i, v in zip(data, encoded, strict=True):
                         values[i] = v
-            encoded_keys = encode_many([key_of(r) for r in records])
+            encoded_keys = encode_keys([key_of(r) for r in records], encode_many, self.codec.encode)
             if everything:
                 keys = encoded_keys
             else:

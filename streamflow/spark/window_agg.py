@@ -86,6 +86,8 @@ def recognise_window(op: WindowOperator, layout: Layout, key: Expr, ts_range: tu
     try:
         if ts_range is None:
             raise NotRecognised("the range of its timestamps is unknown (not a recognised assigner)")
+        if op.convert_output is not None:
+            raise NotRecognised("its output_type converts the results (the operator's output does that)")
         fn = op.fn
         if fn.aggregate is not None:
             raise NotRecognised("an AggregateFunction is not recognised")
