@@ -387,3 +387,26 @@ def test_timestamps_must_be_ints(bad: Any) -> None:
     with pytest.raises(TypeError):
         service.register_event_time_timer("k", "w", bad)
     assert service.num_timers == 0
+
+
+@pytest.mark.parametrize(("event", "processing"), list(SNAPSHOTS.values()), ids=list(SNAPSHOTS))
+def test_columns_restore_the_same_timers_in_the_same_firing_order(
+    event: list[tuple[int, Any, Any]], processing: list[tuple[int, Any, Any]]
+) -> None:
+    """The checkpoint form (``snapshot_columns``: registration order, no sort): re-registered
+    in that order, the timers fire as the original's, FIFO ties included, after deletions too."""
+    original = TimerService()
+    for ts, key, ns in event:
+        original.register_event_time_timer(key, ns, ts)
+        original.register_event_time_timer("gone", ns, ts)
+    for ts, key, ns in processing:
+        original.register_processing_time_timer(key, ns, ts)
+    for ts, _key, ns in event:
+        original.delete_event_time_timer("gone", ns, ts)
+    columns = original.snapshot_columns()
+    assert set(columns) == {d for d, e in (("event_time", event), ("processing_time", processing)) if e}
+    restored = TimerService()
+    restored.restore({d: zip(*c, strict=True) for d, c in columns.items()})
+    assert restored.snapshot() == original.snapshot()
+    assert restored.advance_watermark(MAX_WATERMARK) == original.advance_watermark(MAX_WATERMARK)
+    assert restored.advance_processing_time(MAX_WATERMARK) == original.advance_processing_time(MAX_WATERMARK)

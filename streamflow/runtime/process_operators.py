@@ -208,18 +208,25 @@ class TimerOperator(StreamOperator):
         return plain
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
-        enc = self.encode_namespace
         rocks = self._rocks
-        timers = (
-            {"event_time": [], "processing_time": []}  # RocksDB: in its files with the keyed state
-            if rocks is not None
-            else {
-                domain: [(ts, key, enc(ns)) for ts, key, ns in entries]
-                for domain, entries in self.timers.snapshot().items()
-            }
-        )
+        if rocks is not None:  # RocksDB: the timers are in its files with the keyed state
+            timers: dict[str, Any] = {"event_time": [], "processing_time": []}
+        else:
+            timers = self._timer_columns()
         keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
         return {"keyed": keyed, "timers": timers}
+
+    def _timer_columns(self) -> dict[str, dict[str, list]]:
+        """``{domain: {"ts": [...], "key": [...], "ns": [...]}}``: columns the state codec packs
+        without a call per timer (a tuple per timer cost ~4 us to encode: 1.2 s at 300k)."""
+        enc = self.encode_namespace
+        out = {}
+        for domain, (ts, keys, namespaces) in self.timers.snapshot_columns().items():
+            # None: no namespace (a process function's timers), stored as it is
+            if namespaces.count(None) != len(namespaces):
+                namespaces = [None if ns is None else enc(ns) for ns in namespaces]
+            out[domain] = {"ts": ts, "key": keys, "ns": namespaces}
+        return out
 
     # -- a keyed state backend with its own checkpoints (RocksDB: state/rocksdb_backend.py) --
     @property
@@ -286,7 +293,12 @@ class TimerOperator(StreamOperator):
             )
         dec = self.decode_namespace
         for s in states:
-            timers = {d: [(ts, k, dec(ns)) for ts, k, ns in e] for d, e in s["timers"].items()}
+            timers = {
+                domain: zip(e["ts"], e["key"], [ns if ns is None else dec(ns) for ns in e["ns"]], strict=True)
+                if isinstance(e, dict)  # columns (_timer_columns)
+                else [(ts, k, dec(ns)) for ts, k, ns in e]  # a tuple per timer (older checkpoints)
+                for domain, e in s["timers"].items()
+            }
             self.timers.restore(timers, owns_key)
         if rocks is not None:
             self._schedule_next_processing_time()
