@@ -22,9 +22,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from benchutil import run_with_heartbeat
 
 ROOT = Path(__file__).resolve().parent.parent
 OVERHEAD_TARGET, HOLD_TARGET_MS = 0.10, 50.0
@@ -61,25 +62,11 @@ def child(keys: int, records: int, checkpoints: bool) -> dict[str, Any]:
             .process(TimerPerKey())
             .add_sink(lambda r: fired.__setitem__(0, fired[0] + 1))
         )
-        worst, stop = [0.0], [False]
-
-        async def heartbeat() -> None:
-            last = time.thread_time()
-            while not stop[0]:
-                await asyncio.sleep(0.005)
-                now = time.thread_time()
-                worst[0], last = max(worst[0], now - last), now
-
-        beat = asyncio.create_task(heartbeat())
-        started = time.process_time()
-        result = await (await env.execute_async("timers")).get_job_execution_result()
-        cpu = time.process_time() - started
-        stop[0] = True
-        await beat
+        cpu, hold_ms, result = await run_with_heartbeat(env, "timers")
         assert fired[0] == keys, fired[0]
         return {
             "cpu": cpu,
-            "hold_ms": worst[0] * 1000,
+            "hold_ms": hold_ms,
             "checkpoints": result.metrics.get("checkpoints.numCompleted", 0),
         }
 

@@ -19,9 +19,10 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
+
+from benchutil import run_with_heartbeat
 
 import streamflow as sf
 from streamflow.checkpoint.storage import FileSystemCheckpointStorage
@@ -47,23 +48,8 @@ async def timed_run(keys: int, checkpoints: bool) -> tuple[float, float, int]:
         env.get_checkpoint_config().set_checkpoint_storage_dir(tempfile.mkdtemp(prefix="winb-"))
     n = 3 * keys
     window(env.from_collection(lambda: ((i % keys, 1, i // 1000) for i in range(n))), lambda r: None)
-    worst, stop = [0.0], [False]
-
-    async def beat() -> None:
-        last = time.thread_time()
-        while not stop[0]:
-            await asyncio.sleep(0.005)
-            now = time.thread_time()
-            worst[0] = max(worst[0], now - last)
-            last = now
-
-    b = asyncio.create_task(beat())
-    t0 = time.process_time()
-    result = await (await env.execute_async("win")).get_job_execution_result()
-    cpu = time.process_time() - t0
-    stop[0] = True
-    await b
-    return cpu, worst[0] * 1000, int(result.metrics.get("checkpoints.numCompleted") or 0)
+    cpu, hold_ms, result = await run_with_heartbeat(env, "win")
+    return cpu, hold_ms, int(result.metrics.get("checkpoints.numCompleted") or 0)
 
 
 class Gated:
