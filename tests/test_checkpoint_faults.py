@@ -165,7 +165,7 @@ async def test_cancel_settles_the_checkpoint_being_written(tmp_path: Path) -> No
     assert not storage.writing.is_set()
     assert_no_half_valid_checkpoint(tmp_path / "chk")
     driver = client.execution.driver
-    assert not driver._writes and not driver._requests and not driver._request_of_checkpoint
+    assert not driver.writer.writes and not driver._requests and not driver._request_of_checkpoint
     assert driver.coordinator.stats.in_flight == ()
 
 
@@ -197,7 +197,7 @@ async def test_driver_keeps_no_per_checkpoint_history(tmp_path: Path) -> None:
     driver = client.execution.driver
     assert driver.durations_ms.maxlen is not None and not hasattr(driver, "completed")
     assert len(driver._request_of_checkpoint) == 0 and len(driver._requests) == 0
-    assert len(driver._writes) <= 1
+    assert len(driver.writer.writes) <= 1
     await client.cancel()
 
 

@@ -11,10 +11,11 @@ nothing itself:
   snapshots and emits barrier n; a task whose inputs all finished gets barrier
   n just before each channel's end of input (stamped aligned/unaligned per the
   config; savepoints aligned);
-* ``CompleteCheckpoint`` -> encode every task's state and write it to storage,
-  atomically, in a worker thread (a write that fails removes its directory),
-  with the shared files the tasks' incremental snapshots wrote and referenced
-  (``uploads.py``); then ``confirm_completed`` or ``persist_failed``;
+* ``CompleteCheckpoint`` -> the :class:`CheckpointWriter` (``writer.py``) encodes
+  every task's state and writes it to storage, atomically, in a worker thread (a
+  write that fails removes its directory), with the shared files the tasks'
+  incremental snapshots wrote and referenced (``uploads.py``); then
+  ``confirm_completed`` or ``persist_failed``;
 * ``NotifyComplete`` -> mail to every task to call ``notify_checkpoint_complete``
   (where sinks commit); ``ReleaseTask`` -> a finished task may end;
 * ``AbortCheckpoint`` -> a WARNING with the cause, ``notify_checkpoint_aborted``;
@@ -38,10 +39,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from .. import _faults as faults
@@ -64,11 +63,10 @@ from .barrier_handler import barrier_alignment
 from .config import CheckpointConfig
 from .coordinator import CheckpointCoordinator
 from .events import CheckpointBarrier, CheckpointType
-from .restore import encode_entry
-from .shared_files import MemorySharedFiles
 from .storage import FileSystemCheckpointStorage
 from .task_checkpointer import CheckpointedTask, TaskCheckpointer
 from .uploads import SharedUpload, produce_all
+from .writer import CheckpointWriter, task_timings
 
 _log = logging.getLogger(__name__)
 
@@ -131,8 +129,7 @@ class CheckpointDriver:
             final_checkpoint=self.enabled,
         )
         self.stats = stats  # history for the REST API and metrics
-        self._persisted_bytes = 0
-        self.latest_in_memory: tuple[int, dict[str, bytes]] | None = None
+        self.writer = CheckpointWriter(job_name, config, storage, lambda t: self.tasks[t].parallelism)
         self.num_completed = 0
         self.durations_ms: deque[int] = deque(maxlen=256)  # the latest checkpoints' durations
         self._inbox: deque[Callable[[], list[Action]]] = deque()
@@ -143,11 +140,8 @@ class CheckpointDriver:
         self._released: set[str] = set()  # tasks whose operators are closed: no more mail
         self._requests: dict[int, asyncio.Future[str]] = {}
         self._request_of_checkpoint: dict[int, int] = {}
-        self._writes: dict[int, tuple[asyncio.Future[Path], threading.Event]] = {}
         self._settled = False
         self._end_cause: BaseException | None = None
-        self._stored_shared: set[str] = set()  # shared files the latest completed checkpoint lists
-        self.memory_shared = MemorySharedFiles()  # without storage: the latest one's shared files
         self._uploads: set[asyncio.Task[None]] = set()  # incremental snapshots being written
         self._task_uploads: dict[str, set[asyncio.Task[None]]] = {}  # the same, by task
 
@@ -360,7 +354,8 @@ class CheckpointDriver:
         try:
             if faults.ARMED:
                 faults.point("persist", cid)
-            path = await self._persist(cid, action.states, action.target)
+            duration_ms = self.stats.elapsed_ms(cid) if self.stats is not None else None
+            path = await self.writer.write(cid, action.states, action.target, duration_ms)
         except asyncio.CancelledError:
             raise  # the job ends: settle() takes over the write
         except Exception as exc:
@@ -372,9 +367,9 @@ class CheckpointDriver:
             faults.point("complete", cid)
         if self.stats is not None:
             self.stats.completed(
-                cid, path=path, state_size=self._persisted_bytes,
+                cid, path=path, state_size=self.writer.persisted_bytes,
                 async_ms=round((self.clock.monotonic() - started) * 1000),
-                tasks={t: _timings(s) for t, s in action.states.items()},
+                tasks={t: task_timings(s) for t, s in action.states.items()},
                 is_savepoint=action.kind is CheckpointType.SAVEPOINT,
             )  # fmt: skip
         await self._completed(cid, path, action.kind)
@@ -392,77 +387,6 @@ class CheckpointDriver:
         for a in actions:
             await self._carry_out(a)
 
-    async def _persist(self, cid: int, states: dict[str, Any], target: str | None) -> str:
-        entries = {
-            f"task-{i}": encode_entry(
-                self.config.codec,
-                task_id,
-                states[task_id],
-                self.tasks[task_id].parallelism,
-                self.config.get_records_codec(),
-            )
-            for i, task_id in enumerate(sorted(states))
-        }
-        shared, references = self._shared_files(states)
-        self._persisted_bytes = sum(len(e) for e in entries.values()) + sum(
-            len(d) if not isinstance(d, Path) else _size(d) for d in shared.values()
-        )
-        timings = {t: _timings(s) for t, s in states.items()}
-        stats = {
-            "duration_ms": self.stats.elapsed_ms(cid) if self.stats is not None else None,
-            "alignment_ms_max": max((t.get("alignment_ms", 0) for t in timings.values()), default=0),
-            "sync_ms_max": max((t.get("sync_ms", 0) for t in timings.values()), default=0),
-            "tasks": timings,
-        }
-        if target is None and self.storage is None:
-            self.latest_in_memory = (cid, entries)
-            if shared or references:
-                await asyncio.get_running_loop().run_in_executor(
-                    None, self.memory_shared.keep, cid, shared, references
-                )
-            return f"memory:chk-{cid}"
-        storage = self.storage or FileSystemCheckpointStorage(Path(target or ".").parent)
-        stop = threading.Event()
-        write = functools.partial(
-            storage.write_checkpoint,
-            cid,
-            self.job_name,
-            entries,
-            savepoint_path=target,
-            stats=stats,
-            should_stop=stop.is_set,
-            shared=shared,
-            references=references,
-        )
-        fut = asyncio.get_running_loop().run_in_executor(None, write)
-        self._writes[cid] = (fut, stop)
-        try:
-            path = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            raise  # the job ends: the write goes on until settle() stops it and awaits it
-        except BaseException:
-            del self._writes[cid]
-            raise
-        del self._writes[cid]
-        if target is None:
-            self._stored_shared = set(shared) | set(references)
-        return str(path)
-
-    def _shared_files(self, states: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """The tasks' shared files: new ones, and references to those an earlier checkpoint stored.
-        A new file that the latest completed checkpoint already holds (a finished task's final
-        state is in every later checkpoint) becomes a reference."""
-        shared: dict[str, Any] = {}
-        references: set[str] = set()
-        for state in states.values():
-            if isinstance(state, dict):
-                shared.update(state.get("shared") or {})
-                references.update(state.get("refs") or ())
-        for name in [n for n in shared if n in self._stored_shared]:
-            references.add(name)
-            del shared[name]
-        return shared, sorted(references - shared.keys())
-
     # -- the job's end -------------------------------------------------------
     async def settle(self, detail: str, cause: BaseException | None) -> None:
         """Settle every in-flight checkpoint before the job (attempt) ends; see the module doc.
@@ -475,31 +399,27 @@ class CheckpointDriver:
         for upload in list(self._uploads):  # their checkpoints are aborted below
             upload.cancel()
         actions = self.coordinator.job_ending(detail)
-        for cid, (fut, stop) in sorted(self._writes.items()):
-            stop.set()
-            try:
-                path = await fut
-            except Exception as exc:
+        for cid, outcome in await self.writer.stop_all():
+            if isinstance(outcome, Exception):
                 _log.info(
-                    "checkpoint %d of job %r stopped as the job %s: %s", cid, self.job_name, detail, exc
+                    "checkpoint %d of job %r stopped as the job %s: %s", cid, self.job_name, detail, outcome
                 )
                 actions += self.coordinator.persist_failed(cid, f"the job {detail} while it was written")
-            else:
-                _log.info(
-                    "checkpoint %d of job %r completed (%s) as the job %s; its sinks commit it when "
-                    "the job is restored from it", cid, self.job_name, path, detail,
-                )  # fmt: skip
-                rid = self._request_of_checkpoint.pop(cid, None)
-                req = self._requests.pop(rid, None) if rid is not None else None
-                if req is not None and not req.done():
-                    req.set_result(str(path))
-                self.num_completed += 1
-                if self.stats is not None:
-                    self.stats.completed(
-                        cid, path=str(path), state_size=self._persisted_bytes, async_ms=0, tasks={}
-                    )
-                actions += self.coordinator.confirm_completed(cid)
-        self._writes.clear()
+                continue
+            _log.info(
+                "checkpoint %d of job %r completed (%s) as the job %s; its sinks commit it when "
+                "the job is restored from it", cid, self.job_name, outcome, detail,
+            )  # fmt: skip
+            rid = self._request_of_checkpoint.pop(cid, None)
+            req = self._requests.pop(rid, None) if rid is not None else None
+            if req is not None and not req.done():
+                req.set_result(str(outcome))
+            self.num_completed += 1
+            if self.stats is not None:
+                self.stats.completed(
+                    cid, path=str(outcome), state_size=self.writer.persisted_bytes, async_ms=0, tasks={}
+                )
+            actions += self.coordinator.confirm_completed(cid)
         for cid in self.coordinator.stats.in_flight:  # cancelled before its write started
             actions += self.coordinator.persist_failed(cid, f"the job {detail} before it was written")
         for a in actions:
@@ -516,20 +436,6 @@ class CheckpointDriver:
                 error.__cause__ = cause
                 fut.set_exception(error)
         self._requests.clear()
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _timings(state: Any) -> dict[str, int]:
-    """A task's checkpoint timings, carried next to its state in the acknowledgement."""
-    if not isinstance(state, dict):
-        return {}
-    return {k: int(state[k]) for k in ("alignment_ms", "sync_ms") if k in state}
 
 
 async def _release(fut: asyncio.Future[None]) -> None:

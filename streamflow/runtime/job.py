@@ -132,10 +132,10 @@ class JobClient:
             if handle is None:
                 return self.execution.restore
             return RestoredCheckpoint.load(handle, codec, records)
-        memory = self.execution.driver.latest_in_memory
+        memory = self.execution.driver.writer.latest_in_memory
         if memory is not None:
             restored = RestoredCheckpoint.from_entries(memory[0], "memory", memory[1], codec, records)
-            restored.shared_path = self.execution.driver.memory_shared.path
+            restored.shared_path = self.execution.driver.writer.memory_shared.path
             return restored
         return self.execution.restore
 
