@@ -62,79 +62,17 @@ import rocksdict
 from ..errors import StreamflowError
 from . import codec as _codec
 from .keyed import KeyedStateBackend, _key_kind
+from .rocksdb_setup import PID_MARK, options, remove_abandoned, write_options
 from .rocksdb_table import RocksTable
 
 log = logging.getLogger(__name__)
 
 _SCAN_BATCH = 20_000
 _SST = ".sst"
-_OWNER = "owner.pid"  # where versions before the pid in the name kept the owner
-_PID_MARK = "pid"
 
 
 class RocksDBStateError(StreamflowError, RuntimeError):
     """RocksDB could not be opened, written or restored; the message names the path."""
-
-
-# Tuned for checkpoints every second or so (bench/rocksdb_scale.py, docs/performance.md): each
-# checkpoint flushes the memtable into a small sorted run spanning every key group (keys are
-# spread by hash). With universal compaction (below) a compaction starts at 12 sorted runs
-# (RocksDB's default is 4): fewer merges, and reads probe at most about that many bloom filters.
-L0_COMPACTION_TRIGGER = 12
-BLOCK_CACHE_BYTES = 128 * 2**20  # one LRU cache for every DB of the process (Flink's managed memory)
-_block_cache: rocksdict.Cache | None = None
-
-
-def _shared_block_cache() -> rocksdict.Cache:
-    global _block_cache
-    if _block_cache is None:
-        _block_cache = rocksdict.Cache(BLOCK_CACHE_BYTES)
-    return _block_cache
-
-
-def _options() -> rocksdict.Options:
-    opts = rocksdict.Options(raw_mode=True)
-    opts.create_if_missing(True)
-    opts.set_max_background_jobs(2)
-    opts.set_write_buffer_size(32 * 2**20)
-    opts.set_max_write_buffer_number(3)
-    opts.set_target_file_size_base(32 * 2**20)
-    # universal compaction: each checkpoint's flush leaves a small sorted run spanning every key
-    # group; leveled compaction merged every 12 of them into level 1, rewriting the whole state
-    # each time (its cost grew with the state: 10.8 s of 18 s overhead at 3M keys); universal
-    # merges runs of similar size (write amplification ~log of the run count) and the whole
-    # state only when the newer runs outgrow it (size amplification 200 %). Reads probe more
-    # runs, each behind a bloom filter.
-    opts.set_compaction_style(rocksdict.DBCompactionStyle.universal())
-    opts.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER)
-    opts.set_level_zero_slowdown_writes_trigger(3 * L0_COMPACTION_TRIGGER)
-    opts.set_level_zero_stop_writes_trigger(4 * L0_COMPACTION_TRIGGER)
-    table = rocksdict.BlockBasedOptions()
-    table.set_bloom_filter(10, False)  # a read of an absent key (a new key) skips most files
-    # partitioned filters and index (Flink's state.backend.rocksdb.memory.partitioned-index-filters):
-    # a whole-file filter is 10 bits a key (3.6 MB for 3M keys in one file), larger than a shard
-    # of the LRU cache (2 MB: rocksdict gives no shard-count control), so it was evicted as soon
-    # as it was used and every multi-get re-read and re-checksummed it from the file (pread and
-    # XXH3 were 43 % of the job's CPU at 3M keys); in 4 KB partitions under a small top-level
-    # index (pinned) only the partitions a read needs are loaded, and they stay cached
-    table.set_index_type(rocksdict.BlockBasedIndexType.two_level_index_search())
-    table.set_partition_filters(True)
-    table.set_pin_top_level_index_and_filter(True)
-    # the state's blocks stay cached across checkpoints: a checkpoint's memtable flush sends
-    # reads of recent keys to the files, and compactions replace the files (their blocks leave
-    # the cache); with 32 MB, reads paid for file reads and block checksums (docs/performance.md)
-    table.set_block_cache(_shared_block_cache())
-    table.set_cache_index_and_filter_blocks(True)
-    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
-    opts.set_block_based_table_factory(table)
-    return opts
-
-
-def _write_options() -> rocksdict.WriteOptions:
-    wo = rocksdict.WriteOptions()
-    # a property at run time (the stubs say method): checkpoints make state durable, not the WAL
-    cast(Any, wo).disable_wal = True
-    return wo
 
 
 class RocksDBKeyedStateBackend(KeyedStateBackend):
@@ -178,22 +116,22 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             root.mkdir(parents=True, exist_ok=True)
             # the owner's pid is in the name, so a process killed right after creating it is
             # still known as its owner (an owner file would leave a window without one)
-            prefix = f"streamflow-{self._name_prefix}-{_PID_MARK}{os.getpid()}-"
+            prefix = f"streamflow-{self._name_prefix}-{PID_MARK}{os.getpid()}-"
             self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
-            _remove_abandoned(root, self.root)
+            remove_abandoned(root, self.root)
         except OSError as e:
             raise RocksDBStateError(
                 f"cannot create the RocksDB working directory under {local_dir}: {e}"
             ) from e
         self.db_path = self.root / "db"
         self._db: rocksdict.Rdict | None = None
-        self._write_opts = _write_options()
+        self._write_opts = write_options()
         self._open()
 
     # -- the DB --------------------------------------------------------------
     def _open(self) -> None:
         try:
-            self._db = rocksdict.Rdict(str(self.db_path), _options())
+            self._db = rocksdict.Rdict(str(self.db_path), options())
         except Exception as e:
             raise RocksDBStateError(f"cannot open RocksDB at {self.db_path}: {e}") from e
         self._db.set_write_options(self._write_opts)
@@ -476,45 +414,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             t.drop_cache()
         self.close_db()
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _remove_abandoned(root: Path, mine: Path) -> None:
-    """Working directories of processes that died without closing (SIGKILL, a crash) are removed
-    by the next backend that starts in the same local directory: they hold no state a
-    checkpoint does not."""
-    for d in root.glob("streamflow-rdb-*"):
-        if d == mine:
-            continue
-        pid = _owner(d)
-        if pid is None:
-            continue  # not ours
-        if pid == os.getpid() or _alive(pid):
-            continue
-        log.info("removing %s, the RocksDB working directory of process %d, which is gone", d, pid)
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def _owner(working_dir: Path) -> int | None:
-    """The pid in a working directory's name (``streamflow-rdb-<op>-<subtask>-pid<pid>-<random>``),
-    or in the owner file of one an older version made; None if it is not one of ours."""
-    _, mark, rest = working_dir.name.partition(f"-{_PID_MARK}")
-    if mark:
-        pid, _, _ = rest.partition("-")
-        return int(pid) if pid.isdigit() else None
-    try:
-        return int((working_dir / _OWNER).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, another user's
-    return True
 
 
 def _fast_decoder(codec: Any) -> Callable[[bytes], Any]:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 import rocksdict
 
 from ..checkpoint.storage import CorruptCheckpointError
+from .rocksdb_setup import options
 
 if TYPE_CHECKING:
     from .rocksdb_backend import RocksDBKeyedStateBackend
@@ -80,9 +81,7 @@ def materialise(snap: dict[str, Any], shared_path: Callable[[str], Path], target
 
 def open_checked(path: Path, snap: dict[str, Any], read_only: bool) -> rocksdict.Rdict:
     """Open a materialised DB; a damaged file is reported as a damaged checkpoint."""
-    from .rocksdb_backend import _options
-
-    opts = _options()
+    opts = options()
     opts.set_paranoid_checks(True)
     try:
         if read_only:
@@ -155,7 +154,7 @@ def ingest_key_groups(
 ) -> None:
     """Write the entries of the key groups ``backend`` owns in the snapshot's DB into an SST file
     and ingest it into ``backend``'s DB."""
-    from .rocksdb_backend import RocksDBStateError, _options
+    from .rocksdb_backend import RocksDBStateError
 
     scratch = Path(tempfile.mkdtemp(prefix="rescale-", dir=backend.root))
     try:
@@ -172,7 +171,7 @@ def ingest_key_groups(
                 for name, sid in snap["state_ids"].items()
             }
             same = all(old == new for old, new in remap.items())
-            writer = rocksdict.SstFileWriter(_options())
+            writer = rocksdict.SstFileWriter(options())
             writer.open(str(sst))
             n = 0
             try:
