@@ -21,7 +21,6 @@ from streamflow.eventtime import (
     IdlenessTimer,
     NoWatermarksGenerator,
     TimestampAssigner,
-    WatermarkEmitter,
     WatermarkGenerator,
     WatermarkStrategy,
     WatermarksWithIdleness,
@@ -29,6 +28,7 @@ from streamflow.eventtime import (
     to_millis,
 )
 from streamflow.runtime.events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
+from streamflow.runtime.watermark_emitter import WatermarkEmitter
 from streamflow.testing import ManualClock
 
 W = Watermark

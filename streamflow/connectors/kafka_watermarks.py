@@ -5,7 +5,7 @@ Theory of operation
 As Flink's ``SourceOperator`` with per-split ``WatermarkOutputMultiplexer``
 (apache/flink ``flink-core .../eventtime/WatermarkOutputMultiplexer.java``): each partition
 owned by the reader drives its own generator from the user's ``WatermarkStrategy`` (with
-its idleness wrapper, if any) through a :class:`~streamflow.eventtime.WatermarkEmitter`;
+its idleness wrapper, if any) through a :class:`~streamflow.runtime.watermark_emitter.WatermarkEmitter`;
 the reader's output watermark is combined by the valve's rules:
 
 * the output is the minimum over the partitions that are not idle; a partition that has
@@ -27,8 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..clock import Clock
-from ..eventtime import WatermarkEmitter, monotonic_ms
+from ..eventtime import monotonic_ms
 from ..runtime.events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
+from ..runtime.watermark_emitter import WatermarkEmitter
 
 __all__ = ["PartitionWatermarks"]
 

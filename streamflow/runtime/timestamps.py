@@ -20,10 +20,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..eventtime import WatermarkEmitter, WatermarkStrategy, _ValueAndTimestampAssigner, _ValueAssigner
+from ..eventtime import WatermarkStrategy, _ValueAndTimestampAssigner, _ValueAssigner
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .item_getters import failed_record, item_getter
 from .operator import StreamOperator
+from .watermark_emitter import WatermarkEmitter
 
 log = logging.getLogger(__name__)
 
