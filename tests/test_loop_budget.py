@@ -153,3 +153,61 @@ def test_configuration_key_and_parsing() -> None:
     for bad in ("-1 ms", "0", "ten ms", "5 hours"):
         with pytest.raises(ValueError):
             parse_loop_budget(bad)
+
+
+class Boom(sf.SinkFunction):
+    def write_batch(self, values: list) -> None:
+        raise RuntimeError("boom")
+
+
+def _keyed_job(env: sf.StreamExecutionEnvironment, source: sf.DataStream, sink: sf.SinkFunction) -> None:
+    keyed = source.key_by(lambda i: i % 7).map(lambda i: i).set_parallelism(2).disable_chaining()
+    keyed.add_sink(sink).set_parallelism(1)
+
+
+async def test_running_counts_only_tasks_that_work() -> None:
+    """``LoopBudget.running`` (tasks of the job not waiting) goes back to 0 whenever the whole
+    job waits for input, and after the job ends, finished, failed or cancelled: the last task
+    to wait collects the young garbage (``collect_young_when_idle``) only when it reads 0, and a
+    later slice starts when it goes from 0 to 1."""
+    env = sf.StreamExecutionEnvironment()
+    _keyed_job(env, env.from_collection(range(5_000)), Count())
+    client = await env.execute_async("finished")
+    budget = client.execution.loop_budget
+    await client.get_job_execution_result()
+    assert budget.running == 0
+
+    env = sf.StreamExecutionEnvironment()
+    _keyed_job(env, env.from_collection(range(5_000)), Boom())
+    client = await env.execute_async("failed")
+    budget = client.execution.loop_budget
+    with pytest.raises(Exception, match="boom"):
+        await client.get_job_execution_result()
+    assert budget.running == 0
+
+    gate = asyncio.Event()
+
+    async def waits_midway() -> object:
+        for i in range(1_000):
+            yield i
+        await gate.wait()  # the whole job waits for input here
+        for i in range(1_000):
+            yield i
+
+    env = sf.StreamExecutionEnvironment()
+    _keyed_job(env, env.from_async_iterable(waits_midway), Count())
+    client = await env.execute_async("idle, then cancelled")
+    budget = client.execution.loop_budget
+    for _ in range(200):  # until the first 1,000 records are through and every task waits
+        await asyncio.sleep(0.005)
+        if budget.running == 0:
+            break
+    assert budget.running == 0
+    gate.set()
+    await asyncio.sleep(0)
+    await client.cancel()
+    try:
+        await client.get_job_execution_result()
+    except BaseException:
+        pass  # how a cancelled job reports does not matter here
+    assert budget.running == 0
