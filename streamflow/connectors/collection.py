@@ -98,8 +98,24 @@ class CollectionSource(Source):
         return _IterableReader(lambda: data, self._convert)
 
 
+HANDOVER = 32  # records of one synchronous run of an async iterable between two hand-overs
+HANDOVER_MAX = 1_024  # a run longer than this is throughput, not a burst: no more hand-overs
+
+
 class _AsyncIterableReader(_CountingReader):
-    """Pulls from an async iterable in a helper task into a bounded buffer."""
+    """Pulls from an async iterable in a helper task into a bounded buffer.
+
+    The helper task runs the iterator until it waits (or the buffer is full); the source task,
+    woken at the first record, can take them only then. An iterator that makes many records in
+    one go (a paced generator catching up after its timer fired late, a parser yielding a
+    chunk's records) would so make its first records wait for the whole run to be made, and
+    then for the whole run to be processed as one batch. So the helper hands over (one loop
+    iteration) after every ``HANDOVER`` records of a run, for the first ``HANDOVER_MAX`` records
+    of it: the source task processes them while the run goes on. A run ends when the iterator
+    waits, seen as the buffer found drained at the next record without a hand-over of ours in
+    between. An iterator that never waits (throughput) is handed over only in its first
+    ``HANDOVER_MAX`` records, then fills the buffer as before (bench/latency.py,
+    docs/performance.md)."""
 
     def __init__(self, make_iter: Callable[[], AsyncIterable[Any]], buffer: int) -> None:
         super().__init__()
@@ -116,15 +132,26 @@ class _AsyncIterableReader(_CountingReader):
 
     async def _pull(self, wake: Callable[[], None]) -> None:
         skip = self._skip
+        buf, limit = self._buffer, self._limit
+        run = 0  # records of the iterator's current synchronous run (class doc)
+        ours = False  # the last suspension of this task was a hand-over or a wait for room
         try:
             async for item in self._make_iter():
                 if skip:
                     skip -= 1
                     continue
-                self._buffer.append(item)
-                if len(self._buffer) == 1:
+                buf.append(item)
+                if len(buf) == 1:
                     wake()
-                while len(self._buffer) >= self._limit:
+                    if not ours:  # drained while the iterator waited: a new run
+                        run = 0
+                ours = False
+                run += 1
+                if run % HANDOVER == 0 and run <= HANDOVER_MAX:
+                    ours = True
+                    await asyncio.sleep(0)
+                while len(buf) >= limit:
+                    ours = True
                     self._space.clear()
                     await self._space.wait()
         except Exception as exc:  # surfaced by the next poll, in the task
