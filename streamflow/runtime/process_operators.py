@@ -26,6 +26,7 @@ from .events import MIN_WATERMARK, Watermark
 from .item_getters import item_getter
 from .loop_budget import yield_point
 from .operator import StreamOperator
+from .timer_checkpoints import TimerCheckpoints, from_plain, is_incremental, read_chains
 from .timers import Timer, TimerService
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class TimerOperator(StreamOperator):
         super().__init__(name)
         self.key_selector = item_getter(key_selector) or key_selector  # lambda e: e[0] runs in C
         self.timers = TimerService()
+        self._timer_ck: TimerCheckpoints | None = None  # incremental timer checkpoints (heap)
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
         # the first batch probes its first key: an unhashable one (a list, as PyFlink allows)
@@ -155,6 +157,11 @@ class TimerOperator(StreamOperator):
             from ..state.rocksdb_timers import RocksDBTimerService
 
             self.timers = RocksDBTimerService(rocks, self.encode_namespace, self.decode_namespace)
+            return
+        settings = getattr(ctx.keyed_backend, "incremental_settings", None)
+        if settings is not None:  # heap backend, incremental checkpoints: timers too (timer_checkpoints.py)
+            enc = self.encode_namespace if self.timer_namespaces else None
+            self._timer_ck = TimerCheckpoints(self.timers, settings, enc)
 
     def register_processing_timer(self, key: Any, namespace: Any, ts: int) -> None:
         if self.timers.register_processing_time_timer(key, namespace, ts) and ts not in self._scheduled:
@@ -201,6 +208,21 @@ class TimerOperator(StreamOperator):
         pass
 
     # -- checkpoints: keyed state and timers, redistributed by key group ------
+    timer_namespaces = True  # whether timers may have a namespace (encode_namespace converts it)
+
+    async def capture_shared(self, checkpoint_id: int, savepoint: bool) -> Any:
+        """At the barrier, before :meth:`snapshot_state`: the timers' incremental capture (a
+        ``SharedUpload``), or None (their snapshot holds them, see ``timer_checkpoints.py``)."""
+        ck = self._timer_ck
+        if ck is None or ck.timers is not self.timers:
+            return None
+        return await ck.capture(checkpoint_id, savepoint)
+
+    def seal_dirty(self) -> None:
+        """The task's chore between slices: seal the timer logs (``TimerCheckpoints.seal``)."""
+        if self._timer_ck is not None:
+            self._timer_ck.seal()
+
     def encode_namespace(self, namespace: Any) -> Any:
         return namespace
 
@@ -212,7 +234,8 @@ class TimerOperator(StreamOperator):
         if rocks is not None:  # RocksDB: the timers are in its files with the keyed state
             timers: dict[str, Any] = {"event_time": [], "processing_time": []}
         else:
-            timers = self._timer_columns()
+            captured = None if self._timer_ck is None else self._timer_ck.snapshot()
+            timers = self._timer_columns() if captured is None else captured
         keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
         return {"keyed": keyed, "timers": timers}
 
@@ -245,8 +268,10 @@ class TimerOperator(StreamOperator):
             await asyncio.to_thread(rocks.prepare(checkpoint_id))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> Awaitable[None] | None:
-        # RocksDB: its files are stored; the heap: its incremental chain advances
+        # RocksDB: its files are stored; the heap: its incremental chain advances (and the timers')
         self.backend.checkpoint_complete(checkpoint_id)
+        if self._timer_ck is not None:
+            self._timer_ck.confirm(checkpoint_id)
         return super().notify_checkpoint_complete(checkpoint_id)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
@@ -292,7 +317,20 @@ class TimerOperator(StreamOperator):
                 codec=getattr(restored, "codec", None),
             )
         dec = self.decode_namespace
+        ck = self._timer_ck
+        if ck is not None:
+            self.timers.track(None)  # restored timers are not changes: the next checkpoint is a base
+        chains = [s["timers"] for s in states if is_incremental(s["timers"])]
+        if chains:  # incremental timer checkpoints (timer_checkpoints.py), in registration order
+            plain = read_chains(
+                chains, getattr(restored, "read_shared", None), getattr(restored, "codec", None), groups, maxp
+            )
+            self.timers.restore(
+                {domain: [from_plain(p, dec) for p in timers] for domain, timers in plain.items()}
+            )
         for s in states:
+            if is_incremental(s["timers"]):
+                continue
             timers = {
                 domain: zip(e["ts"], e["key"], [ns if ns is None else dec(ns) for ns in e["ns"]], strict=True)
                 if isinstance(e, dict)  # columns (_timer_columns)
@@ -300,6 +338,8 @@ class TimerOperator(StreamOperator):
                 for domain, e in s["timers"].items()
             }
             self.timers.restore(timers, owns_key)
+        if ck is not None:
+            ck.restored()
         if rocks is not None:
             self._schedule_next_processing_time()
         else:
@@ -372,6 +412,7 @@ class KeyedProcessOperator(TimerOperator):
     call, while the current key is the record's (or the timer's) key."""
 
     method = "process_element"
+    timer_namespaces = False  # its timers have none: written as they are
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
         super().__init__(name, key_selector)

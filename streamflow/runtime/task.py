@@ -149,6 +149,10 @@ class Task:
             capture = getattr(backend, "capture", None)
             if capture is not None and (upload := await capture(checkpoint_id, savepoint)) is not None:
                 uploads.append(upload)
+        for op in self.operators:  # operators' own incremental state (timers: timer_checkpoints.py)
+            capture = getattr(op, "capture_shared", None)
+            if capture is not None and (upload := await capture(checkpoint_id, savepoint)) is not None:
+                uploads.append(upload)
         return uploads
 
     async def prepare_snapshot(self, checkpoint_id: int) -> None:
@@ -278,7 +282,7 @@ class Task:
             if self._keyed_backends():  # the tables exist now: freeze them (gc_policy.py)
                 tables = [t for b in self._keyed_backends() for t in getattr(b, "heap_tables", list)()]
                 GC_POLICY.task_state_ready(self.name, self._restored_state, tables)
-            sealers = (getattr(b, "seal_dirty", None) for b in self._keyed_backends())
+            sealers = (getattr(b, "seal_dirty", None) for b in (*self._keyed_backends(), *self.operators))
             self._sealers = [s for s in sealers if s is not None]
             if self._sealers:
                 self.budget.chores.append(self._seal_dirty)

@@ -59,9 +59,12 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import count
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamflow.runtime.events import MIN_WATERMARK
+
+if TYPE_CHECKING:
+    from streamflow.state.incremental import Changes
 
 __all__ = ["Timer", "TimerService", "TimerSnapshot"]
 
@@ -96,13 +99,18 @@ class _TimerQueue:
     :class:`Timer` object is only built when the timer fires.
     """
 
-    __slots__ = ("_heap", "_live", "_seq", "_timers")
+    __slots__ = ("_heap", "_live", "_seq", "_timers", "log", "plain")
 
     def __init__(self, seq: Callable[[], int]) -> None:
         self._heap: list[int] = []
         self._live: dict[tuple[int, Hashable, Hashable], int] = {}
         self._timers: dict[int, tuple[int, Hashable, Hashable]] = {}
         self._seq = seq
+        # incremental checkpoints (timer_checkpoints.py): every registration is logged as
+        # (timer, seq), every deletion and firing as the timer deleted; a timer with a
+        # namespace is logged in its plain form (``plain``), one without as it is
+        self.log: Changes | None = None
+        self.plain: Callable[[tuple[int, Any, Any]], tuple] | None = None
 
     def __len__(self) -> int:
         return len(self._live)
@@ -119,13 +127,17 @@ class _TimerQueue:
         self._live[ident] = seq
         self._timers[seq] = ident
         heapq.heappush(self._heap, priority)
+        if self.log is not None:
+            self.log.put(ident if namespace is None or self.plain is None else self.plain(ident), seq)
         return True
 
     def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
         seq = self._live.pop((timestamp, key, namespace), None)
         if seq is None:
             return False
-        del self._timers[seq]
+        ident = self._timers.pop(seq)
+        if self.log is not None:
+            self.log.delete(ident if namespace is None or self.plain is None else self.plain(ident))
         heap = self._heap
         if len(heap) > _COMPACT_MIN and len(heap) > 2 * len(self._live):
             timers = self._timers
@@ -153,6 +165,8 @@ class _TimerQueue:
             ident = timers.pop(priority & _SEQ_MASK, None)
             if ident is not None:
                 del self._live[ident]
+                if self.log is not None:
+                    self.log.delete(ident if ident[2] is None or self.plain is None else self.plain(ident))
                 return Timer(ident[0], ident[1], ident[2])
         return None
 
@@ -295,6 +309,22 @@ class TimerService:
             if len(queue):
                 out[name] = queue.columns()
         return out
+
+    def live(self) -> dict[str, dict[tuple[int, Any, Any], int]]:
+        """Per domain, the live timers (``(ts, key, namespace) -> seq``, in registration order):
+        the tables an incremental checkpoint writes (``timer_checkpoints.py``). Read only."""
+        return {_EVENT: self._event._live, _PROCESSING: self._processing._live}
+
+    def track(
+        self,
+        logs: Mapping[str, Changes] | None,
+        plain: Callable[[tuple[int, Any, Any]], tuple] | None = None,
+    ) -> None:
+        """Log every registration, deletion and firing of each domain to ``logs[domain]``
+        (None: stop logging); a timer with a namespace is logged as ``plain(timer)``."""
+        for name, queue in ((_EVENT, self._event), (_PROCESSING, self._processing)):
+            queue.log = None if logs is None else logs[name]
+            queue.plain = plain
 
     def restore(
         self,

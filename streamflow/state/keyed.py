@@ -389,6 +389,12 @@ class KeyedStateBackend:
         """Whether the next snapshot can be incremental."""
         return self._settings is not None and not self._untracked
 
+    @property
+    def incremental_settings(self) -> IncrementalSettings | None:
+        """How this backend checkpoints incrementally (None: it does not); the timers of its
+        operator checkpoint the same way (``runtime/timer_checkpoints.py``)."""
+        return self._settings
+
     def get_state(self, descriptor: StateDescriptor) -> Any:
         table, dirty = self.tracked_table(descriptor.name, descriptor.kind)
         if isinstance(descriptor, ValueStateDescriptor):

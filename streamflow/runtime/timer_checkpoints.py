@@ -1,0 +1,220 @@
+"""Incremental checkpoints of an operator's timers on the heap backend.
+
+Theory of operation
+-------------------
+A :class:`~streamflow.runtime.timers.TimerService` keeps, per time domain, a dict of
+its live timers ``(timestamp, key, namespace) -> seq`` (``seq``: the registration
+order, which breaks ties between equal timestamps). That dict is a keyed table like
+any other of the heap backend, so its checkpoints reuse the backend's incremental
+machinery (``state/incremental.py``) unchanged, with a chain of their own:
+
+* **The log.** Each domain's queue logs to an ``incremental.Changes``: a registration
+  as ``put(timer, seq)``, a deletion and a firing as ``delete(timer)``. Setting a timer
+  that is already set, or deleting one that is not, logs nothing (set semantics). The
+  task seals the logs between slices, as it seals the backend's (:meth:`seal`).
+* **Capture** at the barrier: ``incremental.capture`` writes the logged changes (a
+  delta) or every live timer (a base: the first checkpoint, the first after a restore,
+  a chain of ``max_chain`` deltas, deltas larger than twice a base, a log that gave up)
+  into one shared file, in slices of ``incremental.CHUNK`` timers that pause through the
+  loop budget. The operator's snapshot holds the file chain (``Capture.descriptor``)
+  under ``"timers"`` instead of the timers; ``HeapUpload`` joins the frames after the
+  barrier; ``notify_checkpoint_complete`` advances the chain (:meth:`confirm`); the
+  storage keeps every file a retained checkpoint references.
+* **No timers, no file.** When no timer is live at a checkpoint (most keyed operators
+  never register one), the snapshot holds the empty column form (``{}``) as before, no
+  file is written, the logs are dropped and the chain is reset (the next checkpoint
+  with timers writes a base).
+* **Plain form.** A timer is written as a tuple: ``(ts, key, None)`` without a
+  namespace (a process function's timers: written as they are, no call per timer), else
+  ``(ts, key, *encode_namespace(ns))`` when that encoding is a non-empty tuple whose
+  first element is neither None nor ``"="`` (a window: ``(ts, key, "w", start, end)``,
+  scalars only, so the column packs in one msgspec pass), else ``(ts, key, "=", plain)``.
+  :func:`from_plain` inverts it.
+* **Key groups.** The tables' keys are timers, so a restore at another parallelism
+  computes the key group of ``timer[1]`` (the key), only for files that straddle its
+  range (``incremental.apply_file_slices`` takes the function).
+* **Restore** (:func:`read_chains`): each snapshot's chain is applied in order into one
+  table per domain (``plain timer -> seq``); the timers are then registered in ``seq``
+  order (a stable sort; nearly sorted already), so equal timestamps fire in their
+  registration order, as without a failure. Snapshots of several subtasks (rescaling)
+  hold disjoint keys. Snapshots in the former formats (columns, tuples) still restore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
+from typing import Any, cast
+
+from ..checkpoint._fs import CorruptCheckpointError
+from ..state import incremental as _inc
+from ..state.key_groups import key_group_of
+from .loop_budget import yield_point
+from .timers import TimerService
+
+__all__ = ["TimerCheckpoints", "from_plain", "is_incremental", "plain_form", "read_chains"]
+
+EVENT, PROCESSING = "event_time", "processing_time"
+KINDS = {EVENT: "timers", PROCESSING: "timers"}
+_SEQ = itemgetter(1)
+_WRAP = "="
+
+
+def plain_form(encode: Callable[[Any], Any]) -> Callable[[tuple[int, Any, Any]], tuple]:
+    """The plain form of a timer ``(ts, key, namespace)`` (see the module doc)."""
+
+    def plain(timer: tuple[int, Any, Any]) -> tuple:
+        ts, key, ns = timer
+        if ns is None:
+            return timer
+        p = encode(ns)
+        if type(p) is tuple and p and p[0] is not None and not (type(p[0]) is str and p[0] == _WRAP):
+            return (ts, key, *p)
+        return (ts, key, _WRAP, p)
+
+    return plain
+
+
+def from_plain(plain: tuple | list, decode: Callable[[Any], Any]) -> tuple[int, Any, Any]:
+    """The timer of a plain form (:func:`plain_form`), its namespace decoded by ``decode``."""
+    if len(plain) == 3 and plain[2] is None:
+        return (plain[0], plain[1], None)
+    tail = tuple(plain[2:])
+    if len(tail) == 2 and type(tail[0]) is str and tail[0] == _WRAP:
+        return (plain[0], plain[1], decode(tail[1]))
+    if not tail:
+        raise ValueError(f"not a timer: {plain!r}")
+    return (plain[0], plain[1], decode(tail))
+
+
+class _PlainView:
+    """A domain's live timers as the capture reads a table: their number, the timers in plain
+    form (in registration order) and their seqs. A base reads it a slice at a time."""
+
+    __slots__ = ("live", "plain")
+
+    def __init__(self, live: dict[tuple[int, Any, Any], int], plain: Callable[[Any], tuple]) -> None:
+        self.live, self.plain = live, plain
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    def __iter__(self) -> Iterator[tuple]:
+        return map(self.plain, self.live)
+
+    def values(self) -> Iterable[int]:
+        return self.live.values()
+
+
+def _timer_kind(_t: type) -> str:
+    return "timer"  # the key kinds a restore checks are the keyed state's, not these
+
+
+class TimerCheckpoints:
+    """Incremental checkpoints of one operator subtask's :class:`TimerService`.
+
+    ``settings``: the keyed backend's ``IncrementalSettings`` (owner, key groups, codec,
+    max chain); ``encode``: the operator's namespace encoding, or None when its timers
+    have no namespace (then timers are written as they are)."""
+
+    def __init__(self, timers: TimerService, settings: Any, encode: Callable[[Any], Any] | None) -> None:
+        self.timers = timers
+        self.settings = settings
+        self.chain = _inc.HeapChain(f"{settings.owner}#timers", settings.max_chain)
+        self.plain = None if encode is None else plain_form(encode)
+        self.changes: dict[str, _inc.Changes] = {}
+        self._capturing = False
+        self._captured: _inc.Capture | None = None
+        self._track()
+
+    def _track(self) -> None:
+        self.changes = {name: _inc.Changes(table) for name, table in self.timers.live().items()}
+        self.timers.track(self.changes, self.plain)
+
+    def _tables(self) -> dict[str, dict]:
+        live = self.timers.live()
+        if self.plain is None:
+            return cast("dict[str, dict]", live)
+        return {name: cast(dict, _PlainView(table, self.plain)) for name, table in live.items()}
+
+    def seal(self) -> None:
+        """Move aside each log's dict of merged writes once large (``Changes.seal``); a loop
+        budget chore of the task, which may run while a capture is paused: then not."""
+        if not self._capturing:
+            for changes in self.changes.values():
+                changes.seal()
+
+    async def capture(self, checkpoint_id: int, savepoint: bool) -> _inc.HeapUpload | None:
+        """At the barrier: the changed (or all) timers into a new shared file; None when no
+        timer is live (the snapshot then holds the empty column form, see the module doc)."""
+        if not self.timers.num_timers:
+            if not savepoint:  # the next checkpoint with timers writes a base
+                self.chain.reset()
+                for changes in self.changes.values():
+                    while changes.batches:  # freed a part at a time (a long log is many frees)
+                        for _ in range(min(64, len(changes.batches))):
+                            changes.batches.popleft()
+                        await yield_point()
+                    changes.clear()
+            return None
+        self._capturing = True
+        try:
+            cap = await _inc.capture(
+                self._tables(), self.changes, KINDS, self.chain, self.settings, checkpoint_id, savepoint,
+                _timer_kind,
+            )  # fmt: skip
+        finally:
+            self._capturing = False
+        self._captured = cap
+        return _inc.HeapUpload(cap, self.chain)
+
+    def snapshot(self) -> dict[str, Any] | None:
+        """What the operator's snapshot holds under ``"timers"``: the captured chain, or None
+        (nothing captured: the caller writes the timers' columns)."""
+        captured, self._captured = self._captured, None
+        return None if captured is None else captured.descriptor()
+
+    def confirm(self, checkpoint_id: int) -> None:
+        self.chain.confirm(checkpoint_id)
+
+    def restored(self) -> None:
+        """After the timers were restored (not logged): the next checkpoint writes a base."""
+        self.chain.reset()
+        self._track()
+
+
+def is_incremental(timers: Any) -> bool:
+    """Whether an operator snapshot's ``"timers"`` is a chain of shared files."""
+    return isinstance(timers, dict) and "incremental" in timers
+
+
+def read_chains(
+    descriptors: list[dict[str, Any]],
+    read_shared: Callable[[str], bytes] | None,
+    codec: Any,
+    groups: range,
+    max_parallelism: int,
+) -> dict[str, list[tuple]]:
+    """The plain timers of these snapshots' chains whose key is in ``groups``, per domain,
+    in registration order (see the module doc)."""
+    if read_shared is None or codec is None:
+        raise ValueError("incremental timers can only be restored from checkpoint storage")
+    tables: dict[str, dict[tuple, int]] = {EVENT: {}, PROCESSING: {}}
+
+    def table(name: str, kind: str) -> dict:
+        if kind != "timers" or name not in tables:
+            raise ValueError(f"not a timer table: {name!r} ({kind})")
+        return tables[name]
+
+    def group(timer: tuple) -> int:
+        return key_group_of(timer[1], max_parallelism)
+
+    for desc in descriptors:
+        for name in desc["chain"]:
+            data = read_shared(name)  # verified against the checkpoint's metadata
+            try:
+                _inc.apply_file(data, table, codec, groups, group)
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                msg = f"timer file {name!r} of an incremental checkpoint is damaged: {type(e).__name__}: {e}"
+                raise CorruptCheckpointError(msg, name) from e
+    return {name: [t for t, _seq in sorted(t.items(), key=_SEQ)] for name, t in tables.items()}
