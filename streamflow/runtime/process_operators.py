@@ -218,11 +218,6 @@ class TimerOperator(StreamOperator):
             return None
         return await ck.capture(checkpoint_id, savepoint)
 
-    def seal_dirty(self) -> None:
-        """The task's chore between slices: seal the timer logs (``TimerCheckpoints.seal``)."""
-        if self._timer_ck is not None:
-            self._timer_ck.seal()
-
     def encode_namespace(self, namespace: Any) -> Any:
         return namespace
 
@@ -318,8 +313,6 @@ class TimerOperator(StreamOperator):
             )
         dec = self.decode_namespace
         ck = self._timer_ck
-        if ck is not None:
-            self.timers.track(None)  # restored timers are not changes: the next checkpoint is a base
         chains = [s["timers"] for s in states if is_incremental(s["timers"])]
         if chains:  # incremental timer checkpoints (timer_checkpoints.py), in registration order
             plain = read_chains(

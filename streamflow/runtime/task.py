@@ -282,7 +282,7 @@ class Task:
             if self._keyed_backends():  # the tables exist now: freeze them (gc_policy.py)
                 tables = [t for b in self._keyed_backends() for t in getattr(b, "heap_tables", list)()]
                 GC_POLICY.task_state_ready(self.name, self._restored_state, tables)
-            sealers = (getattr(b, "seal_dirty", None) for b in (*self._keyed_backends(), *self.operators))
+            sealers = (getattr(b, "seal_dirty", None) for b in self._keyed_backends())
             self._sealers = [s for s in sealers if s is not None]
             if self._sealers:
                 self.budget.chores.append(self._seal_dirty)

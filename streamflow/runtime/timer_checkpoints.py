@@ -8,21 +8,28 @@ order, which breaks ties between equal timestamps). That dict is a keyed table l
 any other of the heap backend, so its checkpoints reuse the backend's incremental
 machinery (``state/incremental.py``) unchanged, with a chain of their own:
 
-* **The log.** Each domain's queue logs to an ``incremental.Changes``: a registration
-  as ``put(timer, seq)``, a deletion and a firing as ``delete(timer)``. Setting a timer
-  that is already set, or deleting one that is not, logs nothing (set semantics). The
-  task seals the logs between slices, as it seals the backend's (:meth:`seal`).
+* **What changed** since the last checkpoint costs nothing per registration: seqs
+  ascend, so the timers registered since then are the end of the queue's ``seq ->
+  timer`` dict (read newest first, a slice at a time, until a seq at or below the
+  checkpoint's *mark*). A deletion or a firing of a timer registered at or before the
+  mark appends it to the queue's ``dead`` list (one compare and a list append; the
+  others are simply gone). At the barrier both become an ``incremental.Changes`` (the
+  deaths as deletions, then the registrations with their seq: a timer deleted and set
+  again is deleted, then set), so a timer set and deleted in between costs nothing, and
+  ``dead`` never holds more than the timers live at the mark. Changes outnumbering
+  twice the timers (plus ``incremental.SLACK``) make the checkpoint a base instead.
 * **Capture** at the barrier: ``incremental.capture`` writes the logged changes (a
   delta) or every live timer (a base: the first checkpoint, the first after a restore,
-  a chain of ``max_chain`` deltas, deltas larger than twice a base, a log that gave up)
+  a chain of ``max_chain`` deltas, deltas larger than twice a base, too many changes)
   into one shared file, in slices of ``incremental.CHUNK`` timers that pause through the
-  loop budget. The operator's snapshot holds the file chain (``Capture.descriptor``)
-  under ``"timers"`` instead of the timers; ``HeapUpload`` joins the frames after the
-  barrier; ``notify_checkpoint_complete`` advances the chain (:meth:`confirm`); the
-  storage keeps every file a retained checkpoint references.
+  loop budget; then the mark moves to the newest live timer (a savepoint moves nothing).
+  The operator's snapshot holds the file chain (``Capture.descriptor``) under
+  ``"timers"`` instead of the timers; ``HeapUpload`` joins the frames after the barrier;
+  ``notify_checkpoint_complete`` advances the chain (:meth:`confirm`); the storage keeps
+  every file a retained checkpoint references.
 * **No timers, no file.** When no timer is live at a checkpoint (most keyed operators
   never register one), the snapshot holds the empty column form (``{}``) as before, no
-  file is written, the logs are dropped and the chain is reset (the next checkpoint
+  file is written, nothing is logged and the chain is reset (the next checkpoint
   with timers writes a base).
 * **Plain form.** A timer is written as a tuple: ``(ts, key, None)`` without a
   namespace (a process function's timers: written as they are, no call per timer), else
@@ -43,6 +50,7 @@ machinery (``state/incremental.py``) unchanged, with a chain of their own:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from operator import itemgetter
 from typing import Any, cast
 
@@ -122,14 +130,8 @@ class TimerCheckpoints:
         self.settings = settings
         self.chain = _inc.HeapChain(f"{settings.owner}#timers", settings.max_chain)
         self.plain = None if encode is None else plain_form(encode)
-        self.changes: dict[str, _inc.Changes] = {}
-        self._capturing = False
         self._captured: _inc.Capture | None = None
-        self._track()
-
-    def _track(self) -> None:
-        self.changes = {name: _inc.Changes(table) for name, table in self.timers.live().items()}
-        self.timers.track(self.changes, self.plain)
+        self._mark = timers.set_mark(False)  # nothing logged: the first checkpoint writes a base
 
     def _tables(self) -> dict[str, dict]:
         live = self.timers.live()
@@ -137,34 +139,57 @@ class TimerCheckpoints:
             return cast("dict[str, dict]", live)
         return {name: cast(dict, _PlainView(table, self.plain)) for name, table in live.items()}
 
-    def seal(self) -> None:
-        """Move aside each log's dict of merged writes once large (``Changes.seal``); a loop
-        budget chore of the task, which may run while a capture is paused: then not."""
-        if not self._capturing:
-            for changes in self.changes.values():
-                changes.seal()
+    async def _changes(self, tables: dict[str, dict]) -> dict[str, _inc.Changes] | None:
+        """Per domain, the changes since the last checkpoint as the log a capture reads: the
+        timers deleted or fired (as deletions), then those registered since (with their seq;
+        found from the newest back, a slice at a time). None: they are more than twice the
+        timers (plus ``incremental.SLACK``): a base costs no more."""
+        out = {}
+        for name, table in tables.items():
+            dead, by_seq = self.timers.changes(name)
+            mark, plain = self._mark, self.plain
+            limit = 2 * len(table) + _inc.SLACK - len(dead)
+            seqs: list[int] = []
+            newest = reversed(by_seq)  # seqs descending: the new ones first
+            while len(seqs) <= limit:
+                part = list(islice(newest, _inc.CHUNK))
+                if not part or part[-1] <= mark:
+                    seqs += [s for s in part if s > mark]
+                    break
+                seqs += part
+                await yield_point()
+            if len(seqs) > limit:
+                return None
+            seqs.reverse()
+            changes = out[name] = _inc.Changes(table)
+            if dead:
+                changes.extend(dead if plain is None else list(map(plain, dead)), [_inc.MISSING] * len(dead))
+                changes.deletes = True
+            if seqs:
+                new = list(map(by_seq.__getitem__, seqs))
+                changes.extend(new if plain is None else list(map(plain, new)), seqs)
+        return out
 
     async def capture(self, checkpoint_id: int, savepoint: bool) -> _inc.HeapUpload | None:
         """At the barrier: the changed (or all) timers into a new shared file; None when no
         timer is live (the snapshot then holds the empty column form, see the module doc)."""
-        if not self.timers.num_timers:
+        timers = self.timers
+        if not timers.num_timers:
             if not savepoint:  # the next checkpoint with timers writes a base
                 self.chain.reset()
-                for changes in self.changes.values():
-                    while changes.batches:  # freed a part at a time (a long log is many frees)
-                        for _ in range(min(64, len(changes.batches))):
-                            changes.batches.popleft()
-                        await yield_point()
-                    changes.clear()
+                self._mark = timers.set_mark(False)
             return None
-        self._capturing = True
-        try:
-            cap = await _inc.capture(
-                self._tables(), self.changes, KINDS, self.chain, self.settings, checkpoint_id, savepoint,
-                _timer_kind,
-            )  # fmt: skip
-        finally:
-            self._capturing = False
+        tables = self._tables()
+        changes = None if self.chain.must_materialise(timers.num_timers) else await self._changes(tables)
+        if changes is None:  # a base: the capture reads the tables, not the log
+            changes = {name: _inc.Changes(table) for name, table in tables.items()}
+            for c in changes.values():
+                c.full = True
+        cap = await _inc.capture(
+            tables, changes, KINDS, self.chain, self.settings, checkpoint_id, savepoint, _timer_kind
+        )
+        if not savepoint:
+            self._mark = timers.set_mark()
         self._captured = cap
         return _inc.HeapUpload(cap, self.chain)
 
@@ -180,7 +205,7 @@ class TimerCheckpoints:
     def restored(self) -> None:
         """After the timers were restored (not logged): the next checkpoint writes a base."""
         self.chain.reset()
-        self._track()
+        self._mark = self.timers.set_mark(False)
 
 
 def is_incremental(timers: Any) -> bool:

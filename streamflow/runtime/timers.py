@@ -59,12 +59,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import count
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamflow.runtime.events import MIN_WATERMARK
-
-if TYPE_CHECKING:
-    from streamflow.state.incremental import Changes
 
 __all__ = ["Timer", "TimerService", "TimerSnapshot"]
 
@@ -99,18 +96,18 @@ class _TimerQueue:
     :class:`Timer` object is only built when the timer fires.
     """
 
-    __slots__ = ("_heap", "_live", "_seq", "_timers", "log", "plain")
+    __slots__ = ("_heap", "_live", "_seq", "_timers", "dead", "mark")
 
     def __init__(self, seq: Callable[[], int]) -> None:
         self._heap: list[int] = []
         self._live: dict[tuple[int, Hashable, Hashable], int] = {}
         self._timers: dict[int, tuple[int, Hashable, Hashable]] = {}
         self._seq = seq
-        # incremental checkpoints (timer_checkpoints.py): every registration is logged as
-        # (timer, seq), every deletion and firing as the timer deleted; a timer with a
-        # namespace is logged in its plain form (``plain``), one without as it is
-        self.log: Changes | None = None
-        self.plain: Callable[[tuple[int, Any, Any]], tuple] | None = None
+        # incremental checkpoints (timer_checkpoints.py): the timers deleted or fired that were
+        # registered at or before ``mark`` (a seq: the last checkpoint's), in order; those
+        # registered after it are found in ``_timers`` (its seqs ascend). -1: nothing is logged
+        self.mark = -1
+        self.dead: list[tuple[int, Hashable, Hashable]] = []
 
     def __len__(self) -> int:
         return len(self._live)
@@ -127,8 +124,6 @@ class _TimerQueue:
         self._live[ident] = seq
         self._timers[seq] = ident
         heapq.heappush(self._heap, priority)
-        if self.log is not None:
-            self.log.put(ident if namespace is None or self.plain is None else self.plain(ident), seq)
         return True
 
     def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
@@ -136,8 +131,8 @@ class _TimerQueue:
         if seq is None:
             return False
         ident = self._timers.pop(seq)
-        if self.log is not None:
-            self.log.delete(ident if namespace is None or self.plain is None else self.plain(ident))
+        if seq <= self.mark:
+            self.dead.append(ident)
         heap = self._heap
         if len(heap) > _COMPACT_MIN and len(heap) > 2 * len(self._live):
             timers = self._timers
@@ -162,11 +157,12 @@ class _TimerQueue:
             if priority > limit:  # even a dead head means nothing live is due
                 return None
             heapq.heappop(heap)
-            ident = timers.pop(priority & _SEQ_MASK, None)
+            seq = priority & _SEQ_MASK
+            ident = timers.pop(seq, None)
             if ident is not None:
                 del self._live[ident]
-                if self.log is not None:
-                    self.log.delete(ident if ident[2] is None or self.plain is None else self.plain(ident))
+                if seq <= self.mark:
+                    self.dead.append(ident)
                 return Timer(ident[0], ident[1], ident[2])
         return None
 
@@ -310,21 +306,28 @@ class TimerService:
                 out[name] = queue.columns()
         return out
 
+    # ---------------------------------------------------------------- incremental checkpoints
+
     def live(self) -> dict[str, dict[tuple[int, Any, Any], int]]:
         """Per domain, the live timers (``(ts, key, namespace) -> seq``, in registration order):
-        the tables an incremental checkpoint writes (``timer_checkpoints.py``). Read only."""
+        what a base of an incremental checkpoint writes (``timer_checkpoints.py``). Read only."""
         return {_EVENT: self._event._live, _PROCESSING: self._processing._live}
 
-    def track(
-        self,
-        logs: Mapping[str, Changes] | None,
-        plain: Callable[[tuple[int, Any, Any]], tuple] | None = None,
-    ) -> None:
-        """Log every registration, deletion and firing of each domain to ``logs[domain]``
-        (None: stop logging); a timer with a namespace is logged as ``plain(timer)``."""
-        for name, queue in ((_EVENT, self._event), (_PROCESSING, self._processing)):
-            queue.log = None if logs is None else logs[name]
-            queue.plain = plain
+    def changes(self, domain: str) -> tuple[list[tuple[int, Any, Any]], dict[int, tuple[int, Any, Any]]]:
+        """Since :meth:`set_mark`: the timers of ``domain`` deleted or fired that were live at
+        the mark, in order, and the live timers by seq, ascending (those registered after the
+        mark are at its end: iterate it reversed). Read only."""
+        queue = self._event if domain == _EVENT else self._processing
+        return queue.dead, queue._timers
+
+    def set_mark(self, tracked: bool = True) -> int:
+        """Start logging changes anew from now (``tracked``; else stop logging); returns the mark."""
+        mark = -1
+        if tracked:
+            mark = max(next(reversed(q._timers), -1) for q in (self._event, self._processing))
+        for queue in (self._event, self._processing):
+            queue.mark, queue.dead = mark, []
+        return mark
 
     def restore(
         self,
