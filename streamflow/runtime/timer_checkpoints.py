@@ -141,33 +141,40 @@ class TimerCheckpoints:
 
     async def _changes(self, tables: dict[str, dict]) -> dict[str, _inc.Changes] | None:
         """Per domain, the changes since the last checkpoint as the log a capture reads: the
-        timers deleted or fired (as deletions), then those registered since (with their seq;
-        found from the newest back, a slice at a time). None: they are more than twice the
-        timers (plus ``incremental.SLACK``): a base costs no more."""
+        timers deleted or fired (as deletions), then those registered since (with their seq),
+        each read a slice of ``incremental.CHUNK`` at a time between loop budget pauses. None:
+        they outnumber twice the timers (plus ``incremental.SLACK``): a base costs no more."""
         out = {}
+        mark, plain, chunk = self._mark, self.plain, _inc.CHUNK
         for name, table in tables.items():
             dead, by_seq = self.timers.changes(name)
-            mark, plain = self._mark, self.plain
-            limit = 2 * len(table) + _inc.SLACK - len(dead)
-            seqs: list[int] = []
-            newest = reversed(by_seq)  # seqs descending: the new ones first
-            while len(seqs) <= limit:
-                part = list(islice(newest, _inc.CHUNK))
-                if not part or part[-1] <= mark:
-                    seqs += [s for s in part if s > mark]
-                    break
-                seqs += part
-                await yield_point()
-            if len(seqs) > limit:
+            limit = 2 * len(table) + _inc.SLACK
+            if len(dead) > limit:
                 return None
-            seqs.reverse()
             changes = out[name] = _inc.Changes(table)
-            if dead:
-                changes.extend(dead if plain is None else list(map(plain, dead)), [_inc.MISSING] * len(dead))
+            for start in range(0, len(dead), chunk):
+                gone = dead[start : start + chunk]
+                changes.extend(gone if plain is None else list(map(plain, gone)), [_inc.MISSING] * len(gone))
                 changes.deletes = True
-            if seqs:
-                new = list(map(by_seq.__getitem__, seqs))
-                changes.extend(new if plain is None else list(map(plain, new)), seqs)
+                await yield_point()
+            new: list[tuple[list, list]] = []  # newest first
+            count, newest = len(dead), reversed(by_seq)  # seqs descending: the new ones first
+            while True:
+                slice_ = list(islice(newest, chunk))
+                last = not slice_ or slice_[-1] <= mark
+                seqs = [s for s in slice_ if s > mark] if last else slice_
+                count += len(seqs)
+                if count > limit:
+                    return None
+                if seqs:
+                    seqs.reverse()
+                    registered = list(map(by_seq.__getitem__, seqs))
+                    new.append((registered if plain is None else list(map(plain, registered)), seqs))
+                if last:
+                    break
+                await yield_point()
+            for keys, values in reversed(new):
+                changes.extend(keys, values)
         return out
 
     async def capture(self, checkpoint_id: int, savepoint: bool) -> _inc.HeapUpload | None:

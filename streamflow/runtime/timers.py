@@ -50,6 +50,12 @@ order (no sort, no tuple per timer to encode). ``restore`` adds a snapshot's
 timers (restoring several snapshots unions them, e.g. when rescaling, with
 ``key_filter`` keeping only this subtask's keys). As in Flink the watermark is
 not part of the snapshot: it starts again from ``MIN_WATERMARK``.
+
+Incremental checkpoints (heap backend, ``timer_checkpoints.py``) read the live
+dicts (``live``) for a base and, for a delta, what changed since a *mark*
+(``set_mark``): the timers registered after it are the end of the ``seq``-ordered
+dict, and a deletion or firing of a timer registered at or before it is appended
+to the queue's ``dead`` list (``changes``). Nothing else is logged.
 """
 
 from __future__ import annotations
