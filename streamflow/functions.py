@@ -134,6 +134,14 @@ class ProcessWindowFunction(Function):
         def current_processing_time(self) -> int:
             raise NotImplementedError
 
+        def window_state(self) -> Any:
+            """Keyed state scoped to this key and window (``KeyedStateStore``)."""
+            raise NotImplementedError
+
+        def global_state(self) -> Any:
+            """Keyed state scoped to this key, shared by its windows (``KeyedStateStore``)."""
+            raise NotImplementedError
+
     def process(
         self, key: Any, context: ProcessWindowFunction.Context, elements: Iterable[Any]
     ) -> Iterable[Any]:
@@ -198,6 +206,13 @@ class CoFlatMapFunction(Function):
 class CoProcessFunction(Function):
     """Two inputs, one function; ``yield tag, value`` for a side output."""
 
+    class Context:
+        def timestamp(self) -> int | None:
+            raise NotImplementedError
+
+        def timer_service(self) -> Any:
+            raise NotImplementedError
+
     def process_element1(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         raise NotImplementedError
 
@@ -207,6 +222,14 @@ class CoProcessFunction(Function):
 
 class KeyedCoProcessFunction(CoProcessFunction):
     """Two keyed inputs sharing keyed state and timers (``ctx.timer_service()``)."""
+
+    class Context(CoProcessFunction.Context):
+        def get_current_key(self) -> Any:
+            raise NotImplementedError
+
+    class OnTimerContext(Context):
+        def time_domain(self) -> Any:
+            raise NotImplementedError
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
         return None
@@ -230,6 +253,14 @@ class ProcessAllWindowFunction(Function):
             raise NotImplementedError
 
         def current_processing_time(self) -> int:
+            raise NotImplementedError
+
+        def window_state(self) -> Any:
+            """Keyed state scoped to this key and window (``KeyedStateStore``)."""
+            raise NotImplementedError
+
+        def global_state(self) -> Any:
+            """Keyed state scoped to this key, shared by its windows (``KeyedStateStore``)."""
             raise NotImplementedError
 
     def process(self, context: ProcessAllWindowFunction.Context, elements: Iterable[Any]) -> Iterable[Any]:
@@ -321,5 +352,7 @@ for _cls in (Function, ProcessFunction.Context, KeyedProcessFunction.Context,
              KeyedProcessFunction.OnTimerContext, ProcessWindowFunction.Context,
              ProcessAllWindowFunction.Context, BaseBroadcastProcessFunction.Context,
              BaseBroadcastProcessFunction.ReadOnlyContext, KeyedBroadcastProcessFunction.Context,
-             KeyedBroadcastProcessFunction.ReadOnlyContext, KeyedBroadcastProcessFunction.OnTimerContext):
+             KeyedBroadcastProcessFunction.ReadOnlyContext, KeyedBroadcastProcessFunction.OnTimerContext,
+             CoProcessFunction.Context, KeyedCoProcessFunction.Context,
+             KeyedCoProcessFunction.OnTimerContext):
     _generic(_cls)

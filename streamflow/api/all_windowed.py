@@ -40,6 +40,11 @@ class _Adapter(Function):
 
 
 class _ProcessAll(_Adapter, ProcessWindowFunction):
+    @property
+    def clear_target(self) -> Any:
+        """Whose ``clear`` this adapter calls (the window operator's fast path checks it)."""
+        return self.inner
+
     def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
         call = getattr(self.inner, "process", self.inner)
         return call(context, elements)

@@ -105,6 +105,18 @@ class WindowContext:
     def current_processing_time(self) -> int:
         return self._op.ctx.clock.now_ms()
 
+    def window_state(self) -> Any:
+        """Keyed state of this key and window (``runtime/window_state.py``)."""
+        from .window_state import PerWindowStateStore
+
+        return PerWindowStateStore(self._op, self._window)
+
+    def global_state(self) -> Any:
+        """Keyed state of this key, shared by its windows (``runtime/window_state.py``)."""
+        from .window_state import global_state_store
+
+        return global_state_store(self._op)
+
     # TriggerContext (PyFlink's names)
     def get_current_watermark(self) -> int:
         return self._op.current_watermark

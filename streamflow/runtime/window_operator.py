@@ -90,6 +90,7 @@ class WindowOperator(TimerOperator):
             type(assigner) is TumblingEventTimeWindows
             and type(self.trigger) is EventTimeTrigger
             and evictor is None
+            and not _clears(functions.process_function)  # its clear() runs on the general path
         )
         self.out = _Emitter()
         self.panes: dict[TimeWindow, dict[Any, Any]] = {}  # fast path only
@@ -422,14 +423,14 @@ class WindowOperator(TimerOperator):
         key is set before each call (Flink reuses its window context too)."""
         fn, add, ts, reduce = self.fn, self.out.add, window.end - 1, self.fn.reduce
         result = None if fn.aggregate is None else fn.aggregate.get_result
-        process, ctx = fn.process, WindowContext(self, None, window)
+        process, ctx, backend = fn.process, WindowContext(self, None, window), self.backend
         for key in keys:
             acc = pane[key]
             values = [result(acc)] if result is not None else [acc] if reduce is not None else acc
             if process is None:
                 add(values, ts)
             else:
-                ctx.key = key
+                ctx.key = backend.current_key = key  # the function's keyed state is this key's
                 add(process(key, ctx, values), ts)
 
     def _element(self, record: Any, ts: int) -> bool:
@@ -633,6 +634,22 @@ class WindowOperator(TimerOperator):
     # WindowAssignerContext
     def get_current_processing_time(self) -> int:
         return self.ctx.clock.now_ms()
+
+
+def _clears(process_function: Any) -> bool:
+    """Whether a ProcessWindowFunction overrides ``clear(context)`` (called at each window's
+    cleanup: the fast path drops its panes without a per-key call)."""
+    from ..functions import ProcessAllWindowFunction, ProcessWindowFunction
+
+    if process_function is None:
+        return False
+    # window_all's adapter (api/all_windowed.py) clears through the user's function
+    target = getattr(process_function, "clear_target", process_function)
+    return getattr(type(target), "clear", None) not in (
+        None,
+        ProcessWindowFunction.clear,
+        ProcessAllWindowFunction.clear,
+    )
 
 
 def _fold(reduce: Callable[[Any, Any], Any], values: list) -> Any:

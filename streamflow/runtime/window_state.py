@@ -1,0 +1,194 @@
+"""Per-window and global keyed state of a ``ProcessWindowFunction`` (PyFlink's ``KeyedStateStore``).
+
+``context.window_state()`` is keyed state scoped to the current key *and window*;
+``context.global_state()`` is keyed state scoped to the key only, shared by all of its
+windows (Flink's ``WindowOperator.WindowContext``). Global state is the operator's keyed
+state, the same as ``runtime_context.get_state(...)`` in ``open``. Window state is kept
+in one map state per descriptor (``"window-state:" + name``) whose map keys are the
+windows: the views below read and write the current window's entry, so it is keyed,
+checkpointed and restored (also at another parallelism) as any map state is.
+
+As in Flink, the function clears window state itself (in ``clear(context)``, called when
+the window is purged); per-window state is refused with a merging (session) assigner,
+where Flink refuses it too ("Per-window state is not allowed when using merging windows").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..state.keyed import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+from .context import RuntimeContext
+
+if TYPE_CHECKING:
+    from .window_operator import WindowOperator
+
+__all__ = ["PerWindowStateStore"]
+
+_PREFIX = "window-state:"
+
+
+class PerWindowStateStore:
+    """PyFlink's ``KeyedStateStore`` whose states are scoped to one window of the current key."""
+
+    def __init__(self, op: WindowOperator, window: Any) -> None:
+        if getattr(op, "merging", False):
+            raise NotImplementedError(
+                "Per-window state is not allowed when using merging windows (as in Flink): "
+                f"{type(op.assigner).__name__} merges windows; use global_state() instead"
+            )
+        self._runtime = RuntimeContext(op.ctx)
+        self._window = window
+
+    def _table(self, descriptor: StateDescriptor, value_type: Any = None) -> Any:
+        if getattr(descriptor, "ttl_config", None) is not None and descriptor.ttl_config.is_enabled():
+            raise NotImplementedError(
+                f"window state {descriptor.name!r}: a time-to-live on per-window state is not "
+                "supported by streamflow (the window's clear() removes it); use global_state()"
+            )
+        return self._runtime.get_map_state(MapStateDescriptor(_PREFIX + descriptor.name, None, value_type))
+
+    def get_state(self, state_descriptor: ValueStateDescriptor) -> WindowValueState:
+        return WindowValueState(self._table(state_descriptor, state_descriptor.type_info), self._window)
+
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> WindowListState:
+        return WindowListState(self._table(state_descriptor), self._window)
+
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> WindowMapState:
+        return WindowMapState(self._table(state_descriptor), self._window)
+
+    def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> WindowReducingState:
+        return WindowReducingState(self._table(state_descriptor), self._window, state_descriptor.reduce)
+
+    def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> WindowAggregatingState:
+        return WindowAggregatingState(
+            self._table(state_descriptor), self._window, state_descriptor.agg_function
+        )
+
+
+def global_state_store(op: WindowOperator) -> RuntimeContext:
+    """``global_state()``: the operator's keyed state (its ``get_*_state`` methods)."""
+    return RuntimeContext(op.ctx)
+
+
+class _WindowState:
+    def __init__(self, table: Any, window: Any) -> None:
+        self._table, self._window = table, window
+
+    def _get(self, default: Any = None) -> Any:
+        value = self._table.get(self._window)
+        return default if value is None else value
+
+    def clear(self) -> None:
+        self._table.remove(self._window)
+
+
+class WindowValueState(_WindowState):
+    def value(self) -> Any:
+        return self._get()
+
+    def update(self, value: Any) -> None:
+        self._table.put(self._window, value)
+
+
+class WindowListState(_WindowState):
+    def get(self) -> list:
+        return list(self._get(()))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.get())
+
+    def add(self, value: Any) -> None:
+        self._table.put(self._window, [*self._get(()), value])
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        self._table.put(self._window, [*self._get(()), *values])
+
+    def update(self, values: Iterable[Any]) -> None:
+        self._table.put(self._window, list(values))
+
+
+class WindowMapState(_WindowState):
+    def _map(self) -> dict:
+        return dict(self._get({}))
+
+    def get(self, key: Any) -> Any:
+        return self._map().get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._table.put(self._window, {**self._map(), key: value})
+
+    def put_all(self, mapping: dict) -> None:
+        self._table.put(self._window, {**self._map(), **dict(mapping)})
+
+    def remove(self, key: Any) -> None:
+        entries = self._map()
+        entries.pop(key, None)
+        self._table.put(self._window, entries)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._map()
+
+    def keys(self) -> list:
+        return list(self._map())
+
+    def values(self) -> list:
+        return list(self._map().values())
+
+    def items(self) -> list:
+        return list(self._map().items())
+
+    def is_empty(self) -> bool:
+        return not self._map()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.keys())
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
+
+
+class WindowReducingState(_WindowState):
+    def __init__(self, table: Any, window: Any, reduce: Any) -> None:
+        super().__init__(table, window)
+        self._reduce = reduce
+
+    def get(self) -> Any:
+        return self._get()
+
+    def add(self, value: Any) -> None:
+        current = self._table.get(self._window)
+        self._table.put(self._window, value if current is None else self._reduce(current, value))
+
+
+class WindowAggregatingState(_WindowState):
+    def __init__(self, table: Any, window: Any, agg_function: Any) -> None:
+        super().__init__(table, window)
+        self._agg = agg_function
+
+    def get(self) -> Any:
+        acc = self._table.get(self._window)
+        return None if acc is None else self._agg.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        acc = self._table.get(self._window)
+        if acc is None:
+            acc = self._agg.create_accumulator()
+        self._table.put(self._window, self._agg.add(value, acc))
