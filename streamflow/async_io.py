@@ -37,6 +37,8 @@ __all__ = [
     "AsyncWaitOperator",
     "ExponentialBackoffDelayRetryStrategy",
     "FixedDelayRetryStrategy",
+    "NoRetryStrategy",
+    "RetryPredicate",
     "empty_result_predicate",
     "exception_type_predicate",
     "has_exception_predicate",
@@ -100,7 +102,7 @@ class AsyncRetryStrategy:
         )
 
 
-class _RetryPredicate(AsyncRetryPredicate):
+class RetryPredicate(AsyncRetryPredicate):
     def __init__(
         self, result: Callable[[list[Any]], bool] | None, exception: Callable[[Exception], bool] | None
     ):
@@ -113,7 +115,7 @@ class _RetryPredicate(AsyncRetryPredicate):
         return self._exception
 
 
-class _NoRetryStrategy(AsyncRetryStrategy):
+class NoRetryStrategy(AsyncRetryStrategy):
     def can_retry(self, current_attempts: int) -> bool:
         return False
 
@@ -121,7 +123,7 @@ class _NoRetryStrategy(AsyncRetryStrategy):
         return -1
 
     def get_retry_predicate(self) -> AsyncRetryPredicate:
-        return _RetryPredicate(None, None)
+        return RetryPredicate(None, None)
 
 
 class FixedDelayRetryStrategy(AsyncRetryStrategy):
@@ -132,8 +134,10 @@ class FixedDelayRetryStrategy(AsyncRetryStrategy):
         result_predicate: Callable[[list[Any]], bool] | None = None,
         exception_predicate: Callable[[Exception], bool] | None = None,
     ) -> None:
+        _check(max_attempts > 0, "max_attempts should be greater than zero.")
+        _check(backoff_time_millis > 0, "backoff_time_millis should be greater than zero.")
         self._max_attempts, self._backoff = max_attempts, int(backoff_time_millis)
-        self._predicate = _RetryPredicate(result_predicate, exception_predicate)
+        self._predicate = RetryPredicate(result_predicate, exception_predicate)
 
     def can_retry(self, current_attempts: int) -> bool:
         return current_attempts <= self._max_attempts
@@ -155,27 +159,44 @@ class ExponentialBackoffDelayRetryStrategy(AsyncRetryStrategy):
         result_predicate: Callable[[list[Any]], bool] | None = None,
         exception_predicate: Callable[[Exception], bool] | None = None,
     ) -> None:
+        _check(max_attempts > 0, "max_attempts should be greater than zero.")
+        _check(initial_delay > 0, "initial_delay should be greater than zero.")
+        _check(max_retry_delay > 0, "max_retry_delay should be greater than zero.")
+        _check(multiplier > 0, "multiplier should be greater than zero.")
         self._max_attempts, self._initial, self._max_delay = (
             max_attempts,
             int(initial_delay),
             int(max_retry_delay),
         )
         self._multiplier = multiplier
-        self._predicate = _RetryPredicate(result_predicate, exception_predicate)
+        self._predicate = RetryPredicate(result_predicate, exception_predicate)
 
     def can_retry(self, current_attempts: int) -> bool:
         return current_attempts <= self._max_attempts
 
     def get_backoff_time_millis(self, current_attempts: int) -> int:
-        """``initial * multiplier^(attempt-1)``, capped (a pure function of the attempt number,
-        so concurrent requests sharing the strategy do not disturb each other's delays)."""
-        return int(min(self._initial * self._multiplier ** max(0, current_attempts - 1), self._max_delay))
+        """PyFlink's delays: ``initial``, then each the previous one times ``multiplier``,
+        truncated to an int and capped at ``max_retry_delay``. Computed from the attempt number
+        alone (PyFlink keeps the last delay in the strategy, shared by every request in flight;
+        for one request the values are the same, concurrent requests do not disturb each other's)."""
+        delay = self._initial
+        for _ in range(max(0, current_attempts - 1)):
+            delay = int(min(delay * self._multiplier, self._max_delay))
+            if delay == self._max_delay:
+                break
+        return delay
 
     def get_retry_predicate(self) -> AsyncRetryPredicate:
         return self._predicate
 
 
-NO_RETRY_STRATEGY = _NoRetryStrategy()
+NO_RETRY_STRATEGY = NoRetryStrategy()
+
+
+def _check(condition: bool, message: str) -> None:
+    """PyFlink asserts its strategies' arguments (``AssertionError`` with these messages)."""
+    if not condition:
+        raise AssertionError(message)
 
 
 def empty_result_predicate(result: list[Any]) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..connectors.collection import CollectionSource
 from ..connectors.sinks import CollectSink
-from ..graph import StreamNode
+from ..graph import GraphError, StreamNode
 from ..runtime.operator import StreamOperator
 from .datastream import DataStream
 
@@ -66,3 +66,43 @@ class CachedDataStream(DataStream):
 
     def get_cached_records(self) -> list[Any]:
         return list(self._sink.results)
+
+    # -- operator settings are refused, as PyFlink's CachedDataStream refuses them --------
+    def _refuse(self, what: str) -> GraphError:
+        return GraphError(
+            f"{what} CachedDataStream is not supported: it reads the cached records of the "
+            "stream it caches; set it on that stream's operator before cache()"
+        )
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        raise self._refuse("Set parallelism for")
+
+    def name(self, name: str) -> DataStream:
+        raise self._refuse("Set name for")
+
+    def get_name(self) -> str:
+        raise self._refuse("Get name of")
+
+    def uid(self, uid: str) -> DataStream:
+        raise self._refuse("Set uid for")
+
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
+        raise self._refuse("Set uid hash for")
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        raise self._refuse("Set max parallelism for")
+
+    def force_non_parallel(self) -> DataStream:
+        raise self._refuse("Set force non-parallel for")
+
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
+        raise self._refuse("Set buffer timeout for")
+
+    def start_new_chain(self) -> DataStream:
+        raise self._refuse("Start new chain for")
+
+    def disable_chaining(self) -> DataStream:
+        raise self._refuse("Disable chaining for")
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
+        raise self._refuse("Setting slot sharing group for")

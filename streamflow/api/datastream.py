@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -318,9 +319,31 @@ class DataStreamSink:
         self._node.chaining = Chaining.NEVER
         return self
 
+    def set_uid_hash(self, uid_hash: str) -> DataStreamSink:
+        return self.uid(uid_hash)
+
+    def set_description(self, description: str) -> DataStreamSink:
+        self._node.description = description
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStreamSink:
+        """Recorded (the plan shows it), as an operator's: one streamflow process is one slot."""
+        group = slot_sharing_group
+        self._node.slot_sharing_group = str(group.get_name() if hasattr(group, "get_name") else group)
+        return self
+
 
 class KeyedStream(KeyedStreamRefusals, DataStream):
     """A stream partitioned by key: state and timers are scoped to the current key."""
+
+    class AccumulateType(enum.Enum):
+        """PyFlink's names of the rolling aggregations (``min``, ``max``, ``min_by``, ...)."""
+
+        MIN = 1
+        MAX = 2
+        MIN_BY = 3
+        MAX_BY = 4
+        SUM = 5
 
     def __init__(
         self,

@@ -159,10 +159,13 @@ class DataStreamSurface:
             raise ValueError("project() needs at least one field index")
         idx = tuple(field_indexes)
         source_type = self._type_info  # type: ignore[attr-defined]
-        out_type = None
-        if isinstance(source_type, TupleTypeInfo):
-            types = source_type.get_field_types()
-            out_type = TupleTypeInfo([types[i] for i in idx])
+        if not isinstance(source_type, TupleTypeInfo):  # as PyFlink (Flink's Projection needs tuples)
+            raise GraphError(
+                "Only Tuple DataStreams can be projected: declare the stream's type as "
+                f"Types.TUPLE([...]) (output_type=/type_info=), got {self.get_type()!r}"
+            )
+        types = source_type.get_field_types()
+        out_type = TupleTypeInfo([types[i] for i in idx])
         stream = self.map(lambda r: tuple(r[i] for i in idx), output_type=out_type)  # type: ignore[attr-defined]
         return stream.name("Projection")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from .datastream import DataStream, KeyedStream
 
 WindowFunctionLike = ProcessWindowFunction | WindowFunction | Callable[..., Any]
+
+
+_log = logging.getLogger(__name__)
 
 
 class WindowedStream:
@@ -50,9 +54,18 @@ class WindowedStream:
         if ms < 0:
             raise ValueError(f"allowed lateness must be >= 0, got {ms}")
         if ms and not self._assigner.is_event_time():
-            raise ValueError("allowed lateness applies to event-time windows only")
+            # as Flink's WindowOperatorBuilder: lateness only means something in event time
+            _log.info("allowed lateness (%d ms) ignored: %s is a processing-time assigner",
+                      ms, type(self._assigner).__name__)  # fmt: skip
+            ms = 0
         self._lateness = ms
         return self
+
+    def get_execution_environment(self) -> Any:
+        return self._keyed.get_execution_environment()
+
+    def get_input_type(self) -> Any:
+        return self._keyed.get_type()
 
     def side_output_late_data(self, output_tag: OutputTag) -> WindowedStream:
         self._late_tag = output_tag.tag_id

@@ -3,5 +3,13 @@
 from streamflow.async_io import NO_RETRY_STRATEGY as NO_RETRY_STRATEGY
 from streamflow.async_io import ExponentialBackoffDelayRetryStrategy as ExponentialBackoffDelayRetryStrategy
 from streamflow.async_io import FixedDelayRetryStrategy as FixedDelayRetryStrategy
+from streamflow.async_io import NoRetryStrategy as NoRetryStrategy
+from streamflow.async_io import RetryPredicate as RetryPredicate
 
-__all__ = ["NO_RETRY_STRATEGY", "ExponentialBackoffDelayRetryStrategy", "FixedDelayRetryStrategy"]
+__all__ = [
+    "NO_RETRY_STRATEGY",
+    "ExponentialBackoffDelayRetryStrategy",
+    "FixedDelayRetryStrategy",
+    "NoRetryStrategy",
+    "RetryPredicate",
+]

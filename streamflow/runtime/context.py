@@ -39,6 +39,7 @@ class OperatorContext:
     job_parameters: dict[str, str] = field(default_factory=dict)
     keyed_backend: KeyedStateBackend | None = None
     checkpointing: bool = False  # periodic checkpoints are enabled for this job
+    attempt: int = 0  # 0, then the job's number of restarts so far
 
 
 class RuntimeContext:
@@ -49,6 +50,14 @@ class RuntimeContext:
 
     def get_task_name(self) -> str:
         return self._ctx.task_name
+
+    def get_task_name_with_subtasks(self) -> str:
+        """``"name (3/6)"``: the subtask's index + 1 of the parallelism, as Flink's."""
+        return f"{self._ctx.task_name} ({self._ctx.subtask_index + 1}/{self._ctx.parallelism})"
+
+    def get_attempt_number(self) -> int:
+        """0 for the first attempt, then the number of restarts (a restart re-runs every subtask)."""
+        return self._ctx.attempt
 
     def get_number_of_parallel_subtasks(self) -> int:
         return self._ctx.parallelism

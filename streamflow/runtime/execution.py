@@ -82,8 +82,10 @@ class Execution:
         storage: FileSystemCheckpointStorage | None = None,
         checkpoint_stats: CheckpointStatsTracker | None = None,
         first_checkpoint_id: int = 1,
+        attempt: int = 0,
     ):
         self.job_name = job_name
+        self.attempt = attempt  # 0, then the number of restarts (RuntimeContext.get_attempt_number)
         self.graph = graph
         self.config = config
         self.clock = clock
@@ -330,6 +332,7 @@ class Execution:
             job_parameters=dict(self.config.job_parameters),
             keyed_backend=self._keyed_backend(uid, sub, maxp, g.parallelism[node.id]) if node.keyed else None,
             checkpointing=self.config.checkpoint.is_checkpointing_enabled(),
+            attempt=self.attempt,
         )
 
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:

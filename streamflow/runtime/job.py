@@ -173,7 +173,7 @@ class JobClient:
                 first_id = self.execution.driver.coordinator.next_checkpoint_id
                 self.execution = Execution(
                     self.job_name, self._graph, self._config, self._clock, restore, self._storage,
-                    self.checkpoint_stats, first_id,
+                    self.checkpoint_stats, first_id, attempt=self.restarts,
                 )  # fmt: skip
                 if restore is not None:
                     self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id

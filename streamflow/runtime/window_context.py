@@ -118,6 +118,9 @@ class WindowContext:
         return global_state_store(self._op)
 
     # TriggerContext (PyFlink's names)
+    def get_metric_group(self) -> Any:
+        return self._op.ctx.metrics
+
     def get_current_watermark(self) -> int:
         return self._op.current_watermark
 

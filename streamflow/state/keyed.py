@@ -90,6 +90,10 @@ class ReducingStateDescriptor(StateDescriptor):
         super().__init__(name, type_info)
         fn = reduce_function
         self.reduce: Callable[[Any, Any], Any] = fn.reduce if isinstance(fn, ReduceFunction) else fn
+        self._reduce_function = reduce_function
+
+    def get_reduce_function(self) -> Any:
+        return self._reduce_function
 
 
 class AggregatingStateDescriptor(StateDescriptor):
@@ -98,6 +102,9 @@ class AggregatingStateDescriptor(StateDescriptor):
     def __init__(self, name: str, agg_function: AggregateFunction, state_type_info: Any = None):
         super().__init__(name, state_type_info)
         self.agg_function = agg_function
+
+    def get_agg_function(self) -> AggregateFunction:
+        return self.agg_function
 
 
 class _KeyedState:

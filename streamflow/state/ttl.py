@@ -13,6 +13,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from ..types.time import Time
+
 __all__ = ["StateTtlConfig"]
 
 
@@ -69,6 +71,7 @@ class StateTtlConfig:
 
         #: Flink's heap default when background cleanup is on and no strategy is set
         DEFAULT_INCREMENTAL_CLEANUP_STRATEGY: Any = None
+        EMPTY_STRATEGY: Any = None  # PyFlink's name: the settings of full-snapshot cleanup
 
         def __init__(self, strategies: dict[Any, Any], is_cleanup_in_background: bool) -> None:
             self._strategies = dict(strategies)
@@ -127,9 +130,9 @@ class StateTtlConfig:
     def get_state_visibility(self) -> StateTtlConfig.StateVisibility:
         return self._state_visibility
 
-    def get_ttl(self) -> int:
-        """The time to live in milliseconds."""
-        return self._ttl
+    def get_ttl(self) -> Time:
+        """The time to live: a ``Time`` (PyFlink's type), an int of milliseconds."""
+        return Time(self._ttl)
 
     def get_ttl_time_characteristic(self) -> StateTtlConfig.TtlTimeCharacteristic:
         return self._ttl_time_characteristic
@@ -230,3 +233,4 @@ class StateTtlConfig:
 StateTtlConfig.CleanupStrategies.DEFAULT_INCREMENTAL_CLEANUP_STRATEGY = (
     StateTtlConfig.CleanupStrategies.IncrementalCleanupStrategy(5, False)
 )
+StateTtlConfig.CleanupStrategies.EMPTY_STRATEGY = StateTtlConfig.CleanupStrategies.EmptyCleanupStrategy()

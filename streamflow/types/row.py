@@ -39,6 +39,11 @@ def _create_row(fields: list[str] | None, values: tuple, row_kind: RowKind | Non
     return row
 
 
+class FieldNotFound(KeyError, ValueError):
+    """``row["name"]`` for a name the row does not have: PyFlink raises ``ValueError``, a
+    mapping ``KeyError``; this is both."""
+
+
 class Row:
     """A row of fields, as PyFlink's ``Row``."""
 
@@ -118,8 +123,10 @@ class Row:
         if isinstance(item, (int, slice)):
             return self._values[item]
         fields = self._field_names()
-        if fields is None or item not in fields:
+        if fields is None:
             raise KeyError(item)
+        if item not in fields:
+            raise FieldNotFound(item)
         return self._values[fields.index(item)]
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -127,8 +134,10 @@ class Row:
             self._values[key] = value
             return
         fields = self._field_names()
-        if fields is None or key not in fields:
+        if fields is None:
             raise KeyError(key)
+        if key not in fields:
+            raise FieldNotFound(key)
         self._values[fields.index(key)] = value
 
     def __getattr__(self, item: str) -> Any:

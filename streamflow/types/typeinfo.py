@@ -101,7 +101,7 @@ class BasicTypeInfo(TypeInformation):
         return value
 
     def __repr__(self) -> str:
-        return self.name
+        return "Char" if self.name == "Character" else self.name  # PyFlink's names
 
     @staticmethod
     def STRING_TYPE_INFO() -> TypeInformation:
@@ -153,6 +153,9 @@ class BasicTypeInfo(TypeInformation):
 
 
 class SqlTimeTypeInfo(BasicTypeInfo):
+    def __repr__(self) -> str:
+        return f"{self.name}TypeInfo"  # PyFlink's: DateTypeInfo, TimeTypeInfo, TimestampTypeInfo
+
     @staticmethod
     def DATE() -> SqlTimeTypeInfo:
         return SqlTimeTypeInfo("Date", datetime.date)
@@ -168,6 +171,9 @@ class SqlTimeTypeInfo(BasicTypeInfo):
 
 class PickledBytesTypeInfo(TypeInformation):
     """Any Python object (PyFlink pickles it; streamflow keeps it as is)."""
+
+    def __repr__(self) -> str:
+        return "PickledByteArrayTypeInfo"  # PyFlink's
 
     def format(self, value: Any) -> str:
         return value if isinstance(value, str) else str(value)
@@ -190,6 +196,7 @@ class RowTypeInfo(_Composite):
         if field_names is not None and len(field_names) != len(field_types):
             raise ValueError(f"{len(field_names)} field names for {len(field_types)} field types")
         self._field_names = list(field_names) if field_names else [f"f{i}" for i in range(len(field_types))]
+        self._named = bool(field_names)  # PyFlink's repr shows the names only when given
 
     def get_field_names(self) -> list[str]:
         return list(self._field_names)
@@ -227,6 +234,8 @@ class RowTypeInfo(_Composite):
         return f"{value.get_row_kind()}[{fields}]"
 
     def __repr__(self) -> str:
+        if not self._named:
+            return "RowTypeInfo({})".format(", ".join(repr(t) for t in self._field_types))
         fields = ", ".join(f"{n}: {t!r}" for n, t in zip(self._field_names, self._field_types, strict=True))
         return f"RowTypeInfo({fields})"
 
@@ -282,7 +291,7 @@ class _ArrayTypeInfo(_Composite):
         return "[" + ", ".join(self._element_type.format(v) for v in value) + "]"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._element_type!r})"
+        return f"{type(self).__name__}<{self._element_type!r}>"  # PyFlink's
 
 
 class PrimitiveArrayTypeInfo(_ArrayTypeInfo):
@@ -323,7 +332,7 @@ class MapTypeInfo(_Composite):
         return "{" + ", ".join(f"{kt.format(k)}={vt.format(v)}" for k, v in value.items()) + "}"
 
     def __repr__(self) -> str:
-        return f"MapTypeInfo({self._key_type_info!r}, {self._value_type_info!r})"
+        return f"MapTypeInfo<{self._key_type_info!r}, {self._value_type_info!r}>"  # PyFlink's
 
 
 def java_string(value: Any) -> str:

@@ -93,6 +93,11 @@ class WindowAssigner(ABC):
     def is_event_time(self) -> bool:
         """True if windows follow element timestamps, False for processing time."""
 
+    def get_window_serializer(self) -> Any:
+        """The ``TypeSerializer`` of this assigner's windows (PyFlink's; a custom assigner's
+        windows are checkpointed with it when it has one: ``runtime/window_operator.py``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no window serializer")
+
     @property
     def merging(self) -> bool:
         """True if windows may merge (the window operator then uses a MergingWindowSet)."""
@@ -110,6 +115,12 @@ class MergingWindowAssigner(WindowAssigner):
     @property
     def merging(self) -> bool:
         return True
+
+    class MergeCallback:
+        """PyFlink's callback type of ``merge_windows``: ``merge(to_be_merged, merge_result)``."""
+
+        def merge(self, to_be_merged: Iterable[Any], merge_result: Any) -> None:
+            raise NotImplementedError
 
     @abstractmethod
     def merge_windows(self, windows: Iterable[Any], callback: Callable[[list[Any], Any], None]) -> None:
@@ -142,6 +153,11 @@ class _EventTime:
     ) -> list[TimeWindow]:
         return self._assign(_require_timestamp(timestamp))  # type: ignore[attr-defined]
 
+    def get_window_serializer(self) -> Any:
+        from ..types.serializer import TimeWindowSerializer
+
+        return TimeWindowSerializer()
+
     def get_default_trigger(self, env: object = None) -> Trigger:
         return EventTimeTrigger.create()
 
@@ -158,6 +174,11 @@ class _ProcessingTime:
         self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
     ) -> list[TimeWindow]:
         return self._assign(_processing_time(ctx, self))  # type: ignore[attr-defined]
+
+    def get_window_serializer(self) -> Any:
+        from ..types.serializer import TimeWindowSerializer
+
+        return TimeWindowSerializer()
 
     def get_default_trigger(self, env: object = None) -> Trigger:
         return ProcessingTimeTrigger.create()
@@ -352,6 +373,11 @@ class GlobalWindows(WindowAssigner):
         self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
     ) -> list[GlobalWindow]:
         return [_GLOBAL_WINDOW]
+
+    def get_window_serializer(self) -> Any:
+        from ..types.serializer import GlobalWindowSerializer
+
+        return GlobalWindowSerializer()
 
     def get_default_trigger(self, env: object = None) -> Trigger:
         return NeverTrigger()

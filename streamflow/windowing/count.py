@@ -178,6 +178,11 @@ def _extractor(extractor: SessionWindowTimeGapExtractor | Callable[[Any], int]) 
 class _DynamicSession(MergingWindowAssigner):
     __slots__ = ("_extract", "_extractor")
 
+    def get_window_serializer(self) -> Any:
+        from streamflow.types.serializer import TimeWindowSerializer
+
+        return TimeWindowSerializer()
+
     def __init__(self, extractor: SessionWindowTimeGapExtractor | Callable[[Any], int]) -> None:
         self._extractor = extractor
         self._extract = _extractor(extractor)
