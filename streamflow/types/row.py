@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
+from ..errors import StreamflowError
+
 __all__ = ["Row", "RowKind"]
 
 
@@ -39,7 +41,7 @@ def _create_row(fields: list[str] | None, values: tuple, row_kind: RowKind | Non
     return row
 
 
-class FieldNotFound(KeyError, ValueError):
+class FieldNotFound(StreamflowError, KeyError, ValueError):
     """``row["name"]`` for a name the row does not have: PyFlink raises ``ValueError``, a
     mapping ``KeyError``; this is both."""
 
