@@ -5,6 +5,12 @@ Usage: pip download apache-flink==2.3.0 --no-deps -d /tmp/pyflink
            > tests/pyflink_material/pyflink_names.json
        python scripts/extract_pyflink_names.py --imported /tmp/pyflink/apache_flink-2.3.0-*.whl \
            > tests/pyflink_material/pyflink_imported_names.json
+       python scripts/extract_pyflink_names.py --members /tmp/pyflink/apache_flink-2.3.0-*.whl \
+           > tests/pyflink_material/pyflink_members.json
+
+``--members``: for each class those modules export, its public members (methods, nested
+classes and their members as ``Outer.inner``, class-level names such as enum members), from
+the class's definition in the wheel: ``tests/pyflink_material/pyflink_members.json``.
 
 ``--imported``: for each module, the names it imports from its other modules that are public
 there (in some module's list): ``from pyflink.datastream.connectors.kafka import
@@ -63,6 +69,9 @@ MODULES = [
     "pyflink.datastream.state_backend",
     "pyflink.datastream.async_data_stream",
     "pyflink.metrics.metricbase",
+    "pyflink.common.types",  # Row and RowKind by their full path
+    "pyflink.datastream.async_retry_strategies",
+    "pyflink.datastream.async_retry_predicates",
     # the row formats the Kafka examples use (Avro, ORC, Parquet need Java format jars)
     "pyflink.datastream.formats.json",
     "pyflink.datastream.formats.csv",
@@ -92,7 +101,47 @@ def imported_names(source: str) -> set[str]:
     }
 
 
-def main(wheel: str, imported: bool = False) -> None:
+def class_members(cls: ast.ClassDef, prefix: str = "") -> list[str]:
+    """Public members a class defines itself (methods, nested classes with their members,
+    class-level assignments)."""
+    out: list[str] = []
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+            out.append(prefix + node.name)
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            out.append(prefix + node.name)
+            out += class_members(node, f"{prefix}{node.name}.")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out += [prefix + t.id for t in targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
+    return out
+
+
+def members(zf: zipfile.ZipFile, exported: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``{"module.Class": [member, ...]}`` for every class the modules export (each class once,
+    under the first module, in MODULES order, that exports it)."""
+    definitions: dict[str, ast.ClassDef] = {}
+    for path in sorted(zf.namelist()):
+        if not path.startswith("pyflink/") or not path.endswith(".py") or "/tests/" in path:
+            continue
+        if path.startswith(("pyflink/table/", "pyflink/examples/")):
+            continue
+        for node in ast.parse(zf.read(path).decode()).body:
+            if isinstance(node, ast.ClassDef):
+                definitions.setdefault(node.name, node)
+    out: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for module in MODULES:
+        for name in exported[module]:
+            if name in seen or name not in definitions:
+                continue
+            seen.add(name)
+            if listed := class_members(definitions[name]):
+                out[f"{module}.{name}"] = listed
+    return out
+
+
+def main(wheel: str, imported: bool = False, with_members: bool = False) -> None:
     out: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
     with zipfile.ZipFile(wheel) as zf:
@@ -102,6 +151,10 @@ def main(wheel: str, imported: bool = False) -> None:
             path = f"{path}/__init__.py" if f"{path}/__init__.py" in files else f"{path}.py"
             sources[module] = zf.read(path).decode()
             out[module] = public_names(sources[module])
+        if with_members:
+            json.dump(members(zf, out), sys.stdout, indent=1, sort_keys=True)
+            sys.stdout.write("\n")
+            return
     if imported:
         public = {n for names in out.values() for n in names}
         out = {
@@ -114,4 +167,4 @@ def main(wheel: str, imported: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[-1], imported="--imported" in sys.argv[1:])
+    main(sys.argv[-1], imported="--imported" in sys.argv[1:], with_members="--members" in sys.argv[1:])

@@ -208,6 +208,12 @@ class MemorySize:
     def get_mebi_bytes(self) -> int:
         return self._bytes >> 20
 
+    def get_gibi_bytes(self) -> int:
+        return self._bytes >> 30
+
+    def get_tebi_bytes(self) -> int:
+        return self._bytes >> 40
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MemorySize) and other._bytes == self._bytes
 

@@ -235,3 +235,57 @@ def test_sink_settings_windowed_stream_getters_and_accumulate_type() -> None:
 
 def test_keyed_process_function_is_unchanged() -> None:
     assert KeyedProcessFunction.OnTimerContext.__mro__[1] is KeyedProcessFunction.Context
+
+
+def test_execution_config_has_pyflinks_methods(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from streamflow.common import ExecutionConfig
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    config = env.get_config()
+    assert isinstance(config, ExecutionConfig) and env.get_config() is config
+    config.set_auto_watermark_interval(300).set_parallelism(3).set_max_parallelism(64)
+    assert (env.get_auto_watermark_interval(), env.get_parallelism(), env.get_max_parallelism()) == (
+        300,
+        3,
+        64,
+    )
+    assert (config.get_auto_watermark_interval(), config.get_parallelism()) == (300, 3)
+    config.set_global_job_parameters({"a": "1"})
+    assert config.get_global_job_parameters() == {"a": "1"}
+    with caplog.at_level(logging.INFO, logger="streamflow.api.execution_config"):
+        config.enable_object_reuse().disable_closure_cleaner().set_latency_tracking_interval(5)
+    assert config.is_object_reuse_enabled() and not config.is_closure_cleaner_enabled()
+    assert config.get_latency_tracking_interval() == 5
+    assert "object_reuse = True recorded, changes nothing" in caplog.text
+    assert ExecutionConfig.PARALLELISM_DEFAULT == -1
+
+
+def test_checkpoint_config_getters_and_environment_methods() -> None:
+    from streamflow.datastream import CheckpointingMode, SlotSharingGroup
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.enable_checkpointing(1000, CheckpointingMode.AT_LEAST_ONCE)
+    cc = env.get_checkpoint_config()
+    cc.set_checkpoint_timeout(5000)
+    cc.set_min_pause_between_checkpoints(10)
+    cc.set_max_concurrent_checkpoints(2)
+    assert cc.get_checkpointing_mode() is CheckpointingMode.AT_LEAST_ONCE
+    assert (cc.get_checkpoint_timeout(), cc.get_min_pause_between_checkpoints()) == (5000, 10)
+    assert cc.get_max_concurrent_checkpoints() == 2 and cc.is_fail_on_checkpointing_errors()
+    cc.set_fail_on_checkpointing_errors(False)
+    assert not cc.is_fail_on_checkpointing_errors()
+    cc.set_alignment_timeout(Time.milliseconds(20))
+    assert cc.get_alignment_timeout() == cc.get_aligned_checkpoint_timeout() == 20
+    cc.set_force_unaligned_checkpoints(True)
+    assert cc.is_force_unaligned_checkpoints() and env.is_force_unaligned_checkpoints()
+    assert env.get_checkpointing_consistency_mode() is CheckpointingMode.AT_LEAST_ONCE
+    env.set_default_savepoint_directory("/tmp/sp")
+    assert env.get_default_savepoint_directory() == "/tmp/sp"
+    env.register_slot_sharing_group(SlotSharingGroup.builder("g").build())
+    env.enable_changelog_state_backend(True)
+    assert env.is_changelog_state_backend_enabled() is True
+    assert env.is_chaining_of_operators_with_different_max_parallelism_enabled()
+    with pytest.raises(Exception, match=r"create_input.*InputFormat"):
+        env.create_input(object())

@@ -88,6 +88,45 @@ class PyFlinkEnvironmentMixin:
                  "on" if checkpoint.is_incremental_checkpoints_enabled() else "off")
         return self
 
+    def enable_changelog_state_backend(self, enabled: bool) -> Any:
+        """PyFlink 2.3's name of :meth:`enable_changelog_statebackend`."""
+        return self.enable_changelog_statebackend(enabled)
+
+    def get_checkpointing_consistency_mode(self) -> Any:
+        return self.get_checkpointing_mode()
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return bool(self.runtime.checkpoint.is_force_unaligned_checkpoints())  # type: ignore[attr-defined]
+
+    def set_default_savepoint_directory(self, directory: str) -> Any:
+        """Recorded (``get_default_savepoint_directory``); ``JobClient.trigger_savepoint`` takes
+        its directory as an argument."""
+        self._default_savepoint_directory = str(directory)
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        return getattr(self, "_default_savepoint_directory", None)
+
+    def register_slot_sharing_group(self, slot_sharing_group: Any) -> Any:
+        """Recorded with its resources: one streamflow process is one slot (docs/pyflink.md)."""
+        groups = self.__dict__.setdefault("_slot_sharing_groups", {})
+        groups[slot_sharing_group.get_name()] = slot_sharing_group
+        log.info("slot sharing group %r registered: recorded, one streamflow process is one slot",
+                 slot_sharing_group.get_name())  # fmt: skip
+        return self
+
+    def is_chaining_of_operators_with_different_max_parallelism_enabled(self) -> bool:
+        """True, Flink's default: chaining does not look at max parallelism here either."""
+        return True
+
+    def create_input(self, input_format: Any, type_info: Any = None) -> Any:
+        from ..errors import NotSupportedError
+
+        raise NotSupportedError(
+            "create_input(InputFormat) is not supported by streamflow: an InputFormat is a Java "
+            "object of Flink's JVM; use from_source() with a streamflow source"
+        )
+
     def is_changelog_state_backend_enabled(self) -> bool | None:
         return getattr(self, "_changelog_enabled", None)
 

@@ -31,6 +31,7 @@ from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 from .batch import resolve_batch
 from .blocking import refuse_running_loop, run_coroutine
 from .env_pyflink import PyFlinkEnvironmentMixin
+from .execution_config import ExecutionConfig
 from .typed import collection_source, typed
 
 if TYPE_CHECKING:
@@ -157,8 +158,12 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
     def get_loop_budget(self) -> float | None:
         return self.runtime.loop_budget_ms
 
-    def get_config(self) -> StreamExecutionEnvironment:
-        return self
+    def get_config(self) -> ExecutionConfig:
+        """PyFlink's ``ExecutionConfig`` of this environment (``api/execution_config.py``)."""
+        config = self.__dict__.get("_execution_config")
+        if config is None:
+            config = self._execution_config = ExecutionConfig(self)
+        return config
 
     def set_auto_watermark_interval(self, interval: int | datetime.timedelta) -> StreamExecutionEnvironment:
         self._auto_watermark_interval_ms = to_millis(interval, "auto watermark interval")

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from ..connectors.serialization import SerializationSchema
 from ..errors import NotSupportedError
+from .execution_config import ExecutionConfig as ExecutionConfig
 
 __all__ = [
     "ExecutionConfig",
@@ -115,25 +116,6 @@ class Metric(abc.ABC):  # noqa: B024 - a marker base, as PyFlink's
     @classmethod
     def __subclasshook__(cls, subclass: type) -> bool:
         return subclass.__module__ == "streamflow.runtime.metrics" and subclass.__name__ in _METRIC_TYPES
-
-
-class ExecutionConfig(abc.ABC):  # noqa: B024 - a marker base
-    """What ``env.get_config()`` returns: in streamflow the environment itself carries the
-    execution settings (``set_auto_watermark_interval``, ``set_global_job_parameters``, ...),
-    so it is an ``ExecutionConfig`` for ``isinstance``; there is nothing to construct."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        raise NotSupportedError(
-            "ExecutionConfig is not constructed in streamflow: env.get_config() returns the "
-            "environment's execution config"
-        )
-
-    @classmethod
-    def __subclasshook__(cls, subclass: type) -> bool:
-        return any(
-            c.__module__ == "streamflow.api.environment" and c.__name__ == "StreamExecutionEnvironment"
-            for c in subclass.__mro__
-        )
 
 
 _METRIC_TYPES = {"Counter", "Gauge", "Meter", "Distribution"}

@@ -36,6 +36,10 @@ IMPORTED: dict[str, dict[str, str]] = {
         "Time": "streamflow.common",
         "TypeInformation": "streamflow.common",
     },
+    "streamflow.datastream.async_retry_strategies": {
+        "AsyncRetryPredicate": "streamflow.datastream",
+        "AsyncRetryStrategy": "streamflow.datastream",
+    },
     "streamflow.datastream.checkpoint_config": {
         "CheckpointingMode": "streamflow.datastream",
         "Duration": "streamflow.common",

@@ -19,6 +19,7 @@ from .storages import (
 )
 
 if TYPE_CHECKING:
+    from ..types.time import Duration
     from .storage import FileSystemCheckpointStorage
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class CheckpointConfig:
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION
     )
     storage_surface: CheckpointStorage | None = None  # the PyFlink storage object set, if any
+    force_unaligned: bool = False  # recorded (set_force_unaligned_checkpoints)
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -187,6 +189,52 @@ class CheckpointConfig:
             raise ValueError(f"tolerable checkpoint failure number must be an int >= 0, got {n!r}")
         self.tolerable_failures = n
         return self
+
+    # -- PyFlink's getters and deprecated names ---------------------------------------
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self.mode
+
+    def get_checkpoint_timeout(self) -> int:
+        return self.timeout_ms
+
+    def get_min_pause_between_checkpoints(self) -> int:
+        return self.min_pause_ms
+
+    def get_max_concurrent_checkpoints(self) -> int:
+        return self.max_concurrent
+
+    def is_fail_on_checkpointing_errors(self) -> bool:
+        """Deprecated in PyFlink 2.0: ``get_tolerable_checkpoint_failure_number() == 0``."""
+        return self.tolerable_failures == 0
+
+    def set_fail_on_checkpointing_errors(self, fail_on_checkpointing_errors: bool) -> CheckpointConfig:
+        """Deprecated in PyFlink 2.0: 0 tolerable failures, or (False) unlimited, as Flink maps it."""
+        self.tolerable_failures = 0 if fail_on_checkpointing_errors else 2**31 - 1
+        return self
+
+    def disable_unaligned_checkpoints(self) -> CheckpointConfig:
+        return self.enable_unaligned_checkpoints(False)
+
+    def get_aligned_checkpoint_timeout(self) -> Duration:
+        from ..types.time import Duration
+
+        return Duration.of_millis(self.aligned_timeout_ms or 0)
+
+    def set_alignment_timeout(self, alignment_timeout: int | datetime.timedelta) -> CheckpointConfig:
+        """Deprecated in PyFlink 2.0: ``set_aligned_checkpoint_timeout``."""
+        return self.set_aligned_checkpoint_timeout(alignment_timeout)
+
+    def get_alignment_timeout(self) -> Duration:
+        return self.get_aligned_checkpoint_timeout()
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> CheckpointConfig:
+        """Recorded: Flink forces unaligned checkpoints past iteration feedback edges and custom
+        partitioners; streamflow takes unaligned checkpoints on every edge when they are enabled."""
+        self.force_unaligned = bool(force_unaligned_checkpoints)
+        return self
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self.force_unaligned
 
     def get_tolerable_checkpoint_failure_number(self) -> int:
         return self.tolerable_failures

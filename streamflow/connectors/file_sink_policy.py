@@ -103,6 +103,12 @@ class OutputFileConfig:
     def builder() -> OutputFileConfigBuilder:
         return OutputFileConfigBuilder()
 
+    def get_part_prefix(self) -> str:
+        return self.part_prefix
+
+    def get_part_suffix(self) -> str:
+        return self.part_suffix
+
 
 class OutputFileConfigBuilder:
     def __init__(self) -> None:
@@ -118,6 +124,9 @@ class OutputFileConfigBuilder:
 
     def build(self) -> OutputFileConfig:
         return OutputFileConfig(self._prefix, self._suffix)
+
+
+OutputFileConfig.OutputFileConfigBuilder = OutputFileConfigBuilder  # type: ignore[attr-defined]  # PyFlink's
 
 
 @dataclass(frozen=True)

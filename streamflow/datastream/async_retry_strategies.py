@@ -13,3 +13,8 @@ __all__ = [
     "NoRetryStrategy",
     "RetryPredicate",
 ]
+
+# names PyFlink's module imports from its other modules (api/pyflink_reexports.py)
+from streamflow.api.pyflink_reexports import reexports as _reexports
+
+__getattr__ = _reexports(__name__)
