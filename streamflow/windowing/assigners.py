@@ -44,7 +44,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from streamflow.runtime.events import MIN_WATERMARK
 from streamflow.windowing.context import WindowAssignerContext
@@ -104,7 +104,14 @@ class WindowAssigner(ABC):
         return False
 
 
-WindowAssigner.WindowAssignerContext = WindowAssignerContext  # type: ignore[attr-defined]  # PyFlink's name
+class _PyFlinkWindowAssignerContext(WindowAssignerContext, Protocol):
+    """PyFlink's ``WindowAssigner.WindowAssignerContext``: also the operator's runtime context
+    (the window operator is this context; streamflow's own assigners need only the time)."""
+
+    def get_runtime_context(self) -> Any: ...
+
+
+WindowAssigner.WindowAssignerContext = _PyFlinkWindowAssignerContext  # type: ignore[attr-defined]
 
 
 class MergingWindowAssigner(WindowAssigner):

@@ -55,10 +55,6 @@ class WindowAssignerContext(Protocol):
 
     def get_current_processing_time(self) -> int: ...
 
-    def get_runtime_context(self) -> Any:
-        """The window operator's ``RuntimeContext`` (keyed state, as PyFlink's count assigners use)."""
-        ...
-
 
 @runtime_checkable
 class EvictorContext(Protocol):
@@ -99,10 +95,6 @@ class TriggerContext(Protocol):
     """What a trigger may ask of the window operator, bound to the current key and window."""
 
     def get_current_watermark(self) -> int: ...
-
-    def get_metric_group(self) -> Any:
-        """The window operator's metric group."""
-        ...
 
     def get_current_processing_time(self) -> int: ...
 

@@ -27,7 +27,7 @@ import enum
 import operator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from streamflow.windowing.context import OnMergeContext, TriggerContext, TriggerStateDescriptor
 from streamflow.windowing.windows import Window
@@ -99,7 +99,14 @@ class Trigger(ABC):
 
 # PyFlink's names: ``Trigger.TriggerContext``, ``Trigger.OnMergeContext`` (set here, after the class,
 # so that the annotations inside it keep naming the protocols)
-Trigger.TriggerContext = TriggerContext  # type: ignore[attr-defined]
+class _PyFlinkTriggerContext(TriggerContext, Protocol):
+    """PyFlink's ``Trigger.TriggerContext``: also the operator's metric group (the window
+    operator's context has it; streamflow's own triggers need only the protocol)."""
+
+    def get_metric_group(self) -> Any: ...
+
+
+Trigger.TriggerContext = _PyFlinkTriggerContext  # type: ignore[attr-defined]
 Trigger.OnMergeContext = OnMergeContext  # type: ignore[attr-defined]
 
 
