@@ -289,3 +289,41 @@ def test_checkpoint_config_getters_and_environment_methods() -> None:
     assert env.is_chaining_of_operators_with_different_max_parallelism_enabled()
     with pytest.raises(Exception, match=r"create_input.*InputFormat"):
         env.create_input(object())
+
+
+def test_execute_async_outside_an_event_loop_is_pyflinks(tmp_path: Any) -> None:
+    """A PyFlink program: ``execute_async`` returns a client at once, its methods futures."""
+    import concurrent.futures
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    out: list = []
+    env.from_collection([1, 2, 3]).map(lambda x: x * 2).add_sink(out.append)
+    client = env.execute_async("pyflink style")
+    assert isinstance(client.get_job_id(), str)
+    result = client.get_job_execution_result()
+    assert isinstance(result, concurrent.futures.Future)
+    assert result.result(timeout=60).get_net_runtime() >= 0 and sorted(out) == [2, 4, 6]
+    assert client.cancel().result(timeout=5) is None  # the job has ended: nothing to cancel
+
+
+def test_stop_with_savepoint_from_a_pyflink_style_client(tmp_path: Any) -> None:
+    import asyncio
+    import time
+
+    async def endless() -> Any:
+        for i in range(5):
+            yield i
+        await asyncio.sleep(3600)
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    out: list = []
+    env.from_async_iterable(endless).key_by(lambda x: x % 2).sum().uid("sum").add_sink(out.append)
+    env.set_default_savepoint_directory(str(tmp_path / "sp"))
+    client = env.execute_async("endless")
+    deadline = time.monotonic() + 30
+    while len(out) < 5:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    path = client.stop_with_savepoint(False).result(timeout=60)
+    assert str(tmp_path / "sp") in path
+    assert str(client.get_job_execution_result().result(timeout=60).status) == "JobStatus.CANCELED"

@@ -68,7 +68,7 @@ def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) ->
     node = stream.sink_to(sink)._node
     runner = asyncio.Runner(loop_factory=loop_factory())
     try:
-        client = runner.run(env.execute_async(job_name))
+        client = runner.run(env._execute_async(job_name))
     except BaseException:
         runner.close()
         raise

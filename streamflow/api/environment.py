@@ -401,7 +401,21 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             chaining_enabled=self._chaining,
         )
 
-    async def execute_async(self, job_name: str = "streamflow job") -> JobClient:
+    def execute_async(self, job_name: str = "streamflow job") -> Any:
+        """Start the job. Inside a running event loop this is a coroutine:
+        ``client = await env.execute_async()`` gives the :class:`JobClient`. Called where no loop
+        runs (a PyFlink program), the job starts in an event loop of its own thread and a
+        PyFlink-style client comes back at once, its methods returning futures
+        (``client.get_job_execution_result().result()``; ``api/blocking_client.py``)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            from .blocking_client import BlockingJobClient
+
+            return BlockingJobClient(self, job_name)
+        return self._execute_async(job_name)
+
+    async def _execute_async(self, job_name: str = "streamflow job") -> JobClient:
         """Start the job in the running event loop; returns its :class:`JobClient`.
 
         As in Flink (``StreamExecutionEnvironment.getStreamGraph(clearTransformations=true)``),
