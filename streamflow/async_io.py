@@ -56,6 +56,9 @@ class AsyncFunction(Function):
 
 
 class AsyncRetryPredicate:
+    def __class_getitem__(cls, item: Any) -> type:  # generic, as PyFlink's
+        return cls
+
     def result_predicate(self) -> Callable[[list[Any]], bool] | None:
         return None
 
@@ -64,6 +67,9 @@ class AsyncRetryPredicate:
 
 
 class AsyncRetryStrategy:
+    def __class_getitem__(cls, item: Any) -> type:  # generic, as PyFlink's
+        return cls
+
     def can_retry(self, current_attempts: int) -> bool:
         raise NotImplementedError
 

@@ -352,3 +352,37 @@ def test_the_count_of_refused_names_in_the_docs() -> None:
     docs = (root.parent / "docs" / "pyflink.md").read_text()
     count = len({name for _, name in refused})
     assert f"{count} of PyFlink 2.3's names, {len(refused)} name-module pairs" in docs
+
+
+#: the classes PyFlink 2.3 defines as ``Generic[...]`` (their bases in the wheel), and the
+#: exported subclasses of those: ``ValueState[int]`` in an annotation must not fail here
+GENERIC = {
+    "streamflow.datastream.functions": [
+        "AsyncRetryPredicate", "AsyncRetryStrategy", "AsyncFunction", "WindowFunction",
+        "AllWindowFunction", "ProcessWindowFunction", "ProcessAllWindowFunction",
+        "BroadcastProcessFunction", "KeyedBroadcastProcessFunction",
+    ],
+    "streamflow.datastream.async_retry_strategies": [
+        "RetryPredicate", "NoRetryStrategy", "FixedDelayRetryStrategy",
+        "ExponentialBackoffDelayRetryStrategy",
+    ],
+    "streamflow.datastream.state": [
+        "ValueState", "ListState", "MapState", "ReducingState", "AggregatingState",
+        "ReadOnlyBroadcastState", "BroadcastState",
+    ],
+    "streamflow.datastream.window": ["Trigger", "WindowAssigner", "MergingWindowAssigner"],
+    "streamflow.common": ["ConfigOption"],
+    "streamflow.common.serializer": ["TypeSerializer"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("module", "name"), [(m, n) for m, names in GENERIC.items() for n in names])
+def test_pyflinks_generic_classes_are_subscriptable(module: str, name: str) -> None:
+    import importlib
+
+    cls = getattr(importlib.import_module(module), name)
+    assert (cls[int] if name in ("ConfigOption", "TypeSerializer") else cls[int, str]) is not None
+    if name in ("ProcessWindowFunction", "ProcessAllWindowFunction"):
+        assert cls.Context[int] is not None
+    if name == "MergingWindowAssigner":
+        assert cls.MergeCallback[int] is not None

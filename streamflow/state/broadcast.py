@@ -21,6 +21,10 @@ class ReadOnlyBroadcastState:
 
     __slots__ = ("_map",)
 
+    def __class_getitem__(cls, item: Any) -> type:
+        """``ReadOnlyBroadcastState[K, V]``: generic classes, as PyFlink's."""
+        return cls
+
     def __init__(self, mapping: dict) -> None:
         self._map = mapping
 

@@ -113,6 +113,10 @@ class _KeyedState:
 
     __slots__ = ("_backend", "_dirty", "_table")
 
+    def __class_getitem__(cls, item: Any) -> type:
+        """``ValueState[int]``, ``MapState[str, int]``...: generic classes, as PyFlink's."""
+        return cls
+
     def __init__(self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None) -> None:
         self._backend = backend
         self._table = table

@@ -126,6 +126,9 @@ class MergingWindowAssigner(WindowAssigner):
     class MergeCallback:
         """PyFlink's callback type of ``merge_windows``: ``merge(to_be_merged, merge_result)``."""
 
+        def __class_getitem__(cls, item: Any) -> type:  # generic, as PyFlink's
+            return cls
+
         def merge(self, to_be_merged: Iterable[Any], merge_result: Any) -> None:
             raise NotImplementedError
 
