@@ -423,10 +423,12 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
         ``execute()`` runs only what is added after this one. In batch mode
         (``api/batch.py``) the job runs without checkpoints."""
         runtime = self.runtime
-        if resolve_batch(self) and runtime.checkpoint.interval_ms is not None:
+        if resolve_batch(self):
             runtime = copy.copy(runtime)
-            runtime.checkpoint = copy.copy(runtime.checkpoint)
-            runtime.checkpoint.interval_ms = None
+            runtime.batch = True  # processing-time timers fire at the end of input (api/batch.py)
+            if runtime.checkpoint.interval_ms is not None:
+                runtime.checkpoint = copy.copy(runtime.checkpoint)
+                runtime.checkpoint.interval_ms = None
         graph = self.get_job_graph(job_name)
         self._graph.clear()
         if self._engine == "spark":

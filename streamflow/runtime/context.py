@@ -40,6 +40,7 @@ class OperatorContext:
     keyed_backend: KeyedStateBackend | None = None
     checkpointing: bool = False  # periodic checkpoints are enabled for this job
     attempt: int = 0  # 0, then the job's number of restarts so far
+    batch: bool = False  # a batch job: processing-time timers fire at the end of input
 
 
 class RuntimeContext:

@@ -67,6 +67,7 @@ class RuntimeConfig:
     loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
     state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
     gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
+    batch: bool = False  # a batch job (api/batch.py): processing-time timers fire at the end of input
 
 
 class Execution:
@@ -333,6 +334,7 @@ class Execution:
             keyed_backend=self._keyed_backend(uid, sub, maxp, g.parallelism[node.id]) if node.keyed else None,
             checkpointing=self.config.checkpoint.is_checkpointing_enabled(),
             attempt=self.attempt,
+            batch=self.config.batch,
         )
 
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:

@@ -13,6 +13,7 @@ timers from the task's processing-time service, between batches.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -22,7 +23,7 @@ from ..state.hashable_keys import probe
 from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
 from .basic_operators import resolve_function
-from .events import MIN_WATERMARK, Watermark
+from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from .item_getters import item_getter
 from .loop_budget import yield_point
 from .operator import StreamOperator
@@ -31,6 +32,9 @@ from .timers import Timer, TimerService
 
 if TYPE_CHECKING:
     from ..state.rocksdb_backend import RocksDBKeyedStateBackend
+
+
+_log = logging.getLogger(__name__)
 
 
 class _Emitter:
@@ -140,6 +144,7 @@ class TimerOperator(StreamOperator):
         self._timer_ck: TimerCheckpoints | None = None  # incremental timer checkpoints (heap)
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
+        self._quiesced = False  # batch mode, at the end of input: new processing timers are ignored
         # the first batch probes its first key: an unhashable one (a list, as PyFlink allows)
         # gets a hashable stand-in from then on, a restored operator checks the key's type
         self._check_key_type = True
@@ -164,6 +169,12 @@ class TimerOperator(StreamOperator):
             self._timer_ck = TimerCheckpoints(self.timers, settings, enc)
 
     def register_processing_timer(self, key: Any, namespace: Any, ts: int) -> None:
+        if self._quiesced:
+            _log.warning(
+                "operator %r: the timer service is quiesced at the end of a batch job's input; "
+                "processing time timer for timestamp %d ignored (as in Flink)", self.name, ts
+            )
+            return
         if self.timers.register_processing_time_timer(key, namespace, ts) and ts not in self._scheduled:
             if self._rocks is not None and self._scheduled and ts > min(self._scheduled):
                 return  # RocksDB: only the earliest wake-up is scheduled (the next one after it fires)
@@ -189,12 +200,27 @@ class TimerOperator(StreamOperator):
     async def process_watermark(self, watermark: Watermark) -> None:
         ts = watermark.timestamp
         self.current_watermark = ts
+        if ts == MAX_WATERMARK and self.ctx.batch:
+            self._quiesced = True  # the end of a batch job's input: see fire_processing_timers_at_end
         pop = self.timers.pop_event_timer
         while (timer := pop(ts)) is not None:
             self.backend.current_key = timer.key
             await self.on_event_timer(timer)
             await yield_point()  # a watermark may fire a timer per key: pause when the budget is used up
+        if ts == MAX_WATERMARK and self.ctx.batch:
+            await self.fire_processing_timers_at_end()
         await self.output.emit_watermark(watermark)
+
+    async def fire_processing_timers_at_end(self) -> None:
+        """Batch mode (Flink's ``BatchExecutionInternalTimeService``): at the end of input every
+        pending processing-time timer fires, after the event-time ones; the timer service is
+        quiesced then (from the end-of-input watermark on), so a processing-time timer a timer
+        callback registers is ignored (logged), as in Flink."""
+        self._quiesced = True
+        while (timer := self.timers.pop_processing_timer(MAX_WATERMARK)) is not None:
+            self.backend.current_key = timer.key
+            await self.on_processing_timer(timer)
+            await yield_point()
 
     def next_event_time(self) -> int | None:
         """The earliest watermark at which this operator has work (a timer to fire), or None.

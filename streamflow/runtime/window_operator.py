@@ -564,6 +564,8 @@ class WindowOperator(TimerOperator):
     async def process_watermark(self, watermark: Watermark) -> None:
         ts = watermark.timestamp
         self.current_watermark = ts
+        if ts == MAX_WATERMARK and self.ctx.batch:
+            self._quiesced = True  # the end of a batch job's input (TimerOperator)
         pop = self.timers.pop_event_timer
         try:
             if self.fast:
@@ -578,6 +580,8 @@ class WindowOperator(TimerOperator):
         except Exception as exc:
             raise self.failure(exc) from None
         await self.out.flush(self, True)
+        if ts == MAX_WATERMARK and self.ctx.batch:  # processing-time windows fire too (api/batch.py)
+            await self.fire_processing_timers_at_end()
         await self.output.emit_watermark(watermark)
 
     async def on_processing_timer(self, timer: Timer) -> None:
