@@ -10,6 +10,10 @@ source is bounded (``RuntimeExecutionMode`` docs; FLIP-134/140):
 * **event time jumps to the end**: no watermark flows while input is read, so
   no record is late, and every event-time timer and window fires once, at
   the end of input (the sources' final ``MAX_WATERMARK``);
+* **processing-time timers fire at the end of input**, after the event-time ones (Flink's
+  ``BatchExecutionInternalTimeService`` fires both at the end of each key), so
+  processing-time windows emit; the timer service is quiesced then: a processing-time timer
+  a callback registers is ignored, logged (``TimerOperator.fire_processing_timers_at_end``);
 * **no checkpoints**: a configured checkpoint interval is ignored (logged).
 
 A job's mode is resolved once, when it is built (:func:`resolve_batch`); the
