@@ -5,13 +5,15 @@ restore at another parallelism takes exactly its key groups."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import datetime
 import decimal
 import enum
 import gc
 import math
-from typing import Any
+import uuid
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -28,6 +30,7 @@ from streamflow.state.keyed import (
 
 CODEC = MsgpackCodec()
 MAXP = 128
+DAY = datetime.timedelta(days=1)
 
 
 @dataclasses.dataclass
@@ -48,16 +51,45 @@ class Name(str):
     pass
 
 
+class Plain(enum.Enum):
+    A = 1
+
+
+class Pair(NamedTuple):
+    a: int
+    b: int
+
+
+class Ratio(float):
+    pass
+
+
+class Items(list):
+    pass
+
+
 COLUMNS: list[tuple[str, list[Any], bytes]] = [
     ("ints", [1, -2, 2**63 - 1, 2**64 - 1, -(2**63), 0], b"S"),
     ("strs", ["a", "", "ü"], b"S"),
     ("bool_vs_int", [True, 1, False, 0], b"S"),
     ("none_float_bytes", [None, 1.5, float("inf"), -0.0, b"\x00"], b"S"),
     ("lists_and_dicts", [[1, 2], {"a": [3]}, {1: None}], b"P"),
-    ("same_tuples", [("k", 1, 2), ("j", 3, 4)], b"U"),
-    ("scalar_tuples", [("k", 1, 2.5, True, None, b"x"), ("j", -1, 0.0, False, None, b"")], b"U"),
-    ("fields_change_type", [("k", 1), (2, "j"), (None, 1.5)], b"U"),
+    ("same_tuples", [("k", 1, 2), ("j", 3, 4)], b"T"),
+    ("scalar_tuples", [("k", 1, 2.5, True, None, b"x"), ("j", -1, 0.0, False, None, b"")], b"T"),
+    ("fields_change_type", [("k", 1), (2, "j"), (None, 1.5)], b"T"),
+    ("tuple_int_bounds", [("k", 2**64 - 1, -(2**63)), ("j", True, 1)], b"T"),
     ("tuples_of_lists", [("k", [1]), ("j", [])], b"T"),
+    ("tuples_of_str_keyed_dicts", [("k", {"a": [1, None]}), ("j", {})], b"T"),
+    ("tuples_of_int_keyed_dicts", [("k", {1: "a"}), ("j", {})], b"T"),
+    ("list_of_tuples_in_tuple", [("k", [(1, 2)])], b"C"),
+    ("tuple_in_dict_in_tuple", [("k", {"a": (1,)})], b"C"),
+    ("namedtuple_in_tuple", [("k", Pair(1, 2))], b"C"),
+    ("namedtuples", [Pair(1, 2), Pair(3, 4)], b"C"),
+    ("enum_in_tuple", [("k", Plain.A)], b"C"),
+    ("str_enum_in_dict_in_tuple", [("k", {"a": Colour.RED})], b"C"),
+    ("str_enum_dict_key_in_tuple", [("k", {Colour.RED: 1})], b"C"),
+    ("uuid_in_tuple", [("k", uuid.UUID(int=1))], b"C"),
+    ("date_time_delta_in_tuple", [("k", datetime.date(2024, 1, 2), datetime.time(1), DAY)], b"C"),
     ("ragged_tuples", [("k", 1), ("j",)], b"U"),
     ("longer_first_tuple", [("k", 1, 2), ("j",), (3, 4, 5, 6)], b"U"),
     ("nested_tuple", [("k", (1, 2))], b"C"),
@@ -92,9 +124,20 @@ def test_columns_round_trip_exactly(values: list[Any], tag: bytes) -> None:
             assert [type(x) for x in a] == [type(x) for x in b]
 
 
-@pytest.mark.parametrize("values", [[Name("a"), "b"], [("k", Name("a"))]], ids=["column", "in_tuple"])
-def test_a_str_subclass_is_refused_not_packed_as_str(values: list[Any]) -> None:
-    with pytest.raises(TypeError, match="Name"):
+@pytest.mark.parametrize(
+    ("values", "name"),
+    [
+        ([Name("a"), "b"], "Name"),
+        ([("k", Name("a"))], "Name"),
+        ([("k", {Name("a"): 1})], "Name"),
+        ([("k", Ratio(0.5))], "Ratio"),
+        ([("k", Items([1]))], "Items"),
+        ([("k", collections.OrderedDict(a=1))], "OrderedDict"),
+    ],
+    ids=["column", "in_tuple", "dict_key_in_tuple", "float_subclass", "list_subclass", "dict_subclass"],
+)
+def test_a_subclass_is_refused_not_packed_as_its_base(values: list[Any], name: str) -> None:
+    with pytest.raises(TypeError, match=name):
         incremental.pack_column(values, CODEC)
 
 

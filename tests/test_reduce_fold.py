@@ -65,17 +65,22 @@ def test_key_expression() -> None:
     assert key_expression(lambda e: e[0]) is None
 
 
+@pytest.mark.parametrize("keys", [False, True])
 @pytest.mark.parametrize("known", [False, True])
 @pytest.mark.parametrize("key", [None, "r[0]"])
-def test_make_fold_matches_calls(known: bool, key: str | None) -> None:
+def test_make_fold_matches_calls(known: bool, key: str | None, keys: bool) -> None:
     def reduce(a: Any, b: Any) -> Any:
         return (a[0], a[1] + b[1], b[2])
 
     expression, namespace = inline_expression(reduce)  # type: ignore[misc]
-    fold = make_fold(expression, namespace, key, known)
+    fold = make_fold(expression, namespace, key, known, keys)
     records = [(f"k{i % 7}", i, -i) for i in range(100)]
     table: dict[Any, Any] = {"k3": ("k3", 1000, 0)}
-    out, new = fold(iter(records), table, operator.itemgetter(0), object())
+    result = fold(iter(records), table, operator.itemgetter(0), object())
+    out, new = result[:2]
+    assert len(result) == (3 if keys else 2)
+    if keys:  # the batch's keys, in record order (the log of incremental checkpoints)
+        assert result[2] == [r[0] for r in records]
     expected_table: dict[Any, Any] = {"k3": ("k3", 1000, 0)}
     expected = []
     for r in records:

@@ -131,16 +131,18 @@ def key_expression(key_of: Any) -> str | None:
     return f"{REC}[{items[0]!r}]"
 
 
-_CACHE: dict[tuple[str, str, bool, tuple[str, ...]], Callable[..., Any]] = {}
+_CACHE: dict[tuple[str, str, bool, bool, tuple[str, ...]], Callable[..., Any]] = {}
 
 
 def make_fold(
-    expression: str, namespace: dict[str, Any], key: str | None, known_keys: bool
+    expression: str, namespace: dict[str, Any], key: str | None, known_keys: bool, keys: bool = False
 ) -> Callable[..., Any]:
     """``fold(it, table, key_of, missing) -> (out, new)`` (module doc). ``known_keys``: the
-    ``try``/``except KeyError`` variant; otherwise ``dict.get`` with ``missing``."""
+    ``try``/``except KeyError`` variant; otherwise ``dict.get`` with ``missing``. ``keys``:
+    ``-> (out, new, keys)``, the batch's keys too (for the log of writes of incremental
+    checkpoints: one ``append`` per record instead of calling the key selector again)."""
     key_text = key or f"key_of({REC})"
-    cache_key = (expression, key_text, known_keys, tuple(sorted(namespace)))
+    cache_key = (expression, key_text, known_keys, keys, tuple(sorted(namespace)))
     fold = _CACHE.get(cache_key)
     if fold is not None and all(fold.__globals__.get(n) is v for n, v in namespace.items()):
         return fold
@@ -168,15 +170,17 @@ def make_fold(
     source = (
         "def fold(it, table, key_of, missing):\n"
         "    out = []\n"
+        f"{'    keys = []' + chr(10) if keys else ''}"
         "    get = table.get\n"
         "    new = 0\n"
         f"    for {REC} in it:\n"
         f"        key = {key_text}\n"
+        f"{'        keys.append(key)' + chr(10) if keys else ''}"
         f"{lookup}"
         f"        {ACC} = {expression}\n"
         f"        table[key] = {ACC}\n"
         f"        out.append({ACC})\n"
-        "    return out, new\n"
+        f"    return out, new{', keys' if keys else ''}\n"
     )
     scope: dict[str, Any] = dict(namespace)
     # the text is built from fixed names, repr() of int/str/bool/None constants and operators

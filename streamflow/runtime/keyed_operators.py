@@ -56,7 +56,11 @@ class ReduceOperator(TimerOperator):
             return None
         expression, namespace = inline
         key = key_expression(self.key_selector)
-        return (make_fold(expression, namespace, key, True), make_fold(expression, namespace, key, False))
+        keys = self.dirty is not None  # incremental checkpoints log the batch's keys too
+        return (
+            make_fold(expression, namespace, key, True, keys),
+            make_fold(expression, namespace, key, False, keys),
+        )
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if self._check_key_type:
@@ -135,15 +139,16 @@ class ReduceOperator(TimerOperator):
         results and state as the loop in ``process_batch``; a failure names its record."""
         it = iter(records)
         try:
-            out, new = folds[1 if self._new_keys_often else 0](it, self.table, self.key_selector, _MISSING)
+            result = folds[1 if self._new_keys_often else 0](it, self.table, self.key_selector, _MISSING)
         except Exception as exc:
             record = failed_record(records, it)  # a local named record: found even when None
             if isinstance(exc, TypeError) and "unhashable" in str(exc):
                 exc = _unhashable(self.key_selector, record, exc)
             raise self.failure(exc, record) from None
+        out, new = result[0], result[1]
         self._new_keys_often = new * 8 > len(records)
-        if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
-            self.dirty.extend(list(map(self.key_selector, records)), out)
+        if self.dirty is not None:  # incremental checkpoints: the batch's writes (the folds
+            self.dirty.extend(result[2], out)  # return the keys too), logged as a batch
         await self.output.push(out, timestamps)
 
 

@@ -9,16 +9,21 @@ accepts it, and tagged with a letter so a restore decodes it the same way.
 * ``S``: every value is a scalar (exactly ``str``, ``int`` within 64 bits,
   ``float``, ``bool``, ``None`` or ``bytes``): msgspec's encoder, one C pass
   (4x faster than msgpack's strict packer on strings); decoded untyped.
-* ``U``: every value is a tuple whose elements are all such scalars (any
-  lengths): msgspec packs the tuples as arrays in one C pass, decoded as
+* ``U``: tuples of differing lengths whose elements are all such scalars:
+  msgspec packs the tuples as arrays in one C pass, decoded as
   ``list[tuple]``. The elements' types are read in one pass of C calls (see
   :func:`_scalar_fields`); msgspec would pack an Enum, a Decimal, a UUID, a
   date, a set or a nested tuple as something else, so such a column never takes
   this path.
 * ``P``: msgpack's C packer in strict mode (nested lists and dicts of plain
   types; strict mode refuses tuples and subclasses).
-* ``T``: same-length tuples not all of scalars, packed column-wise (one C
-  call, no per-tuple Python hook; 2.7x faster than the codec's tuple hook).
+* ``T``: same-length tuples, packed field by field: each field's column (an
+  ``itemgetter`` pass) is packed by ormsgpack in strict mode (:func:`strict_pack`:
+  every type it would not give back as itself, tuples included, goes to a
+  ``default`` that refuses), else by msgpack's strict packer (which also takes
+  dicts with keys other than ``str``). The packer's own type dispatch is the
+  check, so no pass reads the elements' types first: for 800k ``(str, int,
+  int)`` values this costs about two thirds of ``U`` with its checks.
 * ``C``: anything else, through the job's state codec.
 
 All round-trip exactly (tuples stay tuples, ``True`` stays bool); an encoder
@@ -27,30 +32,56 @@ that refuses a column (a 65-bit int, a lone surrogate) hands it to the next.
 Every encoder here is exact or refuses: the checks before ``S`` and ``U`` read
 the type of every element (one pass of C calls, see :func:`types_of` and
 :func:`_scalar_fields`), and msgspec's ``enc_hook`` refuses anything else it
-does not know. Measured (docs/performance.md, 2026-11-27 incr): on 800k
-``(str, int, int)`` values and their ``str`` keys, ``S`` + ``U`` take about
-half the instructions of ``P`` + ``T``.
+does not know; ``P`` and ``T`` pack only exact types (strict packers). Why
+the packer is the check for ``T``: reading an element's type is a C call that
+touches the element (about as dear as packing it), so a check pass before the
+packing doubled the cost of the tuple columns (docs/performance.md, 2026-11-27
+``incr``, second session). ormsgpack's strict options (:data:`STRICT`) refuse
+subclasses of ``str``/``int``/``float``/``list``/``dict``, Enum, dataclasses,
+datetime/date/time, UUID, ints beyond 64 bits, tuples at any depth, and dicts
+with keys other than ``str``; ``bytearray`` and ``memoryview`` are packed as
+binary and come back as ``bytes``, as with the codec (``codec.py``).
 """
 
 from __future__ import annotations
 
 import threading
 from itertools import chain
-from operator import itemgetter
+from operator import countOf, itemgetter
 from typing import Any
 
 import msgpack
 import msgspec
+import ormsgpack
 
 from .codec import Codec
 
-__all__ = ["pack_column", "pack_column_typed", "packb", "types_of", "unpack_column"]
+__all__ = ["STRICT", "pack_column", "pack_column_typed", "packb", "strict_pack", "types_of", "unpack_column"]
 
 _PLAIN_ERRORS = (TypeError, ValueError, OverflowError)
 
 
 def _refuse(obj: Any) -> Any:
     raise TypeError(type(obj).__name__)
+
+
+# ormsgpack in strict mode: every value it would not give back as itself goes to ``default``
+STRICT = (
+    ormsgpack.OPT_PASSTHROUGH_SUBCLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATACLASS
+    | ormsgpack.OPT_PASSTHROUGH_DATETIME
+    | ormsgpack.OPT_PASSTHROUGH_ENUM
+    | ormsgpack.OPT_PASSTHROUGH_UUID
+    | ormsgpack.OPT_PASSTHROUGH_BIG_INT
+    | ormsgpack.OPT_PASSTHROUGH_TUPLE
+)
+
+
+def strict_pack(obj: Any) -> bytes:
+    """MessagePack of ``obj`` when it holds only ``None``, ``bool``, ``int`` within 64 bits,
+    ``float``, ``str``, ``bytes`` (``bytearray``/``memoryview`` as ``bytes``), ``list`` and
+    ``dict`` with ``str`` keys, all of exactly these types; raises ``TypeError`` otherwise."""
+    return ormsgpack.packb(obj, default=_refuse, option=STRICT)
 
 
 def packb(obj: Any) -> bytes:
@@ -97,9 +128,8 @@ def types_of(values: list[Any]) -> set[type]:
 
 def _arity(values: list[tuple]) -> int:
     """The length every tuple of the column has, or 0 (lengths differ, or empty tuples)."""
-    lengths = list(map(len, values))
-    arity = lengths[0] if lengths else 0
-    return arity if lengths.count(arity) == len(lengths) else 0
+    arity = len(values[0]) if values else 0
+    return arity if countOf(map(len, values), arity) == len(values) else 0
 
 
 def _scalar_fields(values: list[tuple]) -> bool:
@@ -137,17 +167,24 @@ def pack_column_typed(
         except _PLAIN_ERRORS:
             pass  # an int beyond 64 bits, a lone surrogate: the paths below decide (no loss)
     elif types == {tuple}:
-        if _scalar_fields(values):
+        arity = _arity(values)
+        if arity:
+            # columns by itemgetter (3x faster than zip(*values)), packed strictly: the
+            # packers' type dispatch is the check (module doc)
+            fields = [list(map(itemgetter(i), values)) for i in range(arity)]
+            try:
+                return b"T" + strict_pack(fields), types
+            except _PLAIN_ERRORS:
+                pass  # e.g. a dict with int keys, an Enum: msgpack's strict packer, then the codec
+            try:
+                return b"T" + _pack(fields), types
+            except _PLAIN_ERRORS:
+                pass  # a column plain msgpack cannot pack: the job's codec below packs it (no loss)
+        elif _scalar_fields(values):
             try:
                 return b"U" + _PACKER.encode(values), types
             except _PLAIN_ERRORS:
                 pass  # as above
-        arity = _arity(values)
-        if arity:
-            try:  # columns by itemgetter: 3x faster than zip(*values)
-                return b"T" + _pack([list(map(itemgetter(i), values)) for i in range(arity)]), types
-            except _PLAIN_ERRORS:
-                pass  # a column plain msgpack cannot pack: the job's codec below packs it (no loss)
         return b"C" + codec.encode(values), types
     if tuple not in types:
         try:
