@@ -182,3 +182,32 @@ async def test_a_task_collects_the_young_generation_before_it_waits_for_input() 
         gc.set_threshold(*before)
         KEPT.clear()
     assert counts and counts[0] < 30_000, counts  # 60,000 and more after the map; collected when idle
+
+
+def test_track_keeps_a_string_keyed_table_on_the_string_lookup() -> None:
+    """track() makes each table tracked without a key of another type: one non-str key switches
+    a dict to the general lookup for good (equal strings compared through rich comparison, a
+    few hundred instructions a record more for a keyed job). The two layouts differ in size:
+    a dict of str keys stores no hashes in its entries."""
+    import sys
+
+    from streamflow.runtime.gc_policy import track
+
+    empty: dict = {}
+    filled = {"k0": 0}
+    track([empty, filled])
+    assert gc.is_tracked(empty) and gc.is_tracked(filled)
+    assert filled == {"k0": 0} and empty == {}
+    plain: dict = {"x": []}  # the same history of inserts and deletes, with str keys only
+    del plain["x"]
+    for i in range(5):
+        empty[f"k{i}"] = plain[f"k{i}"] = i
+        filled[f"k{i}"] = i
+    assert sys.getsizeof(empty) == sys.getsizeof(plain)
+    assert sys.getsizeof(filled) == sys.getsizeof({f"k{i}": i for i in range(5)})
+    general: dict = {object(): []}  # what an object() probe did: the general layout
+    del general[next(iter(general))]
+    for i in range(5):
+        general[f"k{i}"] = i
+    assert sys.getsizeof(general) > sys.getsizeof(plain)  # the check sees the difference
+    assert list(filled) == [f"k{i}" for i in range(5)]  # the order is kept

@@ -182,17 +182,29 @@ class GcPolicy:
         }
 
 
-_PROBE = object()
+_PROBE = "\x00streamflow.gc_policy.track"
 
 
 def track(tables: Iterable[object]) -> None:
     """Make each dict among ``tables`` tracked by the collector (so ``gc.freeze()`` freezes it):
     a dict starts being tracked when a container is stored in it and stays tracked after that
-    entry is gone (only a full collection untracks dicts, and frozen objects are in none)."""
+    entry is gone (only a full collection untracks dicts, and frozen objects are in none).
+
+    The probe's key is a ``str`` (an existing key when the dict has one): a dict whose keys
+    have all been exact ``str`` looks them up by a specialised path, and a single key of
+    another type (an ``object()`` probe did this) switches it to the general lookup for good,
+    which compares equal strings through ``PyObject_RichCompare``: about 300 more machine
+    instructions a record for a keyed running sum on string keys (callgrind)."""
     for table in tables:
         if isinstance(table, dict) and not gc.is_tracked(table):
-            table[_PROBE] = []
-            del table[_PROBE]
+            if table:  # store a container under a key it has, then put its value back
+                key = next(iter(table))
+                value = table[key]
+                table[key] = []
+                table[key] = value
+            else:
+                table[_PROBE] = []
+                del table[_PROBE]
 
 
 def collect_young_when_idle() -> None:
