@@ -276,3 +276,21 @@ def test_many_steps_collect_what_a_collect_sink_gets(parallelism: int) -> None:
     env.execute()
     assert len(collected) == n
     assert per_key(collected) == per_key(sink.results)
+
+
+def test_the_job_never_runs_ahead_of_the_caller_by_more_than_the_channel() -> None:
+    """A step hands the caller what the collect channel holds and the job resumes only at the
+    next step: the records made but not yet iterated are at most the channel's capacity and
+    the one batch its writer waits to put (the sink once drained the channel inside the loop,
+    and the job refilled it before the loop stopped: twice as many)."""
+    from streamflow.api.collect import CHANNEL_RECORDS
+
+    env = sf.StreamExecutionEnvironment()
+    env.set_batch_size(100)
+    ahead = 0
+    with env.from_collection(lambda: range(30_000)).map(Counting()).execute_and_collect() as results:
+        for i, value in enumerate(results):
+            assert value == i
+            ahead = max(ahead, Counting.seen - i)
+    assert ahead <= CHANNEL_RECORDS + 100
+    assert ahead >= CHANNEL_RECORDS // 2  # the check sees steps of a channel's worth

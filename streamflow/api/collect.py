@@ -4,23 +4,31 @@ Theory of operation
 -------------------
 PyFlink's ``execute_and_collect()`` returns at once; the job runs in the cluster and
 the iterator fetches results as they come. Here the job runs in an event loop that
-belongs to the iterator (an :class:`asyncio.Runner`, uvloop when installed) and that
-runs only while the caller asks for more:
+belongs to the iterator (an :class:`asyncio.Runner` with asyncio's own loop, see below)
+and that runs only while the caller asks for more:
 
 * ``execute_and_collect()`` builds and starts the job in that loop (graph errors are
   raised there, at the call) and returns a :class:`~streamflow.api.surface.CloseableIterator`.
-* Each step runs the loop until the collect sink (a :class:`QueueSink`) has handed over
-  ``STEP_RECORDS`` records (or the input ended), as one fresh list. While the loop is
-  stopped the job does not run: it resumes at the next step, and the sink's bounded
-  channel (backpressure) keeps it from running ahead by more than the channel's capacity.
-* Steps are small (``STEP_RECORDS``, two batches; the channel holds as many): the
-  records between the job and the caller are few. The caller's records of one step are
-  freed before the job runs again, so the job's next records reuse that memory while it
-  is still in the processor's cache, and few records live long enough to be visited by a
-  young-generation collection. With steps of 8,192 records and a channel of 4,096,
-  a keyed running sum over 1M records (W2, bench/run.py) spent about 0.2 s in a
-  thousand collections and ran about 25 % slower; a loop stop and restart costs about
-  as much as a few dozen records.
+* Each step runs the loop until the collect sink's channel (a :class:`QueueSink`, capacity
+  ``CHANNEL_RECORDS``) holds ``STEP_RECORDS`` records, or a writer waits for room, or the
+  job ended (``QueueSink.wait_ready``); the loop stops, and what the channel holds is taken
+  as one fresh list (``QueueSink.take_ready``). Taking it makes room, but the writers resume
+  only when the loop runs again, at the next step: the job never runs ahead of the caller
+  by more than the channel holds, and at most ``CHANNEL_RECORDS`` records are in flight.
+  (Until 2026-11-27 the sink drained the channel *inside* the loop, so the job refilled it
+  before the loop stopped: twice the records in flight for the same number of steps.)
+* Steps are small (two batches): the records between the job and the caller are few. The
+  caller's records of one step are freed before the job runs again, so the job's next
+  records reuse that memory while it is still in the processor's cache, and few records
+  live long enough to be visited by a young-generation collection. With steps of 8,192
+  records and a channel of 4,096, a keyed running sum over 1M records (W2, bench/run.py)
+  spent about 0.2 s in a thousand collections and ran about 25 % slower.
+* A step costs a loop start and stop: 16-25 us of CPU with asyncio's loop, 60-90 us with
+  uvloop's, which creates and closes a socket pair (its signal wake-up) and re-arms
+  ``signal.set_wakeup_fd`` in every ``run_until_complete`` in the main thread (measured at
+  load 8: a thousand steps per million records, about 5 % of W2's collected form). The job
+  itself hardly uses the loop between steps, so the iterator runs asyncio's loop;
+  ``execute()`` and ``execute_async()`` keep uvloop.
 * The caller's ``for`` walks those lists at C speed (``itertools.chain``): no Python
   call per record, memory bounded by the channel, and each record read while its batch
   is still in the processor's cache (collecting a million records into one list first
@@ -44,7 +52,7 @@ from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from ..connectors.queue_sink import QueueSink
-from .blocking import loop_factory, refuse_running_loop
+from .blocking import refuse_running_loop
 from .surface import CloseableIterator
 
 if TYPE_CHECKING:
@@ -55,7 +63,7 @@ __all__ = ["execute_and_collect"]
 
 _log = logging.getLogger(__name__)
 STEP_RECORDS = 1024  # records the job produces per step (the loop stops and restarts between steps)
-CHANNEL_RECORDS = 1024  # the collect sink's channel: how far the job runs ahead of a step
+CHANNEL_RECORDS = 1024  # the collect sink's channel: the records in flight at most
 
 
 def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) -> CloseableIterator:
@@ -66,7 +74,7 @@ def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) ->
     sink = QueueSink(CHANNEL_RECORDS)
     env = stream._env
     node = stream.sink_to(sink)._node
-    runner = asyncio.Runner(loop_factory=loop_factory())
+    runner = asyncio.Runner()  # asyncio's loop: cheaper to stop and restart (module doc)
     try:
         client = runner.run(env._execute_async(job_name))
     except BaseException:
@@ -101,13 +109,19 @@ class _Results:
     def _batches(self) -> Generator[list[Any], None, None]:
         self._started = True
         # the loop's own run_until_complete: asyncio.Runner.run would swap the SIGINT handler
-        # (and uvloop re-arm its signal wake-up) at every step
-        run, take, client = self._runner.get_loop().run_until_complete, self._sink.take, self._client
+        # at every step
+        run, client = self._runner.get_loop().run_until_complete, self._client
+        wait_ready, take_ready = self._sink.wait_ready, self._sink.take_ready
         ended = False
         try:
-            while (records := run(take(client, STEP_RECORDS))) is not None:
-                self._current = records
-                yield records
+            while True:
+                run(wait_ready(client, STEP_RECORDS))
+                records = take_ready(client)  # the loop is stopped: the job waits for room
+                if records is None:
+                    break
+                if records:
+                    self._current = records
+                    yield records
                 # the caller is done with this step's records: free them before the job runs
                 # again, so it reuses their memory (still in the processor's cache)
                 self._current = records = []

@@ -79,14 +79,25 @@ class QueueSink(Sink):
         self.released: dict[int, int] = {}  # subtask -> newest checkpoint id handed out
         self.started: set[int] = set()  # subtasks opened at least once (restarts are logged)
         self._ended: set[int] = set()  # subtasks whose end take() has seen
-        self._watching = False  # take() wakes up when the job ends
+        self._watching = False  # wait_ready() wakes up when the job ends
+        self._blocked = False  # a writer waits for room in the channel
 
     def create_operator(self, name: str) -> StreamOperator:
         return _QueueSinkOperator(name, self)
 
     async def put(self, item: Any) -> None:
         async with self.lock:
-            await self._channel.put(item)
+            channel = self._channel
+            size = channel.size
+            if size and size + (len(item[0]) if type(item) is tuple else 1) > channel.capacity:
+                # this put waits for room (the channel's rule; it has no byte budget): a
+                # consumer waiting for a full step (``wait_ready``) takes what is queued now
+                self._blocked = True
+                self._gate.wake()
+            try:
+                await channel.put(item)
+            finally:
+                self._blocked = False
 
     def _open(self) -> bool:
         return self.parallelism is None or len(self._ended) < self.parallelism
@@ -94,41 +105,53 @@ class QueueSink(Sink):
     def _ended_item(self, item: Any) -> None:
         self._ended.add(item.subtask)
 
-    async def take(self, client: JobClient, at_least: int = 1, linger_s: float = 0.01) -> list[Any] | None:
-        """The records queued, as one new list, once there are ``at_least``, or ``linger_s``
-        after the first of them arrived, or the input ended; ``None`` once every writer has
-        ended and nothing is left. Raises the job's error (after the records before it)."""
-        out: list[Any] = []
+    async def wait_ready(self, client: JobClient, at_least: int, linger_s: float = 0.01) -> None:
+        """Return once the queued records make a step for :meth:`take_ready`: ``at_least`` of
+        them, or a writer waits for room, or the job has ended, or ``linger_s`` has passed since
+        records were first seen queued. Takes nothing: while the consumer is not running the
+        loop, the job cannot run ahead of what the channel holds."""
         job = client._task
+        channel = self._channel
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         timer: asyncio.TimerHandle | None = None
         try:
-            while self._open():
-                polled = self._gate.poll()
-                if polled is None:
-                    if out and (len(out) >= at_least or (deadline is not None and loop.time() >= deadline)):
-                        return out
-                    if job.done():
-                        if out:
-                            return out
-                        job.result()  # raises the job's error
-                        return None
-                    self._watch(job)
-                    if out and timer is None:
-                        deadline = loop.time() + linger_s
-                        timer = loop.call_at(deadline, self._gate.wake)
-                    await self._gate.wait()
-                    continue
-                item = polled[1]
-                if type(item) is tuple:
-                    out += item[0]
-                else:
-                    self._ended_item(item)
-            return out or None
+            while not (channel.size >= at_least or self._blocked or job.done()):
+                if channel.size and timer is None:
+                    deadline = loop.time() + linger_s
+                    timer = loop.call_at(deadline, self._gate.wake)
+                elif deadline is not None and loop.time() >= deadline:
+                    return
+                self._watch(job)
+                await self._gate.wait_notified()
         finally:
             if timer is not None:
                 timer.cancel()
+
+    def take_ready(self, client: JobClient) -> list[Any] | None:
+        """What is queued now, as one new list (taking it makes room: the writers resume when
+        the loop runs again); ``None`` once every writer has ended and nothing is left. Raises
+        the job's error once the records before it were taken."""
+        out: list[Any] = []
+        poll = self._gate.poll
+        while self._open():
+            polled = poll()
+            if polled is None:
+                break
+            item = polled[1]
+            if type(item) is tuple:
+                out += item[0]
+            else:
+                self._ended_item(item)
+        if out:
+            return out
+        if not self._open():
+            return None
+        job = client._task
+        if job.done():
+            job.result()  # raises the job's error
+            return None
+        return out
 
     async def drain(self, client: JobClient) -> AsyncIterator[Any]:
         job = client._task

@@ -330,6 +330,10 @@ class InputGate:
         if not self._ready:
             await self._waker.wait()
 
+    async def wait_notified(self) -> None:
+        """Wait for the next item written to any channel, or ``wake``, whatever is queued."""
+        await self._waker.wait()
+
     def pause(self, index: int) -> None:
         self.channels[index]._paused = True
 
