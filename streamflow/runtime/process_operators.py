@@ -27,7 +27,7 @@ from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from .item_getters import item_getter
 from .loop_budget import yield_point
 from .operator import StreamOperator
-from .timer_checkpoints import TimerCheckpoints, from_plain, is_incremental, read_chains
+from .timer_checkpoints import TimerCheckpoints, TimerRestore, is_incremental
 from .timers import Timer, TimerService
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class TimerOperator(StreamOperator):
         self.key_selector = item_getter(key_selector) or key_selector  # lambda e: e[0] runs in C
         self.timers = TimerService()
         self._timer_ck: TimerCheckpoints | None = None  # incremental timer checkpoints (heap)
+        self._timer_restore: TimerRestore | None = None  # restored timers not registered yet
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
         self._quiesced = False  # batch mode, at the end of input: new processing timers are ignored
@@ -338,15 +339,6 @@ class TimerOperator(StreamOperator):
                 codec=getattr(restored, "codec", None),
             )
         dec = self.decode_namespace
-        ck = self._timer_ck
-        chains = [s["timers"] for s in states if is_incremental(s["timers"])]
-        if chains:  # incremental timer checkpoints (timer_checkpoints.py), in registration order
-            plain = read_chains(
-                chains, getattr(restored, "read_shared", None), getattr(restored, "codec", None), groups, maxp
-            )
-            self.timers.restore(
-                {domain: [from_plain(p, dec) for p in timers] for domain, timers in plain.items()}
-            )
         for s in states:
             if is_incremental(s["timers"]):
                 continue
@@ -357,16 +349,37 @@ class TimerOperator(StreamOperator):
                 for domain, e in s["timers"].items()
             }
             self.timers.restore(timers, owns_key)
-        if ck is not None:
-            ck.restored()
-        if rocks is not None:
-            self._schedule_next_processing_time()
+        chains = [s["timers"] for s in states if is_incremental(s["timers"])]
+        if not chains:
+            self._timers_restored()
+            return
+        # incremental timer checkpoints: files read now, timers registered by the task before
+        # its operators open, in slices (timer_checkpoints.TimerRestore)
+        read_shared, codec = getattr(restored, "read_shared", None), getattr(restored, "codec", None)
+        done = self._timers_restored
+        restore = TimerRestore(self.timers, chains, read_shared, codec, groups, maxp, dec, done)
+        if getattr(self.backend, "defer_restore", False):
+            self._timer_restore = restore
         else:
-            for ts, _key, _namespace in self.timers.snapshot()["processing_time"]:
-                if ts not in self._scheduled:
-                    self._scheduled.add(ts)
-                    self.ctx.processing_time.register(ts, self._on_processing_time)
-        # (a chain restore decodes later (Task.run): its key kinds are checked with the first record)
+            restore.finish_now()
+
+    async def finish_restore(self) -> None:
+        """The task, before opening its operators: register restored timers in slices."""
+        restore, self._timer_restore = self._timer_restore, None
+        if restore is not None:
+            await restore.finish()
+
+    def _timers_restored(self) -> None:
+        """Every timer is back: the next timer checkpoint is a base; processing time wakes."""
+        if self._timer_ck is not None:
+            self._timer_ck.restored()
+        if self._rocks is not None:
+            self._schedule_next_processing_time()
+            return
+        for ts, _key, _namespace in self.timers.snapshot()["processing_time"]:
+            if ts not in self._scheduled:
+                self._scheduled.add(ts)
+                self.ctx.processing_time.register(ts, self._on_processing_time)
 
     def check_key_type(self, records: list, attr: str = "key_selector") -> Callable[[Any], Any]:
         """Once, on the first records: the key selector named ``attr`` is replaced by one giving

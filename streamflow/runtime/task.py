@@ -234,6 +234,10 @@ class Task:
             if getattr(backend, "restore_pending", False):
                 await backend.finish_restore()
                 self._restored_state = True
+        for op in self.operators:  # restored timers (TimerOperator.finish_restore)
+            finish = getattr(op, "finish_restore", None)
+            if finish is not None:
+                await finish()
 
     def _seal_dirty(self) -> None:
         """A loop budget chore (and, the sealing only, before each idle wait): keyed backends

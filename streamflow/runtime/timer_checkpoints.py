@@ -60,7 +60,7 @@ from ..state.key_groups import key_group_of
 from .loop_budget import yield_point
 from .timers import TimerService
 
-__all__ = ["TimerCheckpoints", "from_plain", "is_incremental", "plain_form", "read_chains"]
+__all__ = ["TimerCheckpoints", "TimerRestore", "from_plain", "is_incremental", "plain_form", "read_chains"]
 
 EVENT, PROCESSING = "event_time", "processing_time"
 KINDS = {EVENT: "timers", PROCESSING: "timers"}
@@ -220,6 +220,95 @@ def is_incremental(timers: Any) -> bool:
     return isinstance(timers, dict) and "incremental" in timers
 
 
+class TimerRestore:
+    """A restore of timers from incremental chains, in steps (as ``state/deferred_restore.py``
+    does for keyed state): every file is read (verified) and its header checked when made,
+    at the job's build; :meth:`finish` (the task, before its operators open) applies one
+    frame per step, then orders the timers by seq and registers :data:`incremental.CHUNK`
+    of them per step, pausing through the loop budget; :meth:`finish_now` does it at once.
+    ``decode``: the namespace decoding (None: timers are registered in plain form);
+    ``on_done`` runs after the last timer is registered."""
+
+    def __init__(
+        self,
+        timers: TimerService,
+        descriptors: list[dict[str, Any]],
+        read_shared: Callable[[str], bytes] | None,
+        codec: Any,
+        groups: range,
+        max_parallelism: int,
+        decode: Callable[[Any], Any] | None,
+        on_done: Callable[[], None],
+    ) -> None:
+        if read_shared is None or codec is None:
+            raise ValueError("incremental timers can only be restored from checkpoint storage")
+        self.timers, self.decode, self.on_done = timers, decode, on_done
+        self.tables: dict[str, dict[tuple, int]] = {EVENT: {}, PROCESSING: {}}
+
+        def group(timer: tuple) -> int:
+            return key_group_of(timer[1], max_parallelism)
+
+        self.files = []
+        for desc in descriptors:
+            for name in desc["chain"]:  # read and verified now (a damaged file fails the build)
+                steps = _inc.apply_file_slices(read_shared(name), self._table, codec, groups, group, set())
+                self._step(name, steps)  # the header
+                self.files.append((name, steps))
+        self._steps: Iterator[None] | None = self._run()
+
+    def _table(self, name: str, kind: str) -> dict:
+        if kind != "timers" or name not in self.tables:
+            raise ValueError(f"not a timer table: {name!r} ({kind})")
+        return self.tables[name]
+
+    @staticmethod
+    def _step(name: str, steps: Iterator[None]) -> bool:
+        try:
+            next(steps)
+        except StopIteration:
+            return False
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            msg = f"timer file {name!r} of an incremental checkpoint is damaged: {type(e).__name__}: {e}"
+            raise CorruptCheckpointError(msg, name) from e
+        return True
+
+    def _run(self) -> Iterator[None]:
+        for name, steps in self.files:
+            while self._step(name, steps):
+                yield
+        self.files = []
+        decode, chunk = self.decode, _inc.CHUNK
+        for name, table in self.tables.items():
+            seqs = list(table.values())
+            yield
+            # in seq order: a table's order already, unless a delta set again a timer its base
+            # held (it kept the base's place)
+            in_order = seqs == sorted(seqs)
+            ordered = list(table) if in_order else [t for t, _s in sorted(table.items(), key=_SEQ)]
+            self.tables[name] = {}
+            yield
+            for start in range(0, len(ordered), chunk):
+                part = ordered[start : start + chunk]
+                self.timers.restore({name: part if decode is None else [from_plain(p, decode) for p in part]})
+                yield
+        self.on_done()
+
+    def __bool__(self) -> bool:
+        return self._steps is not None
+
+    def finish_now(self) -> None:
+        steps, self._steps = self._steps, None
+        if steps is not None:
+            for _ in steps:
+                pass
+
+    async def finish(self) -> None:
+        steps, self._steps = self._steps, None
+        if steps is not None:
+            for _ in steps:
+                await yield_point()
+
+
 def read_chains(
     descriptors: list[dict[str, Any]],
     read_shared: Callable[[str], bytes] | None,
@@ -228,25 +317,17 @@ def read_chains(
     max_parallelism: int,
 ) -> dict[str, list[tuple]]:
     """The plain timers of these snapshots' chains whose key is in ``groups``, per domain,
-    in registration order (see the module doc)."""
-    if read_shared is None or codec is None:
-        raise ValueError("incremental timers can only be restored from checkpoint storage")
-    tables: dict[str, dict[tuple, int]] = {EVENT: {}, PROCESSING: {}}
+    in registration order (see the module doc; a restore uses :class:`TimerRestore`)."""
+    out: dict[str, list[tuple]] = {EVENT: [], PROCESSING: []}
 
-    def table(name: str, kind: str) -> dict:
-        if kind != "timers" or name not in tables:
-            raise ValueError(f"not a timer table: {name!r} ({kind})")
-        return tables[name]
+    class _Collect:
+        def restore(self, data: dict[str, list[tuple]]) -> None:
+            for name, timers in data.items():
+                out[name] += timers
 
-    def group(timer: tuple) -> int:
-        return key_group_of(timer[1], max_parallelism)
-
-    for desc in descriptors:
-        for name in desc["chain"]:
-            data = read_shared(name)  # verified against the checkpoint's metadata
-            try:
-                _inc.apply_file(data, table, codec, groups, group)
-            except (ValueError, TypeError, KeyError, IndexError) as e:
-                msg = f"timer file {name!r} of an incremental checkpoint is damaged: {type(e).__name__}: {e}"
-                raise CorruptCheckpointError(msg, name) from e
-    return {name: [t for t, _seq in sorted(t.items(), key=_SEQ)] for name, t in tables.items()}
+    restore = TimerRestore(
+        cast(TimerService, _Collect()), descriptors, read_shared, codec, groups, max_parallelism,
+        None, lambda: None,
+    )  # fmt: skip
+    restore.finish_now()
+    return out
