@@ -9,7 +9,11 @@ held the loop (the loop thread's CPU time between two 5 ms heartbeats, so a load
 preemption does not count) and the checkpoints completed; then the overhead with PASS/MISS
 against issue 12's targets (at most 10 % CPU, at most 50 ms hold), and the load average.
 
-Usage: python bench/timer_checkpoints.py [--keys 300000] [--records 900000] [--repeat 3]
+``--no-state`` drops the ``ValueState`` (a timer per key and nothing else), to see what the
+timers' checkpoints cost alone; with the state, each checkpoint also writes the keys whose count
+changed (most of them: every key gets a record every ``keys`` records).
+
+Usage: python bench/timer_checkpoints.py [--keys 300000] [--records 900000] [--repeat 3] [--no-state]
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OVERHEAD_TARGET, HOLD_TARGET_MS = 0.10, 50.0
 
 
-def child(keys: int, records: int, checkpoints: bool) -> dict[str, Any]:
+def child(keys: int, records: int, checkpoints: bool, state: bool) -> dict[str, Any]:
     import streamflow as sf
 
     class TimerPerKey(sf.KeyedProcessFunction):
@@ -46,6 +50,14 @@ def child(keys: int, records: int, checkpoints: bool) -> dict[str, Any]:
         def on_timer(self, ts: int, ctx: Any) -> Any:
             yield ctx.get_current_key(), self.count.value()
 
+    class TimerOnly(sf.KeyedProcessFunction):  # --no-state: what the timers alone cost
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            ctx.timer_service().register_event_time_timer(10**12)
+            return ()
+
+        def on_timer(self, ts: int, ctx: Any) -> Any:
+            yield ctx.get_current_key(), ts
+
     async def main() -> dict[str, Any]:
         env = sf.StreamExecutionEnvironment()
         if checkpoints:
@@ -59,7 +71,7 @@ def child(keys: int, records: int, checkpoints: bool) -> dict[str, Any]:
             env.from_collection(lambda: ((i % keys, i // 1000) for i in range(records)))
             .assign_timestamps_and_watermarks(strategy)
             .key_by(lambda r: r[0])
-            .process(TimerPerKey())
+            .process(TimerPerKey() if state else TimerOnly())
             .add_sink(lambda r: fired.__setitem__(0, fired[0] + 1))
         )
         cpu, hold_ms, result = await run_with_heartbeat(env, "timers")
@@ -73,9 +85,10 @@ def child(keys: int, records: int, checkpoints: bool) -> dict[str, Any]:
     return asyncio.run(main())
 
 
-def run(keys: int, records: int, checkpoints: bool) -> dict[str, Any]:
+def run(keys: int, records: int, checkpoints: bool, state: bool) -> dict[str, Any]:
+    mode = "ck" if checkpoints else "none"
     out = subprocess.run(
-        [sys.executable, __file__, "--child", str(keys), str(records), "ck" if checkpoints else "none"],
+        [sys.executable, __file__, "--child", str(keys), str(records), mode, "state" if state else "timers"],
         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -83,26 +96,31 @@ def run(keys: int, records: int, checkpoints: bool) -> dict[str, Any]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print(json.dumps(child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "ck")))
+        keys, records, mode, state = sys.argv[2:6]
+        print(json.dumps(child(int(keys), int(records), mode == "ck", state == "state")))
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--keys", type=int, default=300_000)
     parser.add_argument("--records", type=int, default=900_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-state", action="store_true", help="timers only, no ValueState")
     args = parser.parse_args()
     runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
     for _ in range(args.repeat):
         for mode in (False, True):
-            runs[mode].append(run(args.keys, args.records, mode))
+            runs[mode].append(run(args.keys, args.records, mode, not args.no_state))
     cpu = {mode: statistics.median(r["cpu"] for r in rs) for mode, rs in runs.items()}
     hold = {mode: max(r["hold_ms"] for r in rs) for mode, rs in runs.items()}
-    print(f"{args.keys:,} keys with a timer each, {args.records:,} records, load {os.getloadavg()}")
+    what = "a timer each, no state" if args.no_state else "a timer and a ValueState each"
+    print(f"{args.keys:,} keys with {what}, {args.records:,} records, load {os.getloadavg()}")
     for mode in (False, True):
         label = "checkpoint every 1 s" if mode else "no checkpoints"
         cks = [r["checkpoints"] for r in runs[mode]]
         print(f"  {label:22} CPU {cpu[mode]:6.2f} s (median)  longest hold {hold[mode]:6.1f} ms  "
               f"checkpoints {cks}")
     overhead = cpu[True] / cpu[False] - 1
+    per_ck = (cpu[True] - cpu[False]) / max(1.0, statistics.median(r["checkpoints"] for r in runs[True]))
+    print(f"  CPU per checkpoint {per_ck * 1000:.0f} ms (difference of the medians / median checkpoints)")
     held = "PASS" if hold[True] <= HOLD_TARGET_MS else "MISS"
     print(f"  overhead {overhead:+.1%} (target <= {OVERHEAD_TARGET:.0%}: "
           f"{'PASS' if overhead <= OVERHEAD_TARGET else 'MISS'}); longest hold with checkpoints "
