@@ -77,6 +77,22 @@ class Timers(sf.KeyedProcessFunction):
         yield (ctx.get_current_key(), ts, *what)
 
 
+class FarTimers(Timers):
+    """Timers, and a timer per key at the end of time set by the key's first record: many
+    live timers, few changes between two checkpoints (deltas, not bases)."""
+
+    def open(self, ctx: Any) -> None:
+        super().open(ctx)
+        self.seen = ctx.get_state(sf.ValueStateDescriptor("seen"))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if self.seen.value() is None:
+            self.seen.update(True)
+            ctx.timer_service().register_event_time_timer(10**9)
+            self.due.put(10**9, ("far", value[1]))
+        return super().process_element(value, ctx)
+
+
 class EarlyAndEnd(Trigger):
     """Fires a window at max_timestamp - 1 (an extra timer; no element of this job lies
     between it and the end, so it sees every element) and at its end (purging)."""
@@ -106,6 +122,9 @@ class Describe(sf.ProcessWindowFunction):
         yield (key, context.window().start, context.window().end, len(values), sum(values))
 
 
+MANY = [(f"k{i % 3_000}", i) for i in range(4_000)]
+
+
 def pipeline(source: Any, kind: str, out: list) -> None:
     ws = sf.WatermarkStrategy.for_generator(EveryRecord).with_timestamp_assigner(lambda r, _ts: r[1] * 2)
     keyed = (
@@ -113,18 +132,18 @@ def pipeline(source: Any, kind: str, out: list) -> None:
         .assign_timestamps_and_watermarks(ws).uid("wm").set_parallelism(1)
         .key_by(lambda r: r[0])
     )  # fmt: skip
-    if kind == "process":
-        keyed.process(Timers()).uid("op").add_sink(out.append)
+    if kind in ("process", "far"):
+        keyed.process(Timers() if kind == "process" else FarTimers()).uid("op").add_sink(out.append)
     else:
         windows = SlidingEventTimeWindows.of(Time.milliseconds(120), Time.milliseconds(40))
         keyed.window(windows).trigger(EarlyAndEnd()).process(Describe()).uid("op").add_sink(out.append)
 
 
-def env_for(tmp_path: Path, parallelism: int) -> sf.StreamExecutionEnvironment:
+def env_for(tmp_path: Path, parallelism: int, max_chain: int = 2) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
     env.enable_checkpointing(3_600_000)  # only the checkpoints the test triggers
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
-    cfg.set_max_retained_checkpoints(2).enable_incremental_checkpoints(True, max_chain=2)
+    cfg.set_max_retained_checkpoints(2).enable_incremental_checkpoints(True, max_chain=max_chain)
     return env
 
 
@@ -180,6 +199,47 @@ async def test_timers_restored_from_a_chain_fire_exactly_once(
     second = await restored_run(tmp_path, kind, after)
     assert second, "the restored run emitted nothing: the test would not see lost timers"
     assert Counter(first) + Counter(second) == await reference(kind)
+
+
+async def test_a_savepoint_between_incremental_checkpoints(tmp_path: Path) -> None:
+    """A savepoint between incremental checkpoints (a delta whose chain the storage copies)
+    restores exactly, at another parallelism; and it moves nothing: the checkpoints after it
+    still hold every change since the checkpoint before it (3,000 live timers, about 250
+    changes between two checkpoints: every checkpoint after the first is a delta)."""
+    stops = [3_000, 3_100, 3_200, 3_300, 3_400]
+    env = env_for(tmp_path, 2, max_chain=8)
+    gates, out = Gates(stops, MANY), []
+    pipeline(env.from_async_iterable(gates.__aiter__), "far", out)
+    client = await env.execute_async("timers")
+    SEEN.clear()
+    savepoint, at_savepoint = "", []
+    for n, stop in enumerate(stops):
+        await wait_until(lambda stop=stop: gates.at == stop and len(SEEN) == stop)  # type: ignore[misc]
+        if n == 2:
+            savepoint, at_savepoint = await client.trigger_savepoint(str(tmp_path / "sp")), list(out)
+        else:
+            await client.trigger_checkpoint()
+        if stop != stops[-1]:
+            gates.release()
+    await asyncio.wait_for(client.cancel(), 30)
+    files = timer_files(tmp_path)
+    assert sum("-delta-" in f for f in files) >= 4, files  # two subtasks, each ending in deltas
+    ref_env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    reference_out: list = []
+    pipeline(ref_env.from_collection(MANY), "far", reference_out)
+    await (await ref_env.execute_async("ref")).get_job_execution_result()
+    expected = Counter(reference_out)
+    for directory, restore_from, before in (
+        (tmp_path, None, out),
+        (tmp_path / "sp-run", savepoint, at_savepoint),
+    ):
+        env2 = env_for(directory, 3, max_chain=8)
+        if restore_from is not None:
+            env2.configure({"execution.savepoint.path": restore_from})
+        second: list = []
+        pipeline(env2.from_async_iterable(Gates([], MANY).__aiter__), "far", second)
+        await (await env2.execute_async("timers")).get_job_execution_result()
+        assert Counter(before) + Counter(second) == expected, restore_from
 
 
 # ------------------------------------------------------------------ table tests
