@@ -211,3 +211,46 @@ async def test_running_counts_only_tasks_that_work() -> None:
     except BaseException:
         pass  # how a cancelled job reports does not matter here
     assert budget.running == 0
+
+
+async def test_the_chores_of_a_pause_count_against_the_next_slice() -> None:
+    """Chores run at a pause, before the loop's free iterations: the job's work, so the next
+    slice is shorter by what they took (the loop is held budget, not budget plus chores)."""
+    clock = SetClock()
+    budget = LoopBudget(10, clock)
+
+    def chore() -> None:
+        clock.t += 0.003
+
+    budget.chores.append(chore)
+    clock.t = 0.010
+    await budget.pause()
+    assert budget.deadline == pytest.approx(clock.t + 0.010 - 0.003)
+    budget.chores.append(lambda: setattr(clock, "t", clock.t + 0.020))  # never more than half
+    clock.t = budget.deadline
+    await budget.pause()
+    assert budget.deadline == pytest.approx(clock.t + 0.005)
+
+
+async def test_the_first_piece_of_a_long_step_expects_the_task_s_last_piece() -> None:
+    """A long step (a checkpoint capture) calls yield_point before its first piece; with no
+    piece just measured (other work ran since), it expects one as long as the last piece this
+    task measured: with 3 ms of the slice left and 4 ms pieces, it pauses first (it used to
+    start the piece and overrun the slice by up to a piece)."""
+    clock = SetClock()
+    budget = LoopBudget(10, clock)
+
+    async def steps() -> list[int]:
+        bind(budget)
+        await yield_point()  # the first step begins
+        clock.t += 0.004
+        await yield_point()  # one 4 ms piece measured
+        slices = [budget.slices]
+        clock.t += 0.050  # other work (batches, pauses) since this task's last piece
+        budget.deadline = clock.t + 0.003
+        await yield_point()  # the next step begins with 3 ms left
+        slices.append(budget.slices)
+        return slices
+
+    before, after = await asyncio.ensure_future(steps())
+    assert after == before + 1

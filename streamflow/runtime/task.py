@@ -51,7 +51,7 @@ from .events import (
     WatermarkStatus,
 )
 from .gc_policy import GC_POLICY, collect_young_when_idle
-from .loop_budget import LoopBudget, bind
+from .loop_budget import LoopBudget, bind, yield_point
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
 from .watermark_valve import WatermarkValve
@@ -147,7 +147,11 @@ class Task:
             return uploads
         for backend in self._keyed_backends():
             capture = getattr(backend, "capture", None)
-            if capture is not None and (upload := await capture(checkpoint_id, savepoint)) is not None:
+            if capture is None:
+                continue
+            # a fresh slice first when the last capture piece would not fit in what is left
+            await yield_point()
+            if (upload := await capture(checkpoint_id, savepoint)) is not None:
                 uploads.append(upload)
         for op in self.operators:  # operators' own incremental state (timers: timer_checkpoints.py)
             capture = getattr(op, "capture_shared", None)
