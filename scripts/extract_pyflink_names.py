@@ -7,6 +7,8 @@ Usage: pip download apache-flink==2.3.0 --no-deps -d /tmp/pyflink
            > tests/pyflink_material/pyflink_imported_names.json
        python scripts/extract_pyflink_names.py --members /tmp/pyflink/apache_flink-2.3.0-*.whl \
            > tests/pyflink_material/pyflink_members.json
+       python scripts/extract_pyflink_names.py --signatures /tmp/pyflink/apache_flink-2.3.0-*.whl \
+           > tests/pyflink_material/pyflink_signatures.json
 
 ``--members``: for each class those modules export, its public members (methods, nested
 classes and their members as ``Outer.inner``, class-level names such as enum members), from
@@ -117,9 +119,37 @@ def class_members(cls: ast.ClassDef, prefix: str = "") -> list[str]:
     return out
 
 
-def members(zf: zipfile.ZipFile, exported: dict[str, list[str]]) -> dict[str, list[str]]:
-    """``{"module.Class": [member, ...]}`` for every class the modules export (each class once,
-    under the first module, in MODULES order, that exports it)."""
+def signature(node: ast.FunctionDef) -> dict[str, object]:
+    """A method's parameters (without self/cls), how many are required, and whether it takes
+    ``*args``/``**kwargs``."""
+    args = node.args
+    positional = [a.arg for a in args.posonlyargs + args.args]
+    required = len(positional) - len(args.defaults)
+    if positional and positional[0] in ("self", "cls"):
+        positional, required = positional[1:], required - 1
+    return {
+        "params": positional + [a.arg for a in args.kwonlyargs],
+        "required": max(required, 0),
+        "varargs": args.vararg is not None,
+        "varkw": args.kwarg is not None,
+    }
+
+
+def signatures(zf: zipfile.ZipFile, exported: dict[str, list[str]]) -> dict[str, dict[str, object]]:
+    """``{"module.Class": {method: signature}}`` for the public methods of the exported classes."""
+    out: dict[str, dict[str, object]] = {}
+    for key, cls in _exported_classes(zf, exported):
+        methods = {
+            n.name: signature(n)
+            for n in cls.body
+            if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
+        }
+        if methods:
+            out[key] = methods
+    return out
+
+
+def _exported_classes(zf: zipfile.ZipFile, exported: dict[str, list[str]]) -> list[tuple[str, ast.ClassDef]]:
     definitions: dict[str, ast.ClassDef] = {}
     for path in sorted(zf.namelist()):
         if not path.startswith("pyflink/") or not path.endswith(".py") or "/tests/" in path:
@@ -129,19 +159,25 @@ def members(zf: zipfile.ZipFile, exported: dict[str, list[str]]) -> dict[str, li
         for node in ast.parse(zf.read(path).decode()).body:
             if isinstance(node, ast.ClassDef):
                 definitions.setdefault(node.name, node)
-    out: dict[str, list[str]] = {}
+    out: list[tuple[str, ast.ClassDef]] = []
     seen: set[str] = set()
     for module in MODULES:
         for name in exported[module]:
-            if name in seen or name not in definitions:
-                continue
-            seen.add(name)
-            if listed := class_members(definitions[name]):
-                out[f"{module}.{name}"] = listed
+            if name not in seen and name in definitions:
+                seen.add(name)
+                out.append((f"{module}.{name}", definitions[name]))
     return out
 
 
-def main(wheel: str, imported: bool = False, with_members: bool = False) -> None:
+def members(zf: zipfile.ZipFile, exported: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``{"module.Class": [member, ...]}`` for every class the modules export (each class once,
+    under the first module, in MODULES order, that exports it)."""
+    return {key: listed for key, cls in _exported_classes(zf, exported) if (listed := class_members(cls))}
+
+
+def main(
+    wheel: str, imported: bool = False, with_members: bool = False, with_signatures: bool = False
+) -> None:
     out: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
     with zipfile.ZipFile(wheel) as zf:
@@ -151,6 +187,10 @@ def main(wheel: str, imported: bool = False, with_members: bool = False) -> None
             path = f"{path}/__init__.py" if f"{path}/__init__.py" in files else f"{path}.py"
             sources[module] = zf.read(path).decode()
             out[module] = public_names(sources[module])
+        if with_signatures:
+            json.dump(signatures(zf, out), sys.stdout, indent=1, sort_keys=True)
+            sys.stdout.write("\n")
+            return
         if with_members:
             json.dump(members(zf, out), sys.stdout, indent=1, sort_keys=True)
             sys.stdout.write("\n")
@@ -167,4 +207,5 @@ def main(wheel: str, imported: bool = False, with_members: bool = False) -> None
 
 
 if __name__ == "__main__":
-    main(sys.argv[-1], imported="--imported" in sys.argv[1:], with_members="--members" in sys.argv[1:])
+    flags = sys.argv[1:]
+    main(sys.argv[-1], "--imported" in flags, "--members" in flags, "--signatures" in flags)

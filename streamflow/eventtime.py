@@ -334,8 +334,10 @@ class WatermarkStrategy:
             raise TypeError(f"factory must be callable: {factory!r}")
         return WatermarkStrategy(factory)
 
-    def with_timestamp_assigner(self, assigner: TimestampAssigner | Callable[..., int]) -> WatermarkStrategy:
-        return replace(self, timestamp_assigner=_as_assigner(assigner))
+    def with_timestamp_assigner(
+        self, timestamp_assigner: TimestampAssigner | Callable[..., int]
+    ) -> WatermarkStrategy:
+        return replace(self, timestamp_assigner=_as_assigner(timestamp_assigner))
 
     def with_idleness(self, idle_timeout: Duration) -> WatermarkStrategy:
         return replace(self, idle_timeout_ms=to_millis(idle_timeout, "idle timeout", 1))

@@ -82,7 +82,7 @@ class BlockingJobClient:
         return self._submit(self._client.cancel())
 
     def trigger_savepoint(self, savepoint_directory: str | None = None) -> concurrent.futures.Future[Any]:
-        return self._submit(self._client.trigger_savepoint(self._directory(savepoint_directory)))
+        return self._submit(self._client.trigger_savepoint(savepoint_directory))
 
     def stop_with_savepoint(
         self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
@@ -91,19 +91,9 @@ class BlockingJobClient:
         the job ends without the final watermark)."""
         if advance_to_end_of_event_time:
             _log.info("stop_with_savepoint: advance_to_end_of_event_time is not applied (no final watermark)")
-        directory = self._directory(savepoint_directory)
-
         async def stop() -> str:
-            path = await self._client.trigger_savepoint(directory)
+            path = await self._client.trigger_savepoint(savepoint_directory)
             await self._client.cancel()
             return str(path)
 
         return self._submit(stop())
-
-    def _directory(self, savepoint_directory: str | None) -> str:
-        directory = savepoint_directory or self._env.get_default_savepoint_directory()
-        if directory is None:
-            raise ValueError(
-                "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
-            )
-        return str(directory)

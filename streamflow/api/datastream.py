@@ -179,18 +179,18 @@ class DataStream(DataStreamSurface):
             inputs.extend(s._inputs)
         return typed(_Union(self._env, inputs, [self, *streams]), self._type_info)
 
-    def connect(self, data_stream: Any) -> Any:
+    def connect(self, ds: Any) -> Any:
         """Two streams into one two-input operator (co-map, co-flat-map, co-process); with a
         ``BroadcastStream``, the broadcast state pattern (``api/broadcast.py``)."""
         from .broadcast import BroadcastConnectedStream, BroadcastStream
         from .connected import ConnectedStreams
 
-        if isinstance(data_stream, BroadcastStream):
-            return BroadcastConnectedStream(self, data_stream)
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
 
-        if data_stream._env is not self._env:
+        if ds._env is not self._env:
             raise GraphError("connect() of streams from different environments")
-        return ConnectedStreams(self, data_stream)
+        return ConnectedStreams(self, ds)
 
     def _partitioned(self, partitioning: Partitioning, **edge: Any) -> DataStream:
         return _Partitioned(self, partitioning, **edge)
@@ -198,9 +198,14 @@ class DataStream(DataStreamSurface):
     def rebalance(self) -> DataStream:
         return _Partitioned(self, Partitioning.REBALANCE)
 
-    def broadcast(self, *broadcast_state_descriptors: Any) -> Any:
+    def broadcast(
+        self, broadcast_state_descriptor: Any = None, *other_broadcast_state_descriptors: Any
+    ) -> Any:
         """Every record to every subtask of the next operator; with ``MapStateDescriptor``s,
         a ``BroadcastStream`` for the broadcast state pattern (``connect()`` it)."""
+        broadcast_state_descriptors = (
+            () if broadcast_state_descriptor is None else (broadcast_state_descriptor,)
+        ) + other_broadcast_state_descriptors
         if broadcast_state_descriptors:
             from .broadcast import BroadcastStream
 
@@ -228,16 +233,20 @@ class DataStream(DataStreamSurface):
             factory = OperatorFactory("Sink", lambda f: SinkOperator("Sink", f), sink)
         return DataStreamSink(self._add("Sink", factory, is_sink=True))
 
-    add_sink = sink_to
+    def add_sink(self, sink_func: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
+        """PyFlink's name (and keyword) for :meth:`sink_to`."""
+        return self.sink_to(sink_func)
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
         """Each record on a line, as PyFlink prints it for the stream's declared type."""
         return self.sink_to(TypedPrintSink(sink_identifier, self._type_info)).name("Print")
 
-    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> CloseableIterator:
+    def execute_and_collect(
+        self, job_execution_name: str = "collect", limit: int | None = None
+    ) -> CloseableIterator:
         """Start the job and iterate over this stream's records as it runs (also a context
         manager; closing it early cancels the job): see ``api/collect.py``."""
-        return execute_and_collect(self, job_name, limit)
+        return execute_and_collect(self, job_execution_name, limit)
 
     async def execute_and_collect_async(
         self, job_name: str = "collect", limit: int | None = None, capacity: int = 4096
@@ -364,11 +373,13 @@ class KeyedStream(KeyedStreamRefusals, DataStream):
     def get_key_selector(self) -> Callable[[Any], Any]:
         return self.key_selector
 
-    def execute_and_collect(self, job_name: str = "collect", limit: int | None = None) -> CloseableIterator:
+    def execute_and_collect(
+        self, job_execution_name: str = "collect", limit: int | None = None
+    ) -> CloseableIterator:
         """As PyFlink's: a keyed stream's records come as ``Row(f0=key, f1=record)``."""
         key_of = self.key_selector
         return DataStream(self._env, self._inputs).map(lambda v: Row(f0=key_of(v), f1=v)).execute_and_collect(
-            job_name, limit
+            job_execution_name, limit
         )
 
     # -- key_by() makes no operator: operator settings are refused, as PyFlink does --------

@@ -99,13 +99,12 @@ class PyFlinkEnvironmentMixin:
         return bool(self.runtime.checkpoint.is_force_unaligned_checkpoints())  # type: ignore[attr-defined]
 
     def set_default_savepoint_directory(self, directory: str) -> Any:
-        """Recorded (``get_default_savepoint_directory``); ``JobClient.trigger_savepoint`` takes
-        its directory as an argument."""
-        self._default_savepoint_directory = str(directory)
+        """Where ``trigger_savepoint()`` without a directory writes the savepoint."""
+        self.runtime.default_savepoint_directory = str(directory)  # type: ignore[attr-defined]
         return self
 
     def get_default_savepoint_directory(self) -> str | None:
-        return getattr(self, "_default_savepoint_directory", None)
+        return self.runtime.default_savepoint_directory  # type: ignore[attr-defined]
 
     def register_slot_sharing_group(self, slot_sharing_group: Any) -> Any:
         """Recorded with its resources: one streamflow process is one slot (docs/pyflink.md)."""

@@ -377,8 +377,10 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
         return stream
 
-    def add_source(self, source: Source, source_name: str = "source", type_info: Any = None) -> DataStream:
-        return self.from_source(source, None, source_name, type_info)
+    def add_source(
+        self, source_func: Source, source_name: str = "source", type_info: Any = None
+    ) -> DataStream:
+        return self.from_source(source_func, None, source_name, type_info)
 
     def read_text_file(self, file_path: str, charset_name: str = "utf-8") -> DataStream:
         from ..connectors.files import FileSource, StreamFormat

@@ -68,6 +68,7 @@ class RuntimeConfig:
     state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
     gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
     batch: bool = False  # a batch job (api/batch.py): processing-time timers fire at the end of input
+    default_savepoint_directory: str | None = None  # trigger_savepoint() without a directory
 
 
 class Execution:

@@ -210,9 +210,15 @@ class JobClient:
         """Take a checkpoint now; returns where it was stored once it completed."""
         return await self.execution.driver.request(CheckpointType.CHECKPOINT, None)
 
-    async def trigger_savepoint(self, savepoint_directory: str) -> str:
-        """Take an aligned savepoint into ``savepoint_directory`` (new or empty)."""
-        return await self.execution.driver.request(CheckpointType.SAVEPOINT, str(savepoint_directory))
+    async def trigger_savepoint(self, savepoint_directory: str | None = None) -> str:
+        """Take an aligned savepoint into ``savepoint_directory`` (new or empty); without one,
+        into the environment's default savepoint directory (``set_default_savepoint_directory``)."""
+        directory = savepoint_directory or self._config.default_savepoint_directory
+        if directory is None:
+            raise ValueError(
+                "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
+            )
+        return await self.execution.driver.request(CheckpointType.SAVEPOINT, str(directory))
 
     async def get_job_execution_result(self) -> JobExecutionResult:
         """Wait for the job to end; raises the job's error if it failed."""

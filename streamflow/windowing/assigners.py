@@ -339,8 +339,8 @@ class EventTimeSessionWindows(_EventTime, _Session):
     """Sessions by element timestamp: activity separated by more than ``gap`` ms of silence."""
 
     @staticmethod
-    def with_gap(gap: Duration) -> EventTimeSessionWindows:
-        return EventTimeSessionWindows(_ms(gap, "gap"))
+    def with_gap(size: Duration) -> EventTimeSessionWindows:
+        return EventTimeSessionWindows(_ms(size, "gap"))
 
     @staticmethod
     def with_dynamic_gap(extractor: Any) -> Any:
@@ -355,8 +355,8 @@ class ProcessingTimeSessionWindows(_ProcessingTime, _Session):
     """Sessions by processing time: activity separated by more than ``gap`` ms of silence."""
 
     @staticmethod
-    def with_gap(gap: Duration) -> ProcessingTimeSessionWindows:
-        return ProcessingTimeSessionWindows(_ms(gap, "gap"))
+    def with_gap(size: Duration) -> ProcessingTimeSessionWindows:
+        return ProcessingTimeSessionWindows(_ms(size, "gap"))
 
     @staticmethod
     def with_dynamic_gap(extractor: Any) -> Any:

@@ -194,8 +194,8 @@ class CountTrigger(Trigger):
             raise ValueError(f"CountTrigger count must be > 0, got {self.max_count}")
 
     @staticmethod
-    def of(max_count: int) -> CountTrigger:
-        return CountTrigger(max_count)
+    def of(window_size: int) -> CountTrigger:
+        return CountTrigger(window_size)
 
     def on_element(self, element: Any, timestamp: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         count = ctx.get_partitioned_state(self.STATE)
