@@ -132,10 +132,11 @@ def test_watermarks_keep_their_place() -> None:
     assert sink.results == [10, 10, 10]
 
 
-def test_async_map_shares_the_bounded_machinery_a_slow_call_holds_one_slot() -> None:
-    """``async def`` map functions run on ``runtime/bounded.py`` as AsyncWaitOperator does:
-    with concurrency 2, one slow call holds one slot while the others pass through the
-    second (chunks of 2 would make every later record wait for it)."""
+def test_async_map_shares_the_async_wait_operator() -> None:
+    """``async def`` map functions run on AsyncWaitOperator's queue (``runtime/async_functions.py``):
+    requests stay in flight across batches (one record a batch here), results leave in input
+    order, and the capacity (``concurrency``) counts the results held back behind a slow head,
+    as Flink's ordered queue does."""
     import asyncio
 
     from streamflow.datastream import StreamExecutionEnvironment
@@ -150,6 +151,8 @@ def test_async_map_shares_the_bounded_machinery_a_slow_call_holds_one_slot() -> 
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
-    with env.from_collection(list(range(6))).map(call, concurrency=2).execute_and_collect() as results:
+    env.set_batch_size(1)
+    with env.from_collection(list(range(6))).map(call, concurrency=3).execute_and_collect() as results:
         assert list(results) == list(range(6))  # input order
-    assert events.index(("start", 5)) < events.index(("end", 0))
+    assert events.index(("start", 2)) < events.index(("end", 0))  # in flight across batches
+    assert events.index(("start", 3)) > events.index(("end", 0))  # 1 and 2 wait behind 0's place

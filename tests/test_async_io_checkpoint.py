@@ -58,9 +58,15 @@ class FailOnceAfterCheckpoint(sf.MapFunction):
         return value
 
 
-@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
+async def _slow_map(value: int) -> int:
+    """An ``async def`` map as slow as SlowLookup: it runs on the same operator."""
+    await asyncio.sleep(0.4 if value % 25 == 0 else 0.001)
+    return value * 10
+
+
+@pytest.mark.parametrize("ordered", [True, False, "async map"], ids=["ordered", "unordered", "async-map"])
 def test_restore_reissues_in_flight_requests_exactly_once(
-    tmp_path: Path, ordered: bool, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, ordered: bool | str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="streamflow.runtime.async_wait")
     chk, out = tmp_path / "chk", tmp_path / "out"
@@ -69,8 +75,13 @@ def test_restore_reissues_in_flight_requests_exactly_once(
     env.get_checkpoint_config().set_checkpoint_storage_dir(chk)
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
     source = env.from_collection(list(range(300))).uid("src").map(_throttle, concurrency=1).uid("throttle")
-    wait = AsyncDataStream.ordered_wait if ordered else AsyncDataStream.unordered_wait
-    results = wait(source, SlowLookup(), Time.seconds(30), capacity=20, output_type=Types.INT()).uid("lookup")
+    if ordered == "async map":  # an async def map shares the AsyncWaitOperator (runtime/async_functions.py)
+        results = source.map(_slow_map, output_type=Types.INT(), concurrency=20).uid("lookup")
+    else:
+        wait = AsyncDataStream.ordered_wait if ordered else AsyncDataStream.unordered_wait
+        results = wait(source, SlowLookup(), Time.seconds(30), capacity=20, output_type=Types.INT()).uid(
+            "lookup"
+        )
     results.map(FailOnceAfterCheckpoint(str(tmp_path), 1500, chk)).uid("fail").sink_to(
         sf.FileSink.for_row_format(str(out), sf.Encoder.simple_string_encoder()).build()
     ).uid("sink")

@@ -21,15 +21,19 @@ from ..functions import (
     SinkFunction,
 )
 from ..graph import Chaining, Edge, GraphError, Partitioning, StreamNode
+from ..runtime.async_functions import AsyncUserFunctionOperator
 from ..runtime.basic_operators import (
     FilterOperator,
     FlatMapOperator,
     MapOperator,
     SinkOperator,
+    UserFunctionOperator,
+    is_async,
     resolve_function,
 )
 from ..runtime.factory import OperatorFactory
 from ..runtime.keyed_operators import KeyedFunctionOperator, aggregation
+from ..runtime.operator import StreamOperator
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 from ..types.row import Row
 from .batch import batch_watermarks, is_batch, reduce_operator_class
@@ -125,7 +129,7 @@ class DataStream(DataStreamSurface):
     ) -> DataStream:
         resolve_function(func, "map", "map()")
         func = with_output_type(func, "map", output_type)
-        factory = OperatorFactory("Map", lambda f: MapOperator("Map", f, concurrency), func)
+        factory = OperatorFactory("Map", _user_function(MapOperator, "Map", "map", concurrency), func)
         return typed(self._one_input("Map", factory), output_type)
 
     def flat_map(
@@ -137,14 +141,17 @@ class DataStream(DataStreamSurface):
     ) -> DataStream:
         resolve_function(func, "flat_map", "flat_map()")
         func = with_output_type(func, "flat_map", output_type)
-        factory = OperatorFactory("FlatMap", lambda f: FlatMapOperator("FlatMap", f, concurrency), func)
+        factory = OperatorFactory(
+            "FlatMap", _user_function(FlatMapOperator, "FlatMap", "flat_map", concurrency), func
+        )
         return typed(self._one_input("FlatMap", factory), output_type)
 
     def filter(
         self, func: FilterFunction | Callable[[Any], Any], *, concurrency: int | None = None
     ) -> DataStream:
         resolve_function(func, "filter", "filter()")
-        factory = OperatorFactory("Filter", lambda f: FilterOperator("Filter", f, concurrency), func)
+        build = _user_function(FilterOperator, "Filter", "filter", concurrency)
+        factory = OperatorFactory("Filter", build, func)
         return typed(self._one_input("Filter", factory), self._type_info)
 
     def process(self, func: ProcessFunction | Callable[..., Any], output_type: Any = None) -> DataStream:
@@ -306,6 +313,20 @@ class _Union(DataStream):
 
     def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
         return [edge for stream in self._streams for edge in stream._edges(partitioning, **kw)]
+
+
+def _user_function(
+    sync: type[UserFunctionOperator], name: str, method: str, concurrency: int | None
+) -> Callable[[Any], StreamOperator]:
+    """The operator of one subtask's copy of a map/filter/flat_map function: an ``async def``
+    one runs on the AsyncWaitOperator's queue (``runtime/async_functions.py``)."""
+
+    def build(function: Any) -> StreamOperator:
+        if is_async(resolve_function(function, method, name)):
+            return AsyncUserFunctionOperator(name, function, method, concurrency)
+        return sync(name, function, concurrency)
+
+    return build
 
 
 class DataStreamSink:
