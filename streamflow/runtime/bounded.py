@@ -1,7 +1,8 @@
 """Bounded concurrency for async user code within one batch: the async methods of
-``CoMapFunction``/``CoFlatMapFunction`` (``two_input_operators.py``, ``basic_operators.py``). ``async def`` map/filter/flat_map functions run on
-``AsyncDataStream``'s ``AsyncWaitOperator`` queue instead (``async_functions.py``), which
-keeps requests in flight across batches and checkpoints (``async_wait.py``).
+``CoMapFunction``/``CoFlatMapFunction`` (``two_input_operators.py``, ``basic_operators.py``).
+``async def`` map/filter/flat_map functions run on ``AsyncDataStream``'s
+``AsyncWaitOperator`` queue instead (``async_functions.py``), which keeps requests in
+flight across batches and checkpoints (``async_wait.py``).
 
 :func:`run_bounded` starts ``call(value)`` for every value of a batch with at most
 ``capacity`` calls in flight at once (a new one starts as soon as one finishes, as in
