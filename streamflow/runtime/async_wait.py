@@ -75,7 +75,9 @@ class AsyncQueueOperator(StreamOperator):
         queue = [
             ["w", e.timestamp] if isinstance(e, Watermark) else ["r", e.value, e.ts] for e in self._queue
         ]
-        return {"subtask": self.ctx.subtask_index, "queue": queue}
+        # rescalable: initialize_state hands the old subtasks' queues out by index (any
+        # parallelism, and a restore where some subtasks had finished and left no state)
+        return {"subtask": self.ctx.subtask_index, "queue": queue, "rescalable": True}
 
     def initialize_state(self, restored: Any | None) -> None:
         if restored is None:
