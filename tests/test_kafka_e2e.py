@@ -122,7 +122,9 @@ async def test_source_reports_offsets_and_consumer_lag_per_partition(kafka):
         .set_starting_offsets(KafkaOffsetsInitializer.earliest())
         .set_value_only_deserializer(SimpleStringSchema()).build()
     )  # fmt: skip
-    env.from_source(source, None, "kafka").uid("kafka-in").rebalance().map(slow).add_sink(lambda v: None)
+    env.from_source(source, None, "kafka").uid("kafka-in").rebalance().map(slow, concurrency=1).add_sink(
+        lambda v: None
+    )  # one call at a time: the consumer is slow (an async map keeps `concurrency` calls in flight)
     env.disable_operator_chaining()
     client = await env.execute_async("lag")
     prefix = f"kafka-in[0].KafkaSourceReader.topic.{src}.partition.0"
