@@ -17,6 +17,7 @@ from ..connectors.sinks import CollectSink
 from ..graph import GraphError, StreamNode
 from ..runtime.operator import StreamOperator
 from .datastream import DataStream
+from .surface import OperatorSettingsRefusals
 
 __all__ = ["CachedDataStream"]
 
@@ -33,7 +34,7 @@ class _CacheSink(CollectSink):
         return super().create_operator(name)
 
 
-class CachedDataStream(DataStream):
+class CachedDataStream(OperatorSettingsRefusals, DataStream):
     def __init__(self, stream: DataStream) -> None:
         if any(not getattr(n.source, "bounded", True) for n, _ in stream._inputs if n.source is not None):
             raise ValueError("cache() needs a bounded stream")
@@ -73,36 +74,3 @@ class CachedDataStream(DataStream):
             f"{what} CachedDataStream is not supported: it reads the cached records of the "
             "stream it caches; set it on that stream's operator before cache()"
         )
-
-    def set_parallelism(self, parallelism: int) -> DataStream:
-        raise self._refuse("Set parallelism for")
-
-    def name(self, name: str) -> DataStream:
-        raise self._refuse("Set name for")
-
-    def get_name(self) -> str:
-        raise self._refuse("Get name of")
-
-    def uid(self, uid: str) -> DataStream:
-        raise self._refuse("Set uid for")
-
-    def set_uid_hash(self, uid_hash: str) -> DataStream:
-        raise self._refuse("Set uid hash for")
-
-    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
-        raise self._refuse("Set max parallelism for")
-
-    def force_non_parallel(self) -> DataStream:
-        raise self._refuse("Set force non-parallel for")
-
-    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
-        raise self._refuse("Set buffer timeout for")
-
-    def start_new_chain(self) -> DataStream:
-        raise self._refuse("Start new chain for")
-
-    def disable_chaining(self) -> DataStream:
-        raise self._refuse("Disable chaining for")
-
-    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
-        raise self._refuse("Setting slot sharing group for")

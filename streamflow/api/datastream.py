@@ -38,7 +38,7 @@ from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 from ..types.row import Row
 from .batch import batch_watermarks, is_batch, reduce_operator_class
 from .collect import execute_and_collect
-from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals
+from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals, OperatorSettingsRefusals
 from .typed import TypedPrintSink, configure_input_type, typed, typed_key_selector, with_output_type
 
 if TYPE_CHECKING:
@@ -363,7 +363,7 @@ class DataStreamSink:
         return self
 
 
-class KeyedStream(KeyedStreamRefusals, DataStream):
+class KeyedStream(KeyedStreamRefusals, OperatorSettingsRefusals, DataStream):
     """A stream partitioned by key: state and timers are scoped to the current key."""
 
     class AccumulateType(enum.Enum):
@@ -409,39 +409,6 @@ class KeyedStream(KeyedStreamRefusals, DataStream):
             f"{what} KeyedStream is not supported. key_by() only partitions the stream and makes no "
             "operator: set it on the operator before key_by() or on the one after it"
         )
-
-    def name(self, name: str) -> DataStream:
-        raise self._refuse("Set name for")
-
-    def get_name(self) -> str:
-        raise self._refuse("Get name of")
-
-    def uid(self, uid: str) -> DataStream:
-        raise self._refuse("Set uid for")
-
-    def set_uid_hash(self, uid_hash: str) -> DataStream:
-        raise self._refuse("Set uid hash for")
-
-    def set_parallelism(self, parallelism: int) -> DataStream:
-        raise self._refuse("Set parallelism for")
-
-    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
-        raise self._refuse("Set max parallelism for")
-
-    def force_non_parallel(self) -> DataStream:
-        raise self._refuse("Set force non-parallel for")
-
-    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
-        raise self._refuse("Set buffer timeout for")
-
-    def start_new_chain(self) -> DataStream:
-        raise self._refuse("Start new chain for")
-
-    def disable_chaining(self) -> DataStream:
-        raise self._refuse("Disable chaining for")
-
-    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
-        raise self._refuse("Setting slot sharing group for")
 
     def _keyed_function(self, method: str, func: Any) -> DataStream | None:
         """A Function object on a keyed stream may use keyed state: run it keyed."""

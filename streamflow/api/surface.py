@@ -23,7 +23,13 @@ from ..types.typeinfo import TupleTypeInfo
 if TYPE_CHECKING:
     from .datastream import DataStream
 
-__all__ = ["CloseableIterator", "DataStreamSurface", "KeyedStreamRefusals", "SlotSharingGroup"]
+__all__ = [
+    "CloseableIterator",
+    "DataStreamSurface",
+    "KeyedStreamRefusals",
+    "OperatorSettingsRefusals",
+    "SlotSharingGroup",
+]
 
 
 class SlotSharingGroup:
@@ -263,3 +269,44 @@ for _name in (
     "cache",
 ):
     setattr(KeyedStreamRefusals, _name, _refuse(_name))
+
+
+class OperatorSettingsRefusals:
+    """Operator settings of a stream that makes no operator of its own (a ``KeyedStream``, a
+    ``CachedDataStream``), refused as PyFlink refuses them; ``_refuse`` words the error."""
+
+    def _refuse(self, what: str) -> GraphError:
+        raise NotImplementedError
+
+    def set_parallelism(self, parallelism: int) -> DataStream:
+        raise self._refuse("Set parallelism for")
+
+    def name(self, name: str) -> DataStream:
+        raise self._refuse("Set name for")
+
+    def get_name(self) -> str:
+        raise self._refuse("Get name of")
+
+    def uid(self, uid: str) -> DataStream:
+        raise self._refuse("Set uid for")
+
+    def set_uid_hash(self, uid_hash: str) -> DataStream:
+        raise self._refuse("Set uid hash for")
+
+    def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        raise self._refuse("Set max parallelism for")
+
+    def force_non_parallel(self) -> DataStream:
+        raise self._refuse("Set force non-parallel for")
+
+    def set_buffer_timeout(self, timeout_millis: int) -> DataStream:
+        raise self._refuse("Set buffer timeout for")
+
+    def start_new_chain(self) -> DataStream:
+        raise self._refuse("Start new chain for")
+
+    def disable_chaining(self) -> DataStream:
+        raise self._refuse("Disable chaining for")
+
+    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStream:
+        raise self._refuse("Setting slot sharing group for")
