@@ -22,6 +22,7 @@ from ..state.keyed import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
+    MapViews,
     ReducingStateDescriptor,
     StateDescriptor,
     ValueStateDescriptor,
@@ -116,12 +117,9 @@ class WindowListState(_WindowState):
         self._table.put(self._window, list(values))
 
 
-class WindowMapState(_WindowState):
+class WindowMapState(MapViews, _WindowState):
     def _map(self) -> dict:
         return dict(self._get({}))
-
-    def get(self, key: Any) -> Any:
-        return self._map().get(key)
 
     def put(self, key: Any, value: Any) -> None:
         self._table.put(self._window, {**self._map(), key: value})
@@ -133,36 +131,6 @@ class WindowMapState(_WindowState):
         entries = self._map()
         entries.pop(key, None)
         self._table.put(self._window, entries)
-
-    def contains(self, key: Any) -> bool:
-        return key in self._map()
-
-    def keys(self) -> list:
-        return list(self._map())
-
-    def values(self) -> list:
-        return list(self._map().values())
-
-    def items(self) -> list:
-        return list(self._map().items())
-
-    def is_empty(self) -> bool:
-        return not self._map()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.keys())
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
 
 
 class WindowReducingState(_WindowState):

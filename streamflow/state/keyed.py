@@ -184,34 +184,23 @@ class ListState(_KeyedState):
             self.clear()
 
 
-class MapState(_KeyedState):
+class MapViews:
+    """The read views and dict protocol of a map state, in terms of its ``_map()``, ``get``,
+    ``put`` and ``remove`` (keyed ``MapState`` and a window's ``WindowMapState``)."""
+
     __slots__ = ()
 
     def _map(self) -> dict:
-        return self._table.get(self._backend.current_key) or {}
+        raise NotImplementedError
 
     def get(self, key: Any) -> Any:
         return self._map().get(key)
 
     def put(self, key: Any, value: Any) -> None:
-        current = self._backend.current_key
-        self._table.setdefault(current, {})[key] = value
-        self._written(current)
-
-    def put_all(self, mapping: dict) -> None:
-        current = self._backend.current_key
-        self._table.setdefault(current, {}).update(mapping)
-        self._written(current)
+        raise NotImplementedError
 
     def remove(self, key: Any) -> None:
-        current = self._backend.current_key
-        m = self._table.get(current)
-        if m is not None:
-            m.pop(key, None)
-            if not m:
-                self.clear()
-            else:
-                self._written(current)
+        raise NotImplementedError
 
     def contains(self, key: Any) -> bool:
         return key in self._map()
@@ -243,6 +232,33 @@ class MapState(_KeyedState):
 
     def __contains__(self, key: Any) -> bool:
         return self.contains(key)
+
+
+class MapState(MapViews, _KeyedState):
+    __slots__ = ()
+
+    def _map(self) -> dict:
+        return self._table.get(self._backend.current_key) or {}
+
+    def put(self, key: Any, value: Any) -> None:
+        current = self._backend.current_key
+        self._table.setdefault(current, {})[key] = value
+        self._written(current)
+
+    def put_all(self, mapping: dict) -> None:
+        current = self._backend.current_key
+        self._table.setdefault(current, {}).update(mapping)
+        self._written(current)
+
+    def remove(self, key: Any) -> None:
+        current = self._backend.current_key
+        m = self._table.get(current)
+        if m is not None:
+            m.pop(key, None)
+            if not m:
+                self.clear()
+            else:
+                self._written(current)
 
 
 class ReducingState(_KeyedState):
