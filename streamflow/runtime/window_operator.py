@@ -8,7 +8,9 @@ state. The accumulator is the reduced value (``reduce``), the aggregate
 accumulator (``aggregate``), or the list of elements (``process``; with an
 evictor, a list of ``(timestamp, element)``). For merging assigners
 (sessions) a :class:`MergingWindowSet` per key maps in-flight windows to the
-state window that holds their contents.
+state window that holds their contents. Where these tables live (heap or
+RocksDB) and how windows travel in checkpoints: ``window_tables.py``, the base
+class :class:`~streamflow.runtime.window_tables.WindowTables`.
 
 Per element (Flink's ``processElement``): assign windows; skip a window whose
 cleanup time (``max_timestamp + allowed_lateness``) the watermark has
@@ -23,47 +25,33 @@ cleanup time every piece of the window's state is cleared.
 
 Fast path: tumbling event-time windows with the default trigger and no
 evictor (the common case) do the same thing with arithmetic instead of
-assigner/trigger calls per element; results are identical. Panes are
-``{window: {key: acc}}`` and the timers are implied: a pane fires once when the
-watermark passes ``window.max_timestamp()`` and is dropped at its cleanup time.
-``_fired`` is the bookkeeping that stands in for the general path's timers: a
-pane that fired (on time, or at once for a late element within the allowed
-lateness) is in it, so a later watermark does not fire it again; only a late
-element fires a fired pane again (``EventTimeTrigger.on_element``). After a
-restore the operator's watermark starts at MIN (as in Flink, it is not part of
-the snapshot), so an element for a fired pane registers, on the general path, an
-event-time timer for its key: ``_refire`` holds those keys per pane, and the next
-watermark past the pane's end fires them (and only them). The differential tests
-(tests/test_window_fast_path.py) run every scenario through both paths.
+assigner/trigger calls per element, on panes ``{window: {key: acc}}`` whose
+timers are implied; results are identical (``window_fast_path.py``).
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ..state.keyed import snapshot_tables
-from ..windowing.assigners import TumblingEventTimeWindows
-from ..windowing.count import CountWindow
 from ..windowing.merging import MergingWindowSet
-from ..windowing.triggers import EventTimeTrigger, Trigger, TriggerResult
-from ..windowing.windows import GlobalWindow, TimeWindow
+from ..windowing.triggers import Trigger, TriggerResult
 from .context import RuntimeContext
 from .events import MAX_WATERMARK, Watermark
 from .loop_budget import yield_point
-from .process_operators import TimerOperator, _Emitter
+from .process_operators import _Emitter
 from .timers import Timer
 from .window_context import WindowContext, WindowFunctions
-from .window_panes import PaneTables, pane_name
+from .window_fast_path import FIRE_SLICE, fast_elements, fast_path_applies, fire_panes
+from .window_tables import WindowTables
 
-FIRE_SLICE = 1_024  # fired keys between two loop budget checks (process_watermark)
+__all__ = ["FIRE_SLICE", "WindowOperator"]
 
 _MISSING = object()
 
 
-class WindowOperator(TimerOperator):
+class WindowOperator(WindowTables):
     def __init__(
         self,
         name: str,
@@ -86,190 +74,11 @@ class WindowOperator(TimerOperator):
         self.functions = functions.user_functions
         self.event_time = assigner.is_event_time()
         self.merging = bool(getattr(assigner, "merging", False))
-        self.fast = (
-            type(assigner) is TumblingEventTimeWindows
-            and type(self.trigger) is EventTimeTrigger
-            and evictor is None
-            and not _clears(functions.process_function)  # its clear() runs on the general path
-        )
+        self.fast = fast_path_applies(assigner, self.trigger, evictor, functions)
         self.out = _Emitter()
-        self.panes: dict[TimeWindow, dict[Any, Any]] = {}  # fast path only
-        self._fired: set[TimeWindow] = set()
-        self._refire: dict[TimeWindow, set[Any]] = {}  # fast path: keys whose timer is pending again
-
-    # -- lifecycle -----------------------------------------------------------
-    def setup(self, ctx: Any, output: Any) -> None:
-        super().setup(ctx, output)
-        backend = self.backend
-        if backend.is_rocksdb:
-            self._rocksdb_tables(backend)
-            return
-        self._pane_tables = PaneTables(backend, self.panes)
-        # general path: tracked tables, written by incremental checkpoints in plain form
-        # (windows as tuples, converted at the capture); the fast path keeps its state in pane
-        # tables (window_panes.py), and these hold only a restored general path's state
-        enc = self.encode_namespace
-        self.contents, self._contents_log = backend.tracked_table(
-            "window-contents", "window", lambda wins: {enc(w): acc for w, acc in wins.items()}
-        )
-        self.trigger_state, self._trigger_log = backend.tracked_table(
-            "window-trigger", "window", lambda store: {(enc(w), name): v for (w, name), v in store.items()}
-        )
-        self.merging_sets, self._merging_log = backend.tracked_table(
-            "window-merging", "window", lambda mws: [(enc(a), enc(b)) for a, b in mws.persist()]
-        )
-
-    def _touched(self, key: Any) -> None:
-        """Log ``key``'s window state after an element or a timer of the general path (every
-        write to the three tables happens inside one of them, for the current key)."""
-        for table, log in (
-            (self.contents, self._contents_log),
-            (self.trigger_state, self._trigger_log),
-            (self.merging_sets, self._merging_log),
-        ):
-            if log is not None:
-                value = table.get(key, _MISSING)
-                if value is _MISSING:
-                    log.delete(key)
-                else:
-                    log.put(key, value)
-
-    def _rocksdb_tables(self, backend: Any) -> None:
-        """Window state in RocksDB: no fast path (its panes live in the operator), and the
-        tables store windows in their plain form (``encode_namespace``), as checkpoints do."""
-        self.fast = False
-        self._contents_log = self._trigger_log = self._merging_log = None  # RocksDB keeps them
-        enc, dec, assigner = self.encode_namespace, self.decode_namespace, self.assigner
-        self.contents = backend.table(
-            "window-contents", "window",
-            to_plain=lambda wins: {enc(w): acc for w, acc in wins.items()},
-            from_plain=lambda plain: {dec(w): acc for w, acc in plain.items()},
-        )  # fmt: skip
-        self.trigger_state = backend.table(
-            "window-trigger", "window",
-            to_plain=lambda store: {(enc(w), name): v for (w, name), v in store.items()},
-            from_plain=lambda plain: {(dec(w), name): v for (w, name), v in plain.items()},
-        )  # fmt: skip
-        self.merging_sets = backend.table(
-            "window-merging", "window",
-            to_plain=lambda mws: [(enc(a), enc(b)) for a, b in mws.persist()],
-            from_plain=lambda pairs: MergingWindowSet(assigner, [(dec(a), dec(b)) for a, b in pairs]),
-        )  # fmt: skip
-
-    # -- checkpoints: windows travel as plain tuples --------------------------
-    def encode_namespace(self, window: Any) -> Any:
-        if isinstance(window, TimeWindow):
-            return ("w", window.start, window.end)
-        if isinstance(window, CountWindow):
-            return ("c", window.id)
-        if isinstance(window, GlobalWindow):
-            return ("g",)
-        # a custom assigner's window: the bytes of its serializer (PyFlink's
-        # get_window_serializer()), else the window itself, for the state codec
-        serializer = self._window_serializer()
-        if serializer is None:
-            return ("o", window)
-        buf = io.BytesIO()
-        serializer.serialize(window, buf)
-        return ("s", buf.getvalue())
-
-    def decode_namespace(self, plain: Any) -> Any:
-        kind = plain[0]
-        if kind == "w":
-            return TimeWindow(plain[1], plain[2])
-        if kind == "c":
-            return CountWindow(plain[1])
-        if kind == "s":
-            serializer = self._window_serializer()
-            if serializer is None:
-                raise ValueError(
-                    f"operator {self.name!r}: the checkpoint holds windows written by a window "
-                    f"serializer, but assigner {type(self.assigner).__name__} has none now"
-                )
-            return serializer.deserialize(io.BytesIO(plain[1]))
-        return plain[1] if kind == "o" else GlobalWindow.get()
-
-    def _window_serializer(self) -> Any:
-        """The assigner's ``get_window_serializer()`` (custom windows only), or None."""
-        get = getattr(self.assigner, "get_window_serializer", None)
-        try:
-            return get() if callable(get) else None
-        except NotImplementedError:
-            return None
-
-    def get_runtime_context(self) -> RuntimeContext:
-        """For assigners that keep keyed state (PyFlink's count assigners)."""
-        return RuntimeContext(self.ctx)
-
-    def snapshot_state(self, checkpoint_id: int) -> Any:
-        if self.backend.is_rocksdb:  # the tables are the state (see _rocksdb_tables)
-            return {**super().snapshot_state(checkpoint_id), "fired": [], "refire": []}
-        enc = self.encode_namespace
-        if self.fast or self.backend.incremental:  # the backend's snapshot holds the tables
-            state = super().snapshot_state(checkpoint_id)
-        else:
-            tables: dict[str, dict] = {
-                "window-contents": {
-                    key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
-                },
-                "window-trigger": {
-                    key: {(enc(w), name): v for (w, name), v in store.items()}
-                    for key, store in self.trigger_state.items()
-                },
-                "window-merging": {
-                    key: [(enc(a), enc(b)) for a, b in mws.persist()]
-                    for key, mws in self.merging_sets.items()
-                },
-            }
-            state = super().snapshot_state(checkpoint_id)
-            state["keyed"] = snapshot_tables(
-                tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism
-            )
-        state["fired"] = [enc(w) for w in self._fired]
-        state["refire"] = [(enc(w), list(keys)) for w, keys in self._refire.items()]
-        return state
-
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> Any:
-        result = super().notify_checkpoint_complete(checkpoint_id)
-        if not self.backend.is_rocksdb:
-            self._pane_tables.prune()  # emptied panes no pending checkpoint names any more
-        return result
-
-    def initialize_state(self, restored: Any) -> None:
-        super().initialize_state(restored)
-        if restored is None or self.backend.is_rocksdb:
-            return
-        self.backend.table_names()  # a deferred chain restore is decoded now: converted below
-        dec = self.decode_namespace
-        contents = {key: {dec(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()}
-        self.contents.clear()
-        panes = self._pane_tables
-        panes.restored()
-        if self.fast:
-            for key, wins in contents.items():  # a checkpoint of the general path
-                for w, acc in wins.items():
-                    (self.panes.get(w) or panes.new(w))[key] = acc
-        else:
-            self.contents.update(contents)
-            for w, pane in self.panes.items():  # a checkpoint of the fast path
-                for key, acc in pane.items():
-                    self.contents.setdefault(key, {})[w] = acc
-                panes.retired.append(pane_name(w))
-                pane.clear()
-            self.panes.clear()
-            panes.prune()
-        for key, store in list(self.trigger_state.items()):
-            self.trigger_state[key] = {(dec(w), name): v for (w, name), v in store.items()}
-        for key, pairs in list(self.merging_sets.items()):
-            self.merging_sets[key] = MergingWindowSet(self.assigner, [(dec(a), dec(b)) for a, b in pairs])
-        for s in restored.all:
-            if s is not None:
-                self._fired.update(w for w in map(dec, s.get("fired", ())) if w in self.panes)
-                for plain, keys in s.get("refire", ()):
-                    w = dec(plain)
-                    owned = [k for k in keys if k in self.panes.get(w, ())]
-                    if owned:
-                        self._refire.setdefault(w, set()).update(owned)
+        self.panes = {}  # fast path only (window_fast_path.py)
+        self._fired = set()
+        self._refire = {}
 
     async def open(self) -> None:
         metrics = self.ctx.metrics
@@ -302,7 +111,7 @@ class WindowOperator(TimerOperator):
         late_ts: list[int] = []
         try:
             if self.fast and timestamps is not None:  # fast implies event time: checked above
-                self._fast_elements(records, timestamps, late, late_ts)
+                fast_elements(self, records, timestamps, late, late_ts)
             else:
                 now = self.ctx.clock.now_ms()
                 for i, record in enumerate(records):
@@ -320,73 +129,6 @@ class WindowOperator(TimerOperator):
                 self.dropped_counter.inc(len(late))
         await self.out.flush(self, True)
 
-    def _fast_elements(self, records: list, timestamps: list[int], late: list, late_ts: list) -> None:
-        """Tumbling event-time windows, default trigger: panes are ``{window: {key: acc}}``
-        and the timers are implied (every pane fires at ``window.max_timestamp()``). The
-        keys each pane got are logged for incremental checkpoints (window_panes.py)."""
-        touched: dict[TimeWindow, list] = {}
-        self._fast_loop(records, timestamps, late, late_ts, touched)
-        self._pane_tables.log(touched)
-
-    def _fast_loop(
-        self, records: list, timestamps: list[int], late: list, late_ts: list, touched: dict[TimeWindow, list]
-    ) -> None:
-        size, offset = self.assigner.size, self.assigner.offset
-        wm, lateness = self.current_watermark, self.allowed_lateness
-        key_of, panes, fired = self.key_selector, self.panes, self._fired
-        reduce, agg = self.fn.reduce, self.fn.aggregate
-        last_start: int | None = None
-        window = TimeWindow(0, 0)
-        pane: dict[Any, Any] = {}
-        refire: set[Any] | None = None
-        max_ts = 0
-        keys: list = []
-        for record, ts in zip(records, timestamps, strict=True):
-            start = ts - (ts - offset + size) % size
-            if start != last_start:
-                max_ts = start + size - 1
-                if max_ts + lateness <= wm:
-                    late.append(record)
-                    late_ts.append(ts)
-                    continue
-                last_start = start
-                window = TimeWindow(start, start + size)
-                found = panes.get(window)
-                if found is None:
-                    found = self._pane_tables.new(window)
-                pane = found
-                logged = touched.get(window)
-                if logged is None:
-                    logged = touched[window] = []
-                keys = logged
-                # a fired pane while the watermark is behind its end (only after a restore):
-                # the general path's trigger registers a timer for the key, so it fires again
-                refire = self._refire.setdefault(window, set()) if max_ts > wm and window in fired else None
-            key = key_of(record)
-            keys.append(key)
-            acc = pane.get(key)
-            if acc is None:
-                if reduce is not None:
-                    acc = record
-                elif agg is not None:
-                    acc = agg.add(record, agg.create_accumulator())
-                else:
-                    acc = [record]
-                pane[key] = acc
-            elif reduce is not None:
-                acc = pane[key] = reduce(acc, record)
-            elif agg is not None:
-                acc = pane[key] = agg.add(record, acc)
-            else:
-                acc.append(record)
-            if max_ts <= wm:  # within allowed lateness: a late firing updates the result
-                self._emit(key, window, acc)
-                # the pane counts as fired, as the general path's EventTimeTrigger registers no
-                # timer for a passed window: the next watermark must not fire it again
-                fired.add(window)
-            elif refire is not None:
-                refire.add(key)
-
     def next_event_time(self) -> int | None:
         """Timers, and on the fast path the panes' implied timers (firing, then cleanup)."""
         lateness = self.allowed_lateness
@@ -395,43 +137,6 @@ class WindowOperator(TimerOperator):
         if timer is not None:
             due.append(timer)
         return min(due) if due else None
-
-    async def _fire_panes(self, wm: int) -> None:
-        """Fire every pane the watermark passed (once; again only for the keys in ``_refire``),
-        drop those past their cleanup time. Every ``FIRE_SLICE`` keys the output goes out and
-        the job's loop budget may pause (a window over a million keys closes at one watermark)."""
-        panes, fired, refire, lateness = self.panes, self._fired, self._refire, self.allowed_lateness
-        due = sorted(w for w in panes if w.end - 1 <= wm and (w not in fired or w in refire))
-        for window in due:
-            pane = panes[window]
-            keys = refire.pop(window, None)
-            chosen = list(pane) if keys is None else [k for k in pane if k in keys]
-            for start in range(0, len(chosen), FIRE_SLICE):
-                part = chosen[start : start + FIRE_SLICE]
-                self._emit_pane(window, pane, part)
-                if len(part) == FIRE_SLICE:
-                    await self._between_slices()
-            if lateness:
-                fired.add(window)
-        for window in due if not lateness else [w for w in fired if w.end - 1 + lateness <= wm]:
-            await self._pane_tables.drop(window)
-            fired.discard(window)
-            refire.pop(window, None)
-
-    def _emit_pane(self, window: TimeWindow, pane: dict[Any, Any], keys: Any) -> None:
-        """``_emit`` for these keys of one pane (fast path: no evictor), with one context whose
-        key is set before each call (Flink reuses its window context too)."""
-        fn, add, ts, reduce = self.fn, self.out.add, window.end - 1, self.fn.reduce
-        result = None if fn.aggregate is None else fn.aggregate.get_result
-        process, ctx, backend = fn.process, WindowContext(self, None, window), self.backend
-        for key in keys:
-            acc = pane[key]
-            values = [result(acc)] if result is not None else [acc] if reduce is not None else acc
-            if process is None:
-                add(values, ts)
-            else:
-                ctx.key = backend.current_key = key  # the function's keyed state is this key's
-                add(process(key, ctx, values), ts)
 
     def _element(self, record: Any, ts: int) -> bool:
         """Flink's processElement for one element; True if the element is late."""
@@ -569,7 +274,7 @@ class WindowOperator(TimerOperator):
         pop = self.timers.pop_event_timer
         try:
             if self.fast:
-                await self._fire_panes(ts)
+                await fire_panes(self, ts)
             n = 0
             while (timer := pop(ts)) is not None:
                 self.backend.current_key = timer.key
@@ -636,24 +341,12 @@ class WindowOperator(TimerOperator):
         await yield_point()
 
     # WindowAssignerContext
+    def get_runtime_context(self) -> RuntimeContext:
+        """For assigners that keep keyed state (PyFlink's count assigners)."""
+        return RuntimeContext(self.ctx)
+
     def get_current_processing_time(self) -> int:
         return self.ctx.clock.now_ms()
-
-
-def _clears(process_function: Any) -> bool:
-    """Whether a ProcessWindowFunction overrides ``clear(context)`` (called at each window's
-    cleanup: the fast path drops its panes without a per-key call)."""
-    from ..functions import ProcessAllWindowFunction, ProcessWindowFunction
-
-    if process_function is None:
-        return False
-    # window_all's adapter (api/all_windowed.py) clears through the user's function
-    target = getattr(process_function, "clear_target", process_function)
-    return getattr(type(target), "clear", None) not in (
-        None,
-        ProcessWindowFunction.clear,
-        ProcessAllWindowFunction.clear,
-    )
 
 
 def _fold(reduce: Callable[[Any, Any], Any], values: list) -> Any:

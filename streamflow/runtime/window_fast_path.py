@@ -1,0 +1,177 @@
+"""The window operator's fast path: tumbling event-time windows, default trigger, no evictor.
+
+Theory of operation
+-------------------
+The common case does what the general path (``window_operator.py``) does with
+arithmetic instead of assigner/trigger calls per element; results are identical.
+Panes are ``{window: {key: acc}}`` and the timers are implied: a pane fires once when the
+watermark passes ``window.max_timestamp()`` and is dropped at its cleanup time.
+``_fired`` is the bookkeeping that stands in for the general path's timers: a pane that
+fired (on time, or at once for a late element within the allowed lateness) is in it, so
+a later watermark does not fire it again; only a late element fires a fired pane again
+(``EventTimeTrigger.on_element``). After a restore the operator's watermark starts at MIN
+(as in Flink, it is not part of the snapshot), so an element for a fired pane registers,
+on the general path, an event-time timer for its key: ``_refire`` holds those keys per
+pane, and the next watermark past the pane's end fires them (and only them). The
+differential tests (tests/test_window_fast_path.py) run every scenario through both paths.
+
+The functions here take the operator (:class:`~streamflow.runtime.window_operator.WindowOperator`)
+and are called once per record batch (:func:`fast_elements`) or per watermark
+(:func:`fire_panes`), never per record; the panes are tables of the keyed backend
+(``window_panes.py``, the operator's ``_pane_tables``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..windowing.assigners import TumblingEventTimeWindows
+from ..windowing.triggers import EventTimeTrigger, Trigger
+from ..windowing.windows import TimeWindow
+from .window_context import WindowContext, WindowFunctions
+
+if TYPE_CHECKING:
+    from .window_operator import WindowOperator
+
+FIRE_SLICE = 1_024  # fired keys between two loop budget checks (fire_panes, process_watermark)
+
+
+def fast_path_applies(assigner: Any, trigger: Trigger, evictor: Any, functions: WindowFunctions) -> bool:
+    """Whether a window operator with these parts may take the fast path."""
+    return (
+        type(assigner) is TumblingEventTimeWindows
+        and type(trigger) is EventTimeTrigger
+        and evictor is None
+        and not _clears(functions.process_function)  # its clear() runs on the general path
+    )
+
+
+def fast_elements(
+    op: WindowOperator, records: list, timestamps: list[int], late: list, late_ts: list
+) -> None:
+    """Tumbling event-time windows, default trigger: panes are ``{window: {key: acc}}``
+    and the timers are implied (every pane fires at ``window.max_timestamp()``). The
+    keys each pane got are logged for incremental checkpoints (window_panes.py)."""
+    touched: dict[TimeWindow, list] = {}
+    _fast_loop(op, records, timestamps, late, late_ts, touched)
+    op._pane_tables.log(touched)
+
+
+def _fast_loop(
+    op: WindowOperator,
+    records: list,
+    timestamps: list[int],
+    late: list,
+    late_ts: list,
+    touched: dict[TimeWindow, list],
+) -> None:
+    size, offset = op.assigner.size, op.assigner.offset
+    wm, lateness = op.current_watermark, op.allowed_lateness
+    key_of, panes, fired = op.key_selector, op.panes, op._fired
+    reduce, agg = op.fn.reduce, op.fn.aggregate
+    last_start: int | None = None
+    window = TimeWindow(0, 0)
+    pane: dict[Any, Any] = {}
+    refire: set[Any] | None = None
+    max_ts = 0
+    keys: list = []
+    for record, ts in zip(records, timestamps, strict=True):
+        start = ts - (ts - offset + size) % size
+        if start != last_start:
+            max_ts = start + size - 1
+            if max_ts + lateness <= wm:
+                late.append(record)
+                late_ts.append(ts)
+                continue
+            last_start = start
+            window = TimeWindow(start, start + size)
+            found = panes.get(window)
+            if found is None:
+                found = op._pane_tables.new(window)
+            pane = found
+            logged = touched.get(window)
+            if logged is None:
+                logged = touched[window] = []
+            keys = logged
+            # a fired pane while the watermark is behind its end (only after a restore):
+            # the general path's trigger registers a timer for the key, so it fires again
+            refire = op._refire.setdefault(window, set()) if max_ts > wm and window in fired else None
+        key = key_of(record)
+        keys.append(key)
+        acc = pane.get(key)
+        if acc is None:
+            if reduce is not None:
+                acc = record
+            elif agg is not None:
+                acc = agg.add(record, agg.create_accumulator())
+            else:
+                acc = [record]
+            pane[key] = acc
+        elif reduce is not None:
+            acc = pane[key] = reduce(acc, record)
+        elif agg is not None:
+            acc = pane[key] = agg.add(record, acc)
+        else:
+            acc.append(record)
+        if max_ts <= wm:  # within allowed lateness: a late firing updates the result
+            op._emit(key, window, acc)
+            # the pane counts as fired, as the general path's EventTimeTrigger registers no
+            # timer for a passed window: the next watermark must not fire it again
+            fired.add(window)
+        elif refire is not None:
+            refire.add(key)
+
+
+async def fire_panes(op: WindowOperator, wm: int) -> None:
+    """Fire every pane the watermark passed (once; again only for the keys in ``_refire``),
+    drop those past their cleanup time. Every ``FIRE_SLICE`` keys the output goes out and
+    the job's loop budget may pause (a window over a million keys closes at one watermark)."""
+    panes, fired, refire, lateness = op.panes, op._fired, op._refire, op.allowed_lateness
+    due = sorted(w for w in panes if w.end - 1 <= wm and (w not in fired or w in refire))
+    for window in due:
+        pane = panes[window]
+        keys = refire.pop(window, None)
+        chosen = list(pane) if keys is None else [k for k in pane if k in keys]
+        for start in range(0, len(chosen), FIRE_SLICE):
+            part = chosen[start : start + FIRE_SLICE]
+            _emit_pane(op, window, pane, part)
+            if len(part) == FIRE_SLICE:
+                await op._between_slices()
+        if lateness:
+            fired.add(window)
+    for window in due if not lateness else [w for w in fired if w.end - 1 + lateness <= wm]:
+        await op._pane_tables.drop(window)
+        fired.discard(window)
+        refire.pop(window, None)
+
+
+def _emit_pane(op: WindowOperator, window: TimeWindow, pane: dict[Any, Any], keys: Any) -> None:
+    """``_emit`` for these keys of one pane (fast path: no evictor), with one context whose
+    key is set before each call (Flink reuses its window context too)."""
+    fn, add, ts, reduce = op.fn, op.out.add, window.end - 1, op.fn.reduce
+    result = None if fn.aggregate is None else fn.aggregate.get_result
+    process, ctx, backend = fn.process, WindowContext(op, None, window), op.backend
+    for key in keys:
+        acc = pane[key]
+        values = [result(acc)] if result is not None else [acc] if reduce is not None else acc
+        if process is None:
+            add(values, ts)
+        else:
+            ctx.key = backend.current_key = key  # the function's keyed state is this key's
+            add(process(key, ctx, values), ts)
+
+
+def _clears(process_function: Any) -> bool:
+    """Whether a ProcessWindowFunction overrides ``clear(context)`` (called at each window's
+    cleanup: the fast path drops its panes without a per-key call)."""
+    from ..functions import ProcessAllWindowFunction, ProcessWindowFunction
+
+    if process_function is None:
+        return False
+    # window_all's adapter (api/all_windowed.py) clears through the user's function
+    target = getattr(process_function, "clear_target", process_function)
+    return getattr(type(target), "clear", None) not in (
+        None,
+        ProcessWindowFunction.clear,
+        ProcessAllWindowFunction.clear,
+    )

@@ -1,0 +1,222 @@
+"""Where the window operator's state lives, and the form it takes in checkpoints.
+
+Theory of operation
+-------------------
+A window operator's state per key is three tables of the keyed backend:
+``window-contents`` maps a key to ``{state window: accumulator}``, ``window-trigger``
+to the key's trigger state ``{(window, state name): value}`` and ``window-merging`` to
+its :class:`MergingWindowSet` (merging assigners only). The fast path
+(``window_fast_path.py``) keeps its state as panes ``{window: {key: acc}}`` instead,
+each pane a table of its own (``window_panes.py``), with the ``_fired`` / ``_refire``
+bookkeeping beside them.
+
+* Heap backend: the three tables are *tracked* (``KeyedStateBackend.tracked_table``):
+  every write to them happens inside an element or a timer of the general path, for the
+  current key, and :meth:`WindowTables._touched` logs that key's entries afterwards, so
+  incremental checkpoints write only what changed.
+* RocksDB backend: the tables are RocksDB's, storing windows in their plain form; there
+  is no fast path (its panes would live in the operator, outside RocksDB).
+
+In a checkpoint a window travels as a plain tuple (:meth:`WindowTables.encode_namespace`,
+used for the timers' namespaces too): ``("w", start, end)`` for a ``TimeWindow``,
+``("c", id)`` for a ``CountWindow``, ``("g",)`` for the ``GlobalWindow``; a custom
+assigner's window as the bytes of its ``get_window_serializer()`` (``("s", bytes)``),
+else as itself (``("o", window)``) for the state codec. A restore converts between the
+two paths: a general path's checkpoint restored where the fast path applies becomes
+panes, a fast path's checkpoint restored where it does not becomes ``window-contents``.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from ..state.keyed import snapshot_tables
+from ..windowing.count import CountWindow
+from ..windowing.merging import MergingWindowSet
+from ..windowing.windows import GlobalWindow, TimeWindow
+from .process_operators import TimerOperator
+from .window_panes import PaneTables, pane_name
+
+_MISSING = object()
+
+
+class WindowTables(TimerOperator):
+    """A timer operator whose keyed state is a window operator's tables: the base of
+    :class:`~streamflow.runtime.window_operator.WindowOperator`, which sets these fields."""
+
+    assigner: Any
+    fast: bool  # whether the fast path runs (window_fast_path.py)
+    panes: dict[TimeWindow, dict[Any, Any]]  # fast path only
+    _fired: set[TimeWindow]
+    _refire: dict[TimeWindow, set[Any]]  # fast path: keys whose timer is pending again
+
+    # -- lifecycle -----------------------------------------------------------
+    def setup(self, ctx: Any, output: Any) -> None:
+        super().setup(ctx, output)
+        backend = self.backend
+        if backend.is_rocksdb:
+            self._rocksdb_tables(backend)
+            return
+        self._pane_tables = PaneTables(backend, self.panes)
+        # general path: tracked tables, written by incremental checkpoints in plain form
+        # (windows as tuples, converted at the capture); the fast path keeps its state in pane
+        # tables (window_panes.py), and these hold only a restored general path's state
+        enc = self.encode_namespace
+        self.contents, self._contents_log = backend.tracked_table(
+            "window-contents", "window", lambda wins: {enc(w): acc for w, acc in wins.items()}
+        )
+        self.trigger_state, self._trigger_log = backend.tracked_table(
+            "window-trigger", "window", lambda store: {(enc(w), name): v for (w, name), v in store.items()}
+        )
+        self.merging_sets, self._merging_log = backend.tracked_table(
+            "window-merging", "window", lambda mws: [(enc(a), enc(b)) for a, b in mws.persist()]
+        )
+
+    def _touched(self, key: Any) -> None:
+        """Log ``key``'s window state after an element or a timer of the general path (every
+        write to the three tables happens inside one of them, for the current key)."""
+        for table, log in (
+            (self.contents, self._contents_log),
+            (self.trigger_state, self._trigger_log),
+            (self.merging_sets, self._merging_log),
+        ):
+            if log is not None:
+                value = table.get(key, _MISSING)
+                if value is _MISSING:
+                    log.delete(key)
+                else:
+                    log.put(key, value)
+
+    def _rocksdb_tables(self, backend: Any) -> None:
+        """Window state in RocksDB: no fast path (its panes live in the operator), and the
+        tables store windows in their plain form (``encode_namespace``), as checkpoints do."""
+        self.fast = False
+        self._contents_log = self._trigger_log = self._merging_log = None  # RocksDB keeps them
+        enc, dec, assigner = self.encode_namespace, self.decode_namespace, self.assigner
+        self.contents = backend.table(
+            "window-contents", "window",
+            to_plain=lambda wins: {enc(w): acc for w, acc in wins.items()},
+            from_plain=lambda plain: {dec(w): acc for w, acc in plain.items()},
+        )  # fmt: skip
+        self.trigger_state = backend.table(
+            "window-trigger", "window",
+            to_plain=lambda store: {(enc(w), name): v for (w, name), v in store.items()},
+            from_plain=lambda plain: {(dec(w), name): v for (w, name), v in plain.items()},
+        )  # fmt: skip
+        self.merging_sets = backend.table(
+            "window-merging", "window",
+            to_plain=lambda mws: [(enc(a), enc(b)) for a, b in mws.persist()],
+            from_plain=lambda pairs: MergingWindowSet(assigner, [(dec(a), dec(b)) for a, b in pairs]),
+        )  # fmt: skip
+
+    # -- checkpoints: windows travel as plain tuples --------------------------
+    def encode_namespace(self, window: Any) -> Any:
+        if isinstance(window, TimeWindow):
+            return ("w", window.start, window.end)
+        if isinstance(window, CountWindow):
+            return ("c", window.id)
+        if isinstance(window, GlobalWindow):
+            return ("g",)
+        # a custom assigner's window: the bytes of its serializer (PyFlink's
+        # get_window_serializer()), else the window itself, for the state codec
+        serializer = self._window_serializer()
+        if serializer is None:
+            return ("o", window)
+        buf = io.BytesIO()
+        serializer.serialize(window, buf)
+        return ("s", buf.getvalue())
+
+    def decode_namespace(self, plain: Any) -> Any:
+        kind = plain[0]
+        if kind == "w":
+            return TimeWindow(plain[1], plain[2])
+        if kind == "c":
+            return CountWindow(plain[1])
+        if kind == "s":
+            serializer = self._window_serializer()
+            if serializer is None:
+                raise ValueError(
+                    f"operator {self.name!r}: the checkpoint holds windows written by a window "
+                    f"serializer, but assigner {type(self.assigner).__name__} has none now"
+                )
+            return serializer.deserialize(io.BytesIO(plain[1]))
+        return plain[1] if kind == "o" else GlobalWindow.get()
+
+    def _window_serializer(self) -> Any:
+        """The assigner's ``get_window_serializer()`` (custom windows only), or None."""
+        get = getattr(self.assigner, "get_window_serializer", None)
+        try:
+            return get() if callable(get) else None
+        except NotImplementedError:
+            return None
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        if self.backend.is_rocksdb:  # the tables are the state (see _rocksdb_tables)
+            return {**super().snapshot_state(checkpoint_id), "fired": [], "refire": []}
+        enc = self.encode_namespace
+        if self.fast or self.backend.incremental:  # the backend's snapshot holds the tables
+            state = super().snapshot_state(checkpoint_id)
+        else:
+            tables: dict[str, dict] = {
+                "window-contents": {
+                    key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
+                },
+                "window-trigger": {
+                    key: {(enc(w), name): v for (w, name), v in store.items()}
+                    for key, store in self.trigger_state.items()
+                },
+                "window-merging": {
+                    key: [(enc(a), enc(b)) for a, b in mws.persist()]
+                    for key, mws in self.merging_sets.items()
+                },
+            }
+            state = super().snapshot_state(checkpoint_id)
+            state["keyed"] = snapshot_tables(
+                tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism
+            )
+        state["fired"] = [enc(w) for w in self._fired]
+        state["refire"] = [(enc(w), list(keys)) for w, keys in self._refire.items()]
+        return state
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> Any:
+        result = super().notify_checkpoint_complete(checkpoint_id)
+        if not self.backend.is_rocksdb:
+            self._pane_tables.prune()  # emptied panes no pending checkpoint names any more
+        return result
+
+    def initialize_state(self, restored: Any) -> None:
+        super().initialize_state(restored)
+        if restored is None or self.backend.is_rocksdb:
+            return
+        self.backend.table_names()  # a deferred chain restore is decoded now: converted below
+        dec = self.decode_namespace
+        contents = {key: {dec(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()}
+        self.contents.clear()
+        panes = self._pane_tables
+        panes.restored()
+        if self.fast:
+            for key, wins in contents.items():  # a checkpoint of the general path
+                for w, acc in wins.items():
+                    (self.panes.get(w) or panes.new(w))[key] = acc
+        else:
+            self.contents.update(contents)
+            for w, pane in self.panes.items():  # a checkpoint of the fast path
+                for key, acc in pane.items():
+                    self.contents.setdefault(key, {})[w] = acc
+                panes.retired.append(pane_name(w))
+                pane.clear()
+            self.panes.clear()
+            panes.prune()
+        for key, store in list(self.trigger_state.items()):
+            self.trigger_state[key] = {(dec(w), name): v for (w, name), v in store.items()}
+        for key, pairs in list(self.merging_sets.items()):
+            self.merging_sets[key] = MergingWindowSet(self.assigner, [(dec(a), dec(b)) for a, b in pairs])
+        for s in restored.all:
+            if s is not None:
+                self._fired.update(w for w in map(dec, s.get("fired", ())) if w in self.panes)
+                for plain, keys in s.get("refire", ()):
+                    w = dec(plain)
+                    owned = [k for k in keys if k in self.panes.get(w, ())]
+                    if owned:
+                        self._refire.setdefault(w, set()).update(owned)
