@@ -29,21 +29,9 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint``,
 * Trigger plan: ``TriggerCheckpoint.tasks`` names the running tasks none of
   whose upstream tasks (``upstream``) still runs: the sources, and tasks whose
   inputs all finished (they get the barrier behind their remaining input).
-* Periodic trigger, from ``poll()`` only: ``interval_ms`` elapsed since the last
-  trigger of any kind (since construction before the first), ``min_pause_ms``
-  since the last *completed* checkpoint (Flink: an abort does not delay the
-  next one), a free slot, a running task, no failed one.
-* Manual ``trigger()`` ignores the interval and min pause (Flink: only periodic
-  requests honour them). **Decision:** where Flink forces a savepoint past
-  ``max_concurrent``, here a manual request waits for a free slot: it starts at
-  once if one is free, else it is queued (``TriggerQueued``) and started by the
-  call that frees a slot, savepoints ahead of checkpoints, FIFO within a kind
-  (Flink's request comparator). Its ``request_id`` is carried by its
-  ``TriggerCheckpoint`` so the driver can resolve the caller's future; a queued
-  request that can no longer start yields ``TriggerRequestFailed``.
-  ``trigger()`` raises ``CheckpointTriggerError`` (nothing changes) when a task
-  has failed, all tasks have finished, the job is ending or
-  ``MAX_QUEUED_REQUESTS`` are queued.
+* When a checkpoint starts, periodically (``poll()``: interval, min pause) or
+  on a manual ``trigger()`` (at once, or queued until a slot is free), is the
+  trigger schedule's rule: ``trigger_schedule.py``.
 * Timeouts are checked in ``poll()``: a checkpoint still missing acks
   ``timeout_ms`` after its trigger is aborted with ``TIMEOUT``.
 * Duplicate acks, acks from a task the checkpoint does not wait for and acks for
@@ -87,7 +75,6 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint``,
 from __future__ import annotations
 
 import enum
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -109,6 +96,7 @@ from .actions import (
     TriggerRequestFailed,
 )
 from .failure_manager import CheckpointFailureManager
+from .trigger_schedule import TriggerSchedule
 
 __all__ = [
     "MAX_QUEUED_REQUESTS",
@@ -187,8 +175,6 @@ class CheckpointCoordinator:
         if unknown:
             raise ValueError(f"upstream names unknown tasks {sorted(unknown)!r}")
         self._clock = clock
-        self._interval_ms = interval_ms
-        self._min_pause_ms = min_pause_ms
         self._timeout_ms = timeout_ms
         self._max_concurrent = max_concurrent
         self._final_checkpoint = final_checkpoint
@@ -197,13 +183,9 @@ class CheckpointCoordinator:
         self._final_states: dict[str, object] = {}  # finished task -> its final state
         self._unreleased: set[str] = set()  # finished tasks whose final state is not committed
         self._next_id = max((restored_checkpoint_id or 0) + 1, first_checkpoint_id)
-        self._next_request_id = 1
         self._in_flight: dict[int, _Checkpoint] = {}  # id order == insertion order
         self._subsumed_while_persisting: set[int] = set()
-        self._queued_savepoints: deque[TriggerQueued] = deque()
-        self._queued_checkpoints: deque[TriggerQueued] = deque()
-        self._last_trigger_ms = self._now()
-        self._last_completed_ms: int | None = None
+        self._schedule = TriggerSchedule(interval_ms, min_pause_ms, self._now())
         self._last_completed_id = restored_checkpoint_id
         self._num_completed = 0
         self._num_aborted = 0
@@ -214,7 +196,7 @@ class CheckpointCoordinator:
 
     @property
     def stats(self) -> CoordinatorStats:
-        queued = len(self._queued_savepoints) + len(self._queued_checkpoints)
+        queued = self._schedule.queued
         return CoordinatorStats(
             self._last_completed_id, self._num_completed, self._num_aborted,
             self._last_duration_ms, tuple(self._in_flight), queued, self._failures.consecutive,
@@ -238,8 +220,9 @@ class CheckpointCoordinator:
         A deadline in the past means "poll now".
         """
         deadlines = [c.started_ms + self._timeout_ms for c in self._in_flight.values() if not c.persisting]
-        if self._interval_ms is not None and self._has_free_slot() and not self._trigger_blocker():
-            deadlines.append(self._periodic_due_ms())
+        due = self._schedule.periodic_due_ms()
+        if due is not None and self._has_free_slot() and not self._trigger_blocker():
+            deadlines.append(due)
         return min(deadlines, default=None)
 
     # ------------------------------------------------------------------ events
@@ -253,12 +236,8 @@ class CheckpointCoordinator:
                 detail = f"no ack within {self._timeout_ms} ms from {', '.join(sorted(c.awaiting))}"
                 self._abort(c, AbortReason.TIMEOUT, detail, actions)
         self._drain_queue(actions)
-        if (
-            self._interval_ms is not None
-            and self._has_free_slot()
-            and not self._trigger_blocker()
-            and now >= self._periodic_due_ms()
-        ):
+        due = self._schedule.periodic_due_ms()
+        if due is not None and self._has_free_slot() and not self._trigger_blocker() and now >= due:
             actions.append(self._start(CheckpointType.CHECKPOINT, None, None))
         return actions
 
@@ -275,21 +254,17 @@ class CheckpointCoordinator:
         blocker = self._trigger_blocker()
         if blocker is not None:
             raise blocker
-        queued = len(self._queued_savepoints) + len(self._queued_checkpoints)
+        queued = self._schedule.queued
         if not self._has_free_slot() and queued >= MAX_QUEUED_REQUESTS:
             raise CheckpointTriggerError(
                 AbortReason.TOO_MANY_REQUESTS,
                 f"{queued} checkpoint requests are already queued (max {MAX_QUEUED_REQUESTS})",
             )
-        request_id = self._next_request_id
-        self._next_request_id += 1
+        request_id = self._schedule.new_request_id()
         if self._has_free_slot():
             return [self._start(kind, target, request_id)]
         queued_request = TriggerQueued(request_id, kind, target)
-        if kind is CheckpointType.SAVEPOINT:
-            self._queued_savepoints.append(queued_request)
-        else:
-            self._queued_checkpoints.append(queued_request)
+        self._schedule.enqueue(queued_request)
         return [queued_request]
 
     def acknowledge(self, checkpoint_id: int, task_id: str, state: object) -> list[Action]:
@@ -357,7 +332,7 @@ class CheckpointCoordinator:
         self._last_duration_ms = now - c.started_ms
         actions: list[Action] = []
         if c.kind is CheckpointType.CHECKPOINT:
-            self._last_completed_ms = now
+            self._schedule.last_completed_ms = now
             self._failures.succeeded(checkpoint_id)
             for old in list(self._in_flight.values()):
                 if old.checkpoint_id < checkpoint_id and old.kind is CheckpointType.CHECKPOINT:
@@ -391,7 +366,7 @@ class CheckpointCoordinator:
         for c in list(self._in_flight.values()):
             if not c.persisting:
                 self._abort(c, AbortReason.JOB_ENDED, f"the job {detail}", actions)
-        self._fail_queued(CheckpointTriggerError(*self._stopped), actions)
+        self._schedule.fail_queued(CheckpointTriggerError(*self._stopped), actions)
         return actions
 
     # ------------------------------------------------------------------ internals
@@ -417,13 +392,6 @@ class CheckpointCoordinator:
     def _has_free_slot(self) -> bool:
         return len(self._in_flight) < self._max_concurrent
 
-    def _periodic_due_ms(self) -> int:
-        assert self._interval_ms is not None
-        due = self._last_trigger_ms + self._interval_ms
-        if self._last_completed_ms is not None:
-            due = max(due, self._last_completed_ms + self._min_pause_ms)
-        return due
-
     def _require_running(self, task_id: str) -> None:
         state = self._tasks.get(task_id)
         if state is None:
@@ -436,14 +404,8 @@ class CheckpointCoordinator:
         if blocker is None:
             self._drain_queue(actions)
         else:
-            self._fail_queued(blocker, actions)
+            self._schedule.fail_queued(blocker, actions)
         self._maybe_final_checkpoint(actions)
-
-    def _fail_queued(self, blocker: CheckpointTriggerError, actions: list[Action]) -> None:
-        for queue in (self._queued_savepoints, self._queued_checkpoints):
-            while queue:
-                rid = queue.popleft().request_id
-                actions.append(TriggerRequestFailed(rid, blocker.reason, str(blocker)))
 
     def _ignore_persist_result(self, checkpoint_id: int) -> bool:
         if checkpoint_id in self._subsumed_while_persisting:
@@ -461,7 +423,7 @@ class CheckpointCoordinator:
         plan = frozenset(t for t in running if not (self._upstream[t] & running))
         cid = self._next_id
         self._next_id += 1
-        self._last_trigger_ms = now
+        self._schedule.last_trigger_ms = now
         c = _Checkpoint(cid, kind, target, now, running, set(running))
         for task_id, state in self._final_states.items():  # finished before the trigger
             c.states[task_id] = state
@@ -493,14 +455,12 @@ class CheckpointCoordinator:
             )
             self._stopped = (reason, f"cannot trigger: {msg}")
             actions.append(FailJob(msg))
-            self._fail_queued(CheckpointTriggerError(*self._stopped), actions)
+            self._schedule.fail_queued(CheckpointTriggerError(*self._stopped), actions)
 
     def _drain_queue(self, actions: list[Action]) -> None:
         if self._trigger_blocker() is not None:
             return
-        while self._has_free_slot() and (self._queued_savepoints or self._queued_checkpoints):
-            queue = self._queued_savepoints or self._queued_checkpoints
-            r = queue.popleft()
+        while self._has_free_slot() and (r := self._schedule.next_request()) is not None:
             actions.append(self._start(r.kind, r.target, r.request_id))
 
     def _maybe_final_checkpoint(self, actions: list[Action]) -> None:
