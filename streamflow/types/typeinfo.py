@@ -16,20 +16,18 @@ and only there:
   :meth:`TypeInformation.format`.
 * **Checkpoint codecs**: a descriptor's type info names the codec of its state.
 
-Rules ported from ``flink-python/pyflink/common/typeinfo.py`` (apache-flink 2.3.0)
-and the Java ``toString`` of ``Tuple``, ``Row``, ``BigDecimal``, ``Boolean`` and arrays.
+Rules ported from ``flink-python/pyflink/common/typeinfo.py`` (apache-flink 2.3.0);
+the Java ``toString`` rules of :meth:`TypeInformation.format` are in ``java_text.py``.
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
-import struct
 from typing import Any
 
+from .java_text import F32, java_float, java_string
 from .row import Row
-
-_F32 = struct.Struct(">f")
 
 __all__ = [
     "BasicArrayTypeInfo",
@@ -92,12 +90,12 @@ class BasicTypeInfo(TypeInformation):
 
     def format(self, value: Any) -> str:
         if self.name == "Float" and isinstance(value, float):
-            return _java_float(value)
+            return java_float(value)
         return java_string(value)
 
     def convert(self, value: Any) -> Any:
         if self.name == "Float" and isinstance(value, float):  # a Java float: 32 bits
-            return _F32.unpack(_F32.pack(value))[0]
+            return F32.unpack(F32.pack(value))[0]
         return value
 
     def __repr__(self) -> str:
@@ -333,75 +331,6 @@ class MapTypeInfo(_Composite):
 
     def __repr__(self) -> str:
         return f"MapTypeInfo<{self._key_type_info!r}, {self._value_type_info!r}>"  # PyFlink's
-
-
-def java_string(value: Any) -> str:
-    """``String.valueOf`` of the Java object PyFlink would make of ``value``."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, float):
-        return _java_double(value)
-    if isinstance(value, decimal.Decimal):
-        return _java_decimal(value)
-    if isinstance(value, (datetime.date, datetime.time)):
-        return _java_temporal(value)
-    if isinstance(value, Row):
-        return f"{value.get_row_kind()}[" + ", ".join(java_string(v) for v in value) + "]"
-    if isinstance(value, tuple):
-        return "(" + ",".join(java_string(v) for v in value) + ")"
-    if isinstance(value, list):
-        return "[" + ", ".join(java_string(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{java_string(k)}={java_string(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
-def _java_temporal(value: datetime.date | datetime.time) -> str:
-    """``java.sql.Date``/``Time``/``Timestamp.toString``: a timestamp shows its fraction of a
-    second without trailing zeros (at least one digit); a time shows none."""
-    if isinstance(value, datetime.datetime):
-        fraction = f"{value.microsecond:06d}".rstrip("0") or "0"
-        return value.strftime("%Y-%m-%d %H:%M:%S") + "." + fraction
-    if isinstance(value, datetime.time):
-        return value.strftime("%H:%M:%S")
-    return value.isoformat()
-
-
-def _java_double(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    text = repr(value)
-    if "e" in text or "E" in text:
-        mantissa, exp = text.lower().split("e")
-        if "." not in mantissa:
-            mantissa += ".0"
-        return f"{mantissa}E{int(exp)}"
-    return text
-
-
-def _java_float(value: float) -> str:
-    """Java's ``Float.toString``: the shortest decimal that reads back as the same 32-bit float."""
-    if value != value or value in (float("inf"), float("-inf")):
-        return _java_double(value)
-    f = _F32.unpack(_F32.pack(value))[0]
-    for digits in range(1, 10):
-        text = f"{f:.{digits}g}"
-        if _F32.unpack(_F32.pack(float(text)))[0] == f:
-            break
-    return _java_double(float(text))
-
-
-def _java_decimal(value: decimal.Decimal) -> str:
-    text = str(value)
-    return text.replace("e", "E").replace("E+", "E+") if "E" in text.upper() else text
 
 
 def _basic(name: str, python_type: type | tuple[type, ...] | None = None) -> BasicTypeInfo:
