@@ -43,7 +43,7 @@ from ..state.keyed import KeyedStateBackend
 
 EOF_TS = 9_000_000_000_000  # ms, the year 2255: below pandas' nanosecond limit (2262)
 EOF_ORDER = [2**62]
-WATERMARK_TAG = "\x00watermark"  # marker rows that carry Spark's event time (see plan._KeyColumn)
+WATERMARK_TAG = "\x00watermark"  # marker rows that carry Spark's event time (see key_column.KeyColumn)
 TIMER_ORDER = -1  # outputs fired by timers come before the outputs of the batch's records
 
 

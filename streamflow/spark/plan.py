@@ -15,7 +15,7 @@ the user's code paths) and builds one streaming DataFrame per node output:
   (:class:`~.harness.ChainRunner`); forward-connected ones with a single consumer are fused
   into one stage, as the asyncio engine chains them into one task.
 * A **keyed operator** (``key_by`` then reduce, process, window, ...) gets a key column
-  (the key selector's result, encoded), the event-time watermark of its input
+  (the key selector's result, encoded: :mod:`.key_column`), the event-time watermark of its input
   (``withWatermark`` with the delay of the upstream watermark strategy), and runs as
   ``groupBy(key).applyInPandasWithState`` (:class:`~.keyed.KeyedRunner`): the operator's
   keyed state and timers per key live in Spark's state store, and event-time timers are
@@ -43,7 +43,6 @@ import logging
 import os
 import types
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,8 +57,9 @@ from ..graph import JobGraph, Partitioning, StreamNode
 from ..runtime.basic_operators import FilterOperator, MapOperator, UserFunctionOperator
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
-from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL, batch_codec, encode_keys, keyed_schema
-from .harness import WATERMARK_TAG, ChainRunner, NodeSpec
+from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL
+from .harness import ChainRunner, NodeSpec
+from .key_column import Fused, KeyColumn
 from .keyed import KeyedRunner
 from .native import (
     LAYOUT_FILE,
@@ -68,7 +68,6 @@ from .native import (
     merge_layouts,
     recognise,
     record_value,
-    records_from_arrow,
     select_result,
     to_column,
     truthy,
@@ -265,8 +264,8 @@ class Translation:
         if native_key is not None:
             keyed = stream.df.withColumn("key", F.when(~F.col("eof"), to_column(native_key)))  # null: eof
         else:
-            key_column = _KeyColumn(edges[0].key_selector, self.codec, markers=window is None,
-                                    layout=stream.layout)
+            key_column = KeyColumn(edges[0].key_selector, self.codec, markers=window is None,
+                                   layout=stream.layout)
             keyed = self._keyed_input(node, stream, key_column)
         if window is not None:
             assert stream.delay_ms is not None
@@ -319,14 +318,14 @@ class Translation:
         _log.info("the key selector of %r runs natively on Spark", node.name)
         return record_value(layout) if result.identity else result.exprs[0]
 
-    def _keyed_input(self, node: StreamNode, stream: Stream, key_column: _KeyColumn) -> Any:
+    def _keyed_input(self, node: StreamNode, stream: Stream, key_column: KeyColumn) -> Any:
         """The keyed stage's input with its key column; fused into the stateless stage before
         it when that stage feeds only this one (its outputs then carry no side-output tag)."""
         up = self._fusable_upstream(node)
         if up is not None:
             stage = self._output(up).stage
             if stage is not None:
-                return stage[0].mapInArrow(_Fused(stage[1], key_column), KEYED_DDL)
+                return stage[0].mapInArrow(Fused(stage[1], key_column), KEYED_DDL)
         return stream.df.mapInArrow(key_column, KEYED_DDL)
 
     def _fusable_upstream(self, node: StreamNode) -> StreamNode | None:
@@ -428,79 +427,3 @@ def _watermark_delay(node: StreamNode) -> int | None:
         "on Spark, whose watermark is the maximum event time minus a fixed delay: use "
         "WatermarkStrategy.for_bounded_out_of_orderness(...) or for_monotonous_timestamps()"
     )
-
-
-class _Fused:
-    """Two ``mapInArrow`` functions as one."""
-
-    def __init__(self, first: Callable[[Any], Any], second: Callable[[Any], Any]) -> None:
-        self.first, self.second = first, second
-
-    def __call__(self, batches: Any) -> Any:
-        return self.second(self.first(batches))
-
-
-class _KeyColumn:
-    """``mapInArrow``: adds the encoded key of every row, and one watermark row per batch.
-
-    Spark drops a stateful operator's input rows whose event time is at or below the
-    previous micro-batch's watermark; streamflow's operators decide lateness themselves
-    (allowed lateness, late-data side outputs), so data rows carry no event time for Spark.
-    Instead each batch gets one marker row (key ``b""``, not end-of-input) whose event
-    time is the batch's highest timestamp: Spark's watermark follows the data exactly as
-    before, and no data row is ever dropped. The end-of-input row keeps its event time.
-    Typed input (``layout``) leaves encoded: the record's columns become ``value``.
-    """
-
-    def __init__(self, key_selector: Callable[[Any], Any], codec: Codec, markers: bool = True,
-                 layout: Layout | None = None) -> None:
-        self.key_selector = key_selector
-        self.codec = codec
-        self.markers = markers  # False: data rows keep their event time (native windows)
-        self.layout = layout
-
-    def __call__(self, batches: Any) -> Any:
-        import pyarrow as pa
-
-        schema = keyed_schema()
-        key_of = self.key_selector
-        encode_many, decode_many = batch_codec(self.codec.encode, self.codec.decode)
-        for batch in batches:
-            eofs = batch.column("eof").to_pylist()
-            data = [i for i, e in enumerate(eofs) if not e]
-            everything = len(data) == len(eofs)
-            if self.layout is None:
-                values = batch.column("value").to_pylist()
-                records = decode_many(values if everything else [values[i] for i in data])
-            else:
-                typed = records_from_arrow(batch, self.layout)
-                records = typed if everything else [typed[i] for i in data]
-                encoded = encode_many(records)
-                values = encoded if everything else [b""] * len(eofs)
-                if not everything:
-                    for i, v in zip(data, encoded, strict=True):
-                        values[i] = v
-            encoded_keys = encode_keys([key_of(r) for r in records], encode_many, self.codec.encode)
-            if everything:
-                keys = encoded_keys
-            else:
-                keys = [b""] * len(eofs)
-                for i, k in zip(data, encoded_keys, strict=True):
-                    keys[i] = k
-            base = [batch.column(c) for c in ("order", "ts", "tag", "eof")]
-            arrays = [*base, pa.array(values, pa.binary()), pa.array(keys, pa.binary())]
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-            if not self.markers:
-                if batch.column("ts").null_count:
-                    raise ValueError(
-                        "an event-time window needs record timestamps: call assign_timestamps_and_"
-                        "watermarks() (or from_source with a WatermarkStrategy) upstream"
-                    )
-                continue
-            tss = batch.column("ts").to_pylist()
-            stamped = [t for t, e in zip(tss, eofs, strict=True) if t is not None and not e]
-            if stamped:
-                marker = [[[-1]], [max(stamped)], [WATERMARK_TAG], [False], [b""], [b""]]
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(c, f.type) for c, f in zip(marker, schema, strict=True)], schema=schema
-                )
