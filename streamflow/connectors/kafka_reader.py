@@ -1,0 +1,350 @@
+"""The Kafka source's reader: one subtask's partitions, their offsets, and the fetch loop.
+
+Theory of operation
+-------------------
+Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
+``.../source/KafkaSource.java``, ``enumerator/KafkaSourceEnumerator.java``,
+``reader/KafkaPartitionSplitReader.java``), without consumer-group membership:
+
+* **Assignment.** Each subtask's reader lists the subscribed partitions (a
+  topic list, a regex pattern, or fixed partitions) and keeps the ones it owns
+  by Flink's rule ``(start(topic) + partition) % parallelism`` with
+  ``start(topic) = (stable_hash(topic) * 31 & 0x7FFFFFFF) % parallelism``
+  (``KafkaSourceEnumerator.getSplitOwner``). Every subtask computes the same
+  answer, so no coordinator is needed. It ``assign()``s them to a plain
+  aiokafka consumer; a group id, if given, only receives committed offsets for
+  monitoring (and serves ``committed_offsets()``). Discovery repeats every
+  ``partition.discovery.interval.ms`` (unbounded only): new partitions are
+  picked up, starting at the initializer's offsets.
+* **Fetching.** One asyncio task per reader (in the job's loop) calls
+  ``getmany`` and deserializes each partition's batch in one comprehension
+  into a chunk ``(partition, records, timestamps, next_offset)``; chunks wait
+  in a queue bounded by record count (backpressure: the fetch task waits).
+  ``poll_batch`` never blocks: it hands out queued chunks (or ``None``).
+* **Positions.** The position of a partition is the offset after the last
+  record *emitted* (not fetched), so a checkpoint's position is exact; restore
+  seeks there. On checkpoint completion those offsets are committed to the
+  group (best effort, logged on failure: Flink's
+  ``commit.offsets.on.checkpoint``).
+* **Bounded mode.** Stopping offsets are resolved at start (``latest()``: the
+  end offsets then); a partition is done when its position reaches its stop
+  offset; the reader ends when all its partitions are done and the queue is
+  empty. A reader that owns no partition ends at once (bounded) or marks
+  itself idle (unbounded), so downstream watermarks never wait for it.
+* **Bad records** (deserialization raised) become :class:`KafkaDeadLetter`
+  entries (raw bytes, topic, partition, offset, reason), routed by the task
+  to the ``DEAD_LETTER`` side output and counted in ``numRecordsMalformed``;
+  without a consumer of that side output the job fails, naming the record.
+* **Event time** per partition lives in :mod:`.kafka_watermarks`; the Kafka
+  record timestamp is each element's timestamp.
+
+The source itself (its settings and PyFlink's builder) is :class:`~.kafka_source.KafkaSource`;
+``KafkaSource.create_reader`` makes one :class:`KafkaSourceReader` per subtask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..state.key_groups import stable_hash
+from .base import END, SourceReader
+from .kafka_common import KafkaTopicPartition, consumer_config
+
+if TYPE_CHECKING:
+    from .kafka_source import KafkaSource
+
+__all__ = ["QUEUE_LIMIT", "KafkaSourceReader", "split_owner"]
+
+log = logging.getLogger("streamflow.connectors.kafka_source")  # the name users configure
+
+QUEUE_LIMIT = 20_000  # records fetched ahead of the task, per reader
+
+
+def split_owner(tp: KafkaTopicPartition, parallelism: int) -> int:
+    """The subtask owning a partition (Flink's ``KafkaSourceEnumerator.getSplitOwner``)."""
+    start = ((stable_hash(tp.topic) * 31) & 0x7FFFFFFF) % parallelism
+    return (start + tp.partition) % parallelism
+
+
+@dataclass
+class _Split:
+    """One partition owned by this reader."""
+
+    tp: Any  # aiokafka TopicPartition
+    index: int  # stable slot for per-partition watermarks
+    position: int  # next offset to emit
+    fetched: int  # next offset to fetch
+    stop: int | None = None
+    done: bool = False
+
+
+class KafkaSourceReader(SourceReader):
+    """One subtask of a :class:`KafkaSource` (see the module docstring)."""
+
+    def __init__(self, source: KafkaSource, subtask: int, parallelism: int) -> None:
+        self.source = source
+        self.subtask = subtask
+        self.parallelism = parallelism
+        self.splits: dict[tuple[str, int], _Split] = {}
+        self.dead_letters: list[Any] = []
+        self._restored: dict[tuple[str, int], int] = {}
+        self._queue: deque[tuple[_Split, list, list[int], list[int], int]] = deque()
+        self._queued = 0
+        self._space = asyncio.Event()
+        self._error: BaseException | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: Any = None
+        self._wake: Callable[[], None] = lambda: None
+        self._idle_sent = False
+        self._last_snapshot: dict[tuple[str, int], int] = {}
+        self._commit_task: asyncio.Task[None] | None = None
+        self.watermarks: Any = None  # kafka_watermarks.PartitionWatermarks when a strategy is set
+        self._metrics: Any = None  # the reader's MetricGroup (set_metric_group), for per-partition gauges
+
+    # -- metrics -------------------------------------------------------------
+    def set_metric_group(self, group: Any) -> None:
+        """Called by the job before ``start``: per-partition gauges with Flink's KafkaSourceReader
+        names go under ``KafkaSourceReader.topic.<topic>.partition.<p>``: ``currentOffset`` (the
+        next offset to emit) and ``pendingRecords`` (the consumer lag: records between it and the
+        partition's high watermark as last fetched)."""
+        self._metrics = group.add_group("KafkaSourceReader")
+
+    def _register_split_metrics(self, split: _Split) -> None:
+        topic = self._metrics.add_group("topic", split.tp.topic)
+        group = topic.add_group("partition", str(split.tp.partition))
+        group.gauge("currentOffset", lambda: split.position)
+        group.gauge("pendingRecords", lambda: self._pending_records(split))
+
+    def _pending_records(self, split: _Split) -> int:
+        consumer = self._consumer
+        try:
+            high = consumer.highwater(split.tp) if consumer is not None else None
+        except AssertionError:  # aiokafka asserts the partition is assigned; a finished one is not
+            high = None
+        return max(0, high - split.position) if high is not None else 0
+
+    # -- positions -----------------------------------------------------------
+    def snapshot_position(self) -> list[list[Any]]:
+        pos = {key: s.position for key, s in self.splits.items()}
+        for key, off in self._restored.items():
+            pos.setdefault(key, off)
+        self._last_snapshot = pos
+        return [[t, p, off] for (t, p), off in sorted(pos.items())]
+
+    def restore_position(self, position: Any) -> None:
+        self._restored = {(str(t), int(p)): int(off) for t, p, off in position or ()}
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if not self.source.group_id or self._consumer is None or not self._last_snapshot:
+            return
+        if self._commit_task is not None and not self._commit_task.done():
+            log.info("kafka source: offset commit for an earlier checkpoint still running; skipping %d",
+                     checkpoint_id)
+            return
+        offsets = dict(self._last_snapshot)
+        self._commit_task = asyncio.get_running_loop().create_task(self._commit(checkpoint_id, offsets))
+
+    async def _commit(self, checkpoint_id: int, offsets: dict[tuple[str, int], int]) -> None:
+        from aiokafka import TopicPartition
+        from aiokafka.structs import OffsetAndMetadata
+
+        try:
+            await self._consumer.commit(
+                {TopicPartition(t, p): OffsetAndMetadata(off, "") for (t, p), off in offsets.items()}
+            )
+        except Exception as exc:  # monitoring only: the offsets that matter are in the checkpoint
+            log.warning("kafka source: committing offsets of checkpoint %d to group %r failed: %r",
+                        checkpoint_id, self.source.group_id, exc)
+
+    # -- lifecycle -----------------------------------------------------------
+    async def start(self, wake: Callable[[], None]) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        self._wake = wake
+        src = self.source
+        if src.watermark_strategy is not None:
+            from ..clock import SystemClock
+            from .kafka_watermarks import PartitionWatermarks
+
+            self.watermarks = PartitionWatermarks(src.watermark_strategy, SystemClock(),
+                                                  src.watermark_interval_ms)
+        self._consumer = AIOKafkaConsumer(
+            **consumer_config(src.bootstrap_servers, src.group_id, src.properties,
+                              f"{src.client_id_prefix}-{self.subtask}")
+        )
+        await self._consumer.start()
+        await self._discover()
+        self._task = asyncio.get_running_loop().create_task(self._fetch_loop())
+
+    async def close(self) -> None:
+        for task in (self._task, self._commit_task):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except BaseException as exc:
+                    if not isinstance(exc, asyncio.CancelledError):
+                        log.warning("kafka source: background task ended with %r", exc)
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            await consumer.stop()
+
+    # -- discovery -----------------------------------------------------------
+    async def _subscribed(self) -> list[KafkaTopicPartition]:
+        src, consumer = self.source, self._consumer
+        if src.partitions:
+            return list(src.partitions)
+        if src.topic_pattern is not None:
+            topics = sorted(t for t in await consumer.topics() if src.topic_pattern.fullmatch(t))
+        else:
+            await consumer.topics()  # refreshes the metadata
+            topics = src.topics
+        out: list[KafkaTopicPartition] = []
+        for topic in topics:
+            parts = consumer.partitions_for_topic(topic)
+            if parts is None:
+                log.warning("kafka source: topic %r not found (yet)", topic)
+                continue
+            out.extend(KafkaTopicPartition(topic, p) for p in sorted(parts))
+        return out
+
+    async def _discover(self) -> None:
+        from aiokafka import TopicPartition
+
+        owned = [tp for tp in await self._subscribed() if split_owner(tp, self.parallelism) == self.subtask]
+        new = [tp for tp in owned if (tp.topic, tp.partition) not in self.splits]
+        if not new:
+            return
+        consumer = self._consumer
+        new_tps = [TopicPartition(tp.topic, tp.partition) for tp in new]
+        fresh = [t for t in new_tps if (t.topic, t.partition) not in self._restored]
+        starts = await self.source.starting_offsets.resolve(consumer, fresh, self.source.group_id)
+        stops = (await self.source.stopping_offsets.resolve(consumer, new_tps, None)
+                 if self.source.stopping_offsets is not None else {})
+        for t in new_tps:
+            key = (t.topic, t.partition)
+            pos = self._restored.get(key, starts.get(t))
+            if pos is None:
+                raise ValueError(f"kafka source: no starting offset for {t.topic}-{t.partition}")
+            split = _Split(t, len(self.splits), pos, pos, stops.get(t))
+            split.done = split.stop is not None and pos >= split.stop
+            self.splits[key] = split
+            if self._metrics is not None:
+                self._register_split_metrics(split)
+            log.info("kafka source subtask %d: assigned %s-%d from offset %d%s", self.subtask, t.topic,
+                     t.partition, pos, "" if split.stop is None else f" to {split.stop}")
+            if self.watermarks is not None:
+                self.watermarks.add_partition(split.index)
+        active = [s for s in self.splits.values() if not s.done]
+        consumer.assign([s.tp for s in active])
+        for s in active:
+            consumer.seek(s.tp, s.fetched)
+
+    # -- fetching ------------------------------------------------------------
+    async def _fetch_loop(self) -> None:
+        try:
+            await self._fetch()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self._error = exc
+            self._wake()
+
+    async def _fetch(self) -> None:
+        loop = asyncio.get_running_loop()
+        consumer = self._consumer
+        interval = self.source.discovery_interval_ms / 1000
+        next_discovery = loop.time() + interval if interval else None
+        while True:
+            while self._queued >= QUEUE_LIMIT:
+                self._space.clear()
+                await self._space.wait()
+            if next_discovery is not None and loop.time() >= next_discovery:
+                await self._discover()
+                next_discovery = loop.time() + interval
+            if not any(not s.done for s in self.splits.values()):
+                if self.source.bounded or next_discovery is None:
+                    self._wake()
+                    return
+                await asyncio.sleep(max(0.0, next_discovery - loop.time()))
+                continue
+            fetched = await consumer.getmany(timeout_ms=100, max_records=QUEUE_LIMIT - self._queued)
+            for tp, msgs in fetched.items():
+                split = self.splits.get((tp.topic, tp.partition))
+                if split is None or split.done or not msgs:
+                    continue
+                if split.stop is not None and msgs[-1].offset >= split.stop:
+                    msgs = [m for m in msgs if m.offset < split.stop]
+                    split.done = True
+                    consumer.pause(tp)
+                if msgs:
+                    split.fetched = msgs[-1].offset + 1
+                    self._enqueue(split, msgs)
+            if not fetched and self.source.bounded:
+                await self._check_stops()
+            if fetched or self.watermarks is not None:  # periodic watermarks and idleness need polls
+                self._wake()
+
+    async def _check_stops(self) -> None:
+        """Bounded: a partition whose consumer position passed its stop offset (control records) is done."""
+        for split in self.splits.values():
+            if split.done or split.stop is None:
+                continue
+            if await self._consumer.position(split.tp) >= split.stop:
+                split.done = True
+                self._consumer.pause(split.tp)
+
+    def _enqueue(self, split: _Split, msgs: list) -> None:
+        records, kept, letters = self.source.deserializer.deserialize_batch(msgs)
+        if letters:
+            self.dead_letters.extend(letters)
+        timestamps = [m.timestamp for m in kept]
+        offsets = [m.offset for m in kept]
+        self._queue.append((split, records, timestamps, offsets, msgs[-1].offset + 1))
+        self._queued += len(records)
+
+    # -- the task's side -----------------------------------------------------
+    def poll_batch(self, max_records: int) -> Any:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        wm = self.watermarks
+        if wm is not None:
+            wm.on_periodic()
+            pending = wm.take()
+            if pending is not None:
+                return pending
+        if not self._queue:
+            if self._task is not None and self._task.done() and not self.dead_letters:
+                return END
+            if not self.splits and not self._idle_sent and not self.source.bounded:
+                self._idle_sent = True  # no partition at all: never hold back downstream watermarks
+                from ..runtime.events import WatermarkStatus
+
+                return WatermarkStatus.IDLE
+            return None
+        split, records, timestamps, offsets, next_offset = self._queue[0]
+        if len(records) > max_records:
+            self._queue[0] = (split, records[max_records:], timestamps[max_records:], offsets[max_records:],
+                              next_offset)
+            records, timestamps = records[:max_records], timestamps[:max_records]
+            split.position = offsets[max_records - 1] + 1
+        else:
+            self._queue.popleft()
+            split.position = next_offset
+        self._queued -= len(records)
+        if self._queued < QUEUE_LIMIT:
+            self._space.set()
+        if wm is not None:
+            timestamps = wm.timestamps(records, timestamps)
+            wm.on_batch(split.index, records, timestamps)
+        return (records, timestamps)
+
+    def take_dead_letters(self) -> list[Any]:
+        out, self.dead_letters = self.dead_letters, []
+        return out
