@@ -29,9 +29,9 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint``,
 * Trigger plan: ``TriggerCheckpoint.tasks`` names the running tasks none of
   whose upstream tasks (``upstream``) still runs: the sources, and tasks whose
   inputs all finished (they get the barrier behind their remaining input).
-* When a checkpoint starts, periodically (``poll()``: interval, min pause) or
-  on a manual ``trigger()`` (at once, or queued until a slot is free), is the
-  trigger schedule's rule: ``trigger_schedule.py``.
+* When a checkpoint starts (periodic ones from ``poll()``, after the interval
+  and min pause; manual ones from ``trigger()``, at once or queued until a slot
+  is free) follows the rules of :class:`TriggerSchedule` (``trigger_schedule.py``).
 * Timeouts are checked in ``poll()``: a checkpoint still missing acks
   ``timeout_ms`` after its trigger is aborted with ``TIMEOUT``.
 * Duplicate acks, acks from a task the checkpoint does not wait for and acks for
