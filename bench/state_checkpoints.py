@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import gc
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -249,9 +250,17 @@ def events(keys: int, n: int) -> Any:
 
 async def run_job(keys: int, n: int, checkpoint: str | None, every: int | None = None) -> dict[str, float]:
     """``every``: a checkpoint every that many records (triggered by the caller) instead of
-    every second, so that a loaded machine takes as many checkpoints as a quiet one."""
-    env = sf.StreamExecutionEnvironment()
+    every second, so that a loaded machine takes as many checkpoints as a quiet one. The
+    checkpoints' directory is removed afterwards (tens of MB a run)."""
     d = tempfile.mkdtemp(prefix="sf-state-bench-")
+    try:
+        return await _run_job(d, keys, n, checkpoint, every)
+    finally:
+        shutil.rmtree(d)
+
+
+async def _run_job(d: str, keys: int, n: int, checkpoint: str | None, every: int | None) -> dict[str, float]:
+    env = sf.StreamExecutionEnvironment()
     if checkpoint is not None:
         env.enable_checkpointing(1_000 if every is None else 3_600_000)
         cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(d)

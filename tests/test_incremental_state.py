@@ -516,3 +516,57 @@ def test_the_log_of_writes_is_not_walked_by_full_collections() -> None:
     gc.collect()
     assert len(changes.batches) >= 3
     assert not [b for batch in changes.batches for b in batch if gc.is_tracked(b)]
+
+
+def test_a_batch_logged_by_its_keys_writes_the_tables_values_at_the_capture() -> None:
+    """``extend_keys`` (the keyed reduce) logs keys only: the capture reads each key's value
+    from the table, which is its last write; writes logged with values after it, deletions
+    and keys written again all restore as the table holds them."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    table.update({"a": ("a", 0), "gone": ("gone", 0)})
+    files.take(backend, 1)
+    for round_ in range(3):
+        keys = ["a", "b", "gone"] if round_ < 2 else ["a"]
+        table.update((k, (k, round_)) for k in keys)
+        changes.extend_keys(keys)
+        keys.clear()  # the caller's list is its own: the log copied it
+    table["b"] = ("b", "put")
+    changes.put("b", ("b", "put"))
+    del table["gone"]  # deleted without a logged deletion after a key-only write: read as one
+    table["a"] = ("a", "last")  # written in place after its last logged batch: the capture reads it
+    d2 = files.take(backend, 2)
+    assert len(d2["chain"]) == 2
+    assert files.restore([d2])._tables["reduce"] == {"a": ("a", "last"), "b": ("b", "put")}
+    assert len(changes) == 0 and not changes.deletes
+
+
+def test_key_only_batches_merged_for_hot_keys_take_the_tables_values() -> None:
+    """Hot keys logged by their keys: the oldest batches merge with the table's values of the
+    moment (later writes are logged after them), and the delta restores exactly."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    files.take(backend, 1)
+    keys = [f"k{i}" for i in range(300)]
+    for round_ in range(60):
+        batch = keys[: 300 if round_ % 2 else 150]
+        table.update((k, (k, round_)) for k in batch)
+        changes.extend_keys(batch)
+        assert changes.logged <= 2 * len(table) + incremental.SLACK + 600
+    assert changes.merged and not changes.full
+    d2 = files.take(backend, 2)
+    assert len(d2["chain"]) == 2
+    assert files.restore([d2])._tables["reduce"] == dict(table)
+
+
+def test_the_keyed_reduce_logs_its_keys_not_its_accumulators() -> None:
+    """The replaced accumulator is not kept alive by the log (so the interpreter's tuple free
+    list recycles it): a logged batch holds the keys only."""
+    table: dict = {}
+    changes = incremental.Changes(table)
+    table.update({"a": (1, 2)})
+    changes.extend_keys(["a"])
+    assert list(changes.batches) == [(("a",), None)]
+    assert list(changes.columns(consume=True)) == [(["a"], [(1, 2)], False)]

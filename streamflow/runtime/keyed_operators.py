@@ -3,7 +3,8 @@
 The per-key accumulator lives in the keyed state backend's table
 ``"reduce"`` (``{key: accumulated record}``); the hot loop touches that dict
 directly, one lookup and one store per record. With incremental checkpoints the
-batch's keys and new values are recorded once per batch (one ``dict.update``).
+batch's keys are logged once per batch (the values are the table's, read at the
+capture: ``state/changes.py``).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ class ReduceOperator(TimerOperator):
         except Exception as exc:
             raise self.failure(exc) from None
         if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
-            self.dirty.extend(keys, out)
+            self.dirty.extend_keys(keys)  # the values are the table's (state/changes.py)
         await self.output.push(out, timestamps)
 
     async def _fold_batch(
@@ -148,7 +149,7 @@ class ReduceOperator(TimerOperator):
         out, new = result[0], result[1]
         self._new_keys_often = new * 8 > len(records)
         if self.dirty is not None:  # incremental checkpoints: the batch's writes (the folds
-            self.dirty.extend(result[2], out)  # return the keys too), logged as a batch
+            self.dirty.extend_keys(result[2])  # return the keys too), logged as a batch
         await self.output.push(out, timestamps)
 
 

@@ -8,24 +8,15 @@ so a restore reads a bounded chain: the newest full file (the *base*) and the
 deltas after it, in order.
 
 The log of writes. Every keyed state table the backend hands out *tracked*
-(``KeyedStateBackend.tracked_table``) comes with a :class:`Changes`: the writes
-since the last capture, oldest first, with their values (``MISSING``: deleted).
-Built-in operators that touch tables directly (``reduce``, ``sum``) log each
-record batch as it is (``extend``: a copy of the batch's key and value lists, no
-per-key hashing: keeping a dict of dirty keys cost more than a third of such a
-job's CPU with a million keys, a hash insert per record that misses the cache);
-state objects ``put`` one write, which goes straight into a dict of merged
-writes while nothing is logged (so a key written a thousand times through a
-``ListState`` is one entry). When the log holds more than twice the table's size
-(hot keys), its oldest batches are merged into that dict, a bounded amount per
-write; once that dict holds :data:`CHUNK` keys the writes are spread over much of
-the table, not over a few hot keys, and the log gives up (``Changes.full``): it
-records nothing more, and the next capture writes a base, which holds every write
-and costs no more than the log's entries would. A table handed out untracked
-(``backend.table``: TTL state with full-snapshot cleanup;
-other TTL state logs its writes, ``ttl_state.py``) makes the backend take full
-snapshots in the former format, so an operator that does not record what it
-changes can never lose a change.
+(``KeyedStateBackend.tracked_table``) comes with a :class:`Changes` (``changes.py``):
+the writes since the last capture, oldest first (``MISSING``: deleted). Built-in
+operators that touch tables directly (``reduce``, ``sum``) log each record batch's
+keys (their values are read from the table at the capture), state objects one
+write at a time; a log that grows past twice the table gives up, and the next
+capture writes a base. A table handed out untracked (``backend.table``: TTL state
+with full-snapshot cleanup; other TTL state logs its writes, ``ttl_state.py``)
+makes the backend take full snapshots in the former format, so an operator that
+does not record what it changes can never lose a change.
 
 Capture (at the barrier, in the task, before the barrier is forwarded): the
 dirty entries of each table (or, when materialising, all of them) are *encoded*
@@ -71,8 +62,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import is_
@@ -81,155 +71,16 @@ from typing import Any
 
 import msgpack
 
+from .changes import CHUNK, MISSING, SLACK, Changes
 from .codec import Codec
 from .heap_columns import pack_column, pack_column_typed, packb, types_of, unpack_column
 
 __all__ = [
-    "CHUNK", "Capture", "Changes", "HeapChain", "HeapUpload", "apply_file", "apply_file_slices", "capture",
-    "pack_column", "unpack_column",
+    "CHUNK", "MISSING", "SLACK", "Capture", "Changes", "HeapChain", "HeapUpload", "apply_file",
+    "apply_file_slices", "capture", "pack_column", "unpack_column",
 ]  # fmt: skip
 
-CHUNK = 16_384  # keys per slice: capture and encoding yield to the loop between slices
 FORMAT = "streamflow-heap-state"
-MISSING: Any = object()  # a dirty key whose value is gone: a deletion
-
-# ------------------------------------------------------------------ changes
-
-
-SLACK = 4_096  # writes logged beyond twice the table's size before the oldest are merged
-BATCH = 1_024  # single writes gathered into one logged batch
-
-
-class Changes:
-    """The writes to one table since the last capture, oldest first (see module doc).
-
-    ``extend(keys, values)`` logs a batch (a copy of both lists: no per-key hashing),
-    ``put``/``delete`` log one write. When the log holds more than twice the table's size
-    (plus :data:`SLACK`), its oldest batches are merged into ``merged`` (a dict: each key
-    once), at most about twice what the write added, so no single write pays for all."""
-
-    __slots__ = ("_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "table")
-
-    def __init__(self, table: dict) -> None:
-        self.table = table
-        self.merged: dict[Any, Any] = {}  # older than every logged batch
-        self.batches: deque[tuple[Sequence, Sequence]] = deque()
-        self.logged = 0  # entries in batches and in the open batch
-        self.deletes = False  # a MISSING value may be among the writes
-        # the log gave up (see _merge_oldest): writes are not recorded any more, and the next
-        # capture writes the whole table (a base), which holds every write
-        self.full = False
-        self._open_keys: list[Any] = []
-        self._open_values: list[Any] = []
-
-    def extend(self, keys: list, values: list) -> None:
-        if self.full:
-            return
-        if self._open_keys:
-            self._close()
-        # tuples, not lists: once its values are untracked (the young collection at the next
-        # pause untracks tuples of numbers and strings), the collector untracks the batch too,
-        # so a full collection never walks a log of a million entries (30+ ms of CPU)
-        self.batches.append((tuple(keys), tuple(values)))
-        self.logged += len(keys)
-        if self.logged > 2 * len(self.table) + SLACK:
-            self._merge_oldest(2 * len(keys))
-
-    def put(self, key: Any, value: Any) -> None:
-        if self.full:
-            return
-        if not self.logged:  # nothing logged: the merged entries are the newest, keep it so
-            self.merged[key] = value
-            return
-        self._open_keys.append(key)
-        self._open_values.append(value)
-        self.logged += 1
-        if len(self._open_keys) >= BATCH:
-            self._close()
-            if self.logged > 2 * len(self.table) + SLACK:
-                self._merge_oldest(2 * BATCH)
-
-    def delete(self, key: Any) -> None:
-        self.deletes = True
-        self.put(key, MISSING)
-
-    def _close(self) -> None:
-        self.batches.append((tuple(self._open_keys), tuple(self._open_values)))  # see extend
-        self._open_keys, self._open_values = [], []
-
-    def _merge_oldest(self, count: int) -> None:
-        """Merge the ``count`` oldest logged writes into ``merged`` (a batch longer than that
-        is split: a sealed dict of CHUNK keys merged back in one call held the loop 2-6 ms).
-        Once ``merged`` holds :data:`CHUNK` keys the writes are not few hot keys but much of
-        the table: the log gives up (``full``), since the next capture's base costs no more
-        than the log's twice-the-table entries would (each key once), and merging a write per
-        record cost a dict insert per record plus, per CHUNK keys, a seal and a merge back."""
-        merged, batches = self.merged, self.batches
-        done = 0
-        while batches and done < count:
-            keys, values = batches[0]
-            take = count - done
-            if len(keys) > take:
-                merged.update(zip(keys[:take], values[:take], strict=True))
-                batches[0] = (keys[take:], values[take:])
-                done += take
-            else:
-                batches.popleft()
-                merged.update(zip(keys, values, strict=True))
-                done += len(keys)
-        self.logged -= done
-        if len(merged) >= CHUNK:
-            self.full = True
-            self.merged = {}  # CHUNK entries at most; the batches are freed by the capture, a part at a time
-
-    def seal(self) -> None:
-        """Move the merged writes into the log, as its oldest batch, once they hold
-        :data:`CHUNK` keys: a dict that grows to a million keys resizes in single C calls of
-        30-40 ms on the loop (the task calls this between slices, see ``seal_dirty``)."""
-        merged = self.merged
-        if len(merged) >= CHUNK and not self.full:
-            self.batches.appendleft((tuple(merged), tuple(merged.values())))  # see extend
-            self.logged += len(merged)
-            self.merged = {}
-
-    def __len__(self) -> int:
-        return len(self.merged) + self.logged
-
-    def columns(self, consume: bool) -> Iterator[tuple[list, list, bool]]:
-        """The writes as (keys, values, each key once) columns, oldest first: the merged
-        ones, then the log, in columns of at least :data:`CHUNK` entries (apply them in
-        order: a later write of a key wins). ``consume``: drop each batch once read, so the
-        values it alone kept alive are freed a column at a time, not all at once in
-        :meth:`clear` (a million frees is a long hold); call :meth:`clear` after."""
-        if self.merged:
-            yield list(self.merged), list(self.merged.values()), True
-        if self._open_keys:
-            self._close()
-        keys: list[Any] = []
-        values: list[Any] = []
-        batches = self.batches
-        for k, v in _drain(batches) if consume else batches:
-            keys += k
-            values += v
-            if len(keys) >= CHUNK:
-                yield keys, values, False
-                keys, values = [], []
-        if keys:
-            yield keys, values, False
-
-    def clear(self) -> None:
-        self.merged = {}
-        self.batches.clear()
-        self._open_keys, self._open_values = [], []
-        self.logged = 0
-        self.deletes = False
-        self.full = False
-
-
-def _drain(batches: deque[tuple[Sequence, Sequence]]) -> Iterator[tuple[Sequence, Sequence]]:
-    while batches:
-        yield batches.popleft()
-
 
 # ------------------------------------------------------------------ capture
 
@@ -357,7 +208,6 @@ async def capture(
         changes = dirty.get(table_name)
         if changes is None:
             changes = dirty[table_name] = Changes(table)
-        deletes = not full and changes.deletes
         # a base reads the table through iterators (a list of a million keys is a long hold);
         # the task waits for its capture, so nothing writes the table meanwhile (a write would
         # fail the capture loudly: 'dictionary changed size during iteration')
@@ -371,14 +221,22 @@ async def capture(
             parts = (
                 [(keys, values)]
                 if len(keys) <= CHUNK + CHUNK // 4
-                else [(keys[i : i + CHUNK], values[i : i + CHUNK]) for i in range(0, len(keys), CHUNK)]
+                else [
+                    (keys[i : i + CHUNK], values[i : i + CHUNK]) for i in reversed(range(0, len(keys), CHUNK))
+                ]
             )
+            del keys, values
             plain = None if to_plain is None else to_plain.get(table_name)
-            for part, vals in parts:
+            deletes = not full and changes.deletes  # reading the log may have found one
+            while parts:
+                part, vals = parts.pop()  # oldest first: the slices are listed newest first
                 written += len(part)
                 if plain is not None:
                     vals = [v if v is MISSING else plain(v) for v in vals]
                 frames.extend(_slice_frames(table_name, part, vals, deletes, unique, codec, key_types))
+                # nothing refers to the slice's lists during the pause: the young collection
+                # a pause may run does not walk them (their elements are old)
+                del part, vals
                 await yield_point()
         if not savepoint:
             while changes.batches:  # a base leaves the log unread: freed a part at a time
@@ -402,8 +260,9 @@ async def capture(
 
 def _table_slices(table: dict) -> Iterator[tuple[list, list, bool]]:
     kit, vit = iter(table), iter(table.values())
-    while part := list(islice(kit, CHUNK)):
-        yield part, list(islice(vit, CHUNK)), True
+    for _ in range(0, len(table), CHUNK):  # holds no slice while paused (see capture)
+        yield list(islice(kit, CHUNK)), list(islice(vit, CHUNK)), True
+    list(islice(kit, 1))  # a table written meanwhile raises here at the latest (see capture)
 
 
 # ------------------------------------------------------------------ encoding

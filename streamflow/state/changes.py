@@ -1,0 +1,224 @@
+"""The log of writes to one heap keyed state table since the last checkpoint.
+
+Theory of operation
+-------------------
+An incremental checkpoint of the heap backend (``incremental.py``) writes the
+entries written since the last one. Every table the backend hands out *tracked*
+comes with a :class:`Changes`: those writes, oldest first, read back by the next
+capture (``columns``) and then cleared.
+
+Three ways in, by what the writer has at hand:
+
+* ``extend_keys(keys)``: a record batch's keys only, their values being the
+  table's (the keyed ``reduce``/``sum``: it stores each key's new accumulator in
+  the table). A copy of the key list, no per-key hashing. The values are read
+  from the table when the log is read, a batch at a time (one ``itemgetter``
+  call). Keeping the values instead cost more than the lookups: a logged value
+  outlives the record that replaced it, so the interpreter's tuple free list,
+  which recycles the replaced accumulator into the next one, runs dry, every new
+  accumulator becomes an allocation the collector counts, and young collections
+  ran 60 % more often (at 1M keys and 2M records, 0.27-0.44 s of CPU more than
+  without the log, with no checkpoint taken; docs/performance.md, ``incr``,
+  third session).
+* ``extend(keys, values)``: a batch with its values (window panes, timers), a
+  copy of both lists.
+* ``put``/``delete``: one write; it goes straight into a dict of merged writes
+  while nothing is logged (so a key written a thousand times through a
+  ``ListState`` is one entry), else into an open batch of :data:`BATCH` writes.
+
+Reading a key-only batch gives each key's value *now*; that is the value of
+its last write, since the log records every write after it: applying the
+columns in order (a later write of a key wins) leaves every key as the table
+holds it. A key no longer in the table reads as :data:`MISSING` (a deletion),
+and the log then says it may hold deletions (``deletes``).
+
+Bounds. When the log holds more than twice the table's size (hot keys), its
+oldest batches are merged into the dict of merged writes (a key-only batch with
+the table's values at that moment: later writes are logged after it), a
+bounded amount per write; once that dict holds :data:`CHUNK` keys the writes are
+spread over much of the table, not over a few hot keys, and the log gives up
+(``full``): it records nothing more, and the next capture writes a base, which
+holds every write and costs no more than the log's entries would.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+from operator import is_, itemgetter
+from typing import Any
+
+__all__ = ["BATCH", "CHUNK", "MISSING", "SLACK", "Changes"]
+
+CHUNK = 16_384  # keys per slice: capture and encoding yield to the loop between slices
+MISSING: Any = object()  # a dirty key whose value is gone: a deletion
+SLACK = 4_096  # writes logged beyond twice the table's size before the oldest are merged
+BATCH = 1_024  # single writes gathered into one logged batch
+
+
+class Changes:
+    """The writes to one table since the last capture, oldest first (see the module doc).
+
+    A logged batch is ``(keys, values)``, or ``(keys, None)`` when its values are the
+    table's. When the log holds more than twice the table's size (plus :data:`SLACK`), its
+    oldest batches are merged into ``merged`` (a dict: each key once), at most about twice
+    what the write added, so no single write pays for all."""
+
+    __slots__ = ("_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "table")
+
+    def __init__(self, table: dict) -> None:
+        self.table = table
+        self.merged: dict[Any, Any] = {}  # older than every logged batch
+        self.batches: deque[tuple[Sequence, Sequence | None]] = deque()
+        self.logged = 0  # entries in batches and in the open batch
+        self.deletes = False  # a MISSING value may be among the writes
+        # the log gave up (see _merge_oldest): writes are not recorded any more, and the next
+        # capture writes the whole table (a base), which holds every write
+        self.full = False
+        self._open_keys: list[Any] = []
+        self._open_values: list[Any] = []
+
+    def extend(self, keys: list, values: list) -> None:
+        if self.full:
+            return
+        if self._open_keys:
+            self._close()
+        # tuples, not lists: once its values are untracked (the young collection at the next
+        # pause untracks tuples of numbers and strings), the collector untracks the batch too,
+        # so a full collection never walks a log of a million entries (30+ ms of CPU)
+        self.batches.append((tuple(keys), tuple(values)))
+        self._added(len(keys))
+
+    def extend_keys(self, keys: list) -> None:
+        """Log writes of ``keys`` whose values are in the table (see the module doc)."""
+        if self.full:
+            return
+        if self._open_keys:
+            self._close()
+        self.batches.append((tuple(keys), None))  # a tuple: see extend
+        self._added(len(keys))
+
+    def _added(self, count: int) -> None:
+        self.logged += count
+        if self.logged > 2 * len(self.table) + SLACK:
+            self._merge_oldest(2 * count)
+
+    def put(self, key: Any, value: Any) -> None:
+        if self.full:
+            return
+        if not self.logged:  # nothing logged: the merged entries are the newest, keep it so
+            self.merged[key] = value
+            return
+        self._open_keys.append(key)
+        self._open_values.append(value)
+        self.logged += 1
+        if len(self._open_keys) >= BATCH:
+            self._close()
+            if self.logged > 2 * len(self.table) + SLACK:
+                self._merge_oldest(2 * BATCH)
+
+    def delete(self, key: Any) -> None:
+        self.deletes = True
+        self.put(key, MISSING)
+
+    def _close(self) -> None:
+        self.batches.append((tuple(self._open_keys), tuple(self._open_values)))  # see extend
+        self._open_keys, self._open_values = [], []
+
+    def values_of(self, keys: Sequence) -> list[Any]:
+        """The table's values of ``keys`` now, :data:`MISSING` for a key it lacks (which
+        marks the log as holding deletions): one C call when every key is there."""
+        table = self.table
+        if len(keys) > 1:
+            try:
+                return list(itemgetter(*keys)(table))
+            except KeyError:
+                pass  # a key was deleted since: read one by one below
+        elif keys and keys[0] in table:
+            return [table[keys[0]]]
+        get, missing = table.get, MISSING
+        values = [get(k, missing) for k in keys]
+        if any(map(is_, values, repeat(missing))):
+            self.deletes = True
+        return values
+
+    def _merge_oldest(self, count: int) -> None:
+        """Merge the ``count`` oldest logged writes into ``merged`` (a batch longer than that
+        is split: a sealed dict of CHUNK keys merged back in one call held the loop 2-6 ms).
+        Once ``merged`` holds :data:`CHUNK` keys the writes are not few hot keys but much of
+        the table: the log gives up (``full``), since the next capture's base costs no more
+        than the log's twice-the-table entries would (each key once), and merging a write per
+        record cost a dict insert per record plus, per CHUNK keys, a seal and a merge back."""
+        merged, batches = self.merged, self.batches
+        done = 0
+        while batches and done < count:
+            keys, values = batches[0]
+            take = count - done
+            if len(keys) > take:
+                head = keys[:take]
+                merged.update(
+                    zip(head, self.values_of(head) if values is None else values[:take], strict=True)
+                )
+                batches[0] = (keys[take:], None if values is None else values[take:])
+                done += take
+            else:
+                batches.popleft()
+                merged.update(zip(keys, self.values_of(keys) if values is None else values, strict=True))
+                done += len(keys)
+        self.logged -= done
+        if len(merged) >= CHUNK:
+            self.full = True
+            self.merged = {}  # CHUNK entries at most; the batches are freed by the capture, a part at a time
+
+    def seal(self) -> None:
+        """Move the merged writes into the log, as its oldest batch, once they hold
+        :data:`CHUNK` keys: a dict that grows to a million keys resizes in single C calls of
+        30-40 ms on the loop (the task calls this between slices, see ``seal_dirty``)."""
+        merged = self.merged
+        if len(merged) >= CHUNK and not self.full:
+            self.batches.appendleft((tuple(merged), tuple(merged.values())))  # see extend
+            self.logged += len(merged)
+            self.merged = {}
+
+    def __len__(self) -> int:
+        return len(self.merged) + self.logged
+
+    def columns(self, consume: bool) -> Iterator[tuple[list, list, bool]]:
+        """The writes as (keys, values, each key once) columns, oldest first: the merged
+        ones, then the log, in columns of at least :data:`CHUNK` entries (apply them in
+        order: a later write of a key wins). ``consume``: drop each batch once read, so the
+        values it alone kept alive are freed a column at a time, not all at once in
+        :meth:`clear` (a million frees is a long hold); call :meth:`clear` after. Check
+        :attr:`deletes` after each column: reading key-only batches may set it."""
+        if self.merged:
+            yield list(self.merged), list(self.merged.values()), True
+        if self._open_keys:
+            self._close()
+        column: list[list[Any]] = [[], []]  # the lists are handed out, not kept while paused
+        for k, v in _drain(self.batches) if consume else self.batches:
+            column[0] += k
+            column[1] += self.values_of(k) if v is None else v
+            if len(column[0]) >= CHUNK:
+                yield _take(column)
+        if column[0]:
+            yield _take(column)
+
+    def clear(self) -> None:
+        self.merged = {}
+        self.batches.clear()
+        self._open_keys, self._open_values = [], []
+        self.logged = 0
+        self.deletes = False
+        self.full = False
+
+
+def _take(column: list[list[Any]]) -> tuple[list, list, bool]:
+    keys, values = column
+    column[:] = [], []
+    return keys, values, False
+
+
+def _drain(batches: deque[tuple[Sequence, Sequence | None]]) -> Iterator[tuple[Sequence, Sequence | None]]:
+    while batches:
+        yield batches.popleft()
