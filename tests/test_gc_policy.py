@@ -211,3 +211,62 @@ def test_track_keeps_a_string_keyed_table_on_the_string_lookup() -> None:
         general[f"k{i}"] = i
     assert sys.getsizeof(general) > sys.getsizeof(plain)  # the check sees the difference
     assert list(filled) == [f"k{i}" for i in range(5)]  # the order is kept
+
+
+class _Steps:
+    """A clock for ``YoungCollections``: each collection (two reads) takes the next duration."""
+
+    def __init__(self, durations: list[float]) -> None:
+        self.durations = durations
+        self.now = 0.0
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        if self.reads % 2 == 0:  # the read after the collection
+            self.now += self.durations.pop(0)
+        return self.now
+
+
+def _young_collections_at(young: Any, pauses: int) -> list[int]:
+    """The pauses (1-based) at which ``young`` collected."""
+    at = []
+    for pause in range(1, pauses + 1):
+        before = young.collections
+        young()
+        if young.collections > before:
+            at.append(pause)
+    return at
+
+
+def test_young_collections_space_out_while_each_is_short_and_come_back_when_one_is_long() -> None:
+    from streamflow.runtime.gc_policy import YoungCollections
+
+    short, long = YoungCollections.SHORT_S / 2, YoungCollections.LONG_S * 2
+    young = YoungCollections(_Steps([short] * 5 + [long] + [short] * 3))
+    at = _young_collections_at(young, 40)
+    # the first pause, then 2, 4 and 8 (at most) pauses later ...
+    assert at[:5] == [1, 3, 7, 15, 23]
+    # ... until the long one (at 31) brings them back to every pause
+    assert at[5:] == [31, 32, 34, 38]
+    assert young.every == 8
+
+
+def test_young_collections_in_between_keep_their_interval() -> None:
+    from streamflow.runtime.gc_policy import YoungCollections
+
+    middle = (YoungCollections.SHORT_S + YoungCollections.LONG_S) / 2
+    young = YoungCollections(_Steps([YoungCollections.SHORT_S / 2, middle, middle, middle]))
+    assert _young_collections_at(young, 8) == [1, 3, 5, 7]
+
+
+def test_young_collections_skip_while_the_application_turned_the_collector_off() -> None:
+    from streamflow.runtime.gc_policy import YoungCollections
+
+    young = YoungCollections(_Steps([0.0] * 4))
+    gc.disable()
+    try:
+        assert _young_collections_at(young, 4) == []
+    finally:
+        gc.enable()
+    assert _young_collections_at(young, 1) == [1]
