@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..windowing.assigners import TumblingEventTimeWindows
 from ..windowing.triggers import EventTimeTrigger, Trigger
 from ..windowing.windows import TimeWindow
+from .window_batch import add_one_window
 from .window_context import WindowContext, WindowFunctions
 
 if TYPE_CHECKING:
@@ -53,7 +54,8 @@ def fast_elements(
     and the timers are implied (every pane fires at ``window.max_timestamp()``). The
     keys each pane got are logged for incremental checkpoints (window_panes.py)."""
     touched: dict[TimeWindow, list] = {}
-    _fast_loop(op, records, timestamps, late, late_ts, touched)
+    if not add_one_window(op, records, timestamps, touched):  # the common batch (window_batch.py)
+        _fast_loop(op, records, timestamps, late, late_ts, touched)
     op._pane_tables.log(touched)
 
 
