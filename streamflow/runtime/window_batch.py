@@ -11,7 +11,8 @@ records all fall into the one window, which the watermark has not reached and wh
 fired. :func:`add_one_window` checks that with two passes at C speed (``min`` and ``max`` of
 the timestamps: the window start is monotone in the timestamp, so when the earliest and the
 latest record share a window, all do), computes the keys in one ``map`` (they are the keys
-the incremental checkpoint logs for the pane, in record order, as the loop logs them) and
+the incremental checkpoint logs for the pane, in record order, as the loop logs them; a key
+selector that fails names its record, found from the iterator's position, as the loop does) and
 adds the records with a loop that only reads and writes the pane. Any other batch returns
 ``False`` untouched, for the general loop.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..windowing.windows import TimeWindow
+from .item_getters import failed_record
 
 
 def add_one_window(op: Any, records: list, timestamps: list[int], touched: dict[TimeWindow, list]) -> bool:
@@ -41,7 +43,11 @@ def add_one_window(op: Any, records: list, timestamps: list[int], touched: dict[
     window = TimeWindow(start, start + size)
     if window in op._fired:
         return False
-    keys = list(map(op.key_selector, records))
+    it = iter(records)
+    try:
+        keys = list(map(op.key_selector, it))
+    except Exception as exc:
+        raise op.failure(exc, failed_record(records, it)) from None  # named, as the loop names it
     pane = op.panes.get(window)
     if pane is None:
         pane = op._pane_tables.new(window)
