@@ -41,7 +41,10 @@ one heap push; deletion only drops the dict entries (lazy deletion); popping
 skips heap entries whose ``seq`` is no longer live, so a timer deleted and
 registered again fires once, in its new FIFO position. When dead entries
 outnumber live ones the heap is rebuilt (amortised O(1) per deletion). Keys
-and namespaces must be hashable; timestamps must be ``int``.
+and namespaces must be hashable; timestamps must be ``int``. The queues
+(``timer_queues.py``) turn *sharded* in place once they hold 32,768 timers
+(many small dicts instead of two large ones), so no registration resizes a
+dict of a million entries in one call.
 
 Snapshots are plain data: ``{"event_time": [(ts, key, ns), ...],
 "processing_time": [...]}`` in firing order, or, for checkpoints
@@ -52,22 +55,21 @@ timers (restoring several snapshots unions them, e.g. when rescaling, with
 not part of the snapshot: it starts again from ``MIN_WATERMARK``.
 
 Incremental checkpoints (heap backend, ``timer_checkpoints.py``) read the live
-dicts (``live``) for a base and, for a delta, what changed since a *mark*
-(``set_mark``): the timers registered after it are the end of the ``seq``-ordered
-dict, and a deletion or firing of a timer registered at or before it is appended
-to the queue's ``dead`` list (``changes``). Nothing else is logged.
+timers (``live``: a dict, or a read-only view of the shards) for a base and,
+for a delta, what changed since a *mark* (``set_mark``): the timers registered
+after it are the end of the ``seq``-ordered map, and a deletion or firing of a
+timer registered at or before it is appended to the queue's ``dead`` list
+(``changes``). Nothing else is logged.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from itertools import count
-from operator import itemgetter
 from typing import Any
 
 from streamflow.runtime.events import MIN_WATERMARK
+from streamflow.runtime.timer_queues import Timer, TimerQueue
 
 __all__ = ["Timer", "TimerService", "TimerSnapshot"]
 
@@ -76,118 +78,6 @@ TimerSnapshot = dict[str, list[tuple[int, Any, Any]]]
 
 _EVENT = "event_time"
 _PROCESSING = "processing_time"
-_COMPACT_MIN = 64
-_SEQ_BITS = 64
-_SEQ_MASK = (1 << _SEQ_BITS) - 1
-_TS, _KEY, _NS = itemgetter(0), itemgetter(1), itemgetter(2)
-
-
-@dataclass(frozen=True, slots=True)
-class Timer:
-    """A fired (or registered) timer."""
-
-    timestamp: int
-    key: Any
-    namespace: Any
-
-
-class _TimerQueue:
-    """A deduplicated min-queue of timers with lazy deletion (one time domain).
-
-    The heap holds int priorities ``(timestamp << 64) | seq`` (Python ints are
-    unbounded, so this is ``timestamp * 2**64 + seq`` and orders negative
-    timestamps correctly); comparing ints is several times cheaper than
-    comparing tuples. ``_live`` maps ``(ts, key, ns)`` to the seq of its live
-    registration and ``_timers`` maps that seq back to the same tuple; the
-    :class:`Timer` object is only built when the timer fires.
-    """
-
-    __slots__ = ("_heap", "_live", "_seq", "_timers", "dead", "mark")
-
-    def __init__(self, seq: Callable[[], int]) -> None:
-        self._heap: list[int] = []
-        self._live: dict[tuple[int, Hashable, Hashable], int] = {}
-        self._timers: dict[int, tuple[int, Hashable, Hashable]] = {}
-        self._seq = seq
-        # incremental checkpoints (timer_checkpoints.py): the timers deleted or fired that were
-        # registered at or before ``mark`` (a seq: the last checkpoint's), in order; those
-        # registered after it are found in ``_timers`` (its seqs ascend). -1: nothing is logged
-        self.mark = -1
-        self.dead: list[tuple[int, Hashable, Hashable]] = []
-
-    def __len__(self) -> int:
-        return len(self._live)
-
-    def __contains__(self, ident: tuple[int, Hashable, Hashable]) -> bool:
-        return ident in self._live
-
-    def add(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
-        ident = (timestamp, key, namespace)
-        if ident in self._live:
-            return False
-        seq = self._seq()
-        priority = (timestamp << _SEQ_BITS) | seq  # TypeError for a non-int timestamp
-        self._live[ident] = seq
-        self._timers[seq] = ident
-        heapq.heappush(self._heap, priority)
-        return True
-
-    def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
-        seq = self._live.pop((timestamp, key, namespace), None)
-        if seq is None:
-            return False
-        ident = self._timers.pop(seq)
-        if seq <= self.mark:
-            self.dead.append(ident)
-        heap = self._heap
-        if len(heap) > _COMPACT_MIN and len(heap) > 2 * len(self._live):
-            timers = self._timers
-            self._heap = heap = [p for p in heap if (p & _SEQ_MASK) in timers]
-            heapq.heapify(heap)
-        return True
-
-    def peek_timestamp(self) -> int | None:
-        heap, timers = self._heap, self._timers
-        while heap:
-            priority = heap[0]
-            if (priority & _SEQ_MASK) in timers:
-                return priority >> _SEQ_BITS
-            heapq.heappop(heap)  # a deleted timer
-        return None
-
-    def pop_due(self, time: int) -> Timer | None:
-        heap, timers = self._heap, self._timers
-        limit = (time << _SEQ_BITS) | _SEQ_MASK
-        while heap:
-            priority = heap[0]
-            if priority > limit:  # even a dead head means nothing live is due
-                return None
-            heapq.heappop(heap)
-            seq = priority & _SEQ_MASK
-            ident = timers.pop(seq, None)
-            if ident is not None:
-                del self._live[ident]
-                if seq <= self.mark:
-                    self.dead.append(ident)
-                return Timer(ident[0], ident[1], ident[2])
-        return None
-
-    def columns(self) -> tuple[list[int], list[Any], list[Any]]:
-        """Live timers in registration order as three columns (timestamps, keys, namespaces):
-        re-registered in this order they fire in the same order (``seq`` breaks ties), and
-        the order costs no sort (``_timers`` is keyed by ``seq`` in insertion order)."""
-        timers = list(self._timers.values())  # (one map per column: 4x faster than zip(*timers))
-        return list(map(_TS, timers)), list(map(_KEY, timers)), list(map(_NS, timers))
-
-    def entries(self) -> list[tuple[int, Any, Any]]:
-        """Live timers in firing order."""
-        timers = self._timers
-        out = []
-        for priority in sorted(self._heap):
-            ident = timers.get(priority & _SEQ_MASK)
-            if ident is not None:
-                out.append(ident)
-        return out
 
 
 class TimerService:
@@ -197,8 +87,8 @@ class TimerService:
 
     def __init__(self) -> None:
         seq = count().__next__  # shared, so FIFO order survives a snapshot round trip
-        self._event = _TimerQueue(seq)
-        self._processing = _TimerQueue(seq)
+        self._event = TimerQueue(seq)
+        self._processing = TimerQueue(seq)
         self._watermark = MIN_WATERMARK
 
     # ---------------------------------------------------------------- registration
@@ -304,7 +194,7 @@ class TimerService:
         return {_EVENT: self._event.entries(), _PROCESSING: self._processing.entries()}
 
     def snapshot_columns(self) -> dict[str, tuple[list[int], list[Any], list[Any]]]:
-        """The registered timers of each non-empty domain as columns (``_TimerQueue.columns``):
+        """The registered timers of each non-empty domain as columns (``TimerQueue.columns``):
         what a checkpoint stores, a few lists instead of a tuple per timer."""
         out = {}
         for name, queue in ((_EVENT, self._event), (_PROCESSING, self._processing)):
@@ -314,23 +204,24 @@ class TimerService:
 
     # ---------------------------------------------------------------- incremental checkpoints
 
-    def live(self) -> dict[str, dict[tuple[int, Any, Any], int]]:
-        """Per domain, the live timers (``(ts, key, namespace) -> seq``, in registration order):
+    def live(self) -> dict[str, Any]:
+        """Per domain, the live timers (``(ts, key, namespace) -> seq``: ``len``, iteration,
+        ``values()``; a flat queue's in registration order, a sharded one's shard by shard):
         what a base of an incremental checkpoint writes (``timer_checkpoints.py``). Read only."""
-        return {_EVENT: self._event._live, _PROCESSING: self._processing._live}
+        return {_EVENT: self._event.table(), _PROCESSING: self._processing.table()}
 
-    def changes(self, domain: str) -> tuple[list[tuple[int, Any, Any]], dict[int, tuple[int, Any, Any]]]:
+    def changes(self, domain: str) -> tuple[list[tuple[int, Any, Any]], Any]:
         """Since :meth:`set_mark`: the timers of ``domain`` deleted or fired that were live at
         the mark, in order, and the live timers by seq, ascending (those registered after the
         mark are at its end: iterate it reversed). Read only."""
         queue = self._event if domain == _EVENT else self._processing
-        return queue.dead, queue._timers
+        return queue.dead, queue.by_seq()
 
     def set_mark(self, tracked: bool = True) -> int:
         """Start logging changes anew from now (``tracked``; else stop logging); returns the mark."""
         mark = -1
         if tracked:
-            mark = max(next(reversed(q._timers), -1) for q in (self._event, self._processing))
+            mark = max(self._event.newest_seq(), self._processing.newest_seq())
         for queue in (self._event, self._processing):
             queue.mark, queue.dead = mark, []
         return mark

@@ -1,0 +1,354 @@
+"""The queue of one time domain of a :class:`~streamflow.runtime.timers.TimerService`.
+
+Theory of operation
+-------------------
+A queue is a binary heap of int priorities (``(timestamp << 64) | seq``: comparing ints is
+several times cheaper than comparing tuples) with lazy deletion, plus two maps: the live timers
+``(timestamp, key, namespace) -> seq`` (set semantics: registering a live timer is a no-op)
+and their inverse ``seq -> (timestamp, key, namespace)`` (what a heap entry's timer is, and
+whether it is still live). ``seq`` is the registration order, shared by both domains of a
+service; it breaks ties between equal timestamps and orders the timers for checkpoints.
+
+**Two layouts, one object.** A queue starts *flat*: the two maps are two plain dicts, the
+cheapest on the hot path (a trigger re-registers its window's end for every element: one dict
+lookup). A dict grows by copying itself into a table twice as large in one C call; at a
+million timers that is 30-40 ms of CPU per dict (most of it the kernel zeroing the new
+table's pages), and both dicts of a queue resize at the same registration, so one record held
+the caller's event loop 50-85 ms (``bench/timer_checkpoints.py --keys 1000000``). When a queue
+holds :data:`SHARD_AT` live timers it turns *sharded*, in place (the object's class becomes
+:class:`ShardedTimerQueue`, whose ``__slots__`` layout is the same, so every reference to the
+queue stays valid): the live timers are spread over :data:`SHARDS` dicts by the hash of the
+timer, and the inverse over dicts of :data:`SEQ_RANGE` consecutive seqs each (seqs ascend, so
+only the newest range grows; a range whose timers are all gone is dropped). No dict then holds
+more than about ``timers / SHARDS`` entries or ``SEQ_RANGE`` of them, so a resize costs at
+most that (``timers / SHARDS``: 15k entries at a million timers, about 0.5 ms). The move
+itself is one step over :data:`SHARD_AT` timers (a few ms). A sharded queue costs a hash and
+a subscript more per operation, which only large queues pay; it never turns flat again.
+
+Both layouts answer the same reads: :meth:`TimerQueue.table` (the live timers as a read-only
+mapping with ``len``, iteration and ``values()``: a base of an incremental checkpoint; a
+sharded one iterates shard by shard, so not in registration order, and a restore sorts by
+seq), :meth:`TimerQueue.by_seq` (the live timers by seq, ascending, with ``reversed``: what a
+delta reads, newest first) and :meth:`TimerQueue.newest_seq`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+__all__ = ["SEQ_RANGE", "SHARDS", "SHARD_AT", "Ident", "ShardedTimerQueue", "Timer", "TimerQueue"]
+
+Ident = tuple[int, Hashable, Hashable]
+"""``(timestamp, key, namespace)``."""
+
+SEQ_BITS = 64
+SEQ_MASK = (1 << SEQ_BITS) - 1
+COMPACT_MIN = 64
+SHARD_AT = 1 << 15
+"""Live timers at which a flat queue turns sharded (the move is one step over that many)."""
+SHARDS = 64
+"""Dicts of live timers in a sharded queue (by the timer's hash; a power of two)."""
+_SHARD_MASK = SHARDS - 1
+_RANGE_BITS = 14
+SEQ_RANGE = 1 << _RANGE_BITS
+"""Consecutive seqs per dict of a sharded queue's inverse map."""
+_TS, _KEY, _NS = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A fired (or registered) timer."""
+
+    timestamp: int
+    key: Any
+    namespace: Any
+
+
+class TimerQueue:
+    """A deduplicated min-queue of timers with lazy deletion (one time domain), flat layout
+    (see the module doc). ``dead``/``mark``: for incremental checkpoints, the timers deleted
+    or fired that were registered at or before ``mark`` (a seq: the last checkpoint's), in
+    order; those registered after it are the end of :meth:`by_seq`. ``mark`` -1: nothing is
+    logged. The timer object the caller sees is built only when a timer fires."""
+
+    # one layout for both classes (``__class__`` is swapped in place): the flat layout uses
+    # _live/_timers, the sharded one _shards/_ranges/_count
+    __slots__ = (
+        "_check_at", "_count", "_heap", "_live", "_ranges", "_seq", "_shards", "_timers", "dead", "mark",
+    )  # fmt: skip
+
+    def __init__(self, seq: Callable[[], int]) -> None:
+        self._heap: list[int] = []
+        self._live: dict[Ident, int] = {}
+        self._timers: dict[int, Ident] = {}
+        self._shards: list[dict[Ident, int]] = []
+        self._ranges: dict[int, dict[int, Ident]] = {}
+        self._count = 0
+        self._check_at = 0  # (the first registration sets it: see _check_size)
+        self._seq = seq
+        self.mark = -1
+        self.dead: list[Ident] = []
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __contains__(self, ident: Ident) -> bool:
+        return ident in self._live
+
+    def add(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
+        ident = (timestamp, key, namespace)
+        if ident in self._live:  # (a trigger's re-registration: the hot path, kept to this)
+            return False
+        seq = self._seq()
+        priority = (timestamp << SEQ_BITS) | seq  # TypeError for a non-int timestamp
+        self._live[ident] = seq
+        self._timers[seq] = ident
+        heapq.heappush(self._heap, priority)
+        if seq >= self._check_at:  # (no len() per new timer: that cost 2 % of a register + fire)
+            self._check_size(seq)
+        return True
+
+    def _check_size(self, seq: int) -> None:
+        """Turn sharded at ``SHARD_AT`` live timers, else check again at the first seq that
+        could reach it (a registration adds one timer and takes one seq)."""
+        room = SHARD_AT - len(self._live)
+        if room > 0:
+            self._check_at = seq + room
+        else:
+            self._to_shards()
+
+    def _to_shards(self) -> None:
+        """Turn this queue sharded, in place (the module doc)."""
+        shards: list[dict[Ident, int]] = [{} for _ in range(SHARDS)]
+        for ident, seq in self._live.items():
+            shards[hash(ident) & _SHARD_MASK][ident] = seq
+        ranges: dict[int, dict[int, Ident]] = {}
+        for seq, ident in self._timers.items():  # ascending: the ranges are made in order
+            r = ranges.get(seq >> _RANGE_BITS)
+            if r is None:
+                r = ranges[seq >> _RANGE_BITS] = {}
+            r[seq] = ident
+        self._count = len(self._live)
+        self._shards, self._ranges = shards, ranges
+        self._live, self._timers = {}, {}
+        self.__class__ = ShardedTimerQueue
+
+    def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
+        seq = self._live.pop((timestamp, key, namespace), None)
+        if seq is None:
+            return False
+        ident = self._timers.pop(seq)
+        if seq <= self.mark:
+            self.dead.append(ident)
+        heap = self._heap
+        if len(heap) > COMPACT_MIN and len(heap) > 2 * len(self._live):
+            self._compact()
+        return True
+
+    def _compact(self) -> None:
+        alive = self._alive
+        self._heap = heap = [p for p in self._heap if alive(p & SEQ_MASK)]
+        heapq.heapify(heap)
+
+    def _alive(self, seq: int) -> bool:
+        return seq in self._timers
+
+    def peek_timestamp(self) -> int | None:
+        heap, timers = self._heap, self._timers
+        while heap:
+            priority = heap[0]
+            if (priority & SEQ_MASK) in timers:
+                return priority >> SEQ_BITS
+            heapq.heappop(heap)  # a deleted timer
+        return None
+
+    def pop_due(self, time: int) -> Timer | None:
+        """The next live timer with ``timestamp <= time``, removed; None when none is due."""
+        heap, timers = self._heap, self._timers
+        limit = (time << SEQ_BITS) | SEQ_MASK
+        while heap:
+            priority = heap[0]
+            if priority > limit:  # even a dead head means nothing live is due
+                return None
+            heapq.heappop(heap)
+            seq = priority & SEQ_MASK
+            ident = timers.pop(seq, None)
+            if ident is not None:
+                del self._live[ident]
+                if seq <= self.mark:
+                    self.dead.append(ident)
+                return Timer(ident[0], ident[1], ident[2])
+        return None
+
+    # -- reads (snapshots, checkpoints) -------------------------------------------------
+    def table(self) -> Any:
+        """The live timers, ``(timestamp, key, namespace) -> seq``: ``len``, iteration (keys)
+        and ``values()`` in the same order. Read only."""
+        return self._live
+
+    def by_seq(self) -> Any:
+        """The live timers by seq, ascending: ``reversed``, ``[seq]``, ``values()``. Read only."""
+        return self._timers
+
+    def newest_seq(self) -> int:
+        """The seq of the newest live timer, or -1."""
+        return next(reversed(self._timers), -1)
+
+    def columns(self) -> tuple[list[int], list[Any], list[Any]]:
+        """Live timers in registration order as three columns (timestamps, keys, namespaces):
+        re-registered in this order they fire in the same order (``seq`` breaks ties), and
+        the order costs no sort (the inverse map is in ascending seq order)."""
+        timers = list(self.by_seq().values())  # (one map per column: 4x faster than zip(*timers))
+        return list(map(_TS, timers)), list(map(_KEY, timers)), list(map(_NS, timers))
+
+    def entries(self) -> list[Ident]:
+        """Live timers in firing order."""
+        timers = self.by_seq()
+        out = []
+        for priority in sorted(self._heap):
+            seq = priority & SEQ_MASK
+            if self._alive(seq):
+                out.append(timers[seq])
+        return out
+
+
+class _ShardedTable:
+    """A sharded queue's live timers as one read-only mapping (:meth:`TimerQueue.table`)."""
+
+    __slots__ = ("queue",)
+
+    def __init__(self, queue: ShardedTimerQueue) -> None:
+        self.queue = queue
+
+    def __len__(self) -> int:
+        return self.queue._count
+
+    def __iter__(self) -> Iterator[Ident]:
+        return chain.from_iterable(self.queue._shards)
+
+    def values(self) -> Iterator[int]:
+        return chain.from_iterable(s.values() for s in self.queue._shards)
+
+
+class _SeqRanges:
+    """A sharded queue's live timers by seq, ascending, as one read-only mapping
+    (:meth:`TimerQueue.by_seq`)."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self, ranges: dict[int, dict[int, Ident]]) -> None:
+        self.ranges = ranges
+
+    def __len__(self) -> int:
+        return sum(map(len, self.ranges.values()))
+
+    def __getitem__(self, seq: int) -> Ident:
+        return self.ranges[seq >> _RANGE_BITS][seq]
+
+    def __iter__(self) -> Iterator[int]:
+        return chain.from_iterable(self.ranges.values())
+
+    def __reversed__(self) -> Iterator[int]:
+        return chain.from_iterable(map(reversed, reversed(self.ranges.values())))
+
+    def values(self) -> Iterator[Ident]:
+        return chain.from_iterable(r.values() for r in self.ranges.values())
+
+
+class ShardedTimerQueue(TimerQueue):
+    """:class:`TimerQueue` in the sharded layout (the module doc); made only by
+    :meth:`TimerQueue._to_shards`."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, ident: Ident) -> bool:
+        return ident in self._shards[hash(ident) & _SHARD_MASK]
+
+    def add(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
+        ident = (timestamp, key, namespace)
+        shard = self._shards[hash(ident) & _SHARD_MASK]
+        if ident in shard:
+            return False
+        seq = self._seq()
+        priority = (timestamp << SEQ_BITS) | seq  # TypeError for a non-int timestamp
+        shard[ident] = seq
+        r = self._ranges.get(seq >> _RANGE_BITS)
+        if r is None:
+            r = self._ranges[seq >> _RANGE_BITS] = {}
+        r[seq] = ident
+        self._count += 1
+        heapq.heappush(self._heap, priority)
+        return True
+
+    def _forget(self, seq: int) -> Ident:
+        """Drop ``seq`` from the inverse map (it is live); its range too when that empties."""
+        ranges = self._ranges
+        r = ranges[seq >> _RANGE_BITS]
+        ident = r.pop(seq)
+        if not r:
+            del ranges[seq >> _RANGE_BITS]
+        self._count -= 1
+        return ident
+
+    def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
+        ident = (timestamp, key, namespace)
+        seq = self._shards[hash(ident) & _SHARD_MASK].pop(ident, None)
+        if seq is None:
+            return False
+        self._forget(seq)
+        if seq <= self.mark:
+            self.dead.append(ident)
+        heap = self._heap
+        if len(heap) > COMPACT_MIN and len(heap) > 2 * self._count:
+            self._compact()
+        return True
+
+    def _alive(self, seq: int) -> bool:
+        r = self._ranges.get(seq >> _RANGE_BITS)
+        return r is not None and seq in r
+
+    def peek_timestamp(self) -> int | None:
+        heap, alive = self._heap, self._alive
+        while heap:
+            priority = heap[0]
+            if alive(priority & SEQ_MASK):
+                return priority >> SEQ_BITS
+            heapq.heappop(heap)  # a deleted timer
+        return None
+
+    def pop_due(self, time: int) -> Timer | None:
+        heap, ranges = self._heap, self._ranges
+        limit = (time << SEQ_BITS) | SEQ_MASK
+        while heap:
+            priority = heap[0]
+            if priority > limit:  # even a dead head means nothing live is due
+                return None
+            heapq.heappop(heap)
+            seq = priority & SEQ_MASK
+            r = ranges.get(seq >> _RANGE_BITS)
+            if r is None or seq not in r:
+                continue  # a deleted timer
+            ident = self._forget(seq)
+            del self._shards[hash(ident) & _SHARD_MASK][ident]
+            if seq <= self.mark:
+                self.dead.append(ident)
+            return Timer(ident[0], ident[1], ident[2])
+        return None
+
+    def table(self) -> Any:
+        return _ShardedTable(self)
+
+    def by_seq(self) -> Any:
+        return _SeqRanges(self._ranges)
+
+    def newest_seq(self) -> int:
+        ranges = self._ranges
+        return next(reversed(ranges[next(reversed(ranges))])) if ranges else -1
