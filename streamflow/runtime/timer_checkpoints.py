@@ -65,6 +65,7 @@ __all__ = ["TimerCheckpoints", "TimerRestore", "from_plain", "is_incremental", "
 EVENT, PROCESSING = "event_time", "processing_time"
 KINDS = {EVENT: "timers", PROCESSING: "timers"}
 _SEQ = itemgetter(1)
+_PAIR_SEQ, _PAIR_TIMER = itemgetter(0), itemgetter(1)
 _WRAP = "="
 
 
@@ -147,7 +148,7 @@ class TimerCheckpoints:
         out = {}
         mark, plain, chunk = self._mark, self.plain, _inc.CHUNK
         for name, table in tables.items():
-            dead, by_seq = self.timers.changes(name)
+            dead, newest = self.timers.changes(name)
             limit = 2 * len(table) + _inc.SLACK
             if len(dead) > limit:
                 return None
@@ -158,17 +159,17 @@ class TimerCheckpoints:
                 changes.deletes = True
                 await yield_point()
             new: list[tuple[list, list]] = []  # newest first
-            count, newest = len(dead), reversed(by_seq)  # seqs descending: the new ones first
+            count = len(dead)  # ``newest``: (seq, timer), seqs descending: the new ones first
             while True:
                 slice_ = list(islice(newest, chunk))
-                last = not slice_ or slice_[-1] <= mark
-                seqs = [s for s in slice_ if s > mark] if last else slice_
-                count += len(seqs)
+                last = not slice_ or slice_[-1][0] <= mark
+                pairs = [p for p in slice_ if p[0] > mark] if last else slice_
+                count += len(pairs)
                 if count > limit:
                     return None
-                if seqs:
-                    seqs.reverse()
-                    registered = list(map(by_seq.__getitem__, seqs))
+                if pairs:
+                    pairs.reverse()
+                    seqs, registered = list(map(_PAIR_SEQ, pairs)), list(map(_PAIR_TIMER, pairs))
                     new.append((registered if plain is None else list(map(plain, registered)), seqs))
                 if last:
                     break

@@ -28,8 +28,9 @@ a subscript more per operation, which only large queues pay; it never turns flat
 Both layouts answer the same reads: :meth:`TimerQueue.table` (the live timers as a read-only
 mapping with ``len``, iteration and ``values()``: a base of an incremental checkpoint; a
 sharded one iterates shard by shard, so not in registration order, and a restore sorts by
-seq), :meth:`TimerQueue.by_seq` (the live timers by seq, ascending, with ``reversed``: what a
-delta reads, newest first) and :meth:`TimerQueue.newest_seq`.
+seq), :meth:`TimerQueue.by_seq` (the live timers by seq, ascending: a full snapshot),
+:meth:`TimerQueue.newest_first` (``(seq, timer)`` pairs, newest first: what a delta reads)
+and :meth:`TimerQueue.newest_seq`.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ COMPACT_MIN = 64
 SHARD_AT = 1 << 15
 """Live timers at which a flat queue turns sharded (the move is one step over that many)."""
 SHARDS = 64
-"""Dicts of live timers in a sharded queue (by the timer's hash; a power of two)."""
-_SHARD_MASK = SHARDS - 1
+"""Dicts of live timers in a sharded queue, by the hash of the timer's key (written as the
+literal 63, ``SHARDS - 1``, where a shard is picked)."""
 _RANGE_BITS = 14
 SEQ_RANGE = 1 << _RANGE_BITS
 """Consecutive seqs per dict of a sharded queue's inverse map."""
@@ -126,7 +127,7 @@ class TimerQueue:
         """Turn this queue sharded, in place (the module doc)."""
         shards: list[dict[Ident, int]] = [{} for _ in range(SHARDS)]
         for ident, seq in self._live.items():
-            shards[hash(ident) & _SHARD_MASK][ident] = seq
+            shards[hash(ident[1]) & 63][ident] = seq
         ranges: dict[int, dict[int, Ident]] = {}
         for seq, ident in self._timers.items():  # ascending: the ranges are made in order
             r = ranges.get(seq >> _RANGE_BITS)
@@ -192,12 +193,16 @@ class TimerQueue:
         return self._live
 
     def by_seq(self) -> Any:
-        """The live timers by seq, ascending: ``reversed``, ``[seq]``, ``values()``. Read only."""
+        """The live timers by seq, ascending: iteration (seqs), ``[seq]``, ``values()``. Read only."""
         return self._timers
 
     def newest_seq(self) -> int:
         """The seq of the newest live timer, or -1."""
         return next(reversed(self._timers), -1)
+
+    def newest_first(self) -> Iterator[tuple[int, Ident]]:
+        """The live timers as ``(seq, timer)``, newest first (what a delta reads)."""
+        return reversed(self._timers.items())
 
     def columns(self) -> tuple[list[int], list[Any], list[Any]]:
         """Live timers in registration order as three columns (timestamps, keys, namespaces):
@@ -248,13 +253,10 @@ class _SeqRanges:
         return sum(map(len, self.ranges.values()))
 
     def __getitem__(self, seq: int) -> Ident:
-        return self.ranges[seq >> _RANGE_BITS][seq]
+        return self.ranges[seq >> _RANGE_BITS][seq]  # (entries(): a snapshot, not per record)
 
     def __iter__(self) -> Iterator[int]:
         return chain.from_iterable(self.ranges.values())
-
-    def __reversed__(self) -> Iterator[int]:
-        return chain.from_iterable(map(reversed, reversed(self.ranges.values())))
 
     def values(self) -> Iterator[Ident]:
         return chain.from_iterable(r.values() for r in self.ranges.values())
@@ -270,11 +272,11 @@ class ShardedTimerQueue(TimerQueue):
         return self._count
 
     def __contains__(self, ident: Ident) -> bool:
-        return ident in self._shards[hash(ident) & _SHARD_MASK]
+        return ident in self._shards[hash(ident[1]) & 63]
 
     def add(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
         ident = (timestamp, key, namespace)
-        shard = self._shards[hash(ident) & _SHARD_MASK]
+        shard = self._shards[hash(key) & 63]  # (SHARDS - 1: a literal is cheaper than a global)
         if ident in shard:
             return False
         seq = self._seq()
@@ -300,7 +302,7 @@ class ShardedTimerQueue(TimerQueue):
 
     def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
         ident = (timestamp, key, namespace)
-        seq = self._shards[hash(ident) & _SHARD_MASK].pop(ident, None)
+        seq = self._shards[hash(key) & 63].pop(ident, None)
         if seq is None:
             return False
         self._forget(seq)
@@ -334,10 +336,15 @@ class ShardedTimerQueue(TimerQueue):
             heapq.heappop(heap)
             seq = priority & SEQ_MASK
             r = ranges.get(seq >> _RANGE_BITS)
-            if r is None or seq not in r:
+            if r is None:
                 continue  # a deleted timer
-            ident = self._forget(seq)
-            del self._shards[hash(ident) & _SHARD_MASK][ident]
+            ident = r.pop(seq, None)
+            if ident is None:
+                continue  # a deleted timer
+            if not r:
+                del ranges[seq >> _RANGE_BITS]
+            self._count -= 1
+            del self._shards[hash(ident[1]) & 63][ident]
             if seq <= self.mark:
                 self.dead.append(ident)
             return Timer(ident[0], ident[1], ident[2])
@@ -348,6 +355,9 @@ class ShardedTimerQueue(TimerQueue):
 
     def by_seq(self) -> Any:
         return _SeqRanges(self._ranges)
+
+    def newest_first(self) -> Iterator[tuple[int, Ident]]:
+        return chain.from_iterable(map(reversed, map(dict.items, reversed(self._ranges.values()))))
 
     def newest_seq(self) -> int:
         ranges = self._ranges

@@ -64,7 +64,7 @@ timer registered at or before it is appended to the queue's ``dead`` list
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from itertools import count
 from typing import Any
 
@@ -210,12 +210,14 @@ class TimerService:
         what a base of an incremental checkpoint writes (``timer_checkpoints.py``). Read only."""
         return {_EVENT: self._event.table(), _PROCESSING: self._processing.table()}
 
-    def changes(self, domain: str) -> tuple[list[tuple[int, Any, Any]], Any]:
+    def changes(
+        self, domain: str
+    ) -> tuple[list[tuple[int, Any, Any]], Iterator[tuple[int, tuple[int, Any, Any]]]]:
         """Since :meth:`set_mark`: the timers of ``domain`` deleted or fired that were live at
-        the mark, in order, and the live timers by seq, ascending (those registered after the
-        mark are at its end: iterate it reversed). Read only."""
+        the mark, in order, and the live timers as ``(seq, timer)``, newest first (those
+        registered after the mark come first: read until a seq at or below it). Read only."""
         queue = self._event if domain == _EVENT else self._processing
-        return queue.dead, queue.by_seq()
+        return queue.dead, queue.newest_first()
 
     def set_mark(self, tracked: bool = True) -> int:
         """Start logging changes anew from now (``tracked``; else stop logging); returns the mark."""
