@@ -18,19 +18,22 @@ the caller's event loop 50-85 ms (``bench/timer_checkpoints.py --keys 1000000``)
 holds :data:`SHARD_AT` live timers it turns *sharded*, in place (the object's class becomes
 :class:`ShardedTimerQueue`, whose ``__slots__`` layout is the same, so every reference to the
 queue stays valid): the live timers are spread over :data:`SHARDS` dicts by the hash of the
-timer, and the inverse over dicts of :data:`SEQ_RANGE` consecutive seqs each (seqs ascend, so
+timer's key (a key's timers stay together, as in Flink's key groups; hashing the whole timer
+tuple cost twice as much per operation; a single key with a million timers would still be one
+dict), and the inverse over dicts of :data:`SEQ_RANGE` consecutive seqs each (seqs ascend, so
 only the newest range grows; a range whose timers are all gone is dropped). No dict then holds
 more than about ``timers / SHARDS`` entries or ``SEQ_RANGE`` of them, so a resize costs at
 most that (``timers / SHARDS``: 15k entries at a million timers, about 0.5 ms). The move
-itself is one step over :data:`SHARD_AT` timers (a few ms). A sharded queue costs a hash and
-a subscript more per operation, which only large queues pay; it never turns flat again.
+itself is one step over :data:`SHARD_AT` timers (a few ms). A sharded queue costs a key hash,
+a subscript and a range lookup more per operation (11-18 % of the timer operations' own
+instructions, docs/performance.md), which only large queues pay; it never turns flat again.
 
 Both layouts answer the same reads: :meth:`TimerQueue.table` (the live timers as a read-only
-mapping with ``len``, iteration and ``values()``: a base of an incremental checkpoint; a
-sharded one iterates shard by shard, so not in registration order, and a restore sorts by
-seq), :meth:`TimerQueue.by_seq` (the live timers by seq, ascending: a full snapshot),
-:meth:`TimerQueue.newest_first` (``(seq, timer)`` pairs, newest first: what a delta reads)
-and :meth:`TimerQueue.newest_seq`.
+mapping with ``len``, iteration and ``values()`` in registration order: a base of an
+incremental checkpoint; a sharded one reads them through its seq ranges, in the order their
+memory was allocated, not shard by shard: 5x faster), :meth:`TimerQueue.by_seq` (the live
+timers by seq, ascending: a full snapshot), :meth:`TimerQueue.newest_first` (``(seq,
+timer)`` pairs, newest first: what a delta reads) and :meth:`TimerQueue.newest_seq`.
 """
 
 from __future__ import annotations
@@ -233,11 +236,13 @@ class _ShardedTable:
     def __len__(self) -> int:
         return self.queue._count
 
+    # read through the inverse map, in registration order: shard by shard, a base read every
+    # 64th timer of memory allocated in that order (5x slower in a 300k-timer base capture)
     def __iter__(self) -> Iterator[Ident]:
-        return chain.from_iterable(self.queue._shards)
+        return chain.from_iterable(r.values() for r in self.queue._ranges.values())
 
     def values(self) -> Iterator[int]:
-        return chain.from_iterable(s.values() for s in self.queue._shards)
+        return chain.from_iterable(self.queue._ranges.values())
 
 
 class _SeqRanges:

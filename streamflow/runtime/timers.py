@@ -206,7 +206,7 @@ class TimerService:
 
     def live(self) -> dict[str, Any]:
         """Per domain, the live timers (``(ts, key, namespace) -> seq``: ``len``, iteration,
-        ``values()``; a flat queue's in registration order, a sharded one's shard by shard):
+        ``values()``, in registration order):
         what a base of an incremental checkpoint writes (``timer_checkpoints.py``). Read only."""
         return {_EVENT: self._event.table(), _PROCESSING: self._processing.table()}
 
