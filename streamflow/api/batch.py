@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..eventtime import NoWatermarksGenerator, WatermarkStrategy
 from ..execution_mode import RuntimeExecutionMode
+from ..runtime.events import MAX_WATERMARK
 from ..runtime.keyed_operators import ReduceOperator
+from ..runtime.timers import Timer
 
 if TYPE_CHECKING:
     from .environment import StreamExecutionEnvironment
@@ -68,8 +70,10 @@ def batch_watermarks(strategy: WatermarkStrategy | Any) -> Any:
 
 
 class BatchReduceOperator(ReduceOperator):
-    """Folds every record into its key's accumulator and emits each key's final value
-    (with the timestamp of the key's last record) when the input ends."""
+    """Flink's ``BatchGroupedReduceOperator``: folds every record into its key's accumulator
+    and registers a timer at the end of time for the key; when it fires (the key's end, as
+    its sorted input moves to the next key: ``runtime/sorting_input.py``) the key's final
+    value goes out, with the timestamp of the key's last record."""
 
     async def open(self) -> None:
         await super().open()
@@ -81,7 +85,7 @@ class BatchReduceOperator(ReduceOperator):
         if self._specialize is not None and records:
             self.reduce, self._specialize = self._specialize(records[0]), None
         key_of, reduce, table, last_ts = self.key_selector, self.reduce, self.table, self.last_ts
-        backend = self.backend
+        backend, register = self.backend, self.timers.register_event_time_timer
         get, missing = table.get, _MISSING
         record: Any = None
         try:
@@ -89,19 +93,22 @@ class BatchReduceOperator(ReduceOperator):
                 key = key_of(record)
                 backend.current_key = key  # a ReduceFunction may use keyed state too
                 acc = get(key, missing)
-                table[key] = record if acc is missing else reduce(acc, record)
+                if acc is missing:
+                    table[key] = record
+                    register(key, None, MAX_WATERMARK)
+                else:
+                    table[key] = reduce(acc, record)
                 if timestamps is not None:
                     last_ts[key] = timestamps[i]
         except Exception as exc:
             raise self.failure(exc, record) from None
 
-    async def finish(self) -> None:
-        if self.table:
-            keys = list(self.table)
-            out = [self.table[k] for k in keys]
-            stamps = [self.last_ts[k] for k in keys] if len(self.last_ts) == len(keys) else None
-            await self.output.push(out, stamps)
-        await super().finish()
+    async def on_event_timer(self, timer: Timer) -> None:
+        key = timer.key
+        value = self.table.pop(key, _MISSING)
+        ts = self.last_ts.pop(key, None)
+        if value is not _MISSING:
+            await self.output.push([value], None if ts is None else [ts])
 
 
 def reduce_operator_class(env: StreamExecutionEnvironment) -> type[ReduceOperator]:

@@ -15,21 +15,16 @@ from ..checkpoint.config import CheckpointConfig, CheckpointingMode, RestartStra
 from ..clock import SYSTEM_CLOCK, Clock
 from ..connectors.base import Source
 from ..connectors.collection import AsyncIterableSource, CollectionSource
-from ..execution_mode import RuntimeExecutionMode
 from ..graph import JobGraph, StreamGraph, build_job_graph
 from ..runtime.execution import RuntimeConfig
 from ..runtime.job import JobClient, JobExecutionResult
 from ..runtime.loop_budget import parse_loop_budget
 from ..runtime.record_size import parse_memory_size
-from ..state.backends import (
-    EmbeddedRocksDBStateBackend,
-    HashMapStateBackend,
-    StateBackend,
-    state_backend_from_config,
-)
+from ..state.backends import HashMapStateBackend, StateBackend
 from ..state.key_groups import DEFAULT_MAX_PARALLELISM
 from .batch import resolve_batch
 from .blocking import refuse_running_loop, run_coroutine
+from .env_configure import ConfigurationMixin
 from .env_pyflink import PyFlinkEnvironmentMixin
 from .execution_config import ExecutionConfig
 from .typed import collection_source, typed
@@ -68,7 +63,7 @@ def to_millis(duration: int | float | datetime.timedelta, what: str) -> int:
 ENGINES = ("asyncio", "spark")
 
 
-class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
+class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
     """Entry point of a streaming job, with PyFlink's names."""
 
     def __init__(self, configuration: Any = None, *, clock: Clock | None = None) -> None:
@@ -204,107 +199,6 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
     def set_restart_strategy(self, restart_strategy: RestartStrategy) -> StreamExecutionEnvironment:
         self.runtime.restart_strategy = restart_strategy
         return self
-
-    def configure(self, configuration: Any) -> StreamExecutionEnvironment:
-        """Flink configuration keys: ``execution.savepoint.path``,
-        ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
-        ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
-        ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
-        ``state.backend.rocksdb.localdir``, ``state.backend.incremental`` and
-        ``state.backend.incremental.max-chain`` (incremental checkpoints of heap keyed state: on,
-        32), ``taskmanager.memory.network.max`` (the job's in-flight
-        byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's),
-        ``execution.loop-budget`` (how long the job works before it lets the event loop run,
-        e.g. ``"10 ms"``), ``streamflow.gc.freeze`` (``gc.freeze()`` after long collections and
-        restores while jobs run; default true, see docs/performance.md), ``rest.port`` and
-        ``rest.address`` (serve the job page,
-        REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
-        ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY) and
-        ``execution.runtime-mode``; a dict or a PyFlink ``Configuration``."""
-        if hasattr(configuration, "to_dict"):
-            configuration = configuration.to_dict()
-        for key, value in configuration.items():
-            if key == "execution.savepoint.path":
-                self.runtime.savepoint_path = None if value is None else str(value)
-            elif key == "execution.savepoint.ignore-unclaimed-state":
-                self.runtime.allow_non_restored_state = _truthy(value)
-            elif key == "execution.checkpointing.interval":
-                self.enable_checkpointing(int(value))
-            elif key == "state.backend.type":
-                local = self._rocksdb_local_dir
-                self.set_state_backend(state_backend_from_config(str(value)))
-                if local is not None:
-                    self._configure_rocksdb_dir(local)
-            elif key == "state.backend.rocksdb.localdir":
-                self._configure_rocksdb_dir(str(value))
-            elif key == "state.backend.incremental":
-                if not _truthy(value) and isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
-                    raise ValueError("streamflow's RocksDB checkpoints are always incremental")
-                self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))  # the heap's
-            elif key in ("state.checkpoints.dir", "execution.checkpointing.dir"):
-                self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
-            elif key == "execution.checkpointing.storage":
-                self._configure_checkpoint_storage(str(value), configuration)
-            elif key in ("state.storage.fs.write-buffer-size", "execution.checkpointing.write-buffer-size"):
-                _log.info("%s=%s is recorded, not used: streamflow writes each checkpoint entry as one "
-                         "file with one atomic rename", key, value)
-            elif key == "execution.checkpointing.unaligned":
-                self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
-            elif key == "state.backend.incremental.max-chain":
-                self.runtime.checkpoint.enable_incremental_checkpoints(
-                    self.runtime.checkpoint.incremental, max_chain=int(value)
-                )
-            elif key == "parallelism.default":
-                self.set_parallelism(int(value))
-            elif key == "rest.port":
-                self.runtime.rest_port = None if value is None else int(value)
-            elif key in ("rest.address", "rest.bind-address"):
-                self.runtime.rest_address = str(value)
-            elif key == "taskmanager.memory.network.max":
-                self.set_job_byte_budget(value)
-            elif key == "streamflow.channel.max-in-flight-bytes":
-                self.set_channel_byte_budget(value)
-            elif key == "execution.loop-budget":
-                self.set_loop_budget(value)
-            elif key == "streamflow.gc.freeze":
-                self.runtime.gc_freeze = _truthy(value)
-            elif key == "streamflow.progress":
-                self.runtime.progress = None if value in (None, "auto") else _truthy(value)
-            elif key == "execution.engine":
-                self.set_engine(str(value))
-            elif key == "python.execution-mode":  # PyFlink's process/thread workers
-                _log.info("python.execution-mode=%s accepted: streamflow runs functions in this "
-                          "interpreter and event loop (no process or thread workers)", value)
-            elif key.startswith("python.fn-execution."):  # PyFlink's bundles between JVM and Python
-                _log.info("%s=%s accepted: no JVM, so no bundles (records move in batches between "
-                          "operators in this process)", key, value)
-            elif key == "execution.runtime-mode":
-                self.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
-            elif key.startswith(("spark.", "execution.spark.")):
-                self._spark_configuration[key] = value
-            else:
-                raise ValueError(f"unknown configuration key {key!r}")
-        return self
-
-    def _configure_checkpoint_storage(self, kind: str, configuration: Any) -> None:
-        """``jobmanager``: checkpoints in memory; ``filesystem``: in the directory that
-        ``execution.checkpointing.dir`` names (in the same configuration)."""
-        if kind == "jobmanager":
-            self.runtime.checkpoint.storage_dir = None
-            self.runtime.checkpoint.storage = None
-        elif kind == "filesystem":
-            named = any(k in configuration for k in ("execution.checkpointing.dir", "state.checkpoints.dir"))
-            if not named and self.runtime.checkpoint.storage_dir is None:
-                raise ValueError(
-                    "execution.checkpointing.storage: filesystem needs execution.checkpointing.dir"
-                )
-        else:
-            raise ValueError(f"execution.checkpointing.storage {kind!r}: choose jobmanager or filesystem")
-
-    def _configure_rocksdb_dir(self, path: str) -> None:
-        self._rocksdb_local_dir = path
-        if isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
-            self._state_backend.set_db_storage_paths(path)
 
     def set_engine(self, engine: str) -> StreamExecutionEnvironment:
         """``"asyncio"`` (the default: the job runs in this process's event loop) or
@@ -499,6 +393,3 @@ class StreamExecutionEnvironment(PyFlinkEnvironmentMixin):
             raise SystemExit(128 + signal.SIGTERM)
         return result
 
-
-def _truthy(value: Any) -> bool:
-    return value is True or str(value).lower() in ("true", "1", "yes")

@@ -35,6 +35,8 @@ from .loop_budget import DEFAULT_LOOP_BUDGET_MS, LoopBudget
 from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, StreamOperator
+from .sort_buffer import DEFAULT_SORT_MEMORY
+from .sorting_input import install_sorted_input
 from .task import InputTask, SourceTask, Task
 from .writer import ChannelWriter, create_writer
 
@@ -67,7 +69,8 @@ class RuntimeConfig:
     loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
     state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
     gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
-    batch: bool = False  # a batch job (api/batch.py): processing-time timers fire at the end of input
+    batch: bool = False  # a batch job (api/batch.py): keyed operators sort their input (sorting_input.py)
+    sorted_inputs_memory: int = DEFAULT_SORT_MEMORY  # execution.sorted-inputs.memory (sort_buffer.py)
     default_savepoint_directory: str | None = None  # trigger_savepoint() without a directory
 
 
@@ -203,6 +206,8 @@ class Execution:
         for node in nodes:
             if node.operator_factory is not None:
                 op = node.operator_factory.create(sub)
+                if node.keyed and self.config.batch:  # Flink's sorted inputs (sorting_input.py)
+                    install_sorted_input(op, self.config.sorted_inputs_memory, self.config.batch_size)
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
         writers: list[ChannelWriter] = []

@@ -1,0 +1,141 @@
+"""The configuration keys of ``StreamExecutionEnvironment.configure`` (Flink's names).
+
+Mixed into :class:`~streamflow.api.environment.StreamExecutionEnvironment`: each key
+sets what the environment's own setter does (``enable_checkpointing``,
+``set_state_backend``, ``set_runtime_mode``, ...) or a field of its
+:class:`~streamflow.runtime.execution.RuntimeConfig`; an unknown key is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..execution_mode import RuntimeExecutionMode
+from ..runtime.record_size import parse_memory_size
+from ..runtime.sort_buffer import DEFAULT_SORT_MEMORY
+from ..state.backends import EmbeddedRocksDBStateBackend, state_backend_from_config
+
+__all__ = ["ConfigurationMixin"]
+
+_log = logging.getLogger("streamflow")
+
+
+class ConfigurationMixin:
+    """``configure()``: Flink configuration keys (module doc)."""
+
+    runtime: Any
+    _rocksdb_local_dir: str | None
+    _state_backend: Any
+    _spark_configuration: dict[str, Any]
+
+    def configure(self, configuration: Any) -> Any:
+        """Flink configuration keys: ``execution.savepoint.path``,
+        ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
+        ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
+        ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
+        ``state.backend.rocksdb.localdir``, ``state.backend.incremental`` and
+        ``state.backend.incremental.max-chain`` (incremental checkpoints of heap keyed state: on,
+        32), ``taskmanager.memory.network.max`` (the job's in-flight
+        byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's),
+        ``execution.loop-budget`` (how long the job works before it lets the event loop run,
+        e.g. ``"10 ms"``), ``streamflow.gc.freeze`` (``gc.freeze()`` after long collections and
+        restores while jobs run; default true, see docs/performance.md), ``rest.port`` and
+        ``rest.address`` (serve the job page,
+        REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
+        ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY),
+        ``execution.runtime-mode`` and ``execution.sorted-inputs.memory`` (batch mode: the bytes
+        of records a keyed operator sorts in memory before it spills sorted runs to disk;
+        ``runtime/sort_buffer.py``); a dict or a PyFlink ``Configuration``."""
+        env: Any = self  # a StreamExecutionEnvironment: its setters do the work
+        if hasattr(configuration, "to_dict"):
+            configuration = configuration.to_dict()
+        for key, value in configuration.items():
+            if key == "execution.savepoint.path":
+                self.runtime.savepoint_path = None if value is None else str(value)
+            elif key == "execution.savepoint.ignore-unclaimed-state":
+                self.runtime.allow_non_restored_state = _truthy(value)
+            elif key == "execution.checkpointing.interval":
+                env.enable_checkpointing(int(value))
+            elif key == "state.backend.type":
+                local = self._rocksdb_local_dir
+                env.set_state_backend(state_backend_from_config(str(value)))
+                if local is not None:
+                    self._configure_rocksdb_dir(local)
+            elif key == "state.backend.rocksdb.localdir":
+                self._configure_rocksdb_dir(str(value))
+            elif key == "state.backend.incremental":
+                if not _truthy(value) and isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
+                    raise ValueError("streamflow's RocksDB checkpoints are always incremental")
+                self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))  # the heap's
+            elif key in ("state.checkpoints.dir", "execution.checkpointing.dir"):
+                self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
+            elif key == "execution.checkpointing.storage":
+                self._configure_checkpoint_storage(str(value), configuration)
+            elif key in ("state.storage.fs.write-buffer-size", "execution.checkpointing.write-buffer-size"):
+                _log.info("%s=%s is recorded, not used: streamflow writes each checkpoint entry as one "
+                         "file with one atomic rename", key, value)
+            elif key == "execution.checkpointing.unaligned":
+                self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
+            elif key == "state.backend.incremental.max-chain":
+                self.runtime.checkpoint.enable_incremental_checkpoints(
+                    self.runtime.checkpoint.incremental, max_chain=int(value)
+                )
+            elif key == "parallelism.default":
+                env.set_parallelism(int(value))
+            elif key == "rest.port":
+                self.runtime.rest_port = None if value is None else int(value)
+            elif key in ("rest.address", "rest.bind-address"):
+                self.runtime.rest_address = str(value)
+            elif key == "taskmanager.memory.network.max":
+                env.set_job_byte_budget(value)
+            elif key == "streamflow.channel.max-in-flight-bytes":
+                env.set_channel_byte_budget(value)
+            elif key == "execution.loop-budget":
+                env.set_loop_budget(value)
+            elif key == "streamflow.gc.freeze":
+                self.runtime.gc_freeze = _truthy(value)
+            elif key == "streamflow.progress":
+                self.runtime.progress = None if value in (None, "auto") else _truthy(value)
+            elif key == "execution.engine":
+                env.set_engine(str(value))
+            elif key == "python.execution-mode":  # PyFlink's process/thread workers
+                _log.info("python.execution-mode=%s accepted: streamflow runs functions in this "
+                          "interpreter and event loop (no process or thread workers)", value)
+            elif key.startswith("python.fn-execution."):  # PyFlink's bundles between JVM and Python
+                _log.info("%s=%s accepted: no JVM, so no bundles (records move in batches between "
+                          "operators in this process)", key, value)
+            elif key == "execution.runtime-mode":
+                env.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
+            elif key == "execution.sorted-inputs.memory":
+                memory = parse_memory_size(value, key)
+                self.runtime.sorted_inputs_memory = DEFAULT_SORT_MEMORY if memory is None else memory
+            elif key.startswith(("spark.", "execution.spark.")):
+                self._spark_configuration[key] = value
+            else:
+                raise ValueError(f"unknown configuration key {key!r}")
+        return env
+
+    def _configure_checkpoint_storage(self, kind: str, configuration: Any) -> None:
+        """``jobmanager``: checkpoints in memory; ``filesystem``: in the directory that
+        ``execution.checkpointing.dir`` names (in the same configuration)."""
+        if kind == "jobmanager":
+            self.runtime.checkpoint.storage_dir = None
+            self.runtime.checkpoint.storage = None
+        elif kind == "filesystem":
+            named = any(k in configuration for k in ("execution.checkpointing.dir", "state.checkpoints.dir"))
+            if not named and self.runtime.checkpoint.storage_dir is None:
+                raise ValueError(
+                    "execution.checkpointing.storage: filesystem needs execution.checkpointing.dir"
+                )
+        else:
+            raise ValueError(f"execution.checkpointing.storage {kind!r}: choose jobmanager or filesystem")
+
+    def _configure_rocksdb_dir(self, path: str) -> None:
+        self._rocksdb_local_dir = path
+        if isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
+            self._state_backend.set_db_storage_paths(path)
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() in ("true", "1", "yes")
