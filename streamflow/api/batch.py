@@ -4,16 +4,18 @@ Flink runs a DataStream job whose sources are all bounded with batch
 semantics when the runtime mode is ``BATCH``, or ``AUTOMATIC`` and every
 source is bounded (``RuntimeExecutionMode`` docs; FLIP-134/140):
 
+* every keyed operator reads a **sorted input**: its whole input, then key by key, each
+  key's records in timestamp order, and each key's timers fire when its records end
+  (event time first, then processing time), after which its state is dropped
+  (``runtime/sorting_input.py``, ``runtime/sort_buffer.py``; installed by ``Execution``);
 * keyed ``reduce`` and the rolling aggregations (``sum``/``min``/``max``/
-  ``min_by``/``max_by``) emit **one final result per key** at the end of input,
-  instead of one running result per record (:class:`BatchReduceOperator`);
+  ``min_by``/``max_by``) emit **one final result per key**, at the key's end
+  (:class:`BatchReduceOperator`, Flink's ``BatchGroupedReduceOperator``);
 * **event time jumps to the end**: no watermark flows while input is read, so
-  no record is late, and every event-time timer and window fires once, at
-  the end of input (the sources' final ``MAX_WATERMARK``);
-* **processing-time timers fire at the end of input**, after the event-time ones (Flink's
-  ``BatchExecutionInternalTimeService`` fires both at the end of each key), so
-  processing-time windows emit; the timer service is quiesced then: a processing-time timer
-  a callback registers is ignored, logged (``TimerOperator.fire_processing_timers_at_end``);
+  no record is late; the watermark is ``+inf`` while a key's timers fire;
+* **processing-time timers fire at their key's end**, after its event-time ones, as
+  Flink's ``BatchExecutionInternalTimeService`` fires them; the timer service is quiesced
+  then, so a timer a callback registers is ignored, logged;
 * **no checkpoints**: a configured checkpoint interval is ignored (logged).
 
 A job's mode is resolved once, when it is built (:func:`resolve_batch`); the
