@@ -327,3 +327,26 @@ def test_word_count_keeps_one_count_per_word_in_key_order() -> None:
     )
     assert [w for w, _ in out] == sorted(set(words), key=stable_hash)
     assert dict(out) == {"to": 2, "be": 2, "or": 1, "not": 1, "that": 1, "is": 1, "the": 1, "question": 1}
+
+
+def test_sorted_inputs_can_be_turned_off_as_in_flink() -> None:
+    """``execution.sorted-inputs.enabled: false`` (Flink's key): arrival order, every key's
+    timers at the end of input, one final result per key all the same."""
+    env = _env(1)
+    env.configure({"execution.sorted-inputs.enabled": "false"})
+    stream = _stamped(env).key_by(lambda e: e[0])
+    out = list(stream.reduce(lambda a, b: (a[0], b[1], a[2] + b[2])).execute_and_collect())
+    assert sorted(out) == [("a", 30, "a2a4a1a3"), ("b", 20, "b3b1b2"), ("c", 15, "c1c3c2")]
+
+
+def test_a_failing_reduce_names_its_operator_and_record() -> None:
+    def reduce(a: Any, b: Any) -> Any:
+        if b[2] == "a3":
+            raise ValueError("bad record")
+        return (a[0], b[1], a[2] + b[2])
+
+    stream = _stamped(_env(1)).key_by(lambda e: e[0]).reduce(reduce).name("failing-reduce")
+    with pytest.raises(ValueError, match="bad record") as info:
+        list(stream.execute_and_collect())
+    notes = "".join(getattr(info.value, "__notes__", []))
+    assert "failing-reduce" in notes and "('a', 30, 'a3')" in notes

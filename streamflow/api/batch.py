@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..eventtime import NoWatermarksGenerator, WatermarkStrategy
 from ..execution_mode import RuntimeExecutionMode
-from ..runtime.events import MAX_WATERMARK
+from ..runtime.events import MAX_WATERMARK, Watermark
 from ..runtime.keyed_operators import ReduceOperator
+from ..runtime.sorting_input import CoalescingOutput
 from ..runtime.timers import Timer
 
 if TYPE_CHECKING:
@@ -90,6 +91,27 @@ class BatchReduceOperator(ReduceOperator):
         backend, register = self.backend, self.timers.register_event_time_timer
         get, missing = table.get, _MISSING
         record: Any = None
+        if len(records) > 1:
+            try:
+                keys = list(map(key_of, records))
+            except Exception:  # the loop below raises it again, naming the record
+                keys = []
+            if keys and keys.count(keys[0]) == len(keys):  # one key (a sorted input's chunk): one lookup
+                key = backend.current_key = keys[0]  # a ReduceFunction may use keyed state too
+                acc = get(key, missing)
+                it = iter(records)
+                if acc is missing:
+                    acc = next(it)
+                    register(key, None, MAX_WATERMARK)
+                try:
+                    for record in it:
+                        acc = reduce(acc, record)
+                except Exception as exc:
+                    raise self.failure(exc, record) from None
+                table[key] = acc
+                if timestamps is not None:
+                    last_ts[key] = timestamps[-1]
+                return
         try:
             for i, record in enumerate(records):
                 key = key_of(record)
@@ -104,6 +126,16 @@ class BatchReduceOperator(ReduceOperator):
                     last_ts[key] = timestamps[i]
         except Exception as exc:
             raise self.failure(exc, record) from None
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        """Without a sorted input (``execution.sorted-inputs.enabled`` false) every key's timer
+        fires here, at the end of input: their results go out in batches, then the watermark."""
+        output = self.output
+        self.output = CoalescingOutput(output, 512)
+        try:
+            await super().process_watermark(watermark)
+        finally:
+            self.output = output
 
     async def on_event_timer(self, timer: Timer) -> None:
         key = timer.key

@@ -44,9 +44,11 @@ class ConfigurationMixin:
         ``rest.address`` (serve the job page,
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
         ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY),
-        ``execution.runtime-mode`` and ``execution.sorted-inputs.memory`` (batch mode: the bytes
-        of records a keyed operator sorts in memory before it spills sorted runs to disk;
-        ``runtime/sort_buffer.py``); a dict or a PyFlink ``Configuration``."""
+        ``execution.runtime-mode``, ``execution.sorted-inputs.enabled`` (batch mode: keyed
+        operators read their input sorted by key and timestamp; default true) and
+        ``execution.sorted-inputs.memory`` (the bytes of records a keyed operator sorts in memory
+        before it spills sorted runs to disk; ``runtime/sort_buffer.py``); a dict or a PyFlink
+        ``Configuration``."""
         env: Any = self  # a StreamExecutionEnvironment: its setters do the work
         if hasattr(configuration, "to_dict"):
             configuration = configuration.to_dict()
@@ -107,6 +109,8 @@ class ConfigurationMixin:
                           "operators in this process)", key, value)
             elif key == "execution.runtime-mode":
                 env.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
+            elif key == "execution.sorted-inputs.enabled":
+                self.runtime.sorted_inputs = _truthy(value)
             elif key == "execution.sorted-inputs.memory":
                 memory = parse_memory_size(value, key)
                 self.runtime.sorted_inputs_memory = DEFAULT_SORT_MEMORY if memory is None else memory

@@ -70,6 +70,7 @@ class RuntimeConfig:
     state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
     gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
     batch: bool = False  # a batch job (api/batch.py): keyed operators sort their input (sorting_input.py)
+    sorted_inputs: bool = True  # execution.sorted-inputs.enabled: batch mode sorts keyed inputs
     sorted_inputs_memory: int = DEFAULT_SORT_MEMORY  # execution.sorted-inputs.memory (sort_buffer.py)
     default_savepoint_directory: str | None = None  # trigger_savepoint() without a directory
 
@@ -206,7 +207,7 @@ class Execution:
         for node in nodes:
             if node.operator_factory is not None:
                 op = node.operator_factory.create(sub)
-                if node.keyed and self.config.batch:  # Flink's sorted inputs (sorting_input.py)
+                if node.keyed and self.config.batch and self.config.sorted_inputs:  # sorting_input.py
                     install_sorted_input(op, self.config.sorted_inputs_memory, self.config.batch_size)
                 self.operators[(node.id, sub)] = op
                 ops.append(op)

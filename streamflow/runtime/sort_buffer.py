@@ -50,8 +50,9 @@ import heapq
 import logging
 import pickle
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
-from itertools import islice
+from itertools import islice, repeat
 from operator import itemgetter
 from typing import IO, Any
 
@@ -64,7 +65,7 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_SORT_MEMORY = 128 * 2**20  # Flink's execution.sorted-inputs.memory default
 NO_TIMESTAMP = -(2**63)  # a record without a timestamp sorts as Flink's Long.MIN_VALUE
-_ENTRY_OVERHEAD = 3 * 8 + OBJECT_OVERHEAD  # list slots of record, timestamp, input; the int
+_ENTRY_OVERHEAD = 4 * 8 + OBJECT_OVERHEAD  # slots: record, timestamp, key id, input; an int
 _RUN_CHUNK = 4096  # rows per pickled chunk of a run
 _ROW_ORDER = itemgetter(0, 1, 2, 3)  # hash, key id, timestamp key, input
 
@@ -92,7 +93,14 @@ class _Run:
 
 
 class SortBuffer:
-    """Buffers a keyed operator's records and gives them back key by key (module doc)."""
+    """Buffers a keyed operator's records and gives them back key by key (module doc).
+
+    In memory the records, their timestamps, their key ids and (once a second input is seen)
+    their inputs are columns in arrival order, extended a batch at a time (no Python loop per
+    record). To hand them out, one stable sort of the positions by their key's rank (a C-level
+    key: ``ranks.__getitem__``) groups each key's records in arrival order, and each key's
+    group is sorted by timestamp (``stamps.__getitem__`` when it has one input and
+    timestamps)."""
 
     def __init__(self, where: str, memory: int = DEFAULT_SORT_MEMORY, spill_dir: str | None = None) -> None:
         self.where = where
@@ -101,10 +109,10 @@ class SortBuffer:
         self._ids: dict[Any, int] = {}
         self._keys: list[Any] = []  # key id -> key
         self._hashes: list[int] = []  # key id -> stable hash
-        # key id -> the records in memory (None once drained), their timestamps and inputs
-        self._records: list[list | None] = []
-        self._stamps: list[list] = []
-        self._inputs: list[list[int]] = []
+        self._records: list = []
+        self._kids: list[int] = []
+        self._stamps: list = []
+        self._inputs: list[int] | None = None  # None: every record so far is of input 0
         self._bytes = 0
         self._runs: list[_Run] = []
         self.records = 0  # added in all
@@ -112,17 +120,25 @@ class SortBuffer:
 
     # -- filling -------------------------------------------------------------
     def add(self, input_index: int, keys: list, records: list, timestamps: list[int] | None) -> None:
+        n = len(records)
+        base = len(self._records)
+        self._records.extend(records)
+        self._stamps.extend(repeat(None, n) if timestamps is None else timestamps)
+        if input_index or self._inputs is not None:
+            if self._inputs is None:
+                self._inputs = [0] * base
+            self._inputs.extend(repeat(input_index, n))
         get = self._ids.get
-        records_of, stamps_of, inputs_of = self._records, self._stamps, self._inputs
-        for i, key in enumerate(keys):
-            kid = get(key)
-            if kid is None:
-                kid = self._new_key(key)
-            records_of[kid].append(records[i])  # type: ignore[union-attr]
-            stamps_of[kid].append(None if timestamps is None else timestamps[i])
-            inputs_of[kid].append(input_index)
-        self.records += len(records)
-        self._bytes += batch_size(records) + len(records) * _ENTRY_OVERHEAD
+        kids: list[Any] = list(map(get, keys))
+        if None in kids:
+            for i, kid in enumerate(kids):
+                if kid is None:
+                    key = keys[i]
+                    found = get(key)
+                    kids[i] = self._new_key(key) if found is None else found
+        self._kids.extend(kids)
+        self.records += n
+        self._bytes += batch_size(records) + n * _ENTRY_OVERHEAD
         if self._bytes > self.memory:
             self._spill()
 
@@ -135,14 +151,50 @@ class SortBuffer:
         self._ids[key] = kid
         self._keys.append(key)
         self._hashes.append(h)
-        self._records.append([])
-        self._stamps.append([])
-        self._inputs.append([])
         return kid
 
     def _key_order(self) -> list[int]:
         hashes = self._hashes
         return sorted(range(len(hashes)), key=lambda k: (hashes[k], k))
+
+    def _groups(self) -> Iterator[tuple[int, list[int]]]:
+        """``(key id, positions)`` for every key with records in memory, in key order, each
+        key's positions in timestamp order (see :meth:`_by_time`)."""
+        kids = self._kids
+        if not kids:
+            return
+        order_of_keys = self._key_order()
+        rank = [0] * len(order_of_keys)
+        for r, kid in enumerate(order_of_keys):
+            rank[kid] = r
+        ranks = list(map(rank.__getitem__, kids))
+        order = sorted(range(len(kids)), key=ranks.__getitem__)  # stable: arrival within a key
+        del ranks
+        counts = Counter(kids)
+        start = 0
+        for kid in order_of_keys:
+            n = counts.get(kid)
+            if n:
+                yield kid, self._by_time(order[start : start + n])
+                start += n
+
+    def _by_time(self, at: list[int]) -> list[int]:
+        """One key's positions by timestamp (``None`` first), then input, then arrival (a
+        stable sort)."""
+        stamps, inputs = self._stamps, self._inputs
+        if inputs is None:
+            if None not in map(stamps.__getitem__, at):
+                at.sort(key=stamps.__getitem__)  # in C; nearly free when already in order
+            else:
+                at.sort(key=lambda i: _ts_key(stamps[i]))
+        else:
+            at.sort(key=lambda i: (_ts_key(stamps[i]), inputs[i]))
+        return at
+
+    def _reset_memory(self) -> None:
+        self._records, self._stamps, self._kids = [], [], []
+        self._inputs = None
+        self._bytes = 0
 
     # -- spilling ------------------------------------------------------------
     def _spill(self) -> None:
@@ -173,23 +225,15 @@ class SortBuffer:
             )  # fmt: skip
         self._runs.append(_Run(file, rows))
         self.spilled_bytes += self._bytes
-        for kid in range(len(self._keys)):
-            self._records[kid] = []
-            self._stamps[kid] = []
-            self._inputs[kid] = []
-        self._bytes = 0
+        self._reset_memory()
 
     def _memory_rows(self) -> Iterator[tuple]:
-        hashes = self._hashes
-        for kid in self._key_order():
-            records = self._records[kid]
-            if not records:
-                continue
-            stamps, inputs, h = self._stamps[kid], self._inputs[kid], hashes[kid]
-            positions = _positions(stamps, inputs)
-            for j in range(len(records)) if positions is None else positions:
-                ts = stamps[j]
-                yield (h, kid, _ts_key(ts), inputs[j], ts, records[j])
+        hashes, records, stamps, inputs = self._hashes, self._records, self._stamps, self._inputs
+        for kid, at in self._groups():
+            h = hashes[kid]
+            for i in at:
+                ts = stamps[i]
+                yield (h, kid, _ts_key(ts), 0 if inputs is None else inputs[i], ts, records[i])
 
     # -- draining ------------------------------------------------------------
     def drain(self, chunk: int) -> Iterator[tuple[int, Any, int, list, list | None]]:
@@ -202,21 +246,20 @@ class SortBuffer:
         self.close()
 
     def _drain_memory(self, chunk: int) -> Iterator[tuple[int, Any, int, list, list | None]]:
-        keys = self._keys
-        for kid in self._key_order():
-            records, stamps, inputs = self._records[kid], self._stamps[kid], self._inputs[kid]
-            self._records[kid] = None  # drained: the memory goes as the keys do
-            self._stamps[kid] = self._inputs[kid] = []
-            if not records:
+        keys, records, stamps, inputs = self._keys, self._records, self._stamps, self._inputs
+        for kid, at in self._groups():
+            key = keys[kid]
+            key_stamps = list(map(stamps.__getitem__, at))
+            nones = key_stamps.count(None)
+            if inputs is None and (nones == 0 or nones == len(at)):  # one input, one kind: slices
+                key_records = list(map(records.__getitem__, at))
+                for start in range(0, len(at), chunk):
+                    part = key_stamps[start : start + chunk] if not nones else None
+                    yield kid, key, 0, key_records[start : start + chunk], part
                 continue
-            positions = _positions(stamps, inputs)
-            if positions is None and len(records) <= chunk and inputs[0] == inputs[-1]:
-                nones = stamps.count(None)
-                if nones == 0 or nones == len(stamps):  # the common case: one chunk, as it came
-                    yield kid, keys[kid], inputs[0], records, None if nones else stamps
-                    continue
-            order = range(len(records)) if positions is None else positions
-            yield from _chunks(kid, keys[kid], ((inputs[j], stamps[j], records[j]) for j in order), chunk)
+            entries = ((0 if inputs is None else inputs[i], stamps[i], records[i]) for i in at)
+            yield from _chunks(kid, key, entries, chunk)
+        self._reset_memory()
 
     def _drain_merged(self, chunk: int) -> Iterator[tuple[int, Any, int, list, list | None]]:
         keys = self._keys
@@ -245,15 +288,6 @@ class SortBuffer:
 
     def __len__(self) -> int:
         return self.records
-
-
-def _positions(stamps: list, inputs: list[int]) -> list[int] | None:
-    """The order of one key's records: by timestamp, then input, then arrival (a stable
-    sort); None when they are in that order already."""
-    keys = [(_ts_key(ts), i) for ts, i in zip(stamps, inputs, strict=True)]
-    if all(keys[j] <= keys[j + 1] for j in range(len(keys) - 1)):
-        return None
-    return sorted(range(len(keys)), key=keys.__getitem__)
 
 
 def _chunks(

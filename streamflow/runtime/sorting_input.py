@@ -60,6 +60,8 @@ from .window_operator import WindowOperator
 __all__ = ["CoalescingOutput", "SortedKeyedInput", "install_sorted_input"]
 
 _log = logging.getLogger(__name__)
+_WORK_SLICE = 2048  # records fed (a key's end counting as _KEY_END_WORK) between yield points
+_KEY_END_WORK = 8
 
 
 def install_sorted_input(
@@ -152,14 +154,18 @@ class SortedKeyedInput(TimerOperator):
         output = self.output
         coalescing = self.output = CoalescingOutput(output, self._sort_chunk)
         try:
-            current, key = -1, None
+            current, key, work = -1, None, 0
             for kid, k, input_index, records, timestamps in sorter.drain(self._sort_chunk):
                 if kid != current:
                     if current >= 0:
                         await self.end_of_key(key)
-                        await yield_point()
+                        work += _KEY_END_WORK
                     current, key = kid, k
                 await (first if input_index == 0 else second)(records, timestamps)
+                work += len(records)
+                if work >= _WORK_SLICE:  # the loop budget may pause (a reduce emits nothing meanwhile)
+                    work = 0
+                    await yield_point()
             if current >= 0:
                 await self.end_of_key(key)
             await coalescing.flush()

@@ -1,0 +1,106 @@
+"""What batch mode's sorted keyed inputs cost (``runtime/sorting_input.py``, ``sort_buffer.py``).
+
+The same bounded job in BATCH mode, with Flink's sorted inputs (the default) and with
+``execution.sorted-inputs.enabled: false`` (arrival order, every key's timers at the end of
+input: what batch mode did before), measured in the same run, interleaved (A B A B ...),
+CPU time of the process, medians. Jobs: a keyed ``reduce`` (one result per key) and a
+``KeyedProcessFunction`` with a ValueState and an event-time timer per record, over
+``--records`` records with ``--keys`` keys in random timestamp order, parallelism 1, plus the
+reduce with a sort buffer small enough to spill (``--spill-kb``) to show the disk path.
+
+    python bench/batch_sorted.py [--records 200000] [--keys 20000] [--runs 5]
+
+Target: sorted / unsorted CPU time <= 2.0 for both jobs (the sort is a Python ``sorted`` per
+key plus a second pass over the records; Flink's own sorted inputs cost a sort and a
+serialization per record); the spilling run is reported, not targeted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchutil import machine, median, target
+
+from streamflow.common import WatermarkStrategy
+from streamflow.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+from streamflow.datastream.functions import KeyedProcessFunction
+from streamflow.datastream.state import ValueStateDescriptor
+
+
+class LastValue(KeyedProcessFunction):
+    def open(self, runtime_context: Any) -> None:
+        self.last = runtime_context.get_state(ValueStateDescriptor("last", None))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.last.update(value[2])
+        ctx.timer_service().register_event_time_timer(value[1] + 1)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield ctx.get_current_key(), self.last.value()
+
+
+def _data(records: int, keys: int) -> list[tuple[str, int, int]]:
+    rng = random.Random(7)
+    return [(f"key-{rng.randrange(keys)}", rng.randrange(10**9), i) for i in range(records)]
+
+
+def run(job: str, data: list, sorted_inputs: bool, memory: str | None = None) -> tuple[float, int]:
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    config: dict[str, Any] = {"execution.sorted-inputs.enabled": sorted_inputs, "streamflow.progress": False}
+    if memory is not None:
+        config["execution.sorted-inputs.memory"] = memory
+    env.configure(config)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[1])
+    keyed = env.from_collection(data).assign_timestamps_and_watermarks(strategy).key_by(lambda e: e[0])
+    if job == "reduce":
+        stream = keyed.reduce(lambda a, b: (a[0], b[1], a[2] + b[2]))
+    else:
+        stream = keyed.process(LastValue())
+    started = time.process_time()
+    n = sum(1 for _ in stream.execute_and_collect())
+    return time.process_time() - started, n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--keys", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--spill-kb", type=int, default=512)
+    args = parser.parse_args()
+    data = _data(args.records, args.keys)
+    print(f"batch_sorted: {args.records} records, {args.keys} keys, {args.runs} interleaved runs; "
+          f"{machine('at start')}")  # fmt: skip
+    ok = True
+    for job in ("reduce", "process"):
+        sorted_s: list[float] = []
+        unsorted_s: list[float] = []
+        for _ in range(args.runs):
+            cpu, n = run(job, data, True)
+            sorted_s.append(cpu)
+            cpu_u, n_u = run(job, data, False)
+            unsorted_s.append(cpu_u)
+            assert n == n_u, (job, n, n_u)
+        cpu_s, cpu_u = median(sorted_s), median(unsorted_s)
+        ratio = cpu_s / cpu_u
+        rates = f"{args.records / cpu_s:,.0f} vs {args.records / cpu_u:,.0f} records/s"
+        print(f"  {job}: sorted {cpu_s:.2f} s CPU, unsorted {cpu_u:.2f} s CPU ({rates})")
+        line = target(f"  {job}: sorted / unsorted CPU", ratio, 2.0, "x", ".2f")
+        ok = ok and ratio <= 2.0
+        print(line)
+    spill = [run("reduce", data, True, f"{args.spill_kb} kb")[0] for _ in range(max(1, args.runs // 2))]
+    print(f"  reduce spilling beyond {args.spill_kb} KiB: {median(spill):.2f} s CPU (reported, not targeted)")
+    print(f"  {machine('at end')}")
+    print("PASS" if ok else "MISS")
+
+
+if __name__ == "__main__":
+    main()
