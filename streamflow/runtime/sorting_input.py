@@ -138,12 +138,24 @@ class SortedKeyedInput(TimerOperator):
     def register_processing_timer(self, key: Any, namespace: Any, ts: int) -> None:
         """Batch mode: a processing-time timer waits for the end of its key (never on the clock)."""
         if self._quiesced:
-            _log.warning(
-                "operator %r: the timer service is quiesced while a key's timers fire (batch "
-                "mode); processing time timer for timestamp %d ignored (as in Flink)", self.name, ts,
-            )  # fmt: skip
+            self.quiesced_timer("processing", ts)
             return
         self.timers.register_processing_time_timer(key, namespace, ts)
+
+    _quiesce_logged = False
+
+    def quiesced_timer(self, domain: str, ts: int) -> None:
+        """A timer registered while a key's timers fire: ignored, as Flink ignores it, with a
+        warning (once per operator subtask; the next ones at DEBUG, a trigger may re-register
+        on every firing)."""
+        level = logging.DEBUG if self._quiesce_logged else logging.WARNING
+        self._quiesce_logged = True
+        _log.log(
+            level,
+            "operator %r: the timer service is quiesced while a key's timers fire (batch mode); "
+            "%s time timer for timestamp %d ignored (as in Flink)%s", self.name, domain, ts,
+            "" if level == logging.DEBUG else "; further ones are logged at DEBUG",
+        )  # fmt: skip
 
     async def _sorted_drain(self) -> None:
         sorter, self._sorter = self._sorter, None
@@ -180,7 +192,7 @@ class SortedKeyedInput(TimerOperator):
         timers, backend = self.timers, self.backend
         self.current_watermark = MAX_WATERMARK
         self._quiesced = True
-        self.timers = _Quiesced(timers, self.name)  # type: ignore[assignment]
+        self.timers = _Quiesced(timers, self)  # type: ignore[assignment]
         try:
             await self._sorted_fire_event_time(timers)
             while (timer := timers.pop_processing_timer(MAX_WATERMARK)) is not None:
@@ -221,23 +233,17 @@ class _Quiesced:
     """The timer service while a key's timers fire: registering is ignored (logged), as
     Flink's batch timer service is quiesced then; everything else reaches the real one."""
 
-    __slots__ = ("_name", "_timers")
+    __slots__ = ("_op", "_timers")
 
-    def __init__(self, timers: Any, name: str) -> None:
-        self._timers, self._name = timers, name
+    def __init__(self, timers: Any, op: SortedKeyedInput) -> None:
+        self._timers, self._op = timers, op
 
     def register_event_time_timer(self, key: Any, namespace: Any, ts: int) -> bool:
-        _log.warning(
-            "operator %r: the timer service is quiesced while a key's timers fire (batch mode); "
-            "event time timer for timestamp %d ignored (as in Flink)", self._name, ts,
-        )  # fmt: skip
+        self._op.quiesced_timer("event", ts)
         return False
 
     def register_processing_time_timer(self, key: Any, namespace: Any, ts: int) -> bool:
-        _log.warning(
-            "operator %r: the timer service is quiesced while a key's timers fire (batch mode); "
-            "processing time timer for timestamp %d ignored (as in Flink)", self._name, ts,
-        )  # fmt: skip
+        self._op.quiesced_timer("processing", ts)
         return False
 
     def __getattr__(self, name: str) -> Any:
