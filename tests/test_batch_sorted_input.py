@@ -427,3 +427,11 @@ def test_a_window_join_and_co_group_in_batch_mode_give_the_streaming_results(par
     assert grouped(RuntimeExecutionMode.BATCH, ORDERS, PAYMENTS) == grouped(
         RuntimeExecutionMode.STREAMING, _in_order(ORDERS), _in_order(PAYMENTS)
     )
+
+
+def test_a_failing_key_selector_names_its_operator_and_record() -> None:
+    env = _env(1)
+    stream = env.from_collection([("a", 1), ("b", 2)]).key_by(lambda e: e[0] + e[1]).reduce(lambda a, b: a)
+    with pytest.raises(TypeError) as info:
+        list(stream.name("bad-key").execute_and_collect())
+    assert "('a', 1)" in "".join(getattr(info.value, "__notes__", []))

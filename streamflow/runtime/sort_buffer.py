@@ -16,16 +16,17 @@ drains:
   are equal (``1`` and ``1.0``) are one key, as they share state.
 * ``drain(batch_size)`` yields ``(key_id, key, input, records, timestamps)``
   chunks: all of one key's records before the next key's, each key's in
-  timestamp order (stable: equal timestamps keep the input order, input 1
-  before input 2, then arrival), a chunk never longer than ``batch_size`` and
-  never mixing the two inputs.
+  timestamp order (on equal timestamps input 1 before input 2, then arrival
+  order: a stable sort), a chunk never longer than ``batch_size``, never mixing
+  the two inputs nor records with and without a timestamp.
 
 **Key order.** Flink orders keys by their serialized bytes; Python keys have no
 such canonical bytes (PyFlink pickles them), so keys come in the order of
 their stable 32-bit hash (``state/key_groups.stable_hash``, the hash that also
 picks a key's key group), and keys with equal hashes in the order they first
-arrived. The order is deterministic for a given input and independent of the
-parallelism (a subtask sees the order restricted to its keys). A key the hash
+arrived. The order is deterministic for a given input and, keys with equal
+hashes aside, independent of the parallelism (a subtask sees the order
+restricted to its keys). A key the hash
 refuses (a type without a stable hash) fails the job, naming the operator.
 
 **Memory.** Records are kept in memory until their estimated size
@@ -39,7 +40,8 @@ breaks ties across runs as within one), reading each run a chunk at a time. So
 the records held in memory stay within the budget whatever the input's size;
 what stays in memory besides is one entry per distinct key (the key, its hash
 and id), as Flink's sorter keeps no per-key entry but a Python key has no
-bytes to sort by. A record pickle cannot write fails with an error naming the
+bytes to sort by, and, while the records in memory are sorted, two lists of
+positions as long as they are. A record pickle cannot write fails with an error naming the
 operator, the record and the budget to raise instead. The temporary files are
 deleted when the buffer is closed (or garbage collected).
 """

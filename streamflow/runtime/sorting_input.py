@@ -51,6 +51,7 @@ from functools import cache
 from typing import Any, cast
 
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
+from .item_getters import failed_record
 from .loop_budget import yield_point
 from .operator import Output, StreamOperator
 from .process_operators import TimerOperator
@@ -116,11 +117,11 @@ class SortedKeyedInput(TimerOperator):
         self._sorted_add(1, key_of, records, timestamps)
 
     def _sorted_add(self, input_index: int, key_of: Any, records: list, timestamps: list[int] | None) -> None:
-        record: Any = None
+        it = iter(records)
         try:
-            keys = [key_of(record) for record in records]
+            keys = list(map(key_of, it))  # in C (an indexing key selector is an itemgetter)
         except Exception as exc:
-            raise self.failure(exc, record) from None
+            raise self.failure(exc, failed_record(records, it)) from None
         try:
             self._sorted_buffer().add(input_index, keys, records, timestamps)
         except Exception as exc:
