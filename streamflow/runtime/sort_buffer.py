@@ -159,9 +159,9 @@ class SortBuffer:
         hashes = self._hashes
         return sorted(range(len(hashes)), key=lambda k: (hashes[k], k))
 
-    def _groups(self) -> Iterator[tuple[int, list[int]]]:
-        """``(key id, positions)`` for every key with records in memory, in key order, each
-        key's positions in timestamp order (see :meth:`_by_time`)."""
+    def _groups(self) -> Iterator[tuple[int, list[int], list]]:
+        """``(key id, positions, timestamps)`` for every key with records in memory, in key
+        order, each key's positions (and their timestamps) in timestamp order (:meth:`_by_time`)."""
         kids = self._kids
         if not kids:
             return
@@ -177,21 +177,24 @@ class SortBuffer:
         for kid in order_of_keys:
             n = counts.get(kid)
             if n:
-                yield kid, self._by_time(order[start : start + n])
+                yield (kid, *self._by_time(order[start : start + n]))
                 start += n
 
-    def _by_time(self, at: list[int]) -> list[int]:
+    def _by_time(self, at: list[int]) -> tuple[list[int], list]:
         """One key's positions by timestamp (``None`` first), then input, then arrival (a
-        stable sort)."""
-        stamps, inputs = self._stamps, self._inputs
-        if inputs is None:
-            if None not in map(stamps.__getitem__, at):
-                at.sort(key=stamps.__getitem__)  # in C; nearly free when already in order
-            else:
-                at.sort(key=lambda i: _ts_key(stamps[i]))
+        stable sort), and their timestamps. The key's timestamps are gathered once (the
+        positions are scattered over the columns: every gather is a pass of cache misses) and
+        sorted locally, with a C-level key for one input with timestamps."""
+        inputs = self._inputs
+        key_stamps = list(map(self._stamps.__getitem__, at))
+        if inputs is None and None not in key_stamps:
+            order = sorted(range(len(at)), key=key_stamps.__getitem__)
+        elif inputs is None:
+            order = sorted(range(len(at)), key=lambda j: _ts_key(key_stamps[j]))
         else:
-            at.sort(key=lambda i: (_ts_key(stamps[i]), inputs[i]))
-        return at
+            key_inputs = list(map(inputs.__getitem__, at))
+            order = sorted(range(len(at)), key=lambda j: (_ts_key(key_stamps[j]), key_inputs[j]))
+        return list(map(at.__getitem__, order)), list(map(key_stamps.__getitem__, order))
 
     def _reset_memory(self) -> None:
         self._records, self._stamps, self._kids = [], [], []
@@ -230,11 +233,10 @@ class SortBuffer:
         self._reset_memory()
 
     def _memory_rows(self) -> Iterator[tuple]:
-        hashes, records, stamps, inputs = self._hashes, self._records, self._stamps, self._inputs
-        for kid, at in self._groups():
+        hashes, records, inputs = self._hashes, self._records, self._inputs
+        for kid, at, key_stamps in self._groups():
             h = hashes[kid]
-            for i in at:
-                ts = stamps[i]
+            for i, ts in zip(at, key_stamps, strict=True):
                 yield (h, kid, _ts_key(ts), 0 if inputs is None else inputs[i], ts, records[i])
 
     # -- draining ------------------------------------------------------------
@@ -248,10 +250,9 @@ class SortBuffer:
         self.close()
 
     def _drain_memory(self, chunk: int) -> Iterator[tuple[int, Any, int, list, list | None]]:
-        keys, records, stamps, inputs = self._keys, self._records, self._stamps, self._inputs
-        for kid, at in self._groups():
+        keys, records, inputs = self._keys, self._records, self._inputs
+        for kid, at, key_stamps in self._groups():
             key = keys[kid]
-            key_stamps = list(map(stamps.__getitem__, at))
             nones = key_stamps.count(None)
             if inputs is None and (nones == 0 or nones == len(at)):  # one input, one kind: slices
                 key_records = list(map(records.__getitem__, at))
@@ -259,7 +260,10 @@ class SortBuffer:
                     part = key_stamps[start : start + chunk] if not nones else None
                     yield kid, key, 0, key_records[start : start + chunk], part
                 continue
-            entries = ((0 if inputs is None else inputs[i], stamps[i], records[i]) for i in at)
+            entries = (
+                (0 if inputs is None else inputs[i], ts, records[i])
+                for i, ts in zip(at, key_stamps, strict=True)
+            )
             yield from _chunks(kid, key, entries, chunk)
         self._reset_memory()
 
