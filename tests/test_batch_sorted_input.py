@@ -435,3 +435,59 @@ def test_a_failing_key_selector_names_its_operator_and_record() -> None:
     with pytest.raises(TypeError) as info:
         list(stream.name("bad-key").execute_and_collect())
     assert "('a', 1)" in "".join(getattr(info.value, "__notes__", []))
+
+
+def test_flinks_batch_execution_with_timers_one_input() -> None:
+    """Flink's ``SortingBoundedInputITCase.testBatchExecutionWithTimersOneInput``: watermarks
+    the source's generator emits (5 after timestamp 4, 15 after 14) make nothing late in batch
+    mode, every key's records come in timestamp order, and the timer on_timer registers
+    (``timestamp + 1``, an endless loop without the quiesced timer service) is ignored."""
+    from streamflow.datastream import OutputTag
+    from streamflow.eventtime import WatermarkGenerator
+    from streamflow.runtime.events import Watermark
+    from streamflow.testing import ListSink
+
+    class AfterFourAndFourteen(WatermarkGenerator):
+        def on_event(self, event: Any, event_timestamp: int, output: Any) -> None:
+            if event_timestamp == 4:
+                output.emit_watermark(Watermark(5))
+            elif event_timestamp == 14:
+                output.emit_watermark(Watermark(15))
+
+    late = OutputTag("late_elements")
+
+    class Sums(KeyedProcessFunction):
+        def open(self, runtime_context: Any) -> None:
+            self.counts = runtime_context.get_map_state(MapStateDescriptor("sum", None, None))
+            self.previous = runtime_context.get_state(ValueStateDescriptor("previousTimestamp", None))
+
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            ts = ctx.timestamp()
+            next_ten = (ts + 10) // 10 * 10
+            ctx.timer_service().register_event_time_timer(next_ten)
+            if ts < ctx.timer_service().current_watermark():
+                yield late, value
+                return
+            assert ts >= (self.previous.value() or 0)
+            self.previous.update(ts)
+            self.counts.put(next_ten, (self.counts.get(next_ten) or 0) + 1)
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Any:
+            yield timestamp, ctx.get_current_key(), self.counts.get(timestamp)
+            self.counts.remove(timestamp)
+            ctx.timer_service().register_event_time_timer(timestamp + 1)
+
+    env = _env(1)
+    data = [(1, 3), (1, 1), (2, 1), (1, 4), (2, 3), (1, 2), (1, 13), (1, 11), (2, 14), (1, 11)]
+    strategy = WatermarkStrategy.for_generator(AfterFourAndFourteen).with_timestamp_assigner(
+        lambda e, ts: e[1]
+    )
+    elements = env.from_collection(data).assign_timestamps_and_watermarks(strategy).map(lambda e: e[0])
+    sums = elements.key_by(lambda e: e).process(Sums())
+    late_sink, sums_sink = ListSink(), ListSink()
+    sums.get_side_output(late).sink_to(late_sink)
+    sums.sink_to(sums_sink)
+    env.execute()
+    assert late_sink.results == []
+    expected = {1: [(10, 1, 4), (20, 1, 3)], 2: [(10, 2, 2), (20, 2, 1)]}
+    assert sums_sink.results == [row for key in sorted((1, 2), key=stable_hash) for row in expected[key]]
