@@ -56,6 +56,7 @@ from .loop_budget import yield_point
 from .operator import Output, StreamOperator
 from .process_operators import TimerOperator
 from .sort_buffer import DEFAULT_SORT_MEMORY, SortBuffer
+from .window_fast_path import fire_panes
 from .window_operator import WindowOperator
 
 __all__ = ["CoalescingOutput", "SortedKeyedInput", "install_sorted_input"]
@@ -211,7 +212,7 @@ class SortedKeyedInput(TimerOperator):
         if isinstance(self, WindowOperator):  # windows fire their panes and timers, then flush
             try:
                 if self.fast:
-                    await self._fire_panes(MAX_WATERMARK)
+                    await fire_panes(self, MAX_WATERMARK)
                 while (timer := timers.pop_event_timer(MAX_WATERMARK)) is not None:
                     backend.current_key = timer.key
                     self._on_timer(timer, event_time=True)
