@@ -3,8 +3,7 @@
 The per-key accumulator lives in the keyed state backend's table
 ``"reduce"`` (``{key: accumulated record}``); the hot loop touches that dict
 directly, one lookup and one store per record. With incremental checkpoints the
-batch's keys are logged once per batch (the values are the table's, read at the
-capture: ``state/changes.py``).
+batch's keys and new values are logged once per batch (``state/changes.py``).
 """
 
 from __future__ import annotations
@@ -130,7 +129,7 @@ class ReduceOperator(TimerOperator):
         except Exception as exc:
             raise self.failure(exc) from None
         if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
-            self.dirty.extend_keys(keys)  # the values are the table's (state/changes.py)
+            self.dirty.extend(keys, out)
         await self.output.push(out, timestamps)
 
     async def _fold_batch(
@@ -149,7 +148,7 @@ class ReduceOperator(TimerOperator):
         out, new = result[0], result[1]
         self._new_keys_often = new * 8 > len(records)
         if self.dirty is not None:  # incremental checkpoints: the batch's writes (the folds
-            self.dirty.extend_keys(result[2])  # return the keys too), logged as a batch
+            self.dirty.extend(result[2], out)  # return the keys too), logged as a batch
         await self.output.push(out, timestamps)
 
 

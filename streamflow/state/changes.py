@@ -7,46 +7,35 @@ entries written since the last one. Every table the backend hands out *tracked*
 comes with a :class:`Changes`: those writes, oldest first, read back by the next
 capture (``columns``) and then cleared.
 
-Three ways in, by what the writer has at hand:
+Two ways in:
 
-* ``extend_keys(keys)``: a record batch's keys only, their values being the
-  table's (the keyed ``reduce``/``sum``: it stores each key's new accumulator in
-  the table). A copy of the key list, no per-key hashing. The values are read
-  from the table when the log is read, a batch at a time (one ``itemgetter``
-  call). Keeping the values instead cost more than the lookups: a logged value
-  outlives the record that replaced it, so the interpreter's tuple free list,
-  which recycles the replaced accumulator into the next one, runs dry, every new
-  accumulator becomes an allocation the collector counts, and young collections
-  ran 60 % more often (at 1M keys and 2M records, 0.27-0.44 s of CPU more than
-  without the log, with no checkpoint taken; docs/performance.md, ``incr``,
-  third session).
-* ``extend(keys, values)``: a batch with its values (window panes, timers), a
-  copy of both lists.
+* ``extend(keys, values)``: a record batch with its values (the keyed
+  ``reduce``/``sum``, window panes, timers): a copy of both lists, no per-key
+  hashing (keeping a dict of dirty keys cost more than a third of such a job's
+  CPU with a million keys, a hash insert per record that misses the cache).
 * ``put``/``delete``: one write; it goes straight into a dict of merged writes
   while nothing is logged (so a key written a thousand times through a
   ``ListState`` is one entry), else into an open batch of :data:`BATCH` writes.
 
-Reading a key-only batch gives each key's value *now*; that is the value of
-its last write, since the log records every write after it: applying the
-columns in order (a later write of a key wins) leaves every key as the table
-holds it. A key no longer in the table reads as :data:`MISSING` (a deletion),
-and the log then says it may hold deletions (``deletes``).
+Logging keys only and reading their values from the table at the capture was
+measured and not kept: it frees each replaced accumulator at once (the log no
+longer defeats the interpreter's tuple free list; cachegrind counted fewer
+instructions and D1 misses), but a lookup in a table of a million keys misses
+the cache, and on the shared machine the job with checkpoints took more CPU,
+not less (docs/performance.md, ``incr``, third session).
 
 Bounds. When the log holds more than twice the table's size (hot keys), its
-oldest batches are merged into the dict of merged writes (a key-only batch with
-the table's values at that moment: later writes are logged after it), a
-bounded amount per write; once that dict holds :data:`CHUNK` keys the writes are
-spread over much of the table, not over a few hot keys, and the log gives up
-(``full``): it records nothing more, and the next capture writes a base, which
-holds every write and costs no more than the log's entries would.
+oldest batches are merged into the dict of merged writes, a bounded amount per
+write; once that dict holds :data:`CHUNK` keys the writes are spread over much
+of the table, not over a few hot keys, and the log gives up (``full``): it
+records nothing more, and the next capture writes a base, which holds every
+write and costs no more than the log's entries would.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
-from itertools import repeat
-from operator import is_, itemgetter
 from typing import Any
 
 __all__ = ["BATCH", "CHUNK", "MISSING", "SLACK", "Changes"]
@@ -60,17 +49,16 @@ BATCH = 1_024  # single writes gathered into one logged batch
 class Changes:
     """The writes to one table since the last capture, oldest first (see the module doc).
 
-    A logged batch is ``(keys, values)``, or ``(keys, None)`` when its values are the
-    table's. When the log holds more than twice the table's size (plus :data:`SLACK`), its
-    oldest batches are merged into ``merged`` (a dict: each key once), at most about twice
-    what the write added, so no single write pays for all."""
+    A logged batch is ``(keys, values)``. When the log holds more than twice the table's
+    size (plus :data:`SLACK`), its oldest batches are merged into ``merged`` (a dict: each
+    key once), at most about twice what the write added, so no single write pays for all."""
 
     __slots__ = ("_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "table")
 
     def __init__(self, table: dict) -> None:
         self.table = table
         self.merged: dict[Any, Any] = {}  # older than every logged batch
-        self.batches: deque[tuple[Sequence, Sequence | None]] = deque()
+        self.batches: deque[tuple[Sequence, Sequence]] = deque()
         self.logged = 0  # entries in batches and in the open batch
         self.deletes = False  # a MISSING value may be among the writes
         # the log gave up (see _merge_oldest): writes are not recorded any more, and the next
@@ -88,21 +76,9 @@ class Changes:
         # pause untracks tuples of numbers and strings), the collector untracks the batch too,
         # so a full collection never walks a log of a million entries (30+ ms of CPU)
         self.batches.append((tuple(keys), tuple(values)))
-        self._added(len(keys))
-
-    def extend_keys(self, keys: list) -> None:
-        """Log writes of ``keys`` whose values are in the table (see the module doc)."""
-        if self.full:
-            return
-        if self._open_keys:
-            self._close()
-        self.batches.append((tuple(keys), None))  # a tuple: see extend
-        self._added(len(keys))
-
-    def _added(self, count: int) -> None:
-        self.logged += count
+        self.logged += len(keys)
         if self.logged > 2 * len(self.table) + SLACK:
-            self._merge_oldest(2 * count)
+            self._merge_oldest(2 * len(keys))
 
     def put(self, key: Any, value: Any) -> None:
         if self.full:
@@ -126,23 +102,6 @@ class Changes:
         self.batches.append((tuple(self._open_keys), tuple(self._open_values)))  # see extend
         self._open_keys, self._open_values = [], []
 
-    def values_of(self, keys: Sequence) -> list[Any]:
-        """The table's values of ``keys`` now, :data:`MISSING` for a key it lacks (which
-        marks the log as holding deletions): one C call when every key is there."""
-        table = self.table
-        if len(keys) > 1:
-            try:
-                return list(itemgetter(*keys)(table))
-            except KeyError:
-                pass  # a key was deleted since: read one by one below
-        elif keys and keys[0] in table:
-            return [table[keys[0]]]
-        get, missing = table.get, MISSING
-        values = [get(k, missing) for k in keys]
-        if any(map(is_, values, repeat(missing))):
-            self.deletes = True
-        return values
-
     def _merge_oldest(self, count: int) -> None:
         """Merge the ``count`` oldest logged writes into ``merged`` (a batch longer than that
         is split: a sealed dict of CHUNK keys merged back in one call held the loop 2-6 ms).
@@ -156,15 +115,12 @@ class Changes:
             keys, values = batches[0]
             take = count - done
             if len(keys) > take:
-                head = keys[:take]
-                merged.update(
-                    zip(head, self.values_of(head) if values is None else values[:take], strict=True)
-                )
-                batches[0] = (keys[take:], None if values is None else values[take:])
+                merged.update(zip(keys[:take], values[:take], strict=True))
+                batches[0] = (keys[take:], values[take:])
                 done += take
             else:
                 batches.popleft()
-                merged.update(zip(keys, self.values_of(keys) if values is None else values, strict=True))
+                merged.update(zip(keys, values, strict=True))
                 done += len(keys)
         self.logged -= done
         if len(merged) >= CHUNK:
@@ -189,8 +145,7 @@ class Changes:
         ones, then the log, in columns of at least :data:`CHUNK` entries (apply them in
         order: a later write of a key wins). ``consume``: drop each batch once read, so the
         values it alone kept alive are freed a column at a time, not all at once in
-        :meth:`clear` (a million frees is a long hold); call :meth:`clear` after. Check
-        :attr:`deletes` after each column: reading key-only batches may set it."""
+        :meth:`clear` (a million frees is a long hold); call :meth:`clear` after."""
         if self.merged:
             yield list(self.merged), list(self.merged.values()), True
         if self._open_keys:
@@ -198,7 +153,7 @@ class Changes:
         column: list[list[Any]] = [[], []]  # the lists are handed out, not kept while paused
         for k, v in _drain(self.batches) if consume else self.batches:
             column[0] += k
-            column[1] += self.values_of(k) if v is None else v
+            column[1] += v
             if len(column[0]) >= CHUNK:
                 yield _take(column)
         if column[0]:
@@ -219,6 +174,6 @@ def _take(column: list[list[Any]]) -> tuple[list, list, bool]:
     return keys, values, False
 
 
-def _drain(batches: deque[tuple[Sequence, Sequence | None]]) -> Iterator[tuple[Sequence, Sequence | None]]:
+def _drain(batches: deque[tuple[Sequence, Sequence]]) -> Iterator[tuple[Sequence, Sequence]]:
     while batches:
         yield batches.popleft()

@@ -10,13 +10,13 @@ deltas after it, in order.
 The log of writes. Every keyed state table the backend hands out *tracked*
 (``KeyedStateBackend.tracked_table``) comes with a :class:`Changes` (``changes.py``):
 the writes since the last capture, oldest first (``MISSING``: deleted). Built-in
-operators that touch tables directly (``reduce``, ``sum``) log each record batch's
-keys (their values are read from the table at the capture), state objects one
-write at a time; a log that grows past twice the table gives up, and the next
-capture writes a base. A table handed out untracked (``backend.table``: TTL state
-with full-snapshot cleanup; other TTL state logs its writes, ``ttl_state.py``)
-makes the backend take full snapshots in the former format, so an operator that
-does not record what it changes can never lose a change.
+operators that touch tables directly (``reduce``, ``sum``) log each record batch
+(its keys and values), state objects one write at a time; a log that grows past
+twice the table gives up, and the next capture writes a base. A table handed out
+untracked (``backend.table``: TTL state with full-snapshot cleanup; other TTL
+state logs its writes, ``ttl_state.py``) makes the backend take full snapshots in
+the former format, so an operator that does not record what it changes can never
+lose a change.
 
 Capture (at the barrier, in the task, before the barrier is forwarded): the
 dirty entries of each table (or, when materialising, all of them) are *encoded*
