@@ -250,3 +250,32 @@ def test_late_element_into_an_empty_passed_window_fires_once_end_to_end() -> Non
     )
     env.execute()
     assert sorted(sink.results) == [("k1", 1), ("k2", 1)]
+
+
+def _count_fires(key: Any, ctx: Any, elements: Any) -> list:
+    """Counts this key's firings in its global state (keyed state of the key that fires)."""
+    from streamflow.state.keyed import ValueStateDescriptor
+
+    fires = ctx.global_state().get_state(ValueStateDescriptor("fires", None))
+    fires.update((fires.value() or 0) + 1)
+    return [(key, fires.value(), sum(v for _, v in elements))]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+async def test_a_late_firing_reads_the_keyed_state_of_its_own_key(fast: bool) -> None:
+    """Two late elements of two keys in one batch fire their passed window at once: each
+    firing's keyed state is its own key's (the fast path left the key of the batch's last
+    element set, so key a counted b's firings)."""
+    from streamflow.runtime.events import Watermark
+    from streamflow.runtime.window_context import WindowFunctions
+
+    functions = lambda: WindowFunctions(process=_count_fires)  # noqa: E731
+    harness = WindowHarness(TumblingEventTimeWindows.of(1000), functions, lateness=5000, fast=fast)
+    op = harness.op
+    await op.open()
+    await op.process_batch([("a", 1), ("b", 2)], [10, 20])
+    await op.process_watermark(Watermark(2000))  # fires [0, 1000) for a and b
+    await op.process_batch([("b", 3), ("a", 4)], [30, 40])  # late, within the lateness: fire again
+    await op.close()
+    fired = [event for event in harness.main.events if event[0] != "wm"]
+    assert fired == [(("a", 1, 1), 999), (("b", 1, 2), 999), (("b", 2, 5), 999), (("a", 2, 5), 999)]

@@ -116,6 +116,7 @@ def _fast_loop(
         else:
             acc.append(record)
         if max_ts <= wm:  # within allowed lateness: a late firing updates the result
+            op.backend.current_key = key  # the function's keyed state is this key's
             op._emit(key, window, acc)
             # the pane counts as fired, as the general path's EventTimeTrigger registers no
             # timer for a passed window: the next watermark must not fire it again
