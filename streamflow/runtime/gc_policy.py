@@ -44,7 +44,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 _log = logging.getLogger("streamflow.gc")
@@ -221,64 +221,6 @@ def collect_young_when_idle() -> None:
     threshold0, threshold1, _ = gc.get_threshold()
     if 2 * count0 >= threshold0 > 0 and gc.isenabled():
         gc.collect(1 if count1 + 1 >= threshold1 else 0)
-
-
-class YoungCollections:
-    """A young-generation collection at loop budget pauses (a chore of the task's budget, see
-    ``Task._seal_dirty``), as often as it takes to keep each one short, and no more often.
-
-    Why at pauses at all: objects a free list hands out (tuples, the common record and state
-    value) are tracked by the collector without counting towards its threshold, so a keyed job
-    that replaces a state tuple per record let generation 0 grow to hundreds of thousands of
-    objects between two automatic collections at 1M keys: 15-20 ms of CPU each, inside a slice.
-    A collection at every pause (about 1-2 ms there) bounded that, but cost 4-6 % of a keyed job
-    over few keys (W2: 1,000 keys, 200 collections of about 100 us a million records): there,
-    what a collection finds alive is mostly the records in flight and one state value a key,
-    the same few thousand objects whether it comes every 10 ms or every 80, so most of that work
-    was repeated. What a collection costs is proportional to the young objects alive, which
-    Python does not report cheaply (``gc.get_count`` misses the free-list ones); the time of the
-    last collection measures it. The rule (a state machine over that one reading):
-
-    * a collection that took under ``SHORT_S`` doubles the pauses between two (at most
-      ``MAX_EVERY``, 8: 80 ms of work at the default budget);
-    * one that took over ``LONG_S`` brings them back to every pause at once (a job whose live
-      young objects grow with the work, as at 1M keys, stays there: as before);
-    * in between, the interval stays.
-
-    The interval grows only after a collection under ``SHORT_S`` (0.25 ms of CPU), so the next
-    one, covering twice the pauses, takes about twice that at most while the job's young objects
-    grow with its work; only a job that goes from few live young objects to many within
-    ``MAX_EVERY`` pauses meets one longer collection, once. The chore's time counts against the
-    next slice (``LoopBudget.run_chores``) in every case. Collections are timed in CPU time of
-    the thread (what the collector did, not what the host stole). Nothing is done when the
-    application turned the collector off. (docs/performance.md, helper ``idiom``: W2, 200 ->
-    about 40 collections a million records; 1M keys, the longest collection unchanged.)"""
-
-    SHORT_S = 0.00025  # CPU seconds (the collection's thread)
-    LONG_S = 0.00075
-    MAX_EVERY = 8
-
-    __slots__ = ("_clock", "_skipped", "collections", "every")
-
-    def __init__(self, clock: Callable[[], float] = time.thread_time) -> None:
-        self._clock = clock  # CPU seconds of this thread: each collection's work, not the host's stalls
-        self.every = 1  # pauses from one collection to the next
-        self._skipped = 0
-        self.collections = 0
-
-    def __call__(self) -> None:
-        self._skipped += 1
-        if self._skipped < self.every or not gc.isenabled():
-            return
-        self._skipped = 0
-        started = self._clock()
-        gc.collect(0)
-        took = self._clock() - started
-        self.collections += 1
-        if took > self.LONG_S:
-            self.every = 1
-        elif took < self.SHORT_S and self.every < self.MAX_EVERY:
-            self.every *= 2
 
 
 GC_POLICY = GcPolicy()
