@@ -1,13 +1,15 @@
-"""``DataStream`` and ``KeyedStream``: PyFlink's DataStream API over the logical graph."""
+"""``DataStream`` and ``KeyedStream``: PyFlink's DataStream API over the logical graph.
+
+Sinks and collecting (``sink_to``, ``print``, ``execute_and_collect``) and ``DataStreamSink``
+are in ``stream_ends.py`` (``DataStreamSink`` is re-exported here).
+"""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..connectors.base import Sink
-from ..connectors.queue_sink import QueueSink
 from ..functions import (
     FilterFunction,
     FlatMapFunction,
@@ -18,7 +20,6 @@ from ..functions import (
     OutputTag,
     ProcessFunction,
     ReduceFunction,
-    SinkFunction,
 )
 from ..graph import Chaining, Edge, GraphError, Partitioning, StreamNode
 from ..runtime.async_functions import AsyncUserFunctionOperator
@@ -26,7 +27,6 @@ from ..runtime.basic_operators import (
     FilterOperator,
     FlatMapOperator,
     MapOperator,
-    SinkOperator,
     UserFunctionOperator,
     is_async,
     resolve_function,
@@ -37,9 +37,10 @@ from ..runtime.operator import StreamOperator
 from ..runtime.process_operators import KeyedProcessOperator, ProcessOperator
 from ..types.row import Row
 from .batch import batch_watermarks, is_batch, reduce_operator_class
-from .collect import execute_and_collect
+from .stream_ends import DataStreamSink as DataStreamSink
+from .stream_ends import StreamEnds
 from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals, OperatorSettingsRefusals
-from .typed import TypedPrintSink, configure_input_type, typed, typed_key_selector, with_output_type
+from .typed import typed, typed_key_selector, with_output_type
 
 if TYPE_CHECKING:
     from ..eventtime import WatermarkStrategy
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from .windowed import WindowedStream
 
 
-class DataStream(DataStreamSurface):
+class DataStream(DataStreamSurface, StreamEnds):
     """A stream of records; every call appends to the job's logical graph."""
 
     _type_info: Any = None  # the declared record type (api/typed.py); None: any Python object
@@ -229,54 +230,6 @@ class DataStream(DataStreamSurface):
         # the stream takes the tag's type (PyFlink: ``OutputTag(tag_id, type_info)``)
         return typed(DataStream(self._env, [(self._node, output_tag.tag_id)]), output_tag.type_info)
 
-    # -- sinks ---------------------------------------------------------------
-    def sink_to(self, sink: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
-        configure_input_type(sink, self._type_info, self._env)
-        if isinstance(sink, Sink):
-            # a Sink describes the sink and makes a fresh operator per subtask: it is not copied
-            factory: OperatorFactory = OperatorFactory("Sink", lambda: sink.create_operator("Sink"))
-        else:
-            resolve_function(sink, "invoke", "sink_to()")
-            factory = OperatorFactory("Sink", lambda f: SinkOperator("Sink", f), sink)
-        return DataStreamSink(self._add("Sink", factory, is_sink=True))
-
-    def add_sink(self, sink_func: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
-        """PyFlink's name (and keyword) for :meth:`sink_to`."""
-        return self.sink_to(sink_func)
-
-    def print(self, sink_identifier: str | None = None) -> DataStreamSink:
-        """Each record on a line, as PyFlink prints it for the stream's declared type."""
-        return self.sink_to(TypedPrintSink(sink_identifier, self._type_info)).name("Print")
-
-    def execute_and_collect(
-        self, job_execution_name: str = "collect", limit: int | None = None
-    ) -> CloseableIterator:
-        """Start the job and iterate over this stream's records as it runs (also a context
-        manager; closing it early cancels the job): see ``api/collect.py``."""
-        return execute_and_collect(self, job_execution_name, limit)
-
-    async def execute_and_collect_async(
-        self, job_name: str = "collect", limit: int | None = None, capacity: int = 4096
-    ) -> AsyncIterator[Any]:
-        """Run the job in this event loop and yield its records as they arrive;
-        leaving the loop early (or ``limit``) cancels the job."""
-        sink = QueueSink(capacity)
-        node = self.sink_to(sink)._node
-        try:
-            client = await self._env.execute_async(job_name)
-        finally:
-            self._env._graph.remove(node)  # when execute failed before it cleared the graph
-        seen = 0
-        try:
-            async for record in sink.drain(client):
-                yield record
-                seen += 1
-                if limit is not None and seen >= limit:
-                    break
-        finally:
-            await client.cancel()
-        await client.get_job_execution_result()
-
 
 class _Partitioned(DataStream):
     """A stream whose next consumer reads it with an explicit partitioning."""
@@ -329,40 +282,6 @@ def _user_function(
     return build
 
 
-class DataStreamSink:
-    def __init__(self, node: StreamNode) -> None:
-        self._node = node
-
-    def name(self, name: str) -> DataStreamSink:
-        self._node.name = name
-        return self
-
-    def uid(self, uid: str) -> DataStreamSink:
-        self._node.uid = uid
-        return self
-
-    def set_parallelism(self, parallelism: int) -> DataStreamSink:
-        self._node.parallelism = parallelism
-        return self
-
-    def disable_chaining(self) -> DataStreamSink:
-        self._node.chaining = Chaining.NEVER
-        return self
-
-    def set_uid_hash(self, uid_hash: str) -> DataStreamSink:
-        return self.uid(uid_hash)
-
-    def set_description(self, description: str) -> DataStreamSink:
-        self._node.description = description
-        return self
-
-    def slot_sharing_group(self, slot_sharing_group: Any) -> DataStreamSink:
-        """Recorded (the plan shows it), as an operator's: one streamflow process is one slot."""
-        group = slot_sharing_group
-        self._node.slot_sharing_group = str(group.get_name() if hasattr(group, "get_name") else group)
-        return self
-
-
 class KeyedStream(KeyedStreamRefusals, OperatorSettingsRefusals, DataStream):
     """A stream partitioned by key: state and timers are scoped to the current key."""
 
@@ -399,8 +318,10 @@ class KeyedStream(KeyedStreamRefusals, OperatorSettingsRefusals, DataStream):
     ) -> CloseableIterator:
         """As PyFlink's: a keyed stream's records come as ``Row(f0=key, f1=record)``."""
         key_of = self.key_selector
-        return DataStream(self._env, self._inputs).map(lambda v: Row(f0=key_of(v), f1=v)).execute_and_collect(
-            job_execution_name, limit
+        return (
+            DataStream(self._env, self._inputs)
+            .map(lambda v: Row(f0=key_of(v), f1=v))
+            .execute_and_collect(job_execution_name, limit)
         )
 
     # -- key_by() makes no operator: operator settings are refused, as PyFlink does --------

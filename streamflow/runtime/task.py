@@ -51,9 +51,10 @@ from .events import (
     WatermarkStatus,
 )
 from .gc_policy import GC_POLICY, collect_young_when_idle
-from .loop_budget import LoopBudget, bind, yield_point
+from .loop_budget import LoopBudget, bind
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
+from .task_state import ChainState
 from .watermark_valve import WatermarkValve
 from .writer import ChannelWriter
 
@@ -64,7 +65,7 @@ _log = logging.getLogger("streamflow.task")
 Mail = Callable[[], Awaitable[None]]
 
 
-class Task:
+class Task(ChainState):
     def __init__(
         self,
         name: str,
@@ -102,86 +103,6 @@ class Task:
         self.idle_s = 0.0
         self.started_s: float | None = None
         self.ended_s: float | None = None
-
-    # -- checkpoints -------------------------------------------------------
-    def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
-        """State by operator uid; stateless operators (None) are left out, as in Flink.
-        ``final``: the task finished (FLIP-147): operators with keyed state are left out too
-        (a finished subtask never receives a record again; see ``chain_uids``)."""
-        states = {op.uid: op.snapshot_state(checkpoint_id) for op in self._snapshotted(final)}
-        return {uid: state for uid, state in states.items() if state is not None}
-
-    def _snapshotted(self, final: bool) -> list[StreamOperator]:
-        if not final:
-            return self.operators
-        return [op for op in self.operators if _keyed_backend_of(op) is None]
-
-    def chain_uids(self) -> list[str]:
-        """The uids of the chain's operators (a source task's own first): a finished task's
-        final state names them as finished."""
-        return [op.uid for op in self.operators]
-
-    def take_shared_files(self, checkpoint_id: int, final: bool = False) -> tuple[dict[str, Any], list[str]]:
-        """The shared files of the chain's snapshot ``checkpoint_id`` (an operator with its own
-        checkpoint files, e.g. on RocksDB, has ``take_shared_files``): new ones and references."""
-        shared: dict[str, Any] = {}
-        references: list[str] = []
-        for op in self._snapshotted(final):
-            take = getattr(op, "take_shared_files", None)
-            if take is not None:
-                new, refs = take(checkpoint_id)
-                shared.update(new)
-                references.extend(refs)
-        return shared, references
-
-    def _keyed_backends(self) -> list[Any]:
-        backends = (getattr(getattr(op, "ctx", None), "keyed_backend", None) for op in self.operators)
-        return [b for b in backends if b is not None]
-
-    async def capture_state(self, checkpoint_id: int, savepoint: bool, final: bool = False) -> list[Any]:
-        """At a barrier, right before ``snapshot_operators``: keyed backends that checkpoint
-        incrementally capture what changed; returns their ``SharedUpload``s, which write it
-        after the barrier. ``final`` (the task finished): nothing, keyed state is not kept."""
-        uploads: list[Any] = []
-        if final:
-            return uploads
-        for backend in self._keyed_backends():
-            capture = getattr(backend, "capture", None)
-            if capture is None:
-                continue
-            # a fresh slice first when the last capture piece would not fit in what is left
-            await yield_point()
-            if (upload := await capture(checkpoint_id, savepoint)) is not None:
-                uploads.append(upload)
-        for op in self.operators:  # operators' own incremental state (timers: timer_checkpoints.py)
-            capture = getattr(op, "capture_shared", None)
-            if capture is not None and (upload := await capture(checkpoint_id, savepoint)) is not None:
-                uploads.append(upload)
-        return uploads
-
-    async def prepare_snapshot(self, checkpoint_id: int) -> None:
-        """Every operator's ``prepare_snapshot_pre_barrier``, head first (sinks flush here)."""
-        for op in self.operators:
-            try:
-                await op.prepare_snapshot_pre_barrier(checkpoint_id)
-            except Exception as exc:
-                raise op.failure(exc) from None
-
-    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        for op in self.operators:
-            try:
-                result = op.notify_checkpoint_complete(checkpoint_id)
-                if result is not None:
-                    await result
-            except Exception as exc:
-                raise op.failure(exc) from None
-
-    async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        for op in self.operators:
-            try:
-                op.notify_checkpoint_aborted(checkpoint_id)
-            except Exception as exc:
-                raise op.failure(exc) from None
 
     async def _wait_for_final_checkpoint(self) -> None:
         """Hand the final state to the checkpoint driver; serve mail until it is committed."""
@@ -231,17 +152,6 @@ class Task:
         return bool(self.mailbox) or self.processing_time.has_due()
 
     # -- lifecycle ---------------------------------------------------------
-    async def _finish_restores(self) -> None:
-        """Decode the keyed state restored for this task's operators (read at build time), a
-        frame at a time between loop budget pauses (``state/deferred_restore.py``)."""
-        for backend in self._keyed_backends():
-            if getattr(backend, "restore_pending", False):
-                await backend.finish_restore()
-                self._restored_state = True
-        for op in self.operators:  # restored timers (TimerOperator.finish_restore)
-            finish = getattr(op, "finish_restore", None)
-            if finish is not None:
-                await finish()
 
     def _seal_dirty(self) -> None:
         """A loop budget chore (and, the sealing only, before each idle wait): keyed backends
@@ -371,10 +281,6 @@ class Task:
     async def _end(self) -> None:
         for w in self.writers:
             await w.end_of_input()
-
-
-def _keyed_backend_of(op: StreamOperator) -> Any:
-    return getattr(getattr(op, "ctx", None), "keyed_backend", None)
 
 
 class SourceTask(Task):

@@ -88,6 +88,10 @@ Why msgpack: measured against msgspec and the former hand-written orjson
 tagging on 1M-key state (see ``bench/codec.py`` and docs/checkpoints.md),
 msgpack's ``strict_types`` mode is the only fast path that keeps tuples apart
 from lists without a Python pass over the whole value.
+
+This module holds the encoding side and the codec objects; the decoding side is
+``codec_decoding.py`` and what both share (extension codes, markers, class paths)
+is ``codec_format.py``. ``decode`` and ``ClassResolver`` are re-exported here.
 """
 
 from __future__ import annotations
@@ -96,18 +100,43 @@ import dataclasses
 import datetime
 import decimal
 import enum
-import gc
 import logging
 import pickle
-import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 import msgpack
 
+from .codec_decoding import _DECODER, _Decoder
+from .codec_decoding import _ext_hook as _ext_hook
+from .codec_decoding import decode as decode
+from .codec_format import (
+    EXT_BIGINT,
+    EXT_DATACLASS,
+    EXT_DATE,
+    EXT_DATETIME,
+    EXT_DECIMAL,
+    EXT_DICT_KEY,
+    EXT_ENUM,
+    EXT_FROZENSET,
+    EXT_LIST_KEY,
+    EXT_NAMEDTUPLE,
+    EXT_ROW,
+    EXT_SET,
+    EXT_SET_KEY,
+    EXT_TIME,
+    EXT_TIMEDELTA,
+    EXT_TUPLE,
+    EXT_UUID,
+)
+from .codec_format import MARKS as _M
+from .codec_format import ClassResolver as ClassResolver
+from .codec_format import gc_paused as _gc_paused
+from .codec_format import is_namedtuple as _is_namedtuple
+from .codec_format import is_row as _is_row
+from .codec_format import type_path as type_path
 from .hashable_keys import DictKey, ListKey, SetKey
 
 __all__ = ["Codec", "MsgpackCodec", "PickleCodec", "decode", "encode", "type_path"]
@@ -118,11 +147,6 @@ _SUPPORTED = (
     "None, bool, int, float, str, bytes, tuple, list, dict, set, frozenset, datetime, date, time, "
     "timedelta, Decimal, UUID, Enum, dataclasses, namedtuples and Row"
 )
-
-EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_BIGINT = 1, 2, 3, 4
-EXT_DATETIME, EXT_DATE, EXT_TIME, EXT_TIMEDELTA = 5, 6, 7, 8
-EXT_DECIMAL, EXT_UUID, EXT_ENUM, EXT_DATACLASS, EXT_NAMEDTUPLE, EXT_ROW = 9, 10, 11, 12, 13, 14
-EXT_LIST_KEY, EXT_DICT_KEY, EXT_SET_KEY = 15, 16, 17
 
 
 @runtime_checkable
@@ -138,19 +162,6 @@ class Codec(Protocol):
 
 class _Unsupported(TypeError):
     pass
-
-
-def type_path(cls: type) -> str:
-    """``"module:QualName"``: how a class is named in checkpoint data."""
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _is_namedtuple(cls: type) -> bool:
-    return issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
-
-
-def _is_row(cls: type) -> bool:
-    return cls.__name__ == "Row" and cls.__module__.startswith("streamflow.")
 
 
 # ---------------------------------------------------------------- encoding
@@ -180,26 +191,8 @@ class _Packer(threading.local):
         ).pack
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic GC while (un)packing: a large state value would otherwise trigger full
-    collections that scan every live object again and again (msgpack's own advice for big
-    messages). Re-enabled only if it was enabled (nesting and threads are harmless)."""
-    enabled = gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _pack(obj: Any) -> bytes:
     return _PACKER.pack(obj)  # a Packer resets its buffer on failure too
-
-
-_M = [msgpack.ExtType(code, b"") for code in range(18)]  # the markers, by code
 
 
 def _enc_datetime(v: datetime.datetime) -> list:
@@ -356,202 +349,6 @@ def _locate(obj: Any, path: str) -> tuple[str, object, str | None]:
             return found
     reason = None if t in (dict, list, tuple, set, frozenset) else _leaf_error(obj)
     return (path if reason is not None else "", obj, reason)  # e.g. a dataclass defined in a function
-
-
-# ---------------------------------------------------------------- decoding
-
-
-def _dec_tz(spec: Any) -> datetime.tzinfo | None:
-    if spec is None:
-        return None
-    if type(spec) is str:
-        import zoneinfo
-
-        return zoneinfo.ZoneInfo(spec)
-    seconds, micros, name = spec
-    off = datetime.timedelta(seconds=seconds, microseconds=micros)
-    return datetime.timezone(off) if name is None else datetime.timezone(off, name)
-
-
-class ClassResolver:
-    """Finds the class a checkpoint names, only in modules already imported (never imports)."""
-
-    def __init__(self, allowed_types: Iterable[type] | None = None) -> None:
-        self.allowed = None if allowed_types is None else {type_path(t): t for t in allowed_types}
-        self._cache: dict[tuple[str, str], type] = {}
-
-    def resolve(self, path: str, kind: str, check: Callable[[type], bool]) -> type:
-        cached = self._cache.get((path, kind))
-        if cached is not None:
-            return cached
-        if self.allowed is not None:
-            cls = self.allowed.get(path)
-            if cls is None:
-                raise ValueError(
-                    f"checkpoint data names {kind} {path!r}, which is not among the codec's allowed_types"
-                )
-        else:
-            cls = self._find(str(path), kind)
-        if not check(cls):
-            raise ValueError(f"checkpoint data names {path!r} as {kind}, but it is not one")
-        self._cache[(path, kind)] = cls
-        return cls
-
-    @staticmethod
-    def _find(path: str, kind: str) -> type:
-        module_name, _, qualname = path.partition(":")
-        module = sys.modules.get(module_name)
-        if module is None:
-            raise ValueError(
-                f"checkpoint data names {kind} {path!r} but module {module_name!r} is not imported: "
-                "the codec never imports modules while decoding; import it before restoring"
-            )
-        obj: Any = module
-        for part in qualname.split("."):
-            if not part or part.startswith("__") or part == "<locals>":
-                obj = None
-                break
-            obj = getattr(obj, part, None)
-        if not isinstance(obj, type):
-            raise ValueError(f"checkpoint data names {kind} {path!r}, which is not a class it can find")
-        return obj
-
-
-def _dec_datetime(p: list) -> datetime.datetime:
-    y, mo, d, h, mi, s, us, fold, tz = p
-    return datetime.datetime(y, mo, d, h, mi, s, us, tzinfo=_dec_tz(tz), fold=fold)
-
-
-def _dec_time(p: list) -> datetime.time:
-    h, mi, s, us, fold, tz = p
-    return datetime.time(h, mi, s, us, tzinfo=_dec_tz(tz), fold=fold)
-
-
-class _Marker:
-    __slots__ = ("code",)
-
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-    def __repr__(self) -> str:
-        return f"<codec marker {self.code}>"
-
-
-_MARKERS = [_Marker(code) for code in range(len(_M))]
-
-
-class _Decoder:
-    """One decoding setup: the class resolver and the hooks bound to it."""
-
-    def __init__(self, resolver: ClassResolver) -> None:
-        self.resolver = resolver
-        self.builders: dict[int, Callable[[list], Any]] = {
-            EXT_TUPLE: lambda p: tuple(p),
-            EXT_SET: lambda p: set(p),
-            EXT_FROZENSET: lambda p: frozenset(p),
-            EXT_BIGINT: lambda p: int.from_bytes(p[0], "big", signed=True),
-            EXT_DATETIME: _dec_datetime,
-            EXT_DATE: lambda p: datetime.date.fromordinal(p[0]),
-            EXT_TIME: _dec_time,
-            EXT_TIMEDELTA: lambda p: datetime.timedelta(*p),
-            EXT_DECIMAL: lambda p: decimal.Decimal(p[0]),
-            EXT_UUID: lambda p: uuid.UUID(bytes=bytes(p[0])),
-            EXT_ENUM: self.enum,
-            EXT_DATACLASS: self.dataclass,
-            EXT_NAMEDTUPLE: self.namedtuple,
-            EXT_ROW: self.row,
-            EXT_LIST_KEY: ListKey,
-            EXT_DICT_KEY: lambda p: DictKey(p[0]),
-            EXT_SET_KEY: SetKey,
-        }
-
-    def list_hook(self, items: list) -> Any:
-        if items and type(items[0]) is _Marker:
-            return self.builders[items[0].code](items[1:])
-        return items
-
-    def decode(self, data: bytes) -> object:
-        try:
-            with _gc_paused():
-                return msgpack.unpackb(
-                    data,
-                    ext_hook=_ext_hook,
-                    list_hook=self.list_hook,
-                    strict_map_key=False,
-                    raw=False,
-                    timestamp=0,
-                )
-        except ValueError as e:
-            raise ValueError(f"malformed checkpoint codec data: {e}") from e
-        except Exception as e:  # msgpack raises TypeError, StackError, ... on garbage
-            raise ValueError(f"malformed checkpoint codec data: {type(e).__name__}: {e}") from e
-
-    def enum(self, p: list) -> Any:
-        path, name = p
-        cls = self.resolver.resolve(path, "an Enum", lambda c: issubclass(c, enum.Enum))
-        try:
-            return cls[name]  # type: ignore[index]
-        except KeyError:
-            raise ValueError(f"Enum {path} has no member {name!r} (restored from checkpoint data)") from None
-
-    def dataclass(self, p: list) -> Any:
-        path, names, values = p
-        cls = self.resolver.resolve(path, "a dataclass", dataclasses.is_dataclass)
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        obj: Any = object.__new__(cls)
-        given = dict(zip(names, values, strict=True))
-        for name, value in given.items():
-            if name not in fields:
-                raise ValueError(f"dataclass {path} has no field {name!r} any more (from checkpoint data)")
-            object.__setattr__(obj, name, value)
-        for name, f in fields.items():
-            if name in given:
-                continue
-            if f.default is not dataclasses.MISSING:
-                object.__setattr__(obj, name, f.default)
-            elif f.default_factory is not dataclasses.MISSING:
-                object.__setattr__(obj, name, f.default_factory())
-            else:
-                raise ValueError(
-                    f"dataclass {path} field {name!r} is not in checkpoint data and has no default"
-                )
-        return obj
-
-    def namedtuple(self, p: list) -> Any:
-        path, values = p[0], p[1:]
-        cls: Any = self.resolver.resolve(path, "a namedtuple", _is_namedtuple)
-        if len(values) != len(cls._fields):
-            raise ValueError(
-                f"namedtuple {path} has {len(cls._fields)} fields, checkpoint data {len(values)}"
-            )
-        return tuple.__new__(cls, values)
-
-    def row(self, p: list) -> Any:
-        from importlib import import_module
-
-        fields, kind, values = p[0], p[1], p[2:]
-        try:  # streamflow's own module (the only one this names), not one chosen by the data
-            row_cls = import_module("streamflow.common").Row
-        except (ImportError, AttributeError) as e:
-            raise ValueError(f"checkpoint data holds a Row but streamflow has no Row type: {e}") from None
-        row = row_cls(**dict(zip(fields, values, strict=True))) if fields else row_cls(*values)
-        if kind is not None and hasattr(row, "set_row_kind"):
-            row.set_row_kind(type(row.get_row_kind())(kind))
-        return row
-
-
-def _ext_hook(code: int, data: bytes) -> _Marker:
-    if data or not 0 < code < len(_MARKERS):
-        raise ValueError(f"unknown codec extension type {code} ({len(data)} bytes)")
-    return _MARKERS[code]
-
-
-_DECODER = _Decoder(ClassResolver())
-
-
-def decode(data: bytes) -> object:
-    """Decode bytes written by :func:`encode`; malformed data raises ``ValueError``."""
-    return _DECODER.decode(data)
 
 
 # ---------------------------------------------------------------- codec objects

@@ -1,4 +1,7 @@
-"""Keyed state: descriptors (PyFlink's names), state objects, and the backend.
+"""Keyed state: the backend of an operator subtask (its tables, snapshots and restore).
+
+The descriptors and the state objects user code holds are in ``state_objects.py``
+(re-exported here, their import path since the start).
 
 Theory of operation
 -------------------
@@ -23,283 +26,28 @@ with a different parallelism can hand each subtask the key groups it owns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..functions import AggregateFunction, ReduceFunction
 from . import incremental as _inc
 from .codec import Codec
 from .deferred_restore import DeferredRestore
 from .key_groups import key_group_of
+from .state_objects import AggregatingState as AggregatingState
+from .state_objects import AggregatingStateDescriptor as AggregatingStateDescriptor
+from .state_objects import ListState as ListState
+from .state_objects import ListStateDescriptor as ListStateDescriptor
+from .state_objects import MapState as MapState
+from .state_objects import MapStateDescriptor as MapStateDescriptor
+from .state_objects import MapViews as MapViews
+from .state_objects import ReducingState as ReducingState
+from .state_objects import ReducingStateDescriptor as ReducingStateDescriptor
+from .state_objects import StateDescriptor as StateDescriptor
+from .state_objects import ValueState as ValueState
+from .state_objects import ValueStateDescriptor as ValueStateDescriptor
 from .typed import Pickled, pickle_entries, restored_entries
-
-_MISSING = object()
-
-
-class StateDescriptor:
-    kind = "value"
-
-    def __init__(self, name: str, type_info: Any = None) -> None:
-        if not name or not isinstance(name, str):
-            raise ValueError(f"a state name must be a non-empty string, got {name!r}")
-        self.name = name
-        self.type_info = type_info
-        self.ttl_config: Any = None
-
-    def get_name(self) -> str:
-        return self.name
-
-    def enable_time_to_live(self, ttl_config: Any) -> None:
-        """Keep a ``StateTtlConfig`` on this descriptor (see ``streamflow/state/ttl.py``)."""
-        self.ttl_config = ttl_config
-
-
-class ValueStateDescriptor(StateDescriptor):
-    kind = "value"
-
-    def __init__(self, name: str, value_type_info: Any = None, default: Any = None) -> None:
-        super().__init__(name, value_type_info)
-        self.default = default
-
-
-class ListStateDescriptor(StateDescriptor):
-    kind = "list"
-
-    def __init__(self, name: str, elem_type_info: Any = None) -> None:
-        super().__init__(name, elem_type_info)
-
-
-class MapStateDescriptor(StateDescriptor):
-    kind = "map"
-
-    def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None) -> None:
-        super().__init__(name, (key_type_info, value_type_info))
-
-
-class ReducingStateDescriptor(StateDescriptor):
-    kind = "reducing"
-
-    def __init__(
-        self,
-        name: str,
-        reduce_function: ReduceFunction | Callable[[Any, Any], Any],
-        type_info: Any = None,
-    ) -> None:
-        super().__init__(name, type_info)
-        fn = reduce_function
-        self.reduce: Callable[[Any, Any], Any] = fn.reduce if isinstance(fn, ReduceFunction) else fn
-        self._reduce_function = reduce_function
-
-    def get_reduce_function(self) -> Any:
-        return self._reduce_function
-
-
-class AggregatingStateDescriptor(StateDescriptor):
-    kind = "aggregating"
-
-    def __init__(self, name: str, agg_function: AggregateFunction, state_type_info: Any = None):
-        super().__init__(name, state_type_info)
-        self.agg_function = agg_function
-
-    def get_agg_function(self) -> AggregateFunction:
-        return self.agg_function
-
-
-class _KeyedState:
-    """``_dirty``: the writes since the last snapshot (``incremental.Changes``; None: not
-    tracked); every write records its key's value (a deletion once the key is gone)."""
-
-    __slots__ = ("_backend", "_dirty", "_table")
-
-    def __class_getitem__(cls, item: Any) -> type:
-        """``ValueState[int]``, ``MapState[str, int]``...: generic classes, as PyFlink's."""
-        return cls
-
-    def __init__(self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None) -> None:
-        self._backend = backend
-        self._table = table
-        self._dirty = dirty
-
-    def _written(self, key: Any) -> None:
-        if self._dirty is not None:
-            self._dirty.put(key, self._table.get(key, _inc.MISSING))
-
-    def clear(self) -> None:
-        key = self._backend.current_key
-        self._table.pop(key, None)
-        if self._dirty is not None:
-            self._dirty.delete(key)
-
-
-class ValueState(_KeyedState):
-    __slots__ = ("_default",)
-
-    def __init__(
-        self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None, default: Any
-    ) -> None:
-        super().__init__(backend, table, dirty)
-        self._default = default
-
-    def value(self) -> Any:
-        return self._table.get(self._backend.current_key, self._default)
-
-    def update(self, value: Any) -> None:
-        if value is None:
-            self.clear()
-        else:
-            key = self._backend.current_key
-            self._table[key] = value
-            if self._dirty is not None:
-                self._dirty.put(key, value)
-
-
-class ListState(_KeyedState):
-    __slots__ = ()
-
-    def get(self) -> list:
-        return list(self._table.get(self._backend.current_key, ()))
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.get())
-
-    def add(self, value: Any) -> None:
-        key = self._backend.current_key
-        self._table.setdefault(key, []).append(value)
-        self._written(key)
-
-    def add_all(self, values: Iterable[Any]) -> None:
-        key = self._backend.current_key
-        self._table.setdefault(key, []).extend(values)
-        self._written(key)
-
-    def update(self, values: Iterable[Any]) -> None:
-        values = list(values)
-        if values:
-            key = self._backend.current_key
-            self._table[key] = values
-            self._written(key)
-        else:
-            self.clear()
-
-
-class MapViews:
-    """The read views and dict protocol of a map state, in terms of its ``_map()``, ``get``,
-    ``put`` and ``remove`` (keyed ``MapState`` and a window's ``WindowMapState``)."""
-
-    __slots__ = ()
-
-    def _map(self) -> dict:
-        raise NotImplementedError
-
-    def get(self, key: Any) -> Any:
-        return self._map().get(key)
-
-    def put(self, key: Any, value: Any) -> None:
-        raise NotImplementedError
-
-    def remove(self, key: Any) -> None:
-        raise NotImplementedError
-
-    def contains(self, key: Any) -> bool:
-        return key in self._map()
-
-    def keys(self) -> list:
-        return list(self._map().keys())
-
-    def values(self) -> list:
-        return list(self._map().values())
-
-    def items(self) -> list:
-        return list(self._map().items())
-
-    def is_empty(self) -> bool:
-        return not self._map()
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.keys())
-
-    # PyFlink's MapState is also used like a dict
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
-
-
-class MapState(MapViews, _KeyedState):
-    __slots__ = ()
-
-    def _map(self) -> dict:
-        return self._table.get(self._backend.current_key) or {}
-
-    def put(self, key: Any, value: Any) -> None:
-        current = self._backend.current_key
-        self._table.setdefault(current, {})[key] = value
-        self._written(current)
-
-    def put_all(self, mapping: dict) -> None:
-        current = self._backend.current_key
-        self._table.setdefault(current, {}).update(mapping)
-        self._written(current)
-
-    def remove(self, key: Any) -> None:
-        current = self._backend.current_key
-        m = self._table.get(current)
-        if m is not None:
-            m.pop(key, None)
-            if not m:
-                self.clear()
-            else:
-                self._written(current)
-
-
-class ReducingState(_KeyedState):
-    __slots__ = ("_reduce",)
-
-    def __init__(
-        self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None, reduce: Callable
-    ) -> None:
-        super().__init__(backend, table, dirty)
-        self._reduce = reduce
-
-    def get(self) -> Any:
-        return self._table.get(self._backend.current_key)
-
-    def add(self, value: Any) -> None:
-        key = self._backend.current_key
-        prev = self._table.get(key, _MISSING)
-        self._table[key] = value if prev is _MISSING else self._reduce(prev, value)
-        self._written(key)
-
-
-class AggregatingState(_KeyedState):
-    __slots__ = ("_agg",)
-
-    def __init__(
-        self, backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None, agg: AggregateFunction
-    ) -> None:
-        super().__init__(backend, table, dirty)
-        self._agg = agg
-
-    def get(self) -> Any:
-        acc = self._table.get(self._backend.current_key, _MISSING)
-        return None if acc is _MISSING else self._agg.get_result(acc)
-
-    def add(self, value: Any) -> None:
-        key = self._backend.current_key
-        acc = self._table.get(key, _MISSING)
-        if acc is _MISSING:
-            acc = self._agg.create_accumulator()
-        self._table[key] = self._agg.add(value, acc)
-        self._written(key)
 
 
 @dataclass(frozen=True)

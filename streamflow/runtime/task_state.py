@@ -1,0 +1,125 @@
+"""What a task does with its operator chain's state: snapshots, captures, notices, restores.
+
+Mixed into :class:`~.task.Task`: the methods the checkpoint machinery
+(``checkpoint/task_checkpointer.py``, ``runtime/execution.py``) calls on a task
+between batches, never inside one. At a barrier, ``prepare_snapshot`` lets every
+operator flush (head first), ``capture_state`` has keyed backends that checkpoint
+incrementally capture what changed (and operators their own incremental state,
+e.g. timers), then ``snapshot_operators`` and ``take_shared_files`` collect the
+chain's state by operator uid. A finished task (FLIP-147) leaves keyed state out.
+Completion and abort notices go to every operator; an operator's failure is
+raised as its own (``StreamOperator.failure``). After a restore,
+``_finish_restores`` decodes the restored keyed state and timers a frame at a
+time between loop budget pauses, before the operators open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .loop_budget import yield_point
+from .operator import StreamOperator
+
+__all__ = ["ChainState"]
+
+
+class ChainState:
+    """The chain's state side of a task (``operators``: head first, set by ``Task``)."""
+
+    operators: list[StreamOperator]
+    _restored_state: bool
+
+    def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
+        """State by operator uid; stateless operators (None) are left out, as in Flink.
+        ``final``: the task finished (FLIP-147): operators with keyed state are left out too
+        (a finished subtask never receives a record again; see ``chain_uids``)."""
+        states = {op.uid: op.snapshot_state(checkpoint_id) for op in self._snapshotted(final)}
+        return {uid: state for uid, state in states.items() if state is not None}
+
+    def _snapshotted(self, final: bool) -> list[StreamOperator]:
+        if not final:
+            return self.operators
+        return [op for op in self.operators if _keyed_backend_of(op) is None]
+
+    def chain_uids(self) -> list[str]:
+        """The uids of the chain's operators (a source task's own first): a finished task's
+        final state names them as finished."""
+        return [op.uid for op in self.operators]
+
+    def take_shared_files(self, checkpoint_id: int, final: bool = False) -> tuple[dict[str, Any], list[str]]:
+        """The shared files of the chain's snapshot ``checkpoint_id`` (an operator with its own
+        checkpoint files, e.g. on RocksDB, has ``take_shared_files``): new ones and references."""
+        shared: dict[str, Any] = {}
+        references: list[str] = []
+        for op in self._snapshotted(final):
+            take = getattr(op, "take_shared_files", None)
+            if take is not None:
+                new, refs = take(checkpoint_id)
+                shared.update(new)
+                references.extend(refs)
+        return shared, references
+
+    def _keyed_backends(self) -> list[Any]:
+        backends = (getattr(getattr(op, "ctx", None), "keyed_backend", None) for op in self.operators)
+        return [b for b in backends if b is not None]
+
+    async def capture_state(self, checkpoint_id: int, savepoint: bool, final: bool = False) -> list[Any]:
+        """At a barrier, right before ``snapshot_operators``: keyed backends that checkpoint
+        incrementally capture what changed; returns their ``SharedUpload``s, which write it
+        after the barrier. ``final`` (the task finished): nothing, keyed state is not kept."""
+        uploads: list[Any] = []
+        if final:
+            return uploads
+        for backend in self._keyed_backends():
+            capture = getattr(backend, "capture", None)
+            if capture is None:
+                continue
+            # a fresh slice first when the last capture piece would not fit in what is left
+            await yield_point()
+            if (upload := await capture(checkpoint_id, savepoint)) is not None:
+                uploads.append(upload)
+        for op in self.operators:  # operators' own incremental state (timers: timer_checkpoints.py)
+            capture = getattr(op, "capture_shared", None)
+            if capture is not None and (upload := await capture(checkpoint_id, savepoint)) is not None:
+                uploads.append(upload)
+        return uploads
+
+    async def prepare_snapshot(self, checkpoint_id: int) -> None:
+        """Every operator's ``prepare_snapshot_pre_barrier``, head first (sinks flush here)."""
+        for op in self.operators:
+            try:
+                await op.prepare_snapshot_pre_barrier(checkpoint_id)
+            except Exception as exc:
+                raise op.failure(exc) from None
+
+    async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            try:
+                result = op.notify_checkpoint_complete(checkpoint_id)
+                if result is not None:
+                    await result
+            except Exception as exc:
+                raise op.failure(exc) from None
+
+    async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            try:
+                op.notify_checkpoint_aborted(checkpoint_id)
+            except Exception as exc:
+                raise op.failure(exc) from None
+
+    async def _finish_restores(self) -> None:
+        """Decode the keyed state restored for this task's operators (read at build time), a
+        frame at a time between loop budget pauses (``state/deferred_restore.py``)."""
+        for backend in self._keyed_backends():
+            if getattr(backend, "restore_pending", False):
+                await backend.finish_restore()
+                self._restored_state = True
+        for op in self.operators:  # restored timers (TimerOperator.finish_restore)
+            finish = getattr(op, "finish_restore", None)
+            if finish is not None:
+                await finish()
+
+
+def _keyed_backend_of(op: StreamOperator) -> Any:
+    return getattr(getattr(op, "ctx", None), "keyed_backend", None)
