@@ -2,8 +2,11 @@
 
 Each does its work per batch with one pass over the records (``map`` and
 ``filter`` run the loop in C); the only per-record cost is the user's function
-call. When that call raises, the record it was given is found from the list
-iterator's position and named in the error. A user function is a plain
+call. A ``map`` or ``filter`` function that is one expression over its argument
+(``lambda e: e[1] * 2``) is not called at all: its expression runs inlined in a
+generated comprehension (``runtime/inline_batch.py``). When a function raises,
+the record it was given is found from the list iterator's position and named in
+the error. A user function is a plain
 callable, a :class:`~streamflow.functions.Function` subclass (``open`` and
 ``close`` are called), or a coroutine function (at most ``concurrency`` calls in
 flight, results in record order: ``runtime/bounded.py``, the machinery of
@@ -13,12 +16,13 @@ flight, results in record order: ``runtime/bounded.py``, the machinery of
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import compress
 from typing import Any
 
 from ..functions import Function
 from .bounded import run_bounded
+from .inline_batch import batch_filter, batch_map
 from .item_getters import failed_record
 from .operator import StreamOperator
 
@@ -61,7 +65,7 @@ class UserFunctionOperator(StreamOperator):
         if not is_async:
             it = iter(records)
             try:
-                return list(map(call, it))  # the loop in C: no bytecode per record
+                return list(map(call, it))  # the loop in C: bytecode only in the call
             except Exception as exc:
                 record = failed_record(records, it)  # a local named record: found even when None
                 raise self.failure(exc, record) from None
@@ -71,6 +75,16 @@ class UserFunctionOperator(StreamOperator):
             raise self.failure(_first_error(group)) from None
         except Exception as exc:
             raise self.failure(exc) from None
+
+    def run_inlined(self, run: Callable[[Iterator[Any]], list], records: list) -> list:
+        """``run(iter(records))``, a generated comprehension (``runtime/inline_batch.py``); an
+        error names this operator and the record, found from the iterator's position."""
+        it = iter(records)
+        try:
+            return run(it)
+        except Exception as exc:
+            record = failed_record(records, it)  # a local named record: found even when None
+            raise self.failure(exc, record) from None
 
 
 def _first_error(group: BaseExceptionGroup) -> BaseException:
@@ -83,25 +97,45 @@ def _first_error(group: BaseExceptionGroup) -> BaseException:
 class MapOperator(UserFunctionOperator):
     method = "map"
 
+    def __init__(self, name: str, function: Any, concurrency: int | None = None) -> None:
+        super().__init__(name, function, concurrency)
+        # a function that is one expression over its argument runs inlined in a comprehension
+        self.inlined = None if self.is_async else batch_map(self.call)  # (runtime/inline_batch.py)
+
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self.inlined is not None:
+            await self.output.push(self.run_inlined(self.inlined, records), timestamps)
+            return
         await self.output.push(await self.apply(records, self.call, self.is_async), timestamps)
 
 
 class FilterOperator(UserFunctionOperator):
     method = "filter"
 
+    def __init__(self, name: str, function: Any, concurrency: int | None = None) -> None:
+        super().__init__(name, function, concurrency)
+        # the predicate inlined (runtime/inline_batch.py): the kept records, and its values
+        self.inlined_filter = None if self.is_async else batch_filter(self.call)
+        self.inlined = None if self.inlined_filter is None else batch_map(self.call)
+
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if timestamps is None and not self.is_async:
-            it = iter(records)
-            try:
-                out = list(filter(self.call, it))  # the loop in C
-            except Exception as exc:
-                record = failed_record(records, it)  # a local named record: found even when None
-                raise self.failure(exc, record) from None
+            if self.inlined_filter is not None:
+                out = self.run_inlined(self.inlined_filter, records)
+            else:
+                it = iter(records)
+                try:
+                    out = list(filter(self.call, it))  # the loop in C
+                except Exception as exc:
+                    record = failed_record(records, it)  # a local named record: found even when None
+                    raise self.failure(exc, record) from None
             if out:
                 await self.output.push(out, None)
             return
-        keep = await self.apply(records, self.call, self.is_async)
+        if self.inlined is not None:
+            keep = self.run_inlined(self.inlined, records)
+        else:
+            keep = await self.apply(records, self.call, self.is_async)
         out = list(compress(records, keep))
         if out:
             await self.output.push(out, None if timestamps is None else list(compress(timestamps, keep)))

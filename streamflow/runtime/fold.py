@@ -9,14 +9,14 @@ once per shape, and the operator runs it over each batch.
 
 Theory of operation
 -------------------
-* :func:`inline_expression` reads the function's bytecode (``dis``) with a small stack
-  machine that knows only: loading either argument, loading an ``int``/``str``/``bool``/
-  ``None`` constant, subscripting, a binary arithmetic operator, building a tuple, and
-  returning. Anything else (a call, a global, an attribute, a closure, a conditional, a
-  default or keyword-only argument in use, a generator) makes it return ``None``. What it
-  rebuilds is the same operations on the same operands in the same order (every operation
-  parenthesised), so the inlined expression gives the same result and raises the same
-  errors as the call would; only the function's frame is gone from a traceback.
+* :func:`inline_expression` rebuilds the function's expression from its bytecode with the
+  small stack machine of ``runtime/inline_batch.py`` (``rebuild``: arguments, ``int``/
+  ``str``/``bool``/``None`` constants, subscripts, arithmetic, comparisons, unary operators,
+  tuples; anything else, a call, a global, an attribute, a closure, a conditional, a default
+  or keyword-only argument, a generator, makes it return ``None``). The expression performs
+  the same operations on the same operands in the same order (every operation
+  parenthesised), so it gives the same result and raises the same errors as the call would;
+  only the function's frame is gone from a traceback.
   The framework's own generated functions (``sum(1)`` on tuples: ``keyed_operators.py``)
   declare their expression in an ``inline`` attribute instead, with the names it needs.
 * :func:`make_fold` writes ``fold(it, table, key_of, missing) -> (out, new)``: for each
@@ -34,22 +34,18 @@ and fixed names only, never from user-supplied text.
 
 from __future__ import annotations
 
-import dis
-import inspect
 import logging
 import operator
 from collections.abc import Callable
-from types import FunctionType
 from typing import Any
+
+from .inline_batch import plain_code, rebuild
 
 __all__ = ["inline_expression", "key_expression", "make_fold"]
 
 _log = logging.getLogger(__name__)
 
 ACC, REC = "acc", "r"  # the names the expression uses for the accumulator and the record
-_BINARY = {"+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^", "@"}
-_CONSTANTS = (int, str, bool, type(None))
-_SKIP = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG"}
 
 
 def inline_expression(fn: Any) -> tuple[str, dict[str, Any]] | None:
@@ -58,67 +54,14 @@ def inline_expression(fn: Any) -> tuple[str, dict[str, Any]] | None:
     declared = getattr(fn, "inline", None)
     if isinstance(declared, tuple) and len(declared) == 2 and isinstance(declared[0], str):
         return declared[0], dict(declared[1])
-    if type(fn) is not FunctionType or fn.__closure__:
+    code = plain_code(fn, 2)
+    if code is None:
         return None
-    code = fn.__code__
-    if (
-        code.co_argcount != 2
-        or code.co_kwonlyargcount
-        or code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR)
-        or code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR)
-        or code.co_names
-        or code.co_freevars
-        or code.co_cellvars
-    ):
+    expression = rebuild(code, {code.co_varnames[0]: ACC, code.co_varnames[1]: REC})
+    if expression is None:
         return None
-    names = {code.co_varnames[0]: ACC, code.co_varnames[1]: REC}
-    stack: list[str] = []
-    try:
-        for ins in dis.get_instructions(code):
-            op = ins.opname
-            if op in _SKIP:
-                continue
-            if op == "LOAD_FAST":
-                if ins.argval not in names:
-                    return None
-                stack.append(names[ins.argval])
-            elif op == "LOAD_FAST_LOAD_FAST":  # 3.13: two locals at once
-                first, second = ins.argval
-                if first not in names or second not in names:
-                    return None
-                stack += [names[first], names[second]]
-            elif op == "LOAD_CONST":
-                if type(ins.argval) not in _CONSTANTS:
-                    return None
-                value = ins.argval
-                # a negative number in parentheses: ``(-1) ** x`` is not ``-1 ** x``
-                stack.append(f"({value!r})" if type(value) is int and value < 0 else repr(value))
-            elif op == "BINARY_SUBSCR" or (op == "BINARY_OP" and ins.argrepr == "[]"):
-                key = stack.pop()
-                stack.append(f"{stack.pop()}[{key}]")
-            elif op == "BINARY_OP" and ins.argrepr in _BINARY:
-                right = stack.pop()
-                stack.append(f"({stack.pop()} {ins.argrepr} {right})")
-            elif op == "BUILD_TUPLE":
-                n = ins.arg or 0
-                if n > len(stack):
-                    return None
-                items = stack[len(stack) - n :]
-                del stack[len(stack) - n :]
-                stack.append(f"({', '.join(items)}{',' if n == 1 else ''})")
-            elif op == "RETURN_VALUE":
-                if len(stack) != 1:
-                    return None
-                expression = stack.pop()
-                _log.debug("reduce function %r inlined as %s", fn, expression)
-                return expression, {}
-            elif op == "RETURN_CONST":  # 3.12
-                return None
-            else:
-                return None
-    except IndexError:  # a stack shape the machine does not know
-        return None
-    return None
+    _log.debug("reduce function %r inlined as %s", fn, expression)
+    return expression, {}
 
 
 def key_expression(key_of: Any) -> str | None:
