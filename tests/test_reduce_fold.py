@@ -140,3 +140,46 @@ def test_an_unhashable_key_after_hashable_ones_is_named() -> None:
     with pytest.raises(TypeError, match="unhashable key") as info:
         _run(data, lambda a, b: (a[0], a[1] + b[1]))
     assert "while processing record ([1], 2)" in "\n".join(info.value.__notes__)
+
+
+def test_a_fold_without_the_guard_stops_at_a_first_record_that_fails_the_condition() -> None:
+    fold = make_fold("(acc[0], (acc[1] + r[1]),)", {}, "r[0]", True, True, "type(r) is tuple and len(r) == 2")
+    table: dict[Any, Any] = {}
+    records: list[Any] = [("a", 1), ("a", 2), ["b", 3], ("a", 4)]
+    it = iter(records)
+    out, new, keys, whole = fold(it, table, None, None)
+    assert (out, new, keys, whole) == ([("a", 1), ("a", 3), ["b", 3]], 2, ["a", "a", "b"], False)
+    assert list(it) == [("a", 4)]  # the rest, for the fold with the guard
+    assert fold(iter([("a", 5), ("c", 1)]), table, None, None) == ([("a", 8), ("c", 1)], 1, ["a", "c"], True)
+
+
+class _Sum(ReduceFunction):  # the general path, called per record
+    def reduce(self, a: Any, b: Any) -> Any:
+        if isinstance(a, tuple) and len(a) == 3:
+            return (a[0], a[1] + b[1], a[2])
+        out = list(a)
+        out[1] += b[1]
+        return type(a)(out) if isinstance(a, tuple) else out
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+@pytest.mark.parametrize("odd_at", [0, 700, 5000])
+def test_sum_switches_to_the_guarded_fold_where_a_key_starts_with_another_shape(
+    parallelism: int, odd_at: int
+) -> None:
+    """``sum(1)`` on 3-tuples runs its expression without the per-record guard until a key's
+    first record is a list or a tuple of another arity (here mid-batch, in a later batch, or
+    the very first record of the stream): from there on the guarded fold, same answers."""
+    data: list[Any] = [(f"k{i % 50}", i % 7, i) for i in range(6000)]
+    data.insert(odd_at, ["odd", 5, 0])
+    data.insert(odd_at + 1, ("short", 1))
+    data += [["odd", 2, 0], ("short", 4), ("k1", 1, 1)]
+
+    def run(fn: Any) -> list:
+        env = sf.StreamExecutionEnvironment()
+        env.set_parallelism(parallelism)
+        keyed = env.from_collection(data).key_by(lambda e: e[0])
+        stream = keyed.sum(1) if fn is None else keyed.reduce(fn)
+        return sorted(map(repr, stream.execute_and_collect()))
+
+    assert run(None) == run(_Sum())

@@ -74,21 +74,35 @@ def key_expression(key_of: Any) -> str | None:
     return f"{REC}[{items[0]!r}]"
 
 
-_CACHE: dict[tuple[str, str, bool, bool, tuple[str, ...]], Callable[..., Any]] = {}
+_CACHE: dict[tuple[str, str, bool, bool, tuple[str, ...], str | None], Callable[..., Any]] = {}
 
 
 def make_fold(
-    expression: str, namespace: dict[str, Any], key: str | None, known_keys: bool, keys: bool = False
+    expression: str,
+    namespace: dict[str, Any],
+    key: str | None,
+    known_keys: bool,
+    keys: bool = False,
+    first: str | None = None,
 ) -> Callable[..., Any]:
     """``fold(it, table, key_of, missing) -> (out, new)`` (module doc). ``known_keys``: the
     ``try``/``except KeyError`` variant; otherwise ``dict.get`` with ``missing``. ``keys``:
     ``-> (out, new, keys)``, the batch's keys too (for the log of writes of incremental
-    checkpoints: one ``append`` per record instead of calling the key selector again)."""
+    checkpoints: one ``append`` per record instead of calling the key selector again).
+
+    ``first``: a condition over ``r`` that every value of ``table`` meets, which the
+    ``expression`` relies on (and keeps: what it returns meets it too), so it needs no
+    guard of its own. The only values the fold stores without the expression are a key's
+    first records, so it tests ``first`` on those: the fold returns one more item, ``True``
+    after the whole of ``it``, ``False`` right after storing a first record that fails the
+    condition (the rest of ``it`` is then for a fold whose expression has its guard)."""
     key_text = key or f"key_of({REC})"
-    cache_key = (expression, key_text, known_keys, keys, tuple(sorted(namespace)))
+    cache_key = (expression, key_text, known_keys, keys, tuple(sorted(namespace)), first)
     fold = _CACHE.get(cache_key)
     if fold is not None and all(fold.__globals__.get(n) is v for n, v in namespace.items()):
         return fold
+    done = f"out, new{', keys' if keys else ''}"
+    stop = "" if first is None else f"            if not ({first}):\n                return {done}, False\n"
     if known_keys:
         lookup = (
             "        try:\n"
@@ -97,6 +111,7 @@ def make_fold(
             "            new += 1\n"
             f"            table[key] = {REC}\n"
             f"            out.append({REC})\n"
+            f"{stop}"
             "            continue\n"
         )
     else:
@@ -106,6 +121,7 @@ def make_fold(
             "            new += 1\n"
             f"            table[key] = {REC}\n"
             f"            out.append({REC})\n"
+            f"{stop}"
             "            continue\n"
         )
     # ``out.append(x)``, not a bound ``append``: CPython 3.11+ runs the method form of
@@ -123,7 +139,7 @@ def make_fold(
         f"        {ACC} = {expression}\n"
         f"        table[key] = {ACC}\n"
         f"        out.append({ACC})\n"
-        f"    return out, new{', keys' if keys else ''}\n"
+        f"    return {done}{'' if first is None else ', True'}\n"
     )
     scope: dict[str, Any] = dict(namespace)
     # the text is built from fixed names, repr() of int/str/bool/None constants and operators

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import decimal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import compress
 from typing import Any
 
@@ -45,21 +45,34 @@ class ReduceOperator(TimerOperator):
         self._plain = type(self.table) is dict and not isinstance(getattr(fn, "__self__", fn), Function)
         self._new_keys_often = True  # until a batch shows mostly known keys
         self._folds: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+        self._guarded: tuple[Callable[..., Any], Callable[..., Any]] | None = None
         self._fold_checked = False
         await super().open()
 
     def _inline_folds(self) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
         """The batch loops with the reduce function inlined (runtime/fold.py), when it has a
-        recognised shape: (known keys, many new keys)."""
+        recognised shape: (known keys, many new keys). ``sum``/``min``/``max`` on tuples
+        declare their expression without its per-record guard too: while the table is
+        empty at the first batch (no restored state), those folds run instead, testing
+        each key's first record, and ``_guarded`` holds the others for when one fails."""
         inline = inline_expression(self.reduce)
         if inline is None:
             return None
         expression, namespace = inline
         key = key_expression(self.key_selector)
         keys = self.dirty is not None  # incremental checkpoints log the batch's keys too
-        return (
+        folds = (
             make_fold(expression, namespace, key, True, keys),
             make_fold(expression, namespace, key, False, keys),
+        )
+        unguarded = getattr(self.reduce, "inline_unguarded", None)
+        if unguarded is None or len(self.table):
+            return folds
+        self._guarded = folds
+        body, first = unguarded
+        return (
+            make_fold(body, {}, key, True, keys, first),
+            make_fold(body, {}, key, False, keys, first),
         )
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
@@ -138,18 +151,28 @@ class ReduceOperator(TimerOperator):
         """The plain path with the reduce function inlined: one generated loop, the same
         results and state as the loop in ``process_batch``; a failure names its record."""
         it = iter(records)
-        try:
-            result = folds[1 if self._new_keys_often else 0](it, self.table, self.key_selector, _MISSING)
-        except Exception as exc:
-            record = failed_record(records, it)  # a local named record: found even when None
-            if isinstance(exc, TypeError) and "unhashable" in str(exc):
-                exc = _unhashable(self.key_selector, record, exc)
-            raise self.failure(exc, record) from None
+        result = self._fold_rest(folds, records, it)
+        if self._guarded is not None and result[-1] is not True:
+            # a key's first record the unguarded folds cannot take is in the table now: the
+            # folds with the guard from here on, for the rest of this batch too
+            self._folds, self._guarded, done = self._guarded, None, result
+            result = self._fold_rest(self._folds, records, it)
+            result = tuple(a + b for a, b in zip(done[:-1], result, strict=False))
         out, new = result[0], result[1]
         self._new_keys_often = new * 8 > len(records)
         if self.dirty is not None:  # incremental checkpoints: the batch's writes (the folds
             self.dirty.extend(result[2], out)  # return the keys too), logged as a batch
         await self.output.push(out, timestamps)
+
+    def _fold_rest(self, folds: tuple[Callable[..., Any], ...], records: list, it: Iterator[Any]) -> tuple:
+        """One of ``folds`` over the rest of ``it = iter(records)``."""
+        try:
+            return folds[1 if self._new_keys_often else 0](it, self.table, self.key_selector, _MISSING)
+        except Exception as exc:
+            record = failed_record(records, it)  # a local named record: found even when None
+            if isinstance(exc, TypeError) and "unhashable" in str(exc):
+                exc = _unhashable(self.key_selector, record, exc)
+            raise self.failure(exc, record) from None
 
 
 def _unhashable(key_of: Callable[[Any], Any], record: Any, exc: TypeError) -> TypeError:
@@ -303,18 +326,25 @@ def _tuple_aggregation(
     if n >= arity:
         return fallback
 
-    def expression(v: str) -> str:  # the aggregation of ``acc`` and the record named ``v``
+    def body(v: str) -> str:  # the aggregation of ``acc`` (a tuple of ``arity``) and the record ``v``
         parts = [f"acc[{i}]" for i in range(arity)]
         if kind == "sum":
             parts[n] = f"acc[{n}] + {v}[{n}]"
-            body = f"({', '.join(parts)},)"
-        else:
-            parts[n] = f"{v}[{n}]"
-            op = "<=" if kind == "min" else ">="
-            body = f"acc if acc[{n}] {op} {v}[{n}] else ({', '.join(parts)},)"
-        return f"(({body}) if type(acc) is tuple and len(acc) == {arity} else fallback(acc, {v}))"
+            return f"({', '.join(parts)},)"
+        parts[n] = f"{v}[{n}]"
+        op = "<=" if kind == "min" else ">="
+        return f"acc if acc[{n}] {op} {v}[{n}] else ({', '.join(parts)},)"
+
+    def expression(v: str) -> str:  # ... for any ``acc``
+        return f"(({body(v)}) if type(acc) is tuple and len(acc) == {arity} else fallback(acc, {v}))"
 
     # generated from integers only; other shapes fall back to the generic function
     fast: Callable[[Any, Any], Any] = eval(f"lambda acc, v: {expression('v')}", {"fallback": fallback})
     fast.inline = (expression("r"), {"fallback": fallback})  # type: ignore[attr-defined]  # runtime/fold.py
+    # without the guard, for a table whose values are all tuples of ``arity`` (what the body
+    # returns is one too): the fold tests each key's first record instead (fold.make_fold)
+    fast.inline_unguarded = (  # type: ignore[attr-defined]
+        f"({body('r')})",
+        f"type(r) is tuple and len(r) == {arity}",
+    )
     return fast
