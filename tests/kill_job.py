@@ -6,6 +6,9 @@ Each key comes from one source only, so its running sums are deterministic
 whatever the interleaving; the committed output must hold each exactly once.
 Restarting the same command resumes from the latest complete checkpoint.
 
+With ``STREAMFLOW_KILL_SNAPSHOT_PROCESS=1`` every heap checkpoint is encoded in a forked
+snapshot child (``state/heap_fork.py``), whatever its size.
+
 With ``STREAMFLOW_KILL_TIMERS=1`` the sums go through a keyed process function
 that holds them in list state and emits them from timers (a processing-time
 timer 2 ms on, and an event-time one that fires at the end of input): the same
@@ -74,6 +77,10 @@ def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "inc
     env.enable_checkpointing(30)
     if os.environ.get("STREAMFLOW_KILL_BACKEND"):  # e.g. rocksdb (test_rocksdb_backend.py)
         env.configure({"state.backend.type": os.environ["STREAMFLOW_KILL_BACKEND"]})
+    if os.environ.get("STREAMFLOW_KILL_SNAPSHOT_PROCESS"):
+        env.configure({
+            "state.backend.heap.snapshot-process": "on", "state.backend.heap.snapshot-process.min-entries": 1,
+        })  # fmt: skip
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
     # incremental: a short chain, so kills also land while bases are rewritten and retention
     # drops the old ones

@@ -91,9 +91,12 @@ class Gates:
 
 
 def env_for(
-    tmp_path: Path, parallelism: int, *, retain: int = 3, max_chain: int = 8
+    tmp_path: Path, parallelism: int, *, retain: int = 3, max_chain: int = 8, configure: dict | None = None
 ) -> sf.StreamExecutionEnvironment:
+    """``configure``: more configuration keys (test_snapshot_process.py forces snapshot children)."""
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
+    if configure:
+        env.configure(configure)
     env.enable_checkpointing(3_600_000)  # only the checkpoints the test triggers
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     cfg.set_max_retained_checkpoints(retain).enable_incremental_checkpoints(True, max_chain=max_chain)

@@ -13,6 +13,7 @@ import enum
 import gc
 import math
 import uuid
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -152,6 +153,11 @@ def settings(sub: int = 0, parallelism: int = 1, max_chain: int = 8) -> Incremen
     return IncrementalSettings(f"op#{sub}", key_group_range(sub, MAXP, parallelism), CODEC, max_chain)
 
 
+def _data(data: bytes | Path) -> bytes:
+    """A shared file's bytes: given as bytes, or the file a snapshot child wrote (heap_fork.py)."""
+    return data if isinstance(data, bytes) else data.read_bytes()
+
+
 class Files:
     """Shared files by name, as storage keeps them; checkpoints are taken by :meth:`take`."""
 
@@ -168,8 +174,7 @@ class Files:
             produced = await upload.produce()
             assert set(upload.references) <= set(self.files)
             for name, data in produced.items():
-                assert isinstance(data, bytes)
-                self.files[name] = data
+                self.files[name] = _data(data)
             return descriptor
 
         descriptor = asyncio.run(run())
@@ -253,7 +258,7 @@ def test_capture_is_immune_to_later_mutation() -> None:
         backend.get_state(LIST).add(3)
         backend.get_state(MAP).get("x").append(2)
         backend.get_state(MAP).put("y", 0)
-        files.files.update((await upload.produce()).items())
+        files.files.update((n, _data(d)) for n, d in (await upload.produce()).items())
         return descriptor
 
     descriptor = asyncio.run(run())

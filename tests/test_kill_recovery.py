@@ -1,7 +1,9 @@
 """Exactly-once under SIGKILL: a subprocess job is killed at chosen protocol points and at
 random moments, restarted from its checkpoints each time, and its committed output must
 hold every expected record exactly once; with incremental checkpoints of keyed state (the
-default: chains of a base and deltas, retention deleting old ones) and with full ones."""
+default: chains of a base and deltas, retention deleting old ones) and with full ones; and
+with every heap checkpoint encoded in a forked snapshot child, whose killed job leaves no
+child behind."""
 
 from __future__ import annotations
 
@@ -24,12 +26,15 @@ N = 20_000
 
 
 def start(
-    tmp: Path, mode: str, kill_at: str | None = None, state: str = "incremental"
+    tmp: Path, mode: str, kill_at: str | None = None, state: str = "incremental", fork: bool = False
 ) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env.pop("STREAMFLOW_KILL_AT", None)
+    env.pop("STREAMFLOW_KILL_SNAPSHOT_PROCESS", None)
     if kill_at:
         env["STREAMFLOW_KILL_AT"] = kill_at
+    if fork:  # every heap checkpoint encoded in a snapshot child (state/heap_fork.py)
+        env["STREAMFLOW_KILL_SNAPSHOT_PROCESS"] = "1"
     return subprocess.Popen(
         [sys.executable, str(HERE / "kill_job.py"), str(tmp / "out"), str(tmp / "chk"), mode, str(N), state],
         env=env,
@@ -38,8 +43,8 @@ def start(
     )
 
 
-def finish(tmp: Path, mode: str, state: str = "incremental") -> None:
-    proc = start(tmp, mode, state=state)
+def finish(tmp: Path, mode: str, state: str = "incremental", fork: bool = False) -> None:
+    proc = start(tmp, mode, state=state, fork=fork)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()[-3000:]
 
@@ -68,13 +73,15 @@ POINTS = [  # with incremental checkpoints of keyed state (the default)
 FULL_POINTS = [("aligned", "snapshot"), ("aligned", "complete"), ("unaligned", "commit")]
 
 
-def kill_at_point(tmp_path: Path, mode: str, point: str, state: str) -> None:
+def kill_at_point(tmp_path: Path, mode: str, point: str, state: str, fork: bool = False) -> None:
     # checkpoint 5: with a chain of at most 2 deltas, checkpoint 4 was a new base
-    proc = start(tmp_path, mode, f"{point}:5", state)
+    proc = start(tmp_path, mode, f"{point}:5", state, fork)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]  # it really died at that point
     assert (tmp_path / "chk").exists()
-    finish(tmp_path, mode, state)
+    if fork:
+        assert_no_orphans(tmp_path, proc.pid)
+    finish(tmp_path, mode, state, fork)
     check_output(tmp_path)
 
 
@@ -88,23 +95,25 @@ def test_kill_at_chosen_point_with_full_snapshots(tmp_path: Path, mode: str, poi
     kill_at_point(tmp_path, mode, point, "full")
 
 
-def kill_at_random_moments(tmp_path: Path, mode: str, state: str) -> None:
+def kill_at_random_moments(tmp_path: Path, mode: str, state: str, fork: bool = False) -> None:
     rng = random.Random(f"{mode}-{os.environ.get('STREAMFLOW_SEED', '0')}")
     killed = 0
     for _ in range(20):
-        proc = start(tmp_path, mode, state=state)
+        proc = start(tmp_path, mode, state=state, fork=fork)
         time.sleep(rng.uniform(0.05, 0.9))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed += 1
         proc.communicate(timeout=120)
+        if fork and proc.returncode == -signal.SIGKILL:
+            assert_no_orphans(tmp_path, proc.pid)
         if proc.returncode == 0:  # finished before the kill: start over to keep killing
             check_output(tmp_path)
             for sub in ("out", "chk"):
                 for f in (tmp_path / sub).iterdir():
                     f.unlink() if f.is_file() else _rmtree(f)
     assert killed >= 15
-    finish(tmp_path, mode, state)
+    finish(tmp_path, mode, state, fork)
     check_output(tmp_path)
 
 
@@ -115,6 +124,51 @@ def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str) -> None:
 
 def test_kill_at_twenty_random_moments_with_full_snapshots(tmp_path: Path) -> None:
     kill_at_random_moments(tmp_path, "aligned", "full")
+
+
+FORK_POINTS = [  # every heap checkpoint encoded in a snapshot child
+    ("aligned", "snapshot"),
+    ("aligned", "metadata"),
+    ("aligned", "complete"),
+    ("unaligned", "snapshot"),
+]
+
+
+@pytest.mark.parametrize(("mode", "point"), FORK_POINTS)
+def test_kill_at_chosen_point_with_snapshot_children(tmp_path: Path, mode: str, point: str) -> None:
+    kill_at_point(tmp_path, mode, point, "incremental", fork=True)
+
+
+def test_kill_at_twenty_random_moments_with_snapshot_children(tmp_path: Path) -> None:
+    kill_at_random_moments(tmp_path, "aligned", "incremental", fork=True)
+
+
+def assert_no_orphans(tmp: Path, pid: int) -> None:
+    """No snapshot child of the killed job outlives it (PR_SET_PDEATHSIG): none of its forks
+    (their command line is the job's, naming ``tmp``) is left after a moment; and the staging
+    directory it leaves is removed by the next run (checked by the caller's next start)."""
+    deadline = time.monotonic() + 5
+    while True:
+        left = [p for p in _processes_naming(str(tmp)) if p != os.getpid()]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"snapshot children of the killed job {pid} survive: {left}"
+        time.sleep(0.05)
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":  # a zombie has exited (reaped by init soon)
+            found.append(int(entry.name))
+    return found
 
 
 def _rmtree(p: Path) -> None:

@@ -60,7 +60,8 @@ class Files:
         upload = await b.capture(cid, False)
         assert upload is not None
         descriptor = b.snapshot()
-        self.files.update((await upload.produce()).items())  # type: ignore[arg-type]
+        produced = await upload.produce()  # bytes, or the file a snapshot child wrote (heap_fork.py)
+        self.files.update((n, d if isinstance(d, bytes) else d.read_bytes()) for n, d in produced.items())
         b.checkpoint_complete(cid)
         return descriptor
 

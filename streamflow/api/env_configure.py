@@ -36,8 +36,11 @@ class ConfigurationMixin:
         ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
         ``state.backend.rocksdb.localdir``, ``state.backend.incremental`` and
         ``state.backend.incremental.max-chain`` (incremental checkpoints of heap keyed state: on,
-        32), ``taskmanager.memory.network.max`` (the job's in-flight
-        byte budget), ``streamflow.channel.max-in-flight-bytes`` (a channel's),
+        32), ``state.backend.heap.snapshot-process`` (``auto``, ``on``, ``off``: encode heap
+        checkpoints in a forked child, ``state/heap_fork.py``) and its ``.min-entries`` (a capture
+        of at least that many entries forks, instead of the cost estimate),
+        ``taskmanager.memory.network.max`` (the job's in-flight byte budget),
+        ``streamflow.channel.max-in-flight-bytes`` (a channel's),
         ``execution.loop-budget`` (how long the job works before it lets the event loop run,
         e.g. ``"10 ms"``), ``streamflow.gc.freeze`` (``gc.freeze()`` after long collections and
         restores while jobs run; default true, see docs/performance.md), ``rest.port`` and
@@ -83,6 +86,10 @@ class ConfigurationMixin:
                 self.runtime.checkpoint.enable_incremental_checkpoints(
                     self.runtime.checkpoint.incremental, max_chain=int(value)
                 )
+            elif key == "state.backend.heap.snapshot-process":
+                self.runtime.checkpoint.snapshot_process = _snapshot_mode(value)
+            elif key == "state.backend.heap.snapshot-process.min-entries":
+                self.runtime.checkpoint.snapshot_process_min_entries = None if value is None else int(value)
             elif key == "parallelism.default":
                 env.set_parallelism(int(value))
             elif key == "rest.port":
@@ -143,3 +150,10 @@ class ConfigurationMixin:
 
 def _truthy(value: Any) -> bool:
     return value is True or str(value).lower() in ("true", "1", "yes")
+
+
+def _snapshot_mode(value: Any) -> str:
+    mode = {"true": "on", "false": "off"}.get(str(value).lower(), str(value).lower())
+    if mode not in ("auto", "on", "off"):
+        raise ValueError(f"state.backend.heap.snapshot-process must be auto, on or off, got {value!r}")
+    return mode

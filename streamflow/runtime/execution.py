@@ -364,7 +364,10 @@ class Execution:
         if not (cfg.incremental and cfg.is_checkpointing_enabled() and cfg.storage_dir is not None):
             return None
         groups = key_group_range(sub, maxp, parallelism)
-        return IncrementalSettings(f"{uid}#{sub}", groups, cfg.codec, cfg.incremental_max_chain)
+        return IncrementalSettings(
+            f"{uid}#{sub}", groups, cfg.codec, cfg.incremental_max_chain,
+            cfg.snapshot_process, cfg.snapshot_process_min_entries,
+        )  # fmt: skip
 
     # -- running -----------------------------------------------------------
     async def run(self) -> None:

@@ -30,6 +30,13 @@ or mutable values (a logged list is the same object each time). The logs are
 cleared. After the barrier the upload only joins the frames
 (:meth:`HeapUpload.produce`); hashing and writing run in the storage thread.
 
+Or, when ``heap_fork.wanted`` says a child costs the job less: the capture
+forks (``snapshot_process.py``) and the child encodes the same frames from its
+copy-on-write image of the state as of the barrier, into a file of its own;
+the task clears its logs and goes on at once, and the upload hands the storage
+that file once the child reported. A delta whose checkpoint is still pending is
+repeated by the next capture from its child's file.
+
 Format: a file is a MessagePack stream: a header (codec name, full or delta,
 the writer's key-group range, the state kinds), then frames ``[state, "put",
 keys, values]`` and ``[state, "del", keys]``, then ``["", "end", key kinds]``.
@@ -67,13 +74,15 @@ from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import is_
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgpack
 
+from . import heap_fork as _fork
 from .changes import CHUNK, MISSING, SLACK, Changes
 from .codec import Codec
 from .heap_columns import pack_column, pack_column_typed, packb, types_of, unpack_column
+from .snapshot_process import SnapshotChild
 
 __all__ = [
     "CHUNK", "MISSING", "SLACK", "Capture", "Changes", "HeapChain", "HeapUpload", "apply_file",
@@ -95,6 +104,8 @@ class Capture:
     kinds: dict[str, str]
     key_groups: range
     parts: list[bytes] = field(default_factory=list)  # the file, encoded frame by frame
+    child: SnapshotChild | None = None  # or: a child writes the file (heap_fork.py)
+    path: Path | None = None  # where
 
     def descriptor(self) -> dict[str, Any]:
         """What the operator state holds in place of the keyed state itself."""
@@ -114,7 +125,10 @@ class _Pending:
     chain: list[str]
     full: bool
     frames: list[bytes]
-    key_types: set[type]
+    key_kinds: set[str]  # of its own frames
+    child: SnapshotChild | None = None  # its child, until it reported (heap_fork.py)
+    file: Path | None = None  # the child's file, which holds its frames
+    span: tuple[int, int] = (0, 0)  # where, once the child reported
 
 
 class HeapChain:
@@ -127,10 +141,12 @@ class HeapChain:
         self.pending: dict[int, _Pending] = {}  # captured, not yet confirmed, by checkpoint id
         self.sizes: dict[str, int] = {}  # file -> bytes, once encoded
         self.entries: dict[str, int] = {}  # file -> the entries written into it
+        self.staged: dict[int, Path] = {}  # checkpoint id -> its snapshot child's file (heap_fork.py)
+        self.broken = False  # a snapshot child failed after its logs were cleared: write a base
 
     def must_materialise(self, entries: int) -> bool:
         """Whether the next checkpoint writes a base; ``entries``: the state's size now."""
-        if not self.confirmed or len(self.confirmed) > self.max_chain:
+        if self.broken or not self.confirmed or len(self.confirmed) > self.max_chain:
             return True
         if any(p.full for p in self.pending.values()):  # a base not yet confirmed: another one
             return True
@@ -143,7 +159,7 @@ class HeapChain:
         per_entry = chain_bytes / max(1, sum(self.entries.get(f, 0) for f in self.confirmed))
         full_size = max(base_size, entries * per_entry)
         # checkpoints that keep failing would repeat ever more frames: a base ends that too
-        repeated = sum(len(f) for p in self.pending.values() for f in p.frames)
+        repeated = sum(sum(map(len, p.frames)) + p.span[1] - p.span[0] for p in self.pending.values())
         return sum(self.sizes.get(d, 0) for d in deltas) > 2 * full_size or repeated > full_size
 
     def new_name(self, checkpoint_id: int, full: bool, savepoint: bool) -> str:
@@ -151,6 +167,7 @@ class HeapChain:
         return f"{self.prefix}-{checkpoint_id}-{kind}{'-sp' if savepoint else ''}-{secrets.token_hex(4)}"
 
     def confirm(self, checkpoint_id: int) -> None:
+        _fork.remove_staged(self, checkpoint_id)
         entry = self.pending.get(checkpoint_id)
         if entry is None:
             return  # a savepoint, a full-format snapshot, or already subsumed
@@ -179,9 +196,9 @@ async def capture(
     key_kind: Callable[[type], str],
     to_plain: dict[str, Callable[[Any], Any]] | None = None,
 ) -> Capture:
-    """Encode, at the barrier, the writes since the last capture (or all entries) into the
-    frames of a new file, one slice of :data:`CHUNK` keys at a time, yielding to the loop
-    between slices.
+    """Encode, at the barrier, the writes since the last capture (or all entries) into a new
+    file: in a forked child when that costs the job less (``heap_fork.py``), else here, one
+    slice of :data:`CHUNK` keys at a time, yielding to the loop between slices.
 
     ``dirty`` holds each table's writes with their values (MISSING: deleted), so a delta is
     read sequentially from it, never looked up in the (much larger) table. Pauses go through
@@ -189,6 +206,10 @@ async def capture(
     values are written as (the window operator's windows become tuples), slice by slice."""
     from ..runtime.loop_budget import yield_point
 
+    await _fork.settle(chain_state)  # earlier children's outcomes decide what this one repeats
+    for table_name, table in tables.items():
+        if table_name not in dirty:
+            dirty[table_name] = Changes(table)
     entries = sum(map(len, tables.values()))
     # a log that gave up (Changes.full) holds only part of the writes: the table has them all
     full = any(c.full for c in dirty.values()) or chain_state.must_materialise(entries)
@@ -197,23 +218,80 @@ async def capture(
     groups: range = settings.key_groups
     codec: Codec = settings.codec
     cap = Capture(name, full, chain_, dict(kinds), groups)
-    header = {
+    header = packb({
         "format": FORMAT, "version": 1, "codec": codec.name, "full": full,
         "range": [groups.start, groups.stop], "kinds": cap.kinds,
-    }  # fmt: skip
+    })  # fmt: skip
+    earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
+    count = entries if full else sum(map(len, dirty.values()))
+    if _fork.wanted(settings, count):
+
+        def work(out: BinaryIO) -> dict[str, Any]:  # in the child: see snapshot_process.py
+            tally = _Tally()
+            frames = _encoded(tables, dirty, full, False, to_plain, codec, tally)
+            return _write(out, header, earlier, frames, tally, key_kind)
+
+        started = _fork.encode_in_child(chain_state, checkpoint_id, name, work)
+        if started is not None:
+            cap.child, cap.path = started
+            if full:
+                chain_state.broken = False
+            if not savepoint:
+                chain_state.pending[checkpoint_id] = _Pending(chain_, full, [], set(), *started)
+                await _clear(dirty)
+            return cap
+    if full:
+        chain_state.broken = False
     frames: list[bytes] = []
-    key_types: set[type] = set()
-    written = 0
+    tally = _Tally()
+    for out in _encoded(tables, dirty, full, not savepoint, to_plain, codec, tally):
+        frames.extend(out)
+        await yield_point()
+    if not savepoint:
+        await _clear(dirty)
+    own_kinds = {key_kind(t) for t in tally.key_types}
+    cap.parts = [
+        header,
+        *(f for p in earlier for f in _fork.frames_of(p)),  # repeated: their checkpoints may never complete
+        *frames,
+        packb(["", "end", sorted(own_kinds.union(*(p.key_kinds for p in earlier)))]),
+    ]
+    chain_state.entries[name] = tally.entries
+    if not savepoint:
+        chain_state.pending[checkpoint_id] = _Pending(chain_, full, [] if full else frames, own_kinds)
+    return cap
+
+
+class _Tally:
+    """What encoding a capture found: the entries written, the keys' types."""
+
+    __slots__ = ("entries", "key_types")
+
+    def __init__(self) -> None:
+        self.entries = 0
+        self.key_types: set[type] = set()
+
+
+def _encoded(
+    tables: dict[str, dict],
+    dirty: dict[str, Changes],
+    full: bool,
+    consume: bool,
+    to_plain: dict[str, Callable[[Any], Any]] | None,
+    codec: Codec,
+    tally: _Tally,
+) -> Iterator[list[bytes]]:
+    """The frames of a capture, one slice of at most about :data:`CHUNK` keys per step, oldest
+    first. ``consume``: drop each logged batch once read (see ``Changes.columns``)."""
     for table_name, table in tables.items():
-        changes = dirty.get(table_name)
-        if changes is None:
-            changes = dirty[table_name] = Changes(table)
+        changes = dirty[table_name]
         # a base reads the table through iterators (a list of a million keys is a long hold);
         # the task waits for its capture, so nothing writes the table meanwhile (a write would
         # fail the capture loudly: 'dictionary changed size during iteration')
         source: Iterable[tuple[list, list, bool]] = (
-            _table_slices(table) if full else changes.columns(consume=not savepoint)
+            _table_slices(table) if full else changes.columns(consume=consume)
         )
+        plain = None if to_plain is None else to_plain.get(table_name)
         for keys, values, unique in source:
             # a column of the log (CHUNK entries plus the rest of its last batch) is one slice,
             # not copied again; a longer one (the merged writes, batches larger than a
@@ -226,36 +304,59 @@ async def capture(
                 ]
             )
             del keys, values
-            plain = None if to_plain is None else to_plain.get(table_name)
             deletes = not full and changes.deletes  # reading the log may have found one
             while parts:
                 part, vals = parts.pop()  # oldest first: the slices are listed newest first
-                written += len(part)
+                tally.entries += len(part)
                 if plain is not None:
                     vals = [v if v is MISSING else plain(v) for v in vals]
-                frames.extend(_slice_frames(table_name, part, vals, deletes, unique, codec, key_types))
+                out = _slice_frames(table_name, part, vals, deletes, unique, codec, tally.key_types)
                 # nothing refers to the slice's lists during the pause: the young collection
                 # a pause may run does not walk them (their elements are old)
                 del part, vals
-                await yield_point()
-        if not savepoint:
-            while changes.batches:  # a base leaves the log unread: freed a part at a time
-                for _ in range(min(64, len(changes.batches))):
-                    changes.batches.popleft()
-                await yield_point()
-            changes.clear()
-    earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
-    all_types = key_types.union(*(p.key_types for p in earlier))
-    cap.parts = [
-        packb(header),
-        *(f for p in earlier for f in p.frames),  # repeated: their checkpoints may never complete
-        *frames,
-        packb(["", "end", sorted({key_kind(t) for t in all_types})]),
-    ]
-    chain_state.entries[name] = written
-    if not savepoint:
-        chain_state.pending[checkpoint_id] = _Pending(chain_, full, [] if full else frames, key_types)
-    return cap
+                yield out
+
+
+async def _clear(dirty: dict[str, Changes]) -> None:
+    """Empty the logs after a capture, a part at a time (a million frees at once is a long hold)."""
+    from ..runtime.loop_budget import yield_point
+
+    for changes in dirty.values():
+        while changes.batches:
+            for _ in range(min(64, len(changes.batches))):
+                changes.batches.popleft()
+            await yield_point()
+        changes.clear()
+
+
+def _write(
+    out: BinaryIO,
+    header: bytes,
+    earlier: list[_Pending],
+    frames: Iterator[list[bytes]],
+    tally: _Tally,
+    key_kind: Callable[[type], str],
+) -> dict[str, Any]:
+    """Write a whole file to ``out`` (in a snapshot child); what the parent needs to know of it."""
+    digest = hashlib.sha256()
+
+    def put(data: bytes) -> None:
+        out.write(data)
+        digest.update(data)
+
+    put(header)
+    for p in earlier:
+        for frame in _fork.frames_of(p):
+            put(frame)
+    start = out.tell()
+    for part in frames:
+        for frame in part:
+            put(frame)
+    end = out.tell()
+    own = sorted({key_kind(t) for t in tally.key_types})
+    put(packb(["", "end", sorted(set(own).union(*(p.key_kinds for p in earlier)))]))
+    return {"size": out.tell(), "sha256": digest.hexdigest(), "span": [start, end], "kinds": own,
+            "entries": tally.entries}  # fmt: skip
 
 
 def _table_slices(table: dict) -> Iterator[tuple[list, list, bool]]:
@@ -309,6 +410,12 @@ class HeapUpload:
 
     async def produce(self) -> dict[str, bytes | Path]:
         cap = self.capture
+        if cap.child is not None and cap.path is not None:
+            # the child's failure (with its cause) fails the checkpoint: the driver declines it
+            report = await cap.child.result()
+            pending = next((p for p in self.chain_state.pending.values() if p.file == cap.path), None)
+            _fork.note(self.chain_state, pending, report)
+            return {cap.name: cap.path}
         data = b"".join(cap.parts)
         cap.parts = []
         self.chain_state.sizes[cap.name] = len(data)

@@ -1,0 +1,262 @@
+"""When the heap backend encodes a checkpoint in a snapshot child, and the child's files.
+
+Theory of operation
+-------------------
+``incremental.capture`` asks :func:`wanted` at each barrier. The child
+(``snapshot_process.py``) takes the encoding off the job's CPU, but the job pays
+for the fork (the page tables, proportional to its resident memory: a single
+call that holds the loop) and for a fault on each page it writes afterwards (a
+copy while the child runs; once it has exited, the page is made writable
+again). Every page the job writes after a fork faults once, so the faults
+counted since the last fork are the pages it writes between two checkpoints;
+before the first fork, all resident pages are assumed. :func:`wanted` uses the
+child when encoding the entries here (the dirty ones, or all of them for a
+base) would cost at least ``MARGIN`` times the fork and those faults, at costs
+per entry, per resident page and per fault measured on this project's machine
+(docs/performance.md, helper ``fork``): bases and savepoints of a large state
+written sparsely fork (a 1M-key base: ~90 ms of the job's CPU instead of
+400-500); a job that writes every key each interval measured the same either
+way and stays in the process. Never with one CPU (the child would take the
+job's), nor when the fork alone would hold the loop more than
+``MAX_FORK_MS`` (a process above ~600 MB resident). The mode
+(``state.backend.heap.snapshot-process``: ``auto``, ``on``, ``off``) and a fixed
+threshold (``...snapshot-process.min-entries``) override the estimate; ``off``
+always encodes in the process. A platform without ``fork`` (not Linux) or a
+failed ``fork`` encodes in the process too, logged with the cause.
+
+Files. A child writes ``<staging>/<file name>`` (a directory of this process,
+``streamflow-heap-pid<pid>-*`` under the system's temporary directory, removed
+at exit; those of processes that died are removed by the next one), atomically:
+``<name>.tmp``, rename (the storage fsyncs the file when it links it into the
+checkpoint, before the metadata, off the loop). Its report (size, sha256, the byte span of its
+own frames, its key kinds, its entries) reaches the parent through the pipe;
+the upload hands the storage the file (``Path``: hard-linked into the
+checkpoint's shared directory). A staged file is deleted once a checkpoint at or
+after its own completes (the storage holds it by then, or its checkpoint was
+subsumed); a delta whose checkpoint is still pending is read back (its span) by
+the next capture, which repeats its frames as it repeats in-memory ones.
+
+Failure. A child that fails (a value the codec refuses, a full disk, killed)
+fails its checkpoint: the upload raises :class:`SnapshotChildError` with the
+child's cause, and the driver declines, logged. Its logs were cleared at the
+barrier, so the next capture, which first waits for earlier children
+(:func:`settle`), writes a base.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from . import snapshot_process as _proc
+from .snapshot_process import SnapshotChild, SnapshotChildError
+
+if TYPE_CHECKING:
+    from .incremental import HeapChain, _Pending
+
+__all__ = ["SnapshotChildError", "encode_in_child", "frames_of", "note", "remove_staged", "settle", "wanted"]
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+_log = logging.getLogger(__name__)
+
+# costs measured on this project's machine (docs/performance.md, helper ``fork``)
+ENCODE_NS = 450.0  # in the process, per entry: capture, hashing and writing (a 1M-key base: 385-508 ms)
+# in the parent, per page it writes after a fork: a copy-on-write fault while the child lives
+# (3.9-6.3 us measured), a fault that only makes the page writable again after (1.3-2.6 us)
+FAULT_NS = 3_000.0
+TABLE_NS = 200.0  # fork's copy of the page tables, per resident page (13 ms at 270 MB)
+MAX_FORK_MS = 30.0  # fork holds the loop: a process larger than this allows encodes in itself
+# a child only where the estimate says it saves at least half: where it says the two are close
+# (a job that writes every key each interval), they measured the same (docs/performance.md)
+MARGIN = 2.0
+
+_warned: set[str] = set()
+_last_fork_faults: list[int] = []  # the process's minor faults at its last fork
+
+
+def wanted(settings: Any, entries: int) -> bool:
+    """Whether this capture's ``entries`` are encoded in a snapshot child (module doc)."""
+    mode = getattr(settings, "snapshot_process", "auto")
+    if mode == "off" or entries == 0:
+        return False
+    why = _proc.available() or _one_cpu()
+    if why is not None:
+        _once(why, "heap checkpoints are encoded in the process: %s", why)
+        return False
+    fixed = getattr(settings, "snapshot_process_min_entries", None)
+    if mode == "on" or fixed is not None:
+        return entries >= (fixed or 1)
+    pages = resident_pages()
+    fork_ms = pages * TABLE_NS / 1e6
+    if fork_ms > MAX_FORK_MS:
+        why = "heap checkpoints are encoded in the process: %d MB resident, a fork would hold the loop"
+        _once("resident", why + " ~%.0f ms (more than %.0f)", pages * PAGE >> 20, fork_ms, MAX_FORK_MS)
+        return False
+    # every page the job writes after a fork faults once; since the last fork it wrote about
+    # as many pages as it faulted on (before any fork: assume all of them)
+    written = minor_faults() - _last_fork_faults[0] if _last_fork_faults else pages
+    return entries * ENCODE_NS > MARGIN * (pages * TABLE_NS + min(written, pages) * FAULT_NS)
+
+
+def _one_cpu() -> str | None:
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return "the process may use one CPU only: a child would take the job's" if cpus < 2 else None
+
+
+def _once(key: str, message: str, *args: Any) -> None:
+    """Log why children are not used, once per process and cause (it holds at every capture)."""
+    if key not in _warned:
+        _warned.add(key)
+        _log.warning(message, *args)
+
+
+def resident_pages() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 1 << 20  # unknown: as for 4 GB, which never forks (MAX_FORK_MS)
+
+
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def encode_in_child(
+    chain: HeapChain, checkpoint_id: int, name: str, work: Callable[[BinaryIO], dict[str, Any]]
+) -> tuple[SnapshotChild, Path] | None:
+    """Fork a child that writes ``<staging>/<name>`` with ``work``; None (logged) when forking
+    fails, and the caller encodes in the process."""
+    try:
+        path = _staging() / name
+    except OSError as exc:
+        _log.warning("checkpoint %d: no staging directory for a snapshot child (%s); encoding in the process",
+                     checkpoint_id, exc)  # fmt: skip
+        return None
+
+    def child_work() -> dict[str, Any]:
+        t0 = time.monotonic()
+        tmp = path.with_name(name + ".tmp")
+        try:
+            with open(tmp, "xb") as out:
+                report = work(out)
+            # no fsync here: the storage links the file into the checkpoint and fsyncs it
+            # before the checkpoint's metadata (shared_files.py), off the loop
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        report["name"] = name
+        report["wall_ms"] = (time.monotonic() - t0) * 1e3
+        report["cpu_ms"] = time.process_time() * 1e3  # the child's: it started at zero
+        return report
+
+    try:
+        f0 = time.monotonic()
+        child = _proc.start(child_work)
+        _last_fork_faults[:] = [minor_faults()]
+        _log.debug("checkpoint %d: fork took %.1f ms at %d MB resident", checkpoint_id,
+                   (time.monotonic() - f0) * 1e3, resident_pages() * PAGE >> 20)  # fmt: skip
+    except OSError as exc:
+        _log.warning(
+            "checkpoint %d: cannot fork a snapshot child (%s); encoding in the process", checkpoint_id, exc
+        )
+        return None
+    chain.staged[checkpoint_id] = path
+    return child, path
+
+
+async def settle(chain: HeapChain) -> None:
+    """Wait for the children of pending checkpoints; a failed one's checkpoint is dropped and
+    the next capture writes a base (module doc)."""
+    for cid, pending in sorted(chain.pending.items()):
+        child = pending.child
+        if child is None:
+            continue
+        try:
+            report = await child.result()
+        except SnapshotChildError as exc:
+            _log.warning(
+                "checkpoint %d: its snapshot child failed (%s); the next checkpoint writes a base", cid, exc
+            )
+            del chain.pending[cid]
+            chain.broken = True
+            continue
+        note(chain, pending, report)
+
+
+def note(chain: HeapChain, pending: _Pending | None, report: dict[str, Any]) -> None:
+    """Record a child's report: its file's size and entries, and where its own frames are."""
+    name = report["name"]
+    _log.debug(
+        "snapshot child of %s: %d entries, %d bytes, %.0f ms (%.0f ms CPU); %d page faults in this "
+        "process since the fork", name, report["entries"], report["size"], report["wall_ms"],
+        report["cpu_ms"], minor_faults() - _last_fork_faults[0] if _last_fork_faults else 0,
+    )  # fmt: skip
+    chain.sizes[name] = report["size"]
+    chain.entries[name] = report["entries"]
+    if pending is not None:
+        pending.child = None
+        pending.span = (report["span"][0], report["span"][1])
+        pending.key_kinds = set(report["kinds"])
+
+
+def frames_of(pending: _Pending) -> list[bytes]:
+    """A pending delta's frames: in memory, or read back from its child's file."""
+    if pending.file is None:
+        return pending.frames
+    start, end = pending.span
+    with open(pending.file, "rb") as f:
+        f.seek(start)
+        return [f.read(end - start)]
+
+
+def remove_staged(chain: HeapChain, checkpoint_id: int) -> None:
+    """Delete the staged files of checkpoints up to ``checkpoint_id`` (module doc)."""
+    for cid in [c for c in chain.staged if c <= checkpoint_id]:
+        path = chain.staged.pop(cid)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            _log.warning("could not remove the snapshot child's file %s: %s", path, exc)
+
+
+_STAGING: list[Path] = []
+_MARK = "streamflow-heap-pid"
+
+
+def _staging() -> Path:
+    """This process's staging directory, made on first use (module doc)."""
+    if _STAGING and _STAGING[0].is_dir():
+        return _STAGING[0]
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"{_MARK}*"):
+        pid = old.name[len(_MARK) :].partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            _log.info("removing %s, the snapshot staging directory of process %s, which is gone", old, pid)
+            shutil.rmtree(old, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f"{_MARK}{os.getpid()}-", dir=root))
+    _STAGING[:] = [path]
+    _proc.at_exit(lambda: shutil.rmtree(path, ignore_errors=True))
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

@@ -1,0 +1,197 @@
+"""Heap checkpoints encoded in forked snapshot children (``state/heap_fork.py``), through the
+public API: chains written by children (bases, deltas, materialisations, at parallelism 1 and
+4) restore exactly, also at another parallelism and from a savepoint; retention keeps what the
+newest checkpoints need; a child that fails (a value the codec refuses) declines its
+checkpoint with the child's cause logged, and the job goes on (the next checkpoint writes a
+base) or fails, per the tolerable-failure setting; the mode is configurable and validated.
+The kill tests with children are in ``test_kill_recovery.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.state import snapshot_process
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_incremental_checkpoints import (
+    DATA,
+    EXPECTED,
+    STOPS,
+    Gates,
+    Track,
+    by_key,
+    checkpointed_run,
+    env_for,
+    restored_run,
+    storage,
+    wait_until,
+)
+
+FORK = {"state.backend.heap.snapshot-process": "on", "state.backend.heap.snapshot-process.min-entries": 1}
+pytestmark = pytest.mark.skipif(snapshot_process.available() is not None, reason="no fork here")
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, 1), (4, 4), (1, 4), (4, 1)])
+async def test_chains_written_by_children_restore_exactly(tmp_path: Path, before: int, after: int) -> None:
+    forks = snapshot_process.forks
+    first = await checkpointed_run(tmp_path, before, configure=FORK, max_chain=3)
+    assert by_key(first) == by_key(EXPECTED[: STOPS[-1]])
+    assert snapshot_process.forks - forks >= len(STOPS) * before  # every capture in a child
+    latest = storage(tmp_path).restore_point("incremental")
+    assert latest is not None
+    # base, 3 deltas, then a new base (materialised) and 2 deltas: a base and deltas each
+    assert len([n for n in latest.shared if "-base-" in n]) == before
+    assert all(n.split("-")[2] == "5" for n in latest.shared if "-base-" in n)
+    assert len([n for n in latest.shared if "-delta-" in n]) >= before
+    # the restored state is exactly the state at the last checkpoint: every later output matches
+    second = await restored_run(tmp_path, after, configure=FORK, max_chain=3)
+    assert by_key(second) == by_key(EXPECTED[STOPS[-1] :])
+
+
+async def test_retention_with_children_keeps_what_the_newest_need(tmp_path: Path) -> None:
+    def check(stop: int) -> None:
+        s = storage(tmp_path)
+        for handle in s.complete_checkpoints("incremental"):
+            handle.verify()  # every retained checkpoint is intact: none lost a file it needs
+
+    await checkpointed_run(tmp_path, 2, after_each=check, retain=2, max_chain=2, configure=FORK)
+    s = storage(tmp_path)
+    assert [h.checkpoint_id for h in s.complete_checkpoints("incremental")] == [6, 7]
+    assert set(p.name for p in s.shared_dir("incremental").iterdir()) == set(s.listed_shared("incremental"))
+    second = await restored_run(tmp_path, 3, retain=2, max_chain=2)  # children off: auto, small state
+    assert by_key(second) == by_key(EXPECTED[STOPS[-1] :])
+
+
+async def test_savepoint_written_by_a_child_is_self_contained(tmp_path: Path) -> None:
+    env = env_for(tmp_path, 2, configure=FORK)
+    gates, out = Gates(STOPS[:3]), []
+    env.from_async_iterable(gates.__aiter__).uid("src").key_by(lambda r: r[0]).process(Track()).uid(
+        "track"
+    ).add_sink(out.append)
+    client = await env.execute_async("incremental")
+    for stop in STOPS[:2]:
+        await wait_until(lambda stop=stop: len(out) == stop)  # type: ignore[misc]
+        await client.trigger_checkpoint()
+        gates.release()
+    await wait_until(lambda: len(out) == STOPS[2])
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await asyncio.wait_for(client.cancel(), 30)
+    import shutil
+
+    shutil.rmtree(tmp_path / "chk")  # the savepoint needs nothing of the checkpoints
+    env2 = env_for(tmp_path, 3)
+    env2.configure({"execution.savepoint.path": path})
+    out2: list = []
+    env2.from_collection(DATA).uid("src").key_by(lambda r: r[0]).process(Track()).uid("track").add_sink(
+        out2.append
+    )
+    await (await env2.execute_async("incremental")).get_job_execution_result()
+    assert by_key(out2) == by_key(EXPECTED[STOPS[2] :])
+
+
+class Opaque:
+    """A value the default codec refuses (not a dataclass, not registered)."""
+
+
+class HoldOpaque(sf.KeyedProcessFunction):
+    """Sums per key; key ``k0`` holds an :class:`Opaque` between records 100 and 400."""
+
+    def open(self, ctx: sf.RuntimeContext) -> None:
+        self.total = ctx.get_state(sf.ValueStateDescriptor("total"))
+        self.odd = ctx.get_state(sf.ValueStateDescriptor("odd"))
+
+    def process_element(self, value: tuple[str, int], ctx: Any) -> Any:
+        key, i = value
+        self.total.update((self.total.value() or 0) + i)
+        if key == "k0":
+            self.odd.update(Opaque() if 100 <= i < 400 else i)
+        yield (key, self.total.value())
+
+
+def sums(records: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    totals: dict[str, int] = {}
+    out = []
+    for key, i in records:
+        totals[key] = totals.get(key, 0) + i
+        out.append((key, totals[key]))
+    return out
+
+
+async def run_with_opaque(tmp_path: Path, tolerable: int) -> tuple[list, BaseException | None, list[bool]]:
+    """Checkpoints at 350 (``k0`` holds an Opaque: the child fails) and at 650 (it does not);
+    no restarts (the default), so a job that fails stays failed."""
+    env = env_for(tmp_path, 1, configure=FORK)
+    env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(tolerable)
+    gates, out = Gates([350, 650]), []
+    env.from_async_iterable(gates.__aiter__).uid("src").key_by(lambda r: r[0]).process(HoldOpaque()).uid(
+        "sum"
+    ).add_sink(out.append)
+    client = await env.execute_async("incremental")
+    result = asyncio.ensure_future(client.get_job_execution_result())
+    completed: list[bool] = []
+    for stop in (350, 650):
+        await wait_until(lambda stop=stop: len(out) == stop or result.done())  # type: ignore[misc]
+        if result.done():
+            break
+        try:
+            await client.trigger_checkpoint()
+            completed.append(True)
+        except Exception:
+            completed.append(False)
+        gates.release()
+    error: BaseException | None = None
+    try:
+        await asyncio.wait_for(result, 60)
+    except Exception as exc:  # the job failed: more checkpoint failures than tolerable
+        error = exc
+    return out, error, completed
+
+
+async def test_a_failing_child_declines_its_checkpoint_and_the_job_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    out, error, completed = await run_with_opaque(tmp_path, tolerable=3)
+    assert error is None and completed == [False, True]
+    assert out == sums(DATA)
+    causes = [r.getMessage() for r in caplog.records if "Opaque" in r.getMessage()]
+    assert causes and "cannot encode" in causes[0]  # the child's own cause, logged by the parent
+    # the checkpoint after the failure is a base (the failed delta's writes were cleared), and
+    # it restores exactly
+    handles = {h.checkpoint_id: h for h in storage(tmp_path).complete_checkpoints("incremental")}
+    assert 1 not in handles and 2 in handles
+    after = storage(tmp_path).load(str(handles[2].path))
+    assert [n for n in after.shared if "-base-" in n] and not [n for n in after.shared if "-delta-" in n]
+    env = env_for(tmp_path, 2)
+    env.configure({"execution.savepoint.path": str(handles[2].path)})
+    out2: list = []
+    env.from_collection(DATA).uid("src").key_by(lambda r: r[0]).process(HoldOpaque()).uid("sum").add_sink(
+        out2.append
+    )
+    await (await env.execute_async("incremental")).get_job_execution_result()
+    assert sorted(out2) == sorted(sums(DATA)[650:])
+
+
+async def test_a_failing_child_fails_the_job_when_no_failure_is_tolerable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    _out, error, completed = await run_with_opaque(tmp_path, tolerable=0)
+    assert completed[:1] == [False]
+    assert error is not None and "Opaque" in repr(error) + repr(error.__cause__)
+    assert any("Opaque" in r.getMessage() for r in caplog.records)
+
+
+def test_the_mode_is_validated() -> None:
+    env = sf.StreamExecutionEnvironment()
+    env.configure({"state.backend.heap.snapshot-process": "false"})
+    assert env.get_checkpoint_config().snapshot_process == "off"
+    with pytest.raises(ValueError, match="auto, on or off"):
+        env.configure({"state.backend.heap.snapshot-process": "sometimes"})
