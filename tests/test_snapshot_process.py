@@ -3,14 +3,17 @@ public API: chains written by children (bases, deltas, materialisations, at para
 4) restore exactly, also at another parallelism and from a savepoint; retention keeps what the
 newest checkpoints need; a child that fails (a value the codec refuses) declines its
 checkpoint with the child's cause logged, and the job goes on (the next checkpoint writes a
-base) or fails, per the tolerable-failure setting; the mode is configurable and validated.
+base) or fails, per the tolerable-failure setting; the mode is configurable and validated; and
+the child itself: its report, its failure, its death without a report, a wait given up.
 The kill tests with children are in ``test_kill_recovery.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +198,37 @@ def test_the_mode_is_validated() -> None:
     assert env.get_checkpoint_config().snapshot_process == "off"
     with pytest.raises(ValueError, match="auto, on or off"):
         env.configure({"state.backend.heap.snapshot-process": "sometimes"})
+
+
+# ---------------------------------------------------------------- the child itself
+
+
+async def test_a_child_reports_its_result_and_is_reaped() -> None:
+    child = snapshot_process.start(lambda: {"pid": os.getpid(), "big": b"x" * 200_000})
+    report = await child.result()
+    assert report["pid"] == child.pid != os.getpid()
+    assert len(report["big"]) == 200_000  # more than a pipe holds at once
+    await wait_until(lambda: child.pid not in snapshot_process._LIVE)  # reaped without blocking the loop
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)
+
+
+async def test_a_child_reports_its_failure_with_the_cause() -> None:
+    def fail() -> dict:
+        raise ValueError("no such value")
+
+    with pytest.raises(snapshot_process.SnapshotChildError, match="ValueError: no such value"):
+        await snapshot_process.start(fail).result()
+
+
+async def test_a_child_that_dies_without_a_report_is_an_error_naming_how() -> None:
+    with pytest.raises(snapshot_process.SnapshotChildError, match=r"without a report.*exit status 7"):
+        await snapshot_process.start(lambda: os._exit(7)).result()
+
+
+async def test_a_wait_given_up_kills_the_child() -> None:
+    child = snapshot_process.start(lambda: time.sleep(600) or {})  # type: ignore[func-returns-value]
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(child.result(), 0.3)
+    assert child.pid not in snapshot_process._LIVE  # killed and reaped
+    assert not Path(f"/proc/{child.pid}").exists() or "Z" in Path(f"/proc/{child.pid}/stat").read_text()

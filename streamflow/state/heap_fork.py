@@ -45,6 +45,7 @@ barrier, so the next capture, which first waits for earlier children
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import resource
@@ -73,6 +74,7 @@ ENCODE_NS = 450.0  # in the process, per entry: capture, hashing and writing (a 
 # (3.9-6.3 us measured), a fault that only makes the page writable again after (1.3-2.6 us)
 FAULT_NS = 3_000.0
 TABLE_NS = 200.0  # fork's copy of the page tables, per resident page (13 ms at 270 MB)
+SETTLE_TIMEOUT_S = 300.0  # the next barrier waits this long for an earlier child, then kills it
 MAX_FORK_MS = 30.0  # fork holds the loop: a process larger than this allows encodes in itself
 # a child only where the estimate says it saves at least half: where it says the two are close
 # (a job that writes every key each interval), they measured the same (docs/performance.md)
@@ -185,7 +187,10 @@ async def settle(chain: HeapChain) -> None:
         if child is None:
             continue
         try:
-            report = await child.result()
+            try:
+                report = await asyncio.wait_for(child.result(), SETTLE_TIMEOUT_S)
+            except TimeoutError:  # result() killed it: a child that hangs must not stall the job
+                raise SnapshotChildError(f"no report after {SETTLE_TIMEOUT_S:.0f} s; killed") from None
         except SnapshotChildError as exc:
             _log.warning(
                 "checkpoint %d: its snapshot child failed (%s); the next checkpoint writes a base", cid, exc
