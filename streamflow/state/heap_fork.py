@@ -40,7 +40,8 @@ Failure. A child that fails (a value the codec refuses, a full disk, killed)
 fails its checkpoint: the upload raises :class:`SnapshotChildError` with the
 child's cause, and the driver declines, logged. Its logs were cleared at the
 barrier, so the next capture, which first waits for earlier children
-(:func:`settle`), writes a base.
+(:func:`settle`; at most ``SETTLE_TIMEOUT_S``, then the child is killed: one
+that hangs must not stall the job), writes a base.
 """
 
 from __future__ import annotations
