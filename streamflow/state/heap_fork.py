@@ -49,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -133,6 +132,11 @@ def resident_pages() -> int:
 
 
 def minor_faults() -> int:
+    """This process's minor page faults so far (0 where ``resource`` does not exist: no fork there)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return 0
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
