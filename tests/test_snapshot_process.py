@@ -232,3 +232,41 @@ async def test_a_wait_given_up_kills_the_child() -> None:
         await asyncio.wait_for(child.result(), 0.3)
     assert child.pid not in snapshot_process._LIVE  # killed and reaped
     assert not Path(f"/proc/{child.pid}").exists() or "Z" in Path(f"/proc/{child.pid}/stat").read_text()
+
+
+async def test_after_a_failed_child_a_savepoint_does_not_mend_the_chain() -> None:
+    """The failed child's checkpoint had its writes cleared from the log: the next checkpoint
+    must be a base, even when a savepoint (a base too, but not in the chain) came in between."""
+    from streamflow.state.codec import MsgpackCodec
+    from streamflow.state.key_groups import key_group_range
+    from streamflow.state.keyed import IncrementalSettings, KeyedStateBackend
+
+    settings = IncrementalSettings("op#0", key_group_range(0, 128, 1), MsgpackCodec(), 8, "on", 1)
+    backend = KeyedStateBackend(128, settings)
+    table, log = backend.tracked_table("v", "value")
+    assert log is not None
+
+    def write(key: str, value: Any) -> None:
+        table[key] = value
+        log.put(key, value)
+
+    async def take(cid: int, savepoint: bool = False) -> str:
+        upload = await backend.capture(cid, savepoint)
+        assert upload is not None
+        name = backend.snapshot()["chain"][-1]
+        await upload.produce()
+        if not savepoint:
+            backend.checkpoint_complete(cid)
+        return name
+
+    write("a", 1)
+    assert "-base-" in await take(1)
+    write("b", Opaque())
+    with pytest.raises(snapshot_process.SnapshotChildError, match="Opaque"):
+        await take(2)
+    write("b", 2)
+    write("c", 3)
+    assert "-base-" in await take(3, savepoint=True)
+    assert "-base-" in await take(4)  # not a delta of the log since checkpoint 3's savepoint
+    write("d", 4)
+    assert "-delta-" in await take(5)

@@ -234,13 +234,12 @@ async def capture(
         started = _fork.encode_in_child(chain_state, checkpoint_id, name, work)
         if started is not None:
             cap.child, cap.path = started
-            if full:
-                chain_state.broken = False
             if not savepoint:
+                chain_state.broken = chain_state.broken and not full
                 chain_state.pending[checkpoint_id] = _Pending(chain_, full, [], set(), *started)
                 await _clear(dirty)
             return cap
-    if full:
+    if full and not savepoint:  # a savepoint's base is not in the chain: it mends nothing
         chain_state.broken = False
     frames: list[bytes] = []
     tally = _Tally()
