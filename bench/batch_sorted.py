@@ -9,15 +9,25 @@ CPU time of the process, medians. Jobs: a keyed ``reduce`` (one result per key) 
 reduce with a sort buffer small enough to spill (``--spill-kb``) to show the disk path.
 
     python bench/batch_sorted.py [--records 200000] [--keys 20000] [--runs 5]
+    python bench/batch_sorted.py --spill-only [--spill-kb 512]
 
 Target: sorted / unsorted CPU time <= 2.0 for both jobs (the sort is a Python ``sorted`` per
 key plus a second pass over the records; Flink's own sorted inputs cost a sort and a
 serialization per record); the spilling run is reported, not targeted.
+
+``--spill-only``: what spilling costs (``runtime/sort_runs.py``): the keyed reduce in memory
+and with a ``--spill-kb`` budget, interleaved, for plain records ``(str, int, int)`` and for
+records with a ``Decimal`` and a ``datetime`` field (which go through the records codec's
+extension types), the spilling run's extra CPU per record printed beside the in-memory run
+(reported, not targeted). Run it with ``PYTHONPATH`` at two trees to compare their spill
+formats (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import decimal
 import random
 import sys
 import time
@@ -51,6 +61,12 @@ def _data(records: int, keys: int) -> list[tuple[str, int, int]]:
     return [(f"key-{rng.randrange(keys)}", rng.randrange(10**9), i) for i in range(records)]
 
 
+def _rich(data: list[tuple[str, int, int]]) -> list[tuple]:
+    """The records with a ``Decimal`` and a ``datetime`` field (codec extension types)."""
+    epoch = datetime.datetime(2026, 1, 1)
+    return [(k, ts, v, decimal.Decimal(v) / 100, epoch + datetime.timedelta(seconds=v)) for k, ts, v in data]
+
+
 def run(job: str, data: list, sorted_inputs: bool, memory: str | None = None) -> tuple[float, int]:
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
@@ -62,6 +78,8 @@ def run(job: str, data: list, sorted_inputs: bool, memory: str | None = None) ->
     keyed = env.from_collection(data).assign_timestamps_and_watermarks(strategy).key_by(lambda e: e[0])
     if job == "reduce":
         stream = keyed.reduce(lambda a, b: (a[0], b[1], a[2] + b[2]))
+    elif job == "reduce-rich":
+        stream = keyed.reduce(lambda a, b: (a[0], b[1], a[2] + b[2], a[3] + b[3], b[4]))
     else:
         stream = keyed.process(LastValue())
     started = time.process_time()
@@ -75,8 +93,12 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--spill-kb", type=int, default=512)
+    parser.add_argument("--spill-only", action="store_true", help="only the spill cost (module doc)")
     args = parser.parse_args()
     data = _data(args.records, args.keys)
+    if args.spill_only:
+        spill_only(data, args)
+        return
     print(f"batch_sorted: {args.records} records, {args.keys} keys, {args.runs} interleaved runs; "
           f"{machine('at start')}")  # fmt: skip
     ok = True
@@ -100,6 +122,28 @@ def main() -> None:
     print(f"  reduce spilling beyond {args.spill_kb} KiB: {median(spill):.2f} s CPU (reported, not targeted)")
     print(f"  {machine('at end')}")
     print("PASS" if ok else "MISS")
+
+
+def spill_only(data: list, args: argparse.Namespace) -> None:
+    import streamflow
+
+    print(f"batch_sorted --spill-only: {args.records} records, {args.keys} keys, budget {args.spill_kb} KiB, "
+          f"{args.runs} interleaved runs; streamflow from {Path(streamflow.__file__).parent}; "
+          f"{machine('at start')}")  # fmt: skip
+    for job, records in (("reduce", data), ("reduce-rich", _rich(data))):
+        memory_s: list[float] = []
+        spill_s: list[float] = []
+        for _ in range(args.runs):
+            cpu_m, n_m = run(job, records, True)
+            memory_s.append(cpu_m)
+            cpu_s, n_s = run(job, records, True, f"{args.spill_kb} kb")
+            spill_s.append(cpu_s)
+            assert n_m == n_s, (job, n_m, n_s)
+        m, sp = median(memory_s), median(spill_s)
+        extra_us = (sp - m) / args.records * 1e6
+        print(f"  {job}: in memory {m:.2f} s CPU, spilling {sp:.2f} s CPU ({sp / m:.2f}x; "
+              f"{extra_us:.2f} us CPU more per record)")  # fmt: skip
+    print(f"  {machine('at end')}")
 
 
 if __name__ == "__main__":

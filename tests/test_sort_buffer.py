@@ -4,13 +4,15 @@ order, spilling beyond the memory budget, and its errors."""
 
 from __future__ import annotations
 
-import pickle
 import tempfile
 import threading
 
+import msgpack
 import pytest
 
 from streamflow.runtime.sort_buffer import NO_TIMESTAMP, SortBuffer
+from streamflow.state.codec import MsgpackCodec
+from streamflow.state.heap_columns import unpack_column
 from streamflow.state.key_groups import stable_hash
 
 # Flink's SortingDataInputTest: (value, timestamp) records keyed by their value
@@ -109,11 +111,18 @@ def test_beyond_its_memory_it_spills_sorted_runs_and_merges_them() -> None:
         assert buffer._runs == []  # drained: the runs are closed (and deleted by the system)
 
 
-def test_an_unpicklable_record_fails_the_spill_naming_the_operator_and_the_budget() -> None:
+def test_a_record_the_codec_refuses_fails_the_spill_naming_the_operator_its_type_and_the_budget() -> None:
     buffer = SortBuffer("operator 'x' (uid 'x')", memory=1)
     with pytest.raises(
-        Exception, match=r"operator 'x'.*execution.sorted-inputs.memory \(1 bytes\).*cannot be pickled"
+        TypeError,
+        match=r"operator 'x'.*sorted-inputs.memory \(1 bytes\).*refuses a record of type _thread.lock",
     ):
+        buffer.add(0, ["k"], [threading.Lock()], None)
+
+
+def test_a_record_neither_the_codec_nor_pickle_takes_fails_naming_both() -> None:
+    buffer = SortBuffer("operator 'x' (uid 'x')", memory=1, pickle_reason="opted in")
+    with pytest.raises(TypeError, match=r"operator 'x'.*_thread.lock.*cannot be pickled either"):
         buffer.add(0, ["k"], [threading.Lock()], None)
 
 
@@ -127,12 +136,19 @@ def test_a_key_without_a_stable_hash_fails_naming_the_operator() -> None:
         buffer.add(0, [Opaque()], [1], None)
 
 
-def test_pickled_runs_hold_rows_not_keys() -> None:
-    """A run's rows name their key by id (the buffer keeps the keys): what reaches the disk is
-    the hash, the id, the timestamps, the input and the record."""
+def test_runs_hold_rows_not_keys() -> None:
+    """A run's rows name their key by id (the buffer keeps the keys and their hashes): what
+    reaches the disk is a frame of columns, the ids, the timestamps and the records
+    (``sort_runs.py``), packed by the heap backend's column encoders, no pickle."""
     buffer = SortBuffer("test", memory=1)
     buffer.add(0, ["key"], ["record"], [7])
     run = buffer._runs[0]
     run.file.seek(0)
-    assert pickle.load(run.file) == [(stable_hash("key"), 0, 7, 0, 7, "record")]
+    data = run.file.read()
+    assert b"key" not in data and not data[8:].startswith(b"\x80")  # (a pickle starts with PROTO)
+    n, kids, stamps, inputs, records, pickles = msgpack.unpackb(data[8:])
+    codec = MsgpackCodec()
+    assert (n, inputs, pickles) == (1, None, None)
+    assert [unpack_column(c, codec) for c in (kids, stamps, records)] == [[0], [7], ["record"]]
+    assert list(run.read(buffer._hashes)) == [(stable_hash("key"), 0, 7, 0, 7, "record")]
     buffer.close()

@@ -17,7 +17,7 @@ from typing import Any, cast
 import anyio
 import anyio._backends._asyncio  # preloaded: see the comment after the imports
 
-from ..checkpoint.channel_types import restored_channels
+from ..checkpoint.channel_types import declared_pickled, restored_channels
 from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
 from ..checkpoint.driver import CheckpointDriver
 from ..checkpoint.restore import RestoredCheckpoint, StateMismatchError
@@ -36,6 +36,7 @@ from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, StreamOperator
 from .sort_buffer import DEFAULT_SORT_MEMORY
+from .sort_runs import spill_opt_in
 from .sorting_input import install_sorted_input
 from .task import InputTask, SourceTask, Task
 from .writer import ChannelWriter, create_writer
@@ -106,6 +107,7 @@ class Execution:
         self.byte_budget = ByteBudget(limit) if limit is not None else None
         self.loop_budget = LoopBudget(config.loop_budget_ms, clock)
         self._task_ids: list[str] = []  # parallel to tasks: "<head uid>#<subtask>"
+        self._spill_fallbacks: set[str] = set()  # operators whose sorted input logged a pickle fallback
         if restore is not None:
             restore.check_fits(
                 {graph.uid_of(n): graph.parallelism[n.id] for n in graph.nodes},
@@ -208,7 +210,9 @@ class Execution:
             if node.operator_factory is not None:
                 op = node.operator_factory.create(sub)
                 if node.keyed and self.config.batch and self.config.sorted_inputs:  # sorting_input.py
-                    install_sorted_input(op, self.config.sorted_inputs_memory, self.config.batch_size)
+                    install_sorted_input(
+                        op, self.config.sorted_inputs_memory, self.config.batch_size, self._spill_of(node)
+                    )
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
         writers: list[ChannelWriter] = []
@@ -285,6 +289,13 @@ class Execution:
         if self.restore is not None:
             self._restore_channels(task, task_id)
         return task
+
+    def _spill_of(self, node: StreamNode) -> tuple[Any, str | None, set[str]]:
+        """How a keyed node's sorted input writes its runs (``sort_runs.py``): the records codec,
+        why a record it refuses may be pickled, and the job's set of fallbacks logged."""
+        pickled = any(declared_pickled(e.upstream.declared_types.get(e.side_tag)) for e in node.inputs)
+        codec, reason = spill_opt_in(self.config.checkpoint.get_records_codec(), pickled)
+        return codec, reason, self._spill_fallbacks
 
     def _restored(self, node: StreamNode, sub: int) -> Any:
         if self.restore is None:

@@ -32,66 +32,49 @@ refuses (a type without a stable hash) fails the job, naming the operator.
 **Memory.** Records are kept in memory until their estimated size
 (``record_size.batch_size`` plus a per-record overhead) passes the budget
 (``execution.sorted-inputs.memory``, 128 MiB by default, as Flink's); then the
-buffer spills them to a temporary file as one sorted *run* (pickled chunks of
-rows ``(hash, key id, timestamp key, input, timestamp, record)``) and starts
-over. ``drain`` merges the runs and what is still in memory with
-``heapq.merge`` (stable: runs in the order they were written, so arrival order
-breaks ties across runs as within one), reading each run a chunk at a time. So
-the records held in memory stay within the budget whatever the input's size;
-what stays in memory besides is one entry per distinct key (the key, its hash
-and id), as Flink's sorter keeps no per-key entry but a Python key has no
-bytes to sort by, and, while the records in memory are sorted, two lists of
-positions as long as they are. A record pickle cannot write fails with an error naming the
-operator, the record and the budget to raise instead. The temporary files are
-deleted when the buffer is closed (or garbage collected).
+buffer spills them to a temporary file as one sorted *run* (``sort_runs.py``:
+columns of key ids, timestamps, inputs and records, written with the job's
+records codec and its exact round-trip, as checkpoints write them; a record the
+codec refuses fails the job unless it opted in to pickling) and starts over.
+``drain`` merges the runs and what is still in memory with ``heapq.merge``
+(stable: runs in the order they were written, so arrival order breaks ties
+across runs as within one), reading each run a frame at a time. So the records
+held in memory stay within the budget whatever the input's size; what stays in
+memory besides is one entry per distinct key (the key, its hash and id), as
+Flink's sorter keeps no per-key entry but a Python key has no bytes to sort by,
+and, while the records in memory are sorted, two lists of positions as long as
+they are. The temporary files are deleted when the buffer is closed (or garbage
+collected).
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-import pickle
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
-from itertools import islice, repeat
+from collections.abc import Iterable, Iterator
+from itertools import repeat
 from operator import itemgetter
-from typing import IO, Any
+from typing import Any
 
+from ..state.codec import Codec
 from ..state.key_groups import stable_hash
 from .record_size import OBJECT_OVERHEAD, batch_size
+from .sort_runs import CHUNK, NO_TIMESTAMP, Run, RunCodec
 
 __all__ = ["DEFAULT_SORT_MEMORY", "NO_TIMESTAMP", "SortBuffer"]
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_SORT_MEMORY = 128 * 2**20  # Flink's execution.sorted-inputs.memory default
-NO_TIMESTAMP = -(2**63)  # a record without a timestamp sorts as Flink's Long.MIN_VALUE
 _ENTRY_OVERHEAD = 4 * 8 + OBJECT_OVERHEAD  # slots: record, timestamp, key id, input; an int
-_RUN_CHUNK = 4096  # rows per pickled chunk of a run
 _ROW_ORDER = itemgetter(0, 1, 2, 3)  # hash, key id, timestamp key, input
+_SECOND = itemgetter(1)
 
 
 def _ts_key(ts: int | None) -> int:
     return NO_TIMESTAMP if ts is None else ts
-
-
-class _Run:
-    """One sorted run on disk: pickled lists of rows, read back a list at a time."""
-
-    def __init__(self, file: IO[bytes], rows: int) -> None:
-        self.file = file
-        self.rows = rows
-
-    def read(self) -> Iterator[tuple]:
-        file = self.file
-        file.seek(0)
-        while True:
-            try:
-                chunk = pickle.load(file)
-            except EOFError:
-                return
-            yield from chunk
 
 
 class SortBuffer:
@@ -104,10 +87,22 @@ class SortBuffer:
     group is sorted by timestamp (``stamps.__getitem__`` when it has one input and
     timestamps)."""
 
-    def __init__(self, where: str, memory: int = DEFAULT_SORT_MEMORY, spill_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        where: str,
+        memory: int = DEFAULT_SORT_MEMORY,
+        spill_dir: str | None = None,
+        codec: Codec | None = None,
+        pickle_reason: str | None = None,
+        logged: set[str] | None = None,
+    ) -> None:
+        """``codec``: the job's records codec (None: the default one); ``pickle_reason``: why
+        the job may pickle a record the codec refuses (None: it may not); ``logged``: shared by
+        a job's subtasks (``sort_runs.RunCodec``)."""
         self.where = where
         self.memory = memory
         self.spill_dir = spill_dir
+        self.run_codec = RunCodec(where, memory, codec, pickle_reason, logged)
         self._ids: dict[Any, int] = {}
         self._keys: list[Any] = []  # key id -> key
         self._hashes: list[int] = []  # key id -> stable hash
@@ -116,7 +111,7 @@ class SortBuffer:
         self._stamps: list = []
         self._inputs: list[int] | None = None  # None: every record so far is of input 0
         self._bytes = 0
-        self._runs: list[_Run] = []
+        self._runs: list[Run] = []
         self.records = 0  # added in all
         self.spilled_bytes = 0  # estimated bytes written to runs
 
@@ -155,9 +150,10 @@ class SortBuffer:
         self._hashes.append(h)
         return kid
 
-    def _key_order(self) -> list[int]:
-        hashes = self._hashes
-        return sorted(range(len(hashes)), key=lambda k: (hashes[k], k))
+    def _key_order(self, kids: Iterable[int]) -> list[int]:
+        """These key ids in key order (hash, then first arrival): C-level tuple compares."""
+        kids = list(kids)
+        return list(map(_SECOND, sorted(zip(map(self._hashes.__getitem__, kids), kids, strict=True))))
 
     def _groups(self) -> Iterator[tuple[int, list[int], list]]:
         """``(key id, positions, timestamps)`` for every key with records in memory, in key
@@ -165,20 +161,19 @@ class SortBuffer:
         kids = self._kids
         if not kids:
             return
-        order_of_keys = self._key_order()
-        rank = [0] * len(order_of_keys)
+        counts = Counter(kids)
+        order_of_keys = self._key_order(counts)  # only the keys with records in memory (a spill)
+        rank = [0] * len(self._keys)
         for r, kid in enumerate(order_of_keys):
             rank[kid] = r
         ranks = list(map(rank.__getitem__, kids))
         order = sorted(range(len(kids)), key=ranks.__getitem__)  # stable: arrival within a key
         del ranks
-        counts = Counter(kids)
         start = 0
         for kid in order_of_keys:
-            n = counts.get(kid)
-            if n:
-                yield (kid, *self._by_time(order[start : start + n]))
-                start += n
+            n = counts[kid]
+            yield (kid, *self._by_time(order[start : start + n]))
+            start += n
 
     def _by_time(self, at: list[int]) -> tuple[list[int], list]:
         """One key's positions by timestamp (``None`` first), then input, then arrival (a
@@ -203,22 +198,13 @@ class SortBuffer:
 
     # -- spilling ------------------------------------------------------------
     def _spill(self) -> None:
-        """Write everything in memory to a new sorted run (module doc)."""
+        """Write everything in memory to a new sorted run (module doc; ``sort_runs.py``)."""
         file = tempfile.TemporaryFile(prefix="streamflow-sort-", dir=self.spill_dir)  # noqa: SIM115 (kept open: a run)
         rows = 0
         try:
-            for chunk in _chunked(self._memory_rows(), _RUN_CHUNK):
-                rows += len(chunk)
-                try:
-                    pickle.dump(chunk, file, protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception as exc:
-                    bad = _unpicklable(chunk)
-                    raise type(exc)(
-                        f"{self.where}: batch mode sorts its keyed input on disk beyond "
-                        f"execution.sorted-inputs.memory ({self.memory} bytes), and record {bad!r} "
-                        f"cannot be pickled ({exc}); raise execution.sorted-inputs.memory or make "
-                        "the records picklable"
-                    ) from exc
+            for kids, stamps, inputs, records in self._memory_columns():
+                file.write(self.run_codec.frame(kids, stamps, inputs, records))
+                rows += len(kids)
         except BaseException:
             file.close()
             raise
@@ -228,9 +214,39 @@ class SortBuffer:
                 "%s: the sorted input passed execution.sorted-inputs.memory (%d bytes): spilling "
                 "sorted runs to %s", self.where, self.memory, self.spill_dir or tempfile.gettempdir(),
             )  # fmt: skip
-        self._runs.append(_Run(file, rows))
+        self._runs.append(Run(file, rows, self.run_codec))
         self.spilled_bytes += self._bytes
         self._reset_memory()
+
+    def _memory_columns(self) -> Iterator[tuple[list[int], list, list[int] | None, list]]:
+        """The rows in memory in sort order as columns ``(key ids, timestamps, inputs or None,
+        records)`` of ``CHUNK`` rows (the last one shorter), gathered a key at a time."""
+        records, inputs = self._records, self._inputs
+        kids: list[int] = []
+        stamps: list = []
+        ins: list[int] | None = None if inputs is None else []
+        recs: list = []
+        for kid, at, key_stamps in self._groups():
+            kids.extend(repeat(kid, len(at)))
+            stamps.extend(key_stamps)
+            recs.extend(map(records.__getitem__, at))
+            if ins is not None and inputs is not None:
+                ins.extend(map(inputs.__getitem__, at))
+            if len(kids) >= CHUNK:
+                full = len(kids) - len(kids) % CHUNK
+                for start in range(0, full, CHUNK):
+                    end = start + CHUNK
+                    yield (
+                        kids[start:end],
+                        stamps[start:end],
+                        None if ins is None else ins[start:end],
+                        recs[start:end],
+                    )
+                del kids[:full], stamps[:full], recs[:full]
+                if ins is not None:
+                    del ins[:full]
+        if kids:
+            yield kids, stamps, ins, recs
 
     def _memory_rows(self) -> Iterator[tuple]:
         hashes, records, inputs = self._hashes, self._records, self._inputs
@@ -269,7 +285,8 @@ class SortBuffer:
 
     def _drain_merged(self, chunk: int) -> Iterator[tuple[int, Any, int, list, list | None]]:
         keys = self._keys
-        streams = [run.read() for run in self._runs]
+        hashes = self._hashes
+        streams = [run.read(hashes) for run in self._runs]
         streams.append(self._memory_rows())
         merged = heapq.merge(*streams, key=_ROW_ORDER)
         current = -1
@@ -315,17 +332,3 @@ def _chunks(
         stamps.append(ts)
     if records:
         yield kid, key, current, records, None if bare else stamps
-
-
-def _chunked(rows: Iterator[tuple], size: int) -> Iterator[list[tuple]]:
-    while chunk := list(islice(rows, size)):
-        yield chunk
-
-
-def _unpicklable(rows: list[tuple]) -> Any:
-    for row in rows:
-        try:
-            pickle.dumps(row[5], protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception:
-            return row[5]
-    return rows[0][5] if rows else None

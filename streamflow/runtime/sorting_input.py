@@ -50,6 +50,7 @@ from collections.abc import Hashable
 from functools import cache
 from typing import Any, cast
 
+from ..state.codec import Codec
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .item_getters import failed_record
 from .loop_budget import yield_point
@@ -67,15 +68,22 @@ _KEY_END_WORK = 8
 
 
 def install_sorted_input(
-    op: StreamOperator, memory: int = DEFAULT_SORT_MEMORY, batch_size: int = 512
+    op: StreamOperator,
+    memory: int = DEFAULT_SORT_MEMORY,
+    batch_size: int = 512,
+    spill: tuple[Codec, str | None, set[str]] | None = None,
 ) -> None:
-    """Give a keyed operator of a batch job its sorted input and per-key timers (module doc)."""
+    """Give a keyed operator of a batch job its sorted input and per-key timers (module doc).
+    ``spill``: how its runs are written (``sort_runs.py``): the codec, why a record the codec
+    refuses may be pickled (None: it may not), the operators whose fallback was logged."""
     if not isinstance(op, TimerOperator):
         raise TypeError(f"operator {op.name!r}: a keyed operator must keep per-key timers to sort its input")
     op.__class__ = _sorted_class(cast(Hashable, type(op)))
     sorted_op: Any = op
     sorted_op._sort_memory = memory
     sorted_op._sort_chunk = batch_size
+    if spill is not None:
+        sorted_op._sort_spill = spill
 
 
 @cache
@@ -89,13 +97,17 @@ class SortedKeyedInput(TimerOperator):
 
     _sort_memory = DEFAULT_SORT_MEMORY
     _sort_chunk = 512
+    _sort_spill: tuple[Codec | None, str | None, set[str] | None] = (None, None, None)
     _sorter: SortBuffer | None = None
 
     def _sorted_buffer(self) -> SortBuffer:
         sorter = self._sorter
         if sorter is None:
             where = f"operator {self.name!r} (uid {self.uid!r})"
-            sorter = self._sorter = SortBuffer(where, self._sort_memory)
+            codec, pickle_reason, logged = self._sort_spill
+            sorter = self._sorter = SortBuffer(
+                where, self._sort_memory, codec=codec, pickle_reason=pickle_reason, logged=logged
+            )
         return sorter
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
