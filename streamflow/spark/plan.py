@@ -72,7 +72,7 @@ from .native import (
     to_column,
     truthy,
 )
-from .rolling import RollingRunner, recognise_rolling, state_ddl
+from .rolling import recognise_rolling, rolling_frame
 from .sources import SparkTranslationError, ToBinary, materialize
 from .window_agg import aggregate_columns, output_frame, recognise_window
 from .windows import WindowFirer, native_window, window_frame
@@ -93,6 +93,8 @@ class Stream:
     layout: Layout | None = None  # typed record columns (see .native), else the binary ``value``
     native: bool = False  # the node runs as Spark expressions (no Python stage to fuse with)
     ts_range: tuple[int, int] | None = None  # the data rows' ``ts`` bounds (a recognised assigner)
+    flat_order: bool = False  # every row's ``order`` is one input position, ``[seq]``
+    no_ts: bool = False  # no data row carries a timestamp (only end-of-input rows do)
 
 
 class Translation:
@@ -201,11 +203,12 @@ class Translation:
             df = stream.df.withColumn("ts", F.when(F.col("eof"), F.col("ts")).otherwise(to_column(ts)))
             _log.info("%s runs natively on Spark", what)
             delay = delay if delay is not None else stream.delay_ms
-            return Stream(df, stream.ordered, delay, None, layout, True, (ts.lo, ts.hi))
+            return Stream(df, stream.ordered, delay, None, layout, True, (ts.lo, ts.hi), stream.flat_order)
         else:
             return None
         _log.info("%s runs natively on Spark", what)
-        return Stream(df, stream.ordered, stream.delay_ms, None, out_layout, True, stream.ts_range)
+        return Stream(df, stream.ordered, stream.delay_ms, None, out_layout, True, stream.ts_range,
+                      stream.flat_order, stream.no_ts)
 
     @staticmethod
     def _timestamps(op: TimestampsAndWatermarksOperator, layout: Layout, what: str) -> Expr | None:
@@ -280,14 +283,17 @@ class Translation:
                                 uuid.uuid4().hex, layout)
             frame = window_frame(keyed, window, stream.delay_ms, layout.columns if layout else ["value"])
             return Stream(frame.mapInArrow(firer, ROW_DDL), False, stream.delay_ms)
-        if layout is not None and window is None and not event_time and node.operator_factory is not None:
+        if native_key is not None and layout is not None and window is None and not event_time:
+            assert node.operator_factory is not None
             rolling = recognise_rolling(node.operator_factory.create(0), layout, f"operator {node.name!r}")
             if rolling is not None:
                 parts, out_layout = rolling
-                df = keyed.groupBy("key").applyInPandasWithState(
-                    RollingRunner(parts, layout.fields), out_layout.ddl(), state_ddl(layout), "append",
-                    GroupStateTimeout.NoTimeout)
-                return Stream(df, False, None, None, out_layout)
+                tree = native_key.tree
+                field = tree[1] if tree[0] == "col" and tree[1] in layout.columns else None
+                df = rolling_frame(stream.df, to_column(native_key), field, parts, layout, stream.flat_order,
+                                   not stream.no_ts)
+                return Stream(df, False, None, None, out_layout, flat_order=stream.flat_order,
+                              no_ts=stream.no_ts)
         if event_time:
             spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
             keyed = keyed.withColumn("event_time", spark_time).withWatermark(
@@ -356,7 +362,8 @@ class Translation:
         for other in dfs[1:]:
             df = df.unionByName(other)
         delays = [s.delay_ms for s in streams if s.delay_ms is not None]
-        return Stream(df, False, min(delays) if delays else None, None, layout)
+        return Stream(df, False, min(delays) if delays else None, None, layout,
+                      flat_order=all(s.flat_order for s in streams), no_ts=all(s.no_ts for s in streams))
 
     # -- sources ----------------------------------------------------------------------
     def _source(self, node: StreamNode, source: Source) -> Stream:
@@ -378,7 +385,8 @@ class Translation:
             .option("maxFilesPerTrigger", 1)
             .parquet(directory)
         )
-        return Stream(df, True, None, None, layout)
+        # a materialized source: orders are ``[seq]``, data rows have no timestamp
+        return Stream(df, True, None, None, layout, flat_order=True, no_ts=True)
 
     # -- helpers ----------------------------------------------------------------------
     def _side_tags(self, node: StreamNode) -> list[str]:

@@ -126,47 +126,89 @@ def state_ddl(layout: Layout) -> str:
     return ", ".join(f"{f.name} {SPARK_TYPES[f.kind]}" for f in layout.fields)
 
 
-class RollingRunner:
-    """``applyInPandasWithState``: one key's rows of a recognised rolling reduce, column-wise."""
+def rolling_frame(df: Any, key: Any, key_field: str | None, parts: tuple[str, ...], layout: Layout,
+                  flat_order: bool, with_ts: bool) -> Any:
+    """The rows of ``df`` (typed, :data:`~.native.BASE_DDL` plus ``layout``'s columns) through a
+    recognised rolling reduce keyed by the column expression ``key``; rows of the same layout.
 
-    def __init__(self, parts: tuple[str, ...], fields: tuple[Field, ...]) -> None:
+    Spark converts every column of a key's rows to pandas on each call, and that conversion,
+    not the reduce, is most of a call's cost; so the runner gets only the columns it reads:
+    the grouping key (a record field itself when the key is one: ``key_field``, else a ``key``
+    column), the input position (``seq``, a long, when every order is one position:
+    ``flat_order``; else ``order``), ``ts`` only when data rows may carry one (``with_ts``), and
+    the record's fields. End-of-input rows have a null key: their group is passed on. ``tag``
+    (typed rows carry none), ``eof`` and a flat ``order`` are rebuilt in the JVM afterwards."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from .harness import EOF_TS
+
+    names = layout.columns
+    data = ~F.col("eof")
+    cols = [F.when(data, F.col(n)).alias(n) if n == key_field else F.col(n) for n in names]
+    if key_field is None:
+        cols.append(F.when(data, key).alias("key"))
+    position = F.col("order").getItem(0).alias("seq") if flat_order else F.col("order")
+    runner = RollingRunner(parts, layout.fields, flat_order, with_ts)
+    out = df.select(position, *([F.col("ts")] if with_ts else []), *cols).groupBy(
+        key_field or "key").applyInPandasWithState(runner, runner.ddl(), state_ddl(layout), "append",
+                                                   GroupStateTimeout.NoTimeout)
+    # without timestamps on data rows, only the end-of-input rows have one (the source's)
+    ts = F.col("ts") if with_ts else F.when(F.col("eof"), F.lit(EOF_TS))
+    return out.select(F.array("seq").alias("order") if flat_order else F.col("order"),
+                      ts.cast("long").alias("ts"), F.lit(None).cast("string").alias("tag"), "eof", *names)
+
+
+class RollingRunner:
+    """``applyInPandasWithState``: one key's rows of a recognised rolling reduce, column-wise
+    (the columns :func:`rolling_frame` selects)."""
+
+    def __init__(self, parts: tuple[str, ...], fields: tuple[Field, ...], flat_order: bool = False,
+                 with_ts: bool = True) -> None:
         self.parts = parts
         self.fields = fields
+        self.flat_order = flat_order
+        self.with_ts = with_ts
+
+    def ddl(self) -> str:
+        """The output rows: the input position, ``ts`` if read, ``eof`` and the fields."""
+        return ", ".join(["seq long" if self.flat_order else "order array<long>",
+                          *(["ts long"] if self.with_ts else []), "eof boolean",
+                          *(f"{f.name} {SPARK_TYPES[f.kind]}" for f in self.fields)])
 
     def __call__(self, key: tuple[Any], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         # Python lists and one object block: pandas' per-call overheads dominate a call with a
         # handful of rows (see .keyed)
         frames = list(pdfs)
-        names = [f.name for f in self.fields]
-        if key[0] is None:  # the end-of-input rows' group: passed on
-            orders: list[Any] = []
-            tss: list[int | None] = []
+        position = "seq" if self.flat_order else "order"
+        orders: list[Any] = []
+        tss: list[Any] = []
+        if key[0] is None or key[0] != key[0]:  # the end-of-input rows' group (a null key): passed on
             for pdf in frames:
-                eof = pdf[pdf["eof"].to_numpy(dtype=bool)]
-                orders.extend(eof["order"].tolist())
-                tss.extend(_int_or_none(t) for t in eof["ts"].tolist())
+                orders.extend(pdf[position].tolist())
+                if self.with_ts:
+                    tss.extend(pdf["ts"].tolist())
             n = len(orders)
-            yield _frame(orders, tss, [True] * n, [[ZERO[f.kind]] * n for f in self.fields], names)
+            yield self._frame(orders, tss, True, [[ZERO[f.kind]] * n for f in self.fields])
             return
-        orders, tss = [], []
-        columns: list[list[Any]] = [[] for _ in names]
+        columns: list[list[Any]] = [[] for _ in self.fields]
         for pdf in frames:
-            orders.extend(pdf["order"].tolist())
-            tss.extend(pdf["ts"].tolist())
-            for col, name in zip(columns, names, strict=True):
-                col.extend(pdf[name].tolist())
+            orders.extend(pdf[position].tolist())
+            if self.with_ts:
+                tss.extend(pdf["ts"].tolist())
+            for col, f in zip(columns, self.fields, strict=True):
+                series = pdf[f.name]
+                if series.dtype.kind != _DTYPE_KINDS[f.kind]:  # a null would make ints floats: never exact
+                    raise RuntimeError(f"typed column {f.name} arrived as {series.dtype}, not {f.kind}")
+                col.extend(series.tolist())
         n = len(orders)
-        if all(len(o) == 1 for o in orders):
-            firsts = [int(o[0]) for o in orders]
-            idx = sorted(range(n), key=firsts.__getitem__)
-        else:
-            keys = [o.tolist() for o in orders]
-            idx = sorted(range(n), key=keys.__getitem__)
-        if idx != list(range(n)):
-            orders = [orders[i] for i in idx]
-            tss = [tss[i] for i in idx]
-            columns = [[c[i] for i in idx] for c in columns]
-        tss = [_int_or_none(t) for t in tss]
+        if n > 1:
+            sort_keys = orders if self.flat_order else [o.tolist() for o in orders]
+            idx = sorted(range(n), key=sort_keys.__getitem__)
+            if idx != list(range(n)):
+                orders = [orders[i] for i in idx]
+                tss = [tss[i] for i in idx] if tss else tss
+                columns = [[c[i] for i in idx] for c in columns]
         acc = state.get if state.exists else None
         out: list[list[Any]] = []
         for j, (col, part) in enumerate(zip(columns, self.parts, strict=True)):
@@ -177,22 +219,29 @@ class RollingRunner:
             else:
                 out.append(col)
         state.update(tuple(c[-1] for c in out))
-        yield _frame(orders, tss, [False] * n, out, names)
+        yield self._frame(orders, tss, False, out)
+
+    def _frame(self, orders: list, tss: list, eof: bool, columns: list[list[Any]]) -> Any:
+        import numpy as np
+        import pandas as pd
+
+        n = len(orders)
+        names = ["seq" if self.flat_order else "order", *(["ts"] if self.with_ts else []), "eof",
+                 *(f.name for f in self.fields)]
+        data = np.empty((n, len(names)), dtype=object)
+        j = 0
+        # (orders that are arrays stay cells)
+        data[:, j] = orders if self.flat_order else np.fromiter(orders, dtype=object, count=n)
+        if self.with_ts:
+            j += 1
+            data[:, j] = [_int_or_none(t) for t in tss]
+        data[:, j + 1] = eof
+        for k, col in enumerate(columns):
+            data[:, j + 2 + k] = col
+        return pd.DataFrame(data, columns=names, copy=False)
 
 
-def _frame(orders: list, tss: list, eofs: list, columns: list[list[Any]], names: list[str]) -> Any:
-    import numpy as np
-    import pandas as pd
-
-    n = len(orders)
-    data = np.empty((n, 4 + len(columns)), dtype=object)
-    data[:, 0] = np.fromiter(orders, dtype=object, count=n)  # arrays stay cells
-    data[:, 1] = tss
-    data[:, 2] = None
-    data[:, 3] = eofs
-    for j, col in enumerate(columns):
-        data[:, 4 + j] = col
-    return pd.DataFrame(data, columns=["order", "ts", "tag", "eof", *names], copy=False)
+_DTYPE_KINDS = {"int": "i", "bool": "b", "str": "O"}
 
 
 def _int_or_none(t: Any) -> int | None:
