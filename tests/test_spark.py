@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,18 @@ LATE = OutputTag("late")
 
 
 NAMES = ["w1", "w2", "w3", "w3_process", "session", "timers", "sliding", "sliding_native", "union", "signed",
-         "mixed", "python_on_typed", "keyed_typed", "list_keys", "dict_keys", "window_output_type"]
+         "mixed", "python_on_typed", "keyed_typed", "list_keys", "dict_keys", "window_output_type",
+         "equal_keys", "equal_unhashable_keys", "equal_keys_window"]
+
+# Keys equal in Python are one key on both engines (spark/group_keys.py): 1, 1.0, True; 0, -0.0, 0.0,
+# False; tuples of equal items; bytes are not str. Every NaN key (a new float object each time)
+# equals no key, not even another NaN.
+EQUAL_KEYS = [1, 1.0, True, 0, -0.0, 0.0, False, (1, "x"), (True, "x"), (1.0, "x"), "a", b"a", None,
+              2.0, 2, 2.5, float("inf"), -float("inf")]
+
+
+def equal_keys_data(n: int) -> list[tuple[Any, int]]:
+    return [(EQUAL_KEYS[i % len(EQUAL_KEYS)] if i % 50 else float("nan"), i % 7) for i in range(n)]
 
 
 def workloads(engine: str) -> dict[str, list]:
@@ -166,8 +178,25 @@ def workloads(engine: str) -> dict[str, list]:
      .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])),
              output_type=Types.ROW([Types.STRING(), Types.INT(), Types.LONG()]))
      .sink_to(sinks["window_output_type"]))
+    # over three micro-batches: a key's state restored from Spark's state store meets its equal
+    (env.from_collection(equal_keys_data(2500)).key_by(lambda e: e[0])
+     .reduce(lambda a, b: (a[0], a[1] + b[1])).sink_to(sinks["equal_keys"]))
+    unhashable = [([1, 2], 1), ([True, 2.0], 2), ([1, 2.5], 3), ({"a": 1}, 4), ({"a": True}, 5),
+                  ([(1, 2)], 6), ([[1, 2]], 7), ([[True, 2]], 8), ({0.0: "z", "b": {1}}, 9),
+                  ({"b": {True}, False: "z"}, 10)]
+    (env.from_collection(unhashable * 150).key_by(lambda e: e[0])
+     .reduce(lambda a, b: (a[0], a[1] + b[1])).sink_to(sinks["equal_unhashable_keys"]))
+    # a window function is given the key of the window's first element (the key column holds
+    # only its equality class's representative)
+    (timed.key_by(lambda e: e[1] % 2 == 1 if e[1] % 3 else float(e[1] % 2))
+     .window(TumblingEventTimeWindows.of(1000)).process(_KeyRepr()).sink_to(sinks["equal_keys_window"]))
     env.execute(f"workloads on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
+
+
+class _KeyRepr(ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return [(repr(key), context.window().end, sum(e[1] for e in elements), len(elements))]
 
 
 class _DictKeyStats(ProcessWindowFunction):
@@ -515,3 +544,45 @@ def test_equal_unhashable_keys_give_equal_key_columns() -> None:
     assert out[6] == codec.encode("plain")
     assert decode_many(out) == keys  # the stand-ins decode to keys equal to the originals
     assert encode_keys(["x", ("y", 1)], encode_many, codec.encode) == encode_many(["x", ("y", 1)])
+
+
+def test_keys_equal_in_python_give_equal_key_columns() -> None:
+    """One key column value per Python equality class (spark/group_keys.py), and distinct values
+    for keys Python tells apart."""
+    import dataclasses
+    import enum
+    from collections import namedtuple
+
+    from streamflow.common import Row
+    from streamflow.spark.encoding import batch_codec, encode_keys
+    from streamflow.state.codec import MsgpackCodec
+
+    class Color(enum.IntEnum):
+        RED = 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        x: Any
+        y: Any
+
+    pair = namedtuple("pair", "a b")
+    codec = MsgpackCodec()
+    encode_many, _decode_many = batch_codec(codec.encode, codec.decode)
+    classes = [
+        [1, 1.0, True, Decimal(1), Decimal("1.00"), Color.RED],
+        [0, -0.0, 0.0, False, Decimal("-0")],
+        [2.5, Decimal("2.5")],
+        [float("nan"), -float("nan"), Decimal("NaN")],
+        [(1, "x"), (True, "x"), pair(1.0, "x")],
+        [b"a", bytearray(b"a")],
+        ["a"],
+        [Decimal("0.1")],
+        [0.1],
+        [Row(1, 2), Row(1.0, True + 1)],
+        [Row(a=1, b=2), Row(b=2.0, a=True)],
+        [Point(1, "y"), Point(1.0, "y")],
+        [None],
+    ]
+    columns = [set(encode_keys(keys, encode_many, codec.encode)) for keys in classes]
+    assert all(len(c) == 1 for c in columns), columns
+    assert len(set.union(*columns)) == len(classes)

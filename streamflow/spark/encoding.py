@@ -113,34 +113,13 @@ def sort_by_order(orders: Any) -> Any:
 
 def encode_keys(keys: list, encode_many: Callable[[list], list[bytes]],
                 encode: Callable[[Any], bytes]) -> list[bytes]:
-    """The key column of a keyed stage: the encoded keys, which Spark groups by, so equal keys
-    must give equal bytes. A hashable key's encoding does. An unhashable key (a list, dict or
-    set, or a tuple holding one, as PyFlink allows: ``state/hashable_keys.py``) is encoded as
-    its canonical stand-in (:func:`canonical_key`): two equal dicts may hold their items in
-    another order, and two equal sets iterate differently. Hashable keys pay one ``hash`` of
-    the batch's keys."""
-    try:
-        hash(tuple(keys))
-    except TypeError:
-        keys = [canonical_key(k, encode) for k in keys]
+    """The key column of a keyed stage: the encoded keys, which Spark groups by, so keys that
+    are equal in Python must give equal bytes: each key is encoded as the representative of
+    its equality class (:func:`~.group_keys.group_key`: ``1``, ``1.0`` and ``True`` alike; an
+    unhashable key as its canonical stand-in). Keys that are all ``str``, ``int``, ``bytes``
+    or None are their own representatives and pay one ``set(map(type, keys))``."""
+    from .group_keys import group_key, is_plain
+
+    if not is_plain(set(map(type, keys))):
+        keys = [group_key(k, encode) for k in keys]
     return encode_many(keys)
-
-
-def canonical_key(key: Any, encode: Callable[[Any], bytes]) -> Any:
-    """``key`` itself if hashable, else its hashable stand-in built in a canonical order: a
-    dict's items and a set's elements sorted by their encodings (Spark's Python workers share
-    one ``PYTHONHASHSEED``, so a set built in one order iterates in one order)."""
-    from ..state.hashable_keys import DictKey, ListKey, SetKey, hashable_key, is_hashable
-
-    t = type(key)
-    if t is list or t is ListKey:
-        return ListKey([canonical_key(x, encode) for x in key])
-    if t is dict or t is DictKey:
-        items = [(canonical_key(k, encode), canonical_key(v, encode)) for k, v in key.items()]
-        items.sort(key=lambda kv: encode(kv[0]))
-        return DictKey(items)
-    if t is set or t is SetKey:
-        return SetKey(sorted(key, key=encode))
-    if t is tuple:
-        return tuple(canonical_key(x, encode) for x in key)
-    return key if is_hashable(key) else hashable_key(key)

@@ -51,6 +51,7 @@ from typing import Any
 
 from ..graph import JobGraph, StreamNode
 from ..runtime.window_operator import WindowOperator
+from ..state.hashable_keys import hashable_key
 from ..windowing.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from ..windowing.triggers import EventTimeTrigger
 from ..windowing.windows import TimeWindow
@@ -226,7 +227,9 @@ class WindowFirer:
             try:
                 acc = _accumulate(op, elements)
                 op.current_watermark = window.max_timestamp()
-                op._emit(decode(key), window, acc)
+                # the key of the window's first element, as the asyncio engine's timer holds it (the
+                # key column holds its equality class's representative: .group_keys)
+                op._emit(hashable_key(op.key_selector(elements[0])), window, acc)
             except Exception as exc:
                 raise op.failure(exc) from None
             await op.out.flush(op, True)
