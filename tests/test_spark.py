@@ -586,3 +586,32 @@ def test_keys_equal_in_python_give_equal_key_columns() -> None:
     columns = [set(encode_keys(keys, encode_many, codec.encode)) for keys in classes]
     assert all(len(c) == 1 for c in columns), columns
     assert len(set.union(*columns)) == len(classes)
+
+
+def batch_jobs(engine: str) -> dict[str, list]:
+    """A batch job (RuntimeExecutionMode.BATCH): each keyed operator runs key by key at the end of
+    input, a key's records in timestamp order, then its timers (api/batch.py)."""
+    from streamflow.execution_mode import RuntimeExecutionMode
+
+    env = _env(engine)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    sinks = {name: ListSink() for name in ("reduce", "timers", "window")}
+    data = events(N)
+    # one final result per key, with the timestamp of the key's last record
+    (env.from_collection(data).assign_timestamps_and_watermarks(_strategy()).key_by(lambda e: e[0])
+     .reduce(lambda a, b: (a[0], a[1] + b[1], b[2])).sink_to(sinks["reduce"]))
+    # timers fire at the key's end, after its records in timestamp order (the input is not in order)
+    sparse = [e for e in data if e[2] % 700 < 300]
+    (env.from_collection(sparse).assign_timestamps_and_watermarks(_strategy()).key_by(lambda e: e[0])
+     .process(CountWithTimeout()).sink_to(sinks["timers"]))
+    (env.from_collection(data).assign_timestamps_and_watermarks(_strategy()).key_by(lambda e: e[0])
+     .window(TumblingEventTimeWindows.of(1000)).process(_WindowStats()).sink_to(sinks["window"]))
+    env.execute(f"batch jobs on {engine}")
+    return {name: sink.results for name, sink in sinks.items()}
+
+
+def test_batch_mode_same_on_both_engines() -> None:
+    expected, actual = batch_jobs("asyncio"), batch_jobs("spark")
+    assert len(expected["reduce"]) == 10 and len(expected["timers"]) == 10 and expected["window"]
+    for name in expected:
+        assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name

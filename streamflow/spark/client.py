@@ -86,7 +86,7 @@ class SparkJobClient:
             native = str(self._configuration.get("execution.spark.native-windows", True)).lower() != "false"
             exprs = str(self._configuration.get("execution.spark.native-expressions", True)).lower()
             plan = Translation(spark, self._graph, self._config.checkpoint.codec, work, per_batch, native,
-                               exprs != "false")
+                               exprs != "false", self._config.batch, self._config.sorted_inputs)
             sinks: list[BatchSink] = []
             _log.info("job %r: translating to Spark (work dir %s)", self.job_name, work)
             kill_after = os.environ.get(KILL_AFTER_BATCH)

@@ -30,6 +30,17 @@ own input's.
 
 Output rows are built column-wise (no per-row tuples or namedtuples): pandas' per-call
 overhead is what dominates a call with a handful of rows.
+
+**Batch jobs** (``RuntimeExecutionMode.BATCH``, ``api/batch.py``): the asyncio engine sorts
+a keyed operator's whole input and runs it key by key, each key's records in timestamp order
+(a record without one first, equal timestamps in input order), then fires the key's timers
+with the watermark at ``+inf`` (``runtime/sorting_input.py``). Here (``batch=True``) a key's
+calls only append its rows (``order``, ``ts``, encoded record) to its group state and ask
+for an event-time timeout just below the end-of-input row's event time: the stage's Spark
+event time is that row's alone, so every key times out in the trailing micro-batch after
+the end of input, and that call sorts the key's rows as the sorter does, feeds them, fires
+the key's timers at the maximum watermark and drops the key's state. With
+``execution.sorted-inputs.enabled: false`` the rows are fed in input order instead.
 """
 
 from __future__ import annotations
@@ -40,14 +51,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..checkpoint.restore import OperatorRestore
-from ..runtime.events import MIN_WATERMARK, Watermark
+from ..runtime.events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from ..runtime.keyed_operators import KeyedFunctionOperator, ReduceOperator
 from ..runtime.operator import StreamOperator
 from ..runtime.process_operators import KeyedProcessOperator, TimerOperator
 from ..runtime.timers import TimerService
 from ..runtime.window_operator import WindowOperator
 from .encoding import ROW_COLUMNS
-from .harness import TIMER_ORDER, NodeSpec, _Stage
+from .harness import EOF_TS, TIMER_ORDER, NodeSpec, _Stage
 
 _log = logging.getLogger(__name__)
 
@@ -78,19 +89,25 @@ class KeyedRunner:
 
     def __init__(self, spec: NodeSpec, encode: Callable[[Any], bytes], decode: Callable[[bytes], Any],
                  state_encode: Callable[[Any], bytes], state_decode: Callable[[bytes], Any],
-                 event_time: bool, token: str, layout: Any = None) -> None:
+                 event_time: bool, token: str, layout: Any = None, batch: bool = False,
+                 sorted_input: bool = True) -> None:
         self.spec = spec
         self.encode, self.decode = encode, decode
         self.state_encode, self.state_decode = state_encode, state_decode
         self.event_time = event_time
         self.token = token  # unique per translation: a worker may host stages of several jobs
         self.layout = layout  # a .native.Layout: rows hold typed record columns, the key is native
+        self.batch = batch  # a batch job: a key's rows wait in its state for the end of input
+        self.sorted_input = sorted_input  # ... and are then fed in timestamp order (else input order)
 
     def __call__(self, key: tuple[bytes], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         frames = list(pdfs)
         if key[0] == b"" or key[0] is None:  # the markers' group (None with a native key):
             # pass end-of-input on, drop watermark rows
             yield _frame(*_eof_rows(frames), eof=True)
+            return
+        if self.batch:
+            yield _frame(*self._run_batch(frames, state), eof=False)
             return
         yield _frame(*self._run(frames, state), eof=False)
 
@@ -141,11 +158,53 @@ class KeyedRunner:
             if not cached:
                 stage.close()
 
+    def _run_batch(self, frames: list[Any], state: Any) -> tuple[list, list, list, list]:
+        """A batch job's key (see the module docstring): buffer its rows, or at the end of input
+        run them all and fire its timers."""
+        if not state.hasTimedOut:
+            orders, tss, values = _rows(frames, self.layout)
+            if self.layout is not None:  # typed rows: kept encoded in the state
+                values = [self.encode(v) for v in values]
+            rows = self.state_decode(state.get[0]) if state.exists else []
+            rows.extend(zip(orders, tss, values, strict=True))
+            state.update((self.state_encode(rows),))
+            state.setTimeoutTimestamp(EOF_TS - 1)  # passed once the end-of-input row is
+            return [], [], [], []
+        rows = self.state_decode(state.get[0])
+        state.remove()
+        if self.sorted_input:  # the sorter's order: by timestamp (none first), then input order
+            rows.sort(key=lambda r: (MIN_WATERMARK if r[1] is None else r[1], r[0]))
+        else:
+            rows.sort(key=lambda r: r[0])
+        stage, cached = self._stage()
+        op = stage.head
+        try:
+            if cached:
+                assert isinstance(op, TimerOperator)
+                _reset(op)
+                op.initialize_state(None)
+            else:
+                op.initialize_state(None)
+                stage.open()
+            orders, tss, values = ([list(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+            return stage.run(self._process(stage, 0, orders, tss, values, encoded=True, end=True))
+        except BaseException:
+            if cached:
+                _STAGES.pop(self.token, None)
+                cached = False
+            raise
+        finally:
+            if not cached:
+                stage.close()
+
     async def _process(self, stage: _Stage, wm: int, orders: list[list[int]], tss: list[int | None],
-                       values: list[bytes]) -> tuple[list, list, list, list]:
-        """One key's micro-batch in one pass of the event loop: watermark, then records."""
+                       values: list[Any], encoded: bool = False, end: bool = False,
+                       ) -> tuple[list, list, list, list]:
+        """One key's micro-batch in one pass of the event loop: watermark, then records (and with
+        ``end``, a batch job's key end: then the maximum watermark). ``values`` are encoded
+        records, or records when the rows hold typed columns and not ``encoded``."""
         op, encode = stage.head, self.encode
-        decode = self.decode if self.layout is None else _same  # typed rows are records already
+        decode = self.decode if self.layout is None or encoded else _same  # typed rows are records already
         o_out: list[list[int]] = []
         t_out: list[int | None] = []
         g_out: list[str | None] = []
@@ -164,6 +223,14 @@ class KeyedRunner:
         if wm > 0:
             await op.process_watermark(Watermark(wm - 1))
             collect(None)
+        if end:
+            for order, ts, value in zip(orders, tss, values, strict=True):
+                await op.process_batch([decode(value)], None if ts is None else [ts])
+                collect(order)
+            wm = MAX_WATERMARK
+            await op.process_watermark(Watermark(MAX_WATERMARK))
+            collect(None)
+            return o_out, t_out, g_out, v_out
         if not values:
             return o_out, t_out, g_out, v_out
         has_ts = None not in tss

@@ -99,10 +99,13 @@ class Stream:
 
 class Translation:
     def __init__(self, spark: Any, graph: JobGraph, codec: Codec, work_dir: str, records_per_batch: int,
-                 native_windows: bool = True, native_exprs: bool = True):
+                 native_windows: bool = True, native_exprs: bool = True, batch: bool = False,
+                 sorted_inputs: bool = True):
         self.spark = spark
         self.native_windows = native_windows
         self.native_exprs = native_exprs
+        self.batch = batch  # a batch job: keyed stages run key by key at the end of input (.keyed)
+        self.sorted_inputs = sorted_inputs
         self.graph = graph
         self.codec = codec
         self.work_dir = work_dir
@@ -259,7 +262,8 @@ class Translation:
             )
         stream = self._input_of(node)
         event_time = stream.delay_ms is not None
-        window = native_window(self.graph, node) if event_time and self.native_windows else None
+        native = self.native_windows and not self.batch  # a batch job's windows fire key by key
+        window = native_window(self.graph, node) if event_time and native else None
         native_key = None
         if stream.layout is not None and self.native_exprs and (window is not None or not event_time):
             native_key = self._native_key(node, stream.layout, edges[0].key_selector)
@@ -283,7 +287,8 @@ class Translation:
                                 uuid.uuid4().hex, layout)
             frame = window_frame(keyed, window, stream.delay_ms, layout.columns if layout else ["value"])
             return Stream(frame.mapInArrow(firer, ROW_DDL), False, stream.delay_ms)
-        if native_key is not None and layout is not None and window is None and not event_time:
+        rolling_ok = window is None and not event_time and not self.batch  # (a batch reduce is not rolling)
+        if native_key is not None and layout is not None and rolling_ok:
             assert node.operator_factory is not None
             rolling = recognise_rolling(node.operator_factory.create(0), layout, f"operator {node.name!r}")
             if rolling is not None:
@@ -294,7 +299,10 @@ class Translation:
                                    not stream.no_ts)
                 return Stream(df, False, None, None, out_layout, flat_order=stream.flat_order,
                               no_ts=stream.no_ts)
-        if event_time:
+        if self.batch:  # Spark's event time is the end-of-input row's alone: keys end after it
+            end = F.when(F.col("eof"), F.timestamp_millis("ts"))
+            keyed = keyed.withColumn("event_time", end).withWatermark("event_time", "0 milliseconds")
+        elif event_time:
             spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
             keyed = keyed.withColumn("event_time", spark_time).withWatermark(
                 "event_time", f"{stream.delay_ms} milliseconds"
@@ -308,8 +316,11 @@ class Translation:
             event_time,
             uuid.uuid4().hex,
             layout,
+            self.batch,
+            self.sorted_inputs,
         )
-        timeout = GroupStateTimeout.EventTimeTimeout if event_time else GroupStateTimeout.NoTimeout
+        timed = event_time or self.batch
+        timeout = GroupStateTimeout.EventTimeTimeout if timed else GroupStateTimeout.NoTimeout
         df = keyed.groupBy("key").applyInPandasWithState(runner, ROW_DDL, STATE_DDL, "append", timeout)
         return Stream(df, False, stream.delay_ms)
 
