@@ -118,7 +118,7 @@ class WindowAnswer(SinkFunction):
         self.acc += acc
 
 
-ENGINE = {"name": "asyncio"}
+ENGINE: dict[str, Any] = {"name": "asyncio"}
 
 
 def _env() -> sf.StreamExecutionEnvironment:
@@ -411,10 +411,9 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def _tree_cpu() -> float:
-    """CPU seconds of this process and all its descendants (the JVM, the Python workers): those
-    alive now, and through their ``cutime``/``cstime`` the ones they reaped (a Python worker
-    that exits between two readings is counted by the daemon that waited for it)."""
+def _tree_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of this process and each of its live descendants (the JVM,
+    the Python workers), by pid."""
     ticks = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     cpu: dict[int, float] = {}
@@ -427,22 +426,27 @@ def _tree_cpu() -> float:
         except OSError:
             continue
         parent[int(entry)] = int(fields[1])
-        cpu[int(entry)] = sum(int(x) for x in fields[11:15]) / ticks
-    me, total = os.getpid(), 0.0
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    me, mine = os.getpid(), {}
     for pid, seconds in cpu.items():
         p = pid
         while p > 1 and p != me:
             p = parent.get(p, 0)
         if p == me:
-            total += seconds
-    return total
+            mine[pid] = seconds
+    return mine
 
 
 def _measured(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Wall seconds, CPU seconds of the process tree, and ``fn``'s answer. The CPU is the sum
+    over processes of what each used between the two readings (a process that started
+    meanwhile: all of its time; one that exited meanwhile: nothing, so this is a lower bound;
+    Spark reuses its Python workers, so few do)."""
     gc.collect()
-    cpu, t = _tree_cpu(), time.perf_counter()
+    before, t = _tree_cpu(), time.perf_counter()
     answer = fn()
-    return time.perf_counter() - t, _tree_cpu() - cpu, answer
+    wall, after = time.perf_counter() - t, _tree_cpu()
+    return wall, sum(c - before.get(pid, 0.0) for pid, c in after.items()), answer
 
 
 def spark_main(args: argparse.Namespace) -> int:
