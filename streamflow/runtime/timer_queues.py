@@ -28,6 +28,11 @@ itself is one step over :data:`SHARD_AT` timers (a few ms). A sharded queue cost
 a subscript and a range lookup more per operation (11-18 % of the timer operations' own
 instructions, docs/performance.md), which only large queues pay; it never turns flat again.
 
+**Compaction, a little at a time** (``timer_compaction.py``): when the heap holds more than
+twice the live timers (dead entries of deleted timers: lazy deletion), the queue does not
+rebuild it in one step but turns into the compacting variant of its layout, which moves the
+old heap's entries to a new heap a few at every operation.
+
 Both layouts answer the same reads: :meth:`TimerQueue.table` (the live timers as a read-only
 mapping with ``len``, iteration and ``values()`` in registration order: a base of an
 incremental checkpoint; a sharded one reads them through its seq ranges, in the order their
@@ -83,11 +88,13 @@ class TimerQueue:
     # one layout for both classes (``__class__`` is swapped in place): the flat layout uses
     # _live/_timers, the sharded one _shards/_ranges/_count
     __slots__ = (
-        "_check_at", "_count", "_heap", "_live", "_ranges", "_seq", "_shards", "_timers", "dead", "mark",
+        "_check_at", "_count", "_heap", "_live", "_old", "_ranges", "_seq", "_shards", "_timers", "dead",
+        "mark",
     )  # fmt: skip
 
     def __init__(self, seq: Callable[[], int]) -> None:
         self._heap: list[int] = []
+        self._old: list[int] = []  # the heap a compaction empties (see the module doc)
         self._live: dict[Ident, int] = {}
         self._timers: dict[int, Ident] = {}
         self._shards: list[dict[Ident, int]] = []
@@ -141,6 +148,8 @@ class TimerQueue:
         self._shards, self._ranges = shards, ranges
         self._live, self._timers = {}, {}
         self.__class__ = ShardedTimerQueue
+        if self._old:  # compacting (timer_compaction.py): the sharded layout's compacting variant
+            self._compact_as(ShardedTimerQueue)
 
     def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
         seq = self._live.pop((timestamp, key, namespace), None)
@@ -155,12 +164,23 @@ class TimerQueue:
         return True
 
     def _compact(self) -> None:
-        alive = self._alive
-        self._heap = heap = [p for p in self._heap if alive(p & SEQ_MASK)]
-        heapq.heapify(heap)
+        """Start a compaction (``timer_compaction.py``): the heap becomes the old heap."""
+        self._old, self._heap = self._heap, []
+        self._compact_as(type(self))
+
+    def _compact_as(self, layout: type[TimerQueue]) -> None:
+        from .timer_compaction import COMPACTING  # (it subclasses the layouts: imported when used)
+
+        self.__class__ = COMPACTING[layout]
 
     def _alive(self, seq: int) -> bool:
         return seq in self._timers
+
+    def _take(self, seq: int) -> Ident:
+        """Forget the live timer ``seq`` (its heap entry is popped already)."""
+        ident = self._timers.pop(seq)
+        del self._live[ident]
+        return ident
 
     def peek_timestamp(self) -> int | None:
         heap, timers = self._heap, self._timers
@@ -218,7 +238,7 @@ class TimerQueue:
         """Live timers in firing order."""
         timers = self.by_seq()
         out = []
-        for priority in sorted(self._heap):
+        for priority in sorted(chain(self._heap, self._old)):
             seq = priority & SEQ_MASK
             if self._alive(seq):
                 out.append(timers[seq])
@@ -321,6 +341,11 @@ class ShardedTimerQueue(TimerQueue):
     def _alive(self, seq: int) -> bool:
         r = self._ranges.get(seq >> _RANGE_BITS)
         return r is not None and seq in r
+
+    def _take(self, seq: int) -> Ident:
+        ident = self._forget(seq)
+        del self._shards[hash(ident[1]) & 63][ident]
+        return ident
 
     def peek_timestamp(self) -> int | None:
         heap, alive = self._heap, self._alive
