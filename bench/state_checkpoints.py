@@ -277,7 +277,7 @@ async def _run_job(d: str, keys: int, n: int, checkpoint: str | None, every: int
         env.enable_checkpointing(1_000 if every is None else 3_600_000)
         cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(d)
         cfg.enable_incremental_checkpoints(kind == "incremental")
-        env.configure({"state.backend.heap.snapshot-process": where or "auto"})
+        env.configure({"state.backend.heap.snapshot-process": where or "off"})
     sink = LastPerKey()
     env.from_collection(lambda: events(keys, n)).key_by(lambda e: e[0]).sum(1).add_sink(sink)
     loop = asyncio.get_running_loop()
