@@ -242,6 +242,8 @@ class SnapshotChild:
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
+                # dropped on purpose: the child has already exited; _reap below collects its
+                # status and _settle reports its cause
                 pass
         self._close()
         self._reap(block=True)
@@ -311,6 +313,8 @@ def _quiet_signals() -> None:  # pragma: no cover - in the child
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     except (ValueError, OSError):
+        # dropped on purpose: the child may not log (a lock another thread held at the fork),
+        # and it encodes and reports correctly without these settings (best effort, above)
         pass
 
 
