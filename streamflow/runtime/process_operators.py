@@ -185,7 +185,11 @@ class TimerOperator(StreamOperator):
     async def _on_processing_time(self, at: int) -> None:
         self._scheduled.discard(at)
         now = self.ctx.clock.now_ms()
-        while (timer := self.timers.pop_processing_timer(now)) is not None:
+        while True:
+            while not self.timers.drop_dead_processing_timers(now):  # (as in process_watermark)
+                await yield_point()
+            if (timer := self.timers.pop_processing_timer(now)) is None:
+                break
             self.backend.current_key = timer.key
             await self.on_processing_timer(timer)
         if self._rocks is not None:
@@ -203,8 +207,13 @@ class TimerOperator(StreamOperator):
         self.current_watermark = ts
         if ts == MAX_WATERMARK and self.ctx.batch:
             self._quiesced = True  # the end of a batch job's input: see fire_processing_timers_at_end
-        pop = self.timers.pop_event_timer
-        while (timer := pop(ts)) is not None:
+        timers = self.timers
+        pop, drop = timers.pop_event_timer, timers.drop_dead_event_timers
+        while True:
+            while not drop(ts):  # a long run of deleted timers first: skipped a slice at a time
+                await yield_point()
+            if (timer := pop(ts)) is None:
+                break
             self.backend.current_key = timer.key
             await self.on_event_timer(timer)
             await yield_point()  # a watermark may fire a timer per key: pause when the budget is used up
@@ -218,7 +227,11 @@ class TimerOperator(StreamOperator):
         quiesced then (from the end-of-input watermark on), so a processing-time timer a timer
         callback registers is ignored (logged), as in Flink."""
         self._quiesced = True
-        while (timer := self.timers.pop_processing_timer(MAX_WATERMARK)) is not None:
+        while True:
+            while not self.timers.drop_dead_processing_timers(MAX_WATERMARK):  # (process_watermark)
+                await yield_point()
+            if (timer := self.timers.pop_processing_timer(MAX_WATERMARK)) is None:
+                break
             self.backend.current_key = timer.key
             await self.on_processing_timer(timer)
             await yield_point()

@@ -50,7 +50,9 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-__all__ = ["SEQ_RANGE", "SHARDS", "SHARD_AT", "Ident", "ShardedTimerQueue", "Timer", "TimerQueue"]
+__all__ = [
+    "DEAD_SLICE", "SEQ_RANGE", "SHARDS", "SHARD_AT", "Ident", "ShardedTimerQueue", "Timer", "TimerQueue",
+]  # fmt: skip
 
 Ident = tuple[int, Hashable, Hashable]
 """``(timestamp, key, namespace)``."""
@@ -63,6 +65,9 @@ SHARD_AT = 1 << 15
 SHARDS = 64
 """Dicts of live timers in a sharded queue, by the hash of the timer's key (written as the
 literal 63, ``SHARDS - 1``, where a shard is picked)."""
+DEAD_SLICE = 4_096
+"""Heap entries of deleted timers one :meth:`TimerQueue.drop_dead` step skips at most (about
+3-4 ms of CPU in a heap of a million entries; the operator may pause between two steps)."""
 _RANGE_BITS = 14
 SEQ_RANGE = 1 << _RANGE_BITS
 """Consecutive seqs per dict of a sharded queue's inverse map."""
@@ -208,6 +213,24 @@ class TimerQueue:
                     self.dead.append(ident)
                 return Timer(ident[0], ident[1], ident[2])
         return None
+
+    def drop_dead(self, time: int, limit: int) -> bool:
+        """Pop at most ``limit`` heap entries of deleted timers off the head (those due by
+        ``time``: what ``pop_due(time)`` would skip). True when no such entry is left at the
+        head, so the next ``pop_due(time)`` skips none; False when it stopped at ``limit``:
+        call again, after letting the loop run (lazy deletion can leave a million deleted
+        timers in front of the live ones, and one ``pop_due`` would skip them all in one
+        step). Which timers fire, and in what order, does not change: only dead entries go."""
+        heap, alive = self._heap, self._alive
+        bound = (time << SEQ_BITS) | SEQ_MASK
+        for _ in range(limit):
+            if not heap:
+                return True
+            priority = heap[0]
+            if priority > bound or alive(priority & SEQ_MASK):
+                return True
+            heapq.heappop(heap)
+        return not heap or heap[0] > bound or alive(heap[0] & SEQ_MASK)
 
     # -- reads (snapshots, checkpoints) -------------------------------------------------
     def table(self) -> Any:

@@ -40,7 +40,10 @@ and a registration ``seq`` packed into one int, cheap to compare), a dict
 one heap push; deletion only drops the dict entries (lazy deletion); popping
 skips heap entries whose ``seq`` is no longer live, so a timer deleted and
 registered again fires once, in its new FIFO position. When dead entries
-outnumber live ones the heap is rebuilt (amortised O(1) per deletion). Keys
+outnumber live ones the heap is compacted, a little at every operation
+(``timer_compaction.py``); a run of dead entries in front of the live ones
+is skipped in bounded steps by ``drop_dead_*_timers``, between which the
+operator firing the timers may pause (its loop budget). Keys
 and namespaces must be hashable; timestamps must be ``int``. The queues
 (``timer_queues.py``) turn *sharded* in place once they hold 32,768 timers
 (many small dicts instead of two large ones), so no registration resizes a
@@ -69,7 +72,7 @@ from itertools import count
 from typing import Any
 
 from streamflow.runtime.events import MIN_WATERMARK
-from streamflow.runtime.timer_queues import Timer, TimerQueue
+from streamflow.runtime.timer_queues import DEAD_SLICE, Timer, TimerQueue
 
 __all__ = ["Timer", "TimerService", "TimerSnapshot"]
 
@@ -137,6 +140,13 @@ class TimerService:
             self._set_watermark(watermark)
         return self._event.pop_due(watermark)
 
+    def drop_dead_event_timers(self, watermark: int, limit: int = DEAD_SLICE) -> bool:
+        """Skip at most ``limit`` deleted event-time timers that ``pop_event_timer(watermark)``
+        would skip; False when more are left (``TimerQueue.drop_dead``). An operator that fires
+        timers calls it before each pop and pauses through its loop budget while it is False,
+        so a long run of deleted timers in front of the live ones is skipped in slices."""
+        return self._event.drop_dead(watermark, limit)
+
     def advance_watermark(self, watermark: int) -> list[Timer]:
         """Advance the watermark and pop every timer due now, in firing order.
 
@@ -159,6 +169,10 @@ class TimerService:
     def pop_processing_timer(self, now: int) -> Timer | None:
         """Pop the next processing-time timer with ``ts <= now``, or None. Call in a loop."""
         return self._processing.pop_due(now)
+
+    def drop_dead_processing_timers(self, now: int, limit: int = DEAD_SLICE) -> bool:
+        """:meth:`drop_dead_event_timers` for processing time."""
+        return self._processing.drop_dead(now, limit)
 
     def advance_processing_time(self, now: int) -> list[Timer]:
         """Pop every processing-time timer due at ``now``, in firing order."""

@@ -276,7 +276,12 @@ class WindowOperator(WindowTables):
             if self.fast:
                 await fire_panes(self, ts)
             n = 0
-            while (timer := pop(ts)) is not None:
+            drop = self.timers.drop_dead_event_timers
+            while True:
+                while not drop(ts):  # a long run of deleted timers: skipped a slice at a time
+                    await self._between_slices()
+                if (timer := pop(ts)) is None:
+                    break
                 self.backend.current_key = timer.key
                 self._on_timer(timer, event_time=True)
                 n += 1
