@@ -18,7 +18,9 @@ before any entry): a new file given as bytes is written atomically like an
 entry (temporary name, fsync, rename); one given as a ``Path`` is hard-linked
 (``os.link``; immutable files such as SST files cost no copy) or, when linking
 fails (another filesystem, no permission), copied atomically, which is logged
-with its cause. The shared directory is fsynced before the entries are written,
+with its cause; a ``HashedFile`` (a ``Path`` with the size and sha256 its writer computed as
+it wrote it: a snapshot child's) likewise, with that digest instead of a second read of the
+file, and its size checked. The shared directory is fsynced before the entries are written,
 so once ``_metadata`` is durable every file it lists is too. ``_metadata`` lists
 every shared file the checkpoint needs, new or referenced, with its size and
 sha256 (format version 2; a checkpoint without shared files keeps version 1,
@@ -61,7 +63,7 @@ from ._fs import (
     tmp_name,
 )
 
-__all__ = ["SHARED_DIR", "SharedInfo", "SharedWriter", "collect_garbage", "job_key"]
+__all__ = ["SHARED_DIR", "HashedFile", "SharedInfo", "SharedWriter", "collect_garbage", "job_key"]
 
 SHARED_DIR = "shared"
 _log = logging.getLogger(__name__)
@@ -80,6 +82,31 @@ class SharedInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "size": self.size, "sha256": self.sha256}
+
+
+@dataclass(frozen=True, slots=True)
+class HashedFile:
+    """A finished file to hard-link (or copy) into a checkpoint, with the size and sha256 of
+    the bytes its writer wrote, hashed as it wrote them (a snapshot child: ``heap_fork.py``).
+    The storage takes that digest instead of reading the file again, and checks only its
+    size (a stat: a truncated or missing file fails the write). The digest describes the
+    file as written, not as the disk holds it later: a file damaged after it was written
+    fails its verification at restore, as any damaged shared file does."""
+
+    path: Path
+    size: int
+    sha256: str
+
+    def __post_init__(self) -> None:
+        if type(self.size) is not int or self.size < 0 or not _is_sha256(self.sha256):
+            raise ValueError(f"a hashed file needs a size and a sha256 hex digest, got {self!r}")
+
+    def read_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+
+def _is_sha256(text: object) -> bool:
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def parse_shared(
@@ -176,13 +203,19 @@ class SharedWriter:
         except OSError as e:
             raise CheckpointStorageError(f"cannot create {self.directory}: {e}", self.directory) from e
 
-    def add_new(self, name: str, data: bytes | bytearray | memoryview | Path) -> None:
+    def add_new(self, name: str, data: bytes | bytearray | memoryview | Path | HashedFile) -> None:
         check_entry_name(name, "shared file")
         if name in self.infos:
             raise ValueError(f"shared file {name!r} is given twice")
         self._mkdir()
         target = self.directory / name
-        if isinstance(data, Path):
+        if isinstance(data, HashedFile):  # hashed by its writer as it wrote it: a stat, no read
+            size, digest = _stat_size(data.path), data.sha256
+            if size != data.size:
+                why = f"shared file source {data.path} has {size} bytes, its writer wrote {data.size}"
+                raise CheckpointStorageError(why, data.path)
+            data = data.path
+        elif isinstance(data, Path):
             try:
                 size, digest = hash_file(data)
             except OSError as e:
@@ -237,6 +270,13 @@ class SharedWriter:
                 path.unlink(missing_ok=True)
             except OSError as e:
                 _log.warning("could not remove shared file %s of a failed checkpoint write: %s", path, e)
+
+
+def _stat_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError as e:
+        raise CheckpointStorageError(f"cannot read shared file source {path}: {e}", path) from e
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -313,6 +353,8 @@ class MemorySharedFiles:
             files[name] = self._files[name]
         for name, data in shared.items():
             path = self.directory / name
+            if isinstance(data, HashedFile):
+                data = data.path
             if not path.exists():
                 if isinstance(data, Path):
                     try:

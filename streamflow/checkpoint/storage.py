@@ -80,7 +80,7 @@ from .metadata import (
     EntryInfo,
     try_read_metadata,
 )
-from .shared_files import SHARED_DIR, SharedInfo, SharedWriter
+from .shared_files import SHARED_DIR, HashedFile, SharedInfo, SharedWriter
 
 __all__ = [
     "INDEX_PREFIX",
@@ -121,7 +121,7 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
         timestamp_ms: int | None = None,
         stats: Mapping[str, Any] | None = None,
         should_stop: Callable[[], bool] | None = None,
-        shared: Mapping[str, bytes | bytearray | memoryview | Path] | None = None,
+        shared: Mapping[str, bytes | bytearray | memoryview | Path | HashedFile] | None = None,
         references: Iterable[str] = (),
     ) -> Path:
         """Write a complete checkpoint (or savepoint) and return its directory.
@@ -210,7 +210,7 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
         job_name: str,
         target: Path,
         kind: CheckpointType,
-        shared: Mapping[str, bytes | bytearray | memoryview | Path],
+        shared: Mapping[str, bytes | bytearray | memoryview | Path | HashedFile],
         references: list[str],
         should_stop: Callable[[], bool] | None,
     ) -> SharedWriter:

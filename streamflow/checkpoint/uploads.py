@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from .shared_files import HashedFile
+
 __all__ = ["SharedUpload", "produce_all"]
 
 
@@ -29,14 +31,17 @@ class SharedUpload(Protocol):
         """Shared files of earlier checkpoints this snapshot needs."""
         ...
 
-    async def produce(self) -> Mapping[str, bytes | Path]:
-        """The new shared files, by name (bytes, or a file to hard-link or copy)."""
+    async def produce(self) -> Mapping[str, bytes | Path | HashedFile]:
+        """The new shared files, by name (bytes, or a file to hard-link or copy: a
+        ``HashedFile`` when its writer hashed it as it wrote it)."""
         ...
 
 
-async def produce_all(uploads: Iterable[SharedUpload]) -> tuple[dict[str, bytes | Path], list[str]]:
+async def produce_all(
+    uploads: Iterable[SharedUpload],
+) -> tuple[dict[str, bytes | Path | HashedFile], list[str]]:
     """Every upload's new files, and the references that are not among them (sorted)."""
-    shared: dict[str, bytes | Path] = {}
+    shared: dict[str, bytes | Path | HashedFile] = {}
     references: set[str] = set()
     for upload in uploads:
         references |= upload.references

@@ -28,7 +28,7 @@ from typing import Any
 
 from .config import CheckpointConfig
 from .restore import encode_entry
-from .shared_files import MemorySharedFiles
+from .shared_files import HashedFile, MemorySharedFiles
 from .storage import FileSystemCheckpointStorage
 
 
@@ -66,7 +66,8 @@ class CheckpointWriter:
         }
         shared, references = self._shared_files(states)
         self.persisted_bytes = sum(len(e) for e in entries.values()) + sum(
-            len(d) if not isinstance(d, Path) else _size(d) for d in shared.values()
+            _size(d) if isinstance(d, Path) else d.size if isinstance(d, HashedFile) else len(d)
+            for d in shared.values()
         )
         timings = {t: task_timings(s) for t, s in states.items()}
         stats = {

@@ -33,10 +33,12 @@ at exit; those of processes that died are removed by the next one), atomically:
 ``<name>.tmp``, rename (the storage fsyncs the file when it links it into the
 checkpoint, before the metadata, off the loop). Its report (size, sha256, the byte span of its
 own frames, its key kinds, its entries) reaches the parent through the pipe;
-the upload hands the storage the file (``Path``: hard-linked into the
-checkpoint's shared directory). A staged file is deleted once a checkpoint at or
-after its own completes (the storage holds it by then, or its checkpoint was
-subsumed); a delta whose checkpoint is still pending is read back (its span) by
+the upload hands the storage the file with the size and sha256 the child
+computed as it wrote it (a ``HashedFile``: hard-linked into the checkpoint's
+shared directory, its size checked, not read again; the digest describes the
+file as written, so a restore still finds a file damaged later). A staged file
+is deleted once a checkpoint at or after its own completes (the storage holds it
+by then, or its checkpoint was subsumed); a delta whose checkpoint is still pending is read back (its span) by
 the next capture, which repeats its frames as it repeats in-memory ones.
 
 Failure. A child that fails (a value the codec refuses, a full disk, killed)

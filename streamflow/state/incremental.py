@@ -80,6 +80,7 @@ from typing import Any, BinaryIO
 
 import msgpack
 
+from ..checkpoint.shared_files import HashedFile
 from . import heap_fork as _fork
 from .changes import CHUNK, MISSING, SLACK, Changes
 from .codec import Codec
@@ -410,14 +411,15 @@ class HeapUpload:
         self.chain_state = chain_state
         self.references = frozenset(cap.chain[:-1])
 
-    async def produce(self) -> dict[str, bytes | Path]:
+    async def produce(self) -> dict[str, bytes | HashedFile]:
         cap = self.capture
         if cap.child is not None and cap.path is not None:
             # the child's failure (with its cause) fails the checkpoint: the driver declines it
             report = await cap.child.result()
             pending = next((p for p in self.chain_state.pending.values() if p.file == cap.path), None)
             _fork.note(self.chain_state, pending, report)
-            return {cap.name: cap.path}
+            # the child hashed what it wrote (``_write``): the storage need not read it again
+            return {cap.name: HashedFile(cap.path, report["size"], report["sha256"])}
         parts, cap.parts = cap.parts, []
         if sum(map(len, parts)) < JOIN_ON_LOOP_MAX:
             data = b"".join(parts)
