@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import snapshot_process as _proc
+from .abandoned_dirs import remove_abandoned
 from .snapshot_process import SnapshotChild, SnapshotChildError
 
 if TYPE_CHECKING:
@@ -256,22 +257,14 @@ def _staging() -> Path:
     if _STAGING and _STAGING[0].is_dir():
         return _STAGING[0]
     root = Path(tempfile.gettempdir())
-    for old in root.glob(f"{_MARK}*"):
-        pid = old.name[len(_MARK) :].partition("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            _log.info("removing %s, the snapshot staging directory of process %s, which is gone", old, pid)
-            shutil.rmtree(old, ignore_errors=True)
+    remove_abandoned(root, f"{_MARK}*", _owner, "snapshot staging directory")
     path = Path(tempfile.mkdtemp(prefix=f"{_MARK}{os.getpid()}-", dir=root))
     _STAGING[:] = [path]
     _proc.at_exit(lambda: shutil.rmtree(path, ignore_errors=True))
     return path
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
+def _owner(staging: Path) -> int | None:
+    """The pid in a staging directory's name (``streamflow-heap-pid<pid>-<random>``)."""
+    pid = staging.name[len(_MARK) :].partition("-")[0]
+    return int(pid) if pid.isdigit() else None

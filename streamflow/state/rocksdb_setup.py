@@ -8,15 +8,12 @@ backend that starts in the same local directory removes it (logged).
 
 from __future__ import annotations
 
-import logging
-import os
-import shutil
 from pathlib import Path
 from typing import Any, cast
 
 import rocksdict
 
-log = logging.getLogger(__name__)
+from . import abandoned_dirs
 
 _OWNER = "owner.pid"  # where versions before the pid in the name kept the owner
 PID_MARK = "pid"
@@ -88,16 +85,7 @@ def remove_abandoned(root: Path, mine: Path) -> None:
     """Working directories of processes that died without closing (SIGKILL, a crash) are removed
     by the next backend that starts in the same local directory: they hold no state a
     checkpoint does not."""
-    for d in root.glob("streamflow-rdb-*"):
-        if d == mine:
-            continue
-        pid = _owner(d)
-        if pid is None:
-            continue  # not ours
-        if pid == os.getpid() or _alive(pid):
-            continue
-        log.info("removing %s, the RocksDB working directory of process %d, which is gone", d, pid)
-        shutil.rmtree(d, ignore_errors=True)
+    abandoned_dirs.remove_abandoned(root, "streamflow-rdb-*", _owner, "RocksDB working directory", mine)
 
 
 def _owner(working_dir: Path) -> int | None:
@@ -111,13 +99,3 @@ def _owner(working_dir: Path) -> int | None:
         return int((working_dir / _OWNER).read_text())
     except (OSError, ValueError):
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, another user's
-    return True
