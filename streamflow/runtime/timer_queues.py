@@ -221,6 +221,12 @@ class TimerQueue:
         call again, after letting the loop run (lazy deletion can leave a million deleted
         timers in front of the live ones, and one ``pop_due`` would skip them all in one
         step). Which timers fire, and in what order, does not change: only dead entries go."""
+        heap = self._heap
+        if not heap or (heap[0] & SEQ_MASK) in self._timers:  # (per fired timer: kept to this)
+            return True
+        return self._drop_dead(time, limit)
+
+    def _drop_dead(self, time: int, limit: int) -> bool:
         heap, alive = self._heap, self._alive
         bound = (time << SEQ_BITS) | SEQ_MASK
         for _ in range(limit):
@@ -364,6 +370,16 @@ class ShardedTimerQueue(TimerQueue):
     def _alive(self, seq: int) -> bool:
         r = self._ranges.get(seq >> _RANGE_BITS)
         return r is not None and seq in r
+
+    def drop_dead(self, time: int, limit: int) -> bool:
+        heap = self._heap
+        if not heap:
+            return True
+        seq = heap[0] & SEQ_MASK
+        r = self._ranges.get(seq >> _RANGE_BITS)
+        if r is not None and seq in r:  # a live head (per fired timer: kept to this)
+            return True
+        return self._drop_dead(time, limit)
 
     def _take(self, seq: int) -> Ident:
         ident = self._forget(seq)
