@@ -184,14 +184,7 @@ class TimerOperator(StreamOperator):
 
     async def _on_processing_time(self, at: int) -> None:
         self._scheduled.discard(at)
-        now = self.ctx.clock.now_ms()
-        while True:
-            while not self.timers.drop_dead_processing_timers(now):  # (as in process_watermark)
-                await yield_point()
-            if (timer := self.timers.pop_processing_timer(now)) is None:
-                break
-            self.backend.current_key = timer.key
-            await self.on_processing_timer(timer)
+        await self._fire_due(False, self.ctx.clock.now_ms(), False)
         if self._rocks is not None:
             self._schedule_next_processing_time()
 
@@ -207,16 +200,7 @@ class TimerOperator(StreamOperator):
         self.current_watermark = ts
         if ts == MAX_WATERMARK and self.ctx.batch:
             self._quiesced = True  # the end of a batch job's input: see fire_processing_timers_at_end
-        timers = self.timers
-        pop, drop = timers.pop_event_timer, timers.drop_dead_event_timers
-        while True:
-            while not drop(ts):  # a long run of deleted timers first: skipped a slice at a time
-                await yield_point()
-            if (timer := pop(ts)) is None:
-                break
-            self.backend.current_key = timer.key
-            await self.on_event_timer(timer)
-            await yield_point()  # a watermark may fire a timer per key: pause when the budget is used up
+        await self._fire_due(True, ts, True)  # a watermark may fire a timer per key: pauses between them
         if ts == MAX_WATERMARK and self.ctx.batch:
             await self.fire_processing_timers_at_end()
         await self.output.emit_watermark(watermark)
@@ -227,14 +211,24 @@ class TimerOperator(StreamOperator):
         quiesced then (from the end-of-input watermark on), so a processing-time timer a timer
         callback registers is ignored (logged), as in Flink."""
         self._quiesced = True
+        await self._fire_due(False, MAX_WATERMARK, True)
+
+    async def _fire_due(self, event_time: bool, time: int, pause: bool) -> None:
+        """Fire the timers of one domain due at ``time``, in order; a long run of deleted timers
+        is skipped a slice at a time, pausing through the loop budget between two slices
+        (``TimerService.drop_dead_*``); ``pause``: between two timers too."""
+        t, e = self.timers, event_time
+        pop, drop, on = (t.pop_event_timer, t.drop_dead_event_timers, self.on_event_timer) if e else (
+            t.pop_processing_timer, t.drop_dead_processing_timers, self.on_processing_timer)  # fmt: skip
         while True:
-            while not self.timers.drop_dead_processing_timers(MAX_WATERMARK):  # (process_watermark)
+            while not drop(time):
                 await yield_point()
-            if (timer := self.timers.pop_processing_timer(MAX_WATERMARK)) is None:
-                break
+            if (timer := pop(time)) is None:
+                return
             self.backend.current_key = timer.key
-            await self.on_processing_timer(timer)
-            await yield_point()
+            await on(timer)
+            if pause:
+                await yield_point()
 
     def next_event_time(self) -> int | None:
         """The earliest watermark at which this operator has work (a timer to fire), or None.

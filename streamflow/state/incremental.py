@@ -418,13 +418,10 @@ class HeapUpload:
             report = await cap.child.result()
             pending = next((p for p in self.chain_state.pending.values() if p.file == cap.path), None)
             _fork.note(self.chain_state, pending, report)
-            # the child hashed what it wrote (``_write``): the storage need not read it again
-            return {cap.name: HashedFile(cap.path, report["size"], report["sha256"])}
+            return {cap.name: HashedFile(cap.path, report["size"], report["sha256"])}  # hashed as written
         parts, cap.parts = cap.parts, []
-        if sum(map(len, parts)) < JOIN_ON_LOOP_MAX:
-            data = b"".join(parts)
-        else:  # (bytes.join drops the GIL past 1 MiB of bytes: the loop runs meanwhile)
-            data = await asyncio.to_thread(b"".join, parts)
+        small = sum(map(len, parts)) < JOIN_ON_LOOP_MAX  # (bytes.join drops the GIL past 1 MiB)
+        data = b"".join(parts) if small else await asyncio.to_thread(b"".join, parts)
         self.chain_state.sizes[cap.name] = len(data)
         return {cap.name: data}
 
