@@ -110,3 +110,24 @@ async def test_a_childs_upload_hands_the_storage_the_digest_of_its_file(tmp_path
     storage.write_checkpoint(1, "job", {"e": b"x"}, shared={name: hashed})
     handle = storage.restore_point("job")
     assert handle is not None and handle.read_shared(name) == data
+
+
+def test_without_storage_a_file_that_cannot_be_linked_is_copied_and_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import streamflow.checkpoint.shared_files as shared_module
+    from streamflow.checkpoint.shared_files import MemorySharedFiles
+
+    _path, hashed = _child_file(tmp_path)
+
+    def no_link(src: object, dst: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(shared_module.os, "link", no_link)
+    caplog.set_level(logging.INFO)
+    kept = MemorySharedFiles()
+    kept.keep(1, {"d1": hashed}, [])
+    assert kept.path("d1").read_bytes() == WRITTEN
+    assert "cannot hard-link" in caplog.text and "cross-device" in caplog.text

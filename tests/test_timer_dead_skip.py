@@ -181,3 +181,47 @@ async def test_the_final_watermark_skips_deleted_timers_in_slices_and_fires_the_
     assert most <= DEAD_SLICE + 1, most
     # the live timers (each key's last record's) fire, in timestamp order
     assert fired == [(i % keys, FAR + i) for i in range(records - keys, records)]
+
+
+async def test_session_windows_closing_after_many_merges_skip_their_deleted_timers_in_slices() -> None:
+    """Each element extends its key's session: the merge deletes the old window's timer and
+    registers the new one's, so at the final watermark two deleted timers a key sit in front
+    of the live ones; the window operator skips them in slices too, and the sessions' sums are
+    as without."""
+    from streamflow.common import Duration, WatermarkStrategy
+    from streamflow.runtime.window_operator import WindowOperator
+    from streamflow.windowing.assigners import EventTimeSessionWindows
+
+    keys = 20_000
+    env = sf.StreamExecutionEnvironment(clock=AlwaysDue()).set_batch_size(1_000)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _ts: e[1])
+    data = [(k, t, 1) for t in range(3) for k in range(keys)]  # three elements a key, 1 ms apart
+    fired: list[tuple[int, int, int]] = []
+    (
+        env.from_collection(data)
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda e: e[0])
+        .window(EventTimeSessionWindows.with_gap(Duration.of_millis(10)))
+        .reduce(lambda a, b: (a[0], max(a[1], b[1]), a[2] + b[2]))
+        .add_sink(fired.append)
+    )
+    client = await env.execute_async("session-dead-skip")
+    ops = [op for t in client.execution.tasks for op in t.operators if isinstance(op, WindowOperator)]
+    assert len(ops) == 1
+    queue = ops[0].timers._event
+    done = asyncio.ensure_future(client.get_job_execution_result())
+    most, before, dead_at_end = 0, -1, 0
+    while not done.done():
+        await asyncio.sleep(0)
+        if ops[0].current_watermark < 2**62:
+            continue  # (until the final watermark: deleted timers pile up while the input runs)
+        entries = len(queue._heap) + len(queue._old)
+        if before < 0:
+            dead_at_end = entries - len(queue)
+        else:
+            most = max(most, before - entries)
+        before = entries
+    await done
+    assert dead_at_end > 2 * DEAD_SLICE, dead_at_end  # (after the first slice: the rest of the run)
+    assert most <= DEAD_SLICE + 1, most
+    assert sorted(fired) == [(k, 2, 3) for k in range(keys)]

@@ -359,7 +359,8 @@ class MemorySharedFiles:
                 if isinstance(data, Path):
                     try:
                         os.link(data, path)
-                    except OSError:
+                    except OSError as e:
+                        _log.info("cannot hard-link %s to keep it in memory (%s); copying it", data, e)
                         shutil.copyfile(data, path)
                 else:
                     path.write_bytes(data)
