@@ -44,12 +44,12 @@ class ReduceOperator(TimerOperator):
         fn = self.functions[0]
         self._plain = type(self.table) is dict and not isinstance(getattr(fn, "__self__", fn), Function)
         self._new_keys_often = True  # until a batch shows mostly known keys
-        self._folds: tuple[Callable[..., Any], Callable[..., Any]] | None = None
-        self._guarded: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+        self._folds: tuple[Callable[..., Any], ...] | None = None
+        self._guarded: tuple[Callable[..., Any], ...] | None = None
         self._fold_checked = False
         await super().open()
 
-    def _inline_folds(self) -> tuple[Callable[..., Any], Callable[..., Any]] | None:
+    def _inline_folds(self) -> tuple[Callable[..., Any], ...] | None:
         """The batch loops with the reduce function inlined (runtime/fold.py), when it has a
         recognised shape: (known keys, many new keys). ``sum``/``min``/``max`` on tuples
         declare their expression without its per-record guard too: while the table is
@@ -60,20 +60,17 @@ class ReduceOperator(TimerOperator):
             return None
         expression, namespace = inline
         key = key_expression(self.key_selector)
-        keys = self.dirty is not None  # incremental checkpoints log the batch's keys too
-        folds = (
-            make_fold(expression, namespace, key, True, keys),
-            make_fold(expression, namespace, key, False, keys),
-        )
+        # (known keys, many new keys), then the same returning the batch's keys too, for the
+        # log of incremental checkpoints while it records (_fold_rest)
+        folds = tuple(make_fold(expression, namespace, key, known, keys) for keys in (False, True)
+                      for known in (True, False))  # fmt: skip
         unguarded = getattr(self.reduce, "inline_unguarded", None)
         if unguarded is None or len(self.table):
             return folds
         self._guarded = folds
         body, first = unguarded
-        return (
-            make_fold(body, {}, key, True, keys, first),
-            make_fold(body, {}, key, False, keys, first),
-        )
+        return tuple(make_fold(body, {}, key, known, keys, first) for keys in (False, True)
+                     for known in (True, False))  # fmt: skip
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if self._check_key_type:
@@ -151,23 +148,29 @@ class ReduceOperator(TimerOperator):
         """The plain path with the reduce function inlined: one generated loop, the same
         results and state as the loop in ``process_batch``; a failure names its record."""
         it = iter(records)
-        result = self._fold_rest(folds, records, it)
+        # incremental checkpoints: the batch's writes are logged (the folds return the keys too)
+        logged = self.dirty is not None and self.dirty.recording
+        result = self._fold_rest(folds, records, it, logged)
         if self._guarded is not None and result[-1] is not True:
             # a key's first record the unguarded folds cannot take is in the table now: the
             # folds with the guard from here on, for the rest of this batch too
             self._folds, self._guarded, done = self._guarded, None, result
-            result = self._fold_rest(self._folds, records, it)
+            result = self._fold_rest(self._folds, records, it, logged)
             result = tuple(a + b for a, b in zip(done[:-1], result, strict=False))
         out, new = result[0], result[1]
         self._new_keys_often = new * 8 > len(records)
-        if self.dirty is not None:  # incremental checkpoints: the batch's writes (the folds
-            self.dirty.extend(result[2], out)  # return the keys too), logged as a batch
+        if logged:
+            self.dirty.extend(result[2], out)  # type: ignore[union-attr]
         await self.output.push(out, timestamps)
 
-    def _fold_rest(self, folds: tuple[Callable[..., Any], ...], records: list, it: Iterator[Any]) -> tuple:
-        """One of ``folds`` over the rest of ``it = iter(records)``."""
+    def _fold_rest(
+        self, folds: tuple[Callable[..., Any], ...], records: list, it: Iterator[Any], keys: bool
+    ) -> tuple:
+        """One of ``folds`` over the rest of ``it = iter(records)``; ``keys``: one returning the
+        batch's keys too."""
         try:
-            return folds[1 if self._new_keys_often else 0](it, self.table, self.key_selector, _MISSING)
+            fold = folds[(1 if self._new_keys_often else 0) + (2 if keys else 0)]
+            return fold(it, self.table, self.key_selector, _MISSING)
         except Exception as exc:
             record = failed_record(records, it)  # a local named record: found even when None
             if isinstance(exc, TypeError) and "unhashable" in str(exc):

@@ -24,6 +24,12 @@ instructions and D1 misses), but a lookup in a table of a million keys misses
 the cache, and on the shared machine the job with checkpoints took more CPU,
 not less (docs/performance.md, ``incr``, third session).
 
+Paused. While the next capture writes a base whatever was logged (no checkpoint of the
+chain confirmed and none pending: the job's start, after a restore), the backend pauses
+its logs (``paused``): writes are not recorded, and the first capture clears the pause
+(``clear``). A job's first interval then pays nothing for the log, neither the copies
+nor the logged values kept alive until the base (which reads the table, not the log).
+
 Bounds. When the log holds more than twice the table's size (hot keys), its
 oldest batches are merged into the dict of merged writes, a bounded amount per
 write; once that dict holds :data:`CHUNK` keys the writes are spread over much
@@ -53,9 +59,11 @@ class Changes:
     size (plus :data:`SLACK`), its oldest batches are merged into ``merged`` (a dict: each
     key once), at most about twice what the write added, so no single write pays for all."""
 
-    __slots__ = ("_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "table")
+    __slots__ = (
+        "_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "paused", "table",
+    )  # fmt: skip
 
-    def __init__(self, table: dict) -> None:
+    def __init__(self, table: dict, paused: bool = False) -> None:
         self.table = table
         self.merged: dict[Any, Any] = {}  # older than every logged batch
         self.batches: deque[tuple[Sequence, Sequence]] = deque()
@@ -64,11 +72,18 @@ class Changes:
         # the log gave up (see _merge_oldest): writes are not recorded any more, and the next
         # capture writes the whole table (a base), which holds every write
         self.full = False
+        # the next capture writes a base anyway (module doc): nothing is recorded until it clears
+        self.paused = paused
         self._open_keys: list[Any] = []
         self._open_values: list[Any] = []
 
+    @property
+    def recording(self) -> bool:
+        """Whether writes are recorded now (callers may skip building what they would log)."""
+        return not (self.full or self.paused)
+
     def extend(self, keys: list, values: list) -> None:
-        if self.full:
+        if self.full or self.paused:
             return
         if self._open_keys:
             self._close()
@@ -81,7 +96,7 @@ class Changes:
             self._merge_oldest(2 * len(keys))
 
     def put(self, key: Any, value: Any) -> None:
-        if self.full:
+        if self.full or self.paused:
             return
         if not self.logged:  # nothing logged: the merged entries are the newest, keep it so
             self.merged[key] = value
@@ -166,6 +181,7 @@ class Changes:
         self.logged = 0
         self.deletes = False
         self.full = False
+        self.paused = False  # a capture was taken: the next one may be a delta
 
 
 def _take(column: list[list[Any]]) -> tuple[list, list, bool]:

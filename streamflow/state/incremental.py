@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ __all__ = [
 
 FORMAT = "streamflow-heap-state"
 JOIN_ON_LOOP_MAX = 1 << 20  # bytes: a larger file's frames are joined in a worker thread
+_log = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------ capture
 
@@ -147,6 +149,11 @@ class HeapChain:
         self.entries: dict[str, int] = {}  # file -> the entries written into it
         self.staged: dict[int, Path] = {}  # checkpoint id -> its snapshot child's file (heap_fork.py)
         self.broken = False  # a snapshot child failed after its logs were cleared: write a base
+
+    def base_next(self) -> bool:
+        """Whether the next capture writes a base whatever was logged (nothing confirmed, nothing
+        pending): the backend pauses its logs meanwhile (``Changes.paused``)."""
+        return not self.confirmed and not self.pending
 
     def must_materialise(self, entries: int) -> bool:
         """Whether the next checkpoint writes a base; ``entries``: the state's size now."""
@@ -217,6 +224,9 @@ async def capture(
     entries = sum(map(len, tables.values()))
     # a log that gave up (Changes.full) holds only part of the writes: the table has them all
     full = any(c.full for c in dirty.values()) or chain_state.must_materialise(entries)
+    if not full and any(c.paused for c in dirty.values()):  # a log paused wrongly: it holds nothing
+        _log.error("heap capture %s: a paused log before a delta; writing a base instead", checkpoint_id)
+        full = True
     name = chain_state.new_name(checkpoint_id, full, savepoint)
     chain_ = [name] if full else [*chain_state.confirmed, name]
     groups: range = settings.key_groups

@@ -119,7 +119,9 @@ class KeyedStateBackend:
         table = self._register(name, kind)
         changes = self._dirty.get(name)
         if changes is None:
-            changes = self._dirty[name] = _inc.Changes(table)
+            # nothing recorded while the next capture writes a base anyway (changes.py)
+            paused = self._chain is not None and self._chain.base_next()
+            changes = self._dirty[name] = _inc.Changes(table, paused)
         return table, changes
 
     def table_names(self, prefix: str = "") -> list[str]:
@@ -267,6 +269,9 @@ class KeyedStateBackend:
         chains of shared files read with ``read_shared``)."""
         if self._chain is not None:
             self._chain.reset()
+            for changes in self._dirty.values():  # the next capture is a base (changes.py)
+                changes.clear()
+                changes.paused = True
         for snap in snapshots:
             if "incremental" in snap:
                 self._restore_chain(snap, key_groups, read_shared, codec)
