@@ -46,6 +46,7 @@ class ReduceOperator(TimerOperator):
         self._new_keys_often = True  # until a batch shows mostly known keys
         self._folds: tuple[Callable[..., Any], ...] | None = None
         self._guarded: tuple[Callable[..., Any], ...] | None = None
+        self._patch: tuple[int, ...] | None = None  # the fields the unguarded folds change
         self._fold_checked = False
         await super().open()
 
@@ -68,6 +69,9 @@ class ReduceOperator(TimerOperator):
         if unguarded is None or len(self.table):
             return folds
         self._guarded = folds
+        # every value is a tuple these folds made or a key's first record: a batch of known
+        # keys changes only these fields of each (the log's patch, state/heap_frames.py)
+        self._patch = getattr(self.reduce, "patch_fields", None)
         body, first = unguarded
         return tuple(make_fold(body, {}, key, known, keys, first) for keys in (False, True)
                      for known in (True, False))  # fmt: skip
@@ -159,8 +163,9 @@ class ReduceOperator(TimerOperator):
             result = tuple(a + b for a, b in zip(done[:-1], result, strict=False))
         out, new = result[0], result[1]
         self._new_keys_often = new * 8 > len(records)
-        if logged:
-            self.dirty.extend(result[2], out)  # type: ignore[union-attr]
+        if logged:  # a batch of known keys through the unguarded folds: the changed fields only
+            patch = self._patch if self._guarded is not None and not new else None
+            self.dirty.extend(result[2], out, patch)  # type: ignore[union-attr]
         await self.output.push(out, timestamps)
 
     def _fold_rest(
@@ -350,4 +355,6 @@ def _tuple_aggregation(
         f"({body('r')})",
         f"type(r) is tuple and len(r) == {arity}",
     )
+    # what the unguarded body changes of a tuple of ``arity``: field ``n`` (the rest is carried)
+    fast.patch_fields = (n,)  # type: ignore[attr-defined]
     return fast

@@ -13,6 +13,10 @@ Two ways in:
   ``reduce``/``sum``, window panes, timers): a copy of both lists, no per-key
   hashing (keeping a dict of dirty keys cost more than a third of such a job's
   CPU with a million keys, a hash insert per record that misses the cache).
+  ``patch``: the positions of the only fields that differ from the key's value
+  before the batch, for a batch of tuples that all replaced an existing key's
+  tuple keeping the other fields (the keyed ``sum`` of a tuple field): the capture
+  writes those fields only (``heap_patch.py``).
 * ``put``/``delete``: one write; it goes straight into a dict of merged writes
   while nothing is logged (so a key written a thousand times through a
   ``ListState`` is one entry), else into an open batch of :data:`BATCH` writes.
@@ -51,11 +55,14 @@ MISSING: Any = object()  # a dirty key whose value is gone: a deletion
 SLACK = 4_096  # writes logged beyond twice the table's size before the oldest are merged
 BATCH = 1_024  # single writes gathered into one logged batch
 
+Batch = tuple[Sequence[Any], Sequence[Any], "tuple[int, ...] | None"]  # keys, values, patch
+Column = tuple[list[Any], list[Any], bool, "tuple[int, ...] | None"]  # ..., each key once, patch
+
 
 class Changes:
     """The writes to one table since the last capture, oldest first (see the module doc).
 
-    A logged batch is ``(keys, values)``. When the log holds more than twice the table's
+    A logged batch is ``(keys, values, patch)``. When the log holds more than twice the table's
     size (plus :data:`SLACK`), its oldest batches are merged into ``merged`` (a dict: each
     key once), at most about twice what the write added, so no single write pays for all."""
 
@@ -66,7 +73,7 @@ class Changes:
     def __init__(self, table: dict, paused: bool = False) -> None:
         self.table = table
         self.merged: dict[Any, Any] = {}  # older than every logged batch
-        self.batches: deque[tuple[Sequence, Sequence]] = deque()
+        self.batches: deque[Batch] = deque()
         self.logged = 0  # entries in batches and in the open batch
         self.deletes = False  # a MISSING value may be among the writes
         # the log gave up (see _merge_oldest): writes are not recorded any more, and the next
@@ -82,7 +89,8 @@ class Changes:
         """Whether writes are recorded now (callers may skip building what they would log)."""
         return not (self.full or self.paused)
 
-    def extend(self, keys: list, values: list) -> None:
+    def extend(self, keys: list, values: list, patch: tuple[int, ...] | None = None) -> None:
+        """Log a batch; ``patch``: see the module doc (the caller vouches for it)."""
         if self.full or self.paused:
             return
         if self._open_keys:
@@ -90,7 +98,7 @@ class Changes:
         # tuples, not lists: once its values are untracked (the young collection at the next
         # pause untracks tuples of numbers and strings), the collector untracks the batch too,
         # so a full collection never walks a log of a million entries (30+ ms of CPU)
-        self.batches.append((tuple(keys), tuple(values)))
+        self.batches.append((tuple(keys), tuple(values), patch))
         self.logged += len(keys)
         if self.logged > 2 * len(self.table) + SLACK:
             self._merge_oldest(2 * len(keys))
@@ -114,7 +122,7 @@ class Changes:
         self.put(key, MISSING)
 
     def _close(self) -> None:
-        self.batches.append((tuple(self._open_keys), tuple(self._open_values)))  # see extend
+        self.batches.append((tuple(self._open_keys), tuple(self._open_values), None))  # see extend
         self._open_keys, self._open_values = [], []
 
     def _merge_oldest(self, count: int) -> None:
@@ -127,11 +135,11 @@ class Changes:
         merged, batches = self.merged, self.batches
         done = 0
         while batches and done < count:
-            keys, values = batches[0]
+            keys, values, patch = batches[0]  # merged writes are written whole: a patch is moot
             take = count - done
             if len(keys) > take:
                 merged.update(zip(keys[:take], values[:take], strict=True))
-                batches[0] = (keys[take:], values[take:])
+                batches[0] = (keys[take:], values[take:], patch)
                 done += take
             else:
                 batches.popleft()
@@ -148,31 +156,36 @@ class Changes:
         30-40 ms on the loop (the task calls this between slices, see ``seal_dirty``)."""
         merged = self.merged
         if len(merged) >= CHUNK and not self.full:
-            self.batches.appendleft((tuple(merged), tuple(merged.values())))  # see extend
+            self.batches.appendleft((tuple(merged), tuple(merged.values()), None))  # see extend
             self.logged += len(merged)
             self.merged = {}
 
     def __len__(self) -> int:
         return len(self.merged) + self.logged
 
-    def columns(self, consume: bool) -> Iterator[tuple[list, list, bool]]:
-        """The writes as (keys, values, each key once) columns, oldest first: the merged
-        ones, then the log, in columns of at least :data:`CHUNK` entries (apply them in
-        order: a later write of a key wins). ``consume``: drop each batch once read, so the
-        values it alone kept alive are freed a column at a time, not all at once in
-        :meth:`clear` (a million frees is a long hold); call :meth:`clear` after."""
+    def columns(self, consume: bool) -> Iterator[Column]:
+        """The writes as (keys, values, each key once, patch) columns, oldest first: the
+        merged ones, then the log, in columns of at least :data:`CHUNK` entries (apply them
+        in order: a later write of a key wins), consecutive batches of one ``patch`` together.
+        ``consume``: drop each batch once read, so the values it alone kept alive are freed
+        a column at a time, not all at once in :meth:`clear` (a million frees is a long
+        hold); call :meth:`clear` after."""
         if self.merged:
-            yield list(self.merged), list(self.merged.values()), True
+            yield list(self.merged), list(self.merged.values()), True, None
         if self._open_keys:
             self._close()
         column: list[list[Any]] = [[], []]  # the lists are handed out, not kept while paused
-        for k, v in _drain(self.batches) if consume else self.batches:
+        patch: tuple[int, ...] | None = None
+        for k, v, p in _drain(self.batches) if consume else self.batches:
+            if p != patch and column[0]:
+                yield _take(column, patch)
+            patch = p
             column[0] += k
             column[1] += v
             if len(column[0]) >= CHUNK:
-                yield _take(column)
+                yield _take(column, patch)
         if column[0]:
-            yield _take(column)
+            yield _take(column, patch)
 
     def clear(self) -> None:
         self.merged = {}
@@ -184,12 +197,12 @@ class Changes:
         self.paused = False  # a capture was taken: the next one may be a delta
 
 
-def _take(column: list[list[Any]]) -> tuple[list, list, bool]:
+def _take(column: list[list[Any]], patch: tuple[int, ...] | None) -> Column:
     keys, values = column
     column[:] = [], []
-    return keys, values, False
+    return keys, values, False, patch
 
 
-def _drain(batches: deque[tuple[Sequence, Sequence]]) -> Iterator[tuple[Sequence, Sequence]]:
+def _drain(batches: deque[Batch]) -> Iterator[Batch]:
     while batches:
         yield batches.popleft()

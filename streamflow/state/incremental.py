@@ -74,8 +74,7 @@ import logging
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import compress, islice, repeat
-from operator import is_
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -83,9 +82,10 @@ import msgpack
 
 from ..checkpoint.shared_files import HashedFile
 from . import heap_fork as _fork
-from .changes import CHUNK, MISSING, SLACK, Changes
+from .changes import CHUNK, MISSING, SLACK, Changes, Column
 from .codec import Codec
-from .heap_columns import pack_column, pack_column_typed, packb, types_of, unpack_column
+from .heap_columns import pack_column, packb, unpack_column
+from .heap_frames import apply_patch, patch_frame, slice_frames
 from .snapshot_process import SnapshotChild
 
 __all__ = [
@@ -301,11 +301,9 @@ def _encoded(
         # a base reads the table through iterators (a list of a million keys is a long hold);
         # the task waits for its capture, so nothing writes the table meanwhile (a write would
         # fail the capture loudly: 'dictionary changed size during iteration')
-        source: Iterable[tuple[list, list, bool]] = (
-            _table_slices(table) if full else changes.columns(consume=consume)
-        )
+        source: Iterable[Column] = _table_slices(table) if full else changes.columns(consume=consume)
         plain = None if to_plain is None else to_plain.get(table_name)
-        for keys, values, unique in source:
+        for keys, values, unique, patch in source:
             # a column of the log (CHUNK entries plus the rest of its last batch) is one slice,
             # not copied again; a longer one (the merged writes, batches larger than a
             # quarter of CHUNK) is cut into slices of CHUNK, so no slice holds the loop longer
@@ -323,7 +321,10 @@ def _encoded(
                 tally.entries += len(part)
                 if plain is not None:
                     vals = [v if v is MISSING else plain(v) for v in vals]
-                out = _slice_frames(table_name, part, vals, deletes, unique, codec, tally.key_types)
+                if patch is not None and plain is None:  # the changed fields only (heap_patch.py)
+                    out = [patch_frame(table_name, part, vals, patch, codec, tally.key_types)]
+                else:
+                    out = slice_frames(table_name, part, vals, deletes, unique, codec, tally.key_types)
                 # nothing refers to the slice's lists during the pause: the young collection
                 # a pause may run does not walk them (their elements are old)
                 del part, vals
@@ -372,44 +373,11 @@ def _write(
             "entries": tally.entries}  # fmt: skip
 
 
-def _table_slices(table: dict) -> Iterator[tuple[list, list, bool]]:
+def _table_slices(table: dict) -> Iterator[Column]:
     kit, vit = iter(table), iter(table.values())
     for _ in range(0, len(table), CHUNK):  # holds no slice while paused (see capture)
-        yield list(islice(kit, CHUNK)), list(islice(vit, CHUNK)), True
+        yield list(islice(kit, CHUNK)), list(islice(vit, CHUNK)), True, None
     list(islice(kit, 1))  # a table written meanwhile raises here at the latest (see capture)
-
-
-# ------------------------------------------------------------------ encoding
-
-_MUTABLE = frozenset({list, dict, set, bytearray})
-
-
-def _slice_frames(
-    table: str, keys: list, values: list, deletes: bool, unique: bool, codec: Codec, key_types: set[type]
-) -> list[bytes]:
-    """The frames of one slice of writes, oldest first. A key written more than once in the
-    slice is written once (its last value) when the slice holds a deletion (a ``del`` and a
-    ``put`` frame are not ordered against each other) or mutable values (each logged write
-    refers to the same object, which holds its latest value: encoding it once per write
-    would cost the square of a growing list's length)."""
-    value_types = types_of(values)
-    has_deletes = deletes and any(map(is_, values, repeat(MISSING, len(values))))
-    if not unique and (has_deletes or not _MUTABLE.isdisjoint(value_types)):
-        last = dict(zip(keys, values, strict=True))
-        keys, values = list(last), list(last.values())
-        value_types = types_of(values)
-    frames = []
-    if has_deletes:
-        present = [v is not MISSING for v in values]
-        dels = [k for k, p in zip(keys, present, strict=True) if not p]
-        frames.append(packb([table, "del", pack_column(dels, codec)]))
-        keys, values = list(compress(keys, present)), list(compress(values, present))
-        value_types.discard(type(MISSING))
-    if keys:
-        packed_keys, types = pack_column_typed(keys, codec)
-        key_types |= types
-        frames.append(packb([table, "put", packed_keys, pack_column_typed(values, codec, value_types)[0]]))
-    return frames
 
 
 class HeapUpload:
@@ -504,6 +472,9 @@ def apply_file_slices(
         elif op == "del":
             for k in keys:
                 table.pop(k, None)
+        elif op == "patch":  # heap_patch.py
+            keep = None if keep_all else (lambda k: key_group_of(k) in groups)
+            apply_patch(table, keys, frame, codec, keep)
         else:
             raise ValueError(f"unknown frame {op!r}")
         yield
