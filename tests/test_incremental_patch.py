@@ -24,7 +24,18 @@ from tests.test_incremental_state import CODEC, MAXP, Files, settings
 
 
 def frame_of(keys: list, values: list, fields: tuple[int, ...]) -> list:
-    return msgpack.unpackb(patch_frame("t", keys, values, fields, CODEC, set()), raw=False, use_list=True)
+    """A patch frame of ``fields`` of ``values`` (one field as the capture writes it, more
+    fields as a restore reads them)."""
+    frame = msgpack.unpackb(
+        patch_frame("t", keys, [v[fields[0]] for v in values], fields[0], CODEC, set()),
+        raw=False,
+        use_list=True,
+    )
+    for f in fields[1:]:
+        more = msgpack.unpackb(patch_frame("t", keys, [v[f] for v in values], f, CODEC, set()), raw=False)
+        frame[3] += more[3]
+        frame[4] += more[4]
+    return frame
 
 
 PATCHES: list[tuple[str, dict, list, list, tuple[int, ...], dict]] = [
@@ -72,7 +83,9 @@ BROKEN: list[tuple[str, dict, list, tuple[int, ...], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("before", "keys", "fields", "named"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
+@pytest.mark.parametrize(
+    ("before", "keys", "fields", "named"), [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN]
+)
 def test_a_patch_the_state_cannot_take_fails_naming_the_key(
     before: dict, keys: list, fields: tuple[int, ...], named: str
 ) -> None:
@@ -92,11 +105,35 @@ def test_a_patch_frame_with_columns_of_the_wrong_length_is_refused() -> None:
 
 def test_the_log_yields_consecutive_batches_of_one_patch_together() -> None:
     changes = incremental.Changes({})
-    for keys, patch in ((["a"], None), (["b", "c"], (1,)), (["d"], (1,)), (["e"], None), (["f"], (2,))):
-        changes.extend(keys, [(k, 0, 0) for k in keys], patch)
+    for keys, patch in ((["a"], None), (["b", "c"], 1), (["d"], 1), (["e"], None), (["f"], 2)):
+        changes.extend(keys, [(k, 1, 2) for k in keys], patch)
     changes.put("g", 1)
-    got = [(keys, patch) for keys, _values, _unique, patch in changes.columns(consume=True)]
-    assert got == [(["a"], None), (["b", "c", "d"], (1,)), (["e"], None), (["f"], (2,)), (["g"], None)]
+    got = [(keys, values, patch) for keys, values, _unique, patch in changes.columns(consume=True)]
+    assert got == [
+        (["a"], [("a", 1, 2)], None), (["b", "c", "d"], [1, 1, 1], 1), (["e"], [("e", 1, 2)], None),
+        (["f"], [2], 2), (["g"], [1], None),
+    ]  # fmt: skip
+
+
+def test_merging_a_patch_batch_takes_the_whole_values_from_the_table() -> None:
+    """Hot keys: the log merges its oldest batches into whole values; a patch batch logged
+    only its field, so the merge takes each key's value from the table (a deleted key: a
+    deletion), and a delta restores exactly."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    table.update((f"k{i}", (f"k{i}", 0, "x")) for i in range(100))
+    files.take(backend, 1)
+    for round_ in range(1, 120):
+        sums(backend, [f"k{i}" for i in range(100)], round_, True)
+        if round_ == 50:
+            del table["k3"]
+            changes.delete("k3")
+            table["k3"] = ("k3", 0, "again")
+            changes.extend(["k3"], [("k3", 0, "again")])
+    assert changes.merged  # the oldest batches were merged
+    d2 = files.take(backend, 2)
+    assert len(d2["chain"]) == 2 and files.restore([d2])._tables["reduce"] == table
 
 
 # ---------------------------------------------------------------- chains through the backend
@@ -108,7 +145,7 @@ def sums(backend: KeyedStateBackend, keys: list, round_: int, patch: bool) -> No
     assert changes is not None
     values = [(k, table[k][1] + round_, table[k][2]) for k in keys]
     table.update(zip(keys, values, strict=True))
-    changes.extend(keys, values, (1,) if patch else None)
+    changes.extend(keys, values, 1 if patch else None)
 
 
 def frames_of(data: bytes) -> list:
@@ -216,7 +253,9 @@ async def wait_until(cond: Any) -> None:
 
 
 @pytest.mark.parametrize(("before", "after"), [(1, 1), (1, 4), (4, 1), (4, 4)])
-async def test_the_keyed_sum_restores_a_chain_of_patch_frames(tmp_path: Path, before: int, after: int) -> None:
+async def test_the_keyed_sum_restores_a_chain_of_patch_frames(
+    tmp_path: Path, before: int, after: int
+) -> None:
     env, gates, out = env_for(tmp_path, before), Gates(), []
     env.from_async_iterable(gates.__aiter__).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(
         out.append
@@ -232,7 +271,8 @@ async def test_the_keyed_sum_restores_a_chain_of_patch_frames(tmp_path: Path, be
     assert by_key(out) == by_key(want[: STOPS[-1]])
     handle = FileSystemCheckpointStorage(tmp_path / "chk").restore_point("patch")
     assert handle is not None
-    ops = {f[1] for n in handle.shared if "-delta-" in n for f in frames_of((handle.shared_dir / n).read_bytes())[1:]}
+    deltas = [(handle.shared_dir / n).read_bytes() for n in handle.shared if "-delta-" in n]
+    ops = {f[1] for data in deltas for f in frames_of(data)[1:]}
     assert "patch" in ops  # the deltas hold patch frames: the path under test ran
     env = env_for(tmp_path, after)
     second: list = []

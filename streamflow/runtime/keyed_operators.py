@@ -46,7 +46,7 @@ class ReduceOperator(TimerOperator):
         self._new_keys_often = True  # until a batch shows mostly known keys
         self._folds: tuple[Callable[..., Any], ...] | None = None
         self._guarded: tuple[Callable[..., Any], ...] | None = None
-        self._patch: tuple[int, ...] | None = None  # the fields the unguarded folds change
+        self._patch: int | None = None  # the field the unguarded folds change
         self._fold_checked = False
         await super().open()
 
@@ -70,8 +70,8 @@ class ReduceOperator(TimerOperator):
             return folds
         self._guarded = folds
         # every value is a tuple these folds made or a key's first record: a batch of known
-        # keys changes only these fields of each (the log's patch, state/heap_frames.py)
-        self._patch = getattr(self.reduce, "patch_fields", None)
+        # keys changes only this field of each (the log's patch, state/heap_frames.py)
+        self._patch = getattr(self.reduce, "patch_field", None)
         body, first = unguarded
         return tuple(make_fold(body, {}, key, known, keys, first) for keys in (False, True)
                      for known in (True, False))  # fmt: skip
@@ -356,5 +356,5 @@ def _tuple_aggregation(
         f"type(r) is tuple and len(r) == {arity}",
     )
     # what the unguarded body changes of a tuple of ``arity``: field ``n`` (the rest is carried)
-    fast.patch_fields = (n,)  # type: ignore[attr-defined]
+    fast.patch_field = n  # type: ignore[attr-defined]
     return fast

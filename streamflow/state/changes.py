@@ -13,10 +13,13 @@ Two ways in:
   ``reduce``/``sum``, window panes, timers): a copy of both lists, no per-key
   hashing (keeping a dict of dirty keys cost more than a third of such a job's
   CPU with a million keys, a hash insert per record that misses the cache).
-  ``patch``: the positions of the only fields that differ from the key's value
+  ``patch``: the position of the only field that differs from the key's value
   before the batch, for a batch of tuples that all replaced an existing key's
-  tuple keeping the other fields (the keyed ``sum`` of a tuple field): the capture
-  writes those fields only (``heap_patch.py``).
+  tuple keeping the other fields (the keyed ``sum`` of a tuple field): the log
+  keeps that field of each value only, and the capture writes it as a patch
+  frame (``heap_frames.py``). So the log keeps no replaced accumulator alive:
+  the tuple it replaced is freed at once (the interpreter's tuple free list
+  recycles it into the next one, which the collector does not count).
 * ``put``/``delete``: one write; it goes straight into a dict of merged writes
   while nothing is logged (so a key written a thousand times through a
   ``ListState`` is one entry), else into an open batch of :data:`BATCH` writes.
@@ -46,6 +49,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 __all__ = ["BATCH", "CHUNK", "MISSING", "SLACK", "Changes"]
@@ -55,8 +60,9 @@ MISSING: Any = object()  # a dirty key whose value is gone: a deletion
 SLACK = 4_096  # writes logged beyond twice the table's size before the oldest are merged
 BATCH = 1_024  # single writes gathered into one logged batch
 
-Batch = tuple[Sequence[Any], Sequence[Any], "tuple[int, ...] | None"]  # keys, values, patch
-Column = tuple[list[Any], list[Any], bool, "tuple[int, ...] | None"]  # ..., each key once, patch
+# keys, values (of a patch batch: the patched field of each), patch (the field, or None)
+Batch = tuple[Sequence[Any], Sequence[Any], "int | None"]
+Column = tuple[list[Any], list[Any], bool, "int | None"]  # keys, values, each key once, patch
 
 
 class Changes:
@@ -89,7 +95,7 @@ class Changes:
         """Whether writes are recorded now (callers may skip building what they would log)."""
         return not (self.full or self.paused)
 
-    def extend(self, keys: list, values: list, patch: tuple[int, ...] | None = None) -> None:
+    def extend(self, keys: list, values: list, patch: int | None = None) -> None:
         """Log a batch; ``patch``: see the module doc (the caller vouches for it)."""
         if self.full or self.paused:
             return
@@ -98,7 +104,8 @@ class Changes:
         # tuples, not lists: once its values are untracked (the young collection at the next
         # pause untracks tuples of numbers and strings), the collector untracks the batch too,
         # so a full collection never walks a log of a million entries (30+ ms of CPU)
-        self.batches.append((tuple(keys), tuple(values), patch))
+        kept = tuple(values) if patch is None else tuple(map(itemgetter(patch), values))
+        self.batches.append((tuple(keys), kept, patch))
         self.logged += len(keys)
         if self.logged > 2 * len(self.table) + SLACK:
             self._merge_oldest(2 * len(keys))
@@ -135,20 +142,31 @@ class Changes:
         merged, batches = self.merged, self.batches
         done = 0
         while batches and done < count:
-            keys, values, patch = batches[0]  # merged writes are written whole: a patch is moot
+            keys, values, patch = batches[0]
             take = count - done
             if len(keys) > take:
-                merged.update(zip(keys[:take], values[:take], strict=True))
-                batches[0] = (keys[take:], values[take:], patch)
-                done += take
+                keys, values, rest = keys[:take], values[:take], (keys[take:], values[take:], patch)
+                batches[0] = rest
             else:
                 batches.popleft()
-                merged.update(zip(keys, values, strict=True))
-                done += len(keys)
+            if patch is not None:  # merged writes are whole values: see _whole
+                values = self._whole(keys)
+            merged.update(zip(keys, values, strict=True))
+            done += len(keys)
         self.logged -= done
         if len(merged) >= CHUNK:
             self.full = True
             self.merged = {}  # CHUNK entries at most; the batches are freed by the capture, a part at a time
+
+    def _whole(self, keys: Sequence[Any]) -> list[Any]:
+        """The whole values of a patch batch's keys, to merge it: the table's values now (the
+        patched field of each is this batch's or a later logged write's, which the capture
+        applies after the merged writes; the other fields never changed). A key deleted since
+        is a deletion (its later writes, if any, are logged after)."""
+        values = list(map(self.table.get, keys, repeat(MISSING)))
+        if MISSING in values:
+            self.deletes = True
+        return values
 
     def seal(self) -> None:
         """Move the merged writes into the log, as its oldest batch, once they hold
@@ -175,7 +193,7 @@ class Changes:
         if self._open_keys:
             self._close()
         column: list[list[Any]] = [[], []]  # the lists are handed out, not kept while paused
-        patch: tuple[int, ...] | None = None
+        patch: int | None = None
         for k, v, p in _drain(self.batches) if consume else self.batches:
             if p != patch and column[0]:
                 yield _take(column, patch)
@@ -197,7 +215,7 @@ class Changes:
         self.paused = False  # a capture was taken: the next one may be a delta
 
 
-def _take(column: list[list[Any]], patch: tuple[int, ...] | None) -> Column:
+def _take(column: list[list[Any]], patch: int | None) -> Column:
     keys, values = column
     column[:] = [], []
     return keys, values, False, patch

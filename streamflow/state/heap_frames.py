@@ -9,9 +9,10 @@ Patch frames: only the fields that changed. The keyed ``sum`` (``min``, ``max``)
 of a tuple field replaces a key's accumulator ``acc`` with ``(acc[0], ...,
 acc[n] + r[n], ..., acc[k])``: every field but ``n`` is carried over, the very
 same object. When a logged batch holds only such replacements of keys already in
-the table (the operator vouches for it: ``Changes.extend(..., patch=(n,))``, see
+the table (the operator vouches for it: ``Changes.extend(..., patch=n)``, which logs field ``n`` only, see
 ``runtime/keyed_operators.py``), a delta needs only the keys and field ``n``: a
-patch frame ``[state, "patch", keys, [n, ...], [column of field n, ...]]``
+patch frame ``[state, "patch", keys, [n], [column of field n]]`` (a restore takes
+several fields too)
 instead of a ``put`` frame of whole values. Each column is packed as any column
 (``heap_columns.py``: a column of ints is one msgspec pass), so the round trip
 stays exact.
@@ -75,14 +76,13 @@ def slice_frames(
 
 
 def patch_frame(
-    table: str, keys: list, values: list, fields: tuple[int, ...], codec: Codec, key_types: set[type]
+    table: str, keys: list, column: list, field: int, codec: Codec, key_types: set[type]
 ) -> bytes:
-    """The patch frame of one slice: ``keys`` and, of each of ``values`` (tuples), the
-    ``fields`` only (module doc). Adds the keys' types to ``key_types``."""
+    """The patch frame of one slice: ``keys`` and ``column``, each key's new value of tuple
+    field ``field`` (module doc). Adds the keys' types to ``key_types``."""
     packed_keys, types = pack_column_typed(keys, codec)
     key_types |= types
-    columns = [pack_column_typed(list(map(itemgetter(i), values)), codec)[0] for i in fields]
-    return packb([table, "patch", packed_keys, list(fields), columns])
+    return packb([table, "patch", packed_keys, [field], [pack_column_typed(column, codec)[0]]])
 
 
 def apply_patch(

@@ -321,7 +321,7 @@ def _encoded(
                 tally.entries += len(part)
                 if plain is not None:
                     vals = [v if v is MISSING else plain(v) for v in vals]
-                if patch is not None and plain is None:  # the changed fields only (heap_patch.py)
+                if patch is not None and plain is None:  # the changed fields only (heap_frames.py)
                     out = [patch_frame(table_name, part, vals, patch, codec, tally.key_types)]
                 else:
                     out = slice_frames(table_name, part, vals, deletes, unique, codec, tally.key_types)
@@ -472,7 +472,7 @@ def apply_file_slices(
         elif op == "del":
             for k in keys:
                 table.pop(k, None)
-        elif op == "patch":  # heap_patch.py
+        elif op == "patch":  # heap_frames.py
             keep = None if keep_all else (lambda k: key_group_of(k) in groups)
             apply_patch(table, keys, frame, codec, keep)
         else:
