@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator, Sequence
 from itertools import repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any
 
 __all__ = ["BATCH", "CHUNK", "MISSING", "SLACK", "Changes"]
@@ -164,7 +164,7 @@ class Changes:
         applies after the merged writes; the other fields never changed). A key deleted since
         is a deletion (its later writes, if any, are logged after)."""
         values = list(map(self.table.get, keys, repeat(MISSING)))
-        if MISSING in values:
+        if any(map(is_, values, repeat(MISSING))):  # identity: a value's __eq__ is not asked
             self.deletes = True
         return values
 
