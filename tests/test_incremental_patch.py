@@ -280,3 +280,71 @@ async def test_the_keyed_sum_restores_a_chain_of_patch_frames(
     await (await env.execute_async("patch")).get_job_execution_result()
     assert by_key(second) == by_key(want[STOPS[-1] :])  # the restored sums are exact
     assert all(type(r) is tuple and type(r[1]) is int for r in second)
+
+
+def test_a_table_of_one_tuple_shape_round_trips_without_a_type_pass() -> None:
+    """``Changes.shape``: the writer vouches every value is a tuple of that length; bases and
+    deltas (deletions and repeated keys in a slice too) restore exactly, bools and big ints
+    included (the strict packers still refuse what they cannot give back)."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    changes.shape = 3
+    table.update({f"k{i}": (f"k{i}", i, True) for i in range(500)} | {"big": ("big", 2**70, None)})
+    files.take(backend, 1)
+    for k, v in (("k1", ("k1", 5, False)), ("k1", ("k1", 6, False)), ("k2", None), ("n", ("n", 1.5, b"x"))):
+        if v is None:
+            del table[k]
+            changes.delete(k)
+        else:
+            table[k] = v
+            changes.put(k, v)
+    d2 = files.take(backend, 2)
+    restored = files.restore([d2])._tables["reduce"]
+    assert restored == table
+    assert [list(map(type, v)) for v in restored.values()] == [list(map(type, v)) for v in table.values()]
+
+
+MIXED = [(f"k{i % 30}", i, "t") for i in range(300)]
+MIXED[150] = ["odd", 7, "list"]  # a new key whose first record is a list: no shape, no patches after
+MIXED[200] = ["odd", 1, "list"]
+MIXED[280] = ["odd", 2, "list"]  # after the restore: its accumulator must come back a list
+
+
+async def test_a_first_record_of_another_shape_ends_the_shape_and_the_patches(tmp_path: Path) -> None:
+    acc: dict[str, Any] = {}
+    want = []
+    for r in MIXED:
+        a = acc.get(r[0])
+        if a is None:
+            acc[r[0]] = r
+        elif type(a) is tuple:
+            acc[r[0]] = (a[0], a[1] + r[1], a[2])
+        else:
+            acc[r[0]] = [a[0], a[1] + r[1], a[2]]
+        want.append(acc[r[0]])
+    stops = [100, 180, 250]
+    env, out = env_for(tmp_path, 1), []
+    gates = Gates()
+
+    async def source():  # type: ignore[no-untyped-def]
+        for i, r in enumerate(MIXED):
+            if i in stops:
+                await gates.released.wait()
+                gates.released = asyncio.Event()
+            yield r
+
+    env.from_async_iterable(source).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(out.append)
+    client = await env.execute_async("mixed")
+    for stop in stops:
+        await wait_until(lambda stop=stop: len(out) == stop)  # type: ignore[misc]
+        await client.trigger_checkpoint()
+        if stop != stops[-1]:
+            gates.released.set()
+    await asyncio.wait_for(client.cancel(), 30)
+    assert out == want[: stops[-1]]
+    env = env_for(tmp_path, 1)
+    second: list = []
+    env.from_collection(MIXED).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(second.append)
+    await (await env.execute_async("mixed")).get_job_execution_result()
+    assert second == want[stops[-1] :]  # the list accumulator came back a list, the sums exact

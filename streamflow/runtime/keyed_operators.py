@@ -72,6 +72,8 @@ class ReduceOperator(TimerOperator):
         # every value is a tuple these folds made or a key's first record: a batch of known
         # keys changes only this field of each (the log's patch, state/heap_frames.py)
         self._patch = getattr(self.reduce, "patch_field", None)
+        if self.dirty is not None:  # ... and every value a tuple of one length: the capture's shape
+            self.dirty.shape = getattr(self.reduce, "tuple_arity", None)
         body, first = unguarded
         return tuple(make_fold(body, {}, key, known, keys, first) for keys in (False, True)
                      for known in (True, False))  # fmt: skip
@@ -159,6 +161,8 @@ class ReduceOperator(TimerOperator):
             # a key's first record the unguarded folds cannot take is in the table now: the
             # folds with the guard from here on, for the rest of this batch too
             self._folds, self._guarded, done = self._guarded, None, result
+            if self.dirty is not None:
+                self.dirty.shape = None  # that record is not a tuple of the length
             result = self._fold_rest(self._folds, records, it, logged)
             result = tuple(a + b for a, b in zip(done[:-1], result, strict=False))
         out, new = result[0], result[1]
@@ -357,4 +361,5 @@ def _tuple_aggregation(
     )
     # what the unguarded body changes of a tuple of ``arity``: field ``n`` (the rest is carried)
     fast.patch_field = n  # type: ignore[attr-defined]
+    fast.tuple_arity = arity  # type: ignore[attr-defined]
     return fast

@@ -73,7 +73,8 @@ class Changes:
     key once), at most about twice what the write added, so no single write pays for all."""
 
     __slots__ = (
-        "_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "paused", "table",
+        "_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "paused", "shape",
+        "table",
     )  # fmt: skip
 
     def __init__(self, table: dict, paused: bool = False) -> None:
@@ -87,6 +88,9 @@ class Changes:
         self.full = False
         # the next capture writes a base anyway (module doc): nothing is recorded until it clears
         self.paused = paused
+        # every value of the table is a tuple of this length, its writer vouches (the keyed sum
+        # of a tuple field): the capture reads no value's type nor length (heap_frames.py)
+        self.shape: int | None = None
         self._open_keys: list[Any] = []
         self._open_values: list[Any] = []
 

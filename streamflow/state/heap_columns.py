@@ -156,9 +156,10 @@ def pack_column(values: list[Any], codec: Codec) -> bytes:
 
 
 def pack_column_typed(
-    values: list[Any], codec: Codec, types: set[type] | None = None
+    values: list[Any], codec: Codec, types: set[type] | None = None, arity: int | None = None
 ) -> tuple[bytes, set[type]]:
-    """The column's bytes and the types of its values (computed unless given)."""
+    """The column's bytes and the types of its values (computed unless given). ``arity``:
+    given with ``types == {tuple}``, the length of every tuple (not measured again)."""
     if types is None:
         types = types_of(values)
     if types <= _SCALARS:
@@ -167,7 +168,8 @@ def pack_column_typed(
         except _PLAIN_ERRORS:
             pass  # an int beyond 64 bits, a lone surrogate: the paths below decide (no loss)
     elif types == {tuple}:
-        arity = _arity(values)
+        if arity is None:
+            arity = _arity(values)
         if arity:
             # columns by itemgetter (3x faster than zip(*values)), packed strictly: the
             # packers' type dispatch is the check (module doc)

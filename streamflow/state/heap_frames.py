@@ -48,19 +48,29 @@ _MUTABLE = frozenset({list, dict, set, bytearray})
 
 
 def slice_frames(
-    table: str, keys: list, values: list, deletes: bool, unique: bool, codec: Codec, key_types: set[type]
+    table: str,
+    keys: list,
+    values: list,
+    deletes: bool,
+    unique: bool,
+    codec: Codec,
+    key_types: set[type],
+    shape: int | None = None,
 ) -> list[bytes]:
     """The frames of one slice of writes, oldest first. A key written more than once in the
     slice is written once (its last value) when the slice holds a deletion (a ``del`` and a
     ``put`` frame are not ordered against each other) or mutable values (each logged write
     refers to the same object, which holds its latest value: encoding it once per write
-    would cost the square of a growing list's length)."""
-    value_types = types_of(values)
+    would cost the square of a growing list's length). ``shape``: every value that is not
+    a deletion is a tuple of that length (``Changes.shape``: no pass reads their types)."""
+    value_types: set[type] = {tuple, type(MISSING)} if shape else types_of(values)
     has_deletes = deletes and any(map(is_, values, repeat(MISSING, len(values))))
     if not unique and (has_deletes or not _MUTABLE.isdisjoint(value_types)):
         last = dict(zip(keys, values, strict=True))
         keys, values = list(last), list(last.values())
-        value_types = types_of(values)
+        value_types = {tuple, type(MISSING)} if shape else types_of(values)
+    if shape and not has_deletes:
+        value_types.discard(type(MISSING))
     frames = []
     if has_deletes:
         present = [v is not MISSING for v in values]
@@ -71,7 +81,8 @@ def slice_frames(
     if keys:
         packed_keys, types = pack_column_typed(keys, codec)
         key_types |= types
-        frames.append(packb([table, "put", packed_keys, pack_column_typed(values, codec, value_types)[0]]))
+        packed = pack_column_typed(values, codec, value_types, shape or None)[0]
+        frames.append(packb([table, "put", packed_keys, packed]))
     return frames
 
 

@@ -324,7 +324,8 @@ def _encoded(
                 if patch is not None and plain is None:  # the changed fields only (heap_frames.py)
                     out = [patch_frame(table_name, part, vals, patch, codec, tally.key_types)]
                 else:
-                    out = slice_frames(table_name, part, vals, deletes, unique, codec, tally.key_types)
+                    shape = None if plain is not None else changes.shape
+                    out = slice_frames(table_name, part, vals, deletes, unique, codec, tally.key_types, shape)
                 # nothing refers to the slice's lists during the pause: the young collection
                 # a pause may run does not walk them (their elements are old)
                 del part, vals
