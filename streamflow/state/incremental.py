@@ -40,7 +40,9 @@ repeated by the next capture from its child's file.
 
 Format: a file is a MessagePack stream: a header (codec name, full or delta,
 the writer's key-group range, the state kinds), then frames ``[state, "put",
-keys, values]`` and ``[state, "del", keys]``, then ``["", "end", key kinds]``.
+keys, values]``, ``[state, "del", keys]`` and ``[state, "patch", keys, fields,
+columns]`` (the changed fields of tuples: ``heap_frames.py``), then ``["", "end",
+key kinds]``. The logs pause while the next capture is a base anyway (``changes.py``).
 A column is packed by the cheapest exact encoding that accepts it (msgspec for
 scalars and tuples of scalars, msgpack strict, column-wise tuples, the job's codec),
 tagged so a restore knows which: see ``heap_columns.py``.
