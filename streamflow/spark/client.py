@@ -19,6 +19,7 @@ from typing import Any
 from ..graph import JobGraph
 from ..runtime.execution import RuntimeConfig
 from ..runtime.job import JobExecutionResult, JobStatus
+from .exchange import Exchange
 from .plan import Translation
 from .session import get_session
 from .sinks import BatchSink, batch_sink_for, foreach_batch
@@ -90,25 +91,19 @@ class SparkJobClient:
             sinks: list[BatchSink] = []
             _log.info("job %r: translating to Spark (work dir %s)", self.job_name, work)
             kill_after = os.environ.get(KILL_AFTER_BATCH)
-            starts = []
+            # (name, foreachBatch function, the DataFrame, the exchanges it reads, the exchange it writes)
+            queries: list[tuple[str, Any, Any, frozenset[str], Exchange | None]] = []
             for node, stream in plan.sink_streams():
                 spec = plan.spec(node)
-                location = os.path.join(work, "checkpoints", spec.uid)
-                sink = batch_sink_for(spec, self._loop, location)
+                sink = batch_sink_for(spec, self._loop, os.path.join(work, "checkpoints", spec.uid))
                 sink.open()
                 sinks.append(sink)
-                writer = (
-                    stream.df.writeStream.foreachBatch(
-                        foreach_batch(sink, self._config.checkpoint.codec, _killer(kill_after), stream.layout)
-                    )
-                    .option("checkpointLocation", location)
-                    .queryName(f"{self.job_name}/{spec.uid}".replace(" ", "_"))
-                    .trigger(availableNow=True)
-                )
-                starts.append(writer.start)
-                self._started_query(writer.start())
-            for n, start in enumerate(starts):
-                self._await(n, start)
+                codec = self._config.checkpoint.codec
+                function = foreach_batch(sink, codec, _killer(kill_after), stream.layout)
+                queries.append((spec.uid, function, stream.df, stream.reads, None))
+            # an exchange's query runs before the queries reading it (.exchange: AvailableNow)
+            queries[:0] = [(f"exchange-{e.uid}", e.writer(), e.df, e.reads, e) for e in plan.exchanges]
+            self._run_queries(work, queries)
             if not self._stop.is_set():
                 for sink in sinks:
                     sink.finish()
@@ -119,14 +114,58 @@ class SparkJobClient:
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
 
-    def _started_query(self, query: Any, n: int | None = None) -> None:
+    def _run_queries(self, work: str, queries: list[tuple[str, Any, Any, frozenset[str], Exchange | None]],
+                     ) -> None:
+        """Starts every query reading no exchange at once, the others when the queries of the
+        exchanges they read have ended (.exchange), and waits for all of them."""
+        slots: dict[int, tuple[int, Any]] = {}  # query position -> (its slot in self._queries, start)
+        by_uid = {q[4].uid: n for n, q in enumerate(queries) if q[4] is not None}
+        done: set[int] = set()
+
+        def start(n: int) -> None:
+            name, function, df, _reads, _exchange = queries[n]
+            writer = (
+                df.writeStream.foreachBatch(function)
+                .option("checkpointLocation", os.path.join(work, "checkpoints", name))
+                .queryName(f"{self.job_name}/{name}".replace(" ", "_"))
+                .trigger(availableNow=True)
+            )
+            slots[n] = (self._started_query(writer.start()), writer.start)
+
+        def finish(n: int) -> None:
+            if n in done:
+                return
+            self._await(*slots[n])
+            done.add(n)
+            exchange = queries[n][4]
+            if exchange is not None and not self._stop.is_set():
+                exchange.finish()
+
+        for n, query in enumerate(queries):
+            if not query[3]:
+                start(n)
+        for n, query in enumerate(queries):  # an exchange's query comes before the queries reading it
+            if n in slots:
+                continue
+            for uid in sorted(query[3], key=by_uid.__getitem__):
+                finish(by_uid[uid])
+            if self._stop.is_set():
+                return
+            start(n)
+        for n in range(len(queries)):
+            finish(n)
+
+    def _started_query(self, query: Any, n: int | None = None) -> int:
+        """Records a started query (in slot ``n``, or a new one); returns its slot."""
         with self._lock:
             if n is None:
+                n = len(self._queries)
                 self._queries.append(query)
             else:
                 self._queries[n] = query
         if self._stop.is_set():  # cancel() ran before this query existed
             query.stop()
+        return n
 
     def _await(self, n: int, start: Any) -> None:
         """Waits for query ``n`` to end; restarts it from its checkpoint (the same batch ids, so

@@ -58,6 +58,7 @@ from ..runtime.basic_operators import FilterOperator, MapOperator, UserFunctionO
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL
+from .exchange import Exchange
 from .harness import ChainRunner, NodeSpec
 from .key_column import Fused, KeyColumn
 from .keyed import KeyedRunner
@@ -75,7 +76,7 @@ from .native import (
 from .rolling import recognise_rolling, rolling_frame
 from .sources import SparkTranslationError, ToBinary, materialize
 from .window_agg import aggregate_columns, output_frame, recognise_window
-from .windows import WindowFirer, native_window, window_frame
+from .windows import WindowFirer, feeds_keyed, native_window, window_frame
 
 _log = logging.getLogger(__name__)
 
@@ -95,6 +96,9 @@ class Stream:
     ts_range: tuple[int, int] | None = None  # the data rows' ``ts`` bounds (a recognised assigner)
     flat_order: bool = False  # every row's ``order`` is one input position, ``[seq]``
     no_ts: bool = False  # no data row carries a timestamp (only end-of-input rows do)
+    stateful: int = 0  # stateful Spark operators in ``df`` since the last exchange (Spark allows one)
+    eof_lost: bool = False  # a native window upstream keeps the end-of-input row (see .exchange)
+    reads: frozenset[str] = frozenset()  # the exchanges ``df`` reads (their queries run first)
 
 
 class Translation:
@@ -112,6 +116,8 @@ class Translation:
         self.records_per_batch = records_per_batch
         self._streams: dict[tuple[int, str | None], Stream] = {}
         self._chains: dict[int, tuple[Stream, list[NodeSpec]]] = {}
+        self._exchanged: dict[int, tuple[Any, Stream]] = {}
+        self.exchanges: list[Exchange] = []  # in dependency order (an exchange reads earlier ones)
 
     # -- public -----------------------------------------------------------------------
     def sink_streams(self) -> list[tuple[StreamNode, Stream]]:
@@ -147,8 +153,28 @@ class Translation:
     def _output(self, node: StreamNode) -> Stream:
         full = (node.id, "*")
         if full not in self._streams:
-            self._streams[full] = self._translate(node)
+            out = self._translate(node)
+            if node.keyed and out.stateful and feeds_keyed(self.graph, node):
+                # Spark runs one stateful operator per query: the next one reads this output from
+                # chunks written by a query of its own (.exchange), all of it (every side output)
+                out = self._exchange(out, self.graph.uid_of(node), f"operator {node.name!r}")
+            self._streams[full] = out
         return self._streams[full]
+
+    def _exchange(self, stream: Stream, uid: str, what: str) -> Stream:
+        """``stream`` written by a query of its own and read back (see :mod:`.exchange`)."""
+        done = self._exchanged.get(id(stream.df))
+        if done is not None:
+            return done[1]
+        directory = os.path.join(self.work_dir, "exchange", uid)
+        exchange = Exchange(uid, what, stream.df, directory, stream.layout, stream.eof_lost, stream.reads)
+        self.exchanges.append(exchange)
+        _log.info("%s is written by a Spark query of its own and read by the next stateful stage "
+                  "(Spark runs one stateful operator per query)", what)
+        out = dataclasses.replace(stream, df=exchange.read(self.spark), ordered=False, stage=None, stateful=0,
+                                  eof_lost=False, reads=frozenset({uid}))
+        self._exchanged[id(stream.df)] = (stream.df, out)  # (the df is kept: its id stays unique)
+        return out
 
     def _translate(self, node: StreamNode) -> Stream:
         if node.source is not None:
@@ -162,7 +188,7 @@ class Translation:
         stream, specs = self._chain(node)
         runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered, stream.layout)
         df = stream.df.mapInArrow(runner, ROW_DDL)
-        return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner))
+        return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner), **_carried(stream))
 
     def _native(self, node: StreamNode) -> Stream | None:
         """The node as Spark expressions over typed columns, if its function is recognised
@@ -206,12 +232,13 @@ class Translation:
             df = stream.df.withColumn("ts", F.when(F.col("eof"), F.col("ts")).otherwise(to_column(ts)))
             _log.info("%s runs natively on Spark", what)
             delay = delay if delay is not None else stream.delay_ms
-            return Stream(df, stream.ordered, delay, None, layout, True, (ts.lo, ts.hi), stream.flat_order)
+            return Stream(df, stream.ordered, delay, None, layout, True, (ts.lo, ts.hi), stream.flat_order,
+                          **_carried(stream))
         else:
             return None
         _log.info("%s runs natively on Spark", what)
         return Stream(df, stream.ordered, stream.delay_ms, None, out_layout, True, stream.ts_range,
-                      stream.flat_order, stream.no_ts)
+                      stream.flat_order, stream.no_ts, **_carried(stream))
 
     @staticmethod
     def _timestamps(op: TimestampsAndWatermarksOperator, layout: Layout, what: str) -> Expr | None:
@@ -261,6 +288,8 @@ class Translation:
                 "keyed operator"
             )
         stream = self._input_of(node)
+        if stream.stateful:  # (an upstream stateful stage exchanges its output: see _output)
+            stream = self._exchange(stream, f"{self.graph.uid_of(node)}-input", f"the input of {node.name!r}")
         event_time = stream.delay_ms is not None
         native = self.native_windows and not self.batch  # a batch job's windows fire key by key
         window = native_window(self.graph, node) if event_time and native else None
@@ -276,17 +305,21 @@ class Translation:
             keyed = self._keyed_input(node, stream, key_column)
         if window is not None:
             assert stream.delay_ms is not None
+            # the end-of-input row stays in the aggregation (an exchange downstream appends one)
+            stateful: dict[str, Any] = {"stateful": 1, "eof_lost": True, "reads": stream.reads}
             if native_key is not None and layout is not None:
                 agg = recognise_window(window, layout, dataclasses.replace(native_key, tree=("col", "key")),
                                        stream.ts_range, f"window {node.name!r}")
                 if agg is not None:
-                    frame = window_frame(keyed, window, stream.delay_ms, [], aggregate_columns(agg))
+                    frame = window_frame(keyed, window, stream.delay_ms, [], aggregate_columns(agg),
+                                         stream.flat_order)
                     return Stream(output_frame(frame, agg), False, stream.delay_ms, None,
-                                  agg.layout(layout.count), True)
+                                  agg.layout(layout.count), True, **stateful)
             firer = WindowFirer(self.spec(node, self._side_tags(node)), self.codec.encode, self.codec.decode,
                                 uuid.uuid4().hex, layout)
-            frame = window_frame(keyed, window, stream.delay_ms, layout.columns if layout else ["value"])
-            return Stream(frame.mapInArrow(firer, ROW_DDL), False, stream.delay_ms)
+            frame = window_frame(keyed, window, stream.delay_ms, layout.columns if layout else ["value"],
+                                 flat_order=stream.flat_order and layout is not None)
+            return Stream(frame.mapInArrow(firer, ROW_DDL), False, stream.delay_ms, **stateful)
         rolling_ok = window is None and not event_time and not self.batch  # (a batch reduce is not rolling)
         if native_key is not None and layout is not None and rolling_ok:
             assert node.operator_factory is not None
@@ -298,7 +331,7 @@ class Translation:
                 df = rolling_frame(stream.df, to_column(native_key), field, parts, layout, stream.flat_order,
                                    not stream.no_ts)
                 return Stream(df, False, None, None, out_layout, flat_order=stream.flat_order,
-                              no_ts=stream.no_ts)
+                              no_ts=stream.no_ts, stateful=1, reads=stream.reads)
         if self.batch:  # Spark's event time is the end-of-input row's alone: keys end after it
             end = F.when(F.col("eof"), F.timestamp_millis("ts"))
             keyed = keyed.withColumn("event_time", end).withWatermark("event_time", "0 milliseconds")
@@ -322,7 +355,7 @@ class Translation:
         timed = event_time or self.batch
         timeout = GroupStateTimeout.EventTimeTimeout if timed else GroupStateTimeout.NoTimeout
         df = keyed.groupBy("key").applyInPandasWithState(runner, ROW_DDL, STATE_DDL, "append", timeout)
-        return Stream(df, False, stream.delay_ms)
+        return Stream(df, False, stream.delay_ms, stateful=1, reads=stream.reads)
 
     @staticmethod
     def _native_key(node: StreamNode, layout: Layout, selector: Any) -> Expr | None:
@@ -366,6 +399,10 @@ class Translation:
         streams = [self.stream(e.upstream, e.side_tag) for e in node.inputs]
         if len(streams) == 1:
             return streams[0]
+        if sum(s.stateful for s in streams) > 1:  # one stateful operator per query
+            uid = self.graph.uid_of(node)
+            streams = [self._exchange(s, f"{uid}-in{i}", f"input {i} of {node.name!r}") if s.stateful else s
+                       for i, s in enumerate(streams)]
         layout = merge_layouts([s.layout for s in streams])
         dfs = [s.df if layout is not None or s.layout is None else
                s.df.mapInArrow(ToBinary(s.layout, self.codec), ROW_DDL) for s in streams]
@@ -374,7 +411,9 @@ class Translation:
             df = df.unionByName(other)
         delays = [s.delay_ms for s in streams if s.delay_ms is not None]
         return Stream(df, False, min(delays) if delays else None, None, layout,
-                      flat_order=all(s.flat_order for s in streams), no_ts=all(s.no_ts for s in streams))
+                      flat_order=all(s.flat_order for s in streams), no_ts=all(s.no_ts for s in streams),
+                      stateful=sum(s.stateful for s in streams), eof_lost=any(s.eof_lost for s in streams),
+                      reads=frozenset().union(*(s.reads for s in streams)))
 
     # -- sources ----------------------------------------------------------------------
     def _source(self, node: StreamNode, source: Source) -> Stream:
@@ -422,6 +461,11 @@ class Translation:
                 )
         if getattr(node.operator_factory, "is_async", False):
             raise SparkTranslationError(f"operator {node.name!r}: async functions cannot run on Spark")
+
+
+def _carried(stream: Stream) -> dict[str, Any]:
+    """What a stateless stage's output keeps of its input's bookkeeping."""
+    return {"stateful": stream.stateful, "eof_lost": stream.eof_lost, "reads": stream.reads}
 
 
 def _with_delay(stream: Stream, delay: int | None) -> Stream:

@@ -83,8 +83,6 @@ def native_window(graph: JobGraph, node: StreamNode) -> WindowOperator | None:
         reason = "it sends late data to a side output"
     elif _asks_for_watermark(op):
         reason = "its window function asks for the current watermark"
-    elif _feeds_keyed(graph, node):
-        reason = "a keyed operator is downstream"
     if reason is not None:
         _log.info("window %r runs per key on Spark (applyInPandasWithState): %s", node.name, reason)
         return None
@@ -116,7 +114,8 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
-def _feeds_keyed(graph: JobGraph, node: StreamNode) -> bool:
+def feeds_keyed(graph: JobGraph, node: StreamNode) -> bool:
+    """Whether a keyed operator is downstream of ``node``."""
     todo, seen = [node.id], set()
     while todo:
         for consumer, _edge in graph.consumers.get(todo.pop(), []):
@@ -129,21 +128,23 @@ def _feeds_keyed(graph: JobGraph, node: StreamNode) -> bool:
 
 
 def window_frame(keyed: Any, op: WindowOperator, delay_ms: int, record_columns: list[str],
-                 aggregates: list[Any] | None = None) -> Any:
+                 aggregates: list[Any] | None = None, flat_order: bool = False) -> Any:
     """``keyed`` (rows with a key column and event times) grouped into closed windows:
     columns ``start``, ``end`` (ms), ``key`` and ``rows`` (structs of ``order`` and the record:
     ``value``, or its typed columns), or, with ``aggregates`` (Spark aggregate columns over typed
-    rows, whose ``order`` is then a long: see :mod:`.window_agg`), those instead of ``rows``."""
+    rows: see :mod:`.window_agg`), those instead of ``rows``. With ``flat_order`` (every row's
+    ``order`` is one input position, ``[seq]``: typed rows straight from a source) the state keeps
+    ``seq``, a long; otherwise the whole ``order`` array (a window's outputs have three positions,
+    ``[TIMER_ORDER, max_timestamp, j]``, whose first is the same for all of them)."""
     from pyspark.sql import functions as F
 
-    # typed rows' orders are one input position each ([seq]): kept as a long in the state
-    order = F.col("order") if record_columns == ["value"] else F.col("order").getItem(0).alias("order")
+    order = F.col("order").getItem(0).alias("order") if flat_order else F.col("order")
     assigner = op.assigner
     size = assigner.size
     slide = assigner.slide if isinstance(assigner, SlidingEventTimeWindows) else size
     window = F.window("event_time", f"{size} milliseconds", f"{slide} milliseconds",
                       f"{assigner.offset % slide} milliseconds")
-    if aggregates is not None:
+    if aggregates is not None and flat_order:
         keyed = keyed.withColumn("order", F.col("order").getItem(0))
         columns, names = aggregates, [f"a{n}" for n in range(len(aggregates))]
     else:
