@@ -108,12 +108,34 @@ def chained(engine: str, parallelism: int = 1) -> dict[str, list]:
     return {name: sink.results for name, sink in sinks.items()}
 
 
+def batch_job(engine: str, parallelism: int = 1) -> list:
+    """A batch job (RuntimeExecutionMode.BATCH): each keyed stage emits its final results at the
+    end of its input, after the end-of-input row went by (the exchange appends that row last)."""
+    from streamflow.execution_mode import RuntimeExecutionMode
+
+    env = StreamExecutionEnvironment()
+    env.set_engine(engine)
+    env.set_parallelism(parallelism)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.configure({"execution.spark.records-per-batch": 1000})
+    sink = ListSink()
+    (env.from_collection(events(N)).key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+     .key_by(lambda r: r[1] % 4).reduce(lambda a, b: (min(a[0], b[0]), a[1] + b[1], max(a[2], b[2])))
+     .sink_to(sink))
+    env.execute(f"chained batch job on {engine}")
+    return sink.results
+
+
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, list]]:
-    return {"asyncio-1": chained("asyncio"), "asyncio-4": chained("asyncio", 4), "spark": chained("spark")}
+    out = {"asyncio-1": chained("asyncio"), "asyncio-4": chained("asyncio", 4), "spark": chained("spark")}
+    for engine, results in (("asyncio-1", batch_job("asyncio")), ("asyncio-4", batch_job("asyncio", 4)),
+                            ("spark", batch_job("spark"))):
+        out[engine]["batch_reduce_reduce"] = results
+    return out
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [*NAMES, "batch_reduce_reduce"])
 def test_chained_stateful_stages_same_on_both_engines(runs: dict[str, dict[str, list]], name: str) -> None:
     expected = runs["asyncio-1"][name]
     assert expected, f"{name}: the asyncio engine produced nothing; the test would prove nothing"

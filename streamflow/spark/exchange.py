@@ -22,10 +22,13 @@ file source orders files by modification time: chunk ``b`` gets ``1_000_000 + b`
 :func:`.sources.materialize` does). The downstream query's watermark is driven by the same
 marker rows as in one query (:class:`.key_column.KeyColumn`), from the chunks' ``ts``.
 
-End of input. A keyed stage passes the end-of-input row on, so the chunks hold it. A native
-window does not (its row stays in the aggregation, in a window that never closes): when the
-upstream query has ended, :meth:`Exchange.finish` appends a chunk holding one end-of-input row
-(once: a restarted job finds it there).
+End of input. The chunks never hold an end-of-input row: when the upstream query has ended,
+:meth:`Exchange.finish` appends a chunk holding one (once: a restarted job finds it there).
+The upstream's own rows would come too early or not at all: a keyed stage passes the row on in
+the micro-batch that brings it, while the windows and timers it fires at the end of input come
+in Spark's trailing micro-batch after it (downstream they would be later than a watermark of
+2255: dropped as late, or a batch job's timeout set in the past); a native window keeps the row
+in a window that never closes.
 
 Exactly once. A micro-batch's chunk is written to a temporary name and renamed, under a name
 fixed by its batch id: a replayed batch (after a driver crash) writes the same rows again to
@@ -59,7 +62,6 @@ class Exchange:
     df: Any  # the upstream rows (``order, ts, tag, eof`` and ``value`` or the layout's columns)
     directory: str
     layout: Layout | None
-    add_eof: bool  # the upstream swallows the end-of-input row (a native window): append one
     reads: frozenset[str] = field(default_factory=frozenset)  # the exchanges the upstream reads
 
     @property
@@ -80,16 +82,14 @@ class Exchange:
         directory, columns = self.directory, self.columns
 
         def write(batch_df: Any, batch_id: int) -> None:
-            table = batch_df.select(*columns).toArrow()
+            table = batch_df.where("eof = false").select(*columns).toArrow()
             if table.num_rows:
                 _write(directory, f"part-{batch_id:08d}.parquet", table, batch_id)
 
         return write
 
     def finish(self) -> None:
-        """The upstream query has ended: the end-of-input chunk, if the upstream swallowed it."""
-        if not self.add_eof:
-            return
+        """The upstream query has ended: the end-of-input chunk."""
         import pyarrow as pa
 
         numbers = []

@@ -23,6 +23,10 @@ the user's code paths) and builds one streaming DataFrame per node output:
 * **union** is ``unionByName``; a **side output** is a filter on the ``tag`` column.
 * Every **sink** becomes one query with ``foreachBatch`` (see :mod:`.sinks`), checkpointed
   at ``<checkpoint dir>/spark/<sink uid>``.
+* Spark runs one stateful operator per query: a stateful stage (keyed operator, native
+  window, rolling reduce) that feeds another is written by a query of its own and read back
+  by the next one (:mod:`.exchange`); each :class:`Stream` counts the stateful operators in its
+  DataFrame since the last exchange and names the exchanges it reads (their queries first).
 
 End of input: Spark does not flush event time when a bounded input ends, so the last
 chunk of every source is a marker row with an event time far in the future (year 2255);
@@ -97,7 +101,6 @@ class Stream:
     flat_order: bool = False  # every row's ``order`` is one input position, ``[seq]``
     no_ts: bool = False  # no data row carries a timestamp (only end-of-input rows do)
     stateful: int = 0  # stateful Spark operators in ``df`` since the last exchange (Spark allows one)
-    eof_lost: bool = False  # a native window upstream keeps the end-of-input row (see .exchange)
     reads: frozenset[str] = frozenset()  # the exchanges ``df`` reads (their queries run first)
 
 
@@ -167,12 +170,12 @@ class Translation:
         if done is not None:
             return done[1]
         directory = os.path.join(self.work_dir, "exchange", uid)
-        exchange = Exchange(uid, what, stream.df, directory, stream.layout, stream.eof_lost, stream.reads)
+        exchange = Exchange(uid, what, stream.df, directory, stream.layout, stream.reads)
         self.exchanges.append(exchange)
         _log.info("%s is written by a Spark query of its own and read by the next stateful stage "
                   "(Spark runs one stateful operator per query)", what)
         out = dataclasses.replace(stream, df=exchange.read(self.spark), ordered=False, stage=None, stateful=0,
-                                  eof_lost=False, reads=frozenset({uid}))
+                                  reads=frozenset({uid}))
         self._exchanged[id(stream.df)] = (stream.df, out)  # (the df is kept: its id stays unique)
         return out
 
@@ -305,8 +308,8 @@ class Translation:
             keyed = self._keyed_input(node, stream, key_column)
         if window is not None:
             assert stream.delay_ms is not None
-            # the end-of-input row stays in the aggregation (an exchange downstream appends one)
-            stateful: dict[str, Any] = {"stateful": 1, "eof_lost": True, "reads": stream.reads}
+            # (the end-of-input row stays in the aggregation: an exchange downstream appends one)
+            stateful: dict[str, Any] = {"stateful": 1, "reads": stream.reads}
             if native_key is not None and layout is not None:
                 agg = recognise_window(window, layout, dataclasses.replace(native_key, tree=("col", "key")),
                                        stream.ts_range, f"window {node.name!r}")
@@ -412,7 +415,7 @@ class Translation:
         delays = [s.delay_ms for s in streams if s.delay_ms is not None]
         return Stream(df, False, min(delays) if delays else None, None, layout,
                       flat_order=all(s.flat_order for s in streams), no_ts=all(s.no_ts for s in streams),
-                      stateful=sum(s.stateful for s in streams), eof_lost=any(s.eof_lost for s in streams),
+                      stateful=sum(s.stateful for s in streams),
                       reads=frozenset().union(*(s.reads for s in streams)))
 
     # -- sources ----------------------------------------------------------------------
@@ -465,7 +468,7 @@ class Translation:
 
 def _carried(stream: Stream) -> dict[str, Any]:
     """What a stateless stage's output keeps of its input's bookkeeping."""
-    return {"stateful": stream.stateful, "eof_lost": stream.eof_lost, "reads": stream.reads}
+    return {"stateful": stream.stateful, "reads": stream.reads}
 
 
 def _with_delay(stream: Stream, delay: int | None) -> Stream:

@@ -366,7 +366,8 @@ def _builtin(fn: Any, name: str) -> None:
 
 # -- Spark ---------------------------------------------------------------------------------
 def aggregate_columns(agg: WindowAgg) -> list[Any]:
-    """The ``agg(...)`` columns ``a0, a1, ...`` over the rows (``order``: a long)."""
+    """The ``agg(...)`` columns ``a0, a1, ...`` over the rows (``order``: a long, or the whole
+    array when orders have several positions: :func:`~.windows.window_frame`)."""
     from pyspark.sql import functions as F
 
     out = []

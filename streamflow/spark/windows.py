@@ -28,13 +28,19 @@ offset) mod slide``, epoch-aligned, ``[start, end)``). A window closes when Spar
 closed in an earlier micro-batch, which is when the window operator (allowed lateness 0)
 drops it as late too. The translation is used only when that is all the window does
 (:func:`native_window`): an event-time tumbling or sliding assigner, the default trigger, no
-evictor, no allowed lateness, no late-data side output, a window function that does not ask
-for the watermark, and no keyed operator downstream (the end-of-input row stays in the
-aggregation, where it lifts the watermark; it does not travel on). Anything else takes the
-general path. ``execution.spark.native-windows: false`` forces the general path everywhere.
+evictor, no allowed lateness, no late-data side output and a window function that does not ask
+for the watermark. Anything else takes the general path. ``execution.spark.native-windows:
+false`` forces the general path everywhere.
 
 The end-of-input row (key ``b""``, event time in 2255) lifts the watermark so every window
-closes in Spark's trailing no-data micro-batch; its own window never closes.
+closes in Spark's trailing no-data micro-batch; its own window never closes, so the row does
+not travel on: a keyed operator downstream reads the window's output from an exchange
+(:mod:`.exchange`), which appends an end-of-input row when the window's query has ended.
+
+Elements are ordered by their whole ``order`` (the typed rows straight from a source, whose
+orders are one input position, keep that position as a long). A window's own outputs carry
+``[TIMER_ORDER, max_timestamp, j]``, so a window after a window (through an exchange) sees its
+elements in the order the first window fired them, as on the asyncio engine.
 
 When the window function only aggregates its elements (a field-wise reduce, or a process
 function of sums/minima/maxima/counts), :mod:`.window_agg` replaces ``collect_list`` and the
