@@ -55,8 +55,8 @@ def spark_main(args: argparse.Namespace, WORKLOADS: dict[str, Callable[[int], An
                ENGINE: dict[str, Any], events: Callable[[int], Any]) -> int:
     """streamflow on Spark against hand-written PySpark in one SparkSession (the JVM started
     before any timing, so neither side pays it). Both sides get the same method: each workload
-    is first run untimed on both at 1,000 records (the first query of a kind pays its Python
-    workers' imports and the JVM's code generation), then ``--repeat`` rounds of one run each,
+    is first run untimed on both at the timed size (at most 100,000 records) and the timed
+    micro-batch size, then ``--repeat`` rounds of one run each,
     the order alternating (streamflow first, then PySpark first: neither always runs on the
     other's warm caches or after its garbage), each run after ``gc.collect()``. Each round
     gives a wall ratio and a CPU ratio (this process, the JVM and the Python workers); the
@@ -68,11 +68,19 @@ def spark_main(args: argparse.Namespace, WORKLOADS: dict[str, Callable[[int], An
     from streamflow.spark.session import get_session
 
     spark = get_session({"spark.driver.memory": "2g"})
-    ENGINE.update(name="spark", per_batch=100)
     names = args.workloads.split(",")
-    for name in names:  # untimed warm-up of each workload, on both sides
-        WORKLOADS[name](1000)
-        spark_baselines.BASELINES[name](spark, list(events(1000)), 2)
+    # Untimed warm-up of each workload on both sides, as large as a timed run (up to 100k): the
+    # first query of a kind pays its Python workers' imports, and the JVM compiles (C1/C2 JIT)
+    # the per-key and per-row paths only once they ran often enough. After a warm-up of 1,000
+    # records in 10 micro-batches (until 2026-11-27), the first timed W2 run at 100k spent
+    # 7.5-13 s CPU in the JVM's compiler threads against 3-4 s in the runs after it, while its
+    # Python workers and driver used what the later runs did; a warm-up of 20,000 records left
+    # 8 s of it (docs/performance.md, "helper spark, 15:30-16:05").
+    warm = min(args.n, 100_000)
+    ENGINE.update(name="spark", per_batch=max(1, warm // 10))
+    for name in names:
+        WORKLOADS[name](warm)
+        spark_baselines.BASELINES[name](spark, list(events(warm)), 10)
     ENGINE.update(per_batch=max(1, args.n // 10))
     ok = True
     target = 1.2
