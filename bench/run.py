@@ -48,6 +48,14 @@ the same jobs run on PySpark (local[2], 10 micro-batches) against the hand-writt
 PySpark queries of bench/spark_baselines.py, interleaved in the same run (see
 ``bench/spark_run.py``: the same warm-up for both, alternating order); medians over ``--repeat``
 rounds of the wall and CPU ratios, target 1.2x, PASS/MISS, load average.
+
+With ``--instructions`` the CPU rounds are followed by instruction counts a record of the same
+jobs under cachegrind (``bench/instructions.py``): a figure the VM's speed and load cannot move,
+printed with its own ratio and the first-level cache misses beside it. The PASS/MISS verdict of
+the CPU rounds is the one that counts (the targets are about time, and instructions do not see
+the memory stalls that make part of the gap); the instruction figure says how much of a miss is
+the code rather than the machine, and decides between two versions of the code when CPU time
+cannot.
 """
 
 from __future__ import annotations
@@ -338,7 +346,20 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=None, help="rounds (default 21; 7 with --engine spark)")
     ap.add_argument("--form", choices=("fast", "idiomatic", "both"), default="both")
     ap.add_argument("--engine", choices=("asyncio", "spark"), default="asyncio")
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="after the CPU rounds, instructions a record under cachegrind (bench/instructions.py): "
+        "the figure the VM's speed cannot move, printed beside the CPU verdict",
+    )
+    ap.add_argument("--instructions-n", type=int, default=101_000, help="records of the cachegrind runs")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # FORM:WORKLOAD:N, one run (under cachegrind)
     args = ap.parse_args()
+    if args.child:
+        from instructions import run_child
+
+        run_child(args.child)
+        return 0
     if args.engine == "spark":
         args.repeat = args.repeat or 7
         from spark_run import spark_main
@@ -410,6 +431,11 @@ def main() -> int:
         list_s, _ = best_of(lambda: len(list(events(args.n))), 3)
         print(f"input list: list(events(n)) alone takes {list_s:.3f} s (not in the figures above)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.instructions:
+        from instructions import instructions_main
+
+        print()
+        instructions_main(args.instructions_n, args.workloads.split(","), forms)
     return 0 if ok else 1
 
 

@@ -192,7 +192,7 @@ class SinkOperator(UserFunctionOperator):
         try:
             if self.write_batch is not None:
                 result = self.write_batch(records)
-                if inspect.isawaitable(result):
+                if result is not None and inspect.isawaitable(result):  # None: no isinstance chain
                     await result
             elif self.is_async:
                 await self.apply(records, self.call, True)
