@@ -22,8 +22,14 @@ timer's key (a key's timers stay together, as in Flink's key groups; hashing the
 tuple cost twice as much per operation; a single key with a million timers would still be one
 dict), and the inverse over dicts of :data:`SEQ_RANGE` consecutive seqs each (seqs ascend, so
 only the newest range grows; a range whose timers are all gone is dropped). No dict then holds
-more than about ``timers / SHARDS`` entries or ``SEQ_RANGE`` of them, so a resize costs at
-most that (``timers / SHARDS``: 15k entries at a million timers, about 0.5 ms). The move
+more than about ``1.4 * timers / SHARDS`` entries or ``SEQ_RANGE`` of them, so a resize costs
+at most that (22k entries at a million timers, about 0.5 ms). The shards' shares of the keys
+differ, spread over an octave (a key's hash picks one of :data:`SLOTS` slots, and shard ``s``
+has a number of slots proportional to ``2 ** (s / SHARDS)``): with equal shares the dicts of
+evenly spread keys grew alike and reached their resize points within the same few dozen
+registrations, so one batch of records paid all 64 resizes (22 ms of CPU at 698,880 timers,
+about 45 ms at 1.4M); now their resize points lie apart, about 1 % of the timers from one
+to the next. The move
 itself is one step over :data:`SHARD_AT` timers (a few ms). A sharded queue costs a key hash,
 a subscript and a range lookup more per operation (11-18 % of the timer operations' own
 instructions, docs/performance.md), which only large queues pay; it never turns flat again.
@@ -44,6 +50,7 @@ timer)`` pairs, newest first: what a delta reads) and :meth:`TimerQueue.newest_s
 from __future__ import annotations
 
 import heapq
+import random
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -63,8 +70,16 @@ COMPACT_MIN = 64
 SHARD_AT = 1 << 15
 """Live timers at which a flat queue turns sharded (the move is one step over that many)."""
 SHARDS = 64
-"""Dicts of live timers in a sharded queue, by the hash of the timer's key (written as the
-literal 63, ``SHARDS - 1``, where a shard is picked)."""
+"""Dicts of live timers in a sharded queue, by the hash of the timer's key."""
+SLOTS = 4_096
+"""Slots a key's hash picks (written as the literal 4095, ``SLOTS - 1``, where a shard is
+picked): a sharded queue's ``_shards`` is a list of ``SLOTS`` references to its ``SHARDS``
+dicts, dict ``s`` in ``_SLOT_COUNTS[s]`` slots."""
+_WEIGHTS = [2 ** (s / SHARDS) for s in range(SHARDS)]
+_SLOT_COUNTS = [round(SLOTS * w / sum(_WEIGHTS)) for w in _WEIGHTS]
+_SLOT_COUNTS[-1] += SLOTS - sum(_SLOT_COUNTS)
+_SHARD_OF = [s for s, n in enumerate(_SLOT_COUNTS) for _ in range(n)]
+random.Random(SLOTS).shuffle(_SHARD_OF)  # (no stride of keys lands on one dict)
 DEAD_SLICE = 4_096
 """Heap entries of deleted timers one :meth:`TimerQueue.drop_dead` step skips at most (about
 3-4 ms of CPU in a heap of a million entries; the operator may pause between two steps)."""
@@ -140,9 +155,10 @@ class TimerQueue:
 
     def _to_shards(self) -> None:
         """Turn this queue sharded, in place (the module doc)."""
-        shards: list[dict[Ident, int]] = [{} for _ in range(SHARDS)]
+        dicts: list[dict[Ident, int]] = [{} for _ in range(SHARDS)]
+        shards = [dicts[s] for s in _SHARD_OF]  # (the module doc: uneven shares, resizes apart)
         for ident, seq in self._live.items():
-            shards[hash(ident[1]) & 63][ident] = seq
+            shards[hash(ident[1]) & 4095][ident] = seq
         ranges: dict[int, dict[int, Ident]] = {}
         for seq, ident in self._timers.items():  # ascending: the ranges are made in order
             r = ranges.get(seq >> _RANGE_BITS)
@@ -326,11 +342,11 @@ class ShardedTimerQueue(TimerQueue):
         return self._count
 
     def __contains__(self, ident: Ident) -> bool:
-        return ident in self._shards[hash(ident[1]) & 63]
+        return ident in self._shards[hash(ident[1]) & 4095]
 
     def add(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
         ident = (timestamp, key, namespace)
-        shard = self._shards[hash(key) & 63]  # (SHARDS - 1: a literal is cheaper than a global)
+        shard = self._shards[hash(key) & 4095]  # (SLOTS - 1: a literal is cheaper than a global)
         if ident in shard:
             return False
         seq = self._seq()
@@ -356,7 +372,7 @@ class ShardedTimerQueue(TimerQueue):
 
     def remove(self, timestamp: int, key: Hashable, namespace: Hashable) -> bool:
         ident = (timestamp, key, namespace)
-        seq = self._shards[hash(key) & 63].pop(ident, None)
+        seq = self._shards[hash(key) & 4095].pop(ident, None)
         if seq is None:
             return False
         self._forget(seq)
@@ -383,7 +399,7 @@ class ShardedTimerQueue(TimerQueue):
 
     def _take(self, seq: int) -> Ident:
         ident = self._forget(seq)
-        del self._shards[hash(ident[1]) & 63][ident]
+        del self._shards[hash(ident[1]) & 4095][ident]
         return ident
 
     def peek_timestamp(self) -> int | None:
@@ -413,7 +429,7 @@ class ShardedTimerQueue(TimerQueue):
             if not r:
                 del ranges[seq >> _RANGE_BITS]
             self._count -= 1
-            del self._shards[hash(ident[1]) & 63][ident]
+            del self._shards[hash(ident[1]) & 4095][ident]
             if seq <= self.mark:
                 self.dead.append(ident)
             return Timer(ident[0], ident[1], ident[2])
