@@ -294,3 +294,33 @@ def test_the_job_never_runs_ahead_of_the_caller_by_more_than_the_channel() -> No
             ahead = max(ahead, Counting.seen - i)
     assert ahead <= CHANNEL_RECORDS + 100
     assert ahead >= CHANNEL_RECORDS // 2  # the check sees steps of a channel's worth
+
+
+def test_close_inside_the_loop_ends_it_and_leaves_shared_lists_whole() -> None:
+    """The caller iterates the collect channel's own record lists (no copy); ``close()`` inside
+    the loop ends the iteration at once, without emptying a list that another consumer of the
+    same stream was handed too (here a sink that keeps the lists it gets)."""
+    from streamflow.functions import SinkFunction
+
+    class KeepLists(SinkFunction):
+        lists: list[list[Any]] = []
+
+        def write_batch(self, values: list) -> None:
+            type(self).lists.append(values)
+
+    KeepLists.lists = []
+    env = sf.StreamExecutionEnvironment()
+    env.set_batch_size(100)
+    ds = env.from_collection(lambda: range(100_000)).map(lambda v: v + 1)
+    ds.add_sink(KeepLists())
+    seen = []
+    results = ds.execute_and_collect()
+    for value in results:
+        seen.append(value)
+        if len(seen) == 150:  # inside the second batch of the first step
+            results.close()
+    assert seen == list(range(1, 151))  # nothing after close(), not even the rest of the batch
+    assert list(results) == []
+    kept = KeepLists.lists
+    assert kept and all(len(lst) == 100 for lst in kept)  # the shared lists are whole
+    assert [v for lst in kept for v in lst] == list(range(1, 100 * len(kept) + 1))

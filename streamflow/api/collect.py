@@ -12,7 +12,10 @@ and that runs only while the caller asks for more:
 * Each step runs the loop until the collect sink's channel (a :class:`QueueSink`, capacity
   ``CHANNEL_RECORDS``) holds ``STEP_RECORDS`` records, or a writer waits for room, or the
   job ended (``QueueSink.wait_ready``); the loop stops, and what the channel holds is taken
-  as one fresh list (``QueueSink.take_ready``). Taking it makes room, but the writers resume
+  (``QueueSink.take_ready_lists``): the record lists the sink was handed, not a copy (a copy
+  into one list touched every record once more and once more when freed: about 100
+  instructions and 5-9 first-level cache misses a record of W2's collected form, cachegrind,
+  helper ``fast``). Taking them makes room, but the writers resume
   only when the loop runs again, at the next step: the job never runs ahead of the caller
   by more than the channel holds, and at most ``CHANNEL_RECORDS`` records are in flight.
   (Until 2026-11-27 the sink drained the channel *inside* the loop, so the job refilled it
@@ -29,7 +32,8 @@ and that runs only while the caller asks for more:
   load 8: a thousand steps per million records, about 5 % of W2's collected form). The job
   itself hardly uses the loop between steps, so the iterator runs asyncio's loop;
   ``execute()`` and ``execute_async()`` keep uvloop.
-* The caller's ``for`` walks those lists at C speed (``itertools.chain``): no Python
+* The caller's ``for`` walks those lists at C speed (``itertools.chain`` over one list
+  iterator per list; those lists are only read here): no Python
   call per record, memory bounded by the channel, and each record read while its batch
   is still in the processor's cache (collecting a million records into one list first
   and iterating it afterwards cost a third more than the whole hand-written loop).
@@ -37,16 +41,18 @@ and that runs only while the caller asks for more:
   operator has finished and closed before iteration ends, and a failure is raised from
   the iteration; then it closes the loop.
 * ``close()`` (also leaving a ``with`` block, or a ``limit`` reached) cancels a job still
-  running, waits for it to end and closes the loop; the list being iterated is emptied,
-  so every iterator over the results ends. An iterator dropped unclosed is closed when
-  it is garbage-collected; if that cannot run (another loop running in this thread), the
-  cause is logged.
+  running, waits for it to end and closes the loop; the list iterator in hand is moved to
+  its end (``__setstate__``; the list itself is left whole, since another consumer of the
+  same stream may have been handed it too), so every iterator over the results ends. An
+  iterator dropped unclosed is closed when it is garbage-collected; if that cannot run
+  (another loop running in this thread), the cause is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Generator, Iterator
 from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
@@ -64,6 +70,7 @@ __all__ = ["execute_and_collect"]
 _log = logging.getLogger(__name__)
 STEP_RECORDS = 1024  # records the job produces per step (the loop stops and restarts between steps)
 CHANNEL_RECORDS = 1024  # the collect sink's channel: the records in flight at most
+_EMPTY: Iterator[Any] = iter([])  # a list iterator over nothing (``__setstate__`` is a no-op on it)
 
 
 def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) -> CloseableIterator:
@@ -99,37 +106,40 @@ class _Results:
         self._runner = runner
         self._client = client
         self._sink = sink
-        self._current: list[Any] = []
+        self._current: Any = _EMPTY  # a list iterator (``__setstate__`` ends it)
         self._started = self._closed = False
         self._gen = self._batches()
 
-    def batches(self) -> Iterator[list[Any]]:
+    def batches(self) -> Iterator[Iterator[Any]]:
         return self._gen
 
-    def _batches(self) -> Generator[list[Any], None, None]:
+    def _batches(self) -> Generator[Iterator[Any], None, None]:
         self._started = True
         # the loop's own run_until_complete: asyncio.Runner.run would swap the SIGINT handler
         # at every step
         run, client = self._runner.get_loop().run_until_complete, self._client
-        wait_ready, take_ready = self._sink.wait_ready, self._sink.take_ready
+        wait_ready, take_ready = self._sink.wait_ready, self._sink.take_ready_lists
         ended = False
         try:
             while True:
                 run(wait_ready(client, STEP_RECORDS))
-                records = take_ready(client)  # the loop is stopped: the job waits for room
-                if records is None:
+                lists = take_ready(client)  # the loop is stopped: the job waits for room
+                if lists is None:
                     break
-                if records:
-                    self._current = records
-                    yield records
-                # the caller is done with this step's records: free them before the job runs
-                # again, so it reuses their memory (still in the processor's cache)
-                self._current = records = []
-            self._current = []
+                for records in lists:
+                    # the channel's own lists, not a copy: an iterator over each, so that
+                    # close() can end it without emptying a list another consumer may hold
+                    self._current = it = iter(records)
+                    yield it
+                # the caller is done with this step's records (an exhausted list iterator drops
+                # its list): free them before the job runs again, so it reuses their memory
+                self._current = it = _EMPTY
+                lists = records = None  # type: ignore[assignment]
+            self._current = _EMPTY
             run(self._result())
             ended = True
         finally:
-            self._current.clear()  # ends an iteration over the list in hand
+            self._current.__setstate__(sys.maxsize)  # ends an iteration over the records in hand
             self._closed = True
             if not ended:
                 self._shutdown()

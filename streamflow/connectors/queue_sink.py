@@ -153,6 +153,31 @@ class QueueSink(Sink):
             return None
         return out
 
+    def take_ready_lists(self, client: JobClient) -> list[list[Any]] | None:
+        """:meth:`take_ready` without joining: the queued record lists themselves, in order
+        (never modified here: the caller only reads them)."""
+        lists: list[list[Any]] = []
+        poll = self._gate.poll
+        while self._open():
+            polled = poll()
+            if polled is None:
+                break
+            item = polled[1]
+            if type(item) is tuple:
+                if item[0]:
+                    lists.append(item[0])
+            else:
+                self._ended_item(item)
+        if lists:
+            return lists
+        if not self._open():
+            return None
+        job = client._task
+        if job.done():
+            job.result()  # raises the job's error
+            return None
+        return lists
+
     async def drain(self, client: JobClient) -> AsyncIterator[Any]:
         job = client._task
         while self._open():
