@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never skipped)
 import pytest
 
 from streamflow import (
@@ -25,8 +26,6 @@ from streamflow import (
 )
 from streamflow.testing import ListSink
 from streamflow.windowing import SlidingEventTimeWindows, TumblingEventTimeWindows
-
-pytest.importorskip("pyspark")
 
 N = 3000
 

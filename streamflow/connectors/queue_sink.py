@@ -106,7 +106,7 @@ class QueueSink(Sink):
         self._ended.add(item.subtask)
 
     async def wait_ready(self, client: JobClient, at_least: int, linger_s: float = 0.01) -> None:
-        """Return once the queued records make a step for :meth:`take_ready`: ``at_least`` of
+        """Return once the queued records make a step for :meth:`take_ready_lists`: ``at_least`` of
         them, or a writer waits for room, or the job has ended, or ``linger_s`` has passed since
         records were first seen queued. Takes nothing: while the consumer is not running the
         loop, the job cannot run ahead of what the channel holds."""
@@ -128,34 +128,11 @@ class QueueSink(Sink):
             if timer is not None:
                 timer.cancel()
 
-    def take_ready(self, client: JobClient) -> list[Any] | None:
-        """What is queued now, as one new list (taking it makes room: the writers resume when
-        the loop runs again); ``None`` once every writer has ended and nothing is left. Raises
-        the job's error once the records before it were taken."""
-        out: list[Any] = []
-        poll = self._gate.poll
-        while self._open():
-            polled = poll()
-            if polled is None:
-                break
-            item = polled[1]
-            if type(item) is tuple:
-                out += item[0]
-            else:
-                self._ended_item(item)
-        if out:
-            return out
-        if not self._open():
-            return None
-        job = client._task
-        if job.done():
-            job.result()  # raises the job's error
-            return None
-        return out
-
     def take_ready_lists(self, client: JobClient) -> list[list[Any]] | None:
-        """:meth:`take_ready` without joining: the queued record lists themselves, in order
-        (never modified here: the caller only reads them)."""
+        """What is queued now: the queued record lists themselves, in order, not joined (never
+        modified here: the caller only reads them); taking them makes room (the writers resume
+        when the loop runs again). ``None`` once every writer has ended and nothing is left.
+        Raises the job's error once the records before it were taken."""
         lists: list[list[Any]] = []
         poll = self._gate.poll
         while self._open():
