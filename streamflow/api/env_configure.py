@@ -36,7 +36,7 @@ class ConfigurationMixin:
         ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
         ``state.backend.rocksdb.localdir``, ``state.backend.incremental`` and
         ``state.backend.incremental.max-chain`` (incremental checkpoints of heap keyed state: on,
-        32), ``state.backend.heap.snapshot-process`` (``off`` by default, ``auto``, ``on``: encode heap
+        32), ``state.backend.heap.snapshot-process`` (``auto`` by default: bases, ``on``, ``off``: encode heap
         checkpoints in a forked child, ``state/heap_fork.py``) and its ``.min-entries`` (a capture
         of at least that many entries forks, instead of the cost estimate),
         ``taskmanager.memory.network.max`` (the job's in-flight byte budget),

@@ -62,7 +62,7 @@ class CheckpointConfig:
     incremental_max_chain: int = 32  # deltas after a base before the next full materialisation
     # heap checkpoints encoded in a forked child: auto, on or off (state/heap_fork.py); with a
     # number, a capture of at least that many entries forks (on) instead of the cost estimate
-    snapshot_process: str = "off"
+    snapshot_process: str = "auto"
     snapshot_process_min_entries: int | None = None
     externalized_retention: ExternalizedCheckpointRetention = (
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION

@@ -9,23 +9,25 @@ call that holds the loop) and for a fault on each page it writes afterwards (a
 copy while the child runs; once it has exited, the page is made writable
 again). Every page the job writes after a fork faults once, so the faults
 counted since the last fork are the pages it writes between two checkpoints;
-before the first fork, all resident pages are assumed. :func:`wanted` uses the
-child when encoding the entries here (the dirty ones, or all of them for a
-base) would cost at least ``MARGIN`` times the fork and those faults, at costs
-per entry, per resident page and per fault measured on this project's machine
-(docs/performance.md, helper ``fork``): bases and savepoints of a large state
-written sparsely fork (a 1M-key base: ~90 ms of the job's CPU instead of
-400-500); a job that writes every key each interval measured the same either
-way and stays in the process. Never with one CPU (the child would take the
-job's), nor when the fork alone would hold the loop more than
-``MAX_FORK_MS`` (a process above ~600 MB resident). The mode
-(``state.backend.heap.snapshot-process``: ``auto``, ``on``, ``off``) and a fixed
-threshold (``...snapshot-process.min-entries``) override the estimate; ``off``
-(the default) always encodes in the process: in the quiet re-run of 2026-11-27 14:05, ``auto``
-forked in ``bench/embedded.py``'s 1M-key job and its held p99 rose from 12 to 15-24 ms
-(one hold of 102 ms), against the issue's /ping target, so children are opt-in. A platform
-without ``fork`` (not Linux) or a failed ``fork`` encodes in the process too, logged with the
-cause.
+before the first fork, all resident pages are assumed. :func:`wanted` (mode
+``auto``, the default) uses a child only for a *base* (a capture of every entry:
+the first checkpoint, a materialisation), and only when encoding its entries
+here would cost more than the fork and those faults, at costs per entry, per
+resident page and per fault measured on this project's machine
+(docs/performance.md, helpers ``fork`` and ``lead``): a 1M-key base costs the
+job ~90-100 ms with a child instead of 250-500 ms of encoding, and the heap
+job's overhead fell from +17 % to +5 % on a quiet machine. A *delta* stays in
+the process: it costs what changed (a patch delta ~70-100 ns an entry), and a
+fork at every checkpoint would hold the loop at each (the fork copies the page
+tables in one call: 6-14 ms at 270 MB) and make every page the job writes fault
+again; in ``bench/embedded.py``'s 1M-key job, forking every delta lifted the
+/ping p99 from 12 to 15-24 ms, forking its bases only to 13.6-13.8 ms. Never
+with one CPU (the child would take the job's), nor when the fork alone would
+hold the loop more than ``MAX_FORK_MS`` (a process above ~600 MB resident).
+``on`` forks every capture, ``off`` none, and a fixed threshold
+(``...snapshot-process.min-entries``) forks every capture of at least that many
+entries, deltas too. A platform without ``fork`` (not Linux) or a failed
+``fork`` encodes in the process, logged with the cause.
 
 Files. A child writes ``<staging>/<file name>`` (a directory of this process,
 ``streamflow-heap-pid<pid>-*`` under the system's temporary directory, removed
@@ -82,25 +84,24 @@ FAULT_NS = 3_000.0
 TABLE_NS = 200.0  # fork's copy of the page tables, per resident page (13 ms at 270 MB)
 SETTLE_TIMEOUT_S = 300.0  # the next barrier waits this long for an earlier child, then kills it
 MAX_FORK_MS = 30.0  # fork holds the loop: a process larger than this allows encodes in itself
-# a child only where the estimate says it saves at least half: where it says the two are close
-# (a job that writes every key each interval), they measured the same (docs/performance.md)
-MARGIN = 2.0
 
 _warned: set[str] = set()
 _last_fork_faults: list[int] = []  # the process's minor faults at its last fork
 
 
-def wanted(settings: Any, entries: int) -> bool:
-    """Whether this capture's ``entries`` are encoded in a snapshot child (module doc)."""
-    mode = getattr(settings, "snapshot_process", "off")
-    if mode == "off" or entries == 0:
+def wanted(settings: Any, entries: int, base: bool) -> bool:
+    """Whether this capture's ``entries`` are encoded in a snapshot child (module doc);
+    ``base``: the capture writes every entry (a base or a savepoint), not a delta."""
+    mode = getattr(settings, "snapshot_process", "auto")
+    fixed = getattr(settings, "snapshot_process_min_entries", None)
+    estimated = mode == "auto" and fixed is None
+    if mode == "off" or entries == 0 or (estimated and not base):
         return False
     why = _proc.available() or _one_cpu()
     if why is not None:
         _once(why, "heap checkpoints are encoded in the process: %s", why)
         return False
-    fixed = getattr(settings, "snapshot_process_min_entries", None)
-    if mode == "on" or fixed is not None:
+    if not estimated:
         return entries >= (fixed or 1)
     pages = resident_pages()
     fork_ms = pages * TABLE_NS / 1e6
@@ -111,7 +112,7 @@ def wanted(settings: Any, entries: int) -> bool:
     # every page the job writes after a fork faults once; since the last fork it wrote about
     # as many pages as it faulted on (before any fork: assume all of them)
     written = minor_faults() - _last_fork_faults[0] if _last_fork_faults else pages
-    return entries * ENCODE_NS > MARGIN * (pages * TABLE_NS + min(written, pages) * FAULT_NS)
+    return entries * ENCODE_NS > pages * TABLE_NS + min(written, pages) * FAULT_NS
 
 
 def _one_cpu() -> str | None:

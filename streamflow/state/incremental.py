@@ -240,7 +240,7 @@ async def capture(
     })  # fmt: skip
     earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
     count = entries if full else sum(map(len, dirty.values()))
-    if _fork.wanted(settings, count):
+    if _fork.wanted(settings, count, full):
 
         def work(out: BinaryIO) -> dict[str, Any]:  # in the child: see snapshot_process.py
             tally = _Tally()

@@ -58,7 +58,7 @@ class IncrementalSettings:
     key_groups: range  # the key groups of its subtask
     codec: Codec
     max_chain: int = 32  # deltas after a base before the next materialisation
-    snapshot_process: str = "off"  # encode in a forked child: off, auto, on (heap_fork.py)
+    snapshot_process: str = "auto"  # encode in a forked child: off, auto, on (heap_fork.py)
     snapshot_process_min_entries: int | None = None  # fork at this many entries, not the estimate
 
 
