@@ -12,8 +12,10 @@
    and its snapshot children together (heap checkpoints encoded in a forked child,
    ``state/heap_fork.py``: their CPU is ``RUSAGE_CHILDREN``'s). The verdict is on what the
    job pays, its process's CPU and its wall time (a child uses another core, as Flink's
-   asynchronous snapshot threads do); ``--modes incremental:off,incremental:on`` compares
-   encoding in the process with encoding in children.
+   asynchronous snapshot threads do). ``incremental`` runs the product's default (``auto``:
+   bases in a child where the estimate says so, deltas in the process); ``--modes
+   incremental:off,incremental:on`` compares encoding in the process with encoding every
+   capture in children.
 
 3. ``columns``: the encoding of one delta's columns alone (``state/heap_columns.py``): the
    msgspec paths (``S`` keys, ``U`` tuples of scalars, each element's type checked first)
