@@ -53,6 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import streamflow as sf  # noqa: E402
+from streamflow.checkpoint.shared_files import HashedFile  # noqa: E402
 from streamflow.checkpoint.storage import FileSystemCheckpointStorage  # noqa: E402
 from streamflow.state import snapshot_process  # noqa: E402
 from streamflow.state.codec import MsgpackCodec  # noqa: E402
@@ -109,7 +110,7 @@ async def one_checkpoint(
     t3 = time.perf_counter()
     c3 = time.process_time()
     # bytes, or the file a snapshot child wrote (removed once the checkpoint completes)
-    size = len(ops) + sum(v.stat().st_size if isinstance(v, Path) else len(v) for v in shared.values())
+    size = len(ops) + sum(v.size if isinstance(v, HashedFile) else len(v) for v in shared.values())
     backend.checkpoint_complete(cid)
     return {
         "sync_ms": (t1 - t0) * 1e3,

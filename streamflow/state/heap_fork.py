@@ -12,9 +12,12 @@ counted since the last fork are the pages it writes between two checkpoints;
 before the first fork, all resident pages are assumed. :func:`wanted` (mode
 ``auto``, the default) uses a child only for a *base* (a capture of every entry:
 the first checkpoint, a materialisation), and only when encoding its entries
-here would cost more than the fork and those faults, at costs per entry, per
-resident page and per fault measured on this project's machine
-(docs/performance.md, helpers ``fork`` and ``lead``): a 1M-key base costs the
+here would cost more than the fork and those faults. What an entry costs here
+is measured, not assumed: the capture encodes the base's first slice in the
+process, timed (:func:`probe`: this thread's CPU, plus the hashing and writing
+of its bytes), and a child that takes over goes on from the second slice; the
+fork and the faults are estimated per resident page, at costs measured on this
+project's machine (docs/performance.md, helpers ``fork`` and ``lead``): a 1M-key base costs the
 job ~90-100 ms with a child instead of 250-500 ms of encoding, and the heap
 job's overhead fell from +17 % to +5 % on a quiet machine. A *delta* stays in
 the process: it costs what changed (a patch delta ~70-100 ns an entry), and a
@@ -54,12 +57,13 @@ that hangs must not stall the job), writes a base.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -78,9 +82,13 @@ _log = logging.getLogger(__name__)
 
 # costs measured on this project's machine (docs/performance.md, helper ``fork``)
 ENCODE_NS = 450.0  # in the process, per entry: capture, hashing and writing (a 1M-key base: 385-508 ms)
+BYTE_NS = 2.5  # per byte of a file the process writes: sha256 (0.8 ns) and the write (1.9 ns CPU)
 # in the parent, per page it writes after a fork: a copy-on-write fault while the child lives
-# (3.9-6.3 us measured), a fault that only makes the page writable again after (1.3-2.6 us)
-FAULT_NS = 3_000.0
+# (3.9-6.3 us measured; 4.6 us on the 2026-11-27 evening VM), a fault that only makes the page
+# writable again after it exited (1.0-2.6 us). Averaged over a job's pages: the heap job (1M keys,
+# every key written each second, 63k pages resident) paid at most ~100 ms for its base's child,
+# i.e. <= 1.6 us per resident page, as only part of them are written while the child lives
+FAULT_NS = 1_500.0
 TABLE_NS = 200.0  # fork's copy of the page tables, per resident page (13 ms at 270 MB)
 SETTLE_TIMEOUT_S = 300.0  # the next barrier waits this long for an earlier child, then kills it
 MAX_FORK_MS = 30.0  # fork holds the loop: a process larger than this allows encodes in itself
@@ -89,12 +97,30 @@ _warned: set[str] = set()
 _last_fork_faults: list[int] = []  # the process's minor faults at its last fork
 
 
-def wanted(settings: Any, entries: int, base: bool) -> bool:
+def estimates(settings: Any) -> bool:
+    """Whether :func:`wanted` decides by the cost estimate (``auto`` without a fixed threshold)."""
+    return getattr(settings, "snapshot_process", "auto") == "auto" and (
+        getattr(settings, "snapshot_process_min_entries", None) is None
+    )
+
+
+def probe(frames: Iterator[list[bytes]], tally: Any) -> tuple[Iterator[list[bytes]], float]:
+    """Encode the first slice of ``frames`` here, timed (this thread's CPU: a loaded machine's
+    preemption does not count): the same frames again, and what an entry costs to encode, hash
+    and write in the process (ns; ``tally.entries``: the entries encoded)."""
+    t0 = time.thread_time_ns()
+    first = next(frames, [])
+    ns = time.thread_time_ns() - t0 + sum(map(len, first)) * BYTE_NS
+    return itertools.chain([first], frames), ns / max(1, tally.entries)
+
+
+def wanted(settings: Any, entries: int, base: bool, cost: float | None = None) -> bool:
     """Whether this capture's ``entries`` are encoded in a snapshot child (module doc);
-    ``base``: the capture writes every entry (a base or a savepoint), not a delta."""
+    ``base``: the capture writes every entry (a base or a savepoint), not a delta; ``cost``:
+    what an entry costs in the process (ns, :func:`probe`), else :data:`ENCODE_NS`."""
     mode = getattr(settings, "snapshot_process", "auto")
+    estimated = estimates(settings)
     fixed = getattr(settings, "snapshot_process_min_entries", None)
-    estimated = mode == "auto" and fixed is None
     if mode == "off" or entries == 0 or (estimated and not base):
         return False
     why = _proc.available() or _one_cpu()
@@ -112,7 +138,11 @@ def wanted(settings: Any, entries: int, base: bool) -> bool:
     # every page the job writes after a fork faults once; since the last fork it wrote about
     # as many pages as it faulted on (before any fork: assume all of them)
     written = minor_faults() - _last_fork_faults[0] if _last_fork_faults else pages
-    return entries * ENCODE_NS > pages * TABLE_NS + min(written, pages) * FAULT_NS
+    here_ms = entries * (ENCODE_NS if cost is None else cost) / 1e6
+    child_ms = (pages * TABLE_NS + min(written, pages) * FAULT_NS) / 1e6
+    _log.debug("a base of %d entries: ~%.0f ms to encode in the process, ~%.0f ms for a child (%d MB "
+               "resident)", entries, here_ms, child_ms, pages * PAGE >> 20)  # fmt: skip
+    return here_ms > child_ms
 
 
 def _one_cpu() -> str | None:

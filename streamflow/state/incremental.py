@@ -240,12 +240,16 @@ async def capture(
     })  # fmt: skip
     earlier = [] if full else [p for _cid, p in sorted(chain_state.pending.items())]
     count = entries if full else sum(map(len, dirty.values()))
-    if _fork.wanted(settings, count, full):
+    tally = _Tally()
+    encoded: Iterator[list[bytes]] | None = None
+    cost = None  # a base's first slice, encoded here and timed: what an entry costs (heap_fork.py)
+    if full and count > CHUNK and _fork.estimates(settings):
+        encoded, cost = _fork.probe(_encoded(tables, dirty, full, False, to_plain, codec, tally), tally)
+    if _fork.wanted(settings, count, full, cost):
+        frames_ = encoded or _encoded(tables, dirty, full, False, to_plain, codec, tally)
 
         def work(out: BinaryIO) -> dict[str, Any]:  # in the child: see snapshot_process.py
-            tally = _Tally()
-            frames = _encoded(tables, dirty, full, False, to_plain, codec, tally)
-            return _write(out, header, earlier, frames, tally, key_kind)
+            return _write(out, header, earlier, frames_, tally, key_kind)
 
         started = _fork.encode_in_child(chain_state, checkpoint_id, name, work)
         if started is not None:
@@ -258,8 +262,7 @@ async def capture(
     if full and not savepoint:  # a savepoint's base is not in the chain: it mends nothing
         chain_state.broken = False
     frames: list[bytes] = []
-    tally = _Tally()
-    for out in _encoded(tables, dirty, full, not savepoint, to_plain, codec, tally):
+    for out in encoded or _encoded(tables, dirty, full, not savepoint, to_plain, codec, tally):
         frames.extend(out)
         await yield_point()
     if not savepoint:
