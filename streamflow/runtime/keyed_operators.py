@@ -12,6 +12,7 @@ import copy
 import decimal
 from collections.abc import Callable, Iterator
 from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from ..functions import Function
@@ -20,6 +21,8 @@ from .basic_operators import expand, is_async, resolve_function
 from .fold import inline_expression, key_expression, make_fold
 from .item_getters import failed_record
 from .process_operators import TimerOperator
+
+_FIELD_0 = itemgetter(0)
 
 _MISSING = object()
 
@@ -74,6 +77,10 @@ class ReduceOperator(TimerOperator):
         self._patch = getattr(self.reduce, "patch_field", None)
         if self.dirty is not None:  # ... and every value a tuple of one length: the capture's shape
             self.dirty.shape = getattr(self.reduce, "tuple_arity", None)
+            # keyed by field 0 (``lambda e: e[0]``), which the body carries: every value's field
+            # 0 is its key, the very object (a key's first record holds it), so a base or a
+            # whole-value delta writes the key once (state/heap_frames.py "putk")
+            self.dirty.key_first = key == key_expression(_FIELD_0) and self._patch not in (None, 0)
         body, first = unguarded
         return tuple(make_fold(body, {}, key, known, keys, first) for keys in (False, True)
                      for known in (True, False))  # fmt: skip
@@ -163,6 +170,7 @@ class ReduceOperator(TimerOperator):
             self._folds, self._guarded, done = self._guarded, None, result
             if self.dirty is not None:
                 self.dirty.shape = None  # that record is not a tuple of the length
+                self.dirty.key_first = False
             result = self._fold_rest(self._folds, records, it, logged)
             result = tuple(a + b for a, b in zip(done[:-1], result, strict=False))
         out, new = result[0], result[1]

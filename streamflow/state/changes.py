@@ -73,8 +73,8 @@ class Changes:
     key once), at most about twice what the write added, so no single write pays for all."""
 
     __slots__ = (
-        "_open_keys", "_open_values", "batches", "deletes", "full", "logged", "merged", "paused", "shape",
-        "table",
+        "_open_keys", "_open_values", "batches", "deletes", "full", "key_first", "logged", "merged", "paused",
+        "shape", "table",
     )  # fmt: skip
 
     def __init__(self, table: dict, paused: bool = False) -> None:
@@ -91,6 +91,9 @@ class Changes:
         # every value of the table is a tuple of this length, its writer vouches (the keyed sum
         # of a tuple field): the capture reads no value's type nor length (heap_frames.py)
         self.shape: int | None = None
+        # ... and field 0 of each is its key, the very object (the keyed sum keyed by field 0):
+        # the capture writes the key once (heap_frames.py, "putk" frames)
+        self.key_first = False
         self._open_keys: list[Any] = []
         self._open_values: list[Any] = []
 

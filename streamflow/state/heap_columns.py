@@ -56,7 +56,10 @@ import ormsgpack
 
 from .codec import Codec
 
-__all__ = ["STRICT", "pack_column", "pack_column_typed", "packb", "strict_pack", "types_of", "unpack_column"]
+__all__ = [
+    "STRICT", "pack_column", "pack_column_typed", "pack_fields", "packb", "strict_pack", "types_of",
+    "unpack_column", "unpack_fields",
+]  # fmt: skip
 
 _PLAIN_ERRORS = (TypeError, ValueError, OverflowError)
 
@@ -194,6 +197,30 @@ def pack_column_typed(
         except _PLAIN_ERRORS:
             pass  # as above: the codec's general encoding is the fallback, tagged "C"
     return b"C" + codec.encode(values), types
+
+
+def pack_fields(values: list[tuple], fields: range) -> bytes | None:
+    """Fields ``fields`` of same-length tuples as a ``T`` column (one column per field, packed
+    strictly, see the module doc), or None when the strict packers refuse one."""
+    columns = [list(map(itemgetter(i), values)) for i in fields]
+    try:
+        return b"T" + strict_pack(columns)
+    except _PLAIN_ERRORS:
+        pass  # e.g. a dict with int keys: msgpack's strict packer
+    try:
+        return b"T" + _pack(columns)
+    except _PLAIN_ERRORS:
+        return None  # the caller writes the whole values (the codec packs them: no loss)
+
+
+def unpack_fields(data: bytes) -> list[list[Any]]:
+    """The field columns of :func:`pack_fields`."""
+    if data[:1] != b"T":
+        raise ValueError(f"a field column tagged {data[:1]!r}")
+    columns = _unpackb(data[1:])
+    if not isinstance(columns, list) or not all(isinstance(c, list) for c in columns):
+        raise ValueError("a field column that is not a list of lists")
+    return columns
 
 
 def unpack_column(data: bytes, codec: Codec) -> list[Any]:

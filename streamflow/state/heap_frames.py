@@ -29,6 +29,20 @@ do a ``put`` frame's: a key's earlier value is in the same subtask's chain.
 A patch of a key the table does not hold, or whose value is not a tuple long
 enough, means a chain that is not what its writer wrote: the restore fails with
 ``ValueError`` naming the key (never a silently wrong value).
+
+Key-first frames: the key written once. The keyed sum keyed by field 0
+(``key_by(lambda e: e[0]).sum(1)``) stores each key's first record, whose field 0
+is the key, the very object (the key selector returned it), and carries that
+field ever after. Its writer vouches for it (``Changes.key_first``, with
+``shape``), so a slice of whole values is written as ``[state, "putk", keys,
+fields]``: the key column once, and fields 1.. of the tuples column-wise (a
+``T`` column of ``shape - 1`` fields, ``heap_columns.py``); a restore rebuilds
+``(key, *fields)``, the key object itself as field 0, exactly what the live table
+held (the same object for both). Checking the identity instead of trusting the
+writer (``all(map(is_, keys, column 0))``) costs about what writing the column
+saves (docs/performance.md), so only a writer that knows writes these frames.
+A column that the strict packers refuse (e.g. an Enum field) falls back to a
+``put`` frame. Builds before these frames fail on them with "unknown frame 'putk'".
 """
 
 from __future__ import annotations
@@ -40,9 +54,17 @@ from typing import Any
 
 from .changes import MISSING
 from .codec import Codec
-from .heap_columns import pack_column, pack_column_typed, packb, types_of, unpack_column
+from .heap_columns import (
+    pack_column,
+    pack_column_typed,
+    pack_fields,
+    packb,
+    types_of,
+    unpack_column,
+    unpack_fields,
+)
 
-__all__ = ["apply_patch", "patch_frame", "slice_frames"]
+__all__ = ["apply_patch", "key_first_values", "patch_frame", "slice_frames"]
 
 _MUTABLE = frozenset({list, dict, set, bytearray})
 
@@ -56,13 +78,15 @@ def slice_frames(
     codec: Codec,
     key_types: set[type],
     shape: int | None = None,
+    key_first: bool = False,
 ) -> list[bytes]:
     """The frames of one slice of writes, oldest first. A key written more than once in the
     slice is written once (its last value) when the slice holds a deletion (a ``del`` and a
     ``put`` frame are not ordered against each other) or mutable values (each logged write
     refers to the same object, which holds its latest value: encoding it once per write
     would cost the square of a growing list's length). ``shape``: every value that is not
-    a deletion is a tuple of that length (``Changes.shape``: no pass reads their types)."""
+    a deletion is a tuple of that length (``Changes.shape``: no pass reads their types);
+    ``key_first``: and its field 0 is its key (``Changes.key_first``: a "putk" frame)."""
     value_types: set[type] = {tuple, type(MISSING)} if shape else types_of(values)
     has_deletes = deletes and any(map(is_, values, repeat(MISSING, len(values))))
     if not unique and (has_deletes or not _MUTABLE.isdisjoint(value_types)):
@@ -81,9 +105,21 @@ def slice_frames(
     if keys:
         packed_keys, types = pack_column_typed(keys, codec)
         key_types |= types
-        packed = pack_column_typed(values, codec, value_types, shape or None)[0]
-        frames.append(packb([table, "put", packed_keys, packed]))
+        rest = pack_fields(values, range(1, shape)) if key_first and shape and shape > 1 else None
+        if rest is not None:  # the key once (module doc)
+            frames.append(packb([table, "putk", packed_keys, rest]))
+        else:
+            packed = pack_column_typed(values, codec, value_types, shape or None)[0]
+            frames.append(packb([table, "put", packed_keys, packed]))
     return frames
+
+
+def key_first_values(keys: list, frame: list) -> list[tuple]:
+    """The values of a "putk" frame (``keys``: its keys, decoded): ``(key, *fields)``."""
+    fields = unpack_fields(frame[3])
+    if not fields or any(len(f) != len(keys) for f in fields):
+        raise ValueError(f"a putk frame of {len(keys)} keys with fields of {[len(f) for f in fields]}")
+    return list(zip(keys, *fields, strict=True))
 
 
 def patch_frame(

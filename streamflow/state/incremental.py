@@ -40,8 +40,9 @@ repeated by the next capture from its child's file.
 
 Format: a file is a MessagePack stream: a header (codec name, full or delta,
 the writer's key-group range, the state kinds), then frames ``[state, "put",
-keys, values]``, ``[state, "del", keys]`` and ``[state, "patch", keys, fields,
-columns]`` (the changed fields of tuples: ``heap_frames.py``), then ``["", "end",
+keys, values]``, ``[state, "putk", keys, fields]`` (tuples whose field 0 is the key),
+``[state, "del", keys]`` and ``[state, "patch", keys, fields, columns]`` (the changed
+fields of tuples: ``heap_frames.py``), then ``["", "end",
 key kinds]``. The logs pause while the next capture is a base anyway (``changes.py``).
 A column is packed by the cheapest exact encoding that accepts it (msgspec for
 scalars and tuples of scalars, msgpack strict, column-wise tuples, the job's codec),
@@ -87,7 +88,7 @@ from . import heap_fork as _fork
 from .changes import CHUNK, MISSING, SLACK, Changes, Column
 from .codec import Codec
 from .heap_columns import pack_column, packb, unpack_column
-from .heap_frames import apply_patch, patch_frame, slice_frames
+from .heap_frames import apply_patch, key_first_values, patch_frame, slice_frames
 from .snapshot_process import SnapshotChild
 
 __all__ = [
@@ -329,8 +330,10 @@ def _encoded(
                 if patch is not None and plain is None:  # the changed fields only (heap_frames.py)
                     out = [patch_frame(table_name, part, vals, patch, codec, tally.key_types)]
                 else:
-                    shape = None if plain is not None else changes.shape
-                    out = slice_frames(table_name, part, vals, deletes, unique, codec, tally.key_types, shape)
+                    shape, first = (None, False) if plain is not None else (changes.shape, changes.key_first)
+                    out = slice_frames(
+                        table_name, part, vals, deletes, unique, codec, tally.key_types, shape, first
+                    )
                 # nothing refers to the slice's lists during the pause: the young collection
                 # a pause may run does not walk them (their elements are old)
                 del part, vals
@@ -467,8 +470,8 @@ def apply_file_slices(
             return
         table = tables(name, kinds[name])
         keys = unpack_column(frame[2], codec)
-        if op == "put":
-            values = unpack_column(frame[3], codec)
+        if op == "put" or op == "putk":  # putk: the key once, as field 0 of each value (heap_frames.py)
+            values = unpack_column(frame[3], codec) if op == "put" else key_first_values(keys, frame)
             if len(values) != len(keys):
                 raise ValueError(f"{len(keys)} keys but {len(values)} values")
             if keep_all:
