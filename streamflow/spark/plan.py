@@ -20,7 +20,9 @@ the user's code paths) and builds one streaming DataFrame per node output:
   ``groupBy(key).applyInPandasWithState`` (:class:`~.keyed.KeyedRunner`): the operator's
   keyed state and timers per key live in Spark's state store, and event-time timers are
   Spark's event-time timeouts.
-* **union** is ``unionByName``; a **side output** is a filter on the ``tag`` column.
+* **union** is ``unionByName``; before a keyed stage each input gets a watermark of its own and
+  the union's is their minimum (:mod:`.watermarks`). A **side output** is a filter on the ``tag``
+  column.
 * Every **sink** becomes one query with ``foreachBatch`` (see :mod:`.sinks`), checkpointed
   at ``<checkpoint dir>/spark/<sink uid>``.
 * Spark runs one stateful operator per query: a stateful stage (keyed operator, native
@@ -51,12 +53,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..connectors.base import Source
-from ..eventtime import (
-    BoundedOutOfOrdernessWatermarks,
-    NoWatermarksGenerator,
-    _ValueAndTimestampAssigner,
-    _ValueAssigner,
-)
 from ..graph import JobGraph, Partitioning, StreamNode
 from ..runtime.basic_operators import FilterOperator, MapOperator, UserFunctionOperator
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
@@ -79,6 +75,7 @@ from .native import (
 )
 from .rolling import recognise_rolling, rolling_frame
 from .sources import SparkTranslationError, ToBinary, materialize
+from .watermarks import hold_back, min_watermark_settings, timestamps_expr, watermark_delay
 from .window_agg import aggregate_columns, output_frame, recognise_window
 from .windows import WindowFirer, feeds_keyed, native_window, window_frame
 
@@ -228,10 +225,10 @@ class Translation:
                 df, out_layout = stream.df.where(F.col("eof") | cond), layout
         elif type(op) is TimestampsAndWatermarksOperator:
             assert isinstance(op, TimestampsAndWatermarksOperator)
-            ts = self._timestamps(op, layout, what)
+            ts = timestamps_expr(op, layout, what)
             if ts is None:
                 return None
-            delay = _watermark_delay(node)
+            delay = watermark_delay(node)
             df = stream.df.withColumn("ts", F.when(F.col("eof"), F.col("ts")).otherwise(to_column(ts)))
             _log.info("%s runs natively on Spark", what)
             delay = delay if delay is not None else stream.delay_ms
@@ -243,29 +240,12 @@ class Translation:
         return Stream(df, stream.ordered, stream.delay_ms, None, out_layout, True, stream.ts_range,
                       stream.flat_order, stream.no_ts, **_carried(stream))
 
-    @staticmethod
-    def _timestamps(op: TimestampsAndWatermarksOperator, layout: Layout, what: str) -> Expr | None:
-        """The ``ts`` expression of a recognised timestamp assigner, else None."""
-        assigner = op.strategy.create_timestamp_assigner()
-        if assigner is None:
-            return None
-        if type(assigner) in (_ValueAssigner, _ValueAndTimestampAssigner):
-            fn = assigner._fn  # type: ignore[attr-defined]
-            if not isinstance(fn, types.FunctionType):
-                return None
-            result = recognise(fn, layout, what, 0, 1 if type(assigner) is _ValueAssigner else 2)
-        else:  # a TimestampAssigner class: its method, which must not read ``self``
-            result = recognise(assigner.extract_timestamp, layout, what, 1, 2)
-        if result is None or result.is_tuple or result.identity or result.exprs[0].kind != "int":
-            return None
-        return result.exprs[0]
-
     def _chain(self, node: StreamNode) -> tuple[Stream, list[NodeSpec]]:
         """The stage input and the fused operators ending with ``node``."""
         if node.id in self._chains:
             return self._chains[node.id]
         spec = self.spec(node, self._side_tags(node))
-        spec_delay = _watermark_delay(node)
+        spec_delay = watermark_delay(node)
         up = self._fusable_upstream(node)
         if (
             up is not None
@@ -409,6 +389,13 @@ class Translation:
         layout = merge_layouts([s.layout for s in streams])
         dfs = [s.df if layout is not None or s.layout is None else
                s.df.mapInArrow(ToBinary(s.layout, self.codec), ROW_DDL) for s in streams]
+        timed = self.batch or any(s.delay_ms is not None for s in streams)
+        if timed and (node.keyed or feeds_keyed(self.graph, node)):
+            # the union's watermark is the minimum over its inputs, not the fastest one's (.watermarks);
+            # a batch job's keys end when every input has ended
+            min_watermark_settings(self.spark, f"the inputs of {node.name!r}")
+            dfs = [hold_back(df, None if self.batch else s.delay_ms)
+                   for df, s in zip(dfs, streams, strict=True)]
         df = dfs[0]
         for other in dfs[1:]:
             df = df.unionByName(other)
@@ -474,22 +461,3 @@ def _carried(stream: Stream) -> dict[str, Any]:
 def _with_delay(stream: Stream, delay: int | None) -> Stream:
     return stream if delay is None else dataclasses.replace(stream, delay_ms=delay)
 
-
-def _watermark_delay(node: StreamNode) -> int | None:
-    """The Spark watermark delay of a timestamps-and-watermarks node, or None."""
-    factory = node.operator_factory
-    if factory is None:
-        return None
-    op = factory.create(0)
-    if not isinstance(op, TimestampsAndWatermarksOperator):
-        return None
-    generator = op.strategy.generator_factory()
-    if isinstance(generator, BoundedOutOfOrdernessWatermarks):
-        return int(generator._bound)
-    if isinstance(generator, NoWatermarksGenerator):
-        return None
-    raise SparkTranslationError(
-        f"operator {node.name!r}: a custom watermark generator ({type(generator).__name__}) cannot run "
-        "on Spark, whose watermark is the maximum event time minus a fixed delay: use "
-        "WatermarkStrategy.for_bounded_out_of_orderness(...) or for_monotonous_timestamps()"
-    )

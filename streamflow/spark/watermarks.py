@@ -1,0 +1,116 @@
+"""Event time on Spark: the watermark delay of a strategy, and the watermark of a union.
+
+Theory of operation
+-------------------
+Spark has one event-time watermark per streaming query. Each ``withWatermark`` node in the
+query tracks the highest event time of the rows that pass it, minus its delay; the query's
+watermark is combined from those nodes by ``spark.sql.streaming.multipleWatermarkPolicy``
+(``min`` by default, stored in the checkpoint), recomputed between micro-batches, and never
+goes back. A node that has seen no row yet counts as 0.
+
+A keyed stage puts one ``withWatermark`` on its input (:mod:`.plan`). On a union that node sees
+the rows of every input, so its watermark follows the *fastest* input: a bounded source that
+ends early lifts it to the end-of-input row's event time (2255), and every later record of the
+other inputs is late (dropped by a native window, fired past by a keyed operator): a silent
+wrong answer. Flink's rule is the minimum over the inputs: an input that ended emits the
+maximum watermark for itself only, so it stops holding the others back but never pushes them.
+
+So every input of a union that feeds a keyed stage gets a ``withWatermark`` of its own
+(:func:`hold_back`), on its rows' ``ts`` with its own strategy's delay; with the ``min``
+policy the query's watermark is the minimum over the inputs (the keyed stage's own node sees
+all rows, so its watermark is never the lowest). An input without a watermark strategy gets a
+node on its end-of-input row only: it holds the watermark at 0 until that input ends, as such
+an input does on the asyncio engine (its channel's watermark stays at the minimum until the
+end of input). Spark refuses a ``withWatermark`` below another one when it propagates
+watermarks per stateful operator (``spark.sql.streaming.statefulOperator.allowMultiple``,
+"Redefining watermark is disallowed"); the translation runs one stateful operator per query
+(:mod:`.exchange`), so :func:`min_watermark_settings` turns that off, which gives the single
+global watermark of Spark before 3.4 (late rows are then judged against the current
+micro-batch's watermark instead of the previous one's: for records within the strategy's
+bound the answers are the same, see docs/spark.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+from typing import Any
+
+from ..eventtime import (
+    BoundedOutOfOrdernessWatermarks,
+    NoWatermarksGenerator,
+    _ValueAndTimestampAssigner,
+    _ValueAssigner,
+)
+from ..graph import StreamNode
+from ..runtime.timestamps import TimestampsAndWatermarksOperator
+from .native import Expr, Layout, recognise
+from .sources import SparkTranslationError
+
+_log = logging.getLogger(__name__)
+
+POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
+ALLOW_MULTIPLE = "spark.sql.streaming.statefulOperator.allowMultiple"
+SETTINGS = {POLICY: "min", ALLOW_MULTIPLE: "false"}
+_HOLD_COLUMN = "_input_event_time"
+
+
+def watermark_delay(node: StreamNode) -> int | None:
+    """The Spark watermark delay of a timestamps-and-watermarks node, or None."""
+    factory = node.operator_factory
+    if factory is None:
+        return None
+    op = factory.create(0)
+    if not isinstance(op, TimestampsAndWatermarksOperator):
+        return None
+    generator = op.strategy.generator_factory()
+    if isinstance(generator, BoundedOutOfOrdernessWatermarks):
+        return int(generator._bound)
+    if isinstance(generator, NoWatermarksGenerator):
+        return None
+    raise SparkTranslationError(
+        f"operator {node.name!r}: a custom watermark generator ({type(generator).__name__}) cannot run "
+        "on Spark, whose watermark is the maximum event time minus a fixed delay: use "
+        "WatermarkStrategy.for_bounded_out_of_orderness(...) or for_monotonous_timestamps()"
+    )
+
+
+def timestamps_expr(op: TimestampsAndWatermarksOperator, layout: Layout, what: str) -> Expr | None:
+    """The ``ts`` expression of a recognised timestamp assigner, else None."""
+    assigner = op.strategy.create_timestamp_assigner()
+    if assigner is None:
+        return None
+    if type(assigner) in (_ValueAssigner, _ValueAndTimestampAssigner):
+        fn = assigner._fn  # type: ignore[attr-defined]
+        if not isinstance(fn, types.FunctionType):
+            return None
+        result = recognise(fn, layout, what, 0, 1 if type(assigner) is _ValueAssigner else 2)
+    else:  # a TimestampAssigner class: its method, which must not read ``self``
+        result = recognise(assigner.extract_timestamp, layout, what, 1, 2)
+    if result is None or result.is_tuple or result.identity or result.exprs[0].kind != "int":
+        return None
+    return result.exprs[0]
+
+
+def hold_back(df: Any, delay_ms: int | None) -> Any:
+    """``df`` (rows of one union input) behind a watermark node of its own: its rows' highest
+    ``ts`` minus ``delay_ms``, or with no delay (no watermark strategy) its end-of-input row's
+    alone. The node's column is dropped again; the node stays in the plan."""
+    from pyspark.sql import functions as F
+
+    ts = F.timestamp_millis("ts")
+    column = ts if delay_ms is not None else F.when(F.col("eof"), ts)
+    return (df.withColumn(_HOLD_COLUMN, column)
+            .withWatermark(_HOLD_COLUMN, f"{delay_ms or 0} milliseconds").drop(_HOLD_COLUMN))
+
+
+def min_watermark_settings(spark: Any, what: str) -> None:
+    """The session settings under which per-input watermarks combine by their minimum (see the
+    module docstring); a different value set before is replaced, with a warning."""
+    for key, value in SETTINGS.items():
+        before = spark.conf.get(key, None)
+        if before is not None and str(before).lower() != value:
+            _log.warning("%s: setting %s=%s (was %s): the union's watermark is the minimum over its "
+                         "inputs, one watermark node per input", what, key, value, before)
+        spark.conf.set(key, value)
+    _log.info("%s: each input has a watermark of its own; the union's is their minimum", what)
