@@ -67,8 +67,15 @@ class TimerPerKey(KeyedProcessFunction):
     """Records and one event-time timer per key (a union with an input that has no watermark
     strategy: on both engines that input holds the union's watermark until it ends)."""
 
-    def process_element(self, value: Any, ctx: Any) -> None:
-        ctx.timer_service().register_event_time_timer(999)
+    def open(self, ctx: Any) -> None:
+        from streamflow import ValueStateDescriptor
+
+        self.seen = ctx.get_state(ValueStateDescriptor("seen"))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if not self.seen.value():  # once per key: a timer registered in the past fires at the next
+            self.seen.update(True)  # watermark, whose moment differs between the engines
+            ctx.timer_service().register_event_time_timer(999)
         yield ("record", value[0], value[1])
 
     def on_timer(self, timestamp: int, ctx: Any) -> Any:
