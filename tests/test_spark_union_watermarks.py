@@ -18,6 +18,7 @@ from typing import Any
 
 import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never skipped)
 import pytest
+from test_spark_chained import SumPerSecond  # event-time timers: a key's sum per second
 
 from streamflow import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment, WatermarkStrategy
 from streamflow.testing import ListSink
@@ -39,28 +40,6 @@ def long_events() -> list[tuple[str, int, int]]:
 
 def _strategy() -> WatermarkStrategy:
     return WatermarkStrategy.for_bounded_out_of_orderness(200).with_timestamp_assigner(lambda e, t: e[2])
-
-
-class SumPerSecond(KeyedProcessFunction):
-    """Event-time timers: the key's sum of each second, emitted when the watermark passes it."""
-
-    def open(self, ctx: Any) -> None:
-        from streamflow import ValueStateDescriptor
-
-        self.sums = ctx.get_state(ValueStateDescriptor("sums"))
-
-    def process_element(self, value: Any, ctx: Any) -> None:
-        end = ctx.timestamp() // 1000 * 1000 + 999
-        sums = dict(self.sums.value() or {})
-        sums[end] = sums.get(end, 0) + value[1]
-        self.sums.update(sums)
-        ctx.timer_service().register_event_time_timer(end)
-
-    def on_timer(self, timestamp: int, ctx: Any) -> Any:
-        sums = dict(self.sums.value())
-        total = sums.pop(timestamp)
-        self.sums.update(sums)
-        yield (ctx.get_current_key(), timestamp, total)
 
 
 class TimerPerKey(KeyedProcessFunction):

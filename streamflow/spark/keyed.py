@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..checkpoint.restore import OperatorRestore
@@ -129,14 +130,14 @@ class KeyedRunner:
             old.close()
         return stage, True
 
-    def _run(self, frames: list[Any], state: Any) -> tuple[list, list, list, list]:
+    @contextmanager
+    def _opened(self, restored: OperatorRestore | None) -> Iterator[_Stage]:
+        """The stage with ``restored`` (one key's state, or None) loaded: the worker's cached
+        stage reset in place, or a fresh one opened and closed after the call. A failure drops
+        the cached stage (its operator may be half-way through a call) and closes it."""
         stage, cached = self._stage()
         op = stage.head
         try:
-            restored = None
-            if state.exists:
-                snapshot = self.state_decode(state.get[0])
-                restored = OperatorRestore(snapshot, [snapshot], range(self.spec.max_parallelism))
             if cached:
                 assert isinstance(op, TimerOperator)
                 _reset(op)
@@ -144,11 +145,7 @@ class KeyedRunner:
             else:
                 op.initialize_state(restored)
                 stage.open()
-            wm = state.getCurrentWatermarkMs() if self.event_time else 0
-            orders, tss, values = ([], [], []) if state.hasTimedOut else _rows(frames, self.layout)
-            out = stage.run(self._process(stage, wm, orders, tss, values))
-            self._save(op, state)
-            return out
+            yield stage
         except BaseException:
             if cached:
                 _STAGES.pop(self.token, None)
@@ -157,6 +154,18 @@ class KeyedRunner:
         finally:
             if not cached:
                 stage.close()
+
+    def _run(self, frames: list[Any], state: Any) -> tuple[list, list, list, list]:
+        restored = None
+        if state.exists:
+            snapshot = self.state_decode(state.get[0])
+            restored = OperatorRestore(snapshot, [snapshot], range(self.spec.max_parallelism))
+        with self._opened(restored) as stage:
+            wm = state.getCurrentWatermarkMs() if self.event_time else 0
+            orders, tss, values = ([], [], []) if state.hasTimedOut else _rows(frames, self.layout)
+            out = stage.run(self._process(stage, wm, orders, tss, values))
+            self._save(stage.head, state)
+            return out
 
     def _run_batch(self, frames: list[Any], state: Any) -> tuple[list, list, list, list]:
         """A batch job's key (see the module docstring): buffer its rows, or at the end of input
@@ -176,26 +185,9 @@ class KeyedRunner:
             rows.sort(key=lambda r: (MIN_WATERMARK if r[1] is None else r[1], r[0]))
         else:
             rows.sort(key=lambda r: r[0])
-        stage, cached = self._stage()
-        op = stage.head
-        try:
-            if cached:
-                assert isinstance(op, TimerOperator)
-                _reset(op)
-                op.initialize_state(None)
-            else:
-                op.initialize_state(None)
-                stage.open()
+        with self._opened(None) as stage:
             orders, tss, values = ([list(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows])
             return stage.run(self._process(stage, 0, orders, tss, values, encoded=True, end=True))
-        except BaseException:
-            if cached:
-                _STAGES.pop(self.token, None)
-                cached = False
-            raise
-        finally:
-            if not cached:
-                stage.close()
 
     async def _process(self, stage: _Stage, wm: int, orders: list[list[int]], tss: list[int | None],
                        values: list[Any], encoded: bool = False, end: bool = False,
