@@ -380,15 +380,26 @@ def test_cancel_stops_a_running_spark_job() -> None:
     assert took < 60
 
 
-def _run_kill_job(tmp: Path, kill_after: int | None) -> subprocess.CompletedProcess[str]:
+def _run_kill_job(tmp: Path, kill_after: int | None, hook: str = "STREAMFLOW_SPARK_KILL_AFTER_BATCH",
+                  n: int = 2000, chained: bool = False) -> subprocess.CompletedProcess[str]:
+    """tests/spark_kill_job.py on ``tmp``'s output and checkpoint directories; with ``kill_after``,
+    the driver SIGKILLs itself after micro-batch ``kill_after`` of the query ``hook`` names."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_BATCH", None)
+    env.pop("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", None)
     if kill_after is not None:
-        env["STREAMFLOW_SPARK_KILL_AFTER_BATCH"] = str(kill_after)
+        env[hook] = str(kill_after)
     return subprocess.run(
-        [sys.executable, str(HERE / "spark_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), "2000"],
+        [sys.executable, str(HERE / "spark_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), str(n),
+         *(["chained"] if chained else [])],
         env=env, capture_output=True, text=True, timeout=600,
     )
+
+
+def _written_lines(out: Path) -> list[str]:
+    """Every line of the sink's part files (not its hidden in-progress ones)."""
+    return [line for f in sorted(out.iterdir()) if not f.name.startswith(".")
+            for line in f.read_text().splitlines()]
 
 
 def test_driver_killed_mid_run_resumes_exactly_once(tmp_path: Path) -> None:
@@ -399,12 +410,7 @@ def test_driver_killed_mid_run_resumes_exactly_once(tmp_path: Path) -> None:
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
     second = _run_kill_job(tmp_path, kill_after=None)
     assert second.returncode == 0, second.stderr[-3000:]
-    lines = [
-        line
-        for f in sorted((tmp_path / "out").iterdir())
-        if not f.name.startswith(".")
-        for line in f.read_text().splitlines()
-    ]
+    lines = _written_lines(tmp_path / "out")
     expected = []
     totals: dict[str, int] = {}
     for key, value, _ts in events(2000):

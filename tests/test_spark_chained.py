@@ -12,11 +12,14 @@ the first position ordered its elements arbitrarily.
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never skipped)
 import pytest
+from test_spark import _run_kill_job, _written_lines
 
 from streamflow import (
     KeyedProcessFunction,
@@ -150,3 +153,32 @@ def test_window_after_window_keeps_element_order(runs: dict[str, dict[str, list]
         assert ends == sorted(ends)
     firsts = [r[2] for r in runs["spark"]["window_window_first"]]  # in the first second of 3
     assert firsts and all(ts // 1000 % 3 == 0 for ts in firsts)
+
+
+def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once(tmp_path: Path) -> None:
+    """Two running sums of different keys (an exchange between them), into an exactly-once
+    FileSink: SIGKILL the driver right after the exchange wrote its chunk of micro-batch 1 (the
+    downstream query has not started), restart on the same checkpoint directory and SIGKILL it
+    after the sink wrote micro-batch 1 of the downstream query, restart again: every output of
+    the second running sum is written exactly once."""
+    n = 1200  # 400 records per micro-batch: 3 source chunks, the last ending with end of input
+    first = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n, chained=True)
+    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
+    (exchange,) = (tmp_path / "chk" / "spark" / "exchange").iterdir()
+    chunks = sorted(p.name for p in exchange.iterdir() if not p.name.startswith("."))
+    assert chunks == ["part-00000000.parquet", "part-00000001.parquet"]  # killed mid-exchange
+    assert not (tmp_path / "out").exists() or _written_lines(tmp_path / "out") == []
+    second = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_BATCH", n, chained=True)
+    assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
+    assert any(p.name.endswith("-eof.parquet") for p in exchange.iterdir())  # the exchange had ended
+    third = _run_kill_job(tmp_path, None, n=n, chained=True)
+    assert third.returncode == 0, third.stderr[-3000:]
+    expected = []
+    firsts: dict[str, int] = {}
+    seconds: dict[str, int] = {}
+    for key, value, _ts in events(n):
+        firsts[key] = firsts.get(key, 0) + value
+        m = f"m{firsts[key] % 4}"
+        seconds[m] = seconds.get(m, 0) + firsts[key]
+        expected.append(f"{m},{seconds[m]}")
+    assert Counter(_written_lines(tmp_path / "out")) == Counter(expected)

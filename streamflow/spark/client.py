@@ -26,7 +26,10 @@ from .sinks import BatchSink, batch_sink_for, foreach_batch
 
 _log = logging.getLogger(__name__)
 
-KILL_AFTER_BATCH = "STREAMFLOW_SPARK_KILL_AFTER_BATCH"  # fault hook for the driver-kill tests
+# fault hooks for the driver-kill tests: SIGKILL after a sink query's (an exchange query's) micro-batch
+# <b> was written, before Spark committed it
+KILL_AFTER_BATCH = "STREAMFLOW_SPARK_KILL_AFTER_BATCH"
+KILL_AFTER_EXCHANGE_BATCH = "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH"
 # Spark starts the driver-side Python processes of a Python data source (the Kafka source's
 # offset planning) with a connect-back timeout of 10 s fixed in PythonWorkerFactory (no
 # setting changes it in 4.3); on an overloaded machine a fresh interpreter importing pyspark
@@ -102,7 +105,8 @@ class SparkJobClient:
                 function = foreach_batch(sink, codec, _killer(kill_after), stream.layout)
                 queries.append((spec.uid, function, stream.df, stream.reads, None))
             # an exchange's query runs before the queries reading it (.exchange: AvailableNow)
-            queries[:0] = [(f"exchange-{e.uid}", e.writer(), e.df, e.reads, e) for e in plan.exchanges]
+            killer = _killer(os.environ.get(KILL_AFTER_EXCHANGE_BATCH))
+            queries[:0] = [(f"exchange-{e.uid}", e.writer(killer), e.df, e.reads, e) for e in plan.exchanges]
             self._run_queries(work, queries)
             if not self._stop.is_set():
                 for sink in sinks:

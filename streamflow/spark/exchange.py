@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,14 +78,17 @@ class Exchange:
         os.makedirs(self.directory, exist_ok=True)
         return spark.readStream.schema(self.ddl).option("maxFilesPerTrigger", 1).parquet(self.directory)
 
-    def writer(self) -> Any:
-        """The upstream query's ``foreachBatch`` function: one chunk per non-empty micro-batch."""
+    def writer(self, after: Callable[[int], None] | None = None) -> Any:
+        """The upstream query's ``foreachBatch`` function: one chunk per non-empty micro-batch
+        (then ``after(batch_id)``: the driver-kill tests' fault hook)."""
         directory, columns = self.directory, self.columns
 
         def write(batch_df: Any, batch_id: int) -> None:
             table = batch_df.where("eof = false").select(*columns).toArrow()
             if table.num_rows:
                 _write(directory, f"part-{batch_id:08d}.parquet", table, batch_id)
+            if after is not None:
+                after(batch_id)
 
         return write
 
