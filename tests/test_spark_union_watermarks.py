@@ -138,3 +138,13 @@ def test_every_record_of_the_long_source_is_in_a_window(runs: dict[str, dict[str
         assert len(runs[engine]["native_window"]) == 3 * 20, engine
         assert runs[engine]["late"] == [], engine
 
+
+
+def test_the_watermark_settings_are_the_jobs_own(runs: dict[str, dict[str, list]]) -> None:
+    """The union's queries start with the min policy and one global watermark (.watermarks), and
+    the session gets its own values back: other jobs in it are not changed."""
+    from streamflow.spark.session import get_session
+    from streamflow.spark.watermarks import SETTINGS
+
+    session = get_session()
+    assert {key: session.conf.get(key, None) for key in SETTINGS} == dict.fromkeys(SETTINGS)

@@ -14,6 +14,8 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..graph import JobGraph
@@ -21,7 +23,7 @@ from ..runtime.execution import RuntimeConfig
 from ..runtime.job import JobExecutionResult, JobStatus
 from .exchange import Exchange
 from .plan import Translation
-from .session import get_session
+from .session import get_session, session_settings
 from .sinks import BatchSink, batch_sink_for, foreach_batch
 
 _log = logging.getLogger(__name__)
@@ -107,7 +109,8 @@ class SparkJobClient:
             # an exchange's query runs before the queries reading it (.exchange: AvailableNow)
             killer = _killer(os.environ.get(KILL_AFTER_EXCHANGE_BATCH))
             queries[:0] = [(f"exchange-{e.uid}", e.writer(killer), e.df, e.reads, e) for e in plan.exchanges]
-            self._run_queries(work, queries)
+            settings = plan.session_settings
+            self._run_queries(work, queries, lambda: session_settings(spark, settings, self.job_name))
             if not self._stop.is_set():
                 for sink in sinks:
                     sink.finish()
@@ -119,9 +122,10 @@ class SparkJobClient:
                 shutil.rmtree(temp, ignore_errors=True)
 
     def _run_queries(self, work: str, queries: list[tuple[str, Any, Any, frozenset[str], Exchange | None]],
-                     ) -> None:
+                     settings: Callable[[], AbstractContextManager[None]]) -> None:
         """Starts every query reading no exchange at once, the others when the queries of the
-        exchanges they read have ended (.exchange), and waits for all of them."""
+        exchanges they read have ended (.exchange), and waits for all of them; each starts
+        within ``settings()`` (the translation's Spark settings for its queries)."""
         slots: dict[int, tuple[int, Any]] = {}  # query position -> (its slot in self._queries, start)
         by_uid = {q[4].uid: n for n, q in enumerate(queries) if q[4] is not None}
         done: set[int] = set()
@@ -134,7 +138,12 @@ class SparkJobClient:
                 .queryName(f"{self.job_name}/{name}".replace(" ", "_"))
                 .trigger(availableNow=True)
             )
-            slots[n] = (self._started_query(writer.start()), writer.start)
+
+            def begin() -> Any:
+                with settings():
+                    return writer.start()
+
+            slots[n] = (self._started_query(begin()), begin)
 
         def finish(n: int) -> None:
             if n in done:

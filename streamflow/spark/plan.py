@@ -75,7 +75,7 @@ from .native import (
 )
 from .rolling import recognise_rolling, rolling_frame
 from .sources import SparkTranslationError, ToBinary, materialize
-from .watermarks import hold_back, min_watermark_settings, timestamps_expr, watermark_delay
+from .watermarks import SETTINGS, hold_back, timestamps_expr, watermark_delay
 from .window_agg import aggregate_columns, output_frame, recognise_window
 from .windows import WindowFirer, feeds_keyed, native_window, window_frame
 
@@ -118,6 +118,7 @@ class Translation:
         self._chains: dict[int, tuple[Stream, list[NodeSpec]]] = {}
         self._exchanged: dict[int, tuple[Any, Stream]] = {}
         self.exchanges: list[Exchange] = []  # in dependency order (an exchange reads earlier ones)
+        self.session_settings: dict[str, str] = {}  # Spark settings the queries start with (.watermarks)
 
     # -- public -----------------------------------------------------------------------
     def sink_streams(self) -> list[tuple[StreamNode, Stream]]:
@@ -393,7 +394,8 @@ class Translation:
         if timed and (node.keyed or feeds_keyed(self.graph, node)):
             # the union's watermark is the minimum over its inputs, not the fastest one's (.watermarks);
             # a batch job's keys end when every input has ended
-            min_watermark_settings(self.spark, f"the inputs of {node.name!r}")
+            _log.info("the inputs of %r have a watermark each; the union's is their minimum", node.name)
+            self.session_settings.update(SETTINGS)
             dfs = [hold_back(df, None if self.batch else s.delay_ms)
                    for df, s in zip(dfs, streams, strict=True)]
         df = dfs[0]

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _log = logging.getLogger(__name__)
@@ -59,3 +61,23 @@ def get_session(configuration: dict[str, Any] | None = None) -> Any:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+@contextmanager
+def session_settings(spark: Any, settings: dict[str, str], what: str) -> Iterator[None]:
+    """``settings`` on the session while the block runs (a query started in it keeps them: Spark
+    copies the session's settings into a query when it starts), then the values before. A value
+    set before that differs is replaced for the block, with a warning naming ``what``."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        if before[key] is not None and str(before[key]).lower() != value.lower():
+            _log.warning("%s: %s=%s for its queries (the session has %s)", what, key, value, before[key])
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

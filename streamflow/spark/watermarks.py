@@ -24,10 +24,12 @@ an input does on the asyncio engine (its channel's watermark stays at the minimu
 end of input). Spark refuses a ``withWatermark`` below another one when it propagates
 watermarks per stateful operator (``spark.sql.streaming.statefulOperator.allowMultiple``,
 "Redefining watermark is disallowed"); the translation runs one stateful operator per query
-(:mod:`.exchange`), so :func:`min_watermark_settings` turns that off, which gives the single
-global watermark of Spark before 3.4 (late rows are then judged against the current
-micro-batch's watermark instead of the previous one's: for records within the strategy's
-bound the answers are the same, see docs/spark.md).
+(:mod:`.exchange`), so :data:`SETTINGS` turns that off, which gives the single global watermark
+of Spark before 3.4 (late rows are then judged against the current micro-batch's watermark
+instead of the previous one's: for records within the strategy's bound the answers are the
+same, see docs/spark.md). The settings apply to this job's queries only: they are set on the
+session around each query's start (Spark copies the session's settings into the query when it
+starts), then restored (:func:`.session.session_settings`).
 """
 
 from __future__ import annotations
@@ -102,15 +104,3 @@ def hold_back(df: Any, delay_ms: int | None) -> Any:
     column = ts if delay_ms is not None else F.when(F.col("eof"), ts)
     return (df.withColumn(_HOLD_COLUMN, column)
             .withWatermark(_HOLD_COLUMN, f"{delay_ms or 0} milliseconds").drop(_HOLD_COLUMN))
-
-
-def min_watermark_settings(spark: Any, what: str) -> None:
-    """The session settings under which per-input watermarks combine by their minimum (see the
-    module docstring); a different value set before is replaced, with a warning."""
-    for key, value in SETTINGS.items():
-        before = spark.conf.get(key, None)
-        if before is not None and str(before).lower() != value:
-            _log.warning("%s: setting %s=%s (was %s): the union's watermark is the minimum over its "
-                         "inputs, one watermark node per input", what, key, value, before)
-        spark.conf.set(key, value)
-    _log.info("%s: each input has a watermark of its own; the union's is their minimum", what)
