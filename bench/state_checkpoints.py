@@ -261,8 +261,9 @@ def events(keys: int, n: int) -> Any:
 
 
 async def run_job(keys: int, n: int, checkpoint: str | None, every: int | None = None) -> dict[str, float]:
-    """``checkpoint``: None, ``full``, ``incremental``, or ``incremental:auto|on|off`` (where heap
-    checkpoints are encoded: ``state.backend.heap.snapshot-process``)."""
+    """``checkpoint``: None, ``full``, ``incremental``, ``incremental:auto|on|off`` (where heap
+    checkpoints are encoded: ``state.backend.heap.snapshot-process``), or ``default``
+    (checkpointing on and nothing else: the in-memory storage, so full snapshots)."""
     """``every``: a checkpoint every that many records (triggered by the caller) instead of
     every second, so that a loaded machine takes as many checkpoints as a quiet one. The
     checkpoints' directory is removed afterwards (tens of MB a run)."""
@@ -278,10 +279,11 @@ async def _run_job(d: str, keys: int, n: int, checkpoint: str | None, every: int
     if checkpoint is not None:
         kind, _, where = checkpoint.partition(":")
         env.enable_checkpointing(1_000 if every is None else 3_600_000)
-        cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(d)
-        cfg.enable_incremental_checkpoints(kind == "incremental")
-        if where:  # else the product's default (auto)
-            env.configure({"state.backend.heap.snapshot-process": where})
+        if kind != "default":  # default: no storage dir (in-memory JobManagerCheckpointStorage)
+            cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(d)
+            cfg.enable_incremental_checkpoints(kind == "incremental")
+            if where:  # else the product's default (auto)
+                env.configure({"state.backend.heap.snapshot-process": where})
     sink = LastPerKey()
     env.from_collection(lambda: events(keys, n)).key_by(lambda e: e[0]).sum(1).add_sink(sink)
     loop = asyncio.get_running_loop()
@@ -413,7 +415,8 @@ def main() -> None:
     ap.add_argument(
         "--modes",
         default="incremental",
-        help="checkpointed modes besides none: full, incremental, incremental:on|off|auto (heap "
+        help="checkpointed modes besides none: full, default (no storage dir: in-memory storage), "
+        "incremental, incremental:on|off|auto (heap "
         "checkpoints encoded in a forked child: on, off, or as the cost estimate decides)",
     )
     ap.add_argument(

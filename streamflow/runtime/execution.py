@@ -358,7 +358,12 @@ class Execution:
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
         backend = self.config.state_backend
         if backend is None:
-            keyed = KeyedStateBackend(maxp, self._incremental(uid, sub, maxp, parallelism))
+            keyed = KeyedStateBackend(
+                maxp,
+                self._incremental(uid, sub, maxp, parallelism),
+                codec=self.config.checkpoint.codec,
+                key_groups=key_group_range(sub, maxp, parallelism),
+            )
         else:
             groups = key_group_range(sub, maxp, parallelism)
             keyed = cast(

@@ -47,7 +47,7 @@ class HashMapStateBackend(StateBackend):
     def create_keyed_backend(
         self, max_parallelism: int, key_groups: range, operator_id: str, subtask: int, codec: Any
     ) -> KeyedStateBackend:
-        return KeyedStateBackend(max_parallelism)
+        return KeyedStateBackend(max_parallelism, codec=codec, key_groups=key_groups)
 
 
 class PredefinedOptions(enum.Enum):

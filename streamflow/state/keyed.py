@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import full_snapshot as _full
 from . import incremental as _inc
 from .codec import Codec
 from .deferred_restore import DeferredRestore
@@ -67,8 +68,20 @@ class KeyedStateBackend:
 
     is_rocksdb = False  # RocksDB's backend (rocksdb_backend.py) checkpoints its own files
 
-    def __init__(self, max_parallelism: int, incremental: IncrementalSettings | None = None) -> None:
+    def __init__(
+        self,
+        max_parallelism: int,
+        incremental: IncrementalSettings | None = None,
+        codec: Codec | None = None,
+        key_groups: range | None = None,
+    ) -> None:
         self.max_parallelism = max_parallelism
+        # the state codec: full snapshots of large state are encoded in slices with it
+        # (full_snapshot.py); None: in one piece by whoever encodes the operator snapshot
+        self.state_codec = codec if codec is not None else (incremental.codec if incremental else None)
+        if key_groups is None and incremental is not None:
+            key_groups = incremental.key_groups
+        self.owned_key_groups = key_groups  # this subtask's (recorded in full snapshots)
         self.current_key: Any = None
         self.restored_key_types: set[str] | None = None
         self._tables: dict[str, dict] = {}
@@ -86,6 +99,7 @@ class KeyedStateBackend:
         self._untracked: set[str] = set()  # tables handed out without dirty tracking
         self._to_plain: dict[str, Callable[[Any], Any]] = {}  # tables written in another form
         self._captured: _inc.Capture | None = None
+        self._captured_full: dict[str, Any] | None = None  # a full snapshot taken in slices
         self.ttl: Any = None  # the TtlRegistry of this backend's TTL states (state/ttl_cleanup.py)
         self.pickled: set[str] = set()  # states declared Types.PICKLED_BYTE_ARRAY() (state/typed.py)
 
@@ -201,6 +215,12 @@ class KeyedStateBackend:
         self._restored_now()
         settings, chain_state = self._settings, self._chain
         if settings is None or chain_state is None or self._untracked:
+            if self.state_codec is not None and not self.is_rocksdb and _full.wanted(self._tables):
+                self._capturing = True
+                try:
+                    self._captured_full = await self._capture_full()
+                finally:
+                    self._capturing = False
             return None
         self._capturing = True
         try:
@@ -224,12 +244,35 @@ class KeyedStateBackend:
         captured, self._captured = self._captured, None
         if captured is not None:
             return captured.descriptor()
+        full, self._captured_full = self._captured_full, None
+        if full is not None:
+            return full
         tables = self._tables if self.ttl is None else self.ttl.snapshot_view(self._tables)
-        restored_pickled = {n for n, t in tables.items() if t and type(next(iter(t.values()))) is Pickled}
-        pickled = self.pickled | restored_pickled
+        pickled = self._pickled_now(tables)
         if pickled:
             tables = pickle_entries(tables, pickled)
         snap = snapshot_tables(tables, self._kinds, self.max_parallelism)
+        if pickled:
+            snap["pickled"] = sorted(pickled)
+        return snap
+
+    def _pickled_now(self, tables: dict[str, dict]) -> set[str]:
+        restored_pickled = {n for n, t in tables.items() if t and type(next(iter(t.values()))) is Pickled}
+        return self.pickled | restored_pickled
+
+    async def _capture_full(self) -> dict[str, Any]:
+        """A full snapshot in slices that yield (``full_snapshot.py``)."""
+        assert self.state_codec is not None
+        ttl, pickled = self.ttl, self._pickled_now(self._tables)
+
+        def prepare(name: str, entries: dict) -> dict:
+            if ttl is not None:
+                entries = ttl.snapshot_view({name: entries})[name]
+            return pickle_entries({name: entries}, {name})[name] if name in pickled else entries
+
+        snap = await _full.capture_full(
+            self._tables, self._kinds, self.owned_key_groups, self.state_codec, prepare, _key_kind
+        )
         if pickled:
             snap["pickled"] = sorted(pickled)
         return snap
@@ -284,12 +327,11 @@ class KeyedStateBackend:
             if stored:
                 self.restored_key_types = (self.restored_key_types or set()) | set(stored)
             pickled = set(snap.get("pickled", ()))
-            for group, states in snap["groups"].items():
-                if owns(int(group)):
-                    for name, entries in states.items():
-                        if name in pickled:  # stays bytes until the job declares the state pickled
-                            entries = restored_entries(entries, True, name in self.pickled)
-                        self._tables[name].update(entries)  # {key: value} (or former [(key, value)])
+            state_codec = codec or self.state_codec
+            for name, entries in _full.entries_of(snap, owns, self.max_parallelism, state_codec):
+                if name in pickled:  # stays bytes until the job declares the state pickled
+                    entries = restored_entries(entries, True, name in self.pickled)
+                self._tables[name].update(entries)  # {key: value} (or former [(key, value)])
 
     def _restore_chain(
         self,

@@ -61,6 +61,7 @@ import rocksdict
 
 from ..errors import StreamflowError
 from . import codec as _codec
+from .full_snapshot import entries_of
 from .keyed import KeyedStateBackend, _key_kind
 from .rocksdb_setup import PID_MARK, options, remove_abandoned, write_options
 from .rocksdb_table import RocksTable
@@ -358,12 +359,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for snap in snaps:
             if snap.get("rocksdb"):
                 continue
-            for group, states in snap["groups"].items():
-                if owns(int(group)):
-                    for name, entries in states.items():
-                        t = self._rtables[name]
-                        conv = t._from_plain
-                        t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
+            for name, entries in entries_of(snap, owns, self.max_parallelism, self.codec):  # a heap snapshot
+                t = self._rtables[name]
+                conv = t._from_plain
+                t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
         self.flush()
 
     def _overlaps(self, snap: dict[str, Any]) -> bool:
