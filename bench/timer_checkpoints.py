@@ -58,11 +58,11 @@ def child(keys: int, records: int, checkpoints: bool, state: bool) -> dict[str, 
         def on_timer(self, ts: int, ctx: Any) -> Any:
             yield ctx.get_current_key(), ts
 
-    async def main() -> dict[str, Any]:
+    async def main(directory: str) -> dict[str, Any]:
         env = sf.StreamExecutionEnvironment()
         if checkpoints:
             env.enable_checkpointing(1000)
-            env.get_checkpoint_config().set_checkpoint_storage_dir(tempfile.mkdtemp(prefix="sf-timers-"))
+            env.get_checkpoint_config().set_checkpoint_storage_dir(directory)
         strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
             lambda r, ts: r[1]
         )
@@ -82,7 +82,8 @@ def child(keys: int, records: int, checkpoints: bool, state: bool) -> dict[str, 
             "checkpoints": result.metrics.get("checkpoints.numCompleted", 0),
         }
 
-    return asyncio.run(main())
+    with tempfile.TemporaryDirectory(prefix="sf-timers-") as directory:  # ~9 MB of checkpoints a run
+        return asyncio.run(main(directory))
 
 
 def run(keys: int, records: int, checkpoints: bool, state: bool) -> dict[str, Any]:
