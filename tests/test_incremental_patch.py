@@ -229,6 +229,16 @@ class Gates:
             yield r
 
 
+async def checkpoint_at_stops(client: Any, out: list, gates: Any, stops: list[int]) -> None:
+    """A checkpoint each time the output reaches a stop (the source waits there), then cancel."""
+    for stop in stops:
+        await wait_until(lambda stop=stop: len(out) == stop)  # type: ignore[misc]
+        await client.trigger_checkpoint()
+        if stop != stops[-1]:
+            gates.released.set()
+    await asyncio.wait_for(client.cancel(), 30)
+
+
 def env_for(tmp_path: Path, parallelism: int) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
     env.enable_checkpointing(3_600_000)  # only the checkpoints the test triggers
@@ -260,13 +270,7 @@ async def test_the_keyed_sum_restores_a_chain_of_patch_frames(
     env.from_async_iterable(gates.__aiter__).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(
         out.append
     )
-    client = await env.execute_async("patch")
-    for stop in STOPS:
-        await wait_until(lambda stop=stop: len(out) == stop)  # type: ignore[misc]
-        await client.trigger_checkpoint()
-        if stop != STOPS[-1]:
-            gates.released.set()
-    await asyncio.wait_for(client.cancel(), 30)
+    await checkpoint_at_stops(await env.execute_async("patch"), out, gates, STOPS)
     want = expected()
     assert by_key(out) == by_key(want[: STOPS[-1]])
     handle = FileSystemCheckpointStorage(tmp_path / "chk").restore_point("patch")
@@ -335,13 +339,7 @@ async def test_a_first_record_of_another_shape_ends_the_shape_and_the_patches(tm
             yield r
 
     env.from_async_iterable(source).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(out.append)
-    client = await env.execute_async("mixed")
-    for stop in stops:
-        await wait_until(lambda stop=stop: len(out) == stop)  # type: ignore[misc]
-        await client.trigger_checkpoint()
-        if stop != stops[-1]:
-            gates.released.set()
-    await asyncio.wait_for(client.cancel(), 30)
+    await checkpoint_at_stops(await env.execute_async("mixed"), out, gates, stops)
     assert out == want[: stops[-1]]
     env = env_for(tmp_path, 1)
     second: list = []

@@ -116,7 +116,7 @@ def probe(frames: Iterator[list[bytes]], tally: Any) -> tuple[Iterator[list[byte
 
 def wanted(settings: Any, entries: int, base: bool, cost: float | None = None) -> bool:
     """Whether this capture's ``entries`` are encoded in a snapshot child (module doc);
-    ``base``: the capture writes every entry (a base or a savepoint), not a delta; ``cost``:
+    ``base``: the capture writes every entry (a base), not a delta; ``cost``:
     what an entry costs in the process (ns, :func:`probe`), else :data:`ENCODE_NS`."""
     mode = getattr(settings, "snapshot_process", "auto")
     estimated = estimates(settings)
