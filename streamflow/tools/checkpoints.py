@@ -15,6 +15,7 @@ decoded when the caller trusts them (``trust_pickle``): unpickling runs code.
 from __future__ import annotations
 
 import re
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,17 @@ class CheckpointDetail:
 
 
 def _dir_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+    """The bytes of the files in ``path``; a checkpoint being written renames its temporary
+    files meanwhile (a live job's directory): a file gone between listing and stat counts 0."""
+    total = 0
+    for f in path.iterdir():
+        try:
+            st = f.stat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            total += st.st_size
+    return total
 
 
 def list_checkpoints(directory: str | Path) -> list[CheckpointRow]:
