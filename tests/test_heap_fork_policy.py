@@ -72,6 +72,10 @@ CASES = [
     ("on", None, 1_000_000, True, 270, None, 1, None, False),
     ("auto", None, 5_000_000, True, 700, None, 2, None, False),
     ("auto", None, 0, True, 270, None, 2, None, False),
+    # ... nor for a base that costs less than MIN_SAVING_MS here, however cheap a child would be
+    ("auto", None, 60_000, True, 270, 1_000, 2, None, False),
+    ("auto", None, 20_000, True, 1, 0, 2, 1_000.0, False),
+    ("auto", None, 40_000, True, 1, 0, 2, 1_000.0, True),
     # the probe's measured cost decides instead of the default per-entry cost: the heap job's
     # base (1M entries at ~155 ns, 245 MB) forks; a cheap state of 300k ints (~70 ns, 121 MB)
     # does not; nor does a big base whose entries cost little to encode
@@ -146,6 +150,7 @@ def test_a_probed_base_restores_exactly_in_a_child_or_here(
     monkeypatch.setattr(heap_fork.os, "sched_getaffinity", lambda _pid: {0, 1})
     monkeypatch.setattr(heap_fork, "FAULT_NS", 0.0 if child else 1e9)
     monkeypatch.setattr(heap_fork, "TABLE_NS", 0.0)
+    monkeypatch.setattr(heap_fork, "MIN_SAVING_MS", 0.0)
     probes: list[float] = []
     real_probe = heap_fork.probe
 

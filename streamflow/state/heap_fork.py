@@ -26,7 +26,9 @@ tables in one call: 6-14 ms at 270 MB) and make every page the job writes fault
 again; in ``bench/embedded.py``'s 1M-key job, forking every delta lifted the
 /ping p99 from 12 to 15-24 ms, forking its bases only to 13.6-13.8 ms. Never
 with one CPU (the child would take the job's), nor when the fork alone would
-hold the loop more than ``MAX_FORK_MS`` (a process above ~600 MB resident).
+hold the loop more than ``MAX_FORK_MS`` (a process above ~600 MB resident), nor
+for a base that costs less than ``MIN_SAVING_MS`` here (a small state: the saving
+is not worth a process, and the choice does not depend on the machine's speed).
 ``on`` forks every capture, ``off`` none, and a fixed threshold
 (``...snapshot-process.min-entries``) forks every capture of at least that many
 entries, deltas too. A platform without ``fork`` (not Linux) or a failed
@@ -92,6 +94,7 @@ FAULT_NS = 1_500.0
 TABLE_NS = 200.0  # fork's copy of the page tables, per resident page (13 ms at 270 MB)
 SETTLE_TIMEOUT_S = 300.0  # the next barrier waits this long for an earlier child, then kills it
 MAX_FORK_MS = 30.0  # fork holds the loop: a process larger than this allows encodes in itself
+MIN_SAVING_MS = 30.0  # a base cheaper than this to encode here stays here: a child is not worth its risks
 
 _warned: set[str] = set()
 _last_fork_faults: list[int] = []  # the process's minor faults at its last fork
@@ -142,7 +145,7 @@ def wanted(settings: Any, entries: int, base: bool, cost: float | None = None) -
     child_ms = (pages * TABLE_NS + min(written, pages) * FAULT_NS) / 1e6
     _log.debug("a base of %d entries: ~%.0f ms to encode in the process, ~%.0f ms for a child (%d MB "
                "resident)", entries, here_ms, child_ms, pages * PAGE >> 20)  # fmt: skip
-    return here_ms > child_ms
+    return here_ms > max(child_ms, MIN_SAVING_MS)
 
 
 def _one_cpu() -> str | None:
