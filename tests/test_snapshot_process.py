@@ -3,8 +3,11 @@ public API: chains written by children (bases, deltas, materialisations, at para
 4) restore exactly, also at another parallelism and from a savepoint; retention keeps what the
 newest checkpoints need; a child that fails (a value the codec refuses) declines its
 checkpoint with the child's cause logged, and the job goes on (the next checkpoint writes a
-base) or fails, per the tolerable-failure setting; the mode is configurable and validated; and
-the child itself: its report, its failure, its death without a report, a wait given up.
+base) or fails, per the tolerable-failure setting; a child that hangs is ended by its watchdog,
+its checkpoint declined, and the next checkpoint (a base, in the process) restores exactly; the
+mode is configurable and validated; and the child itself: its report, its failure, its death
+without a report, a wait given up, a child stuck on a lock held at the fork ended by its
+watchdog, one past its deadline killed by the parent.
 The kill tests with children are in ``test_kill_recovery.py``."""
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +25,7 @@ from typing import Any
 import pytest
 
 import streamflow as sf
-from streamflow.state import snapshot_process
+from streamflow.state import heap_fork, incremental, snapshot_process
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_incremental_checkpoints import (
@@ -32,6 +37,7 @@ from test_incremental_checkpoints import (
     by_key,
     checkpointed_run,
     env_for,
+    pipeline,
     restored_run,
     storage,
     wait_until,
@@ -192,6 +198,53 @@ async def test_a_failing_child_fails_the_job_when_no_failure_is_tolerable(
     assert any("Opaque" in r.getMessage() for r in caplog.records)
 
 
+async def test_a_hung_child_is_ended_and_the_next_checkpoint_restores_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Checkpoint 1's child waits for a lock held at the fork (as another thread's would be):
+    its watchdog ends it, the checkpoint is declined with that cause, checkpoint 2 writes a base
+    in the process, checkpoint 3 a delta in a child; the restore of 3 is exact."""
+    caplog.set_level(logging.WARNING)
+    lock, hang = threading.Lock(), [True]
+    write = incremental._write
+
+    def hanging_write(*args: Any) -> dict[str, Any]:  # in the child
+        if hang:
+            lock.acquire()  # held in the parent at the fork: never released in the child
+        return write(*args)
+
+    monkeypatch.setattr(incremental, "_write", hanging_write)
+    floor = heap_fork.WATCHDOG_FLOOR_S
+    monkeypatch.setattr(heap_fork, "WATCHDOG_FLOOR_S", 1.0)  # the hung child's deadline only
+    env = env_for(tmp_path, 1, configure=FORK)
+    env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(3)
+    gates, out = Gates(STOPS[:3]), []
+    pipeline(env.from_async_iterable(gates.__aiter__), out)
+    client = await env.execute_async("incremental")
+    forks = snapshot_process.forks
+    await wait_until(lambda: len(out) == STOPS[0])
+    with lock, pytest.raises(RuntimeError, match="aborted"):  # the lock: held at the fork
+        await asyncio.wait_for(client.trigger_checkpoint(), 120)  # generous: the deadline is 1 s
+    hang.clear()
+    monkeypatch.setattr(heap_fork, "WATCHDOG_FLOOR_S", floor)
+    for stop in STOPS[1:3]:
+        gates.release()
+        await wait_until(lambda stop=stop: len(out) == stop)  # type: ignore[misc]
+        await client.trigger_checkpoint()
+    await asyncio.wait_for(client.cancel(), 30)
+    assert snapshot_process.forks - forks == 2  # checkpoints 1 and 3; 2 in the process
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("watchdog ended it after 1 s" in m for m in messages)  # the cause, logged
+    assert any("ran past its deadline; encoding this one in the process" in m for m in messages)
+    handles = {h.checkpoint_id: h for h in storage(tmp_path).complete_checkpoints("incremental")}
+    assert 1 not in handles and {2, 3} <= handles.keys()
+    second = storage(tmp_path).load(str(handles[2].path))
+    assert [n for n in second.shared if "-base-" in n] and not [n for n in second.shared if "-delta-" in n]
+    assert [n for n in storage(tmp_path).load(str(handles[3].path)).shared if "-delta-" in n]
+    restored = await restored_run(tmp_path, 1)
+    assert by_key(restored) == by_key(EXPECTED[STOPS[2] :])
+
+
 def test_the_mode_is_validated() -> None:
     env = sf.StreamExecutionEnvironment()
     env.configure({"state.backend.heap.snapshot-process": "false"})
@@ -230,7 +283,7 @@ async def test_a_wait_given_up_kills_the_child() -> None:
     child = snapshot_process.start(lambda: time.sleep(600) or {})  # type: ignore[func-returns-value]
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(child.result(), 0.3)
-    assert child.pid not in snapshot_process._LIVE  # killed and reaped
+    await wait_until(lambda: child.pid not in snapshot_process._LIVE)  # killed, reaped without blocking
     assert not Path(f"/proc/{child.pid}").exists() or "Z" in Path(f"/proc/{child.pid}/stat").read_text()
 
 
@@ -270,3 +323,53 @@ async def test_after_a_failed_child_a_savepoint_does_not_mend_the_chain() -> Non
     assert "-base-" in await take(4)  # not a delta of the log since checkpoint 3's savepoint
     write("d", 4)
     assert "-delta-" in await take(5)
+
+
+async def test_a_child_stuck_on_a_lock_held_at_the_fork_is_ended_by_its_watchdog() -> None:
+    lock, held, release = threading.Lock(), threading.Event(), threading.Event()
+
+    def other() -> None:  # another thread of the process holds the lock across the fork
+        with lock:
+            held.set()
+            release.wait()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    held.wait()
+    try:
+        child = snapshot_process.start(lambda: lock.acquire() and {}, deadline_s=0.5)
+    finally:
+        release.set()
+        thread.join()
+    with pytest.raises(snapshot_process.SnapshotChildError, match=r"watchdog ended it after 0\.5 s"):
+        await asyncio.wait_for(child.result(), 60)  # generous: the watchdog ends it, not this
+    assert child.hung and child.pid not in snapshot_process._LIVE
+
+
+async def test_a_child_past_its_deadline_is_killed_by_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(snapshot_process, "KILL_GRACE_S", 0.2)
+
+    def stuck() -> dict:
+        signal.setitimer(signal.ITIMER_REAL, 0)  # its watchdog disarmed: only the parent ends it
+        time.sleep(600)
+        return {}
+
+    child = snapshot_process.start(stuck, deadline_s=0.2)
+    with pytest.raises(snapshot_process.SnapshotChildError, match="killed by the parent"):
+        await asyncio.wait_for(child.result(), 60)
+    assert child.hung
+    await wait_until(lambda: child.pid not in snapshot_process._LIVE)  # reaped without blocking the loop
+
+
+async def test_a_child_within_its_deadline_is_not_hung() -> None:
+    child = snapshot_process.start(lambda: {"ok": 1}, deadline_s=60)
+    assert (await child.result()) == {"ok": 1} and not child.hung
+
+
+def test_the_watchdog_is_sized_from_the_expected_work_with_a_floor() -> None:
+    assert heap_fork.watchdog_s(0) == heap_fork.WATCHDOG_FLOOR_S
+    assert heap_fork.watchdog_s(1_000_000) == heap_fork.WATCHDOG_FLOOR_S  # ~0.45 s of work
+    big = 100_000_000  # ~45 s of work at ENCODE_NS
+    expected_s = big * heap_fork.ENCODE_NS / 1e9
+    assert heap_fork.watchdog_s(big) == pytest.approx(heap_fork.WATCHDOG_FACTOR * expected_s)
+    assert heap_fork.watchdog_s(big, cost=10.0) == heap_fork.WATCHDOG_FLOOR_S  # the measured cost

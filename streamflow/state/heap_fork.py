@@ -52,19 +52,28 @@ Failure. A child that fails (a value the codec refuses, a full disk, killed)
 fails its checkpoint: the upload raises :class:`SnapshotChildError` with the
 child's cause, and the driver declines, logged. Its logs were cleared at the
 barrier, so the next capture, which first waits for earlier children
-(:func:`settle`; at most ``SETTLE_TIMEOUT_S``, then the child is killed: one
-that hangs must not stall the job), writes a base.
+(:func:`settle`), writes a base.
+
+A child that hangs (a lock another thread held at the fork: see
+``snapshot_process.py``) must not stall the job's checkpoints: its watchdog
+ends it after :func:`watchdog_s` (``WATCHDOG_FACTOR`` times the work expected
+of it, at the measured cost per entry, at least ``WATCHDOG_FLOOR_S``: a 1M-key
+base, ~0.5 s of work, gets the floor), and the parent kills it
+``snapshot_process.KILL_GRACE_S`` later should it still run; both the upload
+and :func:`settle` wait no longer. The checkpoint is declined with that cause,
+and the next capture writes its base *in the process*, logged (a child that
+ran past its deadline because it was slow, not stuck, would be again).
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -92,12 +101,14 @@ BYTE_NS = 2.5  # per byte of a file the process writes: sha256 (0.8 ns) and the 
 # i.e. <= 1.6 us per resident page, as only part of them are written while the child lives
 FAULT_NS = 1_500.0
 TABLE_NS = 200.0  # fork's copy of the page tables, per resident page (13 ms at 270 MB)
-SETTLE_TIMEOUT_S = 300.0  # the next barrier waits this long for an earlier child, then kills it
+WATCHDOG_FLOOR_S = 60.0  # a child's watchdog: at least this long (module doc) ...
+WATCHDOG_FACTOR = 20.0  # ... or this many times the work expected of it
 MAX_FORK_MS = 30.0  # fork holds the loop: a process larger than this allows encodes in itself
 MIN_SAVING_MS = 30.0  # a base cheaper than this to encode here stays here: a child is not worth its risks
 
 _warned: set[str] = set()
 _last_fork_faults: list[int] = []  # the process's minor faults at its last fork
+_hung: weakref.WeakSet[HeapChain] = weakref.WeakSet()  # chains whose last child ran past its deadline
 
 
 def estimates(settings: Any) -> bool:
@@ -180,11 +191,29 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def watchdog_s(entries: int, cost: float | None = None) -> float:
+    """How long a child encoding ``entries`` may run before its watchdog ends it (module doc);
+    ``cost``: what an entry costs (ns, :func:`probe`), else :data:`ENCODE_NS`."""
+    expected_s = entries * (ENCODE_NS if cost is None else cost) / 1e9
+    return max(WATCHDOG_FLOOR_S, WATCHDOG_FACTOR * expected_s)
+
+
 def encode_in_child(
-    chain: HeapChain, checkpoint_id: int, name: str, work: Callable[[BinaryIO], dict[str, Any]]
+    chain: HeapChain,
+    checkpoint_id: int,
+    name: str,
+    work: Callable[[BinaryIO], dict[str, Any]],
+    entries: int = 0,
+    cost: float | None = None,
 ) -> tuple[SnapshotChild, Path] | None:
-    """Fork a child that writes ``<staging>/<name>`` with ``work``; None (logged) when forking
-    fails, and the caller encodes in the process."""
+    """Fork a child that writes ``<staging>/<name>`` with ``work`` (``entries`` at ``cost``
+    each: its watchdog, :func:`watchdog_s`); None (logged) when forking fails, or when the
+    chain's last child ran past its deadline, and the caller encodes in the process."""
+    if chain in _hung:
+        _hung.discard(chain)
+        _log.warning("checkpoint %d: the last snapshot child ran past its deadline; encoding this one in "
+                     "the process", checkpoint_id)  # fmt: skip
+        return None
     try:
         path = _staging() / name
     except OSError as exc:
@@ -211,7 +240,7 @@ def encode_in_child(
 
     try:
         f0 = time.monotonic()
-        child = _proc.start(child_work)
+        child = _proc.start(child_work, watchdog_s(entries, cost))
         _last_fork_faults[:] = [minor_faults()]
         _log.debug("checkpoint %d: fork took %.1f ms at %d MB resident", checkpoint_id,
                    (time.monotonic() - f0) * 1e3, resident_pages() * PAGE >> 20)  # fmt: skip
@@ -232,16 +261,15 @@ async def settle(chain: HeapChain) -> None:
         if child is None:
             continue
         try:
-            try:
-                report = await asyncio.wait_for(child.result(), SETTLE_TIMEOUT_S)
-            except TimeoutError:  # result() killed it: a child that hangs must not stall the job
-                raise SnapshotChildError(f"no report after {SETTLE_TIMEOUT_S:.0f} s; killed") from None
+            report = await child.result()  # bounded: its watchdog, then the parent kills it (module doc)
         except SnapshotChildError as exc:
             _log.warning(
                 "checkpoint %d: its snapshot child failed (%s); the next checkpoint writes a base", cid, exc
             )
             del chain.pending[cid]
             chain.broken = True
+            if child.hung:
+                _hung.add(chain)
             continue
         note(chain, pending, report)
 

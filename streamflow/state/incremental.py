@@ -252,7 +252,7 @@ async def capture(
         def work(out: BinaryIO) -> dict[str, Any]:  # in the child: see snapshot_process.py
             return _write(out, header, earlier, frames_, tally, key_kind)
 
-        started = _fork.encode_in_child(chain_state, checkpoint_id, name, work)
+        started = _fork.encode_in_child(chain_state, checkpoint_id, name, work, count, cost)
         if started is not None:
             cap.child, cap.path = started
             if not savepoint:

@@ -31,6 +31,25 @@ read its report and the checkpoint completed. Python 3.12 warns
 above; this module is written for that constraint, and the warning is silenced
 only around its own ``fork``.
 
+What CPython mends in the child (``PyOS_AfterFork_Child`` and the
+``os.register_at_fork`` hooks of 3.11's standard library): the GIL, the import
+lock, the thread states (``threading`` marks the other threads stopped),
+``logging``'s module and handler locks, ``concurrent.futures``' shutdown lock,
+``random``'s seed. Not mended: a lock inside an object another thread was
+using (a file's buffer lock, a hash object's), and C libraries' own locks
+(OpenSSL's algorithm fetch, a ``dlopen`` in progress; glibc's ``malloc`` takes
+its arena locks around ``fork``, so it is safe). Should the child still meet
+such a lock, it would wait for ever: so a **watchdog** bounds it. The first
+thing the child does is arm ``ITIMER_REAL`` (``deadline_s`` of :func:`start`,
+sized by the caller from the expected work with a generous floor) with
+``SIGALRM`` at its default action, unblocked: the kernel ends the child when
+it expires, whatever it waits for (a Python handler would never run in a
+thread stuck in C). The parent then reads the closed pipe, and the error names
+the watchdog. Should the child outlive its deadline anyway (it reset the
+timer, or cannot run), :meth:`SnapshotChild.result` kills it ``KILL_GRACE_S``
+later. A killed child is reaped off the loop's critical path (``waitpid`` with
+``WNOHANG``, retried), so neither bound holds the loop.
+
 :func:`available` says whether forking is possible here (Linux, ``os.fork``); the
 caller falls back to encoding in the process, logged with the cause, when it is
 not or when ``fork`` fails.
@@ -61,6 +80,7 @@ __all__ = ["SnapshotChild", "SnapshotChildError", "available", "start"]
 _log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 _LEN = struct.Struct("<I")
+KILL_GRACE_S = 30.0  # the parent kills a child this long after its watchdog should have ended it
 
 try:  # loaded now: a dlopen in the child could wait for a lock another thread held at the fork
     _LIBC: Any = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -84,9 +104,12 @@ def available() -> str | None:
 class SnapshotChild:
     """One running child; :meth:`result` is its report (a dict) once it has exited."""
 
-    def __init__(self, pid: int, fd: int) -> None:
+    def __init__(self, pid: int, fd: int, deadline_s: float | None = None) -> None:
         self.pid = pid
+        self.deadline_s = deadline_s  # its watchdog (module doc); None: unbounded
         self._fd = fd
+        self._started = 0.0  # the loop's time at the fork
+        self._hung = False  # killed by the parent past its deadline
         self._buffer = bytearray()
         self._status: int | None = None
         self._outcome: dict[str, Any] | SnapshotChildError | None = None
@@ -99,9 +122,18 @@ class SnapshotChild:
     def running(self) -> bool:
         return self._outcome is None
 
+    @property
+    def hung(self) -> bool:
+        """Whether it was ended for running past its deadline (its watchdog, or the parent)."""
+        return self._hung or (
+            self._status is not None and os.WIFSIGNALED(self._status)
+            and os.WTERMSIG(self._status) == signal.SIGALRM and self.deadline_s is not None
+        )  # fmt: skip
+
     def _watch(self) -> None:
         """Read the report as it arrives (and reap the child), whether or not anyone awaits it."""
         loop = self._loop = asyncio.get_running_loop()
+        self._started = loop.time()
         self._done = asyncio.Event()
         try:
             loop.add_reader(self._fd, self._readable)
@@ -118,15 +150,30 @@ class SnapshotChild:
                 self._read_blocking()  # watched by another loop (gone): read it here, it is short
             else:
                 try:
-                    await self._done.wait()
+                    await self._wait_bounded(self._done)
                 except asyncio.CancelledError:
-                    self.kill()
+                    self.kill(block=False, why="its wait was cancelled")
                     raise
         outcome = self._outcome
         if isinstance(outcome, SnapshotChildError):
             raise outcome
         assert outcome is not None
         return outcome
+
+    async def _wait_bounded(self, done: asyncio.Event) -> None:
+        """Wait for the outcome; a child still running ``KILL_GRACE_S`` after its watchdog
+        should have ended it is killed (module doc)."""
+        if self.deadline_s is None:
+            await done.wait()
+            return
+        assert self._loop is not None
+        left = self._started + self.deadline_s + KILL_GRACE_S - self._loop.time()
+        try:
+            await asyncio.wait_for(done.wait(), max(left, 0.0))
+        except TimeoutError:
+            self._hung = True
+            self.kill(block=False, why=f"no report {self.deadline_s + KILL_GRACE_S:g} s after the fork, "
+                                       "its watchdog did not end it; killed by the parent")  # fmt: skip
 
     def _readable(self) -> None:
         try:
@@ -190,12 +237,12 @@ class SnapshotChild:
             self._reap(block=True)  # the pipe closed: it has exited, or is about to
             self._settle(SnapshotChildError(f"the snapshot child ended without a report ({self._cause()})"))
 
-    def _reap_soon(self) -> None:
+    def _reap_soon(self, delay: float = 0.005) -> None:
         self._reap(block=False)
         if self._status is None:
             loop = self._loop
             if loop is not None and not loop.is_closed():
-                loop.call_later(0.005, self._reap_soon)
+                loop.call_later(delay, self._reap_soon, min(2 * delay, 1.0))
             else:
                 self._reap(block=True)
 
@@ -222,6 +269,9 @@ class SnapshotChild:
         status = self._status
         if status is None:
             return "still running"
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM and self.deadline_s is not None:
+            return (f"its watchdog ended it after {self.deadline_s:g} s: it hung (a lock another thread "
+                    "held at the fork?) or ran far past its expected time")  # fmt: skip
         if os.WIFSIGNALED(status):
             return f"killed by signal {os.WTERMSIG(status)}"
         return f"exit status {os.WEXITSTATUS(status)}"
@@ -236,8 +286,9 @@ class SnapshotChild:
             fd, self._fd = self._fd, -1
             os.close(fd)
 
-    def kill(self) -> None:
-        """Kill the child (if it still runs) and reap it."""
+    def kill(self, block: bool = True, why: str = "") -> None:
+        """Kill the child (if it still runs) and reap it: now (``block``), or, on a running loop,
+        soon (``waitpid`` without waiting: a large process takes ms to tear down)."""
         if self._status is None:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -246,9 +297,12 @@ class SnapshotChild:
                 # status and _settle reports its cause
                 pass
         self._close()
-        self._reap(block=True)
+        if block or self._loop is None or self._loop.is_closed():
+            self._reap(block=True)
+        else:
+            self._reap_soon()
         if self._outcome is None:
-            self._settle(SnapshotChildError(f"the snapshot child was killed ({self._cause()})"))
+            self._settle(SnapshotChildError(f"the snapshot child was killed ({why or self._cause()})"))
 
 
 _LIVE: dict[int, SnapshotChild] = {}  # children not reaped yet, by pid
@@ -281,9 +335,10 @@ def kill_all() -> None:
 atexit.register(kill_all)
 
 
-def start(work: Callable[[], dict[str, Any]]) -> SnapshotChild:
+def start(work: Callable[[], dict[str, Any]], deadline_s: float | None = None) -> SnapshotChild:
     """Fork a child that runs ``work`` and reports its result (a dict of plain values) or its
-    failure; raises ``OSError`` when the fork fails. See the module doc for what ``work`` may do."""
+    failure; raises ``OSError`` when the fork fails. See the module doc for what ``work`` may do;
+    ``deadline_s``: its watchdog (module doc), None for none."""
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
     try:
@@ -297,10 +352,10 @@ def start(work: Callable[[], dict[str, Any]]) -> SnapshotChild:
     global forks
     forks += 1
     if pid == 0:  # pragma: no cover - the child (covered by the tests through its report)
-        _child(work, read_fd, write_fd, parent)
+        _child(work, read_fd, write_fd, parent, deadline_s)
     os.close(write_fd)
     os.set_blocking(read_fd, False)
-    child = SnapshotChild(pid, read_fd)
+    child = SnapshotChild(pid, read_fd, deadline_s)
     child._watch()
     return child
 
@@ -318,11 +373,26 @@ def _quiet_signals() -> None:  # pragma: no cover - in the child
         pass
 
 
+def _watchdog(deadline_s: float) -> None:  # pragma: no cover - in the child
+    """Arm the child's watchdog (module doc): ``SIGALRM`` at its default action (the process
+    ends), unblocked in this thread (the forking thread's mask is inherited), in ``deadline_s``."""
+    try:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the forking thread is the child's main thread
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+    except (ValueError, OSError):
+        # dropped on purpose: the child may not log (module doc); without these the timer may
+        # not end it, and the parent kills it KILL_GRACE_S after the deadline instead
+        pass
+    signal.setitimer(signal.ITIMER_REAL, max(deadline_s, 0.001))
+
+
 def _child(
-    work: Callable[[], dict[str, Any]], read_fd: int, write_fd: int, parent: int
+    work: Callable[[], dict[str, Any]], read_fd: int, write_fd: int, parent: int, deadline_s: float | None
 ) -> None:  # pragma: no cover
     code = 0
     try:
+        if deadline_s is not None:  # first: nothing before it may wait for a lock
+            _watchdog(deadline_s)
         os.close(read_fd)
         gc.disable()  # the parent's garbage is the parent's; a collection here only copies pages
         if _LIBC is not None:
