@@ -279,3 +279,101 @@ async def test_a_late_firing_reads_the_keyed_state_of_its_own_key(fast: bool) ->
     await op.close()
     fired = [event for event in harness.main.events if event[0] != "wm"]
     assert fired == [(("a", 1, 1), 999), (("b", 1, 2), 999), (("b", 2, 5), 999), (("a", 2, 5), 999)]
+
+
+class _Rec(list):
+    """A record the test can hold a weak reference to (``e[0]`` is its key)."""
+
+
+async def test_a_pane_dropped_at_its_firing_releases_each_keys_elements_as_it_fires() -> None:
+    """Without allowed lateness a pane is dropped right after it fired: each key's elements
+    leave the pane as its function runs (freed while the function has just read them), not in
+    a second pass over the whole pane. By the time the next key fires, nothing but the caller
+    holds the elements of the keys fired before it; the output is unchanged."""
+    import weakref
+
+    from streamflow.runtime.events import Watermark
+    from streamflow.runtime.window_context import WindowFunctions
+
+    fired: list[list[weakref.ref]] = []
+    alive_at_call: list[int] = []
+
+    def process(key: Any, ctx: Any, elements: Any) -> list:
+        alive_at_call.append(sum(r() is not None for refs in fired for r in refs))
+        fired.append([weakref.ref(r) for r in elements])
+        return [(key, sum(r[1] for r in elements))]
+
+    harness = WindowHarness(
+        TumblingEventTimeWindows.of(1000), lambda: WindowFunctions(process=process), fast=True
+    )
+    op = harness.op
+    await op.open()
+    records = [_Rec([f"k{i % 5}", i]) for i in range(50)]
+    await op.process_batch(records, [i * 10 for i in range(50)])
+    del records
+    await op.process_watermark(Watermark(999))
+    await op.close()
+    assert [ev[0] for ev in harness.main.events if ev[0] != "wm"] == [
+        (f"k{k}", sum(range(k, 50, 5))) for k in range(5)
+    ]
+    assert alive_at_call == [0, 0, 0, 0, 0]  # the previous keys' elements were gone already
+    assert not op.panes
+
+
+@pytest.mark.parametrize("kind", ["reduce", "process"])
+async def test_a_job_without_checkpoints_forgets_the_tables_of_the_panes_it_dropped(kind: str) -> None:
+    """An emptied pane table (a dict keeps its size when emptied) used to stay in the keyed
+    backend until a checkpoint completed: a job without checkpoints kept one per window it
+    ever closed. Now it is forgotten when it is dropped, when no checkpoint may name it."""
+    from streamflow.runtime.events import Watermark
+    from streamflow.runtime.window_panes import PREFIX
+
+    harness = WindowHarness(TumblingEventTimeWindows.of(100), FUNCTIONS[kind], fast=True)
+    op = harness.op
+    await op.open()
+    for window in range(30):
+        await op.process_batch([(f"k{i}", 1) for i in range(20)], [window * 100 + i for i in range(20)])
+        await op.process_watermark(Watermark(window * 100 + 99))
+    assert op._pane_tables.backend.table_names(PREFIX) == []
+    await op.process_batch([("k0", 1)], [3_000])  # a window still open keeps its table
+    assert op._pane_tables.backend.table_names(PREFIX) == ["window-pane:3000:3100"]
+    await op.close()
+    assert len([ev for ev in harness.main.events if ev[0] != "wm"]) == 30 * 20
+
+
+class _SumPerWindow(sf.ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return [(key, context.window().end, sum(e[1] for e in elements))]
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+@pytest.mark.parametrize("lateness", [0, 150])
+def test_tumbling_process_window_job_answers_exactly(parallelism: int, lateness: int) -> None:
+    """The canonical W3 shape (bounded out-of-orderness, key_by, tumbling event-time windows,
+    a ProcessWindowFunction) over many windows and keys, with and without allowed lateness,
+    at parallelism 1 and 4, against the same sums computed directly."""
+    n = 20_000
+    perm = [(j * 37) % 100 for j in range(100)]
+    events = [(f"k{i % 50}", i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
+    expected: dict[tuple[str, int], int] = {}
+    for k, v, ts in events:
+        end = (ts // 1000 + 1) * 1000
+        expected[(k, end)] = expected.get((k, end), 0) + v
+    env = sf.StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    env.set_auto_watermark_interval(1)
+    sink = ListSink()
+    strategy = sf.WatermarkStrategy.for_bounded_out_of_orderness(200).with_timestamp_assigner(lambda e: e[2])
+    (
+        env.from_collection(events)
+        .assign_timestamps_and_watermarks(strategy)
+        .key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(1000))
+        .allowed_lateness(lateness)
+        .process(_SumPerWindow())
+        .sink_to(sink)
+    )
+    env.execute()
+    got = {(k, end): s for k, end, s in sink.results}
+    assert len(sink.results) == len(expected)
+    assert got == expected

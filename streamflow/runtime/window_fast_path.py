@@ -134,28 +134,34 @@ async def fire_panes(op: WindowOperator, wm: int) -> None:
     for window in due:
         pane = panes[window]
         keys = refire.pop(window, None)
-        chosen = list(pane) if keys is None else [k for k in pane if k in keys]
+        held = list(pane)
+        chosen = held if keys is None else [k for k in held if k in keys]
         for start in range(0, len(chosen), FIRE_SLICE):
             part = chosen[start : start + FIRE_SLICE]
-            _emit_pane(op, window, pane, part)
+            _emit_pane(op, window, pane, part, not lateness)
             if len(part) == FIRE_SLICE:
                 await op._between_slices()
         if lateness:
             fired.add(window)
-    for window in due if not lateness else [w for w in fired if w.end - 1 + lateness <= wm]:
+        else:  # dropped now: its keys fired above were taken out of the pane as they fired
+            await op._pane_tables.drop(window, held)
+            fired.discard(window)
+    for window in [w for w in fired if w.end - 1 + lateness <= wm] if lateness else ():
         await op._pane_tables.drop(window)
         fired.discard(window)
         refire.pop(window, None)
 
 
-def _emit_pane(op: WindowOperator, window: TimeWindow, pane: dict[Any, Any], keys: Any) -> None:
+def _emit_pane(op: WindowOperator, window: TimeWindow, pane: dict[Any, Any], keys: Any, take: bool) -> None:
     """``_emit`` for these keys of one pane (fast path: no evictor), with one context whose
-    key is set before each call (Flink reuses its window context too)."""
+    key is set before each call (Flink reuses its window context too). ``take``: the pane is
+    dropped right after it fired, so each key's accumulator leaves the pane as it fires."""
     fn, add, ts, reduce = op.fn, op.out.add, window.end - 1, op.fn.reduce
     result = None if fn.aggregate is None else fn.aggregate.get_result
     process, ctx, backend = fn.process, WindowContext(op, None, window), op.backend
+    get = pane.pop if take else pane.__getitem__
     for key in keys:
-        acc = pane[key]
+        acc = get(key)
         values = [result(acc)] if result is not None else [acc] if reduce is not None else acc
         if process is None:
             add(values, ts)

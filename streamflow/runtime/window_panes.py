@@ -15,7 +15,8 @@ accumulators (one ``Changes.extend`` per pane and batch, no per-record hashing).
 a pane is dropped (its cleanup time passed) every key it held is logged as deleted
 (a restore from a chain written before then must not bring the pane back), the table is
 emptied, and once no checkpoint that may still name it is pending, the backend forgets
-it (``discard_tables``).
+it (``discard_tables``: at once when nothing names it, as in a job without checkpoints,
+else when a checkpoint completes).
 
 Without incremental checkpoints (no storage, or switched off) the tables are plain
 untracked tables: the backend's full snapshots hold them by key group as they hold any
@@ -25,6 +26,7 @@ state, and a restore, at any parallelism, brings them back by name.
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 from typing import Any
 
 from ..state import incremental as _inc
@@ -66,22 +68,31 @@ class PaneTables:
             if changes is not None and keys:
                 changes.extend(keys, list(map(panes[window].__getitem__, keys)))
 
-    async def drop(self, window: TimeWindow) -> None:
+    async def drop(self, window: TimeWindow, held: list | None = None) -> None:
         """Forget a pane: its keys are logged as deleted and removed from its table, a slice
         at a time between loop budget checks (freeing a million accumulators at once is a
-        long hold). The task is inside a watermark meanwhile: no capture can run."""
+        long hold). The task is inside a watermark meanwhile: no capture can run. ``held``:
+        the keys the pane held (a superset of those still in it), when the caller already
+        took some out as they fired (``window_fast_path.fire_panes``)."""
         pane = self.panes.pop(window)
         changes = self.changes.pop(window, None)
         self.retired.append(pane_name(window))
-        keys = list(pane)
+        keys = list(pane) if held is None else held
         for start in range(0, len(keys), _inc.CHUNK):
             part = keys[start : start + _inc.CHUNK]
             if changes is not None:
                 changes.extend(part, [_inc.MISSING] * len(part))
                 changes.deletes = True
-            deque(map(pane.__delitem__, part), 0)
+            if held is None:
+                deque(map(pane.__delitem__, part), 0)
+            elif pane:
+                deque(map(pane.pop, part, repeat(None, len(part))), 0)
             if len(part) == _inc.CHUNK:
                 await yield_point()
+        # forgotten now when nothing may still name it (no log of writes, no pending
+        # checkpoint), else at a checkpoint's completion: a job without checkpoints kept
+        # every emptied table (a dict keeps its size when emptied), one per window it closed
+        self.prune()
 
     def restored(self) -> None:
         """After a restore: the pane tables the backend brought back become panes."""
