@@ -211,3 +211,64 @@ def test_track_keeps_a_string_keyed_table_on_the_string_lookup() -> None:
         general[f"k{i}"] = i
     assert sys.getsizeof(general) > sys.getsizeof(plain)  # the check sees the difference
     assert list(filled) == [f"k{i}" for i in range(5)]  # the order is kept
+
+
+SEEN_THRESHOLDS: list[tuple[int, int, int]] = []
+
+
+def note_thresholds(i: int) -> int:
+    if i % 100 == 0:
+        SEEN_THRESHOLDS.append(gc.get_threshold())
+    return i
+
+
+async def _run_noting(
+    env: sf.StreamExecutionEnvironment, change_to: tuple[int, int, int] | None = None
+) -> None:
+    SEEN_THRESHOLDS.clear()
+
+    def change(i: int) -> int:
+        if change_to is not None and i == 500:
+            gc.set_threshold(*change_to)  # the application, while the job runs
+        return i
+
+    env.set_batch_size(10)
+    env.from_collection(range(1_000)).map(note_thresholds).map(change).add_sink(lambda _v: None)
+    client = await env.execute_async("thresholds")
+    await client.get_job_execution_result()
+
+
+async def test_full_collections_are_rarer_while_jobs_run_and_as_before_after() -> None:
+    """Window panes hold records in lists that reach generation 2 (gc_policy module doc):
+    while a job runs the third threshold is ``FULL_EVERY``, and the application's come back."""
+    from streamflow.runtime.gc_policy import FULL_EVERY
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        await _run_noting(sf.StreamExecutionEnvironment())
+        assert SEEN_THRESHOLDS and set(SEEN_THRESHOLDS) == {(700, 10, FULL_EVERY)}
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(700, 10, 500)  # already rarer: left alone
+        await _run_noting(sf.StreamExecutionEnvironment())
+        assert set(SEEN_THRESHOLDS) == {(700, 10, 500)}
+        gc.set_threshold(0, 10, 10)  # switched off by threshold: left alone
+        await _run_noting(sf.StreamExecutionEnvironment())
+        assert set(SEEN_THRESHOLDS) == {(0, 10, 10)}
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+
+
+async def test_thresholds_the_application_sets_while_a_job_runs_stay(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        with caplog.at_level(logging.INFO, logger="streamflow.gc"):
+            await _run_noting(sf.StreamExecutionEnvironment(), change_to=(1_000, 20, 30))
+        assert gc.get_threshold() == (1_000, 20, 30)  # not put back under the application's feet
+        assert "(1000, 20, 30) stay" in caplog.text
+    finally:
+        gc.set_threshold(*before)
