@@ -21,10 +21,14 @@ cannot.
 How: the child runs ``bench/run.py --child FORM:WORKLOAD:N`` (the same job functions as the CPU
 rounds, the answer checked) with the loop budget multiplied by ``SLOWDOWN`` (valgrind runs the
 interpreter about 50x slower; with the native 10 ms budget the job would pause 50x as often per
-record as it does natively). The young-collection policy still times its collections in CPU time,
-so it collects more often under valgrind than natively: a few tens of instructions a record of
-run-to-run wobble on keyed jobs (W2, W3). Needs valgrind; about 10 minutes at the default
-``n`` on 2 cores (two children at a time).
+record as it does natively), and the auto-watermark interval multiplied by it too (200 ms ->
+10 s: W3 holds as many records between two periodic watermarks as natively, about 250,000;
+before 2026-11-27 21:40 it held 50x fewer under valgrind, so W3's figure left out most of the
+memory traffic of holding them; at the default ``n`` the whole run is within one interval, so
+W3's figure is best taken at ``--instructions-n 1000000``). The young-collection policy still
+times its collections in CPU time, so it collects more often under valgrind than natively: a
+few tens of instructions a record of run-to-run wobble on keyed jobs (W2, W3). Needs valgrind;
+about 10 minutes at the default ``n`` on 2 cores (two children at a time).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASE = 1_000  # records of the run subtracted
-SLOWDOWN = 50  # valgrind's slow-down of the interpreter, applied to the loop budget
+SLOWDOWN = 50  # valgrind's slow-down of the interpreter, applied to the loop budget and watermark interval
 TARGETS = {"fast": 1.2, "idiomatic": 1.5}
 
 
@@ -59,6 +63,25 @@ def run_child(spec: str) -> None:
             self.loop_budget_ms *= SLOWDOWN
 
     config.__init__ = slow_init  # type: ignore[method-assign]
+    # the periodic watermark is processing time too: natively, W3 holds the records of 200 ms
+    # (about a quarter of a million) between two watermarks; at 200 ms under valgrind it would
+    # hold 50x fewer, and the memory traffic of holding them would not be counted (0: disabled)
+    import streamflow as sf
+
+    env_class = sf.StreamExecutionEnvironment
+    env_init, env_set = env_class.__init__, env_class.set_auto_watermark_interval
+
+    def scaled_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        env_init(self, *args, **kwargs)
+        self._auto_watermark_interval_ms *= SLOWDOWN
+
+    def scaled_set(self: Any, interval: Any) -> Any:
+        env_set(self, interval)
+        self._auto_watermark_interval_ms *= SLOWDOWN
+        return self
+
+    env_class.__init__ = scaled_init  # type: ignore[method-assign]
+    env_class.set_auto_watermark_interval = scaled_set  # type: ignore[method-assign]
     job = getattr(run.plain_loop, name) if form == "plain" else run.FORMS[form][name]
     answer = job(int(n))
     if callable(answer):
