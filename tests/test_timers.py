@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from collections import deque
 from typing import Any
 
 import pytest
 
 from streamflow.runtime.events import MAX_WATERMARK, MIN_WATERMARK
 from streamflow.runtime.timers import Timer, TimerService
+from streamflow.state.codec import MsgpackCodec
 
 # A step is (operation, *arguments, expected). Operations:
 #   "ev+" / "ev-"  key, ns, ts -> bool       register / delete event-time timer
@@ -410,3 +412,42 @@ def test_columns_restore_the_same_timers_in_the_same_firing_order(
     assert restored.snapshot() == original.snapshot()
     assert restored.advance_watermark(MAX_WATERMARK) == original.advance_watermark(MAX_WATERMARK)
     assert restored.advance_processing_time(MAX_WATERMARK) == original.advance_processing_time(MAX_WATERMARK)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_full_snapshot_columns_are_read_in_slices_in_registration_order(
+    monkeypatch: pytest.MonkeyPatch, sharded: bool
+) -> None:
+    """``timer_columns`` (a full snapshot's timers, captured at the barrier) yields after every
+    slice of ``FULL_SLICE`` timers, and its columns are ``snapshot_columns``' with each
+    namespace encoded (None kept), whatever the queue's layout; deletions and ties included."""
+    from streamflow.runtime import timer_checkpoints, timer_queues
+
+    monkeypatch.setattr(timer_checkpoints, "FULL_SLICE", 7)
+    if sharded:
+        monkeypatch.setattr(timer_queues, "SHARD_AT", 16)
+    service = TimerService()
+    for i in range(100):
+        service.register_event_time_timer(f"k{i % 13}", ("w", i % 5) if i % 3 else None, i // 4)
+        service.register_processing_time_timer(f"k{i}", None, i)
+    for i in range(0, 100, 9):
+        service.delete_event_time_timer(f"k{i % 13}", ("w", i % 5) if i % 3 else None, i // 4)
+    out: dict[str, Any] = {}
+    slices = sum(1 for _ in timer_checkpoints.timer_columns(service, lambda ns: ["enc", *ns], out))
+    expected = {}
+    for domain, (ts, keys, namespaces) in service.snapshot_columns().items():
+        if namespaces.count(None) != len(namespaces):
+            namespaces = [None if ns is None else ["enc", *ns] for ns in namespaces]
+        expected[domain] = {"ts": ts, "key": keys, "ns": namespaces}
+    live = {d: len(c[0]) for d, c in service.snapshot_columns().items()}
+    assert out == expected and slices == sum(-(-n // 7) for n in live.values())
+    # with the state codec: a part per slice, read back by columns_of as the same columns
+    codec, parts = MsgpackCodec(), {}
+    deque(timer_checkpoints.timer_columns(service, lambda ns: ["enc", *ns], parts, codec), maxlen=0)
+    assert {d: len(p["parts"]) for d, p in parts.items()} == {d: -(-n // 7) for d, n in live.items()}
+    for domain, columns in expected.items():
+        want = (columns["ts"], columns["key"], columns["ns"])
+        assert timer_checkpoints.columns_of(parts[domain], codec) == want
+        assert timer_checkpoints.columns_of(columns, None) == want
+    with pytest.raises(ValueError, match="needs the state codec"):
+        timer_checkpoints.columns_of(parts["event_time"], None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -27,7 +28,7 @@ from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from .item_getters import item_getter
 from .loop_budget import yield_point
 from .operator import StreamOperator
-from .timer_checkpoints import TimerCheckpoints, TimerRestore, is_incremental
+from .timer_checkpoints import TimerCheckpoints, TimerRestore, columns_of, is_incremental, timer_columns
 from .timers import Timer, TimerService
 
 if TYPE_CHECKING:
@@ -143,6 +144,7 @@ class TimerOperator(StreamOperator):
         self.timers = TimerService()
         self._timer_ck: TimerCheckpoints | None = None  # incremental timer checkpoints (heap)
         self._timer_restore: TimerRestore | None = None  # restored timers not registered yet
+        self._full_timers: dict[str, Any] | None = None  # captured for a full snapshot (capture_shared)
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
         self._quiesced = False  # batch mode, at the end of input: new processing timers are ignored
@@ -249,6 +251,11 @@ class TimerOperator(StreamOperator):
         ``SharedUpload``), or None (their snapshot holds them, see ``timer_checkpoints.py``)."""
         ck = self._timer_ck
         if ck is None or ck.timers is not self.timers:
+            if self._rocks is None:  # a full snapshot's timer columns, in slices that yield
+                self._full_timers = {}
+                codec = self.backend.state_codec  # each slice encoded: opaque bytes to the checkpoint
+                for _ in timer_columns(self.timers, self.encode_namespace, self._full_timers, codec):
+                    await yield_point()
             return None
         return await ck.capture(checkpoint_id, savepoint)
 
@@ -264,21 +271,14 @@ class TimerOperator(StreamOperator):
             timers: dict[str, Any] = {"event_time": [], "processing_time": []}
         else:
             captured = None if self._timer_ck is None else self._timer_ck.snapshot()
-            timers = self._timer_columns() if captured is None else captured
+            if captured is None:  # the columns captured at the barrier (capture_shared)
+                captured, self._full_timers = self._full_timers, None
+            if captured is None:  # ... else now, in one piece
+                captured = {}
+                deque(timer_columns(self.timers, self.encode_namespace, captured), maxlen=0)
+            timers = captured
         keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
         return {"keyed": keyed, "timers": timers}
-
-    def _timer_columns(self) -> dict[str, dict[str, list]]:
-        """``{domain: {"ts": [...], "key": [...], "ns": [...]}}``: columns the state codec packs
-        without a call per timer (a tuple per timer cost ~4 us to encode: 1.2 s at 300k)."""
-        enc = self.encode_namespace
-        out = {}
-        for domain, (ts, keys, namespaces) in self.timers.snapshot_columns().items():
-            # None: no namespace (a process function's timers), stored as it is
-            if namespaces.count(None) != len(namespaces):
-                namespaces = [None if ns is None else enc(ns) for ns in namespaces]
-            out[domain] = {"ts": ts, "key": keys, "ns": namespaces}
-        return out
 
     # -- a keyed state backend with its own checkpoints (RocksDB: state/rocksdb_backend.py) --
     @property
@@ -345,16 +345,14 @@ class TimerOperator(StreamOperator):
                 read_shared=getattr(restored, "read_shared", None),
                 codec=getattr(restored, "codec", None),
             )
-        dec = self.decode_namespace
+        dec, codec = self.decode_namespace, getattr(restored, "codec", None)
         for s in states:
             if is_incremental(s["timers"]):
                 continue
-            timers = {
-                domain: zip(e["ts"], e["key"], [ns if ns is None else dec(ns) for ns in e["ns"]], strict=True)
-                if isinstance(e, dict)  # columns (_timer_columns)
-                else [(ts, k, dec(ns)) for ts, k, ns in e]  # a tuple per timer (older checkpoints)
-                for domain, e in s["timers"].items()
-            }
+            timers = {}
+            for domain, stored in s["timers"].items():  # parts, columns or tuples (timer_checkpoints)
+                ts, keys, plain = columns_of(stored, codec)
+                timers[domain] = zip(ts, keys, [ns if ns is None else dec(ns) for ns in plain], strict=True)
             self.timers.restore(timers, owns_key)
         chains = [s["timers"] for s in states if is_incremental(s["timers"])]
         if not chains:
@@ -362,7 +360,7 @@ class TimerOperator(StreamOperator):
             return
         # incremental timer checkpoints: files read now, timers registered by the task before
         # its operators open, in slices (timer_checkpoints.TimerRestore)
-        read_shared, codec = getattr(restored, "read_shared", None), getattr(restored, "codec", None)
+        read_shared = getattr(restored, "read_shared", None)
         done = self._timers_restored
         restore = TimerRestore(self.timers, chains, read_shared, codec, groups, maxp, dec, done)
         if getattr(self.backend, "defer_restore", False):

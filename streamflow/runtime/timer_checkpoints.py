@@ -332,3 +332,63 @@ def read_chains(
     )  # fmt: skip
     restore.finish_now()
     return out
+
+
+
+
+FULL_SLICE = 1_024  # timers per slice of a full snapshot's columns (a few ms with windows)
+
+
+def timer_columns(
+    timers: TimerService, enc: Callable[[Any], Any], out: dict[str, Any], codec: Any = None
+) -> Iterator[None]:
+    """Fill ``out`` with every live timer as ``{domain: {"ts", "key", "ns"}}`` columns (what a
+    full snapshot, not incremental, stores: ``TimerOperator.snapshot_state``), yielding after
+    each slice of :data:`FULL_SLICE` timers: the capture at the barrier pauses there through
+    the loop budget (a window's namespace costs ~1 us to make plain and ~3 us to encode: a
+    million timers held the loop seconds in one piece). Registration order (re-registered in it, they
+    fire in the same order); a slice of timers without a namespace is stored as it is (None).
+    ``codec`` (the state codec): each slice's columns are encoded with it into a part, ``{domain:
+    {"parts": [bytes, ...]}}``, which the checkpoint copies as opaque bytes (encoding 80k
+    windows' columns in one piece held the loop 50 ms); :func:`columns_of` reads either form."""
+    for domain, table in timers.live().items():
+        if not len(table):
+            continue
+        ts: list[int] = []
+        keys: list[Any] = []
+        namespaces: list[Any] = []
+        parts: list[bytes] = []
+        it = iter(table)
+        while part := list(islice(it, FULL_SLICE)):
+            ns = list(map(itemgetter(2), part))
+            ns = ns if ns.count(None) == len(ns) else [None if n is None else enc(n) for n in ns]
+            if codec is not None:
+                parts.append(codec.encode({"ts": list(map(itemgetter(0), part)),
+                                           "key": list(map(itemgetter(1), part)), "ns": ns}))  # fmt: skip
+            else:
+                ts += map(itemgetter(0), part)
+                keys += map(itemgetter(1), part)
+                namespaces += ns
+            yield
+        out[domain] = {"parts": parts} if codec is not None else {"ts": ts, "key": keys, "ns": namespaces}
+
+
+def columns_of(stored: Any, codec: Any) -> tuple[list[int], list[Any], list[Any]]:
+    """The ``(timestamps, keys, plain namespaces)`` columns of one domain of a full snapshot's
+    timers: in parts (:func:`timer_columns` with a codec), columns, or a tuple per timer (older
+    checkpoints)."""
+    if isinstance(stored, dict) and "parts" in stored:
+        if codec is None:
+            raise ValueError("these timers were written in parts: restoring them needs the state codec")
+        ts: list[int] = []
+        keys: list[Any] = []
+        namespaces: list[Any] = []
+        for part in stored["parts"]:
+            columns = codec.decode(part)
+            ts += columns["ts"]
+            keys += columns["key"]
+            namespaces += columns["ns"]
+        return ts, keys, namespaces
+    if isinstance(stored, dict):
+        return stored["ts"], stored["key"], stored["ns"]
+    return [t[0] for t in stored], [t[1] for t in stored], [t[2] for t in stored]

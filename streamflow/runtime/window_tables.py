@@ -31,7 +31,6 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from ..state.keyed import snapshot_tables
 from ..windowing.count import CountWindow
 from ..windowing.merging import MergingWindowSet
 from ..windowing.windows import GlobalWindow, TimeWindow
@@ -59,7 +58,7 @@ class WindowTables(TimerOperator):
             self._rocksdb_tables(backend)
             return
         self._pane_tables = PaneTables(backend, self.panes)
-        # general path: tracked tables, written by incremental checkpoints in plain form
+        # general path: tracked tables, written by checkpoints (incremental or full) in plain form
         # (windows as tuples, converted at the capture); the fast path keeps its state in pane
         # tables (window_panes.py), and these hold only a restored general path's state
         enc = self.encode_namespace
@@ -155,26 +154,9 @@ class WindowTables(TimerOperator):
         if self.backend.is_rocksdb:  # the tables are the state (see _rocksdb_tables)
             return {**super().snapshot_state(checkpoint_id), "fired": [], "refire": []}
         enc = self.encode_namespace
-        if self.fast or self.backend.incremental:  # the backend's snapshot holds the tables
-            state = super().snapshot_state(checkpoint_id)
-        else:
-            tables: dict[str, dict] = {
-                "window-contents": {
-                    key: {enc(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()
-                },
-                "window-trigger": {
-                    key: {(enc(w), name): v for (w, name), v in store.items()}
-                    for key, store in self.trigger_state.items()
-                },
-                "window-merging": {
-                    key: [(enc(a), enc(b)) for a, b in mws.persist()]
-                    for key, mws in self.merging_sets.items()
-                },
-            }
-            state = super().snapshot_state(checkpoint_id)
-            state["keyed"] = snapshot_tables(
-                tables, dict.fromkeys(tables, "window"), self.ctx.max_parallelism
-            )
+        # the backend's snapshot holds the tables in plain form (their to_plain, see setup),
+        # incremental or full (taken in slices at the barrier: state/full_snapshot.py)
+        state = super().snapshot_state(checkpoint_id)
         state["fired"] = [enc(w) for w in self._fired]
         state["refire"] = [(enc(w), list(keys)) for w, keys in self._refire.items()]
         return state

@@ -20,7 +20,11 @@ value}}`` with the checkpoint's state codec into one *part* (bytes): 0.14 s a mi
 entries in all, against 1.8 s. The operator snapshot holds ``"parts": [bytes, ...]``, an
 empty ``"groups"`` and the writer's key-group range (``"range": [start, stop]``); the task's
 snapshot encoding copies the parts as opaque bytes, so nothing large is encoded in one
-piece on the loop.
+piece on the loop. A table with a plain form (``KeyedStateBackend.tracked_table``'s
+``to_plain``: a window operator's contents, trigger state and merging sets, windows as
+tuples) is written in that form, converted per slice, in slices 16 times smaller (the
+conversion is a Python call per entry); a restore gives it back in that form, as from an
+incremental checkpoint.
 
 Key groups are no longer computed at each checkpoint but at a restore, and only when they
 matter: :func:`entries_of` gives a restoring subtask whole parts when it owns the writer's
@@ -41,7 +45,7 @@ every earlier version reads; restores read both).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from itertools import islice
 from typing import Any
 
@@ -63,17 +67,21 @@ async def capture_full(
     codec: Codec,
     prepare: Callable[[str, dict], dict],
     key_kind: Callable[[type], str],
+    heavy: Collection[str] = (),
 ) -> dict[str, Any]:
     """Every entry of ``tables`` as a full snapshot in parts (see the module doc).
     ``key_groups``: the writer's range (None: unknown, a restore then filters every part).
-    ``prepare(name, entries)``: the entries as stored (TTL filtering, pickling), per slice."""
+    ``prepare(name, entries)``: the entries as stored (TTL filtering, pickling, a plain form),
+    per slice. ``heavy``: tables whose entries ``prepare`` converts one by one in Python (a
+    window operator's, ~10 us an entry): sliced 16 times finer, so no slice holds the loop long."""
     from ..runtime.loop_budget import yield_point
 
     parts: list[bytes] = []
     types: set[type] = set()
     for name, table in list(tables.items()):
         items = iter(table.items())
-        while chunk := dict(islice(items, CHUNK)):
+        step = max(1, CHUNK // 16) if name in heavy else CHUNK
+        while chunk := dict(islice(items, step)):
             types.update(map(type, chunk))
             parts.append(codec.encode({name: prepare(name, chunk)}))
             await yield_point()

@@ -123,8 +123,9 @@ class KeyedStateBackend:
         """The table and the log of its writes (None when snapshots are not incremental):
         before the next snapshot, the caller records every key it writes with its new value
         (``put``, or ``extend`` for a batch), and every key it deletes (``delete``).
-        ``to_plain``: an incremental checkpoint writes each value as ``to_plain(value)``
-        (computed at the capture), and a restore gives it back in that form."""
+        ``to_plain``: every checkpoint, incremental or full, writes each value as
+        ``to_plain(value)`` (computed at the capture, slice by slice), and a restore gives it
+        back in that form (a window operator's windows as plain tuples)."""
         self._restored_now()
         if to_plain is not None:
             self._to_plain[name] = to_plain
@@ -248,6 +249,8 @@ class KeyedStateBackend:
         if full is not None:
             return full
         tables = self._tables if self.ttl is None else self.ttl.snapshot_view(self._tables)
+        if self._to_plain:  # as the captures write them (see tracked_table)
+            tables = {n: _plain_entries(t, self._to_plain.get(n)) for n, t in tables.items()}
         pickled = self._pickled_now(tables)
         if pickled:
             tables = pickle_entries(tables, pickled)
@@ -263,15 +266,16 @@ class KeyedStateBackend:
     async def _capture_full(self) -> dict[str, Any]:
         """A full snapshot in slices that yield (``full_snapshot.py``)."""
         assert self.state_codec is not None
-        ttl, pickled = self.ttl, self._pickled_now(self._tables)
+        ttl, pickled, to_plain = self.ttl, self._pickled_now(self._tables), self._to_plain
 
         def prepare(name: str, entries: dict) -> dict:
+            entries = _plain_entries(entries, to_plain.get(name))  # per slice (see tracked_table)
             if ttl is not None:
                 entries = ttl.snapshot_view({name: entries})[name]
             return pickle_entries({name: entries}, {name})[name] if name in pickled else entries
 
         snap = await _full.capture_full(
-            self._tables, self._kinds, self.owned_key_groups, self.state_codec, prepare, _key_kind
+            self._tables, self._kinds, self.owned_key_groups, self.state_codec, prepare, _key_kind, to_plain
         )
         if pickled:
             snap["pickled"] = sorted(pickled)
@@ -398,6 +402,10 @@ def snapshot_tables(tables: dict[str, dict], kinds: dict[str, str], max_parallel
         for k, v in t.items():
             groups.setdefault(key_group_of(k, max_parallelism), {}).setdefault(name, {})[k] = v
     return {"kinds": dict(kinds), "key_types": sorted(set(map(_key_kind, types))), "groups": groups}
+
+
+def _plain_entries(entries: dict, to_plain: Callable[[Any], Any] | None) -> dict:
+    return entries if to_plain is None else {k: to_plain(v) for k, v in entries.items()}
 
 
 def _key_kind(t: type) -> str:
