@@ -16,10 +16,14 @@ executor's Python worker (``assign`` + ``seek``, no group membership). When ever
 has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-batch also
 carries the end-of-input marker row (see :mod:`.plan`). The raw records then pass one
 ``mapInArrow`` stage that runs the ``KafkaSource``'s own deserializer: the Kafka timestamp is
-the element's timestamp, and records that cannot be deserialized go to the ``DEAD_LETTER``
-side output, as on the asyncio engine. When Spark's JVM connector (``spark-sql-kafka``) is on
-the classpath, the same ``KafkaSource`` reads through ``format("kafka")`` instead (its offsets
-in Spark's checkpoint, in its own format: a checkpoint of one kind does not restore the other).
+the element's timestamp (or the source's watermark strategy's timestamp assigner gives it, from
+the record and that timestamp), and records that cannot be deserialized go to the ``DEAD_LETTER``
+side output, as on the asyncio engine. With a watermark strategy (``from_source(kafka,
+strategy)``) every partition known when the job is translated gets a watermark of its own and
+the source's is their minimum, as on the asyncio engine and in Flink (:mod:`.watermarks`).
+When Spark's JVM connector (``spark-sql-kafka``) is on the classpath, the same ``KafkaSource``
+reads through ``format("kafka")`` instead (its offsets in Spark's checkpoint, in its own format:
+a checkpoint of one kind does not restore the other).
 
 **Sink.** A ``KafkaSink`` runs its own operator in the job's loop, with each micro-batch as
 one checkpoint epoch: records of batch b go into one transaction whose commit marker (the
@@ -58,7 +62,11 @@ def _tps(source_options: dict[str, str]) -> list[tuple[str, int]]:
         try:
             out: list[tuple[str, int]] = []
             for topic in source_options["topics"].split(","):
-                out.extend((topic, p) for p in sorted(await producer.partitions_for(topic)))
+                found = await producer.partitions_for(topic)
+                if not found:
+                    where = source_options["bootstrap"]
+                    raise ValueError(f"Kafka topic {topic!r} has no partitions at {where} (does it exist?)")
+                out.extend((topic, p) for p in sorted(found))
             return out
         finally:
             await producer.stop()
@@ -230,11 +238,17 @@ class _Message:
 
 
 class _Deserialize:
-    """``mapInArrow``: raw Kafka rows to stage rows, with the source's own deserializer."""
+    """``mapInArrow``: raw Kafka rows to stage rows, with the source's own deserializer; a
+    watermark strategy's timestamp assigner gives the rows' ``ts`` (it sees the Kafka timestamp,
+    as on the asyncio engine); with ``splits`` (``"topic:partition"`` -> index), a ``split``
+    column holds each row's (:func:`.watermarks.per_split`; -1: end of input, unknown)."""
 
-    def __init__(self, source: KafkaSource, codec: Codec) -> None:
+    def __init__(self, source: KafkaSource, codec: Codec, splits: dict[str, int] | None = None) -> None:
         self.deserializer = source.deserializer
         self.codec = codec
+        strategy = source.watermark_strategy
+        self.assigner = strategy.create_timestamp_assigner() if strategy is not None else None
+        self.splits = splits
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         from ..connectors.base import DEAD_LETTER
@@ -252,28 +266,47 @@ class _Deserialize:
                     msgs.append(_Message(cols["topic"][i], cols["partition"][i], cols["offset"][i],
                                          cols["timestamp"][i], cols["key"][i], cols["value"][i]))
             records, kept, letters = self.deserializer.deserialize_batch(msgs)
-            rows.extend(([m.offset, m.partition], m.timestamp, None, False, encode(r))
-                        for r, m in zip(records, kept, strict=True))
+            extract = self.assigner.extract_timestamp if self.assigner is not None else None
+            rows.extend(([m.offset, m.partition], m.timestamp if extract is None else extract(r, m.timestamp),
+                         None, False, encode(r)) for r, m in zip(records, kept, strict=True))
             rows.extend(([m.offset, m.partition], None, DEAD_LETTER.tag_id, False, encode(m))
                         for m in letters)
             if rows:
-                yield rows_to_arrow(rows)
+                out = rows_to_arrow(rows)
+                if self.splits is not None:
+                    ends = len(rows) - len(kept) - len(letters)  # the end-of-input rows come first
+                    out = self._with_splits(out, [*([None] * ends), *kept, *letters])
+                yield out
+
+    def _with_splits(self, batch: Any, messages: list[Any]) -> Any:
+        """``batch`` with the ``split`` column: each row's partition index (``messages``: each
+        row's message, None for an end-of-input row)."""
+        import pyarrow as pa
+
+        assert self.splits is not None
+        index = self.splits
+        split = [-1 if m is None else index.get(f"{m.topic}:{m.partition}", -1) for m in messages]
+        return pa.RecordBatch.from_arrays([*batch.columns, pa.array(split, pa.int32())],
+                                          schema=batch.schema.append(pa.field("split", pa.int32())))
 
 
-def kafka_stream(spark: Any, source: KafkaSource, codec: Codec, records_per_batch: int = 0) -> Any:
-    """The stage rows of a ``KafkaSource`` on Spark; a micro-batch reads at most
-    ``records_per_batch`` records (0: everything available)."""
+def kafka_stream(
+    spark: Any, source: KafkaSource, codec: Codec, records_per_batch: int = 0, per_partition: bool = True
+) -> tuple[Any, int | None, bool]:
+    """The stage rows of a ``KafkaSource`` on Spark, the watermark delay of its strategy (None:
+    none), and whether they carry one watermark node per partition (``per_partition`` allows
+    it: the query's watermark is then the minimum over them, :func:`.watermarks.per_split`); a
+    micro-batch reads at most ``records_per_batch`` records (0: everything available)."""
     from .encoding import ROW_DDL
+    from .watermarks import per_split, strategy_delay
 
     if source.topic_pattern is not None or source.partitions:
         raise ValueError("on the Spark engine a KafkaSource reads topics given by set_topics()")
     kind = source.starting_offsets.kind
     if kind not in ("earliest", "latest"):
         raise ValueError(f"on the Spark engine a KafkaSource starts at earliest() or latest(), not {kind}()")
-    spark.dataSource.register(data_source_class())
-    if jvm_connector_available(spark):
-        raw = _jvm_kafka_stream(spark, source, kind, records_per_batch)
-        return raw.mapInArrow(_Deserialize(source, codec), ROW_DDL)
+    strategy = source.watermark_strategy
+    delay = None if strategy is None else strategy_delay(strategy, f"the Kafka source of {source.topics}")
     options = {
         "bootstrap": source.bootstrap_servers,
         "topics": ",".join(source.topics),
@@ -281,9 +314,28 @@ def kafka_stream(spark: Any, source: KafkaSource, codec: Codec, records_per_batc
         "bounded": "true" if source.bounded else "false",
         "max_records": str(max(0, records_per_batch)),
     }
-    _log.info("Kafka on Spark: %s", json.dumps(options))
-    raw = spark.readStream.format("streamflow_kafka").options(**options).load()
-    return raw.mapInArrow(_Deserialize(source, codec), ROW_DDL)
+    splits = None
+    if delay is not None and per_partition:
+        if strategy.idle_timeout_ms is not None:
+            _log.warning("Kafka on Spark: the watermark strategy of %s has idleness, which Spark cannot "
+                         "tell; its partitions share one watermark (the greatest event time minus %d ms), "
+                         "so records of a partition lagging the others by more than that are late",
+                         source.topics, delay)  # fmt: skip
+        else:
+            splits = {f"{t}:{p}": i for i, (t, p) in enumerate(_tps(options))}
+            _log.info("Kafka on Spark: a watermark per partition of %s (%d), the minimum over them",
+                      source.topics, len(splits))  # fmt: skip
+    spark.dataSource.register(data_source_class())
+    if jvm_connector_available(spark):
+        raw = _jvm_kafka_stream(spark, source, kind, records_per_batch)
+    else:
+        _log.info("Kafka on Spark: %s", json.dumps(options))
+        raw = spark.readStream.format("streamflow_kafka").options(**options).load()
+    if splits is None:
+        return raw.mapInArrow(_Deserialize(source, codec), ROW_DDL), delay, False
+    assert delay is not None
+    df = raw.mapInArrow(_Deserialize(source, codec, splits), ROW_DDL + ", split int")
+    return per_split(df, len(splits), delay), delay, True
 
 
 JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"

@@ -414,7 +414,12 @@ class Translation:
         if isinstance(source, KafkaSource):  # a Spark streaming source of its own
             from .kafka import kafka_stream
 
-            return Stream(kafka_stream(self.spark, source, self.codec, self.records_per_batch), True, None)
+            # with a watermark strategy, one watermark per partition: the minimum over them (.watermarks)
+            df, delay, per_partition = kafka_stream(self.spark, source, self.codec, self.records_per_batch,
+                                                    not self.batch)
+            if per_partition:
+                self.session_settings.update(SETTINGS)
+            return Stream(df, True, delay)
         directory = os.path.join(self.work_dir, "input", self.graph.uid_of(node))
         if not os.path.exists(os.path.join(directory, "_COMPLETE")):
             materialize(source, directory, self.codec, self.records_per_batch, self.native_exprs)

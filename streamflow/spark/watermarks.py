@@ -1,4 +1,5 @@
-"""Event time on Spark: the watermark delay of a strategy, and the watermark of a union.
+"""Event time on Spark: the watermark delay of a strategy, the watermark of a union and of a
+Kafka source's partitions.
 
 Theory of operation
 -------------------
@@ -30,6 +31,17 @@ instead of the previous one's: for records within the strategy's bound the answe
 same, see docs/spark.md). The settings apply to this job's queries only: they are set on the
 session around each query's start (Spark copies the session's settings into the query when it
 starts), then restored (:func:`.session.session_settings`).
+
+A Kafka source read with a watermark strategy (``from_source(kafka, strategy)``) generates
+watermarks per partition on the asyncio engine, as in Flink (``connectors/kafka_watermarks.py``):
+the source's watermark is the minimum over its partitions, so a partition whose event times lag
+the others' (a backlog replayed) holds it back instead of having its records judged late. The
+same rule on Spark: one ``withWatermark`` node per partition (:func:`per_split`), each on its own
+partition's rows (and the end-of-input row) in one linear chain over the single source, combined
+by the ``min`` policy; a partition that has had no row holds the watermark at 0, as it holds the
+asyncio engine's at the minimum. Partitions are those the topics have when the job is
+translated. A strategy with idleness (``with_idleness``) keeps the single node: Spark cannot tell
+an idle partition, and one that never gets a record would hold the watermark for ever (logged).
 """
 
 from __future__ import annotations
@@ -65,13 +77,19 @@ def watermark_delay(node: StreamNode) -> int | None:
     op = factory.create(0)
     if not isinstance(op, TimestampsAndWatermarksOperator):
         return None
-    generator = op.strategy.generator_factory()
+    return strategy_delay(op.strategy, f"operator {node.name!r}")
+
+
+def strategy_delay(strategy: Any, what: str) -> int | None:
+    """The Spark watermark delay of a ``WatermarkStrategy`` (None: no watermarks); ``what``
+    names its operator or source in the error a custom generator raises."""
+    generator = strategy.generator_factory()
     if isinstance(generator, BoundedOutOfOrdernessWatermarks):
         return int(generator._bound)
     if isinstance(generator, NoWatermarksGenerator):
         return None
     raise SparkTranslationError(
-        f"operator {node.name!r}: a custom watermark generator ({type(generator).__name__}) cannot run "
+        f"{what}: a custom watermark generator ({type(generator).__name__}) cannot run "
         "on Spark, whose watermark is the maximum event time minus a fixed delay: use "
         "WatermarkStrategy.for_bounded_out_of_orderness(...) or for_monotonous_timestamps()"
     )
@@ -104,3 +122,19 @@ def hold_back(df: Any, delay_ms: int | None) -> Any:
     column = ts if delay_ms is not None else F.when(F.col("eof"), ts)
     return (df.withColumn(_HOLD_COLUMN, column)
             .withWatermark(_HOLD_COLUMN, f"{delay_ms or 0} milliseconds").drop(_HOLD_COLUMN))
+
+
+def per_split(df: Any, splits: int, delay_ms: int) -> Any:
+    """``df`` (a Kafka source's rows, with the ``split`` column: the index of the row's
+    partition) behind one watermark node per partition, each on its partition's rows' ``ts``
+    and the end-of-input row's, minus ``delay_ms``; with the ``min`` policy the query's
+    watermark is the minimum over the partitions (module doc). The nodes' columns and
+    ``split`` are dropped again; the nodes stay in the plan."""
+    from pyspark.sql import functions as F
+
+    ts = F.timestamp_millis("ts")
+    for i in range(splits):
+        column = f"{_HOLD_COLUMN}_{i}"
+        mine = F.when((F.col("split") == F.lit(i)) | F.col("eof"), ts)
+        df = df.withColumn(column, mine).withWatermark(column, f"{delay_ms} milliseconds").drop(column)
+    return df.drop("split")
