@@ -271,11 +271,11 @@ class TimerOperator(StreamOperator):
             timers: dict[str, Any] = {"event_time": [], "processing_time": []}
         else:
             captured = None if self._timer_ck is None else self._timer_ck.snapshot()
-            if captured is None:  # the columns captured at the barrier (capture_shared)
+            if captured is None:  # a full snapshot: its columns captured at the barrier (capture_shared)
                 captured, self._full_timers = self._full_timers, None
-            if captured is None:  # ... else now, in one piece
-                captured = {}
-                deque(timer_columns(self.timers, self.encode_namespace, captured), maxlen=0)
+                if captured is None:  # no capture ran (a final snapshot): now, in one piece
+                    captured = {}
+                    deque(timer_columns(self.timers, self.encode_namespace, captured), maxlen=0)
             timers = captured
         keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
         return {"keyed": keyed, "timers": timers}
