@@ -115,6 +115,51 @@ def test_the_log_yields_consecutive_batches_of_one_patch_together() -> None:
     ]  # fmt: skip
 
 
+def test_a_log_of_values_carrying_their_keys_reads_as_one_with_keys() -> None:
+    """``extend(None, values, patch)`` (a key-first table: field 0 of each value is its key)
+    keeps the values only; read back, it gives the same columns as the same batches logged
+    with their keys: the keys from field 0, a patch batch's field from the whole values."""
+    batches = [(["a"], None), (["b", "c"], 1), (["d"], 1), (["e"], None), (["f"], 2)]
+    with_keys, by_value = incremental.Changes({}), incremental.Changes({})
+    for keys, patch in batches:
+        values = [(k, 1, 2) for k in keys]
+        with_keys.extend(keys, values, patch)
+        by_value.extend(None, values, patch)
+    assert by_value.batches[1] == (None, (("b", 1, 2), ("c", 1, 2)), 1)  # no keys, whole values
+    assert len(by_value) == len(with_keys) == 6
+
+    def read(changes: incremental.Changes) -> list:
+        return [(list(k), list(v), u, p) for k, v, u, p in changes.columns(consume=True)]
+
+    assert read(by_value) == read(with_keys)
+
+
+@pytest.mark.parametrize("hot", [False, True])
+def test_a_log_of_values_carrying_their_keys_merges_and_restores_exactly(hot: bool) -> None:
+    """The keyed sum's log of a key-first table (no keys kept): hot keys make it merge its
+    oldest batches (whole values keyed by field 0, no table lookup), and a delta restores
+    exactly, with deletions and a key whose first write comes after the base."""
+    files, backend = Files(), KeyedStateBackend(MAXP, settings())
+    table, changes = backend.tracked_table("reduce", "value")
+    assert changes is not None
+    changes.shape, changes.key_first = 3, True
+    table.update((f"k{i}", (f"k{i}", 0, "x")) for i in range(100))
+    files.take(backend, 1)
+    for round_ in range(1, 120 if hot else 3):
+        keys = [f"k{i}" for i in range(100) if f"k{i}" in table]
+        values = [(k, table[k][1] + round_, table[k][2]) for k in keys]
+        table.update(zip(keys, values, strict=True))
+        changes.extend(None, values, 1)
+        if round_ == 2:
+            del table["k3"]
+            changes.delete("k3")
+            table["new"] = ("new", 5, "y")
+            changes.extend(None, [table["new"]])
+    assert bool(changes.merged) is hot  # the oldest batches were merged
+    d2 = files.take(backend, 2)
+    assert len(d2["chain"]) == 2 and files.restore([d2])._tables["reduce"] == table
+
+
 def test_merging_a_patch_batch_takes_the_whole_values_from_the_table() -> None:
     """Hot keys: the log merges its oldest batches into whole values; a patch batch logged
     only its field, so the merge takes each key's value from the table (a deleted key: a

@@ -161,23 +161,32 @@ class ReduceOperator(TimerOperator):
         """The plain path with the reduce function inlined: one generated loop, the same
         results and state as the loop in ``process_batch``; a failure names its record."""
         it = iter(records)
-        # incremental checkpoints: the batch's writes are logged (the folds return the keys too)
-        logged = self.dirty is not None and self.dirty.recording
-        result = self._fold_rest(folds, records, it, logged)
+        # incremental checkpoints: the batch's writes are logged; the folds return the keys too,
+        # unless every value carries its key as field 0 (the log reads them there: changes.py)
+        dirty = self.dirty
+        logged = dirty is not None and dirty.recording
+        with_keys = logged and not dirty.key_first  # type: ignore[union-attr]
+        result = self._fold_rest(folds, records, it, with_keys)
         if self._guarded is not None and result[-1] is not True:
             # a key's first record the unguarded folds cannot take is in the table now: the
             # folds with the guard from here on, for the rest of this batch too
             self._folds, self._guarded, done = self._guarded, None, result
-            if self.dirty is not None:
-                self.dirty.shape = None  # that record is not a tuple of the length
-                self.dirty.key_first = False
-            result = self._fold_rest(self._folds, records, it, logged)
+            if dirty is not None:
+                dirty.shape = None  # that record is not a tuple of the length
+                dirty.key_first = False
+            result = self._fold_rest(self._folds, records, it, with_keys)
             result = tuple(a + b for a, b in zip(done[:-1], result, strict=False))
         out, new = result[0], result[1]
         self._new_keys_often = new * 8 > len(records)
         if logged:  # a batch of known keys through the unguarded folds: the changed fields only
             patch = self._patch if self._guarded is not None and not new else None
-            self.dirty.extend(result[2], out, patch)  # type: ignore[union-attr]
+            if with_keys:
+                keys = result[2]
+            elif dirty.key_first:  # type: ignore[union-attr]
+                keys = None
+            else:  # key_first ended in this batch (once a job): the key selector (field 0) again
+                keys = list(map(self.key_selector, records))
+            dirty.extend(keys, out, patch)  # type: ignore[union-attr]
         await self.output.push(out, timestamps)
 
     def _fold_rest(

@@ -20,6 +20,16 @@ Two ways in:
   frame (``heap_frames.py``). So the log keeps no replaced accumulator alive:
   the tuple it replaced is freed at once (the interpreter's tuple free list
   recycles it into the next one, which the collector does not count).
+  ``keys=None``: a table whose values are tuples with their key as field 0, the
+  very object (``key_first``: the keyed ``sum`` keyed by field 0): the log keeps
+  the values only, whole, and reads keys (and a patch's field) from them when it
+  is read. Logging the batch's keys kept every record's key alive until the next
+  capture (the table holds the first record's key object, not later records'),
+  with the patched fields: a million strings and ints more in memory, fresh
+  pages and cache misses (the heap job, ``bench/state_checkpoints.py``); the
+  values are the table's own tuples, alive anyway unless a key is written again
+  before the capture (then the replaced tuple stays alive until it: a hot key's
+  log is merged past twice the table's size, see Bounds).
 * ``put``/``delete``: one write; it goes straight into a dict of merged writes
   while nothing is logged (so a key written a thousand times through a
   ``ListState`` is one entry), else into an open batch of :data:`BATCH` writes.
@@ -59,9 +69,11 @@ CHUNK = 16_384  # keys per slice: capture and encoding yield to the loop between
 MISSING: Any = object()  # a dirty key whose value is gone: a deletion
 SLACK = 4_096  # writes logged beyond twice the table's size before the oldest are merged
 BATCH = 1_024  # single writes gathered into one logged batch
+_FIELD_0 = itemgetter(0)
 
-# keys, values (of a patch batch: the patched field of each), patch (the field, or None)
-Batch = tuple[Sequence[Any], Sequence[Any], "int | None"]
+# keys (None: field 0 of each value), values (of a patch batch with keys: the patched field of
+# each; whole values when the keys are None), patch (the field, or None)
+Batch = tuple["Sequence[Any] | None", Sequence[Any], "int | None"]
 Column = tuple[list[Any], list[Any], bool, "int | None"]  # keys, values, each key once, patch
 
 
@@ -102,8 +114,9 @@ class Changes:
         """Whether writes are recorded now (callers may skip building what they would log)."""
         return not (self.full or self.paused)
 
-    def extend(self, keys: list, values: list, patch: int | None = None) -> None:
-        """Log a batch; ``patch``: see the module doc (the caller vouches for it)."""
+    def extend(self, keys: list | None, values: list, patch: int | None = None) -> None:
+        """Log a batch; ``patch`` and ``keys=None``: see the module doc (the caller vouches
+        for them)."""
         if self.full or self.paused:
             return
         if self._open_keys:
@@ -111,11 +124,14 @@ class Changes:
         # tuples, not lists: once its values are untracked (the young collection at the next
         # pause untracks tuples of numbers and strings), the collector untracks the batch too,
         # so a full collection never walks a log of a million entries (30+ ms of CPU)
-        kept = tuple(values) if patch is None else tuple(map(itemgetter(patch), values))
-        self.batches.append((tuple(keys), kept, patch))
-        self.logged += len(keys)
+        if keys is None:
+            self.batches.append((None, tuple(values), patch))
+        else:
+            kept = tuple(values) if patch is None else tuple(map(itemgetter(patch), values))
+            self.batches.append((tuple(keys), kept, patch))
+        self.logged += len(values)
         if self.logged > 2 * len(self.table) + SLACK:
-            self._merge_oldest(2 * len(keys))
+            self._merge_oldest(2 * len(values))
 
     def put(self, key: Any, value: Any) -> None:
         if self.full or self.paused:
@@ -150,6 +166,8 @@ class Changes:
         done = 0
         while batches and done < count:
             keys, values, patch = batches[0]
+            if keys is None:  # whole values, keyed by their field 0
+                keys, patch = list(map(_FIELD_0, values)), None
             take = count - done
             if len(keys) > take:
                 keys, values, rest = keys[:take], values[:take], (keys[take:], values[take:], patch)
@@ -205,8 +223,12 @@ class Changes:
             if p != patch and column[0]:
                 yield _take(column, patch)
             patch = p
-            column[0] += k
-            column[1] += v
+            if k is None:  # whole values keyed by their field 0 (module doc)
+                column[0] += map(_FIELD_0, v)
+                column[1] += v if p is None else map(itemgetter(p), v)
+            else:
+                column[0] += k
+                column[1] += v
             if len(column[0]) >= CHUNK:
                 yield _take(column, patch)
         if column[0]:
