@@ -151,7 +151,8 @@ async def test_records_during_a_sliced_capture_are_not_in_it_exactly_once_across
     env = sf.StreamExecutionEnvironment().enable_checkpointing(20)
     cfg = env.get_checkpoint_config()
     if storage == "dir":
-        cfg.set_checkpoint_storage_dir(str(tmp_path)).enable_incremental_checkpoints(False)
+        cfg.set_checkpoint_storage_dir(str(tmp_path))
+    cfg.enable_incremental_checkpoints(False)  # full snapshots in parts, in memory or in a directory
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(1, 0))
     FailOnce.failed = False
     FailOnce.armed = lambda: len(small_chunks) >= 2 and bool(completed)

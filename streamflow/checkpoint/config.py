@@ -270,12 +270,12 @@ class CheckpointConfig:
     def enable_incremental_checkpoints(
         self, enabled: bool = True, max_chain: int | None = None
     ) -> CheckpointConfig:
-        """Keyed state is checkpointed incrementally (on by default; it needs a storage
-        directory): a checkpoint writes the keys changed since the last one, and a full base
-        once the chain holds ``max_chain`` deltas (default 32) or its deltas add up to twice
-        the base, so a restore reads at most a base and ``max_chain`` deltas, and at most
-        three bases' worth of data. ``False``: every checkpoint holds all keyed state
-        (``state.backend.incremental``; see docs/checkpoints.md)."""
+        """Keyed state is checkpointed incrementally (on by default; without a storage directory the
+        chain is kept in memory with the latest checkpoint): a checkpoint writes the keys changed
+        since the last one, and a full base once the chain holds ``max_chain`` deltas (default 32)
+        or its deltas add up to twice the base, so a restore reads at most a base and ``max_chain``
+        deltas, and at most three bases' worth of data. ``False``: every checkpoint holds all keyed
+        state (``state.backend.incremental``; see docs/checkpoints.md)."""
         self.incremental = bool(enabled)
         if max_chain is not None:
             if isinstance(max_chain, bool) or not isinstance(max_chain, int) or max_chain < 0:

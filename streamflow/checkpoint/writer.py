@@ -83,6 +83,12 @@ class CheckpointWriter:
                     None, self.memory_shared.keep, cid, shared, references
                 )
             return f"memory:chk-{cid}"
+        if self.storage is None and references:
+            # a savepoint without checkpoint storage: the files it refers to are the ones kept in
+            # memory with the latest checkpoint (a storage's references name its own shared
+            # directory), so the savepoint takes copies of them as files of its own
+            shared = {**shared, **{name: self.memory_shared.path(name) for name in references}}
+            references = []
         storage = self.storage or FileSystemCheckpointStorage(Path(target or ".").parent)
         stop = threading.Event()
         write = functools.partial(

@@ -375,9 +375,11 @@ class Execution:
         return keyed
 
     def _incremental(self, uid: str, sub: int, maxp: int, parallelism: int) -> IncrementalSettings | None:
-        """Incremental keyed checkpoints need them on, checkpointing, and storage to keep the chain."""
+        """Incremental keyed checkpoints need them on and checkpointing; without a storage
+        directory the chain's files are kept in memory (``MemorySharedFiles``) with the latest
+        checkpoint, as a RocksDB backend's are."""
         cfg = self.config.checkpoint
-        if not (cfg.incremental and cfg.is_checkpointing_enabled() and cfg.storage_dir is not None):
+        if not (cfg.incremental and cfg.is_checkpointing_enabled()):
             return None
         groups = key_group_range(sub, maxp, parallelism)
         return IncrementalSettings(

@@ -3,10 +3,11 @@
 Theory of operation
 -------------------
 A heap backend's snapshot is *full* when its checkpoints are not incremental: incremental
-checkpoints turned off, no checkpoint storage directory (the default in-memory
-``JobManagerCheckpointStorage``: a plain ``env.enable_checkpointing(1000)``), or a table
-handed out untracked. Such a snapshot must hold every entry in a form a restore at any
-parallelism can split by key group.
+checkpoints turned off (``state.backend.incremental: false``), or a table handed out untracked.
+(Without a checkpoint storage directory, the in-memory ``JobManagerCheckpointStorage``,
+checkpoints were full too until 2026-11-28; they are incremental now, the chain kept in memory:
+``checkpoint/shared_files.MemorySharedFiles``.) Such a snapshot must hold every entry in a form
+a restore at any parallelism can split by key group.
 
 Built in one piece at the barrier (``keyed.snapshot_tables``: ``{"groups": {key_group:
 {state: {key: value}}}}``) and encoded in one piece with the operator snapshot, that cost
