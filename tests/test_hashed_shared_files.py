@@ -128,6 +128,6 @@ def test_without_storage_a_file_that_cannot_be_linked_is_copied_and_logged(
     monkeypatch.setattr(shared_module.os, "link", no_link)
     caplog.set_level(logging.INFO)
     kept = MemorySharedFiles()
-    kept.keep(1, {"d1": hashed}, [])
+    kept.keep({"d1": hashed}, [])
     assert kept.path("d1").read_bytes() == WRITTEN
     assert "cannot hard-link" in caplog.text and "cross-device" in caplog.text

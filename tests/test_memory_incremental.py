@@ -103,3 +103,41 @@ async def test_a_savepoint_without_storage_copies_the_chain_kept_in_memory(tmp_p
     await asyncio.wait_for((await env.execute_async("restored")).get_job_execution_result(), 60)
     assert len(out) == len(DATA) - STOPS[2]  # the source resumed where the savepoint was taken
     assert {**first, **{key: total for key, total, _i in out}} == expected_sums()
+
+
+async def test_a_failover_while_a_write_adds_its_files_keeps_the_previous_checkpoint_whole() -> None:
+    """The kept checkpoint and its files change together: a write cancelled while it adds its
+    files (the job failed meanwhile) leaves the previous checkpoint kept, with every file it
+    needs, even when the new one would drop them (a new base)."""
+    import threading
+
+    from streamflow.checkpoint.config import CheckpointConfig
+    from streamflow.checkpoint.writer import CheckpointWriter
+
+    writer = CheckpointWriter("job", CheckpointConfig(), None, lambda _task: 1)
+
+    def state(shared: dict[str, bytes]) -> dict[str, Any]:
+        return {"ops": b"", "in": {}, "out": {}, "shared": shared, "refs": []}
+
+    await writer.write(1, {"t": state({"base-1": b"one"})}, None, None)
+    gate, adding = threading.Event(), threading.Event()
+    add = writer.memory_shared.add
+
+    def slow_add(shared: dict[str, Any]) -> Any:
+        adding.set()
+        gate.wait(10)
+        return add(shared)
+
+    writer.memory_shared.add = slow_add  # type: ignore[method-assign]
+    write = asyncio.ensure_future(writer.write(2, {"t": state({"base-2": b"two"})}, None, None))
+    await asyncio.to_thread(adding.wait, 10)
+    write.cancel()  # the job failed while the files were added
+    gate.set()
+    try:
+        await write
+    except asyncio.CancelledError:
+        pass
+    assert writer.latest_in_memory is not None and writer.latest_in_memory[0] == 1
+    assert writer.memory_shared.path("base-1").read_bytes() == b"one"  # what a failover reads
+    await writer.write(3, {"t": state({"base-3": b"three"})}, None, None)
+    assert writer.latest_in_memory[0] == 3 and not (writer.memory_shared.directory / "base-1").exists()

@@ -338,19 +338,25 @@ def collect_garbage(directory: Path, keep: Iterable[str]) -> list[str]:
 class MemorySharedFiles:
     """Without checkpoint storage, the shared files of the latest checkpoint kept in memory are
     hard links (or copies) in a temporary directory, so a failover restores them after the tasks
-    removed their own files."""
+    removed their own files.
+
+    Two steps, so that the checkpoint kept and its files change together: :meth:`add` links or
+    writes a new checkpoint's files (in a worker thread; the kept checkpoint's files are left
+    alone), then :meth:`commit`, on the loop together with the entries the writer keeps, makes
+    them the kept files and returns those no longer needed. A failover while ``add`` runs (the
+    job failed mid-write) restores the previous checkpoint with all its files; the new files it
+    left behind are removed with the directory."""
 
     def __init__(self) -> None:
         self.directory: Path | None = None
         self._files: dict[str, Path] = {}
 
-    def keep(self, cid: int, shared: dict[str, Any], references: list[str]) -> None:
+    def add(self, shared: dict[str, Any]) -> dict[str, Path]:
+        """Link (or copy, or write) the new files of a checkpoint into the directory."""
         if self.directory is None:
             self.directory = Path(tempfile.mkdtemp(prefix="streamflow-memory-checkpoint-"))
             weakref.finalize(self, shutil.rmtree, str(self.directory), True)
-        files: dict[str, Path] = {}
-        for name in references:
-            files[name] = self._files[name]
+        added: dict[str, Path] = {}
         for name, data in shared.items():
             path = self.directory / name
             if isinstance(data, HashedFile):
@@ -364,11 +370,22 @@ class MemorySharedFiles:
                         shutil.copyfile(data, path)
                 else:
                     path.write_bytes(data)
-            files[name] = path
-        for name, path in self._files.items():
-            if name not in files:
-                path.unlink(missing_ok=True)
+            added[name] = path
+        return added
+
+    def commit(self, added: dict[str, Path], references: list[str]) -> list[Path]:
+        """Keep ``added`` and the ``references`` (files kept already) as the checkpoint's files;
+        the files no kept checkpoint needs any more, for the caller to remove."""
+        files = {name: self.path(name) for name in references}
+        files.update(added)
+        stale = [path for name, path in self._files.items() if name not in files]
         self._files = files
+        return stale
+
+    def keep(self, shared: dict[str, Any], references: list[str]) -> None:
+        """:meth:`add` and :meth:`commit` at once, the stale files removed."""
+        for path in self.commit(self.add(shared), references):
+            path.unlink(missing_ok=True)
 
     def path(self, name: str) -> Path:
         try:

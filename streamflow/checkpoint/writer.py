@@ -77,11 +77,14 @@ class CheckpointWriter:
             "tasks": timings,
         }
         if target is None and self.storage is None:
+            loop = asyncio.get_running_loop()
+            added = await loop.run_in_executor(None, self.memory_shared.add, shared) if shared else {}
+            # the entries and their files become the kept checkpoint together, with no await
+            # between (a failover meanwhile restores the previous one, with its files)
+            stale = self.memory_shared.commit(added, references)
             self.latest_in_memory = (cid, entries)
-            if shared or references:
-                await asyncio.get_running_loop().run_in_executor(
-                    None, self.memory_shared.keep, cid, shared, references
-                )
+            if stale:
+                await loop.run_in_executor(None, _unlink, stale)
             return f"memory:chk-{cid}"
         if self.storage is None and references:
             # a savepoint without checkpoint storage: the files it refers to are the ones kept in
@@ -157,3 +160,8 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _unlink(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
