@@ -263,7 +263,8 @@ def events(keys: int, n: int) -> Any:
 async def run_job(keys: int, n: int, checkpoint: str | None, every: int | None = None) -> dict[str, float]:
     """``checkpoint``: None, ``full``, ``incremental``, ``incremental:auto|on|off`` (where heap
     checkpoints are encoded: ``state.backend.heap.snapshot-process``), or ``default``
-    (checkpointing on and nothing else: the in-memory storage, so full snapshots)."""
+    (checkpointing on and nothing else: the in-memory storage, whose heap checkpoints are
+    incremental too since 2026-11-28, the chain kept in memory)."""
     """``every``: a checkpoint every that many records (triggered by the caller) instead of
     every second, so that a loaded machine takes as many checkpoints as a quiet one. The
     checkpoints' directory is removed afterwards (tens of MB a run)."""
