@@ -384,7 +384,12 @@ class MemorySharedFiles:
 
     def keep(self, shared: dict[str, Any], references: list[str]) -> None:
         """:meth:`add` and :meth:`commit` at once, the stale files removed."""
-        for path in self.commit(self.add(shared), references):
+        self.remove(self.commit(self.add(shared), references))
+
+    @staticmethod
+    def remove(stale: list[Path]) -> None:
+        """Delete the files :meth:`commit` returned (a worker thread's job)."""
+        for path in stale:
             path.unlink(missing_ok=True)
 
     def path(self, name: str) -> Path:

@@ -84,7 +84,7 @@ class CheckpointWriter:
             stale = self.memory_shared.commit(added, references)
             self.latest_in_memory = (cid, entries)
             if stale:
-                await loop.run_in_executor(None, _unlink, stale)
+                await loop.run_in_executor(None, self.memory_shared.remove, stale)
             return f"memory:chk-{cid}"
         if self.storage is None and references:
             # a savepoint without checkpoint storage: the files it refers to are the ones kept in
@@ -160,8 +160,3 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def _unlink(paths: list[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
