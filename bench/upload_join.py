@@ -32,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from streamflow.checkpoint import uploads  # noqa: E402
 from streamflow.state import incremental  # noqa: E402
 from streamflow.state.codec import MsgpackCodec  # noqa: E402
 from streamflow.state.key_groups import key_group_range  # noqa: E402
@@ -39,7 +40,7 @@ from streamflow.state.keyed import IncrementalSettings, KeyedStateBackend  # noq
 
 MAXP = 128
 TARGET_MS = 10.0
-ON_LOOP_DEFAULT = incremental.JOIN_ON_LOOP_MAX
+ON_LOOP_DEFAULT = uploads.JOIN_ON_LOOP_MAX
 
 
 def backend_with(n: int) -> KeyedStateBackend:
@@ -58,7 +59,7 @@ async def one(keys: int, variant: str, cid: int) -> tuple[float, float, int]:
     upload = await backend.capture(cid, False)
     assert isinstance(upload, incremental.HeapUpload)
     backend.snapshot()
-    incremental.JOIN_ON_LOOP_MAX = ON_LOOP_DEFAULT if variant == "thread" else 1 << 62
+    uploads.JOIN_ON_LOOP_MAX = ON_LOOP_DEFAULT if variant == "thread" else 1 << 62
     gc.collect()
     worst_wall, worst_cpu, done = 0.0, 0.0, False
 
@@ -75,7 +76,7 @@ async def one(keys: int, variant: str, cid: int) -> tuple[float, float, int]:
     files = await upload.produce()
     done = True
     await tick
-    incremental.JOIN_ON_LOOP_MAX = ON_LOOP_DEFAULT
+    uploads.JOIN_ON_LOOP_MAX = ON_LOOP_DEFAULT
     size = sum(len(d) for d in files.values() if isinstance(d, bytes))
     return worst_wall * 1000, worst_cpu * 1000, size
 

@@ -21,6 +21,7 @@ from test_checkpointing import Gate
 from test_loop_state import _turns_between
 
 import streamflow as sf
+from streamflow.checkpoint.storage import FileSystemCheckpointStorage
 from streamflow.state import full_snapshot
 from streamflow.state.codec import MsgpackCodec
 from streamflow.state.key_groups import key_group_of, key_group_range
@@ -40,7 +41,7 @@ def small_chunks(monkeypatch: Any) -> list[dict]:
 
     async def spy(*args: Any) -> dict:
         snap = await capture(*args)
-        taken.append(snap)
+        taken.append({**snap})  # with its parts (the snapshot itself names the file they go to)
         return snap
 
     monkeypatch.setattr(full_snapshot, "capture_full", spy)
@@ -56,24 +57,34 @@ def test_a_big_full_snapshot_lets_the_loop_run_between_its_slices(small_chunks: 
         b.current_key = f"k{k}"
         state.update((k, "x"))
 
-    async def take() -> dict:
-        assert await b.capture(1, False) is None  # not incremental: no upload
-        return b.snapshot()
+    async def take() -> tuple[dict, dict[str, bytes]]:
+        upload = await b.capture(1, False)  # the parts become one shared file of the checkpoint
+        assert isinstance(upload, full_snapshot.PartsUpload) and not upload.references
+        snap = b.snapshot()
+        return snap, await upload.produce()
 
-    snap, turns, pauses = asyncio.run(_turns_between(take()))
+    (snap, files), turns, pauses = asyncio.run(_turns_between(take()))
     assert turns - 1 >= n // 100  # the loop ran between every two slices (1: before the capture)
-    assert len(snap["parts"]) == 21 and snap["groups"] == {} and pauses >= 21
-    # restored whole (same range), and split by key group into two halves (a rescale)
-    whole = KeyedStateBackend(MAXP, codec=CODEC)
-    whole.restore_from([snap], lambda g: True)
-    assert whole._tables["v"] == b._tables["v"]
-    halves = [KeyedStateBackend(MAXP, codec=CODEC) for _ in range(2)]
-    for i, half in enumerate(halves):
-        groups = key_group_range(i, MAXP, 2)
-        half.restore_from([snap], lambda g, groups=groups: g in groups)
-        assert all(key_group_of(k, MAXP) in groups for k in half._tables["v"])
-    assert {**halves[0]._tables["v"], **halves[1]._tables["v"]} == b._tables["v"]
-    assert len(halves[0]._tables["v"]) + len(halves[1]._tables["v"]) == n
+    assert len(snap["sizes"]) == 21 and snap["groups"] == {} and pauses >= 21
+    # the operator snapshot holds no part: nothing large is encoded with it on the loop
+    assert "parts" not in snap and list(files) == [snap["file"]] and len(CODEC.encode(snap)) < 500
+    assert sum(snap["sizes"]) == len(files[snap["file"]])
+    inline = small_chunks[-1]  # the former format, the parts in the snapshot: still restored
+    assert len(inline["parts"]) == 21 and b"".join(inline["parts"]) == files[snap["file"]]
+    for form, read_shared in [(snap, files.__getitem__), (inline, None)]:
+        # restored whole (same range), and split by key group into two halves (a rescale)
+        whole = KeyedStateBackend(MAXP, codec=CODEC)
+        whole.restore_from([form], lambda g: True, read_shared=read_shared)
+        assert whole._tables["v"] == b._tables["v"]
+        halves = [KeyedStateBackend(MAXP, codec=CODEC) for _ in range(2)]
+        for i, half in enumerate(halves):
+            groups = key_group_range(i, MAXP, 2)
+            half.restore_from([form], lambda g, groups=groups: g in groups, read_shared=read_shared)
+            assert all(key_group_of(k, MAXP) in groups for k in half._tables["v"])
+        assert {**halves[0]._tables["v"], **halves[1]._tables["v"]} == b._tables["v"]
+        assert len(halves[0]._tables["v"]) + len(halves[1]._tables["v"]) == n
+    with pytest.raises(ValueError, match="only restored from checkpoint storage"):
+        KeyedStateBackend(MAXP, codec=CODEC).restore_from([snap], lambda g: True)
 
 
 @pytest.mark.parametrize(("before", "after"), [(1, 1), (1, 4), (4, 1), (4, 4)])
@@ -130,7 +141,7 @@ async def test_records_during_a_sliced_capture_are_not_in_it_exactly_once_across
     entries_of = full_snapshot.entries_of
 
     def spy(snap: dict, *args: Any) -> Any:
-        restored.append(len(snap.get("parts") or ()))
+        restored.append(len(snap.get("sizes") or ()))  # the parts in the snapshot's shared file
         return entries_of(snap, *args)
 
     completed: list[int] = []
@@ -212,6 +223,12 @@ async def test_window_state_in_full_snapshots_taken_in_parts_restores_exactly(
     first = await win.checkpointed_run(tmp_path, kind, before, win.STOPS)
     captured = {name for snap in small_chunks for part in snap["parts"] for name in CODEC.decode(part)}
     assert captured, "no full snapshot in parts was taken"
+    # each checkpoint's parts are a shared file of its own, removed with it by retention (2 kept)
+    storage = FileSystemCheckpointStorage(tmp_path / "chk")
+    kept = storage.complete_checkpoints("win")
+    listed = {name for handle in kept for name in handle.shared}
+    assert len(kept) == 2 and listed and all(name.startswith("heap-full-") for name in listed)
+    assert {p.name for p in storage.shared_dir("win").iterdir()} == listed
     # the general path's tables (tumbling windows run on the fast path: panes)
     general = {"session": {"window-contents", "window-merging"}, "sliding": {"window-contents"}}
     assert general.get(kind, set()) <= captured

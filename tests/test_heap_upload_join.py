@@ -9,6 +9,7 @@ import asyncio
 
 from test_loop_state import backend, write
 
+from streamflow.checkpoint import uploads
 from streamflow.state import incremental
 
 
@@ -21,7 +22,7 @@ async def _first_step_done(values: int, size: int) -> bool:
     b.snapshot()
     parts = list(upload.capture.parts)
     total = sum(map(len, parts))
-    assert (total >= incremental.JOIN_ON_LOOP_MAX) == (values * size >= incremental.JOIN_ON_LOOP_MAX)
+    assert (total >= uploads.JOIN_ON_LOOP_MAX) == (values * size >= uploads.JOIN_ON_LOOP_MAX)
     task = asyncio.ensure_future(upload.produce())
     await asyncio.sleep(0)  # the produce's first step runs, then this test again
     done = task.done()

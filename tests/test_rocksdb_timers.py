@@ -234,10 +234,18 @@ async def test_timers_checkpointed_in_rocksdb_restore_and_rescale(
     assert Counter(first.results + second.results) == Counter(want)
 
 
+@pytest.mark.parametrize("checkpoints", ["off", "incremental", "full"])
 @pytest.mark.parametrize("after", [1, 3])
-async def test_heap_savepoint_restored_on_rocksdb(tmp_path: Path, after: int) -> None:
-    """A job moves from the heap backend (incremental checkpoints, the default) to RocksDB through
-    a savepoint: its keyed state and its timers come along."""
+async def test_heap_savepoint_restored_on_rocksdb(
+    tmp_path: Path, after: int, checkpoints: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job moves from the heap backend to RocksDB through a savepoint: its keyed state and its
+    timers come along, whatever form the heap wrote: a full snapshot in parts (a shared file;
+    without checkpointing, or with full checkpoints), or a chain of shared files (incremental
+    checkpoints, the default; before, this failed the restore with KeyError 'groups')."""
+    from streamflow.state import full_snapshot
+
+    monkeypatch.setattr(full_snapshot, "CHUNK", 4)  # ~18 keys a subtask: a full one in parts
     want = await _reference()
     data = _records()
     sent = 0
@@ -251,6 +259,9 @@ async def test_heap_savepoint_restored_on_rocksdb(tmp_path: Path, after: int) ->
         await release.wait()
 
     env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    if checkpoints != "off":
+        env.enable_checkpointing(3_600_000)  # the savepoint only
+        env.get_checkpoint_config().enable_incremental_checkpoints(checkpoints == "incremental")
     first = ListSink()
     _pipeline(env, gated).sink_to(first)
     client = await env.execute_async("timers")
@@ -262,6 +273,9 @@ async def test_heap_savepoint_restored_on_rocksdb(tmp_path: Path, after: int) ->
         await asyncio.sleep(0.5)
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await client.cancel()
+    files = (Path(path) / "shared").glob("heap-*")
+    forms = {"full" if f.name.startswith("heap-full-") else "chain" for f in files}
+    assert forms == ({"chain"} if checkpoints == "incremental" else {"full"})
 
     env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
     env2.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))

@@ -334,7 +334,10 @@ class TimerOperator(StreamOperator):
         rocks = self._rocks
         if rocks is not None:
             rocks.restore(
-                [s["keyed"] for s in states], lambda g: g in groups, getattr(restored, "shared_path", None)
+                [s["keyed"] for s in states],
+                lambda g: g in groups,
+                getattr(restored, "shared_path", None),
+                getattr(restored, "read_shared", None),
             )
             cast(Any, self.timers).reset(restored=True)
         else:

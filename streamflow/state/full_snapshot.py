@@ -18,10 +18,17 @@ Built in one piece at the barrier (``keyed.snapshot_tables``: ``{"groups": {key_
 with the task's loop-budget ``yield_point`` between them (as the incremental capture does).
 A slice copies its entries (``dict(islice(...))``, C speed) and encodes ``{state: {key:
 value}}`` with the checkpoint's state codec into one *part* (bytes): 0.14 s a million
-entries in all, against 1.8 s. The operator snapshot holds ``"parts": [bytes, ...]``, an
-empty ``"groups"`` and the writer's key-group range (``"range": [start, stop]``); the task's
-snapshot encoding copies the parts as opaque bytes, so nothing large is encoded in one
-piece on the loop. A table with a plain form (``KeyedStateBackend.tracked_table``'s
+entries in all, against 1.8 s. The parts become one *shared file* of the checkpoint
+(:func:`to_shared_file`, :class:`PartsUpload`, as an incremental capture's file does:
+``checkpoint/uploads.py``): joined after the barrier, in a worker thread when large, and
+hashed and written by the storage's thread (kept in memory without a storage directory). The
+operator snapshot holds only the file's name and the parts' sizes (``"file"``, ``"sizes"``),
+an empty ``"groups"`` and the writer's key-group range (``"range": [start, stop]``), so
+nothing large is encoded on the loop. (Until 2026-11-28 it held the parts themselves,
+``"parts": [bytes, ...]``, which restores still read: at 1M keys the task's snapshot encoding
+and the checkpoint entry's each copied their ~25 MB in one C call, holding the loop 38-73 ms.)
+The file is the checkpoint's own: it references nothing, and retention removes it with the
+checkpoint. A table with a plain form (``KeyedStateBackend.tracked_table``'s
 ``to_plain``: a window operator's contents, trigger state and merging sets, windows as
 tuples) is written in that form, converted per slice, in slices 16 times smaller (the
 conversion is a Python call per entry); a restore gives it back in that form, as from an
@@ -40,16 +47,20 @@ that changes size across a pause anyway (a bug) fails the iteration (``RuntimeEr
 the dict iterator), never a silently mixed snapshot. Each part is encoded in the slice that
 read it, before the task resumes, so a value mutated in place later is not seen.
 
-A state that fits in one slice is still written in one piece (the former format, which
-every earlier version reads; restores read both).
+A state that fits in one slice is still written in one piece, in the operator snapshot (the
+former format, which every earlier version reads; restores read every form). A RocksDB
+backend restoring a heap snapshot (a job moving to RocksDB through a savepoint) reads these
+forms and incremental chains alike (``rocksdb_backend._heap_entries``).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Collection, Iterator
 from itertools import islice
 from typing import Any
 
+from ..checkpoint.uploads import join_parts
 from .codec import Codec
 from .key_groups import key_group_of
 
@@ -97,22 +108,67 @@ async def capture_full(
     return snap
 
 
+class PartsUpload:
+    """A full snapshot's parts as one shared file of its checkpoint (a ``SharedUpload``, see
+    the module doc): joined after the barrier (in a worker thread when large) and written by the
+    storage's thread; no earlier file is referenced."""
+
+    references: frozenset[str] = frozenset()
+
+    def __init__(self, name: str, parts: list[bytes]) -> None:
+        self.name = name
+        self.parts = parts
+
+    async def produce(self) -> dict[str, bytes]:
+        parts, self.parts = self.parts, []
+        return {self.name: await join_parts(parts)}
+
+
+def to_shared_file(snap: dict[str, Any], checkpoint_id: int, savepoint: bool) -> PartsUpload:
+    """Move ``snap``'s parts into a new shared file: ``snap`` keeps its name and the parts'
+    sizes (``"file"``, ``"sizes"``)."""
+    parts = snap.pop("parts")
+    name = f"heap-full-{checkpoint_id}{'-sp' if savepoint else ''}-{secrets.token_hex(8)}"
+    snap["file"], snap["sizes"] = name, list(map(len, parts))
+    return PartsUpload(name, parts)
+
+
+def _parts(snap: dict[str, Any], read_shared: Callable[[str], bytes] | None) -> Iterator[bytes]:
+    """A snapshot's parts: inline (``"parts"``) or in a shared file (``"file"``, ``"sizes"``)."""
+    yield from snap.get("parts") or ()
+    name = snap.get("file")
+    if name is None:
+        return
+    if read_shared is None:
+        raise ValueError(f"keyed state in the shared file {name!r} is only restored from checkpoint storage")
+    data = read_shared(name)
+    at = 0
+    for size in snap["sizes"]:
+        yield data[at : at + size]
+        at += size
+    if at != len(data):
+        raise ValueError(f"shared file {name!r} holds {len(data)} bytes, its parts {at}")
+
+
 def entries_of(
-    snap: dict[str, Any], owns: Callable[[int], bool], max_parallelism: int, codec: Codec | None
+    snap: dict[str, Any],
+    owns: Callable[[int], bool],
+    max_parallelism: int,
+    codec: Codec | None,
+    read_shared: Callable[[str], bytes] | None = None,
 ) -> Iterator[tuple[str, dict]]:
     """``(state name, {key: value})`` of a full snapshot, only the key groups ``owns`` accepts:
     its ``groups``, then its parts (whole when ``owns`` accepts the writer's whole range)."""
     for group, states in snap["groups"].items():
         if owns(int(group)):
             yield from states.items()
-    parts = snap.get("parts")
-    if not parts:
+    if not snap.get("parts") and "file" not in snap:
         return
     if codec is None:
         raise ValueError("this keyed state snapshot was written in parts: restoring it needs the state codec")
     written = snap.get("range")
     whole = written is not None and all(map(owns, range(*written)))
-    for part in parts:
+    for part in _parts(snap, read_shared):
         decoded: Any = codec.decode(part)
         for name, entries in decoded.items():
             if whole:

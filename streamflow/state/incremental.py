@@ -28,7 +28,7 @@ immutable and encoding later: measured in docs/performance.md.) A slice that
 repeats a key is reduced to each key's last write only when it holds a deletion
 or mutable values (a logged list is the same object each time). The logs are
 cleared. After the barrier the upload only joins the frames
-(:meth:`HeapUpload.produce`: past :data:`JOIN_ON_LOOP_MAX` in a worker thread, as
+(:meth:`HeapUpload.produce`: past ``uploads.JOIN_ON_LOOP_MAX`` in a worker thread, as
 17 MB at 1M keys took 2-48 ms on the loop); hashing and writing run in the storage thread.
 
 Or, when ``heap_fork.wanted`` says a child costs the job less: the capture
@@ -71,7 +71,6 @@ group only of keys in files that straddle its range.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import secrets
@@ -84,6 +83,7 @@ from typing import Any, BinaryIO
 import msgpack
 
 from ..checkpoint.shared_files import HashedFile
+from ..checkpoint.uploads import join_parts
 from . import heap_fork as _fork
 from .changes import CHUNK, MISSING, SLACK, Changes, Column
 from .codec import Codec
@@ -93,11 +93,10 @@ from .snapshot_process import SnapshotChild
 
 __all__ = [
     "CHUNK", "MISSING", "SLACK", "Capture", "Changes", "HeapChain", "HeapUpload", "apply_file",
-    "apply_file_slices", "capture", "pack_column", "unpack_column",
+    "apply_file_slices", "capture", "pack_column", "read_chain", "unpack_column",
 ]  # fmt: skip
 
 FORMAT = "streamflow-heap-state"
-JOIN_ON_LOOP_MAX = 1 << 20  # bytes: a larger file's frames are joined in a worker thread
 _log = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------ capture
@@ -407,8 +406,7 @@ class HeapUpload:
             _fork.note(self.chain_state, pending, report)
             return {cap.name: HashedFile(cap.path, report["size"], report["sha256"])}  # hashed as written
         parts, cap.parts = cap.parts, []
-        small = sum(map(len, parts)) < JOIN_ON_LOOP_MAX  # (bytes.join drops the GIL past 1 MiB)
-        data = b"".join(parts) if small else await asyncio.to_thread(b"".join, parts)
+        data = await join_parts(parts)
         self.chain_state.sizes[cap.name] = len(data)
         return {cap.name: data}
 
@@ -435,6 +433,26 @@ def apply_file(
     for _ in apply_file_slices(data, tables, codec, groups, key_group_of, kinds):
         pass
     return kinds
+
+
+def read_chain(
+    chain: list[str],
+    read_shared: Callable[[str], bytes],
+    codec: Codec,
+    groups: range,
+    key_group_of: Callable[[Any], int],
+) -> tuple[dict[str, dict], set[str]]:
+    """A chain's entries in ``groups`` by state (its base, then each delta applied) and its key
+    kinds: for a backend that keeps its state elsewhere (RocksDB restoring a heap checkpoint)."""
+    tables: dict[str, dict] = {}
+    kinds: set[str] = set()
+
+    def table(name: str, _kind: str) -> dict:
+        return tables.setdefault(name, {})
+
+    for name in chain:
+        kinds |= apply_file(read_shared(name), table, codec, groups, key_group_of)
+    return tables, kinds
 
 
 def apply_file_slices(

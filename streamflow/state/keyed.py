@@ -210,19 +210,23 @@ class KeyedStateBackend:
             out.update(t.keys())
         return out
 
-    async def capture(self, checkpoint_id: int, savepoint: bool) -> _inc.HeapUpload | None:
-        """At a barrier, before :meth:`snapshot`: capture what changed (a ``SharedUpload`` that
-        encodes it after the barrier), or None when this snapshot is a full one."""
+    async def capture(
+        self, checkpoint_id: int, savepoint: bool
+    ) -> _inc.HeapUpload | _full.PartsUpload | None:
+        """At a barrier, before :meth:`snapshot`: capture what changed, or a large full snapshot
+        in parts (a ``SharedUpload`` that writes it as a shared file after the barrier), or None
+        (a small full snapshot, taken by :meth:`snapshot`)."""
         self._restored_now()
         settings, chain_state = self._settings, self._chain
         if settings is None or chain_state is None or self._untracked:
-            if self.state_codec is not None and not self.is_rocksdb and _full.wanted(self._tables):
-                self._capturing = True
-                try:
-                    self._captured_full = await self._capture_full()
-                finally:
-                    self._capturing = False
-            return None
+            if self.state_codec is None or self.is_rocksdb or not _full.wanted(self._tables):
+                return None
+            self._capturing = True
+            try:
+                full = self._captured_full = await self._capture_full()
+            finally:
+                self._capturing = False
+            return _full.to_shared_file(full, checkpoint_id, savepoint)
         self._capturing = True
         try:
             cap = await _inc.capture(
@@ -300,9 +304,10 @@ class KeyedStateBackend:
         snapshots: Iterable[dict[str, Any]],
         owns: Callable[[int], bool],
         shared_path: Callable[[str], Path] | None = None,
+        read_shared: Callable[[str], bytes] | None = None,
     ) -> None:
         """Load the key groups this subtask owns from full snapshots (see :meth:`restore_from`)."""
-        self.restore_from(snapshots, owns)
+        self.restore_from(snapshots, owns, read_shared=read_shared)
 
     def restore_from(
         self,
@@ -332,7 +337,7 @@ class KeyedStateBackend:
                 self.restored_key_types = (self.restored_key_types or set()) | set(stored)
             pickled = set(snap.get("pickled", ()))
             state_codec = codec or self.state_codec
-            for name, entries in _full.entries_of(snap, owns, self.max_parallelism, state_codec):
+            for name, entries in _full.entries_of(snap, owns, self.max_parallelism, state_codec, read_shared):
                 if name in pickled:  # stays bytes until the job declares the state pickled
                     entries = restored_entries(entries, True, name in self.pickled)
                 self._tables[name].update(entries)  # {key: value} (or former [(key, value)])

@@ -62,6 +62,8 @@ import rocksdict
 from ..errors import StreamflowError
 from . import codec as _codec
 from .full_snapshot import entries_of
+from .incremental import read_chain
+from .key_groups import key_group_of
 from .keyed import KeyedStateBackend, _key_kind
 from .rocksdb_setup import PID_MARK, options, remove_abandoned, write_options
 from .rocksdb_table import RocksTable
@@ -332,6 +334,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         snapshots: Iterable[dict[str, Any]],
         owns: Callable[[int], bool],
         shared_path: Callable[[str], Path] | None = None,
+        read_shared: Callable[[str], bytes] | None = None,
     ) -> None:
         snaps = list(snapshots)
         mine = [self.key_groups.start, self.key_groups.stop]
@@ -357,13 +360,29 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 if snap is not base:
                     ingest_key_groups(self, snap, shared_path)
         for snap in snaps:
-            if snap.get("rocksdb"):
-                continue
-            for name, entries in entries_of(snap, owns, self.max_parallelism, self.codec):  # a heap snapshot
-                t = self._rtables[name]
-                conv = t._from_plain
-                t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
+            if not snap.get("rocksdb"):  # a heap backend's (a job moving to RocksDB)
+                for name, entries in self._heap_entries(snap, owns, read_shared):
+                    t = self._rtables[name]
+                    conv = t._from_plain
+                    t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
         self.flush()
+
+    def _heap_entries(
+        self, snap: dict[str, Any], owns: Callable[[int], bool], read_shared: Callable[[str], bytes] | None
+    ) -> Iterable[tuple[str, dict]]:
+        """``(state, {key: value})`` of this subtask's key groups in a heap backend's snapshot:
+        a full one (inline or in a shared file), or an incremental chain of shared files."""
+        if "incremental" not in snap:
+            return entries_of(snap, owns, self.max_parallelism, self.codec, read_shared)
+        if read_shared is None:
+            raise RocksDBStateError("this checkpoint's heap state is in shared files, which cannot be read")
+        maxp = self.max_parallelism
+        tables, kinds = read_chain(
+            snap["chain"], read_shared, self.codec, self.key_groups, lambda k: key_group_of(k, maxp)
+        )
+        if kinds:
+            self.restored_key_types = (self.restored_key_types or set()) | kinds
+        return tables.items()
 
     def _overlaps(self, snap: dict[str, Any]) -> bool:
         start, stop = snap["key_groups"]
