@@ -333,12 +333,8 @@ class TimerOperator(StreamOperator):
         states = [s for s in restored.all if s is not None]
         rocks = self._rocks
         if rocks is not None:
-            rocks.restore(
-                [s["keyed"] for s in states],
-                lambda g: g in groups,
-                getattr(restored, "shared_path", None),
-                getattr(restored, "read_shared", None),
-            )
+            files = getattr(restored, "shared_path", None), getattr(restored, "read_shared", None)
+            rocks.restore([s["keyed"] for s in states], lambda g: g in groups, *files)
             cast(Any, self.timers).reset(restored=True)
         else:
             self.backend.restore_from(

@@ -93,7 +93,7 @@ from .snapshot_process import SnapshotChild
 
 __all__ = [
     "CHUNK", "MISSING", "SLACK", "Capture", "Changes", "HeapChain", "HeapUpload", "apply_file",
-    "apply_file_slices", "capture", "pack_column", "read_chain", "unpack_column",
+    "apply_file_slices", "capture", "pack_column", "unpack_column",
 ]  # fmt: skip
 
 FORMAT = "streamflow-heap-state"
@@ -433,26 +433,6 @@ def apply_file(
     for _ in apply_file_slices(data, tables, codec, groups, key_group_of, kinds):
         pass
     return kinds
-
-
-def read_chain(
-    chain: list[str],
-    read_shared: Callable[[str], bytes],
-    codec: Codec,
-    groups: range,
-    key_group_of: Callable[[Any], int],
-) -> tuple[dict[str, dict], set[str]]:
-    """A chain's entries in ``groups`` by state (its base, then each delta applied) and its key
-    kinds: for a backend that keeps its state elsewhere (RocksDB restoring a heap checkpoint)."""
-    tables: dict[str, dict] = {}
-    kinds: set[str] = set()
-
-    def table(name: str, _kind: str) -> dict:
-        return tables.setdefault(name, {})
-
-    for name in chain:
-        kinds |= apply_file(read_shared(name), table, codec, groups, key_group_of)
-    return tables, kinds
 
 
 def apply_file_slices(

@@ -62,7 +62,6 @@ import rocksdict
 from ..errors import StreamflowError
 from . import codec as _codec
 from .full_snapshot import entries_of
-from .incremental import read_chain
 from .key_groups import key_group_of
 from .keyed import KeyedStateBackend, _key_kind
 from .rocksdb_setup import PID_MARK, options, remove_abandoned, write_options
@@ -376,8 +375,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return entries_of(snap, owns, self.max_parallelism, self.codec, read_shared)
         if read_shared is None:
             raise RocksDBStateError("this checkpoint's heap state is in shared files, which cannot be read")
+        from .rocksdb_restore import read_heap_chain
+
         maxp = self.max_parallelism
-        tables, kinds = read_chain(
+        tables, kinds = read_heap_chain(
             snap["chain"], read_shared, self.codec, self.key_groups, lambda k: key_group_of(k, maxp)
         )
         if kinds:

@@ -28,6 +28,9 @@ State ids are mapped by state name (two subtasks may have numbered their
 states differently); when the mapping does not keep the ids' order, the source
 is read one ``key group | state id`` prefix at a time, in the new ids' order,
 so the file's keys stay sorted.
+
+A heap backend's incremental chain (a job moving to RocksDB through a savepoint)
+is read into dicts by :func:`read_heap_chain` and written like a full snapshot.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from typing import TYPE_CHECKING, Any, cast
 import rocksdict
 
 from ..checkpoint.storage import CorruptCheckpointError
+from .codec import Codec
+from .incremental import apply_file
 from .rocksdb_setup import options
 
 if TYPE_CHECKING:
@@ -224,3 +229,23 @@ def ingest_key_groups(
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def read_heap_chain(
+    chain: list[str],
+    read_shared: Callable[[str], bytes],
+    codec: Codec,
+    groups: range,
+    key_group_of: Callable[[Any], int],
+) -> tuple[dict[str, dict], set[str]]:
+    """A heap backend's chain: its entries in ``groups`` by state (the base, then each delta
+    applied) and its key kinds."""
+    tables: dict[str, dict] = {}
+    kinds: set[str] = set()
+
+    def table(name: str, _kind: str) -> dict:
+        return tables.setdefault(name, {})
+
+    for name in chain:
+        kinds |= apply_file(read_shared(name), table, codec, groups, key_group_of)
+    return tables, kinds
