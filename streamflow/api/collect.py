@@ -112,8 +112,8 @@ class _Results:
         self._sink = sink
         self._current: Any = _EMPTY  # a list iterator (``__setstate__`` ends it)
         self._started = self._closed = False
-        self._ready = False  # the pump stopped the loop with a step ready (``_pump``)
-        self._resume: asyncio.Future[None] | None = None  # ... and waits for this to go on
+        # pending while the pump has stopped the loop with a step ready, and waits for it (``_pump``)
+        self._resume: asyncio.Future[None] | None = None
         self._gen = self._batches()
 
     def batches(self) -> Iterator[Iterator[Any]]:
@@ -136,8 +136,7 @@ class _Results:
         ended = False
         try:
             while True:
-                self._ready = False
-                while not (self._ready or pump.done()):
+                while not pump.done() and (self._resume is None or self._resume.done()):
                     loop.run_forever()
                 if pump.done():
                     pump.result()  # the pump ends only by a failure (raised here) or a cancel
@@ -154,7 +153,7 @@ class _Results:
                 self._current = it = _EMPTY
                 lists = records = None  # type: ignore[assignment]
                 resume = self._resume
-                assert resume is not None  # set with _ready
+                assert resume is not None  # pending: the pump stopped the loop with this step
                 resume.set_result(None)
             self._current = _EMPTY
             _stop_pump(pump, stop)
@@ -177,7 +176,6 @@ class _Results:
         while True:
             await wait_ready(client, STEP_RECORDS)
             self._resume = loop.create_future()
-            self._ready = True
             loop.stop()
             await self._resume
 
