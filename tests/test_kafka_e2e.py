@@ -232,3 +232,30 @@ def test_sink_properties_are_checked_at_build(caplog):
     with pytest.raises(ValueError, match="EXACTLY_ONCE needs acks=all"):
         _string_sink("localhost:1", "t", DeliveryGuarantee.EXACTLY_ONCE, acks="1")
     _string_sink("localhost:1", "t", DeliveryGuarantee.EXACTLY_ONCE, acks="-1", transaction_timeout_ms="6000")
+
+
+async def test_a_failed_job_never_flushes_its_open_transaction(kafka):
+    """EXACTLY_ONCE: the sink closed after a failure drops the records its open transaction still
+    queues, as Flink closes a producer in a transaction without flushing
+    (``FlinkKafkaInternalProducer.close``): they are in no checkpoint, and the restarted job
+    sends them again. Flushed, they were written into a transaction that only a later
+    ``init_transactions`` aborts; and a flush that waited through a broker restart wrote them
+    into a transaction the test broker had forgotten, open for ever (a committed read stuck at
+    their offset: ``test_kafka_kill``'s broker restart once read no output at all)."""
+    bs, dst = kafka.bootstrap_servers, topic_name("noflush")
+    await create_topic(bs, dst, 1)
+
+    def fail_at_the_second_batch(v: str) -> str:
+        if v == "v40":
+            raise RuntimeError("injected failure")
+        return v
+
+    env = sf.StreamExecutionEnvironment().set_batch_size(40)
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    # the first batch's 40 records wait in the producer (linger 60 s) when the second one fails
+    sink = _string_sink(bs, dst, DeliveryGuarantee.EXACTLY_ONCE, linger_ms="60000")
+    env.from_collection([f"v{i}" for i in range(80)]).map(fail_at_the_second_batch).sink_to(sink)
+    with pytest.raises(Exception, match="injected failure"):
+        await asyncio.wait_for(_run(env), 60)
+    assert await read_topic(bs, dst, committed=False) == []  # nothing of the transaction was written
+    assert await open_transactions(bs, dst) == {}

@@ -23,6 +23,10 @@ fails the task.
   or timed out) during a transaction fails the task: the test broker loses a
   transaction across its restart while later sends and the commit report
   success, and Apache Kafka aborts it; the failover's recovery re-sends it.
+  Closing never flushes the open transaction (whatever ended the task): its
+  queued batches are dropped, as Flink closes a producer in a transaction at
+  once; they are in no checkpoint, and a flush that waited through a broker
+  restart would write them into a transaction the broker forgot.
 * Producer properties (``set_property``) map to aiokafka's arguments
   (``kafka_common.producer_config``); any other one is logged as ignored.
 * Crash-test points (``testing.faults``): ``commit`` (marker sent, commit not
@@ -185,7 +189,11 @@ class KafkaSinkOperator(StreamOperator):
         finally:
             async with self._committing:  # never stop the producer under a running commit
                 producer, self.producer = self.producer, None
-            if producer is not None and self._broken is not None:
+            if producer is not None and self.eos:
+                # never flush an open transaction (Flink closes such a producer at once too): what
+                # it holds is in no checkpoint (the restarted job sends it again), a flush waits
+                # out linger.ms and a broker outage, and batches written into a transaction the
+                # broker forgot across a restart stay open there (the module docstring)
                 await self._abandon(producer)
             elif producer is not None:
                 try:
@@ -439,8 +447,8 @@ class KafkaSinkOperator(StreamOperator):
         return call.result()
 
     async def _abandon(self, producer: Any) -> None:
-        """Drop a producer whose transaction is lost: stop its sender without flushing, fail what
-        is queued, close its connections. Never raises (logged)."""
+        """Drop a transactional producer: stop its sender without flushing, fail what is queued,
+        close its connections. Never raises (logged)."""
         try:
             sender = getattr(producer, "_sender", None)
             task = getattr(sender, "sender_task", None)
