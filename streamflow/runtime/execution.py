@@ -284,8 +284,13 @@ class Execution:
         for node in nodes:
             chained = self.operators.get((node.id, sub))
             if chained is not None:
-                chained.setup(self._context(node, sub, task), outputs[node.id])
-                chained.initialize_state(self._restored(node, sub))
+                ctx = self._context(node, sub, task)
+                chained.setup(ctx, outputs[node.id])
+                try:
+                    chained.initialize_state(self._restored(node, sub))
+                except Exception as exc:  # which operator could not take its state
+                    exc.add_note(f"while restoring operator {node.name!r} (uid {ctx.uid!r}), subtask {sub}")
+                    raise
         if self.restore is not None:
             self._restore_channels(task, task_id)
         return task

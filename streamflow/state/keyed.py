@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import NotSupportedError
 from . import full_snapshot as _full
 from . import incremental as _inc
 from .codec import Codec
@@ -325,6 +326,13 @@ class KeyedStateBackend:
                 changes.clear()
                 changes.paused = True
         for snap in snapshots:
+            if snap.get("rocksdb"):
+                raise NotSupportedError(
+                    "this checkpoint's keyed state was written by the RocksDB state backend, which the "
+                    "heap backend cannot read: restore it with env.set_state_backend("
+                    "EmbeddedRocksDBStateBackend()) (a job moves from the heap to RocksDB through a "
+                    "savepoint, not back yet)"
+                )
             if "incremental" in snap:
                 self._restore_chain(snap, key_groups, read_shared, codec)
                 continue
