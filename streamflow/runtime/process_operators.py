@@ -23,6 +23,7 @@ from ..functions import OutputTag, TimeDomain
 from ..state.hashable_keys import probe
 from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
+from ..state.rocksdb_to_heap import heap_state_of
 from .basic_operators import resolve_function
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from .item_getters import item_getter
@@ -337,6 +338,8 @@ class TimerOperator(StreamOperator):
             rocks.restore([s["keyed"] for s in states], lambda g: g in groups, *files)
             cast(Any, self.timers).reset(restored=True)
         else:
+            if any(s["keyed"].get("rocksdb") for s in states):  # a job moving from RocksDB to the heap
+                states = [heap_state_of(states, restored, maxp, self.backend.state_codec)]
             self.backend.restore_from(
                 [s["keyed"] for s in states],
                 lambda g: g in groups,

@@ -328,10 +328,8 @@ class KeyedStateBackend:
         for snap in snapshots:
             if snap.get("rocksdb"):
                 raise NotSupportedError(
-                    "this checkpoint's keyed state was written by the RocksDB state backend, which the "
-                    "heap backend cannot read: restore it with env.set_state_backend("
-                    "EmbeddedRocksDBStateBackend()) (a job moves from the heap to RocksDB through a "
-                    "savepoint, not back yet)"
+                    "keyed state written by the RocksDB state backend reaches the heap backend only "
+                    "through a keyed operator's restore, which converts it (state/rocksdb_to_heap.py)"
                 )
             if "incremental" in snap:
                 self._restore_chain(snap, key_groups, read_shared, codec)

@@ -31,8 +31,8 @@ them again. With another range (rescale, ``rocksdb_restore.py``), the old DB
 with the largest overlap is restored so and the key groups outside the new
 range are deleted by range; the other overlapping DBs' entries of this
 subtask's key groups are written into an SST file and ingested. A
-heap-backend snapshot (``groups``) is also read, so a job can move to RocksDB
-through a savepoint.
+heap backend's snapshot (full, or an incremental chain) is also read, so a job
+can move to RocksDB through a savepoint (and back: ``rocksdb_to_heap.py``).
 
 **Timers** of the operator are states of this DB too (``rocksdb_timers.py``): their pending
 writes join the flush's WriteBatch, so a checkpoint's files hold them.
