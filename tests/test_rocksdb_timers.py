@@ -273,6 +273,34 @@ async def test_rocksdb_savepoint_restored_on_the_heap(tmp_path: Path, after: int
     assert Counter(first + second.results) == Counter(want)
 
 
+def test_the_heap_backend_itself_refuses_rocksdb_state() -> None:
+    """RocksDB state reaches the heap backend converted by the operator; handed over as it is, it
+    is refused by name (not a KeyError on a missing field)."""
+    from streamflow.state.keyed import KeyedStateBackend
+
+    with pytest.raises(sf.StreamflowError, match="RocksDB state backend"):
+        KeyedStateBackend(MAXP).restore_from([{"rocksdb": 1, "kinds": {}}], lambda g: True)
+
+
+async def test_a_failed_restore_names_the_operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error while an operator takes its restored state carries a note naming the operator, its
+    uid and subtask (the error alone, a codec's or a file's, would not say whose state it was)."""
+    from streamflow.runtime.process_operators import TimerOperator
+
+    path, _ = await _savepoint_mid_run(sf.StreamExecutionEnvironment().set_parallelism(2), tmp_path)
+
+    def broken(self: Any, restored: Any) -> None:
+        raise ValueError("injected: the state cannot be read")
+
+    monkeypatch.setattr(TimerOperator, "initialize_state", broken)
+    env = sf.StreamExecutionEnvironment()
+    env.configure({"execution.savepoint.path": path})
+    _pipeline(env, lambda: _gated([])).sink_to(ListSink())
+    with pytest.raises(ValueError, match="injected") as failed:
+        await (await env.execute_async("timers")).get_job_execution_result()
+    assert "while restoring operator 'KeyedProcess' (uid 'expire'), subtask 0" in failed.value.__notes__
+
+
 async def _gated(data: list, sent: list[int] | None = None, release: asyncio.Event | None = None) -> Any:
     for r in data:
         if sent is not None:
