@@ -128,6 +128,6 @@ def test_without_storage_a_file_that_cannot_be_linked_is_copied_and_logged(
     monkeypatch.setattr(shared_module.os, "link", no_link)
     caplog.set_level(logging.INFO)
     kept = MemorySharedFiles()
-    kept.keep({"d1": hashed}, [])
+    kept.commit(kept.add({"d1": hashed}), [])  # as the writer does
     assert kept.path("d1").read_bytes() == WRITTEN
     assert "cannot hard-link" in caplog.text and "cross-device" in caplog.text

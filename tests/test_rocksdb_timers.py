@@ -200,17 +200,9 @@ async def test_timers_checkpointed_in_rocksdb_restore_and_rescale(
 
     env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
     env2.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
-    env2.configure({"execution.savepoint.path": path})
-    second = ListSink()
-
-    async def again() -> Any:  # the source's restored position skips the first 200
-        for r in _records():
-            yield r
-
-    _pipeline(env2, again).sink_to(second)
-    await (await env2.execute_async("timers")).get_job_execution_result()
+    second = await _resumed_run(env2, path)
     assert any(r[1] != "count" for r in first), "no timer fired before the savepoint"
-    assert Counter(first + second.results) == Counter(want)
+    assert Counter(first + second) == Counter(want)
 
 
 @pytest.mark.parametrize("checkpoints", ["off", "incremental", "full"])
@@ -237,16 +229,8 @@ async def test_heap_savepoint_restored_on_rocksdb(
 
     env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
     env2.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
-    env2.configure({"execution.savepoint.path": path})
-    second = ListSink()
-
-    async def again() -> Any:
-        for r in _records():
-            yield r
-
-    _pipeline(env2, again).sink_to(second)
-    await (await env2.execute_async("timers")).get_job_execution_result()
-    assert Counter(first + second.results) == Counter(want)
+    second = await _resumed_run(env2, path)
+    assert Counter(first + second) == Counter(want)
 
 
 @pytest.mark.parametrize("after", [1, 3])
@@ -259,18 +243,10 @@ async def test_rocksdb_savepoint_restored_on_the_heap(tmp_path: Path, after: int
     env.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
     path, first = await _savepoint_mid_run(env, tmp_path)
     env2 = sf.StreamExecutionEnvironment().set_parallelism(after)  # the heap backend
-    env2.configure({"execution.savepoint.path": path})
-    second = ListSink()
-
-    async def again() -> Any:
-        for r in _records():
-            yield r
-
-    _pipeline(env2, again).sink_to(second)
-    await (await env2.execute_async("timers")).get_job_execution_result()
+    second = await _resumed_run(env2, path)
     assert any(r[1] != "count" for r in first), "no timer fired before the savepoint"
-    assert any(r[1] != "count" for r in second.results), "no restored timer fired"
-    assert Counter(first + second.results) == Counter(want)
+    assert any(r[1] != "count" for r in second), "no restored timer fired"
+    assert Counter(first + second) == Counter(want)
 
 
 def test_the_heap_backend_itself_refuses_rocksdb_state() -> None:
@@ -299,6 +275,16 @@ async def test_a_failed_restore_names_the_operator(tmp_path: Path, monkeypatch: 
     with pytest.raises(ValueError, match="injected") as failed:
         await (await env.execute_async("timers")).get_job_execution_result()
     assert "while restoring operator 'KeyedProcess' (uid 'expire'), subtask 0" in failed.value.__notes__
+
+
+async def _resumed_run(env: Any, path: str) -> list:
+    """The timers pipeline on every record, restored from the savepoint at ``path`` (the source's
+    restored position skips the records before it): what it emits."""
+    env.configure({"execution.savepoint.path": path})
+    out = ListSink()
+    _pipeline(env, lambda: _gated(_records())).sink_to(out)
+    await (await env.execute_async("timers")).get_job_execution_result()
+    return list(out.results)
 
 
 async def _gated(data: list, sent: list[int] | None = None, release: asyncio.Event | None = None) -> Any:

@@ -382,10 +382,6 @@ class MemorySharedFiles:
         self._files = files
         return stale
 
-    def keep(self, shared: dict[str, Any], references: list[str]) -> None:
-        """:meth:`add` and :meth:`commit` at once, the stale files removed."""
-        self.remove(self.commit(self.add(shared), references))
-
     @staticmethod
     def remove(stale: list[Path]) -> None:
         """Delete the files :meth:`commit` returned (a worker thread's job)."""
