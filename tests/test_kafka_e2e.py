@@ -222,13 +222,30 @@ async def test_sink_properties_reach_the_producer(kafka):
         await asyncio.wait_for(_run(env), 60)
 
 
+@pytest.mark.parametrize("guarantee", [DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.EXACTLY_ONCE])
+async def test_the_sink_sends_each_batch_at_once(kafka, guarantee):
+    """Every batch the sink hands the producer is sent at once, whatever ``linger.ms`` says: an
+    open aiokafka batch lingers, and a partition's next batch waits until the sender has taken
+    it, so 20 batches on one partition with ``linger.ms=60000`` took 60 s each (and failed the
+    job at ``request.timeout.ms``)."""
+    bs, dst = kafka.bootstrap_servers, topic_name("nolinger")
+    await create_topic(bs, dst, 1)
+    env = sf.StreamExecutionEnvironment().set_batch_size(10)
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    sink = _string_sink(bs, dst, guarantee, linger_ms="60000")
+    env.from_collection([f"v{i}" for i in range(200)]).sink_to(sink)
+    await asyncio.wait_for(_run(env), 30)
+    assert [m.value.decode() for m in await read_topic(bs, dst)] == [f"v{i}" for i in range(200)]
+
+
 def test_sink_properties_are_checked_at_build(caplog):
     """A property the producer does not take is logged as ignored, as Kafka's producer warns
     (PyFlink's examples set ``group.id`` on the sink); an ``acks`` EXACTLY_ONCE cannot honour
     fails ``build()``."""
-    with caplog.at_level(logging.WARNING, logger="streamflow"):
-        _string_sink("localhost:1", "t", DeliveryGuarantee.NONE, **{"group.id": "g"})
+    with caplog.at_level(logging.INFO, logger="streamflow"):
+        _string_sink("localhost:1", "t", DeliveryGuarantee.NONE, **{"group.id": "g", "linger.ms": "5"})
     assert "properties ['group.id'] are not producer settings streamflow applies: ignored" in caplog.text
+    assert "property linger.ms has no effect: the sink hands the producer whole batches" in caplog.text
     with pytest.raises(ValueError, match="EXACTLY_ONCE needs acks=all"):
         _string_sink("localhost:1", "t", DeliveryGuarantee.EXACTLY_ONCE, acks="1")
     _string_sink("localhost:1", "t", DeliveryGuarantee.EXACTLY_ONCE, acks="-1", transaction_timeout_ms="6000")
@@ -252,8 +269,9 @@ async def test_a_failed_job_never_flushes_its_open_transaction(kafka):
 
     env = sf.StreamExecutionEnvironment().set_batch_size(40)
     env.set_restart_strategy(sf.RestartStrategies.no_restart())
-    # the first batch's 40 records wait in the producer (linger 60 s) when the second one fails
-    sink = _string_sink(bs, dst, DeliveryGuarantee.EXACTLY_ONCE, linger_ms="60000")
+    # the first batch's 40 records are still queued in the producer when the second batch fails:
+    # the chained task fails before the producer's sender task has had a turn of the loop
+    sink = _string_sink(bs, dst, DeliveryGuarantee.EXACTLY_ONCE)
     env.from_collection([f"v{i}" for i in range(80)]).map(fail_at_the_second_batch).sink_to(sink)
     with pytest.raises(Exception, match="injected failure"):
         await asyncio.wait_for(_run(env), 60)

@@ -221,7 +221,6 @@ def _compression(value: str) -> str | None:
 _PRODUCER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "acks": ("acks", _acks),
     "client.id": ("client_id", str),
-    "linger.ms": ("linger_ms", int),
     "batch.size": ("max_batch_size", int),
     "max.request.size": ("max_request_size", int),
     "compression.type": ("compression_type", _compression),
@@ -234,6 +233,12 @@ _PRODUCER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "sasl.mechanism": ("sasl_mechanism", str),
 }
 
+# Producer properties a Flink program may set that mean nothing to this sink, and why.
+_PRODUCER_PROPS_WITHOUT_EFFECT = {
+    "linger.ms": "the sink hands the producer whole batches (the engine's, bounded by the buffer "
+                 "timeout), sent at once",
+}
+
 
 def producer_config(props: Mapping[str, str], exactly_once: bool) -> dict[str, Any]:
     """aiokafka keyword arguments for the Kafka producer properties ``props``. Any other
@@ -241,7 +246,9 @@ def producer_config(props: Mapping[str, str], exactly_once: bool) -> dict[str, A
     (PyFlink's examples pass ``group.id`` to the sink); an ``acks`` exactly-once cannot honour
     is refused (at ``build()``)."""
     kw: dict[str, Any] = {}
-    ignored = sorted(key for key in props if key not in _PRODUCER_PROPS)
+    for key in sorted(set(props) & set(_PRODUCER_PROPS_WITHOUT_EFFECT)):
+        log.info("kafka sink: property %s has no effect: %s", key, _PRODUCER_PROPS_WITHOUT_EFFECT[key])
+    ignored = sorted(set(props) - set(_PRODUCER_PROPS) - set(_PRODUCER_PROPS_WITHOUT_EFFECT))
     if ignored:
         log.warning("kafka sink: properties %s are not producer settings streamflow applies: ignored "
                     "(applied: %s)", ignored, ", ".join(sorted(_PRODUCER_PROPS)))

@@ -167,8 +167,7 @@ class KafkaSinkOperator(StreamOperator):
         await super().open()
         from aiokafka import AIOKafkaProducer
 
-        kw: dict[str, Any] = {"bootstrap_servers": self.sink.bootstrap_servers, "linger_ms": 5,
-                              "max_batch_size": 1 << 20,
+        kw: dict[str, Any] = {"bootstrap_servers": self.sink.bootstrap_servers, "max_batch_size": 1 << 20,
                               "acks": 0 if self.sink.delivery_guarantee is DeliveryGuarantee.NONE else "all"}
         kw.update(self.sink.producer_kw)  # the user's properties (``set_property``)
         self.max_request_size = kw.get("max_request_size", DEFAULT_MAX_REQUEST_SIZE)
@@ -304,6 +303,9 @@ class KafkaSinkOperator(StreamOperator):
             raise MessageSizeTooLargeError(
                 f"kafka sink {self.name!r}: a record of {batch.size()} bytes (serialized, with its "
                 f"batch header) for {group.topic}-{group.partition} exceeds max.request.size={limit}")
+        # closed: the sender takes it at once (aiokafka lets an open batch linger for linger.ms, and
+        # a partition's next batch waits until the sender has taken the one before)
+        batch.close()
         sent = self.producer.send_batch(batch, group.topic, partition=group.partition)
         self._futures.append(await self._guarded(sent))
 
