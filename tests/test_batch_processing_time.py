@@ -62,7 +62,7 @@ def test_keyed_process_function_timers_fire_at_the_end_of_a_batch_job(
         lambda e, ts: e[1] * 1000
     )
     stream = env.from_collection(DATA).assign_timestamps_and_watermarks(strategy)
-    with caplog.at_level(logging.WARNING, logger="streamflow.runtime.process_operators"):
+    with caplog.at_level(logging.WARNING, logger="streamflow.runtime.timer_operator"):
         out = list(stream.key_by(lambda x: x[0]).process(Timers()).execute_and_collect())
     timers = [r for r in out if r[0] != "element"]
     end = 2**63 - 1

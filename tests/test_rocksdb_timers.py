@@ -261,7 +261,7 @@ def test_the_heap_backend_itself_refuses_rocksdb_state() -> None:
 async def test_a_failed_restore_names_the_operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An error while an operator takes its restored state carries a note naming the operator, its
     uid and subtask (the error alone, a codec's or a file's, would not say whose state it was)."""
-    from streamflow.runtime.process_operators import TimerOperator
+    from streamflow.runtime.timer_operator import TimerOperator
 
     path, _ = await _savepoint_mid_run(sf.StreamExecutionEnvironment().set_parallelism(2), tmp_path)
 

@@ -24,7 +24,7 @@ from test_loop_state import AlwaysDue
 import streamflow as sf
 from streamflow.datastream.functions import KeyedProcessFunction
 from streamflow.runtime import timer_compaction
-from streamflow.runtime.process_operators import TimerOperator
+from streamflow.runtime.timer_operator import TimerOperator
 from streamflow.runtime.timer_queues import DEAD_SLICE, TimerQueue
 from streamflow.runtime.timers import TimerService
 

@@ -20,7 +20,7 @@ from ..types.row import Row
 from .basic_operators import expand, is_async, resolve_function
 from .fold import inline_expression, key_expression, make_fold
 from .item_getters import failed_record
-from .process_operators import TimerOperator
+from .timer_operator import TimerOperator
 
 _FIELD_0 = itemgetter(0)
 

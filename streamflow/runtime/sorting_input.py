@@ -55,8 +55,8 @@ from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .item_getters import failed_record
 from .loop_budget import yield_point
 from .operator import Output, StreamOperator
-from .process_operators import TimerOperator
 from .sort_buffer import DEFAULT_SORT_MEMORY, SortBuffer
+from .timer_operator import TimerOperator
 from .window_fast_path import fire_panes
 from .window_operator import WindowOperator
 

@@ -34,7 +34,7 @@ from typing import Any
 from ..windowing.count import CountWindow
 from ..windowing.merging import MergingWindowSet
 from ..windowing.windows import GlobalWindow, TimeWindow
-from .process_operators import TimerOperator
+from .timer_operator import TimerOperator
 from .window_panes import PaneTables, pane_name
 
 _MISSING = object()

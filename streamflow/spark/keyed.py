@@ -55,7 +55,8 @@ from ..checkpoint.restore import OperatorRestore
 from ..runtime.events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from ..runtime.keyed_operators import KeyedFunctionOperator, ReduceOperator
 from ..runtime.operator import StreamOperator
-from ..runtime.process_operators import KeyedProcessOperator, TimerOperator
+from ..runtime.process_operators import KeyedProcessOperator
+from ..runtime.timer_operator import TimerOperator
 from ..runtime.timers import TimerService
 from ..runtime.window_operator import WindowOperator
 from .encoding import ROW_COLUMNS
