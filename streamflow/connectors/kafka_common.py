@@ -235,8 +235,8 @@ _PRODUCER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
 
 # Producer properties a Flink program may set that mean nothing to this sink, and why.
 _PRODUCER_PROPS_WITHOUT_EFFECT = {
-    "linger.ms": "the sink hands the producer whole batches (the engine's, bounded by the buffer "
-                 "timeout), sent at once",
+    "linger.ms": "the sink hands the producer whole batches (the engine's: up to the batch size, "
+                 "flushed when a source pauses), sent at once",
 }
 
 

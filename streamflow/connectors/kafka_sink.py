@@ -191,8 +191,8 @@ class KafkaSinkOperator(StreamOperator):
             if producer is not None and self.eos:
                 # never flush an open transaction (Flink closes such a producer at once too): what
                 # it holds is in no checkpoint (the restarted job sends it again), a flush waits
-                # out linger.ms and a broker outage, and batches written into a transaction the
-                # broker forgot across a restart stay open there (the module docstring)
+                # out a broker outage, and batches written into a transaction the broker forgot
+                # across a restart stay open there (the module docstring)
                 await self._abandon(producer)
             elif producer is not None:
                 try:
