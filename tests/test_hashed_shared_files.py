@@ -7,6 +7,7 @@ still fails its verification at restore; a truncated or missing one fails the wr
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import orjson
@@ -131,3 +132,27 @@ def test_without_storage_a_file_that_cannot_be_linked_is_copied_and_logged(
     kept.commit(kept.add({"d1": hashed}), [])  # as the writer does
     assert kept.path("d1").read_bytes() == WRITTEN
     assert "cannot hard-link" in caplog.text and "cross-device" in caplog.text
+
+
+def test_without_storage_the_files_of_a_failed_write_go_at_the_next_commit() -> None:
+    """A failover while a checkpoint's files are added leaves them in no kept checkpoint (the
+    writer never commits them); the next commit returns them with the stale ones, so a job that
+    fails over again and again does not pile them up until it ends."""
+    from streamflow.checkpoint.shared_files import MemorySharedFiles
+
+    kept = MemorySharedFiles()
+
+    def write(shared: dict[str, bytes], references: list[str], committed: bool = True) -> list[str]:
+        added = kept.add(shared)
+        stale = kept.commit(added, references) if committed else []
+        kept.remove(stale)
+        return sorted(p.name for p in stale)
+
+    assert write({"a": b"1", "b": b"2"}, []) == []
+    assert write({"c": b"3", "d": b"4"}, ["a", "b"], committed=False) == []  # failed mid-write
+    assert kept.directory is not None
+    assert sorted(os.listdir(kept.directory)) == ["a", "b", "c", "d"]
+    # the next checkpoint refers to a, adds e (and d again, as a content-named file can be)
+    assert write({"d": b"4", "e": b"5"}, ["a"]) == ["b", "c"]
+    assert sorted(os.listdir(kept.directory)) == ["a", "d", "e"]
+    assert [kept.path(n).read_bytes() for n in ("a", "d", "e")] == [b"1", b"4", b"5"]

@@ -344,8 +344,9 @@ class MemorySharedFiles:
     writes a new checkpoint's files (in a worker thread; the kept checkpoint's files are left
     alone), then :meth:`commit`, on the loop together with the entries the writer keeps, makes
     them the kept files and returns those no longer needed. A failover while ``add`` runs (the
-    job failed mid-write) restores the previous checkpoint with all its files; the new files it
-    left behind are removed with the directory."""
+    job failed mid-write) restores the previous checkpoint with all its files; the new files that
+    ``add`` left behind are in no kept checkpoint, and the next :meth:`commit` returns them too
+    (a long-running job that fails over many times does not collect them until it ends)."""
 
     def __init__(self) -> None:
         self.directory: Path | None = None
@@ -379,6 +380,12 @@ class MemorySharedFiles:
         files = {name: self.path(name) for name in references}
         files.update(added)
         stale = [path for name, path in self._files.items() if name not in files]
+        # and what a failed ``add`` left: writes are sequential, so no other ``add`` of this
+        # directory is under way but one of a failed attempt, whose files are in no checkpoint
+        # either (a listing of the latest checkpoint's files, on the loop: small)
+        kept = set(files) | set(self._files)
+        if self.directory is not None:
+            stale += [self.directory / name for name in os.listdir(self.directory) if name not in kept]
         self._files = files
         return stale
 
