@@ -379,13 +379,12 @@ class MemorySharedFiles:
         the files no kept checkpoint needs any more, for the caller to remove."""
         files = {name: self.path(name) for name in references}
         files.update(added)
-        stale = [path for name, path in self._files.items() if name not in files]
-        # and what a failed ``add`` left: writes are sequential, so no other ``add`` of this
-        # directory is under way but one of a failed attempt, whose files are in no checkpoint
-        # either (a listing of the latest checkpoint's files, on the loop: small)
-        kept = set(files) | set(self._files)
-        if self.directory is not None:
-            stale += [self.directory / name for name in os.listdir(self.directory) if name not in kept]
+        # every file of the directory that ``files`` does not name: the previous checkpoint's
+        # that this one dropped, and what a failed ``add`` left (writes are sequential, so no
+        # other ``add`` is under way but one of a failed attempt, whose files are in no
+        # checkpoint either); a listing of about one checkpoint's files, on the loop
+        directory = self.directory
+        stale = [] if directory is None else [directory / n for n in os.listdir(directory) if n not in files]
         self._files = files
         return stale
 
