@@ -7,7 +7,11 @@ available now: the reader calls ``wake()`` when there is) or ``END``. So the
 task can react to timers and checkpoint triggers while a source is quiet.
 
 A reader's *position* (``snapshot_position``) goes into every checkpoint and
-is handed back through ``restore_position`` before ``start``.
+is handed back through ``restore_position`` before ``start``. A reader whose
+positions any parallelism can restore (a Kafka partition's offset belongs to
+whichever subtask owns the partition) sets ``rescalable_position``: it then gets
+every former subtask's position through ``restore_positions`` (Flink's union
+list state) and keeps those it owns.
 
 A reader that can skip records it cannot decode declares it through
 ``take_dead_letters``: the source task routes what it returns to the
@@ -66,6 +70,14 @@ class SourceReader:
 
     def restore_position(self, position: Any) -> None:
         pass
+
+    rescalable_position = False
+    """Whether a checkpoint of this reader restores at another parallelism (module doc)."""
+
+    def restore_positions(self, positions: list[Any]) -> None:
+        """With ``rescalable_position``: the positions of every subtask of the checkpoint
+        (whatever its parallelism was), called instead of ``restore_position``."""
+        raise NotImplementedError(f"{type(self).__name__} sets rescalable_position without restore_positions")
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         pass

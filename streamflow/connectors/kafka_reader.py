@@ -23,7 +23,11 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
   ``poll_batch`` never blocks: it hands out queued chunks (or ``None``).
 * **Positions.** The position of a partition is the offset after the last
   record *emitted* (not fetched), so a checkpoint's position is exact; restore
-  seeks there. On checkpoint completion those offsets are committed to the
+  seeks there. A subtask's position holds only the partitions it owns, so the
+  positions of all subtasks are disjoint: a restore at any parallelism hands
+  each reader all of them and it keeps those the owner rule gives it now
+  (``restore_positions``; Flink reassigns restored splits the same way). On
+  checkpoint completion those offsets are committed to the
   group (best effort, logged on failure: Flink's
   ``commit.offsets.on.checkpoint``).
 * **Bounded mode.** Stopping offsets are resolved at start (``latest()``: the
@@ -136,8 +140,28 @@ class KafkaSourceReader(SourceReader):
         self._last_snapshot = pos
         return [[t, p, off] for (t, p), off in sorted(pos.items())]
 
-    def restore_position(self, position: Any) -> None:
-        self._restored = {(str(t), int(p)): int(off) for t, p, off in position or ()}
+    rescalable_position = True
+
+    def restore_positions(self, positions: list[Any]) -> None:
+        """Every former subtask's ``[[topic, partition, offset], ...]``; keeps the partitions
+        this subtask owns at its parallelism (module doc)."""
+        restored: dict[tuple[str, int], int] = {}
+        for position in positions:
+            for t, p, off in position or ():
+                key = (str(t), int(p))
+                if key in restored:
+                    raise ValueError(
+                        f"kafka source: the checkpoint holds two positions for partition {t}-{p} "
+                        f"({restored[key]} and {off}): it is not a checkpoint of this source"
+                    )
+                restored[key] = int(off)
+        self._restored = {
+            key: off for key, off in restored.items()
+            if split_owner(KafkaTopicPartition(*key), self.parallelism) == self.subtask
+        }  # fmt: skip
+        if len(positions) != self.parallelism:
+            log.info("kafka source subtask %d: restored %d of %d partitions' offsets from %d subtasks",
+                     self.subtask, len(self._restored), len(restored), len(positions))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if not self.source.group_id or self._consumer is None or not self._last_snapshot:

@@ -259,7 +259,9 @@ class Execution:
             if hasattr(reader, "set_metric_group"):  # e.g. Kafka consumer lag per partition
                 reader.set_metric_group(MetricGroup(f"{g.uid_of(head)}[{sub}]", self.metrics))
             restored = self._restored(head, sub)
-            if restored is not None and restored.own is not None:
+            if restored is not None and reader.rescalable_position:
+                reader.restore_positions([s["position"] for s in restored.all if s is not None])
+            elif restored is not None and restored.own is not None:
                 reader.restore_position(restored.own["position"])
         else:
             gate_channels: list[Channel] = []
