@@ -152,3 +152,21 @@ async def test_broker_restart_mid_run_fails_over_and_stays_exactly_once(tmp_path
         assert b"lost" in err or b"restart" in err.lower()  # the failover happened and was logged
         await job.check()
 
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (2, 3)])
+@pytest.mark.parametrize("point", ["complete", "commit"])
+async def test_killed_then_resumed_at_another_parallelism(kafka, tmp_path, point, before, after):
+    """Killed with checkpoint 3 complete and its transaction open (at ``commit`` the marker is in
+    it), then resumed at another parallelism. Scaling down, a remaining subtask takes over the
+    vanished one's state: it aborts the transaction left open under that subtask's id and re-sends
+    the uncommitted epochs under that subtask's marker; the source's offsets and the running sums
+    are redistributed."""
+    job = Job(kafka, tmp_path, before)
+    await job.setup()
+    proc = job.start(f"{point}:3")
+    _, err = await asyncio.to_thread(proc.communicate, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
+    job.parallelism = after
+    await asyncio.to_thread(job.finish)
+    await job.check()

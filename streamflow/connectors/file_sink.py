@@ -91,6 +91,7 @@ from .file_sink_policy import (
     PartFileInfo,
     RollingPolicy,
 )
+from .rescale import taken_states
 
 __all__ = [
     "DefaultRollingPolicy",
@@ -222,7 +223,8 @@ class FileSinkOperator(StreamOperator):
             os.makedirs(self.base, exist_ok=True)
         self._pending, self._unassigned = {}, []
         me = self.ctx.subtask_index
-        taken = self._restored_states(restored)
+        taken = [self._validated(j, s) for j, s in
+                 taken_states(restored, me, self.ctx.parallelism, f"file sink {self.uid}")]
         keep: set[str] = set()
         resume: tuple[str, int, int] | None = None
         for t in taken:
@@ -240,31 +242,6 @@ class FileSinkOperator(StreamOperator):
             self._recover(*resume)
         used = self.parts.clean(keep, {me} | {t.subtask for t in taken})
         self.next_part = max(self.next_part, used + 1)
-
-    def _restored_states(self, restored: Any | None) -> list[_Taken]:
-        """The states this subtask takes (its own; on rescale, old subtask j with j % p == i)."""
-        if restored is None:
-            return []
-        me, p = self.ctx.subtask_index, self.ctx.parallelism
-        if hasattr(restored, "all"):  # an OperatorRestore
-            states = [s for s in restored.all if s is not None]
-            indexed = [(_subtask_of(s, j), s) for j, s in enumerate(states)]
-            if len(indexed) == p:
-                indexed = [(j, s) for j, s in indexed if j == me]
-            else:
-                indexed = [(j, s) for j, s in indexed if j % p == me]
-                if indexed:
-                    log.info(
-                        "file sink %s subtask %d takes the state of subtasks %s (rescaled from %d to %d)",
-                        self.uid,
-                        me,
-                        [j for j, _ in indexed],
-                        len(states),
-                        p,
-                    )
-        else:
-            indexed = [(_subtask_of(restored, me), restored)]
-        return [self._validated(j, s) for j, s in indexed]
 
     def _validated(self, subtask: int, state: Any) -> _Taken:
         """Parse one restored state, refusing any name that is not this sink's own part file."""
@@ -456,8 +433,3 @@ class FileSinkOperator(StreamOperator):
             except Exception:
                 return self.failure(exc, record)
         return self.failure(exc)
-
-
-def _subtask_of(state: Any, default: int) -> int:
-    sub = state.get("subtask") if isinstance(state, dict) else None
-    return sub if type(sub) is int else default

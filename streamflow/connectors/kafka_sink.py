@@ -19,7 +19,10 @@ fails the task.
   epoch's records go into the state; ``notify_checkpoint_complete(n)``: marker,
   ``commit_transaction``, ``begin_transaction``. Transactional id
   ``{prefix}-{uid}-{subtask}``: a restarted job fences its zombie and aborts its
-  open transaction on ``init_transactions``. A broker connection closed (broken
+  open transaction on ``init_transactions``. Restored at another parallelism, a
+  subtask takes over the states of former subtasks (``rescale.taken_states``): it
+  aborts a vanished one's open transaction (``kafka_txn_admin``) and recovers its
+  epochs under that subtask's marker. A broker connection closed (broken
   or timed out) during a transaction fails the task: the test broker loses a
   transaction across its restart while later sends and the commit report
   success, and Apache Kafka aborts it; the failover's recovery re-sends it.
@@ -49,6 +52,8 @@ from .base import Sink
 from .kafka_common import DeliveryGuarantee, producer_config
 from .kafka_record_serialization import KafkaRecordSerializationSchema
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
+from .kafka_txn_admin import abandon, abort_open_transaction, committed_marker
+from .rescale import taken_states
 
 __all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkOperator"]
 
@@ -137,7 +142,7 @@ class KafkaSinkOperator(StreamOperator):
         self.eos = sink.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
         self.book = TransactionBook(uuid.uuid4().hex[:12])
         self.producer: Any = None
-        self._restored: dict[str, Any] | None = None
+        self._taken: list[tuple[int, dict[str, Any]]] = []  # (former subtask, its state) on restore
         self._partitions: dict[str, list[int]] = {}
         self._futures: list[asyncio.Future[Any]] = []
         self._broken: BaseException | None = None
@@ -147,10 +152,13 @@ class KafkaSinkOperator(StreamOperator):
         self.records_out = 0
         self.max_request_size = DEFAULT_MAX_REQUEST_SIZE
 
+    def transactional_id_of(self, subtask: int) -> str:
+        uid = re.sub(r"[^A-Za-z0-9._-]", "_", self.uid)
+        return f"{self.sink.transactional_id_prefix}-{uid}-{subtask}"
+
     @property
     def transactional_id(self) -> str:
-        uid = re.sub(r"[^A-Za-z0-9._-]", "_", self.uid)
-        return f"{self.sink.transactional_id_prefix}-{uid}-{self.ctx.subtask_index}"
+        return self.transactional_id_of(self.ctx.subtask_index)
 
     @property
     def marker_group(self) -> str:
@@ -158,10 +166,14 @@ class KafkaSinkOperator(StreamOperator):
 
     # -- lifecycle -----------------------------------------------------------
     def initialize_state(self, restored: Any | None) -> None:
-        restored = getattr(restored, "own", restored)
-        self._restored = dict(restored) if restored else None
-        if self._restored:
-            self.marker_topic = self._restored.get("marker_topic")
+        """Its own state, or on a rescale the states of the former subtasks it takes
+        (``rescale.taken_states``): their uncommitted epochs are recovered at ``open``."""
+        me = self.ctx.subtask_index
+        self._taken = [(j, dict(state)) for j, state in
+                       taken_states(restored, me, self.ctx.parallelism, f"kafka sink {self.uid}")]
+        for j, state in self._taken:
+            if j == me:
+                self.marker_topic = state.get("marker_topic")
 
     async def open(self) -> None:
         await super().open()
@@ -178,7 +190,10 @@ class KafkaSinkOperator(StreamOperator):
             self._watch_connections()  # before start: connections take the close callback when created
         await self.producer.start()  # EOS: InitProducerId fences the old producer, aborts its open txn
         if self.eos:
-            await self._recover()
+            for j, state in self._taken:
+                if j != self.ctx.subtask_index:  # a former subtask that no longer exists
+                    await abort_open_transaction({**kw, "transactional_id": self.transactional_id_of(j)})
+                await self._recover(j, state)
             await self._guarded(self.producer.begin_transaction())
             self._broken = None
 
@@ -193,7 +208,7 @@ class KafkaSinkOperator(StreamOperator):
                 # it holds is in no checkpoint (the restarted job sends it again), a flush waits
                 # out a broker outage, and batches written into a transaction the broker forgot
                 # across a restart stay open there (the module docstring)
-                await self._abandon(producer)
+                await abandon(producer, self._broken or BrokerConnectionLost("abandoned"), self.name)
             elif producer is not None:
                 try:
                     await producer.stop()
@@ -337,7 +352,9 @@ class KafkaSinkOperator(StreamOperator):
         if not self.eos:
             return None
         self.book.on_barrier(checkpoint_id)
-        return {"marker_topic": self.marker_topic, "pending": self.book.snapshot()}
+        # rescalable: a subtask of any parallelism may take it over (rescale.taken_states)
+        return {"marker_topic": self.marker_topic, "pending": self.book.snapshot(),
+                "subtask": self.ctx.subtask_index, "rescalable": True}
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.eos:
@@ -378,47 +395,43 @@ class KafkaSinkOperator(StreamOperator):
         for group in plan.send_after:
             await self._send(group)
 
-    async def _mark(self, checkpoint_id: int, token: str) -> None:
+    async def _mark(self, checkpoint_id: int, token: str, subtask: int | None = None,
+                    topic: str | None = None) -> None:
+        """The marker of ``subtask`` (default: this one) in its group, inside the open transaction."""
         from aiokafka import TopicPartition
         from aiokafka.structs import OffsetAndMetadata
 
-        assert self.marker_topic is not None
+        topic = topic or self.marker_topic
+        assert topic is not None
+        group = self.marker_group if subtask is None else f"{self.transactional_id_of(subtask)}.commits"
         await self._guarded(self.producer.send_offsets_to_transaction(
-            {TopicPartition(self.marker_topic, 0): OffsetAndMetadata(checkpoint_id, token)}, self.marker_group
+            {TopicPartition(topic, 0): OffsetAndMetadata(checkpoint_id, token)}, group
         ))
 
-    async def _recover(self) -> None:
-        """Re-send the restored epochs whose transaction did not commit (see kafka_txn)."""
-        pending = (self._restored or {}).get("pending") or []
+    async def _recover(self, subtask: int, state: dict[str, Any]) -> None:
+        """Re-send the restored epochs of ``subtask`` (this one, or a former one taken over on a
+        rescale) whose transaction did not commit, with that subtask's marker (see kafka_txn)."""
+        pending = state.get("pending") or []
         if not pending:
             return
-        from aiokafka import TopicPartition
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.sink.bootstrap_servers)
-        await admin.start()
-        try:
-            offsets = await admin.list_consumer_group_offsets(self.marker_group)
-        finally:
-            await admin.close()
-        meta = offsets.get(TopicPartition(self.marker_topic, 0)) if self.marker_topic else None
-        committed = meta.metadata if meta is not None else None
+        topic, txn_id = state.get("marker_topic"), self.transactional_id_of(subtask)
+        committed = await committed_marker(self.sink.bootstrap_servers, f"{txn_id}.commits", topic)
         todo, token = recovery_plan([list(p) for p in pending], committed)
-        log.info("kafka sink %s: restored %d uncommitted epoch(s) %s; marker says %r; re-sending %d",
-                 self.transactional_id, len(pending), [p[0] for p in pending], committed, len(todo))
+        log.info("kafka sink %s: restored %d uncommitted epoch(s) %s of %s; marker says %r; re-sending %d",
+                 self.transactional_id, len(pending), [p[0] for p in pending], txn_id, committed, len(todo))
         if not todo:
             return
         await self._guarded(self.producer.begin_transaction())
         for _cid, _token, blob in todo:
             for group in unpack_groups(blob):
                 await self._send(group)
-        await self._mark(int(todo[-1][0]), str(token))
+        await self._mark(int(todo[-1][0]), str(token), subtask, topic)
         await self._guarded(self.producer.commit_transaction())
         self._reap()
         if self._broken is not None:
             raise self._broken
-        log.info("kafka sink %s: re-sent and committed epochs %s", self.transactional_id,
-                 [e[0] for e in todo])
+        log.info("kafka sink %s: re-sent and committed epochs %s of %s", self.transactional_id,
+                 [e[0] for e in todo], txn_id)
 
     async def _guarded(self, aw: Any) -> Any:
         """Await a producer call, but give up with the cause as soon as a connection is lost (the
@@ -448,21 +461,6 @@ class KafkaSinkOperator(StreamOperator):
             raise self._broken or BrokerConnectionLost(f"kafka sink {self.name!r}: producer call cancelled")
         return call.result()
 
-    async def _abandon(self, producer: Any) -> None:
-        """Drop a transactional producer: stop its sender without flushing, fail what is queued,
-        close its connections. Never raises (logged)."""
-        try:
-            sender = getattr(producer, "_sender", None)
-            task = getattr(sender, "sender_task", None)
-            if task is not None and not task.done():
-                task.cancel()
-                await asyncio.wait({task})
-            producer._message_accumulator.fail_all(self._broken or BrokerConnectionLost("abandoned"))
-            producer._closed = True
-            await producer.client.close()
-        except Exception as exc:  # cleanup of a producer that is failing anyway
-            log.warning("kafka sink %s: abandoning the producer failed: %r", self.name, exc)
-
     def _watch_connections(self) -> None:
         """EXACTLY_ONCE: fail the task when a producer connection breaks (see the module docstring).
 
@@ -486,6 +484,6 @@ class KafkaSinkOperator(StreamOperator):
                 # Stop the sender now: its retries would append this transaction's batches to the broker
                 # once it is back, which has forgotten the transaction (the test broker then never ends
                 # it and the last stable offset stays behind them forever).
-                asyncio.get_running_loop().create_task(self._abandon(self.producer))
+                asyncio.get_running_loop().create_task(abandon(self.producer, self._broken, self.name))
 
         client._on_connection_closed = on_closed
