@@ -34,7 +34,8 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
   end offsets then); a partition is done when its position reaches its stop
   offset; the reader ends when all its partitions are done and the queue is
   empty. A reader that owns no partition ends at once (bounded) or marks
-  itself idle (unbounded), so downstream watermarks never wait for it.
+  itself idle (unbounded), so downstream watermarks never wait for it; when
+  discovery gives it a partition it marks itself active before its first record.
 * **Bad records** (deserialization raised) become :class:`KafkaDeadLetter`
   entries (raw bytes, topic, partition, offset, reason), routed by the task
   to the ``DEAD_LETTER`` side output and counted in ``numRecordsMalformed``;
@@ -220,17 +221,20 @@ class KafkaSourceReader(SourceReader):
 
     # -- discovery -----------------------------------------------------------
     async def _subscribed(self) -> list[KafkaTopicPartition]:
-        src, consumer = self.source, self._consumer
+        src = self.source
         if src.partitions:
             return list(src.partitions)
+        # fresh metadata of every topic: the consumer's own (``partitions_for_topic``) follows only
+        # the assigned topics, so it would never show a partition added to one, nor a topic
+        # created since that matches the pattern (aiokafka's ``topics()`` does not update it)
+        cluster = await self._consumer._client.fetch_all_metadata()
         if src.topic_pattern is not None:
-            topics = sorted(t for t in await consumer.topics() if src.topic_pattern.fullmatch(t))
+            topics = sorted(t for t in cluster.topics() if src.topic_pattern.fullmatch(t))
         else:
-            await consumer.topics()  # refreshes the metadata
             topics = src.topics
         out: list[KafkaTopicPartition] = []
         for topic in topics:
-            parts = consumer.partitions_for_topic(topic)
+            parts = cluster.partitions_for_topic(topic)
             if parts is None:
                 log.warning("kafka source: topic %r not found (yet)", topic)
                 continue
@@ -337,6 +341,11 @@ class KafkaSourceReader(SourceReader):
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+        if self._idle_sent and self.splits:  # discovery gave it a partition: active again first
+            from ..runtime.events import WatermarkStatus
+
+            self._idle_sent = False
+            return WatermarkStatus.ACTIVE
         wm = self.watermarks
         if wm is not None:
             wm.on_periodic()

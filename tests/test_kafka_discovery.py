@@ -1,0 +1,119 @@
+"""Partition discovery of the Kafka source, on the session's test broker.
+
+Every ``partition.discovery.interval.ms`` a reader lists the subscribed partitions from fresh
+metadata of the cluster: partitions added to a topic it reads and topics created later that
+match its pattern are picked up (the consumer's own metadata follows only the assigned topics
+and shows neither).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+
+import streamflow as sf
+from streamflow.common.serialization import SimpleStringSchema
+from streamflow.connectors.kafka_common import KafkaTopicPartition
+from streamflow.connectors.kafka_source import split_owner
+from streamflow.datastream.connectors.kafka import KafkaSource, KafkaSourceBuilder
+from streamflow.runtime.events import WatermarkStatus
+from streamflow.testing.kafka_broker import create_topic, produce
+
+_ids = itertools.count()
+
+
+async def wait_until(cond: Any, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def _builder(bootstrap: str) -> KafkaSourceBuilder:
+    return (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bootstrap)
+        .set_value_only_deserializer(SimpleStringSchema())
+        .set_property("partition.discovery.interval.ms", "100")
+    )
+
+
+async def _add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_partitions({topic: NewPartitions(total)})
+    finally:
+        await admin.close()
+
+
+async def _collect(source: KafkaSource, parallelism: int, out: list) -> Any:
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    env.from_source(source, None, "kafka").add_sink(out.append)
+    return await env.execute_async("kafka-discovery")
+
+
+async def test_partitions_added_to_a_topic_are_read(kafka):
+    bs, topic = kafka.bootstrap_servers, f"grow-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [b"p0"])
+    out: list[str] = []
+    client = await _collect(_builder(bs).set_topics(topic).build(), 2, out)
+    await wait_until(lambda: out == ["p0"])
+    await _add_partitions(bs, topic, 3)
+    await produce(bs, topic, [b"p1"], partition=1)
+    await produce(bs, topic, [b"p2"], partition=2)
+    await wait_until(lambda: len(out) == 3)
+    await client.cancel()
+    assert sorted(out) == ["p0", "p1", "p2"]
+
+
+async def test_topics_created_later_that_match_the_pattern_are_read(kafka):
+    bs, label = kafka.bootstrap_servers, f"pat{next(_ids)}"
+    await create_topic(bs, f"{label}-a", 1)
+    await produce(bs, f"{label}-a", [b"a"])
+    out: list[str] = []
+    client = await _collect(_builder(bs).set_topic_pattern(f"{label}-.*").build(), 1, out)
+    await wait_until(lambda: out == ["a"])
+    for topic, value in ((f"{label}-b", b"b"), (f"other-{label}", b"not matched")):
+        await create_topic(bs, topic, 1)
+        await produce(bs, topic, [value])
+    await wait_until(lambda: len(out) == 2)
+    await asyncio.sleep(0.3)  # time for a record of the topic the pattern does not match
+    await client.cancel()
+    assert sorted(out) == ["a", "b"]
+
+
+async def test_a_reader_that_owned_nothing_turns_active_before_its_first_records(kafka):
+    """At parallelism 2 a one-partition topic leaves one reader without a partition: it marks
+    itself idle so downstream watermarks do not wait for it. When discovery gives it a
+    partition it must say ACTIVE before its records, or downstream would keep ignoring its
+    watermarks (a channel's watermarks count only while it is active)."""
+    bs, topic = kafka.bootstrap_servers, f"wake-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    idle = next(s for s in range(2) if split_owner(KafkaTopicPartition(topic, 0), 2) != s)
+    gets_partition = next(p for p in range(1, 10) if split_owner(KafkaTopicPartition(topic, p), 2) == idle)
+    reader = _builder(bs).set_topics(topic).build().create_reader(idle, 2)
+    await reader.start(lambda: None)
+    events: list[Any] = []
+    try:
+        events.append(reader.poll_batch(100))
+        assert events == [WatermarkStatus.IDLE]
+        await _add_partitions(bs, topic, gets_partition + 1)
+        await produce(bs, topic, [b"x"], partition=gets_partition)
+
+        def polled() -> bool:
+            batch = reader.poll_batch(100)
+            if batch is not None:
+                events.append(batch)
+            return any(isinstance(e, tuple) for e in events)
+
+        await wait_until(polled)
+    finally:
+        await reader.close()
+    assert events[:2] == [WatermarkStatus.IDLE, WatermarkStatus.ACTIVE]
+    assert [e[0] for e in events[2:] if isinstance(e, tuple)] == [["x"]]
