@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_file_source_resumes_mid_file_from_a_savepoint(tmp_path: Path) -> None:
     first = reader.poll_batch(30)
     position = reader.snapshot_position()
     again = source.create_reader(0, 1)
-    again.restore_position(position)
+    again.restore_positions([position])
     asyncio.run(again.start(lambda: None))
     rest = []
     while (batch := again.poll_batch(30)) is not sf.connectors.base.END:
@@ -114,3 +115,72 @@ def test_async_source_error_names_the_source() -> None:
     with pytest.raises(OSError, match="connection reset") as info:
         env.execute()
     assert "source" in "\n".join(info.value.__notes__)
+
+
+def _drain(reader: Any, limit: int | None = None) -> list:
+    """Poll ``reader`` to its end, or for at most ``limit`` batches."""
+    out: list = []
+    polls = 0
+    while limit is None or polls < limit:
+        batch = reader.poll_batch(7)
+        polls += 1
+        if batch is sf.connectors.base.END:
+            break
+        if batch is not None:
+            out.extend(batch)
+    return out
+
+
+@pytest.mark.parametrize("parallelisms", [(2, 3, 1), (3, 1, 2), (1, 4, 3)])
+@pytest.mark.parametrize("monitoring", [False, True], ids=["bounded", "monitoring"])
+async def test_file_source_positions_restore_at_another_parallelism(
+    tmp_path: Path, parallelisms: tuple[int, ...], monitoring: bool
+) -> None:
+    """Readers stopped mid-file (some files finished) and restored at another parallelism,
+    twice, then read to the end, with a file added before each restore: every line is read
+    exactly once."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for f in range(5):
+        (data / f"f{f}.txt").write_text("".join(f"{f}:{i}\n" for i in range(20)))
+    builder = sf.FileSource.for_record_stream_format(sf.StreamFormat.text_line_format(), str(data))
+    if monitoring:
+        builder = builder.monitor_continuously(60_000)
+    source = builder.build()
+    read: list = []
+    positions: list = []
+    for stage, parallelism in enumerate(parallelisms):
+        last = stage == len(parallelisms) - 1
+        restored, positions = positions, []
+        for sub in range(parallelism):
+            reader = source.create_reader(sub, parallelism)
+            if restored:
+                reader.restore_positions(restored)
+            await reader.start(lambda: None)
+            # each subtask stops at another point; the last stage reads to the end
+            read += _drain(reader, (100 if monitoring else None) if last else 1 + 3 * sub)
+            positions.append(reader.snapshot_position())
+            await reader.close()
+        (data / f"new{stage}.txt").write_text("".join(f"n{stage}:{i}\n" for i in range(20)))
+    want = [f"{f}:{i}" for f in range(5) for i in range(20)]
+    want += [f"n{stage}:{i}" for stage in range(len(parallelisms) - 1) for i in range(20)]
+    assert sorted(read) == sorted(want)  # none twice, none missing
+
+
+def test_file_source_index_positions_of_older_checkpoints(tmp_path: Path) -> None:
+    """A checkpoint written before per-file positions ([file index, offset, line]) restores at
+    its own parallelism; at another one it is refused with the reason."""
+    import asyncio
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for f in range(3):
+        (data / f"f{f}.txt").write_text("".join(f"{f}:{i}\n" for i in range(4)))
+    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.text_line_format(), str(data)).build()
+    # subtask 0 of 2 reads f0, f2: it finished f0 and read one line (4 bytes) of f2
+    reader = source.create_reader(0, 2)
+    reader.restore_positions([[1, 4, 1], [0, 0, 0]])
+    asyncio.run(reader.start(lambda: None))
+    assert _drain(reader) == ["2:1", "2:2", "2:3"]
+    with pytest.raises(ValueError, match="by file index cannot restore at parallelism 3"):
+        source.create_reader(0, 3).restore_positions([[1, 4, 1], [0, 0, 0]])

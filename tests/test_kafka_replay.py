@@ -107,3 +107,37 @@ def test_replay_paced_by_recorded_timestamps(tmp_path):
     env.execute("paced")
     assert sink.results == ["x"] * 5
     assert time.monotonic() - started >= 0.2  # 400 ms of recorded time at twice the speed
+
+
+async def test_replay_positions_restore_at_another_parallelism(tmp_path):
+    """As the Kafka source's: readers stopped partway at parallelism 2, restored at 3 and then
+    at 1, read every recorded record exactly once."""
+    import base64
+
+    path = tmp_path / "r.jsonl"
+    lines = [{"format": "streamflow-kafka-recording", "version": 1, "topic": "t", "partitions": 4}]
+    for p in range(4):
+        values = [base64.b64encode(f"{p}:{i}".encode()).decode() for i in range(30)]
+        lines += [{"p": p, "o": i, "ts": 10 * i, "k": None, "v": v, "h": []} for i, v in enumerate(values)]
+    path.write_bytes(b"\n".join(map(orjson.dumps, lines)) + b"\n")
+    source = ReplaySource(path, SimpleStringSchema(), speed=None)
+    read: list = []
+    positions: list = []
+    for stage, parallelism in enumerate((2, 3, 1)):
+        restored, positions = positions, []
+        for sub in range(parallelism):
+            reader = source.create_reader(sub, parallelism)
+            if restored:
+                reader.restore_positions(restored)
+            await reader.start(lambda: None)
+            for _ in range(1000 if stage == 2 else 1 + sub):
+                batch = reader.poll_batch(7)
+                if batch is sf.connectors.base.END:
+                    break
+                if isinstance(batch, tuple):
+                    read += batch[0]
+                elif isinstance(batch, list):
+                    read += batch
+            positions.append(reader.snapshot_position())
+            await reader.close()
+    assert sorted(read) == sorted(f"{p}:{i}" for p in range(4) for i in range(30))

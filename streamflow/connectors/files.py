@@ -3,7 +3,10 @@
 ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), path)``
 reads every file under ``path`` (a file or a directory, in name order). With
 parallelism p, subtask i reads files i, i+p, ... The position in a checkpoint
-is (file index, byte offset), so a restore resumes mid-file.
+names the finished files and the byte offset and line of each begun one, so a
+restore resumes mid-file, at any parallelism (each subtask is handed every
+former subtask's position and keeps the files it owns now) and with files
+added to the directory since.
 
 A line that does not parse as JSON is never dropped silently: it is counted
 (``numRecordsMalformed``) and sent to the ``DEAD_LETTER`` side output as a
@@ -110,30 +113,91 @@ class FileSourceBuilder(SourceOptions):
 
 
 class _FileReader(SourceReader):
+    """Reads its files (the sorted listing's i, i+p, ...) line by line (the module doc)."""
+
+    rescalable_position = True
+
     def __init__(self, source: FileSource, subtask: int, parallelism: int) -> None:
         self._source = source
         self._subtask = subtask
         self._parallelism = parallelism
-        self._file_index = 0  # index into this subtask's files
+        self._files: list[Path] = []
+        self._file_index = 0  # index into self._files, the files still to read
         self._offset = 0
         self._line = 0
         self._fh: BinaryIO | None = None
+        self._done: set[str] = set()  # finished files of this subtask (restored ones included)
+        self._resume: dict[str, tuple[int, int]] = {}  # restored unfinished file -> (offset, line)
+        self._legacy: tuple[int, int, int] | None = None  # a (file index, offset, line) position
+        self._mine: set[str] = set()  # the files it reads (set by start)
         self.dead_letters: list[DeadLetter] = []
 
+    def _owns(self, path: str) -> bool:
+        return path in self._mine
+
+    def _take(self, files: list[Path]) -> None:
+        """Read ``files`` (this subtask's), restored unfinished ones first, finished ones not;
+        forget restored files it does not own (another subtask reads them and checkpoints
+        them: positions of different subtasks never name the same file)."""
+        if self._legacy is not None:  # a checkpoint before per-file positions (same parallelism)
+            index, offset, line = self._legacy
+            self._legacy = None
+            self._done.update(str(f) for f in files[:index])
+            if index < len(files):
+                self._resume[str(files[index])] = (offset, line)
+        self._done = {p for p in self._done if self._owns(p)}
+        self._resume = {p: v for p, v in self._resume.items() if self._owns(p)}
+        pending = [f for f in files if str(f) not in self._done]
+        resumed = [f for f in pending if str(f) in self._resume]
+        self._files = resumed + [f for f in pending if str(f) not in self._resume]
+        self._file_index = 0
+
     async def start(self, wake: Callable[[], None]) -> None:
-        files = self._source.files()
-        self._files = files[self._subtask :: self._parallelism]
+        files = self._source.files()[self._subtask :: self._parallelism]
+        self._mine = {str(f) for f in files}
+        self._take(files)
 
-    def snapshot_position(self) -> list[int]:
-        return [self._file_index, self._offset, self._line]
+    def snapshot_position(self) -> dict[str, Any]:
+        """The finished files and, per unfinished file begun, the byte offset and line after the
+        last record handed out: no index into a listing, so a restore at any parallelism (or
+        with files added since) resumes every file where it was."""
+        finished = self._done | {str(f) for f in self._files[: self._file_index]}
+        begun = [[path, offset, line] for path, (offset, line) in sorted(self._resume.items())]
+        if self._fh is not None:
+            begun.append([str(self._files[self._file_index]), self._offset, self._line])
+        return {"finished": sorted(finished), "begun": begun}
 
-    def restore_position(self, position: Any) -> None:
-        self._file_index, self._offset, self._line = (int(x) for x in position)
+    def restore_positions(self, positions: list[Any]) -> None:
+        """Every former subtask's position: keeps what it will own (all finished files are
+        skipped wherever they are listed; a begun file resumes at its offset with its owner)."""
+        for position in positions:
+            if isinstance(position, dict):
+                self._done.update(position["finished"])
+                for path, offset, line in position["begun"]:
+                    self._resume[str(path)] = (int(offset), int(line))
+            elif len(position) == 4:  # the monitoring reader's former [finished, current, offset, line]
+                finished, current, offset, line = position
+                self._done.update(finished)
+                if current:
+                    self._resume[str(current)] = (int(offset), int(line))
+            elif len(positions) == self._parallelism:  # the former [file index, offset, line]
+                own = positions[self._subtask]
+                self._legacy = (int(own[0]), int(own[1]), int(own[2]))
+            else:
+                raise ValueError(
+                    f"file source: a checkpoint of {len(positions)} subtasks with positions by file index "
+                    f"cannot restore at parallelism {self._parallelism}; restore it at {len(positions)}"
+                )
+        # files restored as begun are never finished (a file is read by one subtask at a time)
+        for path in self._done.intersection(self._resume):
+            del self._resume[path]
 
     def poll_batch(self, max_records: int) -> list | object:
         while self._file_index < len(self._files):
             if self._fh is None:
-                self._fh = open(self._files[self._file_index], "rb")  # noqa: SIM115
+                path = self._files[self._file_index]
+                self._offset, self._line = self._resume.pop(str(path), (0, 0))
+                self._fh = open(path, "rb")  # noqa: SIM115
                 self._fh.seek(self._offset)
             lines = []
             fh = self._fh
@@ -188,46 +252,26 @@ class _MonitoringFileReader(_FileReader):
     """``monitor_continuously``: after the files there, look for new ones every interval.
 
     A file is this subtask's when ``crc32(path) % parallelism == subtask`` (stable as
-    files appear). The position is the set of finished files plus the offset in the
-    current one, so a restore neither re-reads nor skips a file (Flink's
+    files appear). The position is the set of finished files plus the offsets in the
+    begun ones, so a restore neither re-reads nor skips a file (Flink's
     ``ContinuousFileSplitEnumerator`` keeps the already-processed paths likewise).
     A file is expected to be complete when it appears (write it elsewhere, then
     move it in, as with Flink's file source)."""
 
     def __init__(self, source: FileSource, subtask: int, parallelism: int) -> None:
         super().__init__(source, subtask, parallelism)
-        self._done: set[str] = set()
-        self._resume: tuple[str, int, int] | None = None
         self._next_scan = 0.0
         self._wake_pending = False
 
-    def _mine(self, path: Path) -> bool:
-        return zlib.crc32(str(path).encode()) % self._parallelism == self._subtask
+    def _owns(self, path: str) -> bool:
+        return zlib.crc32(path.encode()) % self._parallelism == self._subtask
 
     def _scan(self) -> None:
-        pending = [f for f in self._source.files() if self._mine(f) and str(f) not in self._done]
-        self._files, self._file_index, self._offset, self._line = pending, 0, 0, 0
-        if self._resume is not None:
-            path, offset, line = self._resume
-            self._resume = None
-            for i, f in enumerate(pending):
-                if str(f) == path:
-                    self._files = [f, *pending[:i], *pending[i + 1 :]]
-                    self._offset, self._line = offset, line
+        self._take([f for f in self._source.files() if self._owns(str(f))])
 
     async def start(self, wake: Callable[[], None]) -> None:
         self._wake = wake
         self._scan()
-
-    def snapshot_position(self) -> list[Any]:
-        finished = sorted(self._done | {str(f) for f in self._files[: self._file_index]})
-        current = str(self._files[self._file_index]) if self._file_index < len(self._files) else ""
-        return [finished, current, self._offset, self._line]
-
-    def restore_position(self, position: Any) -> None:
-        finished, current, offset, line = position
-        self._done = set(finished)
-        self._resume = (current, int(offset), int(line)) if current else None
 
     def poll_batch(self, max_records: int) -> list | object | None:
         out = super().poll_batch(max_records)

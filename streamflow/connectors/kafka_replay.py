@@ -227,8 +227,10 @@ class _ReplayReader(SourceReader):
     def snapshot_position(self) -> list[list[int]]:
         return [[p, o] for p, o in sorted(self.positions.items())]
 
-    def restore_position(self, position: Any) -> None:
-        self._restored = {int(p): int(o) for p, o in position or ()}
+    rescalable_position = True  # as the Kafka source's: a partition's offset goes to its owner now
+
+    def restore_positions(self, positions: list[Any]) -> None:
+        self._restored = {int(p): int(o) for position in positions for p, o in position or ()}
 
     async def start(self, wake: Callable[[], None]) -> None:
         self._wake = wake
