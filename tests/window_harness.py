@@ -1,8 +1,9 @@
 """An operator-level harness for :class:`WindowOperator` (Flink's KeyedOneInputStreamOperatorTestHarness).
 
 A script is a list of steps: ``("e", key, value, ts)`` processes one element,
-``("w", ts)`` one watermark, ``("snap",)`` snapshots the operator, encodes the
-snapshot with the state codec and restores it into a fresh operator (Flink's
+``("b", [(key, value, ts), ...])`` several elements in one batch, ``("w", ts)`` one
+watermark, ``("snap",)`` snapshots the operator, encodes the snapshot with the state codec
+and restores it into a fresh operator (Flink's
 ``snapshot``/``close``/``restore``/``open``). :func:`run_script` returns, per
 step, what the operator emitted: main records as ``(value, ts)``, late records
 as ``("late", value, ts)`` and watermarks as ``("wm", ts)``; records between two
@@ -146,6 +147,8 @@ class WindowHarness:
         if kind == "e":
             _, key, value, ts = step
             await self.op.process_batch([(key, value)], [ts])
+        elif kind == "b":
+            await self.op.process_batch([(k, v) for k, v, _ in step[1]], [ts for _, _, ts in step[1]])
         elif kind == "w":
             await self.op.process_watermark(Watermark(step[1]))
         elif kind == "snap":

@@ -80,12 +80,14 @@ def _fast_loop(
     for record, ts in zip(records, timestamps, strict=True):
         start = ts - (ts - offset + size) % size
         if start != last_start:
-            max_ts = start + size - 1
-            if max_ts + lateness <= wm:
+            end = start + size - 1
+            if end + lateness <= wm:
+                # late: the variables of the window in hand (last_start's) stay as they are,
+                # the next record may be in that window again
                 late.append(record)
                 late_ts.append(ts)
                 continue
-            last_start = start
+            last_start, max_ts = start, end
             window = TimeWindow(start, start + size)
             found = panes.get(window)
             if found is None:
