@@ -6,7 +6,9 @@ windows (Flink's ``WindowOperator.WindowContext``). Global state is the operator
 state, the same as ``runtime_context.get_state(...)`` in ``open``. Window state is kept
 in one map state per descriptor (``"window-state:" + name``) whose map keys are the
 windows: the views below read and write the current window's entry, so it is keyed,
-checkpointed and restored (also at another parallelism) as any map state is.
+checkpointed and restored (also at another parallelism) as any map state is. A time window
+(a named tuple) is its own map key; a global or count window, which the state codec cannot
+encode, is keyed by the window operator's plain form of it (``encode_namespace``).
 
 As in Flink, the function clears window state itself (in ``clear(context)``, called when
 the window is purged); per-window state is refused with a merging (session) assigner,
@@ -27,6 +29,8 @@ from ..state.keyed import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+from ..windowing.count import CountWindow
+from ..windowing.windows import GlobalWindow
 from .context import RuntimeContext
 
 if TYPE_CHECKING:
@@ -47,7 +51,9 @@ class PerWindowStateStore:
                 f"{type(op.assigner).__name__} merges windows; use global_state() instead"
             )
         self._runtime = RuntimeContext(op.ctx)
-        self._window = window
+        # the map key: a form the state codec round-trips (module doc)
+        plain = isinstance(window, (GlobalWindow, CountWindow))
+        self._window = op.encode_namespace(window) if plain else window
 
     def _table(self, descriptor: StateDescriptor, value_type: Any = None) -> Any:
         if getattr(descriptor, "ttl_config", None) is not None and descriptor.ttl_config.is_enabled():
