@@ -978,3 +978,34 @@ def test_evictor_edits_in_place() -> None:
     CountEvictor.of(1).evict_before(pane, len(pane), W1, FakeClock())
     TimeEvictor.of(1).evict_before(pane, len(pane), W1, FakeClock())
     assert alias is pane and pane == [(5, "d")]
+
+
+async def test_a_time_evictor_keeps_the_records_without_a_timestamp() -> None:
+    """Flink's EvictingWindowOperatorTest.testTimeEvictorNoTimestamp, with processing time
+    passing between the records: records that carry no timestamp are not evicted by a
+    TimeEvictor. The window operator gave them the processing time of their arrival as
+    their timestamp, so the evictor dropped those older than its window size."""
+    from window_harness import WindowHarness
+
+    from streamflow.runtime.window_context import WindowFunctions
+    from streamflow.windowing import CountTrigger, GlobalWindows
+
+    harness = WindowHarness(
+        GlobalWindows.create(),
+        lambda: WindowFunctions(process=lambda key, ctx, elements: [(key, sum(v for _, v in elements))]),
+        trigger=CountTrigger.of(2),
+        evictor=TimeEvictor.of(2000, True),
+    )
+    op = harness.op
+    await op.open()
+    for key in ["key2", "key2", "key1", "key1", "key1", "key2", "key2", "key2", "key1", "key2"]:
+        harness.clock.advance(5000)
+        await op.process_batch([(key, 1)], None)
+    await op.close()
+    assert [event[0] for event in harness.main.events] == [
+        ("key2", 2),
+        ("key1", 2),
+        ("key2", 4),
+        ("key1", 4),
+        ("key2", 6),
+    ]

@@ -114,9 +114,10 @@ class WindowOperator(WindowTables):
                 fast_elements(self, records, timestamps, late, late_ts)
             else:
                 now = self.ctx.clock.now_ms()
+                stamped = timestamps is not None
                 for i, record in enumerate(records):
                     ts = timestamps[i] if timestamps is not None else now
-                    if self._element(record, ts):
+                    if self._element(record, ts, stamped):
                         late.append(record)
                         late_ts.append(ts)
         except Exception as exc:
@@ -138,8 +139,10 @@ class WindowOperator(WindowTables):
             due.append(timer)
         return min(due) if due else None
 
-    def _element(self, record: Any, ts: int) -> bool:
-        """Flink's processElement for one element; True if the element is late."""
+    def _element(self, record: Any, ts: int, stamped: bool = True) -> bool:
+        """Flink's processElement for one element; True if the element is late. A record
+        without a timestamp (``stamped`` False) has the processing time as ``ts`` for the
+        assigner and trigger, and no timestamp for an evictor (a ``TimeEvictor`` keeps it)."""
         key = self.key_selector(record)
         self.backend.current_key = key
         windows = self.assigner.assign_windows(record, ts, self)
@@ -155,7 +158,7 @@ class WindowOperator(WindowTables):
                 continue
             skipped = False
             state_window = mws.get_state_window(actual) if mws is not None else actual
-            self._add(key, state_window, record, ts)
+            self._add(key, state_window, record, ts if stamped else None)
             ctx = WindowContext(self, key, actual)
             result = self.trigger.on_element(record, ts, actual, ctx)
             self._act(result, key, actual, state_window)
@@ -195,7 +198,7 @@ class WindowOperator(WindowTables):
             return self.fn.aggregate.merge(a, b)
         return a + b
 
-    def _add(self, key: Any, state_window: Any, record: Any, ts: int) -> None:
+    def _add(self, key: Any, state_window: Any, record: Any, ts: int | None) -> None:
         wins = self.contents.setdefault(key, {})
         acc = wins.get(state_window, _MISSING)
         if self.evictor is not None:
