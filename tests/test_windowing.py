@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from streamflow.functions import AggregateFunction
 from streamflow.runtime.events import MAX_WATERMARK, MIN_WATERMARK
 from streamflow.windowing import (
     ContinuousEventTimeTrigger,
@@ -1009,3 +1010,42 @@ async def test_a_time_evictor_keeps_the_records_without_a_timestamp() -> None:
         ("key1", 4),
         ("key2", 6),
     ]
+
+
+class _MeanAggregate(AggregateFunction):
+    """An aggregate whose accumulator is (sum, count): its merge adds the two pairs."""
+
+    def create_accumulator(self) -> tuple[int, int]:
+        return 0, 0
+
+    def add(self, value: Any, acc: tuple[int, int]) -> tuple[int, int]:
+        return acc[0] + value[1], acc[1] + 1
+
+    def get_result(self, acc: tuple[int, int]) -> float:
+        return acc[0] / acc[1]
+
+    def merge(self, a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+        return a[0] + b[0], a[1] + b[1]
+
+
+@pytest.mark.parametrize("kind", ["reduce", "aggregate", "process"])
+async def test_merging_session_windows_with_an_evictor_merge_their_element_lists(kind: str) -> None:
+    """With an evictor a window keeps its (timestamp, element) list, also for reduce and
+    aggregate (they run when it fires). Two sessions merged by a third element merged those
+    lists with the user's reduce function or the aggregate's merge: reduce got two lists
+    (IndexError), an aggregate merge that adds pairs built a wrong pane. Flink's evicting
+    window operator keeps a ListState, which merges by appending."""
+    from window_harness import WindowHarness, run_script
+
+    from streamflow.runtime.window_context import WindowFunctions
+
+    functions = {
+        "reduce": lambda: WindowFunctions(reduce=lambda a, b: (a[0], a[1] + b[1])),
+        "aggregate": lambda: WindowFunctions(aggregate=_MeanAggregate()),
+        "process": lambda: WindowFunctions(process=lambda k, ctx, els: [(k, sum(v for _, v in els))]),
+    }[kind]
+    harness = WindowHarness(EventTimeSessionWindows.with_gap(60), functions, evictor=CountEvictor.of(10))
+    steps = [("e", "k", 1, 0), ("e", "k", 2, 100), ("e", "k", 4, 50), ("w", 1000)]
+    outputs = await run_script(harness, steps)
+    expected = {"reduce": ("k", 7), "aggregate": 7 / 3, "process": ("k", 7)}[kind]
+    assert outputs[-1] == [(expected, 159), ("wm", 1000)]  # one session [0, 160)

@@ -192,6 +192,8 @@ class WindowOperator(WindowTables):
             wins[state_result] = acc
 
     def _merge_acc(self, a: Any, b: Any) -> Any:
+        if self.evictor is not None:
+            return a + b  # with an evictor the contents are (timestamp, element) lists (_add)
         if self.fn.reduce is not None:
             return self.fn.reduce(a, b)
         if self.fn.aggregate is not None:
