@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from streamflow.common import WatermarkStrategy
 from streamflow.datastream import StreamExecutionEnvironment
 from streamflow.datastream.window import TumblingEventTimeWindows
@@ -80,3 +82,75 @@ def test_interval_join_bounds_and_timestamps() -> None:
     # carol: o4@15 with p4@16 (in [14, 19])
     assert run(False) == [("o1", "p1", 3), ("o1", "p2", 5), ("o2", "p0", 2), ("o4", "p4", 16)]
     assert run(True) == [("o1", "p1", 3), ("o1", "p2", 5), ("o4", "p4", 16)]
+
+
+async def _interval_join(lower: int, upper: int, steps: list) -> tuple[list, Any]:
+    """Runs Flink's IntervalJoinOperator port on one key: ``("L", ts)`` / ``("R", ts)`` elements,
+    ``("W", ts)`` watermarks; returns the results as ``((left ts, right ts), record ts)``."""
+    from window_harness import MAX_PARALLELISM, Recorder
+
+    from streamflow.api.joins import _IntervalJoinFunction, _IntervalJoinOperator
+    from streamflow.runtime.context import OperatorContext
+    from streamflow.runtime.events import Watermark
+    from streamflow.runtime.metrics import MetricGroup
+    from streamflow.runtime.operator import Output
+    from streamflow.runtime.processing_time import ProcessingTimeService
+    from streamflow.state.keyed import KeyedStateBackend
+    from streamflow.testing import ManualClock
+
+    fn = _IntervalJoinFunction(lambda left, right, ctx: [(left[1], right[1])], lower, upper)
+    op = _IntervalJoinOperator("join", lambda e: e[0], lambda e: e[0], fn)
+    clock = ManualClock(0)
+    ctx = OperatorContext(
+        uid="join",
+        name="join",
+        task_name="join",
+        subtask_index=0,
+        parallelism=1,
+        max_parallelism=MAX_PARALLELISM,
+        clock=clock,
+        metrics=MetricGroup("join[0]", {}),
+        processing_time=ProcessingTimeService(clock, lambda: None),
+        keyed_backend=KeyedStateBackend(MAX_PARALLELISM),
+    )
+    out = Recorder()
+    op.setup(ctx, Output([out], {}))
+    op.initialize_state(None)
+    await op.open()
+    for side, ts in steps:
+        if side == "W":
+            await op.process_watermark(Watermark(ts))
+        elif side == "L":
+            await op.process_batch([("k", ts)], [ts])
+        else:
+            await op.process_batch2([("k", ts)], [ts])
+    op.backend.current_key = "k"
+    buffered = (sorted(fn.left.keys()), sorted(fn.right.keys()))
+    await op.close()
+    return [event for event in out.events if event[0] != "wm"], buffered
+
+
+async def test_an_interval_join_result_carries_the_larger_timestamp() -> None:
+    """The left element arrives after the right one, with the smaller timestamp: the result's
+    record timestamp is the right's (Flink: collector.setAbsoluteTimestamp(max)), not the
+    arriving element's (before: 98, so a window downstream put it in the wrong window)."""
+    results, _ = await _interval_join(2, 10, [("R", 100), ("L", 98)])
+    assert results == [((98, 100), 100)]
+
+
+async def test_an_interval_join_with_a_negative_upper_bound_keeps_left_elements_until_their_time() -> None:
+    """Flink's cleanup time of a left element is ``ts + upper`` only if ``upper > 0``, else
+    ``ts``: a right element at the watermark (not late) still joins it. It was dropped at
+    ``ts + upper``, before that right element came."""
+    results, _ = await _interval_join(-10, -2, [("R", 98), ("L", 100), ("W", 98), ("R", 98)])
+    assert results == [((100, 98), 100), ((100, 98), 100)]
+
+
+async def test_an_interval_join_with_asymmetric_bounds_cleans_up_both_sides() -> None:
+    """A right element's cleanup timer was registered with the shadowed relative bound
+    (``ts + upper`` instead of ``ts - lower``): with bounds that are not symmetric its timer
+    removed another instant, so right elements stayed in state for ever."""
+    steps = [("L", 100), ("R", 101), ("R", 100), ("L", 103), ("R", 110), ("W", 200)]
+    results, buffered = await _interval_join(-1, 4, steps)
+    assert sorted(results) == [((100, 100), 100), ((100, 101), 101)]
+    assert buffered == ([], [])

@@ -11,9 +11,12 @@
   Flink's ``IntervalJoinOperator``: in event time, a left element at ``t``
   joins the right elements of its key in ``[t + lower, t + upper]``; both
   sides are buffered in keyed map state until the watermark passes the last
-  instant they could still join (a cleanup timer), late elements (behind the
-  watermark) are dropped, and each result carries the larger timestamp.
-  Bounds are inclusive unless ``lower_bound_exclusive()``/``upper_bound_exclusive()``.
+  instant they could still join (a cleanup timer: a left element at ``t`` until
+  ``t + upper``, a right one at ``t`` until ``t - lower``, never before ``t``
+  itself), late elements (behind the watermark) are dropped, and each result
+  carries the larger of its two timestamps (as the record's timestamp too:
+  :class:`_IntervalJoinOperator`). Bounds are inclusive unless
+  ``lower_bound_exclusive()``/``upper_bound_exclusive()``.
 
 Everything runs on the existing keyed window and keyed co-process operators,
 so joins are checkpointed like them.
@@ -26,6 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..functions import Function, KeyedCoProcessFunction, ProcessWindowFunction
 from ..runtime.basic_operators import resolve_function
+from ..runtime.factory import OperatorFactory
+from ..runtime.process_operators import _Emitter, _KeyedContext
+from ..runtime.two_input_operators import KeyedCoProcessOperator
 from ..state.keyed import MapStateDescriptor
 from .typed import converted
 
@@ -216,7 +222,8 @@ class _IntervalJoinFunction(KeyedCoProcessFunction):
         if isinstance(self.fn, Function):
             self.fn.close()
 
-    def _process(self, value: Any, ctx: Any, is_left: bool) -> list[Any]:
+    def _process(self, value: Any, ctx: Any, is_left: bool) -> list[tuple[Any, int]]:
+        """The joined results with their timestamps, ``(result, max(left ts, right ts))``."""
         ts = ctx.timestamp()
         if ts is None:
             raise ValueError(
@@ -227,17 +234,19 @@ class _IntervalJoinFunction(KeyedCoProcessFunction):
             return []  # late: it could only join elements already cleaned up (Flink drops it)
         own, other = (self.left, self.right) if is_left else (self.right, self.left)
         own[ts] = [*(own.get(ts) or []), value]
-        lower, upper = (self.lower, self.upper) if is_left else (-self.upper, -self.lower)
+        low, high = (self.lower, self.upper) if is_left else (-self.upper, -self.lower)
         call = getattr(self.fn, "process_element", self.fn)
-        out: list[Any] = []
+        out: list[tuple[Any, int]] = []
         for other_ts, values in other.items():
-            if ts + lower <= other_ts <= ts + upper:
+            if ts + low <= other_ts <= ts + high:
+                result_ts = max(ts, other_ts)
                 for other_value in values:
                     left, right = (value, other_value) if is_left else (other_value, value)
                     lts, rts = (ts, other_ts) if is_left else (other_ts, ts)
-                    out.extend(call(left, right, _JoinContext(lts, rts)) or ())
-        # keep the element until no element of the other side can still join it
-        timers.register_event_time_timer(ts + upper if is_left else ts - lower)
+                    out.extend((r, result_ts) for r in call(left, right, _JoinContext(lts, rts)) or ())
+        # keep the element until no element of the other side can still join it (Flink's
+        # cleanup time: ts + the relative upper bound, not before ts)
+        timers.register_event_time_timer(ts + max(high, 0))
         return out
 
     def process_element1(self, value: Any, ctx: Any) -> list[Any]:
@@ -247,9 +256,33 @@ class _IntervalJoinFunction(KeyedCoProcessFunction):
         return self._process(value, ctx, False)
 
     def on_timer(self, timestamp: int, ctx: Any) -> None:
-        for state, stale in ((self.left, timestamp - self.upper), (self.right, timestamp + self.lower)):
+        # the elements whose cleanup time (see _process) is this timer's: a timer has no side,
+        # so each removes the left and the right elements due at its time
+        stale_left = timestamp - max(self.upper, 0)
+        stale_right = timestamp + min(self.lower, 0)
+        for state, stale in ((self.left, stale_left), (self.right, stale_right)):
             if state.contains(stale):
                 state.remove(stale)
+
+
+class _IntervalJoinOperator(KeyedCoProcessOperator):
+    """Emits each joined result with its own timestamp, the larger of its two elements' (Flink's
+    IntervalJoinOperator sets it on the collector), not the arriving element's."""
+
+    async def _process(
+        self, records: list, timestamps: list[int] | None, call: Callable, key_of: Callable[[Any], Any]
+    ) -> None:
+        backend = self.backend
+        ctx, emitter = _KeyedContext(self), _Emitter()
+        try:
+            for i, record in enumerate(records):
+                backend.current_key = key_of(record)
+                ctx._ts = None if timestamps is None else timestamps[i]
+                for result, ts in call(record, ctx):
+                    emitter.add((result,), ts)
+        except Exception as exc:
+            raise self.failure(exc) from None
+        await emitter.flush(self, True)
 
 
 class IntervalJoined:
@@ -266,7 +299,16 @@ class IntervalJoined:
         self, process_join_function: ProcessJoinFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
         fn = _IntervalJoinFunction(process_join_function, self._lower, self._upper)
-        stream = self._left.connect(self._right).process(fn, output_type)
+        connected = self._left.connect(self._right)
+        k1, k2 = connected.keys
+        factory = OperatorFactory(
+            "KeyedCoProcess",
+            lambda f, ks1, ks2: _IntervalJoinOperator("KeyedCoProcess", ks1, ks2, f),
+            fn,
+            k1,
+            k2,
+        )
+        stream = converted(connected._build("KeyedCoProcess", factory, keyed=True), output_type, "process()")
         return stream.name("IntervalJoin")
 
 
