@@ -154,3 +154,24 @@ async def test_an_interval_join_with_asymmetric_bounds_cleans_up_both_sides() ->
     results, buffered = await _interval_join(-1, 4, steps)
     assert sorted(results) == [((100, 100), 100), ((100, 101), 101)]
     assert buffered == ([], [])
+
+
+def test_a_window_join_flattens_what_a_flat_join_function_yields() -> None:
+    """Flink's JoinedStreams.apply(FlatJoinFunction) collects every result join() emits; the
+    window join emitted the generator object that join() returned, as one record."""
+    from streamflow.datastream.functions import FlatJoinFunction
+
+    class Both(FlatJoinFunction):
+        def join(self, first: Any, second: Any) -> Any:
+            yield first[2], second[2]
+            yield second[2], first[2]
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    sink = ListSink()
+    _timed(env, ORDERS).join(_timed(env, PAYMENTS)).where(lambda o: o[0]).equal_to(lambda p: p[0]).window(
+        TumblingEventTimeWindows.of(10)
+    ).apply(Both()).sink_to(sink)
+    env.execute()
+    assert sorted(sink.results) == sorted(
+        [("o1", "p1"), ("p1", "o1"), ("o1", "p2"), ("p2", "o1"), ("o4", "p4"), ("p4", "o4")]
+    )

@@ -103,6 +103,8 @@ class _WindowJoinFunction(ProcessWindowFunction):
             call = getattr(self.fn, "co_group", self.fn)
             return list(call(left, right) or ())
         call = getattr(self.fn, "join", self.fn)
+        if isinstance(self.fn, FlatJoinFunction):  # join() yields its results (Flink: a Collector)
+            return [r for a in left for b in right for r in call(a, b) or ()]
         return [call(a, b) for a in left for b in right]
 
 
