@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..functions import AggregateFunction, ProcessWindowFunction, WindowFunction
-from ..windowing.context import DictReducingState, TriggerStateDescriptor, merge_reducing_state
+from ..windowing.context import TriggerStateDescriptor, merge_reducing_state
+from ..windowing.trigger_state import merge_function, partitioned_state
 
 if TYPE_CHECKING:
     from .window_operator import WindowOperator
@@ -142,15 +143,15 @@ class WindowContext:
     def _trigger_store(self) -> dict:
         return self._op.trigger_state.setdefault(self.key, {})
 
-    def get_partitioned_state(self, descriptor: TriggerStateDescriptor) -> DictReducingState:
-        return DictReducingState(
-            self._trigger_store(), (self._window, descriptor.name), descriptor.reduce_function
-        )
+    def get_partitioned_state(self, descriptor: TriggerStateDescriptor) -> Any:
+        """A ``TriggerStateDescriptor``'s reducing state, or the state a PyFlink keyed-state
+        descriptor declares (``windowing/trigger_state.py``), for this key and window."""
+        return partitioned_state(self._trigger_store(), (self._window, descriptor.name), descriptor)
 
     def merge_partitioned_state(self, descriptor: TriggerStateDescriptor) -> None:
         merge_reducing_state(
             self._trigger_store(),
             [(w, descriptor.name) for w in self._merged],
             (self._window, descriptor.name),
-            descriptor.reduce_function,
+            merge_function(descriptor),
         )

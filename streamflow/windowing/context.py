@@ -29,6 +29,8 @@ Flink's ``WindowOperator``, trigger state and trigger timers are namespaced
 by the *actual* window (the merge result), not by the merging set's state
 window. :class:`DictReducingState` is a ready-made :class:`TriggerState`
 over a plain dict slot, and :func:`merge_reducing_state` the matching merge.
+A trigger written for PyFlink declares its state with PyFlink's keyed-state
+descriptors instead; the window operator accepts those too (``trigger_state.py``).
 """
 
 from __future__ import annotations
