@@ -1126,3 +1126,26 @@ async def test_a_pyflink_trigger_keeps_state_declared_with_keyed_state_descripto
     outputs = await run_script(harness, before + merge)
     fired = [event for out in outputs for event in out]
     assert fired == [((k2, 10, 0, 6500), 6499), ((k1, 22, 10, 10000), 9999)]
+
+
+@pytest.mark.parametrize("assigner", [GlobalWindows.create(), TumblingEventTimeWindows.of(1000)])
+async def test_a_window_an_evictor_emptied_does_not_fire_again_without_elements(assigner: Any) -> None:
+    """CountEvictor.of(0, do_evict_after=True) keeps nothing once the window fired. Flink's
+    evicting operator clears the window's ListState and re-adds what is kept: nothing, so a
+    later firing (the continuous trigger's next interval, the window's end) finds no
+    contents and emits nothing. The emptied list stayed, and every firing emitted (k, 0)."""
+    from window_harness import WindowHarness, run_script
+
+    from streamflow.runtime.window_context import WindowFunctions
+
+    harness = WindowHarness(
+        assigner,
+        lambda: WindowFunctions(process=lambda k, ctx, els: [(k, sum(v for _, v in els))]),
+        trigger=ContinuousEventTimeTrigger.of(100),
+        evictor=CountEvictor.of(0, True),
+    )
+    steps = [("e", "k", 1, 10), ("e", "k", 2, 20), ("w", 100), ("w", 200), ("e", "k", 4, 250)]
+    steps += [("w", 300), ("w", 400), ("w", 1000)]
+    outputs = await run_script(harness, steps)
+    fired = [event[0] for out in outputs for event in out if event[0] != "wm"]
+    assert fired == [("k", 3), ("k", 4)]

@@ -220,11 +220,15 @@ class WindowOperator(WindowTables):
 
     def _act(self, result: TriggerResult, key: Any, window: Any, state_window: Any) -> None:
         wins = self.contents.get(key)
+        purge = result.is_purge()
         if result.is_fire():
             acc = None if wins is None else wins.get(state_window, _MISSING)
             if acc is not None and acc is not _MISSING:
                 self._emit(key, window, acc)
-        if result.is_purge() and wins is not None:
+                # an evictor that kept nothing empties the window: no firing until an element
+                # comes (Flink re-adds the kept elements to a cleared ListState)
+                purge = purge or (self.evictor is not None and not acc)
+        if purge and wins is not None:
             wins.pop(state_window, None)
             if not wins:
                 del self.contents[key]
