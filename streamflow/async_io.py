@@ -2,7 +2,8 @@
 
 An :class:`AsyncFunction`'s ``async_invoke(value)`` returns a list of outputs.
 The operator (:class:`AsyncWaitOperator`) runs up to ``capacity`` invocations
-at once in the job's event loop, each bounded by ``timeout`` (then
+at once in the job's event loop, each bounded by ``timeout`` (one for the element, its
+retries and backoffs included; then
 ``async_function.timeout(value)`` gives the outputs, or raises); a retry
 strategy re-invokes after its backoff while its result or exception
 predicate asks for it and attempts remain (Flink's ``AsyncWaitOperator`` with
@@ -252,14 +253,23 @@ class AsyncWaitOperator(AsyncQueueOperator):
         self.retry = retry
 
     async def _invoke(self, value: Any) -> list[Any]:
+        # one timeout for the element, retries and backoffs included (Flink registers the
+        # timeout once per element; one expiring during a backoff cancels the retry)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self._attempts(value)
+        except TimeoutError:
+            return self._checked(self.function.timeout(value), "timeout")
+
+    async def _attempts(self, value: Any) -> list[Any]:
         predicate = self.retry.get_retry_predicate()
         on_result, on_error = predicate.result_predicate(), predicate.exception_predicate()
         attempt = 1
         while True:
             try:
-                result = await asyncio.wait_for(self.function.async_invoke(value), self.timeout_s)
+                result = await self.function.async_invoke(value)
             except TimeoutError:
-                return self._checked(self.function.timeout(value), "timeout")
+                raise
             except Exception as exc:
                 if on_error is not None and on_error(exc) and self.retry.can_retry(attempt):
                     log.info("%s: retrying %r after %s (attempt %d)", self.name, value, exc, attempt)

@@ -156,3 +156,38 @@ def test_async_map_shares_the_async_wait_operator() -> None:
         assert list(results) == list(range(6))  # input order
     assert events.index(("start", 2)) < events.index(("end", 0))  # in flight across batches
     assert events.index(("start", 3)) > events.index(("end", 0))  # 1 and 2 wait behind 0's place
+
+
+def test_the_timeout_covers_the_retries() -> None:
+    """PyFlink's RetryableResultHandler (and Flink's AsyncWaitOperator) register one timeout
+    per element: a timeout during a retry's backoff cancels the retry and calls timeout().
+    Every attempt had a timeout of its own before, so the retry ran and succeeded."""
+
+    class FailsSlowlyOnce(AsyncFunction):
+        calls = 0
+
+        async def async_invoke(self, value):
+            FailsSlowlyOnce.calls += 1
+            if FailsSlowlyOnce.calls == 1:
+                await asyncio.sleep(0.3)
+                raise ConnectionError("first attempt")
+            return ["retried"]
+
+        def timeout(self, value):
+            return ["timed out"]
+
+    # the first attempt fails after 0.3 s; the retry would start at 0.6 s, after the 0.5 s timeout
+    strategy = AsyncRetryStrategy.fixed_delay(
+        3,
+        300,
+        None,
+        functools.partial(
+            async_retry_predicates.exception_type_predicate, expected_error_type=ConnectionError
+        ),
+    )
+    env = StreamExecutionEnvironment.get_execution_environment()
+    sink = ListSink()
+    source = env.from_collection(["a"])
+    AsyncDataStream.ordered_wait_with_retry(source, FailsSlowlyOnce(), 500, strategy).sink_to(sink)
+    env.execute()
+    assert sink.results == ["timed out"] and FailsSlowlyOnce.calls == 1
