@@ -84,3 +84,37 @@ async def test_apply_to_keyed_state_visits_every_key() -> None:
     marker_gate.release.set()
     await client.get_job_execution_result()
     assert out.results == [("a", 2), ("b", 1)]
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("use", ["write", "read", "timer"])
+def test_keyed_state_on_the_broadcast_side_fails_instead_of_using_a_made_up_key(
+    backend: str, use: str
+) -> None:
+    """Flink's processBroadcastElement has no current key ("No key set"); the state was kept
+    under the key None before, which apply_to_keyed_state and checkpoints then saw."""
+    counts = ValueStateDescriptor("count", Types.INT())
+
+    class Misuse(KeyedBroadcastProcessFunction):
+        def open(self, ctx):
+            self.count = ctx.get_state(counts)
+
+        def process_element(self, value, ctx):
+            self.count.update(1)
+            return ()
+
+        def process_broadcast_element(self, value, ctx):
+            if use == "write":
+                self.count.update(99)
+            elif use == "read":
+                yield self.count.value()
+            else:
+                ctx.timer_service().register_event_time_timer(5)
+            return ()
+
+    env = sf.StreamExecutionEnvironment()
+    env.configure({"state.backend.type": backend})
+    rules = env.from_collection(["go"]).broadcast(RULES)
+    env.from_collection(["a"]).key_by(lambda w: w).connect(rules).process(Misuse()).add_sink(lambda v: None)
+    with pytest.raises(RuntimeError, match="no key in process_broadcast_element"):
+        env.execute()

@@ -21,8 +21,31 @@ from ..functions import TimeDomain
 from ..state.broadcast import BroadcastStateStore
 from .basic_operators import resolve_function
 from .operator import TwoInputOperator
-from .process_operators import KeyedProcessOperator, ProcessOperator, _Emitter
+from .process_operators import KeyedProcessOperator, ProcessOperator, _CurrentTime, _Emitter
 from .timers import Timer
+
+
+class _NoKey:
+    """The current key while ``process_broadcast_element`` runs: the broadcast side has no
+    key, so keyed state and timers are not there (Flink: "No key set"). Using it as a key
+    (hashing it, encoding it) raises, instead of keeping state under a made-up key that
+    ``apply_to_keyed_state`` and checkpoints would then see."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_: Any) -> Any:
+        raise RuntimeError(
+            "keyed state and timers have no key in process_broadcast_element (the broadcast side "
+            "is not keyed): use ctx.apply_to_keyed_state() to reach every key's state"
+        )
+
+    __hash__ = __reduce__ = _refuse
+
+    def __repr__(self) -> str:
+        return "<no key: broadcast side>"
+
+
+NO_KEY = _NoKey()
 
 
 class _ReadOnlyContext:
@@ -57,10 +80,23 @@ class _ReadOnlyContext:
         return self._domain
 
 
+class _BroadcastTimers(_CurrentTime):
+    """``process_broadcast_element``'s timer service: the current times, no timers (no key)."""
+
+    def _no_timers(self, *_: Any) -> None:
+        NO_KEY._refuse()
+
+    register_event_time_timer = register_processing_time_timer = _no_timers
+    delete_event_time_timer = delete_processing_time_timer = _no_timers
+
+
 class _BroadcastContext(_ReadOnlyContext):
     """``process_broadcast_element``'s context: broadcast state is writable."""
 
     __slots__ = ()
+
+    def timer_service(self) -> Any:
+        return _BroadcastTimers(self._op)
 
     def get_broadcast_state(self, state_descriptor: Any) -> Any:
         return self._op.broadcast.writable(state_descriptor)
@@ -112,7 +148,7 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
         await _run(self, records, timestamps, self.call, _ReadOnlyContext(self), self.key_selector)
 
     async def process_batch2(self, records: list, timestamps: list[int] | None) -> None:
-        self.backend.current_key = None  # no key on the broadcast side
+        self.backend.current_key = NO_KEY  # no key on the broadcast side
         await _run(self, records, timestamps, self.call2, _BroadcastContext(self), None)
 
     async def _fire(self, timer: Timer, domain: TimeDomain) -> None:
