@@ -118,3 +118,55 @@ def test_keyed_state_on_the_broadcast_side_fails_instead_of_using_a_made_up_key(
     env.from_collection(["a"]).key_by(lambda w: w).connect(rules).process(Misuse()).add_sink(lambda v: None)
     with pytest.raises(RuntimeError, match="no key in process_broadcast_element"):
         env.execute()
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+async def test_apply_to_keyed_state_sees_state_with_a_time_to_live_as_the_function_does(backend: str) -> None:
+    """The state apply_to_keyed_state hands out is the one get_state gives (Flink applies the
+    TTL decorator to it): values, not the stored (value, timestamp) entries, and a write there
+    is read back by process_element."""
+    from streamflow.common import Time
+    from streamflow.datastream.state import StateTtlConfig
+    from streamflow.testing import ListSink
+
+    counts = ValueStateDescriptor("count", Types.INT())
+    counts.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(3600)).build())
+
+    class Bump(KeyedBroadcastProcessFunction):
+        processed = 0
+
+        def open(self, ctx):
+            self.count = ctx.get_state(counts)
+
+        def process_element(self, value, ctx):
+            if value.endswith("?"):  # a read, after the broadcast element
+                yield ctx.get_current_key(), self.count.value()
+                return
+            self.count.update((self.count.value() or 0) + 1)
+            Bump.processed += 1
+
+        def process_broadcast_element(self, value, ctx):
+            seen: list = []
+
+            def visit(key, state):
+                seen.append((key, state.value()))
+                state.update(state.value() + 100)
+
+            ctx.apply_to_keyed_state(counts, visit)
+            yield from sorted(seen)
+
+    env = sf.StreamExecutionEnvironment()
+    env.configure({"state.backend.type": backend})
+    marker_gate, reads_gate = Gate(["go"], 0), Gate(["a?", "b?"], 0)
+    out = ListSink()
+    marker = env.from_async_iterable(marker_gate.__aiter__).broadcast(RULES)
+    words = env.from_collection(["a", "b", "a"]).union(env.from_async_iterable(reads_gate.__aiter__))
+    words.key_by(lambda w: w[0]).connect(marker).process(Bump()).add_sink(out)
+    client = await env.execute_async("ttl")
+    await wait_until(lambda: Bump.processed == 3)
+    marker_gate.release.set()
+    await wait_until(lambda: len(out.results) == 2)
+    reads_gate.release.set()
+    await client.get_job_execution_result()
+    assert out.results[:2] == [("a", 2), ("b", 1)]
+    assert sorted(out.results[2:]) == [("a", 102), ("b", 101)]

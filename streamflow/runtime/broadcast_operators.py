@@ -20,6 +20,7 @@ from typing import Any
 from ..functions import TimeDomain
 from ..state.broadcast import BroadcastStateStore
 from .basic_operators import resolve_function
+from .context import keyed_state
 from .operator import TwoInputOperator
 from .process_operators import KeyedProcessOperator, ProcessOperator, _CurrentTime, _Emitter
 from .timers import Timer
@@ -167,10 +168,11 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
         backend = self.backend
         previous = backend.current_key
         try:
+            state = keyed_state(self.ctx, descriptor)  # as the function's own (TTL, type)
             table, _dirty = backend.tracked_table(descriptor.name, descriptor.kind)  # keys only
             for key in list(table):
                 backend.current_key = key
-                function(key, backend.get_state(descriptor))
+                function(key, state)
         finally:
             backend.current_key = previous
 

@@ -106,3 +106,13 @@ class RuntimeContext:
 
     def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
         return self._state(state_descriptor)
+
+
+def keyed_state(ctx: OperatorContext, descriptor: StateDescriptor) -> Any:
+    """``descriptor``'s keyed state as a function's :class:`RuntimeContext` hands it out (with
+    its time-to-live and declared type), for operators reaching state for their function
+    (``apply_to_keyed_state``)."""
+    context = RuntimeContext(ctx)
+    if isinstance(descriptor, ValueStateDescriptor):
+        return context.get_state(descriptor)
+    return context._state(descriptor)
