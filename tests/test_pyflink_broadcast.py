@@ -121,6 +121,49 @@ def test_keyed_state_on_the_broadcast_side_fails_instead_of_using_a_made_up_key(
 
 
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("ttl", [False, True])
+async def test_add_all_of_nothing_gives_a_key_no_list_state(backend: str, ttl: bool) -> None:
+    """Flink's ListState.addAll([]) stores nothing, so apply_to_keyed_state does not visit a
+    key that only ever added an empty list (it was visited, with [], before)."""
+    from streamflow.common import Time
+    from streamflow.datastream.state import ListStateDescriptor, StateTtlConfig
+    from streamflow.testing import ListSink
+
+    items = ListStateDescriptor("items", Types.INT())
+    if ttl:
+        items.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(3600)).build())
+
+    class Collect(KeyedBroadcastProcessFunction):
+        processed = 0
+
+        def open(self, ctx):
+            self.items = ctx.get_list_state(items)
+
+        def process_element(self, value, ctx):
+            self.items.add_all([] if value == "empty" else [1])
+            Collect.processed += 1
+            return ()
+
+        def process_broadcast_element(self, value, ctx):
+            seen: list = []
+            ctx.apply_to_keyed_state(items, lambda key, state: seen.append((key, list(state.get()))))
+            yield from sorted(seen)
+
+    env = sf.StreamExecutionEnvironment()
+    env.configure({"state.backend.type": backend})
+    marker_gate = Gate(["go"], 0)
+    out = ListSink()
+    marker = env.from_async_iterable(marker_gate.__aiter__).broadcast(RULES)
+    words = ["full", "empty", "full"]
+    env.from_collection(words).key_by(lambda w: w).connect(marker).process(Collect()).add_sink(out)
+    client = await env.execute_async("lists")
+    await wait_until(lambda: Collect.processed == 3)
+    marker_gate.release.set()
+    await client.get_job_execution_result()
+    assert out.results == [("full", [1, 1])]
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 async def test_apply_to_keyed_state_sees_state_with_a_time_to_live_as_the_function_does(backend: str) -> None:
     """The state apply_to_keyed_state hands out is the one get_state gives (Flink applies the
     TTL decorator to it): values, not the stored (value, timestamp) entries, and a write there

@@ -170,9 +170,11 @@ class ListState(_KeyedState):
         self._written(key)
 
     def add_all(self, values: Iterable[Any]) -> None:
-        key = self._backend.current_key
-        self._table.setdefault(key, []).extend(values)
-        self._written(key)
+        values = list(values)
+        if values:  # adding nothing gives the key no state (Flink's addAll)
+            key = self._backend.current_key
+            self._table.setdefault(key, []).extend(values)
+            self._written(key)
 
     def update(self, values: Iterable[Any]) -> None:
         values = list(values)

@@ -171,8 +171,10 @@ class TtlListState(_Ttl):
         if self._on_access is not None:
             self._on_access()
         now = self._now()
-        self._table.setdefault(self._backend.current_key, []).extend((v, now) for v in values)
-        self._written()
+        entries = [(v, now) for v in values]
+        if entries:  # adding nothing gives the key no state (Flink's addAll)
+            self._table.setdefault(self._backend.current_key, []).extend(entries)
+            self._written()
 
     def update(self, values: Iterable[Any]) -> None:
         if self._on_access is not None:
