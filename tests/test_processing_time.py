@@ -251,3 +251,44 @@ async def test_processing_time_timers_fire_while_the_input_blocks() -> None:
     finally:
         stop.set()
         await asyncio.wait_for(client.cancel(), 10)
+
+
+async def test_a_processing_time_timer_context_has_the_timer_timestamp() -> None:
+    """Flink's OnTimerContext.timestamp() (and PyFlink's on_timer context) is the timer's time in
+    both domains; a processing-time timer's outputs carry no timestamp (Flink erases it).
+    ctx.timestamp() was None for a processing-time timer before."""
+    from streamflow.datastream.functions import KeyedProcessFunction, ProcessFunction
+
+    class Remind(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            ctx.timer_service().register_processing_time_timer(100)
+            return ()
+
+        def on_timer(self, timestamp, ctx):
+            yield timestamp, ctx.timestamp(), ctx.time_domain()
+
+    class Stamp(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield (*value, ctx.timestamp())
+
+    clock = ManualClock(0)
+    env = sf.StreamExecutionEnvironment(clock=clock)
+    stop = asyncio.Event()
+
+    async def one_then_block() -> AsyncIterator[Any]:
+        yield "k"
+        await stop.wait()
+
+    results: list[tuple] = []
+    env.from_async_iterable(one_then_block).key_by(lambda e: e).process(Remind()).process(Stamp()).add_sink(
+        results.append
+    )
+    client = await env.execute_async()
+    try:
+        await settle()
+        clock.set(100)
+        await settle()
+        assert results == [(100, 100, sf.TimeDomain.PROCESSING_TIME, None)]
+    finally:
+        stop.set()
+        await asyncio.wait_for(client.get_job_execution_result(), 10)

@@ -157,7 +157,7 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
             return
         ctx, emitter = _ReadOnlyContext(self), _Emitter()
         ts = timer.timestamp if domain == TimeDomain.EVENT_TIME else None
-        ctx._ts, ctx._domain = ts, domain
+        ctx._ts, ctx._domain = timer.timestamp, domain  # the timer's time in both domains
         try:
             emitter.add(self.on_timer(timer.timestamp, ctx), ts)
         except Exception as exc:
