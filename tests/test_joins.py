@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import streamflow as sf
 from streamflow.common import WatermarkStrategy
 from streamflow.datastream import StreamExecutionEnvironment
+from streamflow.datastream.functions import ProcessFunction
 from streamflow.datastream.window import TumblingEventTimeWindows
-from streamflow.testing import ListSink
+from streamflow.testing import ListSink, Record, ScriptedSource
 
 
 def _timed(env, data):
@@ -175,3 +178,56 @@ def test_a_window_join_flattens_what_a_flat_join_function_yields() -> None:
     assert sorted(sink.results) == sorted(
         [("o1", "p1"), ("p1", "o1"), ("o1", "p2"), ("p2", "o1"), ("o4", "p4"), ("p4", "o4")]
     )
+
+
+async def _interval_join_run(lower: int, upper: int, first: Any, watermark: int, second: Any) -> list:
+    """``first`` (side, name, ts) is buffered, both inputs reach ``watermark``, then ``second``
+    arrives exactly at the watermark (not late); returns the joined (left, right, timestamp)."""
+
+    class Stamp(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield (*value, ctx.timestamp())
+
+    sources = {"L": ScriptedSource([], end=False), "R": ScriptedSource([], end=False)}
+    env = sf.StreamExecutionEnvironment()
+    sink = ListSink()
+    left = env.from_source(sources["L"], None, "left").key_by(lambda e: e[0])
+    right = env.from_source(sources["R"], None, "right").key_by(lambda e: e[0])
+    left.interval_join(right).between(lower, upper).process(lambda a, b, ctx: [(a[1], b[1])]).process(
+        Stamp()
+    ).sink_to(sink)
+    client = await env.execute_async()
+    for step in (first, watermark, second):
+        if isinstance(step, int):
+            for source in sources.values():
+                source.push(sf.Watermark(step))
+        else:
+            sources[step[0]].push(Record(("k", step[1]), step[2]))
+        for _ in range(200):
+            await asyncio.sleep(0)
+    for source in sources.values():
+        source.finish()
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    return sink.results
+
+
+async def test_interval_join_result_carries_the_larger_timestamp() -> None:
+    """IntervalJoinOperator: a pair's timestamp is max(left, right), also when the element
+    arriving last is the earlier one (it was the arriving element's before)."""
+    assert await _interval_join_run(-5, 5, ("L", "l", 5), 0, ("R", "r", 3)) == [("l", "r", 5)]
+    assert await _interval_join_run(-5, 5, ("R", "r", 5), 0, ("L", "l", 3)) == [("l", "r", 5)]
+
+
+async def test_interval_join_cleanup_times_follow_flink_for_one_sided_bounds() -> None:
+    """Flink's cleanup time of an element at t is t + upper (right: t - lower) when that is
+    after t, else t itself; an element of the other side at the watermark (not late) still
+    joins a buffered one whose cleanup time has not passed, and misses one whose has."""
+    # between(-5, -1): the left at 10 stays until the watermark reaches 10 -> the right at 9 joins
+    assert await _interval_join_run(-5, -1, ("L", "l", 10), 9, ("R", "r", 9)) == [("l", "r", 10)]
+    # between(1, 5): the right at 10 stays until 10 -> the left at 9 joins
+    assert await _interval_join_run(1, 5, ("R", "r", 10), 9, ("L", "l", 9)) == [("l", "r", 10)]
+    # between(-1, 4): the right at 10 is cleaned at 11 (it was never cleaned: its timer
+    # removed the entry at 13) -> the left at 11 arriving at watermark 11 no longer joins it
+    assert await _interval_join_run(-1, 4, ("R", "r", 10), 11, ("L", "l", 11)) == []
+    # between(-5, 5): the left at 0 is cleaned at 5 -> the right at 5 misses it (as in Flink)
+    assert await _interval_join_run(-5, 5, ("L", "l", 0), 5, ("R", "r", 5)) == []
