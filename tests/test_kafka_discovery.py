@@ -13,6 +13,7 @@ import itertools
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+from waiting import wait_until  # tests/waiting.py
 
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
@@ -23,14 +24,6 @@ from streamflow.runtime.events import WatermarkStatus
 from streamflow.testing.kafka_broker import create_topic, produce
 
 _ids = itertools.count()
-
-
-async def wait_until(cond: Any, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        assert loop.time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 def _builder(bootstrap: str) -> KafkaSourceBuilder:

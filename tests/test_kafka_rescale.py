@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import Counter
-from typing import Any
 
 import pytest
+from waiting import wait_until  # tests/waiting.py
 
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
@@ -20,14 +20,6 @@ from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, Kafk
 from streamflow.testing.kafka_broker import create_topic, produce
 
 _ids = itertools.count()
-
-
-async def wait_until(cond: Any, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        assert loop.time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
 
 
 def _source(bootstrap: str, topic: str) -> KafkaSource:

@@ -205,6 +205,17 @@ def _monotonic(script: list[Any]) -> list[Step]:
     return [*out, ("w", MAX_WATERMARK)]
 
 
+async def _same_on_both_paths(script: list[Any], size: int, lateness: int, kind: str) -> None:
+    steps = _monotonic(script)
+    outputs = {}
+    for fast in (True, False):
+        harness = WindowHarness(
+            TumblingEventTimeWindows.of(size), FUNCTIONS[kind], lateness=lateness, fast=fast
+        )
+        outputs[fast] = await run_script(harness, steps)
+    assert outputs[True] == outputs[False], steps
+
+
 @settings(
     max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -217,14 +228,7 @@ def _monotonic(script: list[Any]) -> list[Step]:
 async def test_fast_path_equals_general_path_on_random_scripts(
     script: list[Any], size: int, lateness: int, kind: str
 ) -> None:
-    steps = _monotonic(script)
-    outputs = {}
-    for fast in (True, False):
-        harness = WindowHarness(
-            TumblingEventTimeWindows.of(size), FUNCTIONS[kind], lateness=lateness, fast=fast
-        )
-        outputs[fast] = await run_script(harness, steps)
-    assert outputs[True] == outputs[False], steps
+    await _same_on_both_paths(script, size, lateness, kind)
 
 
 _batches = st.one_of(
@@ -258,14 +262,7 @@ async def test_fast_path_equals_general_path_on_random_batches(
 ) -> None:
     """As above with batches of several records (a task hands a batch to the operator at
     once): the fast path's per-record loop carries a window from one record to the next."""
-    steps = _monotonic(script)
-    outputs = {}
-    for fast in (True, False):
-        harness = WindowHarness(
-            TumblingEventTimeWindows.of(size), FUNCTIONS[kind], lateness=lateness, fast=fast
-        )
-        outputs[fast] = await run_script(harness, steps)
-    assert outputs[True] == outputs[False], steps
+    await _same_on_both_paths(script, size, lateness, kind)
 
 
 @pytest.mark.parametrize("lateness", [0, 10])

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..functions import Function, KeyedCoProcessFunction, ProcessWindowFunction
 from ..runtime.basic_operators import resolve_function
 from ..runtime.factory import OperatorFactory
-from ..runtime.process_operators import _Emitter, _KeyedContext
+from ..runtime.process_operators import _Emitter
 from ..runtime.two_input_operators import KeyedCoProcessOperator
 from ..state.keyed import MapStateDescriptor
 from .typed import converted
@@ -267,24 +267,21 @@ class _IntervalJoinFunction(KeyedCoProcessFunction):
                 state.remove(stale)
 
 
+class _TimedEmitter(_Emitter):
+    """Takes ``(result, timestamp)`` pairs: each result keeps its own timestamp."""
+
+    __slots__ = ()
+
+    def add(self, result: Iterable[Any] | None, ts: int | None) -> None:
+        for value, value_ts in result or ():
+            super().add((value,), value_ts)
+
+
 class _IntervalJoinOperator(KeyedCoProcessOperator):
     """Emits each joined result with its own timestamp, the larger of its two elements' (Flink's
     IntervalJoinOperator sets it on the collector), not the arriving element's."""
 
-    async def _process(
-        self, records: list, timestamps: list[int] | None, call: Callable, key_of: Callable[[Any], Any]
-    ) -> None:
-        backend = self.backend
-        ctx, emitter = _KeyedContext(self), _Emitter()
-        try:
-            for i, record in enumerate(records):
-                backend.current_key = key_of(record)
-                ctx._ts = None if timestamps is None else timestamps[i]
-                for result, ts in call(record, ctx):
-                    emitter.add((result,), ts)
-        except Exception as exc:
-            raise self.failure(exc) from None
-        await emitter.flush(self, True)
+    emitter = _TimedEmitter
 
 
 class IntervalJoined:

@@ -162,6 +162,7 @@ class KeyedProcessOperator(TimerOperator):
 
     method = "process_element"
     timer_namespaces = False  # its timers have none: written as they are
+    emitter: type[_Emitter] = _Emitter  # collects each element's outputs (the interval join's: timed)
 
     def __init__(self, name: str, key_selector: Callable[[Any], Any], function: Any) -> None:
         super().__init__(name, key_selector)
@@ -180,7 +181,7 @@ class KeyedProcessOperator(TimerOperator):
         self, records: list, timestamps: list[int] | None, call: Callable, key_of: Callable[[Any], Any]
     ) -> None:
         backend = self.backend
-        ctx, emitter = _KeyedContext(self), _Emitter()
+        ctx, emitter = _KeyedContext(self), self.emitter()
         try:
             for i, record in enumerate(records):
                 backend.current_key = key_of(record)
