@@ -94,13 +94,15 @@ class ConnectedStreams:
                 "CoProcess", OperatorFactory("CoProcess", lambda f: CoProcessOperator("CoProcess", f), func)
             )
             return converted(stream, output_type, "connect().process()")
+        return self._keyed_process(func, output_type, KeyedCoProcessOperator, "connect().process()")
+
+    def _keyed_process(self, func: Any, output_type: Any, operator: type[KeyedCoProcessOperator],
+                       where: str) -> DataStream:
+        """``func`` run by ``operator`` (a ``KeyedCoProcessOperator``) on the keyed streams."""
+        assert self.keys is not None
         k1, k2 = self.keys
         factory = OperatorFactory(
-            "KeyedCoProcess",
-            lambda f, ks1, ks2: KeyedCoProcessOperator("KeyedCoProcess", ks1, ks2, f),
-            func,
-            k1,
-            k2,
+            "KeyedCoProcess", lambda f, ks1, ks2: operator("KeyedCoProcess", ks1, ks2, f), func, k1, k2
         )
         stream = self._build("KeyedCoProcess", factory, keyed=True)
-        return converted(stream, output_type, "connect().process()")
+        return converted(stream, output_type, where)

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..functions import Function, KeyedCoProcessFunction, ProcessWindowFunction
 from ..runtime.basic_operators import resolve_function
-from ..runtime.factory import OperatorFactory
 from ..runtime.process_operators import _Emitter
 from ..runtime.two_input_operators import KeyedCoProcessOperator
 from ..state.keyed import MapStateDescriptor
@@ -299,15 +298,7 @@ class IntervalJoined:
     ) -> DataStream:
         fn = _IntervalJoinFunction(process_join_function, self._lower, self._upper)
         connected = self._left.connect(self._right)
-        k1, k2 = connected.keys
-        factory = OperatorFactory(
-            "KeyedCoProcess",
-            lambda f, ks1, ks2: _IntervalJoinOperator("KeyedCoProcess", ks1, ks2, f),
-            fn,
-            k1,
-            k2,
-        )
-        stream = converted(connected._build("KeyedCoProcess", factory, keyed=True), output_type, "process()")
+        stream = connected._keyed_process(fn, output_type, _IntervalJoinOperator, "process()")
         return stream.name("IntervalJoin")
 
 
