@@ -231,3 +231,48 @@ async def test_interval_join_cleanup_times_follow_flink_for_one_sided_bounds() -
     assert await _interval_join_run(-1, 4, ("R", "r", 10), 11, ("L", "l", 11)) == []
     # between(-5, 5): the left at 0 is cleaned at 5 -> the right at 5 misses it (as in Flink)
     assert await _interval_join_run(-5, 5, ("L", "l", 0), 5, ("R", "r", 5)) == []
+
+
+async def test_interval_join_sends_late_elements_to_each_sides_late_data_output() -> None:
+    """Flink's ``sideOutputLeftLateData``/``sideOutputRightLateData``: an element behind the
+    watermark joins nothing and goes to its side's late-data output with its timestamp (without
+    a tag it is dropped); elements at the watermark still join."""
+
+    class Stamp(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield (*value, ctx.timestamp())
+
+    async def run(parallelism: int, with_tags: bool) -> tuple[list, list, list]:
+        sources = {"L": ScriptedSource([], end=False), "R": ScriptedSource([], end=False)}
+        env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+        left_late, right_late = sf.OutputTag("left-late"), sf.OutputTag("right-late")
+        sinks = ListSink(), ListSink(), ListSink()
+        left = env.from_source(sources["L"], None, "left").set_parallelism(1).key_by(lambda e: e[0])
+        right = env.from_source(sources["R"], None, "right").set_parallelism(1).key_by(lambda e: e[0])
+        joined = left.interval_join(right).between(-2, 2)
+        if with_tags:
+            joined = joined.side_output_left_late_data(left_late).side_output_right_late_data(right_late)
+        result = joined.process(lambda a, b, ctx: [(a[1], b[1])])
+        result.process(Stamp()).sink_to(sinks[0])
+        result.get_side_output(left_late).process(Stamp()).sink_to(sinks[1])
+        result.get_side_output(right_late).process(Stamp()).sink_to(sinks[2])
+        client = await env.execute_async()
+        steps = [("L", "k", "l10", 10), ("R", "k", "r10", 10), 10]
+        steps += [("L", "k", "l4", 4), ("R", "k", "r9", 9), ("R", "j", "r10b", 10), ("L", "j", "l3", 3)]
+        for step in steps:
+            if isinstance(step, int):
+                for source in sources.values():
+                    source.push(sf.Watermark(step))
+            else:
+                sources[step[0]].push(Record((step[1], step[2]), step[3]))
+            for _ in range(200):
+                await asyncio.sleep(0)
+        for source in sources.values():
+            source.finish()
+        await asyncio.wait_for(client.get_job_execution_result(), 60)
+        return sorted(sinks[0].results), sorted(sinks[1].results), sorted(sinks[2].results)
+
+    joined = [("l10", "r10", 10)]  # r10b, at the watermark, is not late but has no partner
+    for parallelism in (1, 4):
+        assert await run(parallelism, True) == (joined, [("j", "l3", 3), ("k", "l4", 4)], [("k", "r9", 9)])
+        assert await run(parallelism, False) == (joined, [], [])

@@ -13,7 +13,9 @@
   sides are buffered in keyed map state until the watermark passes the last
   instant they could still join (a cleanup timer: a left element at ``t`` until
   ``t + upper``, a right one at ``t`` until ``t - lower``, never before ``t``
-  itself), late elements (behind the watermark) are dropped, and each result
+  itself), late elements (behind the watermark) are dropped or, with
+  ``side_output_left_late_data(tag)``/``side_output_right_late_data(tag)``,
+  sent to that side output (Flink's ``sideOutput*LateData``), and each result
   carries the larger of its two timestamps (as the record's timestamp too:
   :class:`_IntervalJoinOperator`). Bounds are inclusive unless
   ``lower_bound_exclusive()``/``upper_bound_exclusive()``.
@@ -27,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..functions import Function, KeyedCoProcessFunction, ProcessWindowFunction
+from ..functions import Function, KeyedCoProcessFunction, OutputTag, ProcessWindowFunction
 from ..runtime.basic_operators import resolve_function
 from ..runtime.process_operators import _Emitter
 from ..runtime.two_input_operators import KeyedCoProcessOperator
@@ -210,8 +212,15 @@ class _JoinContext:
 class _IntervalJoinFunction(KeyedCoProcessFunction):
     """Flink's IntervalJoinOperator as a keyed co-process function over map state ``{ts: [values]}``."""
 
-    def __init__(self, fn: Any, lower: int, upper: int) -> None:
+    def __init__(
+        self,
+        fn: Any,
+        lower: int,
+        upper: int,
+        late_tags: tuple[OutputTag | None, OutputTag | None] = (None, None),
+    ) -> None:
         self.fn, self.lower, self.upper = fn, lower, upper
+        self.late_tags = late_tags  # (left, right): where late elements go (None: dropped)
 
     def open(self, runtime_context: Any) -> None:
         self.left = runtime_context.get_map_state(_LEFT)
@@ -232,7 +241,10 @@ class _IntervalJoinFunction(KeyedCoProcessFunction):
             )
         timers = ctx.timer_service()
         if ts < timers.current_watermark():
-            return []  # late: it could only join elements already cleaned up (Flink drops it)
+            # late: it could only join elements already cleaned up (Flink drops it, or sends it
+            # to the side's late-data output)
+            tag = self.late_tags[0 if is_left else 1]
+            return [] if tag is None else [((tag, value), ts)]
         own, other = (self.left, self.right) if is_left else (self.right, self.left)
         own[ts] = [*(own.get(ts) or []), value]
         low, high = (self.lower, self.upper) if is_left else (-self.upper, -self.lower)
@@ -284,19 +296,40 @@ class _IntervalJoinOperator(KeyedCoProcessOperator):
 
 
 class IntervalJoined:
-    def __init__(self, left: KeyedStream, right: KeyedStream, lower: int, upper: int) -> None:
+    def __init__(
+        self,
+        left: KeyedStream,
+        right: KeyedStream,
+        lower: int,
+        upper: int,
+        late_tags: tuple[OutputTag | None, OutputTag | None] = (None, None),
+    ) -> None:
         self._left, self._right, self._lower, self._upper = left, right, lower, upper
+        self._late_tags = late_tags
+
+    def _with(self, **changes: Any) -> IntervalJoined:
+        options = {"lower": self._lower, "upper": self._upper, "late_tags": self._late_tags, **changes}
+        return IntervalJoined(self._left, self._right, **options)
 
     def lower_bound_exclusive(self) -> IntervalJoined:
-        return IntervalJoined(self._left, self._right, self._lower + 1, self._upper)
+        return self._with(lower=self._lower + 1)
 
     def upper_bound_exclusive(self) -> IntervalJoined:
-        return IntervalJoined(self._left, self._right, self._lower, self._upper - 1)
+        return self._with(upper=self._upper - 1)
+
+    def side_output_left_late_data(self, output_tag: OutputTag) -> IntervalJoined:
+        """Left elements behind the watermark go to ``output_tag`` instead of being dropped
+        (Flink's ``sideOutputLeftLateData``); read them with ``get_side_output(output_tag)``."""
+        return self._with(late_tags=(output_tag, self._late_tags[1]))
+
+    def side_output_right_late_data(self, output_tag: OutputTag) -> IntervalJoined:
+        """Right elements behind the watermark go to ``output_tag`` (``sideOutputRightLateData``)."""
+        return self._with(late_tags=(self._late_tags[0], output_tag))
 
     def process(
         self, process_join_function: ProcessJoinFunction | Callable[..., Any], output_type: Any = None
     ) -> DataStream:
-        fn = _IntervalJoinFunction(process_join_function, self._lower, self._upper)
+        fn = _IntervalJoinFunction(process_join_function, self._lower, self._upper, self._late_tags)
         connected = self._left.connect(self._right)
         stream = connected._keyed_process(fn, output_type, _IntervalJoinOperator, "process()")
         return stream.name("IntervalJoin")
