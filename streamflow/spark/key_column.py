@@ -47,11 +47,13 @@ class KeyColumn:
     time is the batch's highest timestamp: Spark's watermark follows the data exactly as
     before, and no data row is ever dropped. The end-of-input row keeps its event time.
     Typed input (``layout``) leaves encoded: the record's columns become ``value``.
+    A two-input operator's stage has a key selector per input (``key_selectors``): a row's
+    ``tag`` names its input (``"0"``/``"1"``, set by the translation).
     """
 
-    def __init__(self, key_selector: Callable[[Any], Any], codec: Codec, markers: bool = True,
+    def __init__(self, key_selectors: list[Callable[[Any], Any]], codec: Codec, markers: bool = True,
                  layout: Layout | None = None) -> None:
-        self.key_selector = key_selector
+        self.key_selectors = key_selectors
         self.codec = codec
         self.markers = markers  # False: data rows keep their event time (native windows)
         self.layout = layout
@@ -60,7 +62,6 @@ class KeyColumn:
         import pyarrow as pa
 
         schema = keyed_schema()
-        key_of = self.key_selector
         encode_many, decode_many = batch_codec(self.codec.encode, self.codec.decode)
         for batch in batches:
             eofs = batch.column("eof").to_pylist()
@@ -77,7 +78,13 @@ class KeyColumn:
                 if not everything:
                     for i, v in zip(data, encoded, strict=True):
                         values[i] = v
-            encoded_keys = encode_keys([key_of(r) for r in records], encode_many, self.codec.encode)
+            if len(self.key_selectors) == 1:
+                keys_of = list(map(self.key_selectors[0], records))
+            else:  # a two-input operator: each row's own input's key selector
+                tags = batch.column("tag").to_pylist()
+                sides = tags if everything else [tags[i] for i in data]
+                keys_of = [self.key_selectors[side == "1"](r) for r, side in zip(records, sides, strict=True)]
+            encoded_keys = encode_keys(keys_of, encode_many, self.codec.encode)
             if everything:
                 keys = encoded_keys
             else:

@@ -11,7 +11,8 @@ key). The call:
    watermark does in the asyncio engine (Spark's watermark ``W`` is streamflow's ``W - 1``:
    Flink emits ``max - delay - 1``; Spark times a group out once its watermark passes the
    timeout, so a timer at ``t`` fires when ``W - 1 >= t``, the asyncio engine's rule),
-3. feeds the key's rows in ``order`` (rows of a key arrive unordered after the shuffle),
+3. feeds the key's rows in ``order`` (rows of a key arrive unordered after the shuffle); a
+   two-input operator's rows whose ``tag`` is ``"1"`` go to its second input,
 4. snapshots the key's state into the group state and asks Spark for a timeout at the
    operator's next event-time timer.
 
@@ -92,7 +93,7 @@ class KeyedRunner:
     def __init__(self, spec: NodeSpec, encode: Callable[[Any], bytes], decode: Callable[[bytes], Any],
                  state_encode: Callable[[Any], bytes], state_decode: Callable[[bytes], Any],
                  event_time: bool, token: str, layout: Any = None, batch: bool = False,
-                 sorted_input: bool = True) -> None:
+                 sorted_input: bool = True, two_input: bool = False) -> None:
         self.spec = spec
         self.encode, self.decode = encode, decode
         self.state_encode, self.state_decode = state_encode, state_decode
@@ -101,6 +102,7 @@ class KeyedRunner:
         self.layout = layout  # a .native.Layout: rows hold typed record columns, the key is native
         self.batch = batch  # a batch job: a key's rows wait in its state for the end of input
         self.sorted_input = sorted_input  # ... and are then fed in timestamp order (else input order)
+        self.two_input = two_input  # a connect(): a row's ``tag`` "1" feeds the second input
 
     def __call__(self, key: tuple[bytes], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
         frames = list(pdfs)
@@ -163,8 +165,8 @@ class KeyedRunner:
             restored = OperatorRestore(snapshot, [snapshot], range(self.spec.max_parallelism))
         with self._opened(restored) as stage:
             wm = state.getCurrentWatermarkMs() if self.event_time else 0
-            orders, tss, values = ([], [], []) if state.hasTimedOut else _rows(frames, self.layout)
-            out = stage.run(self._process(stage, wm, orders, tss, values))
+            orders, tss, values, seconds = ([], [], [], []) if state.hasTimedOut else self._rows(frames)
+            out = stage.run(self._process(stage, wm, orders, tss, values, seconds))
             self._save(stage.head, state)
             return out
 
@@ -172,11 +174,11 @@ class KeyedRunner:
         """A batch job's key (see the module docstring): buffer its rows, or at the end of input
         run them all and fire its timers."""
         if not state.hasTimedOut:
-            orders, tss, values = _rows(frames, self.layout)
+            orders, tss, values, seconds = self._rows(frames)
             if self.layout is not None:  # typed rows: kept encoded in the state
                 values = [self.encode(v) for v in values]
             rows = self.state_decode(state.get[0]) if state.exists else []
-            rows.extend(zip(orders, tss, values, strict=True))
+            rows.extend(zip(orders, tss, values, seconds, strict=True))
             state.update((self.state_encode(rows),))
             state.setTimeoutTimestamp(EOF_TS - 1)  # passed once the end-of-input row is
             return [], [], [], []
@@ -188,15 +190,23 @@ class KeyedRunner:
             rows.sort(key=lambda r: r[0])
         with self._opened(None) as stage:
             orders, tss, values = ([list(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows])
-            return stage.run(self._process(stage, 0, orders, tss, values, encoded=True, end=True))
+            seconds = [r[3] for r in rows]
+            return stage.run(self._process(stage, 0, orders, tss, values, seconds, encoded=True, end=True))
+
+    def _rows(self, frames: list[Any]) -> tuple[list[list[int]], list[int | None], list[Any], list[bool]]:
+        """The key's data rows (see :func:`_rows`) and whether each feeds the second input."""
+        orders, tss, values, tags = _rows(frames, self.layout)
+        return orders, tss, values, [t == "1" for t in tags] if self.two_input else [False] * len(orders)
 
     async def _process(self, stage: _Stage, wm: int, orders: list[list[int]], tss: list[int | None],
-                       values: list[Any], encoded: bool = False, end: bool = False,
+                       values: list[Any], seconds: list[bool], encoded: bool = False, end: bool = False,
                        ) -> tuple[list, list, list, list]:
         """One key's micro-batch in one pass of the event loop: watermark, then records (and with
         ``end``, a batch job's key end: then the maximum watermark). ``values`` are encoded
-        records, or records when the rows hold typed columns and not ``encoded``."""
+        records, or records when the rows hold typed columns and not ``encoded``; ``seconds[i]``:
+        record ``i`` feeds a two-input operator's second input."""
         op, encode = stage.head, self.encode
+        feed: tuple[Callable, Callable] = (op.process_batch, getattr(op, "process_batch2", op.process_batch))
         decode = self.decode if self.layout is None or encoded else _same  # typed rows are records already
         o_out: list[list[int]] = []
         t_out: list[int | None] = []
@@ -217,8 +227,8 @@ class KeyedRunner:
             await op.process_watermark(Watermark(wm - 1))
             collect(None)
         if end:
-            for order, ts, value in zip(orders, tss, values, strict=True):
-                await op.process_batch([decode(value)], None if ts is None else [ts])
+            for order, ts, value, second in zip(orders, tss, values, seconds, strict=True):
+                await feed[second]([decode(value)], None if ts is None else [ts])
                 collect(order)
             wm = MAX_WATERMARK
             await op.process_watermark(Watermark(MAX_WATERMARK))
@@ -239,8 +249,8 @@ class KeyedRunner:
                 return o_out, t_out, g_out, v_out
             raise RuntimeError(f"{self.spec.name}: a rolling reduce emitted {len(recs)} outputs for "
                                f"{len(values)} records")
-        for order, ts, value in zip(orders, tss, values, strict=True):
-            await op.process_batch([decode(value)], None if ts is None else [ts])
+        for order, ts, value, second in zip(orders, tss, values, seconds, strict=True):
+            await feed[second]([decode(value)], None if ts is None else [ts])
             collect(order)
         return o_out, t_out, g_out, v_out
 
@@ -262,15 +272,18 @@ def _same(record: Any) -> Any:
     return record
 
 
-def _rows(frames: list[Any], layout: Any = None) -> tuple[list[list[int]], list[int | None], list[Any]]:
+def _rows(frames: list[Any], layout: Any = None,
+          ) -> tuple[list[list[int]], list[int | None], list[Any], list[str | None]]:
     """The key's data rows (markers dropped), sorted by ``order``, column-wise: encoded values,
-    or the records themselves when the rows hold typed columns (``layout``)."""
+    or the records themselves when the rows hold typed columns (``layout``), and their tags."""
     from .native import records_from_pandas
 
     orders: list[list[int]] = []
     tss: list[int | None] = []
     values: list[bytes] = []
+    tags: list[str | None] = []
     for pdf in frames:
+        tags.extend(pdf["tag"].tolist())
         orders.extend(a.tolist() for a in pdf["order"].to_numpy())
         ts = pdf["ts"]
         if ts.isna().any():
@@ -285,7 +298,8 @@ def _rows(frames: list[Any], layout: Any = None) -> tuple[list[list[int]], list[
             orders = [orders[i] for i in idx]
             tss = [tss[i] for i in idx]
             values = [values[i] for i in idx]
-    return orders, tss, values
+            tags = [tags[i] for i in idx]
+    return orders, tss, values, tags
 
 
 def _eof_rows(frames: list[Any]) -> tuple[list, list, list, list]:

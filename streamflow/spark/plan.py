@@ -35,11 +35,17 @@ chunk of every source is a marker row with an event time far in the future (year
 it passes through every stage and lifts the watermark so the trailing no-data
 micro-batch fires every pending window and timer. Sinks never see it.
 
+A **keyed two-input operator** (``connect()`` of keyed streams: co-process, co-map, interval
+join) is a keyed stage over the union of its inputs: each row's ``tag`` is set to the input it
+feeds (``"0"``/``"1"``), the key column takes each input's own key selector, and the runner
+feeds a row to ``process_batch`` or ``process_batch2``; the two inputs' watermarks meet in the
+union's minimum, as in the asyncio engine's valve.
+
 What cannot be expressed is refused at translation time with
-:class:`SparkTranslationError` naming the operator: two-input operators (``connect``),
-broadcast partitioning, custom watermark generators (Spark's watermark is a fixed delay)
-and async functions. Processing-time timers are refused when registered (they are known
-only at run time).
+:class:`SparkTranslationError` naming the operator: non-keyed two-input operators
+(``connect`` without ``key_by``, broadcast state), broadcast partitioning, custom watermark
+generators (Spark's watermark is a fixed delay) and async functions. Processing-time timers
+are refused when registered (they are known only at run time).
 """
 
 from __future__ import annotations
@@ -265,11 +271,14 @@ class Translation:
         from pyspark.sql.streaming.state import GroupStateTimeout
 
         edges = node.inputs
-        selectors = {id(e.key_selector): e.key_selector for e in edges}
-        if len(selectors) != 1 or edges[0].key_selector is None:
+        two_input = _two_input(node)
+        selectors = [{id(e.key_selector): e.key_selector for e in edges if e.input_index == i}
+                     for i in range(2 if two_input else 1)]
+        key_selectors = [k for s in selectors if len(s) == 1 for k in s.values() if k is not None]
+        if len(key_selectors) != len(selectors):
             raise SparkTranslationError(
                 f"operator {node.name!r}: the Spark engine needs one key selector for all inputs of a "
-                "keyed operator"
+                "keyed operator (one per side of a connect())"
             )
         stream = self._input_of(node)
         if stream.stateful:  # (an upstream stateful stage exchanges its output: see _output)
@@ -278,14 +287,14 @@ class Translation:
         native = self.native_windows and not self.batch  # a batch job's windows fire key by key
         window = native_window(self.graph, node) if event_time and native else None
         native_key = None
-        if stream.layout is not None and self.native_exprs and (window is not None or not event_time):
-            native_key = self._native_key(node, stream.layout, edges[0].key_selector)
+        if (stream.layout is not None and self.native_exprs and not two_input
+                and (window is not None or not event_time)):
+            native_key = self._native_key(node, stream.layout, key_selectors[0])
         layout = stream.layout if native_key is not None else None
         if native_key is not None:
             keyed = stream.df.withColumn("key", F.when(~F.col("eof"), to_column(native_key)))  # null: eof
         else:
-            key_column = KeyColumn(edges[0].key_selector, self.codec, markers=window is None,
-                                   layout=stream.layout)
+            key_column = KeyColumn(key_selectors, self.codec, markers=window is None, layout=stream.layout)
             keyed = self._keyed_input(node, stream, key_column)
         if window is not None:
             assert stream.delay_ms is not None
@@ -335,6 +344,7 @@ class Translation:
             layout,
             self.batch,
             self.sorted_inputs,
+            two_input,
         )
         timed = event_time or self.batch
         timeout = GroupStateTimeout.EventTimeTimeout if timed else GroupStateTimeout.NoTimeout
@@ -381,6 +391,11 @@ class Translation:
 
     def _input_of(self, node: StreamNode) -> Stream:
         streams = [self.stream(e.upstream, e.side_tag) for e in node.inputs]
+        if _two_input(node):  # each row names the input it feeds (.keyed.KeyedRunner reads it)
+            from pyspark.sql import functions as F
+
+            streams = [dataclasses.replace(s, df=s.df.withColumn("tag", F.lit(str(e.input_index))),
+                                           stage=None) for s, e in zip(streams, node.inputs, strict=True)]
         if len(streams) == 1:
             return streams[0]
         if sum(s.stateful for s in streams) > 1:  # one stateful operator per query
@@ -447,10 +462,11 @@ class Translation:
 
     def _check_inputs(self, node: StreamNode) -> None:
         for e in node.inputs:
-            if e.input_index:
+            if e.input_index and not node.keyed:
                 raise SparkTranslationError(
-                    f"operator {node.name!r}: two-input operators (connect) are not supported on the "
-                    "Spark engine; union the streams instead, or run the job on the asyncio engine"
+                    f"operator {node.name!r}: two-input operators (connect) run on the Spark engine only "
+                    "keyed (key_by() both sides: co-process, co-map, interval join); union the streams "
+                    "instead, or run the job on the asyncio engine"
                 )
             if e.partitioning is Partitioning.BROADCAST:
                 raise SparkTranslationError(
@@ -458,6 +474,11 @@ class Translation:
                 )
         if getattr(node.operator_factory, "is_async", False):
             raise SparkTranslationError(f"operator {node.name!r}: async functions cannot run on Spark")
+
+
+def _two_input(node: StreamNode) -> bool:
+    """Whether ``node`` is a two-input operator (``connect()``): an edge feeds its second input."""
+    return any(e.input_index for e in node.inputs)
 
 
 def _carried(stream: Stream) -> dict[str, Any]:

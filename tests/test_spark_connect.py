@@ -1,0 +1,97 @@
+"""Keyed two-input operators on the Spark engine: ``connect()`` of keyed streams (co-process with
+state, event-time timers and a side output; keyed co-map) and the interval join give the asyncio
+engine's answers, in streaming and in batch mode. Non-keyed ``connect()`` stays refused
+(``test_spark.py::test_untranslatable_operator_is_refused_with_its_name``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from test_spark import _env, _strategy, events
+
+from streamflow import MapStateDescriptor, OutputTag
+from streamflow.common import Types
+from streamflow.datastream.functions import CoMapFunction, KeyedCoProcessFunction
+from streamflow.execution_mode import RuntimeExecutionMode
+from streamflow.testing import ListSink
+
+RIGHT_HEAVY = OutputTag("right-heavy")
+
+
+class BucketSums(KeyedCoProcessFunction):
+    """Per key and second: the sums of both inputs' values, emitted by an event-time timer at the
+    second's end (buckets where the second input's sum is larger also go to a side output)."""
+
+    def open(self, runtime_context: Any) -> None:
+        descriptor = MapStateDescriptor("sums", Types.LONG(), Types.TUPLE([Types.LONG(), Types.LONG()]))
+        self.sums = runtime_context.get_map_state(descriptor)
+
+    def _add(self, value: Any, ctx: Any, second: bool) -> None:
+        bucket = ctx.timestamp() // 1000
+        left, right = self.sums.get(bucket) or (0, 0)
+        self.sums.put(bucket, (left, right + value[1]) if second else (left + value[1], right))
+        ctx.timer_service().register_event_time_timer(bucket * 1000 + 999)
+
+    def process_element1(self, value: Any, ctx: Any) -> None:
+        self._add(value, ctx, False)
+
+    def process_element2(self, value: Any, ctx: Any) -> None:
+        self._add(value, ctx, True)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        bucket = timestamp // 1000
+        left, right = self.sums.get(bucket)
+        self.sums.remove(bucket)
+        result = (ctx.get_current_key(), bucket, left, right, ctx.timestamp())
+        yield result
+        if right > left:
+            yield RIGHT_HEAVY, result
+
+
+class Sides(CoMapFunction):
+    def map1(self, value: Any) -> Any:
+        return ("first", *value)
+
+    def map2(self, value: Any) -> Any:
+        return ("second", *value)
+
+
+def two_input_jobs(engine: str, batch: bool = False) -> dict[str, list]:
+    env = _env(engine)
+    if batch:
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    data = events(3000)
+    sinks = {name: ListSink() for name in ("co_process", "right_heavy", "co_map", "interval_join")}
+    first = env.from_collection(data[::2]).assign_timestamps_and_watermarks(_strategy())
+    second = env.from_collection(data[1::2]).assign_timestamps_and_watermarks(_strategy())
+    sums = first.connect(second).key_by(lambda e: e[0][-1] in "01234", lambda e: e[0][-1] in "56789")
+    processed = sums.process(BucketSums())
+    processed.sink_to(sinks["co_process"])
+    processed.get_side_output(RIGHT_HEAVY).sink_to(sinks["right_heavy"])
+    first.key_by(lambda e: e[0]).connect(second.key_by(lambda e: e[0])).map(Sides()).sink_to(sinks["co_map"])
+    (
+        first.key_by(lambda e: e[1] % 5)
+        .interval_join(second.filter(lambda e: e[1] % 3 == 0).key_by(lambda e: e[1] % 5))
+        .between(-5, 5)
+        .process(lambda left, right, ctx: [(left[1], left[2], right[1], right[2], ctx.get_timestamp())])
+        .sink_to(sinks["interval_join"])
+    )
+    env.execute(f"two-input operators on {engine}")
+    return {name: sink.results for name, sink in sinks.items()}
+
+
+def _check(expected: dict[str, list], actual: dict[str, list]) -> None:
+    assert len(expected["co_map"]) == 3000
+    assert len(expected["co_process"]) == 2 * 3  # two keys, three seconds
+    assert expected["right_heavy"] and len(expected["interval_join"]) > 500
+    for name in expected:
+        assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name
+
+
+def test_keyed_two_input_operators_same_on_both_engines() -> None:
+    _check(two_input_jobs("asyncio"), two_input_jobs("spark"))
+
+
+def test_keyed_two_input_operators_in_batch_mode_same_on_both_engines() -> None:
+    _check(two_input_jobs("asyncio", batch=True), two_input_jobs("spark", batch=True))
