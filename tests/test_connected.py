@@ -100,3 +100,18 @@ def test_co_process_without_keys_uses_both_inputs() -> None:
     left, right = env.from_collection([1]), env.from_collection([2, 3])
     out = sorted(left.connect(right).process(Count()).execute_and_collect())
     assert out == [("left", 1), ("right", 2), ("right", 3)]
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_connect_keeps_each_inputs_own_partitioning(parallelism: int) -> None:
+    """Flink's connect() keeps each input's partitioning: ``a.connect(b.broadcast())`` gives every
+    subtask of the co-map all of b (the control-stream pattern), ``rebalance()`` and a keyed input
+    only spread records. b was forwarded before (each record once, whatever the parallelism)."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    ints, strs = env.from_collection([1, 2, 3]), env.from_collection(["a", "b"])
+    broadcast = sorted(ints.connect(strs.broadcast()).map(Tag()).execute_and_collect())
+    assert broadcast == ["int 1", "int 2", "int 3", *sorted(["str a", "str b"] * parallelism)]
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    ints, strs = env.from_collection([1, 2, 3]), env.from_collection(["a", "b"])
+    spread = ints.rebalance().connect(strs.key_by(lambda s: s)).map(Tag()).execute_and_collect()
+    assert sorted(spread) == ["int 1", "int 2", "int 3", "str a", "str b"]

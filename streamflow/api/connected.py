@@ -55,12 +55,17 @@ class ConnectedStreams:
         )
 
     def _edges(self) -> list[Edge]:
+        """Keyed: both inputs hashed by their keys. Otherwise each input keeps its own
+        partitioning (``b.broadcast()``, ``b.rebalance()``, a keyed stream's hash), as Flink's
+        connect() does; a plain stream is forwarded."""
         edges = []
         for index, stream in enumerate((self.first, self.second)):
-            key = None if self.keys is None else self.keys[index]
-            for node, tag in stream._inputs:
-                partitioning = Partitioning.HASH if key is not None else Partitioning.FORWARD
-                edges.append(Edge(node, partitioning, tag, key_selector=key, input_index=index))
+            if self.keys is None:
+                edges.extend(stream._edges(Partitioning.FORWARD, input_index=index))
+                continue
+            key = self.keys[index]
+            edges.extend(Edge(node, Partitioning.HASH, tag, key_selector=key, input_index=index)
+                         for node, tag in stream._inputs)
         return edges
 
     def _build(self, name: str, factory: OperatorFactory, keyed: bool = False) -> DataStream:

@@ -304,7 +304,7 @@ class KeyedStream(KeyedStreamRefusals, OperatorSettingsRefusals, DataStream):
         self.key_selector = key_selector
 
     def _edges(self, partitioning: Partitioning = Partitioning.FORWARD, **kw: Any) -> list[Edge]:
-        return [Edge(n, Partitioning.HASH, t, key_selector=self.key_selector) for n, t in self._inputs]
+        return [Edge(n, Partitioning.HASH, t, key_selector=self.key_selector, **kw) for n, t in self._inputs]
 
     def _keyed(self, name: str, factory: OperatorFactory) -> DataStream:
         # keyed reduce/aggregations keep the input's type; process() and windows re-type their result
