@@ -320,7 +320,7 @@ def test_untranslatable_operator_is_refused_with_its_name() -> None:
     a = env.from_collection([1, 2, 3])
     b = env.from_collection([4, 5])
     # (a CoMapFunction: a second callable would be connect().map()'s output_type, refused as a type)
-    a.connect(b).map(_Identity()).name("my co-map").sink_to(ListSink())
+    a.connect(b.broadcast()).map(_Identity()).name("my co-map").sink_to(ListSink())
     with pytest.raises(SparkTranslationError, match="my co-map"):
         env.execute("refused")
 

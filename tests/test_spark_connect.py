@@ -1,7 +1,7 @@
-"""Keyed two-input operators on the Spark engine: ``connect()`` of keyed streams (co-process with
-state, event-time timers and a side output; keyed co-map) and the interval join give the asyncio
-engine's answers, in streaming and in batch mode. Non-keyed ``connect()`` stays refused
-(``test_spark.py::test_untranslatable_operator_is_refused_with_its_name``)."""
+"""Two-input operators on the Spark engine: ``connect()`` of keyed streams (co-process with state,
+event-time timers and a side output; keyed co-map), the interval join, and non-keyed co-map and
+co-process give the asyncio engine's answers, in streaming and in batch mode. Broadcast state
+stays refused (``test_spark.py::test_untranslatable_operator_is_refused_with_its_name``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from test_spark import _env, _strategy, events
 
 from streamflow import MapStateDescriptor, OutputTag
 from streamflow.common import Types
-from streamflow.datastream.functions import CoMapFunction, KeyedCoProcessFunction
+from streamflow.datastream.functions import CoMapFunction, CoProcessFunction, KeyedCoProcessFunction
 from streamflow.execution_mode import RuntimeExecutionMode
 from streamflow.testing import ListSink
 
@@ -57,12 +57,22 @@ class Sides(CoMapFunction):
         return ("second", *value)
 
 
+class Stamped(CoProcessFunction):
+    def process_element1(self, value: Any, ctx: Any) -> Any:
+        yield ("first", value[1], ctx.timestamp())
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:
+        if value[1] % 2:
+            yield ("second", value[1], ctx.timestamp())
+
+
 def two_input_jobs(engine: str, batch: bool = False) -> dict[str, list]:
     env = _env(engine)
     if batch:
         env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     data = events(3000)
-    sinks = {name: ListSink() for name in ("co_process", "right_heavy", "co_map", "interval_join")}
+    names = ("co_process", "right_heavy", "co_map", "interval_join", "co_map_unkeyed", "co_process_unkeyed")
+    sinks = {name: ListSink() for name in names}
     first = env.from_collection(data[::2]).assign_timestamps_and_watermarks(_strategy())
     second = env.from_collection(data[1::2]).assign_timestamps_and_watermarks(_strategy())
     sums = first.connect(second).key_by(lambda e: e[0][-1] in "01234", lambda e: e[0][-1] in "56789")
@@ -77,12 +87,14 @@ def two_input_jobs(engine: str, batch: bool = False) -> dict[str, list]:
         .process(lambda left, right, ctx: [(left[1], left[2], right[1], right[2], ctx.get_timestamp())])
         .sink_to(sinks["interval_join"])
     )
+    first.connect(second).map(Sides()).filter(lambda r: r[2] % 4 == 0).sink_to(sinks["co_map_unkeyed"])
+    first.connect(second).process(Stamped()).sink_to(sinks["co_process_unkeyed"])
     env.execute(f"two-input operators on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
 
 
 def _check(expected: dict[str, list], actual: dict[str, list]) -> None:
-    assert len(expected["co_map"]) == 3000
+    assert len(expected["co_map"]) == 3000 and len(expected["co_process_unkeyed"]) > 2000
     assert len(expected["co_process"]) == 2 * 3  # two keys, three seconds
     assert expected["right_heavy"] and len(expected["interval_join"]) > 500
     for name in expected:

@@ -18,7 +18,8 @@ encoded by the job's state codec; never pickled unless the user chose the pickle
 * :class:`ChainRunner` (stateless stages, through ``mapInArrow``) feeds each Arrow batch
   as one streamflow batch when its rows arrive in input order (straight from a source),
   and record by record otherwise, so an output's ``order`` is always its input's order
-  extended by its position among that input's outputs.
+  extended by its position among that input's outputs. A non-keyed two-input operator at the
+  head gets each row on the input its ``tag`` names (``"1"``: the second).
 * Keyed stages (``applyInPandasWithState``) are :class:`.keyed.KeyedRunner`'s, and
   natively translated windows :mod:`.windows`'; both host operators with this module.
 """
@@ -177,11 +178,13 @@ class ChainRunner:
     """A stateless stage: a chain of non-keyed operators over ``mapInArrow`` batches."""
 
     def __init__(self, specs: list[NodeSpec], encode: Callable[[Any], bytes],
-                 decode: Callable[[bytes], Any], ordered_input: bool, layout: Any = None) -> None:
+                 decode: Callable[[bytes], Any], ordered_input: bool, layout: Any = None,
+                 two_input: bool = False) -> None:
         self.specs = specs
         self.encode, self.decode = encode, decode
         self.ordered_input = ordered_input
         self.layout = layout  # a .native.Layout when the input rows hold typed record columns
+        self.two_input = two_input  # the head is a connect(): a row's ``tag`` "1" feeds its second input
 
     def _records(self, data: Any) -> list:
         """The decoded records of an Arrow batch (or table) of data rows."""
@@ -229,9 +232,11 @@ class ChainRunner:
         elif len(data):
             picked = batch.take(pa.array(data))
             records = self._records(picked)
+            seconds = ([t == "1" for t in picked.column("tag").to_pylist()] if self.two_input
+                       else [False] * len(records))
             rows = stage.run(self._one_by_one(stage, list(zip(picked.column("order").to_pylist(),
                                                                 picked.column("ts").to_pylist(), records,
-                                                                strict=True))))
+                                                                seconds, strict=True))))
             if rows:
                 yield rows_to_arrow(rows)
         if len(data) < len(batch):
@@ -241,11 +246,13 @@ class ChainRunner:
                                      strict=True)])
 
     async def _one_by_one(self, stage: _Stage, rows: list[tuple]) -> list[Row]:
-        """Record by record (each output's order extends its own input's), in one loop pass."""
+        """Record by record (each output's order extends its own input's), in one loop pass;
+        a row ``(order, ts, record, second)`` with ``second`` feeds the head's second input."""
         encode, head = self.encode, stage.head
+        feed = (head.process_batch, getattr(head, "process_batch2", head.process_batch))
         out: list[Row] = []
-        for o, ts, record in rows:
-            await head.process_batch([record], None if ts is None else [ts])
+        for o, ts, record, second in rows:
+            await feed[second]([record], None if ts is None else [ts])
             for tag, recs, rts in stage.outputs():
                 out.extend(([*o, j], t, tag, False, encode(r)) for j, (r, t) in
                            enumerate(zip(recs, rts, strict=True)))

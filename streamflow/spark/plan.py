@@ -39,12 +39,13 @@ A **keyed two-input operator** (``connect()`` of keyed streams: co-process, co-m
 join) is a keyed stage over the union of its inputs: each row's ``tag`` is set to the input it
 feeds (``"0"``/``"1"``), the key column takes each input's own key selector, and the runner
 feeds a row to ``process_batch`` or ``process_batch2``; the two inputs' watermarks meet in the
-union's minimum, as in the asyncio engine's valve.
+union's minimum, as in the asyncio engine's valve. A non-keyed one (co-map, co-process) is a
+stateless stage over the same tagged union (:class:`~.harness.ChainRunner`).
 
 What cannot be expressed is refused at translation time with
-:class:`SparkTranslationError` naming the operator: non-keyed two-input operators
-(``connect`` without ``key_by``, broadcast state), broadcast partitioning, custom watermark
-generators (Spark's watermark is a fixed delay) and async functions. Processing-time timers
+:class:`SparkTranslationError` naming the operator: broadcast partitioning (so broadcast
+state and ``connect(b.broadcast())``), custom watermark generators (Spark's watermark is a
+fixed delay) and async functions. Processing-time timers
 are refused when registered (they are known only at run time).
 """
 
@@ -105,6 +106,7 @@ class Stream:
     no_ts: bool = False  # no data row carries a timestamp (only end-of-input rows do)
     stateful: int = 0  # stateful Spark operators in ``df`` since the last exchange (Spark allows one)
     reads: frozenset[str] = frozenset()  # the exchanges ``df`` reads (their queries run first)
+    sides: bool = False  # the input of a two-input operator: a row's ``tag`` is its input, "0"/"1"
 
 
 class Translation:
@@ -193,7 +195,8 @@ class Translation:
         if native is not None:
             return native
         stream, specs = self._chain(node)
-        runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered, stream.layout)
+        runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered, stream.layout,
+                             stream.sides)
         df = stream.df.mapInArrow(runner, ROW_DDL)
         return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner), **_carried(stream))
 
@@ -420,7 +423,7 @@ class Translation:
         return Stream(df, False, min(delays) if delays else None, None, layout,
                       flat_order=all(s.flat_order for s in streams), no_ts=all(s.no_ts for s in streams),
                       stateful=sum(s.stateful for s in streams),
-                      reads=frozenset().union(*(s.reads for s in streams)))
+                      reads=frozenset().union(*(s.reads for s in streams)), sides=_two_input(node))
 
     # -- sources ----------------------------------------------------------------------
     def _source(self, node: StreamNode, source: Source) -> Stream:
@@ -462,12 +465,6 @@ class Translation:
 
     def _check_inputs(self, node: StreamNode) -> None:
         for e in node.inputs:
-            if e.input_index and not node.keyed:
-                raise SparkTranslationError(
-                    f"operator {node.name!r}: two-input operators (connect) run on the Spark engine only "
-                    "keyed (key_by() both sides: co-process, co-map, interval join); union the streams "
-                    "instead, or run the job on the asyncio engine"
-                )
             if e.partitioning is Partitioning.BROADCAST:
                 raise SparkTranslationError(
                     f"operator {node.name!r}: broadcast partitioning has no Spark equivalent"
