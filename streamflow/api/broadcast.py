@@ -54,8 +54,7 @@ class BroadcastConnectedStream:
         env, descriptors = self.stream._env, self.broadcast_stream.descriptors
         key_selector = self.stream.key_selector if isinstance(self.stream, KeyedStream) else None
         keyed = key_selector is not None
-        partitioning = Partitioning.HASH if keyed else Partitioning.FORWARD
-        edges = [Edge(n, partitioning, tag, key_selector=key_selector) for n, tag in self.stream._inputs]
+        edges = self.stream._edges()  # its own partitioning (a keyed stream's hash, rebalance(), ...)
         edges += [
             Edge(node, Partitioning.BROADCAST, tag, explicit=True, input_index=1)
             for node, tag in self.broadcast_stream.stream._inputs
