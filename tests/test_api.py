@@ -313,3 +313,17 @@ def test_sink_function_objects_are_copied_per_subtask_as_in_flink() -> None:
     e.execute()
     assert len(shared.results) == 100  # a Sink (CollectSink) is shared by all subtasks
     assert 0 < len(sink.seen) < 100  # the user's object is subtask 0's; others got copies
+
+
+def test_a_sink_function_writing_nothing_is_refused_when_added() -> None:
+    """A SinkFunction subclass must override invoke() or write_batch(); one that overrides
+    neither failed at its first record with a bare NotImplementedError."""
+
+    class Forgot(sf.SinkFunction):
+        def open(self, runtime_context: Any) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="Forgot is a SinkFunction that overrides neither"):
+        env(1).from_collection([1]).add_sink(Forgot())
+    invoke_only = type("InvokeOnly", (sf.SinkFunction,), {"invoke": lambda self, value: None})
+    env(1).from_collection([1]).add_sink(invoke_only())  # either method is enough

@@ -56,6 +56,14 @@ class StreamEnds:
             factory: OperatorFactory = OperatorFactory("Sink", lambda: sink.create_operator("Sink"))
         else:
             resolve_function(sink, "invoke", "sink_to()")
+            if isinstance(sink, SinkFunction) and (type(sink).invoke, type(sink).write_batch) == (
+                SinkFunction.invoke,
+                SinkFunction.write_batch,
+            ):
+                raise TypeError(
+                    f"sink_to(): {type(sink).__name__} is a SinkFunction that overrides neither "
+                    "invoke(value) nor write_batch(values): nothing would be written"
+                )
             factory = OperatorFactory("Sink", lambda f: SinkOperator("Sink", f), sink)
         return DataStreamSink(self._add("Sink", factory, is_sink=True))
 
