@@ -71,7 +71,15 @@ def two_input_jobs(engine: str, batch: bool = False) -> dict[str, list]:
     if batch:
         env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     data = events(3000)
-    names = ("co_process", "right_heavy", "co_map", "interval_join", "co_map_unkeyed", "co_process_unkeyed")
+    names = (
+        "co_process",
+        "right_heavy",
+        "co_map",
+        "interval_join",
+        "co_map_unkeyed",
+        "co_process_unkeyed",
+        "after_a_keyed_stage",
+    )
     sinks = {name: ListSink() for name in names}
     first = env.from_collection(data[::2]).assign_timestamps_and_watermarks(_strategy())
     second = env.from_collection(data[1::2]).assign_timestamps_and_watermarks(_strategy())
@@ -89,12 +97,18 @@ def two_input_jobs(engine: str, batch: bool = False) -> dict[str, list]:
     )
     first.connect(second).map(Sides()).filter(lambda r: r[2] % 4 == 0).sink_to(sinks["co_map_unkeyed"])
     first.connect(second).process(Stamped()).sink_to(sinks["co_process_unkeyed"])
+    # one input is a keyed stage's output (Spark runs it in a query of its own: an exchange)
+    running = first.key_by(lambda e: e[0]).reduce(lambda x, y: (x[0], x[1] + y[1], max(x[2], y[2])))
+    keyed = running.connect(second).key_by(lambda e: e[0], lambda e: e[0])
+    keyed.process(BucketSums()).sink_to(sinks["after_a_keyed_stage"])
     env.execute(f"two-input operators on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
 
 
-def _check(expected: dict[str, list], actual: dict[str, list]) -> None:
+def _check(expected: dict[str, list], actual: dict[str, list], batch: bool = False) -> None:
     assert len(expected["co_map"]) == 3000 and len(expected["co_process_unkeyed"]) > 2000
+    # ten keys, three seconds; in batch mode the reduce emits one final record per key (its last second)
+    assert len(expected["after_a_keyed_stage"]) == (5 + 5 * 3 if batch else 10 * 3)
     assert len(expected["co_process"]) == 2 * 3  # two keys, three seconds
     assert expected["right_heavy"] and len(expected["interval_join"]) > 500
     for name in expected:
@@ -106,4 +120,4 @@ def test_keyed_two_input_operators_same_on_both_engines() -> None:
 
 
 def test_keyed_two_input_operators_in_batch_mode_same_on_both_engines() -> None:
-    _check(two_input_jobs("asyncio", batch=True), two_input_jobs("spark", batch=True))
+    _check(two_input_jobs("asyncio", batch=True), two_input_jobs("spark", batch=True), batch=True)
