@@ -33,6 +33,9 @@ class Fn(
 ):
     """Every function interface at once, so one object fits every API method."""
 
+    def invoke(self, value: Any) -> None:  # (a SinkFunction must write something: sink_to() checks)
+        pass
+
 
 class Agg(sf.AggregateFunction):
     pass
