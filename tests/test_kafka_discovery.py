@@ -19,7 +19,7 @@ import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
 from streamflow.connectors.kafka_common import KafkaTopicPartition
 from streamflow.connectors.kafka_source import split_owner
-from streamflow.datastream.connectors.kafka import KafkaSource, KafkaSourceBuilder
+from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource, KafkaSourceBuilder
 from streamflow.runtime.events import WatermarkStatus
 from streamflow.testing.kafka_broker import create_topic, produce
 
@@ -110,3 +110,77 @@ async def test_a_reader_that_owned_nothing_turns_active_before_its_first_records
         await reader.close()
     assert events[:2] == [WatermarkStatus.IDLE, WatermarkStatus.ACTIVE]
     assert [e[0] for e in events[2:] if isinstance(e, tuple)] == [["x"]]
+
+
+async def test_partitions_found_after_the_start_are_read_from_the_earliest_offset(kafka):
+    """Flink (FLIP-288): the starting offsets initializer applies to the first listing; a
+    partition discovered later starts at its earliest offset, so records written to it before
+    discovery saw it are read. Here the initializer skips records older than t=3000, and the
+    added partition's record is older: it is read all the same."""
+    bs, topic = kafka.bootstrap_servers, f"later-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [b"old", b"new"], timestamps=[1000, 5000])
+    out: list[str] = []
+    source = _builder(bs).set_topics(topic).set_starting_offsets(KafkaOffsetsInitializer.timestamp(3000))
+    client = await _collect(source.build(), 1, out)
+    await wait_until(lambda: out == ["new"])
+    await _add_partitions(bs, topic, 2)
+    await produce(bs, topic, [b"added"], partition=1, timestamps=[1000])
+    await wait_until(lambda: len(out) == 2)
+    await client.cancel()
+    assert out == ["new", "added"]
+
+
+async def test_after_a_restore_a_partition_not_in_the_checkpoint_is_read_from_the_earliest_offset(kafka):
+    """Flink keeps ``initialDiscoveryFinished`` in its checkpoint: restored, only the checkpoint's
+    partitions resume; one it does not hold (added since) is new, read from its earliest offset,
+    not from the starting offsets initializer (here: after t=3000, which would skip it)."""
+    bs, topic = kafka.bootstrap_servers, f"restored-{next(_ids)}"
+    await create_topic(bs, topic, 2)
+    await produce(bs, topic, [b"p0-a", b"p0-b"], partition=0, timestamps=[1000, 1000])
+    await produce(bs, topic, [b"p1"], partition=1, timestamps=[1000])
+    source = _builder(bs).set_topics(topic).set_starting_offsets(KafkaOffsetsInitializer.timestamp(3000))
+    reader = source.build().create_reader(0, 1)
+    reader.restore_positions([[[topic, 0, 1]]])  # a checkpoint of partition 0 only, after "p0-a"
+    await reader.start(lambda: None)
+    got: list[str] = []
+
+    def polled() -> bool:
+        batch = reader.poll_batch(100)
+        if isinstance(batch, tuple):
+            got.extend(batch[0])
+        return len(got) >= 2
+
+    try:
+        await wait_until(polled)
+    finally:
+        await reader.close()
+    assert sorted(got) == ["p0-b", "p1"]
+
+
+async def test_a_non_positive_discovery_interval_disables_discovery(kafka):
+    """Flink: ``partition.discovery.interval.ms`` <= 0 lists the partitions once, at the start
+    (-1 made the reader list them again on every fetch, and pick up a partition added later)."""
+    bs, topic = kafka.bootstrap_servers, f"nodisc-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    source = _builder(bs).set_topics(topic).set_property("partition.discovery.interval.ms", "-1").build()
+    assert source.discovery_interval_ms == 0
+    reader = source.create_reader(0, 1)
+    await reader.start(lambda: None)
+    got: list[str] = []
+
+    def polled() -> bool:
+        batch = reader.poll_batch(100)
+        if isinstance(batch, tuple):
+            got.extend(batch[0])
+        return "last" in got
+
+    try:
+        await _add_partitions(bs, topic, 2)
+        await produce(bs, topic, [b"added"], partition=1)
+        await asyncio.sleep(0.3)  # several fetches: each listed the partitions again with -1
+        await produce(bs, topic, [b"last"], partition=0)
+        await wait_until(polled)
+    finally:
+        await reader.close()
+    assert got == ["last"]

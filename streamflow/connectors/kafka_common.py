@@ -272,7 +272,8 @@ def consumer_config(bootstrap: str, group_id: str | None, props: Mapping[str, st
     for key, value in props.items():
         if key not in _CONSUMER_PROPS:
             raise ValueError(f"kafka source: unsupported property {key!r} (supported: "
-                             f"{', '.join(sorted(_CONSUMER_PROPS))}, partition.discovery.interval.ms)")
+                             f"{', '.join(sorted(_CONSUMER_PROPS))}, auto.offset.reset, client.id.prefix, "
+                             "commit.offsets.on.checkpoint, partition.discovery.interval.ms)")
         name, conv = _CONSUMER_PROPS[key]
         kw[name] = conv(value)
     return kw

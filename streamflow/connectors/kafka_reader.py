@@ -14,8 +14,10 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
   answer, so no coordinator is needed. It ``assign()``s them to a plain
   aiokafka consumer; a group id, if given, only receives committed offsets for
   monitoring (and serves ``committed_offsets()``). Discovery repeats every
-  ``partition.discovery.interval.ms`` (unbounded only): new partitions are
-  picked up, starting at the initializer's offsets.
+  ``partition.discovery.interval.ms`` (unbounded only; a non-positive interval
+  disables it, as in Flink): the partitions of the first listing start at the
+  starting-offsets initializer's offsets, partitions found later (and, after a
+  restore, any not in the checkpoint) at their earliest (Flink's FLIP-288).
 * **Fetching.** One asyncio task per reader (in the job's loop) calls
   ``getmany`` and deserializes each partition's batch in one comprehension
   into a chunk ``(partition, records, timestamps, next_offset)``; chunks wait
@@ -29,7 +31,7 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
   (``restore_positions``; Flink reassigns restored splits the same way). On
   checkpoint completion those offsets are committed to the
   group (best effort, logged on failure: Flink's
-  ``commit.offsets.on.checkpoint``).
+  ``commit.offsets.on.checkpoint``, on by default when a group id is set).
 * **Bounded mode.** Stopping offsets are resolved at start (``latest()``: the
   end offsets then); a partition is done when its position reaches its stop
   offset; the reader ends when all its partitions are done and the queue is
@@ -58,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..state.key_groups import stable_hash
 from .base import END, SourceReader
-from .kafka_common import KafkaTopicPartition, consumer_config
+from .kafka_common import KafkaOffsetsInitializer, KafkaTopicPartition, consumer_config
 
 if TYPE_CHECKING:
     from .kafka_source import KafkaSource
@@ -98,6 +100,7 @@ class KafkaSourceReader(SourceReader):
         self.splits: dict[tuple[str, int], _Split] = {}
         self.dead_letters: list[Any] = []
         self._restored: dict[tuple[str, int], int] = {}
+        self._initial_discovery_done = False  # a restored reader's first listing is not its initial one
         self._queue: deque[tuple[_Split, list, list[int], list[int], int]] = deque()
         self._queued = 0
         self._space = asyncio.Event()
@@ -156,6 +159,7 @@ class KafkaSourceReader(SourceReader):
                         f"({restored[key]} and {off}): it is not a checkpoint of this source"
                     )
                 restored[key] = int(off)
+        self._initial_discovery_done = True  # Flink keeps initialDiscoveryFinished in its state
         self._restored = {
             key: off for key, off in restored.items()
             if split_owner(KafkaTopicPartition(*key), self.parallelism) == self.subtask
@@ -165,7 +169,7 @@ class KafkaSourceReader(SourceReader):
                      self.subtask, len(self._restored), len(restored), len(positions))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        if not self.source.group_id or self._consumer is None or not self._last_snapshot:
+        if not self.source.commit_offsets_on_checkpoint or self._consumer is None or not self._last_snapshot:
             return
         if self._commit_task is not None and not self._commit_task.done():
             log.info("kafka source: offset commit for an earlier checkpoint still running; skipping %d",
@@ -246,12 +250,21 @@ class KafkaSourceReader(SourceReader):
 
         owned = [tp for tp in await self._subscribed() if split_owner(tp, self.parallelism) == self.subtask]
         new = [tp for tp in owned if (tp.topic, tp.partition) not in self.splits]
+        initial, self._initial_discovery_done = not self._initial_discovery_done, True
         if not new:
             return
         consumer = self._consumer
         new_tps = [TopicPartition(tp.topic, tp.partition) for tp in new]
         fresh = [t for t in new_tps if (t.topic, t.partition) not in self._restored]
-        starts = await self.source.starting_offsets.resolve(consumer, fresh, self.source.group_id)
+        # Flink (FLIP-288): the starting offsets apply to the partitions of the first listing only;
+        # a partition found later (added to a topic, a new topic matching the pattern, or one not
+        # in the restored checkpoint) is read from its earliest offset, so no record written to it
+        # before discovery saw it is skipped
+        starting = self.source.starting_offsets if initial else KafkaOffsetsInitializer.earliest()
+        if fresh and not initial:
+            log.info("kafka source subtask %d: partitions %s discovered after the start: reading them "
+                     "from the earliest offset", self.subtask, [f"{t.topic}-{t.partition}" for t in fresh])
+        starts = await starting.resolve(consumer, fresh, self.source.group_id)
         stops = (await self.source.stopping_offsets.resolve(consumer, new_tps, None)
                  if self.source.stopping_offsets is not None else {})
         for t in new_tps:

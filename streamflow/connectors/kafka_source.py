@@ -11,6 +11,7 @@ operation; modelled on Flink's FLIP-27 ``KafkaSource``
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -25,6 +26,8 @@ from .kafka_reader import QUEUE_LIMIT, KafkaSourceReader, split_owner
 from .serialization import DeserializationSchema
 
 __all__ = ["QUEUE_LIMIT", "KafkaSource", "KafkaSourceBuilder", "KafkaSourceReader", "split_owner"]
+
+log = logging.getLogger("streamflow.connectors.kafka_source")
 
 DEFAULT_DISCOVERY_MS = 30_000
 
@@ -64,9 +67,16 @@ class KafkaSource(Source):
         self.properties = dict(properties or {})
         self.client_id_prefix = client_id_prefix
         interval = int(self.properties.pop("partition.discovery.interval.ms", DEFAULT_DISCOVERY_MS))
-        self.discovery_interval_ms = 0 if self.bounded else interval
+        # Flink: a non-positive interval disables discovery (one listing at start), as does bounded
+        self.discovery_interval_ms = 0 if self.bounded or interval <= 0 else interval
         if self.starting_offsets.needs_group() and not group_id:
             raise ValueError("KafkaSource: committed_offsets() needs set_group_id()")
+        self.commit_offsets_on_checkpoint = _commit_on_checkpoint(
+            self.properties.pop("commit.offsets.on.checkpoint", None), group_id)
+        reset = self.properties.pop("auto.offset.reset", None)
+        if reset is not None:  # Flink overrides it with the starting offsets' reset strategy
+            log.warning("kafka source: property auto.offset.reset=%s has no effect: the starting offsets "
+                        "initializer (%r) decides where to start, as in Flink", reset, self.starting_offsets)
         self.watermark_strategy: Any = None  # set by with_watermark_strategy (per-partition watermarks)
         self.watermark_interval_ms = 200
 
@@ -93,6 +103,18 @@ class KafkaSource(Source):
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         return KafkaSourceReader(self, subtask_index, parallelism)
+
+
+def _commit_on_checkpoint(value: str | None, group_id: str | None) -> bool:
+    """Flink's ``commit.offsets.on.checkpoint`` (default true; Java's ``Boolean.parseBoolean``):
+    off without a group id, which an explicit ``true`` requires (``KafkaSourceBuilder.sanityCheck``)."""
+    if value is None:
+        return bool(group_id)
+    enabled = str(value).strip().lower() == "true"
+    if enabled and not group_id:
+        raise ValueError("KafkaSource: property group.id is required when offset commit is enabled "
+                         "(commit.offsets.on.checkpoint=true): call set_group_id()")
+    return enabled
 
 
 class KafkaSourceBuilder:
@@ -163,6 +185,8 @@ class KafkaSourceBuilder:
             return self.set_bootstrap_servers(value)
         if key == "group.id":
             return self.set_group_id(value)
+        if key == "client.id.prefix":
+            return self.set_client_id_prefix(value)
         self._kw["properties"][key] = value
         return self
 

@@ -1,0 +1,89 @@
+"""KafkaSource properties with Flink's meaning (``KafkaSourceOptions`` and
+``KafkaSourceBuilder.parseAndSetRequiredProperties``), on the session's test broker."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from waiting import wait_until  # tests/waiting.py
+
+import streamflow as sf
+from streamflow.common.serialization import SimpleStringSchema
+from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource, KafkaSourceBuilder
+from streamflow.testing.kafka_broker import create_topic, produce
+
+_ids = itertools.count()
+
+
+def _builder(bootstrap: str, topic: str) -> KafkaSourceBuilder:
+    return (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bootstrap)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(SimpleStringSchema())
+    )
+
+
+async def _committed(bootstrap: str, group: str, topic: str) -> int | None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return await consumer.committed(TopicPartition(topic, 0))
+    finally:
+        await consumer.stop()
+
+
+async def test_commit_offsets_on_checkpoint_is_on_by_default_and_can_be_turned_off(kafka, tmp_path):
+    """Flink commits a group's offsets when a checkpoint completes unless
+    ``commit.offsets.on.checkpoint`` is false (the property was refused as unknown)."""
+    bs, topic = kafka.bootstrap_servers, f"commit-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [b"a", b"b", b"c"])
+    on, off = f"on-{topic}", f"off-{topic}"
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    env.enable_checkpointing(60_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
+    out: list[str] = []
+    committing = _builder(bs, topic).set_group_id(on).build()
+    silent = (_builder(bs, topic).set_group_id(off)
+              .set_property("commit.offsets.on.checkpoint", "false").build())
+    env.from_source(committing, None, "on").add_sink(out.append)
+    env.from_source(silent, None, "off").add_sink(out.append)
+    client = await env.execute_async("kafka-commit")
+    try:
+        await wait_until(lambda: len(out) == 6)
+        await client.trigger_checkpoint()
+        committed = None
+        for _ in range(200):  # the commit runs in the background after the notification
+            committed = await _committed(bs, on, topic)
+            if committed is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert committed == 3
+        assert await _committed(bs, off, topic) is None
+    finally:
+        await client.cancel()
+
+
+def test_commit_offsets_on_checkpoint_needs_a_group_id():
+    """Flink's sanity check: an explicit ``commit.offsets.on.checkpoint=true`` without group.id
+    fails ``build()``; without the property, no group id just means no commits."""
+    builder = _builder("localhost:1", "t").set_property("commit.offsets.on.checkpoint", "true")
+    with pytest.raises(ValueError, match=r"group\.id is required when offset commit is enabled"):
+        builder.build()
+    assert _builder("localhost:1", "t").build().commit_offsets_on_checkpoint is False
+
+
+def test_client_id_prefix_and_auto_offset_reset_properties(caplog):
+    """``client.id.prefix`` is the property ``set_client_id_prefix`` sets in Flink; Flink overrides
+    ``auto.offset.reset`` with the starting offsets' strategy (a warning), it does not fail."""
+    caplog.set_level(logging.WARNING, "streamflow.connectors.kafka_source")
+    source = (_builder("localhost:1", "t").set_property("client.id.prefix", "my-app")
+              .set_property("auto.offset.reset", "latest").build())
+    assert source.client_id_prefix == "my-app"
+    assert "auto.offset.reset=latest has no effect" in caplog.text
