@@ -19,6 +19,22 @@ def test_text_file_source_reads_every_line(tmp_path: Path) -> None:
     assert list(env.read_text_file(str(tmp_path)).execute_and_collect()) == ["one", "two", "three", "four"]
 
 
+def test_file_source_skips_hidden_files_and_directories_as_flink_does(tmp_path: Path) -> None:
+    """Flink's DefaultFileFilter skips every file and directory whose name starts with '.' or
+    '_' (a writer's _SUCCESS marker, its _temporary or .staging directories)."""
+    (tmp_path / "a.txt").write_text("a\n")
+    (tmp_path / "_SUCCESS").write_text("marker\n")
+    for hidden in ("_temporary", ".staging"):
+        (tmp_path / hidden / "0").mkdir(parents=True)
+        (tmp_path / hidden / "0" / "part-0").write_text(f"{hidden} part\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.txt").write_text("b\n")
+    (tmp_path / "sub" / "_part-1.tmp").write_text("temporary\n")
+    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.text_line_format(), str(tmp_path)).build()
+    env = sf.StreamExecutionEnvironment()
+    assert list(env.from_source(source, None, "files").execute_and_collect()) == ["a", "b"]
+
+
 @pytest.mark.parametrize("parallelism", [1, 3])
 def test_json_lines_source_with_parallel_readers(tmp_path: Path, parallelism: int) -> None:
     for i in range(4):

@@ -61,10 +61,16 @@ class FileSource(Source):
         return FileSourceBuilder(stream_format, [str(p) for p in paths])
 
     def files(self) -> list[Path]:
+        """The files under the paths, skipping hidden ones as Flink's ``DefaultFileFilter`` does:
+        a file or directory below a given path whose name starts with ``.`` or ``_`` (``_SUCCESS``
+        markers, ``_temporary`` and ``.staging`` directories of a writer at work)."""
         out: list[Path] = []
         for p in map(Path, self.paths):
             if p.is_dir():
-                out.extend(sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")))
+                out.extend(sorted(
+                    f for f in p.rglob("*")
+                    if f.is_file() and not any(part[0] in "._" for part in f.relative_to(p).parts)
+                ))
             elif p.is_file():
                 out.append(p)
             else:
