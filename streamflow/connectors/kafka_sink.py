@@ -10,7 +10,9 @@ aiokafka ``BatchBuilder`` objects handed to ``send_batch`` (no per-record
 ``await``). Delivery results are futures checked at every flush; a failure
 fails the task.
 
-* ``NONE``: fire and forget (failures are still logged and fail the task when seen).
+* ``NONE``: no flush at checkpoints; the producer still waits for acknowledgements
+  (``acks=all``, Kafka's default, as in Flink), so a record the broker refuses fails the task
+  at the next flush or batch (``set_property("acks", "0")`` for fire and forget).
 * ``AT_LEAST_ONCE``: ``prepare_snapshot_pre_barrier`` flushes, so every record
   before barrier n is acknowledged before the sink acknowledges n.
 * ``EXACTLY_ONCE``: two-phase commit on producer transactions, tied to
@@ -179,8 +181,11 @@ class KafkaSinkOperator(StreamOperator):
         await super().open()
         from aiokafka import AIOKafkaProducer
 
+        # acks=all for every guarantee: Kafka's producer default, which Flink's KafkaSink keeps for
+        # NONE too (NONE only skips the flush at checkpoints); with acks=0 a record the broker
+        # refuses (too large for the topic, ...) was lost without an error
         kw: dict[str, Any] = {"bootstrap_servers": self.sink.bootstrap_servers, "max_batch_size": 1 << 20,
-                              "acks": 0 if self.sink.delivery_guarantee is DeliveryGuarantee.NONE else "all"}
+                              "acks": "all"}
         kw.update(self.sink.producer_kw)  # the user's properties (``set_property``)
         self.max_request_size = kw.get("max_request_size", DEFAULT_MAX_REQUEST_SIZE)
         if self.eos:
