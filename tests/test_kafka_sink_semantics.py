@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
+import aiokafka
 import pytest
 
 import streamflow as sf
@@ -44,3 +46,36 @@ async def test_delivery_guarantee_none_still_fails_on_a_record_the_broker_refuse
         client = await env.execute_async("none-refused")
         await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert [m.value for m in await read_topic(bs, dst, committed=False)] in ([], [b"ok"])
+
+
+async def test_exactly_once_transactions_do_not_time_out_after_a_minute(kafka, tmp_path, monkeypatch):
+    """A transaction stays open for a checkpoint interval: Flink's KafkaSinkBuilder sets
+    ``transaction.timeout.ms`` to one hour, the producer had aiokafka's 60 s, so a broker aborted
+    the transaction of any job checkpointing less often than once a minute. The default is now
+    15 minutes, the most a default broker accepts (the test broker refuses Flink's hour, as
+    Apache Kafka does). An explicit property still wins."""
+    timeouts: list[int] = []
+
+    class Recording(aiokafka.AIOKafkaProducer):  # type: ignore[misc]
+        def __init__(self, **kw: Any) -> None:
+            timeouts.append(kw.get("transaction_timeout_ms", 60_000))  # 60 s: aiokafka's default
+            super().__init__(**kw)
+
+    monkeypatch.setattr(aiokafka, "AIOKafkaProducer", Recording)
+    bs, dst = kafka.bootstrap_servers, f"txtimeout-{next(_ids)}"
+    await create_topic(bs, dst, 1)
+    builder = (KafkaSink.builder().set_bootstrap_servers(bs)
+               .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(dst)
+                                      .set_value_serialization_schema(SimpleStringSchema()).build())
+               .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+               .set_transactional_id_prefix(dst))
+    env = sf.StreamExecutionEnvironment()
+    env.enable_checkpointing(60_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
+    env.from_collection(["a", "b"]).sink_to(builder.build())
+    client = await env.execute_async("eos-timeout")
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    assert [m.value for m in await read_topic(bs, dst)] == [b"a", b"b"]
+    assert timeouts == [900_000]
+    explicit = builder.set_property("transaction.timeout.ms", "600000").build()
+    assert explicit.producer_kw["transaction_timeout_ms"] == 600_000
