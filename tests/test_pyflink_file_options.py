@@ -5,6 +5,7 @@ connectors do not do (time buckets, compaction), each with its reason."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,20 @@ def test_file_source_takes_pyflink_enumerators_and_split_assigner(tmp_path: Path
     files = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and not p.name.startswith(".")]
     assert files and all(p.parent == tmp_path / "out" for p in files)  # the base path: no buckets
     assert sorted(line for p in files for line in p.read_text().split()) == ["1", "2", "3"]
+
+
+def test_a_file_sink_without_a_bucket_assigner_says_its_layout_differs_from_flinks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Flink's default bucket assigner writes into hourly sub-directories; this sink writes into
+    the base path: not silently (a warning), unless the base path assigner is asked for."""
+    caplog.set_level(logging.WARNING, "streamflow.connectors.file_options")
+    FileSink.for_row_format(str(tmp_path), Encoder.simple_string_encoder()).build()
+    assert "Flink's default, DateTimeBucketAssigner" in caplog.text and str(tmp_path) in caplog.text
+    caplog.clear()
+    (FileSink.for_row_format(str(tmp_path), Encoder.simple_string_encoder())
+     .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner()).build())
+    assert caplog.text == ""
 
 
 def test_what_the_file_connectors_do_not_do_is_refused_with_its_reason(tmp_path: Path) -> None:

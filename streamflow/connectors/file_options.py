@@ -14,6 +14,8 @@ what streamflow does anyway:
 * ``BucketAssigner.base_path_bucket_assigner()``: every file in the base path, which is what
   streamflow's ``FileSink`` does. ``date_time_bucket_assigner(...)`` (a sub-directory per hour
   of processing time) is refused with ``NotSupportedError``: the sink writes one directory.
+  Flink's default assigner is the date-time one: a sink built without ``with_bucket_assigner``
+  logs a warning that its files go into the base path instead.
 
 File compaction (``enable_compact``) is refused likewise; ``disable_compact()`` is accepted
 (compaction is off).
@@ -109,9 +111,25 @@ class SourceOptions:
 class SinkOptions:
     """``with_bucket_assigner`` / ``enable_compact`` / ``disable_compact`` of the row-format builder."""
 
+    _bucket_assigner: BucketAssigner | None = None
+
     def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> Any:
         _check(bucket_assigner, BucketAssigner, "with_bucket_assigner")
+        self._bucket_assigner = bucket_assigner
         return self  # base path: what the sink does
+
+    def _warn_default_bucket_assigner(self, base_path: Any) -> None:
+        """Flink's row-format builder defaults to ``DateTimeBucketAssigner`` (a sub-directory per
+        hour, ``yyyy-MM-dd--HH``); this sink writes into the base path: said once per sink built
+        without an explicit assigner, so the different layout is never silent."""
+        if self._bucket_assigner is None:
+            log.warning(
+                "FileSink %s: no bucket assigner given; Flink's default, DateTimeBucketAssigner, writes "
+                "into an hourly sub-directory (yyyy-MM-dd--HH) of the base path, streamflow writes "
+                "every part file into the base path itself (call with_bucket_assigner("
+                "BucketAssigner.base_path_bucket_assigner()) to say so and silence this)",
+                base_path,
+            )
 
     def enable_compact(self, strategy: Any, compactor: Any) -> NoReturn:
         raise NotSupportedError(

@@ -177,6 +177,7 @@ class RowFormatBuilder(SinkOptions):
         return self
 
     def build(self) -> FileSink:
+        self._warn_default_bucket_assigner(self._base_path)
         cls = self._sink_class
         return cls(self._base_path, self._encoder, self._config, self._policy, self._check_interval)
 
