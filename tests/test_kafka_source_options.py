@@ -87,3 +87,17 @@ def test_client_id_prefix_and_auto_offset_reset_properties(caplog):
               .set_property("auto.offset.reset", "latest").build())
     assert source.client_id_prefix == "my-app"
     assert "auto.offset.reset=latest has no effect" in caplog.text
+
+
+@pytest.mark.parametrize("role", ["starting", "stopping"])
+def test_committed_offsets_need_a_group_id_at_build(role):
+    """Flink validates committed offsets, starting or stopping, against group.id at build();
+    as stopping offsets they failed only when the job started, in the consumer."""
+    builder = _builder("localhost:1", "t")
+    initializer = KafkaOffsetsInitializer.committed_offsets()
+    if role == "starting":
+        builder.set_starting_offsets(initializer)
+    else:
+        builder.set_bounded(initializer)
+    with pytest.raises(ValueError, match=f"committed_offsets\\(\\) as {role} offsets needs set_group_id"):
+        builder.build()

@@ -69,8 +69,10 @@ class KafkaSource(Source):
         interval = int(self.properties.pop("partition.discovery.interval.ms", DEFAULT_DISCOVERY_MS))
         # Flink: a non-positive interval disables discovery (one listing at start), as does bounded
         self.discovery_interval_ms = 0 if self.bounded or interval <= 0 else interval
-        if self.starting_offsets.needs_group() and not group_id:
-            raise ValueError("KafkaSource: committed_offsets() needs set_group_id()")
+        for role, initializer in (("starting", self.starting_offsets), ("stopping", stopping_offsets)):
+            if initializer is not None and initializer.needs_group() and not group_id:
+                # Flink's ReaderHandledOffsetsInitializer.validate, at build()
+                raise ValueError(f"KafkaSource: committed_offsets() as {role} offsets needs set_group_id()")
         self.commit_offsets_on_checkpoint = _commit_on_checkpoint(
             self.properties.pop("commit.offsets.on.checkpoint", None), group_id)
         reset = self.properties.pop("auto.offset.reset", None)
