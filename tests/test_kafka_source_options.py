@@ -13,7 +13,12 @@ from waiting import wait_until  # tests/waiting.py
 
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
-from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource, KafkaSourceBuilder
+from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetsInitializer,
+    KafkaSource,
+    KafkaSourceBuilder,
+    KafkaTopicPartition,
+)
 from streamflow.testing.kafka_broker import create_topic, produce
 
 _ids = itertools.count()
@@ -101,3 +106,25 @@ def test_committed_offsets_need_a_group_id_at_build(role):
         builder.set_bounded(initializer)
     with pytest.raises(ValueError, match=f"committed_offsets\\(\\) as {role} offsets needs set_group_id"):
         builder.build()
+
+
+async def test_a_topic_or_partition_the_brokers_do_not_have_fails_the_job(kafka):
+    """Flink's subscribers fail the source on a topic of set_topics() or a partition of
+    set_partitions() that does not exist. A bounded job over a misspelt topic ended with no
+    records as if it had read them all; a partition that does not exist made the job hang."""
+    bs, topic = kafka.bootstrap_servers, f"exists-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [b"a"])
+    by_topics = _builder(bs, f"missing-{topic}")
+    by_partitions = (KafkaSource.builder().set_bootstrap_servers(bs)
+                     .set_partitions({KafkaTopicPartition(topic, 0), KafkaTopicPartition(topic, 3)})
+                     .set_value_only_deserializer(SimpleStringSchema()))
+    for builder, named in ((by_topics, f"missing-{topic}"), (by_partitions, f"{topic}-3")):
+        env = sf.StreamExecutionEnvironment()
+        env.set_restart_strategy(sf.RestartStrategies.no_restart())
+        out: list[str] = []
+        env.from_source(builder.set_bounded(KafkaOffsetsInitializer.latest()).build(), None, "k").add_sink(
+            out.append)
+        client = await env.execute_async("missing")
+        with pytest.raises(Exception, match=f"{named}.* do not exist on the Kafka brokers"):
+            await asyncio.wait_for(client.get_job_execution_result(), 30)

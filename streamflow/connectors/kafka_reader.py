@@ -225,24 +225,33 @@ class KafkaSourceReader(SourceReader):
 
     # -- discovery -----------------------------------------------------------
     async def _subscribed(self) -> list[KafkaTopicPartition]:
+        """The subscribed partitions. A topic of ``set_topics`` or a partition of
+        ``set_partitions`` the brokers do not have fails the source, as Flink's subscribers do
+        (``TopicListSubscriber``, ``PartitionSetSubscriber``)."""
         src = self.source
-        if src.partitions:
-            return list(src.partitions)
         # fresh metadata of every topic: the consumer's own (``partitions_for_topic``) follows only
         # the assigned topics, so it would never show a partition added to one, nor a topic
         # created since that matches the pattern (aiokafka's ``topics()`` does not update it)
         cluster = await self._consumer._client.fetch_all_metadata()
+        if src.partitions:
+            missing = [f"{tp.topic}-{tp.partition}" for tp in src.partitions
+                       if tp.partition not in (cluster.partitions_for_topic(tp.topic) or ())]
+            if missing:
+                raise ValueError(f"kafka source: partitions {sorted(missing)} of set_partitions() do not "
+                                 f"exist on the Kafka brokers at {src.bootstrap_servers}")
+            return list(src.partitions)
         if src.topic_pattern is not None:
             topics = sorted(t for t in cluster.topics() if src.topic_pattern.fullmatch(t))
         else:
             topics = src.topics
+            unknown = [t for t in topics if cluster.partitions_for_topic(t) is None]
+            if unknown:
+                raise ValueError(f"kafka source: topics {unknown} of set_topics() do not exist on the "
+                                 f"Kafka brokers at {src.bootstrap_servers}")
         out: list[KafkaTopicPartition] = []
         for topic in topics:
-            parts = cluster.partitions_for_topic(topic)
-            if parts is None:
-                log.warning("kafka source: topic %r not found (yet)", topic)
-                continue
-            out.extend(KafkaTopicPartition(topic, p) for p in sorted(parts))
+            parts = sorted(cluster.partitions_for_topic(topic) or ())
+            out.extend(KafkaTopicPartition(topic, p) for p in parts)
         return out
 
     async def _discover(self) -> None:
