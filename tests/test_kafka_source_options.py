@@ -14,6 +14,7 @@ from waiting import wait_until  # tests/waiting.py
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
 from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetResetStrategy,
     KafkaOffsetsInitializer,
     KafkaSource,
     KafkaSourceBuilder,
@@ -128,3 +129,36 @@ async def test_a_topic_or_partition_the_brokers_do_not_have_fails_the_job(kafka)
         client = await env.execute_async("missing")
         with pytest.raises(Exception, match=f"{named}.* do not exist on the Kafka brokers"):
             await asyncio.wait_for(client.get_job_execution_result(), 30)
+
+
+async def test_an_out_of_range_offset_follows_the_starting_offsets_reset_strategy(kafka):
+    """Flink sets the consumer's ``auto.offset.reset`` from the starting offsets initializer: an
+    offset out of range (past the end here; deleted by retention in life) resets per its
+    strategy, and with ``NONE`` fails the job. The consumer always reset to the earliest offset,
+    so this job read the topic from its start instead."""
+    bs, topic = kafka.bootstrap_servers, f"range-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [b"a", b"b", b"c"])
+    env = sf.StreamExecutionEnvironment()
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    out: list[str] = []
+    past_the_end = {KafkaTopicPartition(topic, 0): 100}
+    start = KafkaOffsetsInitializer.offsets(past_the_end, KafkaOffsetResetStrategy.NONE)
+    env.from_source(_builder(bs, topic).set_starting_offsets(start).build(), None, "k").add_sink(out.append)
+    client = await env.execute_async("out-of-range")
+    with pytest.raises(Exception, match="OffsetOutOfRange"):
+        await asyncio.wait_for(client.get_job_execution_result(), 30)
+    assert out == []
+
+
+def test_the_reset_strategy_of_each_starting_offsets_initializer():
+    """Flink's ``getAutoOffsetResetStrategy``: earliest() EARLIEST, latest() and timestamp()
+    LATEST, committed_offsets() and offsets() their argument (NONE and EARLIEST by default)."""
+    tp, init = {KafkaTopicPartition("t", 0): 1}, KafkaOffsetsInitializer
+    latest = KafkaOffsetResetStrategy.LATEST
+    resets = [
+        init.earliest(), init.latest(), init.timestamp(5), init.committed_offsets(),
+        init.committed_offsets(latest), init.offsets(tp), init.offsets(tp, latest),
+    ]
+    assert [i.auto_offset_reset() for i in resets] == [
+        "earliest", "latest", "latest", "none", "latest", "earliest", "latest"]

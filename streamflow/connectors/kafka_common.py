@@ -99,6 +99,16 @@ class KafkaOffsetsInitializer:
     def needs_group(self) -> bool:
         return self.kind == "committed"
 
+    def auto_offset_reset(self) -> str:
+        """Where the consumer goes when a position is out of range (records deleted by retention,
+        or an offset past the end): Flink's ``getAutoOffsetResetStrategy`` of this initializer as
+        starting offsets, which Flink's builder sets as the consumer's ``auto.offset.reset``."""
+        if self.kind in ("latest", "timestamp"):
+            return "latest"
+        if self.kind == "earliest":
+            return "earliest"
+        return self.reset.value  # committed_offsets(strategy), offsets(..., strategy)
+
     def __repr__(self) -> str:
         return f"KafkaOffsetsInitializer.{self.kind}()"
 
@@ -263,10 +273,10 @@ def producer_config(props: Mapping[str, str], exactly_once: bool) -> dict[str, A
 
 
 def consumer_config(bootstrap: str, group_id: str | None, props: Mapping[str, str],
-                    client_id: str) -> dict[str, Any]:
+                    client_id: str, auto_offset_reset: str = "earliest") -> dict[str, Any]:
     kw: dict[str, Any] = {
         "bootstrap_servers": bootstrap, "group_id": group_id, "enable_auto_commit": False,
-        "auto_offset_reset": "earliest", "client_id": client_id,
+        "auto_offset_reset": auto_offset_reset, "client_id": client_id,
         "max_partition_fetch_bytes": 4 << 20, "fetch_max_wait_ms": 100,
     }
     for key, value in props.items():

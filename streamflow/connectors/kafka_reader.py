@@ -204,7 +204,8 @@ class KafkaSourceReader(SourceReader):
                                                   src.watermark_interval_ms)
         self._consumer = AIOKafkaConsumer(
             **consumer_config(src.bootstrap_servers, src.group_id, src.properties,
-                              f"{src.client_id_prefix}-{self.subtask}")
+                              f"{src.client_id_prefix}-{self.subtask}",
+                              src.starting_offsets.auto_offset_reset())
         )
         await self._consumer.start()
         await self._discover()
