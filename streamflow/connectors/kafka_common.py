@@ -250,11 +250,18 @@ _PRODUCER_PROPS_WITHOUT_EFFECT = {
 }
 
 
+# transaction.timeout.ms of EXACTLY_ONCE: Flink's KafkaSinkBuilder sets 1 hour, which brokers refuse
+# unless their transaction.max.timeout.ms is raised (Apache Kafka's default and the test broker's
+# is 15 minutes: InvalidTransactionTimeout at init); this is the largest a default broker accepts
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+
+
 def producer_config(props: Mapping[str, str], exactly_once: bool) -> dict[str, Any]:
     """aiokafka keyword arguments for the Kafka producer properties ``props``. Any other
     property is logged as ignored, as Kafka's producer warns about a config it does not know
     (PyFlink's examples pass ``group.id`` to the sink); an ``acks`` exactly-once cannot honour
-    is refused (at ``build()``)."""
+    is refused (at ``build()``); exactly-once's ``transaction.timeout.ms`` defaults to
+    ``DEFAULT_TRANSACTION_TIMEOUT_MS``."""
     kw: dict[str, Any] = {}
     for key in sorted(set(props) & set(_PRODUCER_PROPS_WITHOUT_EFFECT)):
         log.info("kafka sink: property %s has no effect: %s", key, _PRODUCER_PROPS_WITHOUT_EFFECT[key])
@@ -269,6 +276,10 @@ def producer_config(props: Mapping[str, str], exactly_once: bool) -> dict[str, A
     if exactly_once and kw.get("acks", "all") != "all":
         raise ValueError(f"kafka sink: EXACTLY_ONCE needs acks=all (transactions are idempotent), "
                          f"got acks={props['acks']!r}")
+    if exactly_once:
+        # a transaction stays open for a checkpoint interval and a broker aborts one older than its
+        # timeout: aiokafka's 60 s failed every job checkpointing less often than once a minute
+        kw.setdefault("transaction_timeout_ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
     return kw
 
 

@@ -62,10 +62,6 @@ __all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "K
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_SIZE = 1 << 20  # Kafka's and aiokafka's max.request.size
-# transaction.timeout.ms of EXACTLY_ONCE: Flink's KafkaSinkBuilder sets 1 hour, which brokers refuse
-# unless their transaction.max.timeout.ms is raised (Apache Kafka's default and the test broker's
-# is 15 minutes: InvalidTransactionTimeout at init); this is the largest a default broker accepts
-DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
 
 class KafkaSink(Sink):
     """Build with ``KafkaSink.builder()``; see the module docstring."""
@@ -88,11 +84,6 @@ class KafkaSink(Sink):
         # checked now: a bad property fails build(), not the running job
         eos = delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE
         self.producer_kw = producer_config(self.properties, eos)
-        if eos:
-            # a transaction stays open for a checkpoint interval and a broker aborts one older than
-            # its timeout: aiokafka's 60 s failed every job checkpointing less often than once a
-            # minute (see DEFAULT_TRANSACTION_TIMEOUT_MS)
-            self.producer_kw.setdefault("transaction_timeout_ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
 
     @staticmethod
     def builder() -> KafkaSinkBuilder:
