@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from typing import Any
 
 import aiokafka
@@ -12,8 +13,13 @@ import pytest
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
 from streamflow.datastream.connectors.base import DeliveryGuarantee
-from streamflow.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
-from streamflow.testing.kafka_broker import create_topic, read_topic
+from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetsInitializer,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+    KafkaSource,
+)
+from streamflow.testing.kafka_broker import create_topic, produce, read_topic
 
 _ids = itertools.count()
 
@@ -79,3 +85,25 @@ async def test_exactly_once_transactions_do_not_time_out_after_a_minute(kafka, t
     assert timeouts == [900_000]
     explicit = builder.set_property("transaction.timeout.ms", "600000").build()
     assert explicit.producer_kw["transaction_timeout_ms"] == 600_000
+
+
+async def test_record_timestamps_pass_from_kafka_through_the_job_to_kafka(kafka):
+    """Flink: a KafkaSource record's timestamp is its Kafka timestamp, and KafkaSink writes each
+    record's timestamp as the Kafka timestamp (a record without one gets the producer's time)."""
+    bs, src, dst = kafka.bootstrap_servers, f"ts-in-{next(_ids)}", f"ts-out-{next(_ids)}"
+    await create_topic(bs, src, 1)
+    await create_topic(bs, dst, 1)
+    await produce(bs, src, [b"a", b"b"], timestamps=[1000, 2000])
+    source = (KafkaSource.builder().set_bootstrap_servers(bs).set_topics(src)
+              .set_bounded(KafkaOffsetsInitializer.latest())
+              .set_value_only_deserializer(SimpleStringSchema()).build())
+    env = sf.StreamExecutionEnvironment()
+    guarantee = DeliveryGuarantee.AT_LEAST_ONCE
+    env.from_source(source, None, "kafka").map(str.upper).sink_to(_sink(bs, dst, guarantee))
+    env.from_collection(["untimed"]).sink_to(_sink(bs, dst, guarantee))
+    before = int(time.time() * 1000)
+    client = await env.execute_async("timestamps")
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    written = {m.value: m.timestamp for m in await read_topic(bs, dst)}
+    assert (written[b"A"], written[b"B"]) == (1000, 2000)
+    assert written[b"untimed"] >= before
