@@ -353,6 +353,25 @@ async def test_one_encode_and_one_write_per_batch(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("part_size", "files"),
+    [(1, ["a", "b", "c", "d", "e"]), (4, ["abc", "de"]), (5, ["abc", "de"]), (6, ["abcd", "e"])],
+)
+async def test_part_size_splits_files_where_flink_does_whatever_the_batches(
+    tmp_path: Path, part_size: int, files: list[str]
+) -> None:
+    """Flink asks the policy before every record: a file takes records until one takes it past
+    ``part_size`` ("a\n" is 2 bytes). One batch of five records made one file of all five."""
+    op = make_op(tmp_path, policy=RollingPolicy.default_rolling_policy(part_size=part_size))
+    op.initialize_state(None)
+    await op.process_batch(list("abcde"), None)
+    await op.finish()
+    op.snapshot_state(1)
+    await op.notify_checkpoint_complete(1)
+    names = sorted(visible(tmp_path), key=lambda n: int(n.rsplit("-", 1)[1]))
+    assert ["".join((tmp_path / n).read_text().split()) for n in names] == files
+
+
+@pytest.mark.parametrize(
     ("policy", "advance_ms", "files"),
     [
         (RollingPolicy.on_checkpoint_rolling_policy(), 10**6, 1),

@@ -22,7 +22,9 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
 
 * ``process_batch`` encodes the whole batch in one join and appends it to the
   in-progress file, opened lazily. Before each batch the rolling policy
-  (``file_sink_policy.py``) may roll the file (size; time); a processing-time
+  (``file_sink_policy.py``) may roll the file (size; time); a batch that would take
+  the file past its size is written record by record, the policy asked before each
+  (Flink asks before every element), so part files split where Flink's do; a processing-time
   timer every ``bucket_check_interval`` ms rolls an idle one (age, inactivity).
   A rolled file is pending at once and joins the next checkpoint.
 * ``prepare_snapshot_pre_barrier(n)`` + ``snapshot_state(n)`` are the pre-commit. The
@@ -302,11 +304,30 @@ class FileSinkOperator(StreamOperator):
             info = self._part_info()
             if p.should_roll_on_event(info) or p.should_roll_on_processing_time(info, now):
                 await anyio.to_thread.run_sync(self._roll)
+        if len(records) > 1 and p.should_roll_on_event(
+            PartFileInfo(self._size + len(data), self._created_ms, now)
+        ):
+            await self._write_rolling(records, now)  # the batch crosses the roll point
+            return
+        self._append(data, now)
+
+    def _append(self, data: bytes, now: int) -> None:
         f = self._file or self._open_new(now)
         with io_errors(f"write {f.name}"):
             f.write(data)
         self._size += len(data)
         self._last_write_ms = now
+
+    async def _write_rolling(self, records: list, now: int) -> None:
+        """Record by record, asking the policy before each one, as Flink's bucket does
+        (``shouldRollOnEvent`` before every element): a part file holds the records up to the
+        first that takes it past ``part_size``, wherever a batch boundary falls. Only a batch
+        that crosses the roll point takes this path (once per part file, at most)."""
+        p, encode = self.sink.rolling_policy, self.sink.encoder.encode_batch
+        for record in records:
+            if self._file is not None and p.should_roll_on_event(self._part_info()):
+                await anyio.to_thread.run_sync(self._roll)
+            self._append(encode([record]), now)
 
     def _arm_timer(self) -> None:
         pts = self.ctx.processing_time

@@ -8,7 +8,8 @@ A policy answers three questions about the in-progress part file:
 
 * ``should_roll_on_checkpoint``: close it at this checkpoint's barrier? If not, the
   file stays in progress across the checkpoint, which records its committed length;
-* ``should_roll_on_event``: close it before writing the next batch?
+* ``should_roll_on_event``: close it before writing the next record (asked per batch, and
+  per record in a batch that would take the file past its size)?
 * ``should_roll_on_processing_time``: close it now (checked every ``bucket_check_interval``
   by a processing-time timer, and before each batch)?
 
