@@ -325,6 +325,33 @@ def test_untranslatable_operator_is_refused_with_its_name() -> None:
         env.execute("refused")
 
 
+@pytest.mark.parametrize(
+    ("starting", "stopping", "refused"),
+    [("timestamp", "latest", "starts at earliest() or latest(), not timestamp()"),
+     ("earliest", "timestamp", "stops at latest(), not timestamp()"),
+     ("earliest", "offsets", "stops at latest(), not offsets()")],
+)
+def test_kafka_offsets_spark_cannot_honour_are_refused(starting: str, stopping: str, refused: str) -> None:
+    """A bounded KafkaSource's stopping offsets other than latest() were ignored on Spark (it read
+    to the latest offsets): refused, as the starting offsets it cannot honour are."""
+    from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer as Offsets
+    from streamflow.datastream.connectors.kafka import KafkaSource, KafkaTopicPartition
+
+    initializers = {
+        "latest": Offsets.latest(),
+        "earliest": Offsets.earliest(),
+        "timestamp": Offsets.timestamp(1000),
+        "offsets": Offsets.offsets({KafkaTopicPartition("t", 0): 5}),
+    }
+    source = (KafkaSource.builder().set_bootstrap_servers("127.0.0.1:1").set_topics("t")
+              .set_value_only_deserializer(lambda b: b).set_starting_offsets(initializers[starting])
+              .set_bounded(initializers[stopping]).build())
+    env = _env("spark")
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").sink_to(ListSink())
+    with pytest.raises(ValueError, match=refused.replace("(", r"\(").replace(")", r"\)")):
+        env.execute("refused")
+
+
 def test_processing_time_timers_are_refused_clearly() -> None:
     class Ticker(KeyedProcessFunction):
         def process_element(self, value: Any, ctx: Any) -> None:

@@ -305,6 +305,10 @@ def kafka_stream(
     kind = source.starting_offsets.kind
     if kind not in ("earliest", "latest"):
         raise ValueError(f"on the Spark engine a KafkaSource starts at earliest() or latest(), not {kind}()")
+    stop = source.stopping_offsets.kind if source.stopping_offsets is not None else "latest"
+    if stop != "latest":  # (the data source resolves the end offsets once, at its first call)
+        raise ValueError(f"on the Spark engine a bounded KafkaSource stops at latest(), not {stop}(): "
+                         "run the job on the asyncio engine for other stopping offsets")
     strategy = source.watermark_strategy
     delay = None if strategy is None else strategy_delay(strategy, f"the Kafka source of {source.topics}")
     options = {
