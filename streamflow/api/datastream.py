@@ -165,13 +165,13 @@ class DataStream(DataStreamSurface, StreamEnds):
         from ..runtime.timestamps import TimestampsAndWatermarksOperator
 
         env = self._env
-        name, interval = "Timestamps/Watermarks", env.get_auto_watermark_interval()
+        name = "Timestamps/Watermarks"
 
         def build(strategy: Any) -> TimestampsAndWatermarksOperator:
-            # batch execution: timestamps only, event time jumps to the end (api/batch.py)
-            return TimestampsAndWatermarksOperator(
-                name, batch_watermarks(strategy) if is_batch(env) else strategy, interval
-            )
+            # batch execution: timestamps only, event time jumps to the end (api/batch.py); the
+            # interval is the one set when the job runs, as Flink reads it in open()
+            strategy = batch_watermarks(strategy) if is_batch(env) else strategy
+            return TimestampsAndWatermarksOperator(name, strategy, env.get_auto_watermark_interval())
 
         return typed(self._one_input(name, OperatorFactory(name, build, watermark_strategy)), self._type_info)
 

@@ -1,0 +1,68 @@
+"""Event time end to end against Flink's rules: watermark generation, timestamps, timers.
+
+Each test states the Flink behaviour it checks (``TimestampsAndWatermarksOperator``,
+``KeyedProcessOperator``, ``InternalTimerServiceImpl``) and runs it through the public API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.testing import ManualClock
+
+MIN = -(2**63)
+
+
+class Feed:
+    """An endless async source the test pushes records into."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        while True:
+            yield await self.queue.get()
+
+    def push(self, *records: Any) -> None:
+        for r in records:
+            self.queue.put_nowait(r)
+
+
+async def settle(rounds: int = 40) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+class SeenWatermark(sf.ProcessFunction):
+    """Each record with its timestamp and the watermark its operator had seen before it."""
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp(), ctx.timer_service().current_watermark())
+
+
+@pytest.mark.parametrize(("interval", "expected"), [(0, [MIN, MIN]), (1_000, [MIN, MIN]), (200, [MIN, 89])])
+async def test_the_auto_watermark_interval_set_after_building_the_pipeline_applies(
+    interval: int, expected: list[int]
+) -> None:
+    """Flink's TimestampsAndWatermarksOperator reads the interval from the ExecutionConfig
+    when it opens (0: no periodic watermarks), so a setting made before execute() counts."""
+    clock = ManualClock(1_000_000)
+    env = sf.StreamExecutionEnvironment(clock=clock)
+    feed, out = Feed(), []
+    strategy = sf.WatermarkStrategy.for_bounded_out_of_orderness(10).with_timestamp_assigner(lambda e: e)
+    stream = env.from_async_iterable(lambda: feed.__aiter__()).assign_timestamps_and_watermarks(strategy)
+    stream.process(SeenWatermark()).add_sink(out.append)
+    env.get_config().set_auto_watermark_interval(interval)  # after the pipeline, before execute
+    client = await env.execute_async()
+    feed.push(100)
+    await settle()
+    clock.advance(250)  # past a 200 ms interval, not a 1 s one
+    await settle()
+    feed.push(200)
+    await settle()
+    await asyncio.wait_for(client.cancel(), 30)
+    assert out == [(100, 100, expected[0]), (200, 200, expected[1])]
