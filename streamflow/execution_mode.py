@@ -3,8 +3,10 @@
 ``RuntimeExecutionMode.BATCH`` (or ``AUTOMATIC`` with only bounded sources)
 runs a bounded job with Flink's batch semantics (see
 ``streamflow/api/batch.py``). ``TimeCharacteristic`` was removed from Flink
-2.x's API; it is accepted for old programs and changes nothing, since event
-time is always available once timestamps are assigned (Flink 1.12's default).
+2.x's API; it is accepted for old programs, where event time is always
+available once timestamps are assigned (Flink 1.12's default), and, as Flink 1.x's
+``set_stream_time_characteristic`` did, it sets the auto-watermark interval (0 for
+``ProcessingTime``, 200 ms otherwise).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import streamflow as sf
+from streamflow.datastream import TimeCharacteristic
 from streamflow.testing import ManualClock
 
 MIN = -(2**63)
@@ -66,3 +67,32 @@ async def test_the_auto_watermark_interval_set_after_building_the_pipeline_appli
     await settle()
     await asyncio.wait_for(client.cancel(), 30)
     assert out == [(100, 100, expected[0]), (200, 200, expected[1])]
+
+
+@pytest.mark.parametrize(
+    ("characteristic", "interval"),
+    [(TimeCharacteristic.ProcessingTime, 0), (TimeCharacteristic.EventTime, 200)],
+)
+async def test_the_time_characteristic_sets_the_auto_watermark_interval(
+    characteristic: TimeCharacteristic, interval: int
+) -> None:
+    """Flink's (deprecated) setStreamTimeCharacteristic sets the interval: 0 for processing
+    time (no periodic watermarks), 200 ms otherwise, replacing one set before it."""
+    clock = ManualClock(1_000_000)
+    env = sf.StreamExecutionEnvironment(clock=clock)
+    env.get_config().set_auto_watermark_interval(2_000)
+    env.set_stream_time_characteristic(characteristic)
+    assert env.get_config().get_auto_watermark_interval() == interval
+    feed, out = Feed(), []
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e: e)
+    stream = env.from_async_iterable(lambda: feed.__aiter__()).assign_timestamps_and_watermarks(strategy)
+    stream.process(SeenWatermark()).add_sink(out.append)
+    client = await env.execute_async()
+    feed.push(100)
+    await settle()
+    clock.advance(250)
+    await settle()
+    feed.push(200)
+    await settle()
+    await asyncio.wait_for(client.cancel(), 30)
+    assert out == [(100, 100, MIN), (200, 200, 99 if interval else MIN)]

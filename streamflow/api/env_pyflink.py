@@ -42,8 +42,12 @@ class PyFlinkEnvironmentMixin:
         return self._runtime_mode
 
     def set_stream_time_characteristic(self, characteristic: TimeCharacteristic) -> Any:
-        """Accepted for PyFlink 1.x programs: event time is always available (Flink >= 1.12)."""
+        """Accepted for PyFlink 1.x programs: event time is always available (Flink >= 1.12). As
+        in Flink it sets the auto-watermark interval: 0 (no periodic watermarks) for
+        ``ProcessingTime``, 200 ms otherwise."""
         self._time_characteristic = characteristic
+        interval = 0 if characteristic is TimeCharacteristic.ProcessingTime else 200
+        self.set_auto_watermark_interval(interval)  # type: ignore[attr-defined]
         return self
 
     def get_stream_time_characteristic(self) -> TimeCharacteristic:
