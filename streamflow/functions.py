@@ -87,7 +87,7 @@ class ProcessFunction(Function):
     """``process_element`` returns or yields outputs; ``yield tag, value`` for a side output."""
 
     class Context:
-        def timestamp(self) -> int | None:
+        def timestamp(self) -> int:
             raise NotImplementedError
 
         def timer_service(self) -> Any:
@@ -101,7 +101,7 @@ class KeyedProcessFunction(Function):
     """Per-key processing with state and timers (``ctx.timer_service()``)."""
 
     class Context:
-        def timestamp(self) -> int | None:
+        def timestamp(self) -> int:
             raise NotImplementedError
 
         def timer_service(self) -> Any:
@@ -207,7 +207,7 @@ class CoProcessFunction(Function):
     """Two inputs, one function; ``yield tag, value`` for a side output."""
 
     class Context:
-        def timestamp(self) -> int | None:
+        def timestamp(self) -> int:
             raise NotImplementedError
 
         def timer_service(self) -> Any:
@@ -286,7 +286,7 @@ class BaseBroadcastProcessFunction(Function):
     """The broadcast state pattern's functions (``connect(stream.broadcast(descriptor))``)."""
 
     class BaseContext:
-        def timestamp(self) -> int | None:
+        def timestamp(self) -> int:
             raise NotImplementedError
 
         def current_processing_time(self) -> int:

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 import streamflow as sf
-from streamflow.datastream import TimeCharacteristic
+from streamflow.common import Types
+from streamflow.datastream import BroadcastProcessFunction, TimeCharacteristic
+from streamflow.datastream.state import MapStateDescriptor
 from streamflow.testing import ManualClock
 
 MIN = -(2**63)
@@ -96,3 +98,48 @@ async def test_the_time_characteristic_sets_the_auto_watermark_interval(
     await settle()
     await asyncio.wait_for(client.cancel(), 30)
     assert out == [(100, 100, MIN), (200, 200, 99 if interval else MIN)]
+
+
+class Stamp(sf.ProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp())
+
+
+class KeyedStamp(sf.KeyedProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp())
+
+
+class CoStamp(sf.CoProcessFunction):
+    def process_element1(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp())
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp())
+
+
+class BroadcastStamp(BroadcastProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp())
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp())
+
+
+@pytest.mark.parametrize("kind", ["process", "keyed", "co", "broadcast"])
+def test_a_record_without_a_timestamp_has_the_minimum_timestamp_in_the_context(kind: str) -> None:
+    """PyFlink hands Python ``element.getTimestamp()``, which is Long.MIN_VALUE for a record
+    without a timestamp (ExternalPython*/EmbeddedPython* operators), not None."""
+    env = sf.StreamExecutionEnvironment()
+    ds = env.from_collection([1, 2])
+    if kind == "process":
+        out = ds.process(Stamp())
+    elif kind == "keyed":
+        out = ds.key_by(lambda v: v).process(KeyedStamp())
+    elif kind == "co":
+        out = ds.connect(env.from_collection([3])).process(CoStamp())
+    else:
+        state = MapStateDescriptor("b", Types.INT(), Types.INT())
+        out = ds.connect(env.from_collection([3]).broadcast(state)).process(BroadcastStamp())
+    values = [1, 2, 3] if kind in ("co", "broadcast") else [1, 2]
+    assert sorted(out.execute_and_collect()) == [(v, MIN) for v in values]

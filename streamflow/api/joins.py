@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..functions import Function, KeyedCoProcessFunction, OutputTag, ProcessWindowFunction
 from ..runtime.basic_operators import resolve_function
+from ..runtime.events import MIN_WATERMARK
 from ..runtime.process_operators import _Emitter
 from ..runtime.two_input_operators import KeyedCoProcessOperator
 from ..state.keyed import MapStateDescriptor
@@ -235,7 +236,7 @@ class _IntervalJoinFunction(KeyedCoProcessFunction):
     def _process(self, value: Any, ctx: Any, is_left: bool) -> list[tuple[Any, int]]:
         """The joined results with their timestamps, ``(result, max(left ts, right ts))``."""
         ts = ctx.timestamp()
-        if ts is None:
+        if ts == MIN_WATERMARK:  # no timestamp (Flink's IntervalJoinOperator refuses Long.MIN_VALUE)
             raise ValueError(
                 "interval join needs event-time timestamps: assign_timestamps_and_watermarks() first"
             )

@@ -21,6 +21,7 @@ from ..functions import TimeDomain
 from ..state.broadcast import BroadcastStateStore
 from .basic_operators import resolve_function
 from .context import keyed_state
+from .events import MIN_WATERMARK
 from .operator import TwoInputOperator
 from .process_operators import KeyedProcessOperator, ProcessOperator, _CurrentTime, _Emitter
 from .timers import Timer
@@ -59,8 +60,9 @@ class _ReadOnlyContext:
         self._ts: int | None = None
         self._domain: TimeDomain = TimeDomain.EVENT_TIME
 
-    def timestamp(self) -> int | None:
-        return self._ts
+    def timestamp(self) -> int:
+        ts = self._ts  # a record without a timestamp: Long.MIN_VALUE, as PyFlink gives Python
+        return MIN_WATERMARK if ts is None else ts
 
     def current_processing_time(self) -> int:
         return int(self._op.ctx.clock.now_ms())

@@ -58,8 +58,9 @@ class _ProcessContext:
         self._op = op
         self._ts: int | None = None
 
-    def timestamp(self) -> int | None:
-        return self._ts
+    def timestamp(self) -> int:
+        ts = self._ts  # a record without a timestamp: Long.MIN_VALUE, as PyFlink gives Python
+        return MIN_WATERMARK if ts is None else ts
 
     def timer_service(self) -> Any:
         return self._op.timer_facade
@@ -141,8 +142,9 @@ class _KeyedContext:
         self._ts: int | None = None
         self._domain: TimeDomain = TimeDomain.EVENT_TIME
 
-    def timestamp(self) -> int | None:
-        return self._ts
+    def timestamp(self) -> int:
+        ts = self._ts  # a record without a timestamp: Long.MIN_VALUE, as PyFlink gives Python
+        return MIN_WATERMARK if ts is None else ts
 
     def timer_service(self) -> _KeyedTimerService:
         return self._op.timer_facade
