@@ -13,6 +13,8 @@ import pytest
 
 import streamflow as sf
 from streamflow.common import Types
+from streamflow.common.serialization import SimpleStringSchema
+from streamflow.connectors.kafka_replay import ReplaySource
 from streamflow.datastream import BroadcastProcessFunction, TimeCharacteristic
 from streamflow.datastream.state import MapStateDescriptor
 from streamflow.testing import ManualClock
@@ -143,3 +145,16 @@ def test_a_record_without_a_timestamp_has_the_minimum_timestamp_in_the_context(k
         out = ds.connect(env.from_collection([3]).broadcast(state)).process(BroadcastStamp())
     values = [1, 2, 3] if kind in ("co", "broadcast") else [1, 2]
     assert sorted(out.execute_and_collect()) == [(v, MIN) for v in values]
+
+
+def test_a_source_with_per_partition_watermarks_takes_the_interval_set_before_execute(tmp_path: Any) -> None:
+    """The Kafka and replay sources generate watermarks per partition (from_source hands them
+    the strategy); Flink's SourceOperator reads the interval when it opens, so an interval set
+    after from_source() applies, as for assign_timestamps_and_watermarks."""
+    env = sf.StreamExecutionEnvironment()
+    source = ReplaySource(tmp_path / "r.jsonl", SimpleStringSchema())
+    env.from_source(source, sf.WatermarkStrategy.for_monotonous_timestamps(), "replay").print()
+    env.get_config().set_auto_watermark_interval(0)
+    graph = env.get_job_graph()
+    [running] = [n.source for n in graph.nodes if n.source is not None]
+    assert isinstance(running, ReplaySource) and running.watermark_interval_ms == 0

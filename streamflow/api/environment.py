@@ -290,6 +290,14 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
     # -- execution ---------------------------------------------------------
     def get_job_graph(self, job_name: str = "job") -> JobGraph:
         """The validated, chained job graph."""
+        for node in self._graph.nodes:
+            # a source generating watermarks per partition (from_source) takes the auto-watermark
+            # interval set by now, as Flink's SourceOperator reads the ExecutionConfig when it opens
+            source: Any = node.source
+            if getattr(source, "watermark_strategy", None) is not None:
+                node.source = source.with_watermark_strategy(
+                    source.watermark_strategy, self._auto_watermark_interval_ms
+                )
         return build_job_graph(
             self._graph,
             default_parallelism=self._parallelism,
