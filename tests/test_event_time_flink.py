@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import streamflow as sf
-from streamflow.common import Types
+from streamflow.common import Configuration, Types
 from streamflow.common.serialization import SimpleStringSchema
 from streamflow.connectors.kafka_replay import ReplaySource
 from streamflow.datastream import BroadcastProcessFunction, TimeCharacteristic
@@ -158,3 +158,22 @@ def test_a_source_with_per_partition_watermarks_takes_the_interval_set_before_ex
     graph = env.get_job_graph()
     [running] = [n.source for n in graph.nodes if n.source is not None]
     assert isinstance(running, ReplaySource) and running.watermark_interval_ms == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "ms"), [("1 s", 1_000), ("500ms", 500), ("0", 0), (250, 250), ("2 min", 120_000)]
+)
+def test_the_auto_watermark_interval_configuration_key(value: Any, ms: int) -> None:
+    """Flink's ``pipeline.auto-watermark-interval`` (a duration: a bare number is ms)."""
+    configuration: Any = {"pipeline.auto-watermark-interval": value}
+    if isinstance(value, str):  # PyFlink's way: a Configuration of strings
+        configuration = Configuration()
+        configuration.set_string("pipeline.auto-watermark-interval", value)
+    env = sf.StreamExecutionEnvironment()
+    env.configure(configuration)
+    assert env.get_config().get_auto_watermark_interval() == ms
+
+
+def test_an_unreadable_auto_watermark_interval_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"pipeline\.auto-watermark-interval"):
+        sf.StreamExecutionEnvironment().configure({"pipeline.auto-watermark-interval": "1.5 s"})

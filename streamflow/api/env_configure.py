@@ -8,7 +8,9 @@ sets what the environment's own setter does (``enable_checkpointing``,
 
 from __future__ import annotations
 
+import datetime
 import logging
+import re
 from typing import Any
 
 from ..execution_mode import RuntimeExecutionMode
@@ -47,6 +49,7 @@ class ConfigurationMixin:
         ``rest.address`` (serve the job page,
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
         ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY),
+        ``pipeline.auto-watermark-interval`` (``"200 ms"``, ``"1 s"``; 0: no periodic watermarks),
         ``execution.runtime-mode``, ``execution.sorted-inputs.enabled`` (batch mode: keyed
         operators read their input sorted by key and timestamp; default true) and
         ``execution.sorted-inputs.memory`` (the bytes of records a keyed operator sorts in memory
@@ -114,6 +117,8 @@ class ConfigurationMixin:
             elif key.startswith("python.fn-execution."):  # PyFlink's bundles between JVM and Python
                 _log.info("%s=%s accepted: no JVM, so no bundles (records move in batches between "
                           "operators in this process)", key, value)
+            elif key == "pipeline.auto-watermark-interval":
+                env.set_auto_watermark_interval(_duration_ms(value, key))
             elif key == "execution.runtime-mode":
                 env.set_runtime_mode(RuntimeExecutionMode[str(value).upper()])
             elif key == "execution.sorted-inputs.enabled":
@@ -146,6 +151,28 @@ class ConfigurationMixin:
         self._rocksdb_local_dir = path
         if isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
             self._state_backend.set_db_storage_paths(path)
+
+
+_DURATION_UNITS = {  # Flink's TimeUtils.parseDuration labels, in milliseconds per unit
+    **dict.fromkeys(("", "ms", "milli", "millis", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1_000),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hour", "hours"), 3_600_000),
+    **dict.fromkeys(("d", "day", "days"), 86_400_000),
+}
+
+
+def _duration_ms(value: Any, key: str) -> int:
+    """Milliseconds of a Flink duration value: an int (ms), a ``timedelta`` or ``"200 ms"``, ``"1s"``,
+    ``"2 min"`` (an integer and one of Flink's unit labels; a bare number is milliseconds)."""
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(value).lower())
+    if match is None or match.group(2) not in _DURATION_UNITS:
+        raise ValueError(f"{key}: cannot read the duration {value!r} (e.g. 200, '200 ms', '1 s')")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
 def _truthy(value: Any) -> bool:
