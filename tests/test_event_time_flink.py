@@ -18,6 +18,7 @@ from streamflow.connectors.kafka_replay import ReplaySource
 from streamflow.datastream import BroadcastProcessFunction, TimeCharacteristic
 from streamflow.datastream.state import MapStateDescriptor
 from streamflow.testing import ManualClock
+from streamflow.windowing import TumblingEventTimeWindows
 
 MIN = -(2**63)
 
@@ -177,3 +178,23 @@ def test_the_auto_watermark_interval_configuration_key(value: Any, ms: int) -> N
 def test_an_unreadable_auto_watermark_interval_is_refused() -> None:
     with pytest.raises(ValueError, match=r"pipeline\.auto-watermark-interval"):
         sf.StreamExecutionEnvironment().configure({"pipeline.auto-watermark-interval": "1.5 s"})
+
+
+@pytest.mark.parametrize("batch_size", [1, 100])
+@pytest.mark.parametrize("apply", ["reduce", "process"])
+def test_an_event_time_window_refuses_records_with_the_minimum_timestamp(batch_size: int, apply: str) -> None:
+    """A strategy without an assigner gives untimed records Long.MIN_VALUE; Flink's event-time
+    window assigners refuse that marker ("Record has Long.MIN_VALUE timestamp (= no timestamp
+    marker)"): the job fails, on the windows' fast path (reduce) as on the general one."""
+    env = sf.StreamExecutionEnvironment()
+    env.set_batch_size(batch_size)
+    ds = env.from_collection([("a", 1), ("a", 2), ("b", 3)])
+    keyed = ds.assign_timestamps_and_watermarks(sf.WatermarkStrategy.for_monotonous_timestamps())
+    windowed = keyed.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(10))
+    if apply == "reduce":
+        out = windowed.reduce(lambda a, b: (a[0], a[1] + b[1]))
+    else:
+        out = windowed.process(lambda key, ctx, elements: [(key, len(list(elements)))])
+    out.print()
+    with pytest.raises(Exception, match="no timestamp"):
+        env.execute()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..windowing.assigners import require_timestamp
 from ..windowing.windows import TimeWindow
 from .item_getters import failed_record
 
@@ -37,6 +38,7 @@ def add_one_window(op: Any, records: list, timestamps: list[int], touched: dict[
         return False  # (a length mismatch fails in the general loop's zip(strict=True))
     size, offset = op.assigner.size, op.assigner.offset
     lo, hi = min(timestamps), max(timestamps)
+    require_timestamp(lo)  # Long.MIN_VALUE is the "no timestamp" marker: refused, as the assigner does
     start = lo - (lo - offset + size) % size
     if hi - (hi - offset + size) % size != start or start + size - 1 <= op.current_watermark:
         return False

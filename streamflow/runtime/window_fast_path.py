@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..windowing.assigners import TumblingEventTimeWindows
+from ..windowing.assigners import TumblingEventTimeWindows, require_timestamp
 from ..windowing.triggers import EventTimeTrigger, Trigger
 from ..windowing.windows import TimeWindow
+from .events import MIN_WATERMARK
 from .window_batch import add_one_window
 from .window_context import WindowContext, WindowFunctions
 
@@ -68,6 +69,7 @@ def _fast_loop(
     touched: dict[TimeWindow, list],
 ) -> None:
     size, offset = op.assigner.size, op.assigner.offset
+    lowest = MIN_WATERMARK + size  # windows starting below it may hold Long.MIN_VALUE
     wm, lateness = op.current_watermark, op.allowed_lateness
     key_of, panes, fired = op.key_selector, op.panes, op._fired
     reduce, agg = op.fn.reduce, op.fn.aggregate
@@ -80,6 +82,8 @@ def _fast_loop(
     for record, ts in zip(records, timestamps, strict=True):
         start = ts - (ts - offset + size) % size
         if start != last_start:
+            if start < lowest:  # the window of Long.MIN_VALUE: each record is checked (no caching)
+                require_timestamp(ts)  # the "no timestamp" marker is refused, as the assigner does
             end = start + size - 1
             if end + lateness <= wm:
                 # late: the variables of the window in hand (last_start's) stay as they are,
@@ -87,7 +91,7 @@ def _fast_loop(
                 late.append(record)
                 late_ts.append(ts)
                 continue
-            last_start, max_ts = start, end
+            last_start, max_ts = (start if start >= lowest else None), end
             window = TimeWindow(start, start + size)
             found = panes.get(window)
             if found is None:

@@ -137,7 +137,7 @@ class MergingWindowAssigner(WindowAssigner):
         """Call ``callback(to_be_merged, merge_result)`` for each group of windows to merge."""
 
 
-def _require_timestamp(timestamp: int | None) -> int:
+def require_timestamp(timestamp: int | None) -> int:
     if timestamp is None or timestamp <= MIN_WATERMARK:
         raise ValueError(
             "Record has no timestamp (None or MIN_WATERMARK). Did you forget to call "
@@ -161,7 +161,7 @@ class _EventTime:
     def assign_windows(
         self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
     ) -> list[TimeWindow]:
-        return self._assign(_require_timestamp(timestamp))  # type: ignore[attr-defined]
+        return self._assign(require_timestamp(timestamp))  # type: ignore[attr-defined]
 
     def get_window_serializer(self) -> Any:
         from ..types.serializer import TimeWindowSerializer

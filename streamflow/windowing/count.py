@@ -25,7 +25,7 @@ from streamflow.windowing.assigners import (
     MergingWindowAssigner,
     WindowAssigner,
     _processing_time,
-    _require_timestamp,
+    require_timestamp,
 )
 from streamflow.windowing.context import WindowAssignerContext
 from streamflow.windowing.triggers import (
@@ -219,7 +219,7 @@ class DynamicEventTimeSessionWindows(_DynamicSession):
     def assign_windows(
         self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
     ) -> list[TimeWindow]:
-        return self._window(element, _require_timestamp(timestamp))
+        return self._window(element, require_timestamp(timestamp))
 
     def get_default_trigger(self, env: object = None) -> Trigger:
         return EventTimeTrigger.create()
