@@ -180,6 +180,14 @@ def test_an_unreadable_auto_watermark_interval_is_refused() -> None:
         sf.StreamExecutionEnvironment().configure({"pipeline.auto-watermark-interval": "1.5 s"})
 
 
+def test_a_negative_auto_watermark_interval_is_refused_when_set() -> None:
+    """Flink's ExecutionConfig.setAutoWatermarkInterval checks it; it failed only when the job ran."""
+    env = sf.StreamExecutionEnvironment()
+    with pytest.raises(ValueError, match="must not be negative"):
+        env.get_config().set_auto_watermark_interval(-5)
+    assert env.get_auto_watermark_interval() == 200
+
+
 @pytest.mark.parametrize("batch_size", [1, 100])
 @pytest.mark.parametrize("apply", ["reduce", "process"])
 def test_an_event_time_window_refuses_records_with_the_minimum_timestamp(batch_size: int, apply: str) -> None:

@@ -161,7 +161,10 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         return config
 
     def set_auto_watermark_interval(self, interval: int | datetime.timedelta) -> StreamExecutionEnvironment:
-        self._auto_watermark_interval_ms = to_millis(interval, "auto watermark interval")
+        ms = to_millis(interval, "auto watermark interval")
+        if ms < 0:  # Flink's ExecutionConfig.setAutoWatermarkInterval refuses it when set
+            raise ValueError(f"the auto watermark interval must not be negative, got {ms} ms")
+        self._auto_watermark_interval_ms = ms
         return self
 
     def get_auto_watermark_interval(self) -> int:
