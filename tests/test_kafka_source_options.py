@@ -162,3 +162,44 @@ def test_the_reset_strategy_of_each_starting_offsets_initializer():
     ]
     assert [i.auto_offset_reset() for i in resets] == [
         "earliest", "latest", "latest", "none", "latest", "earliest", "latest"]
+
+
+async def test_a_completed_checkpoint_commits_its_own_offsets_not_a_later_ones(kafka):
+    """Flink's KafkaSourceReader commits the offsets of the checkpoint that completed: with a
+    later checkpoint taken while it was in flight (concurrent checkpoints, a savepoint), the
+    reader committed the latest snapshot's offsets, ahead of every completed checkpoint."""
+    bs, topic = kafka.bootstrap_servers, f"commit-own-{next(_ids)}"
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [str(i).encode() for i in range(10)])
+    group = f"g-{topic}"
+    reader = _builder(bs, topic).set_group_id(group).build().create_reader(0, 1)
+    await reader.start(lambda: None)
+    read: list = []
+
+    async def read_until(n: int) -> None:
+        while len(read) < n:
+            batch = reader.poll_batch(n - len(read))
+            if isinstance(batch, tuple):  # (records, timestamps)
+                read.extend(batch[0])
+            else:
+                await asyncio.sleep(0.01)
+
+    async def committed_once_it_changes(before: int | None) -> int | None:
+        for _ in range(200):  # the commit runs in the background
+            now = await _committed(bs, group, topic)
+            if now != before:
+                return now
+            await asyncio.sleep(0.05)
+        return before
+
+    try:
+        await asyncio.wait_for(read_until(4), 30)
+        assert reader.snapshot_for_checkpoint(1) == [[topic, 0, 4]]
+        await asyncio.wait_for(read_until(10), 30)
+        assert reader.snapshot_for_checkpoint(2) == [[topic, 0, 10]]
+        reader.notify_checkpoint_complete(1)
+        assert await committed_once_it_changes(None) == 4
+        reader.notify_checkpoint_complete(2)
+        assert await committed_once_it_changes(4) == 10
+    finally:
+        await reader.close()

@@ -68,6 +68,12 @@ class SourceReader:
     def snapshot_position(self) -> Any:
         return None
 
+    def snapshot_for_checkpoint(self, checkpoint_id: int) -> Any:
+        """The position stored in checkpoint ``checkpoint_id`` (Flink's ``snapshotState(id)``):
+        ``snapshot_position()``. A reader that acts when that checkpoint completes (the Kafka
+        reader commits its offsets) overrides this to remember which position went where."""
+        return self.snapshot_position()
+
     def restore_position(self, position: Any) -> None:
         pass
 

@@ -109,7 +109,8 @@ class KafkaSourceReader(SourceReader):
         self._consumer: Any = None
         self._wake: Callable[[], None] = lambda: None
         self._idle_sent = False
-        self._last_snapshot: dict[tuple[str, int], int] = {}
+        # the offsets of each checkpoint taken and not yet completed (committed when it completes)
+        self._to_commit: dict[int, dict[tuple[str, int], int]] = {}
         self._commit_task: asyncio.Task[None] | None = None
         self.watermarks: Any = None  # kafka_watermarks.PartitionWatermarks when a strategy is set
         self._metrics: Any = None  # the reader's MetricGroup (set_metric_group), for per-partition gauges
@@ -137,11 +138,19 @@ class KafkaSourceReader(SourceReader):
         return max(0, high - split.position) if high is not None else 0
 
     # -- positions -----------------------------------------------------------
-    def snapshot_position(self) -> list[list[Any]]:
+    def _positions(self) -> dict[tuple[str, int], int]:
         pos = {key: s.position for key, s in self.splits.items()}
         for key, off in self._restored.items():
             pos.setdefault(key, off)
-        self._last_snapshot = pos
+        return pos
+
+    def snapshot_position(self) -> list[list[Any]]:
+        return [[t, p, off] for (t, p), off in sorted(self._positions().items())]
+
+    def snapshot_for_checkpoint(self, checkpoint_id: int) -> list[list[Any]]:
+        pos = self._positions()
+        if self.source.commit_offsets_on_checkpoint:
+            self._to_commit[checkpoint_id] = pos
         return [[t, p, off] for (t, p), off in sorted(pos.items())]
 
     rescalable_position = True
@@ -169,13 +178,18 @@ class KafkaSourceReader(SourceReader):
                      self.subtask, len(self._restored), len(restored), len(positions))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        if not self.source.commit_offsets_on_checkpoint or self._consumer is None or not self._last_snapshot:
+        """Commits the offsets of checkpoint ``checkpoint_id`` itself, as Flink's KafkaSourceReader
+        does: a later checkpoint's, taken while this one was in flight, may never complete; the
+        entries of earlier checkpoints are dropped (this one subsumes them)."""
+        offsets = self._to_commit.pop(checkpoint_id, None)
+        for older in [c for c in self._to_commit if c < checkpoint_id]:
+            del self._to_commit[older]
+        if not offsets or self._consumer is None:
             return
         if self._commit_task is not None and not self._commit_task.done():
             log.info("kafka source: offset commit for an earlier checkpoint still running; skipping %d",
                      checkpoint_id)
             return
-        offsets = dict(self._last_snapshot)
         self._commit_task = asyncio.get_running_loop().create_task(self._commit(checkpoint_id, offsets))
 
     async def _commit(self, checkpoint_id: int, offsets: dict[tuple[str, int], int]) -> None:

@@ -306,7 +306,7 @@ class SourceTask(Task):
 
     def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
         ops = super().snapshot_operators(checkpoint_id, final)
-        state: dict[str, Any] = {"position": self.reader.snapshot_position()}
+        state: dict[str, Any] = {"position": self.reader.snapshot_for_checkpoint(checkpoint_id)}
         if self.reader.rescalable_position:
             state["rescalable"] = True  # any parallelism restores it (restore.check_fits)
         ops[self.source_uid] = state
