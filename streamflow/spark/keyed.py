@@ -195,7 +195,7 @@ class KeyedRunner:
 
     def _rows(self, frames: list[Any]) -> tuple[list[list[int]], list[int | None], list[Any], list[bool]]:
         """The key's data rows (see :func:`_rows`) and whether each feeds the second input."""
-        orders, tss, values, tags = _rows(frames, self.layout)
+        orders, tss, values, tags = _rows(frames, self.layout, self.two_input)
         return orders, tss, values, [t == "1" for t in tags] if self.two_input else [False] * len(orders)
 
     async def _process(self, stage: _Stage, wm: int, orders: list[list[int]], tss: list[int | None],
@@ -272,10 +272,11 @@ def _same(record: Any) -> Any:
     return record
 
 
-def _rows(frames: list[Any], layout: Any = None,
+def _rows(frames: list[Any], layout: Any = None, with_tags: bool = False,
           ) -> tuple[list[list[int]], list[int | None], list[Any], list[str | None]]:
     """The key's data rows (markers dropped), sorted by ``order``, column-wise: encoded values,
-    or the records themselves when the rows hold typed columns (``layout``), and their tags."""
+    or the records themselves when the rows hold typed columns (``layout``), and with
+    ``with_tags`` their tags (else no tags)."""
     from .native import records_from_pandas
 
     orders: list[list[int]] = []
@@ -283,7 +284,8 @@ def _rows(frames: list[Any], layout: Any = None,
     values: list[bytes] = []
     tags: list[str | None] = []
     for pdf in frames:
-        tags.extend(pdf["tag"].tolist())
+        if with_tags:
+            tags.extend(pdf["tag"].tolist())
         orders.extend(a.tolist() for a in pdf["order"].to_numpy())
         ts = pdf["ts"]
         if ts.isna().any():
@@ -298,7 +300,7 @@ def _rows(frames: list[Any], layout: Any = None,
             orders = [orders[i] for i in idx]
             tss = [tss[i] for i in idx]
             values = [values[i] for i in idx]
-            tags = [tags[i] for i in idx]
+            tags = [tags[i] for i in idx] if with_tags else tags
     return orders, tss, values, tags
 
 
