@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from ..types.time import Time
+from ..types.time import Duration, Time
 
 __all__ = ["StateTtlConfig"]
 
@@ -57,17 +57,26 @@ class StateTtlConfig:
                 return self._run_cleanup_for_every_record
 
         class RocksdbCompactFilterCleanupStrategy(CleanupStrategy):
+            """PyFlink's: a falsy ``periodic_compaction_time`` (None, 0, False, '') means Flink's
+            default, 30 days; a ``Duration`` (0 ms included) is kept as given."""
+
             def __init__(
                 self, query_time_after_num_entries: int, periodic_compaction_time: Any = None
             ) -> None:
+                if not isinstance(periodic_compaction_time, Duration) and periodic_compaction_time:
+                    raise TypeError(
+                        "periodic_compaction_time must be a Duration (or None for Flink's default, "
+                        f"30 days), got {periodic_compaction_time!r}"
+                    )
                 self._query_time_after_num_entries = int(query_time_after_num_entries)
                 self._periodic_compaction_time = periodic_compaction_time
 
             def get_query_time_after_num_entries(self) -> int:
                 return self._query_time_after_num_entries
 
-            def get_periodic_compaction_time(self) -> Any:
-                return self._periodic_compaction_time
+            def get_periodic_compaction_time(self) -> Duration:
+                periodic = self._periodic_compaction_time
+                return periodic if isinstance(periodic, Duration) else Duration.of_days(30)
 
         #: Flink's heap default when background cleanup is on and no strategy is set
         DEFAULT_INCREMENTAL_CLEANUP_STRATEGY: Any = None
@@ -204,11 +213,13 @@ class StateTtlConfig:
             return self
 
         def cleanup_in_rocksdb_compact_filter(
-            self, query_time_after_num_entries: int
+            self, query_time_after_num_entries: int, periodic_compaction_time: Any = None
         ) -> StateTtlConfig.Builder:
             strategies = StateTtlConfig.CleanupStrategies
             self._strategies[strategies.Strategies.ROCKSDB_COMPACTION_FILTER] = (
-                strategies.RocksdbCompactFilterCleanupStrategy(query_time_after_num_entries)
+                strategies.RocksdbCompactFilterCleanupStrategy(
+                    query_time_after_num_entries, periodic_compaction_time
+                )
             )
             return self
 
