@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import enum
 import importlib.util
+import os
+import urllib.parse
 from typing import Any
 
 from .keyed import KeyedStateBackend
@@ -106,8 +108,10 @@ class EmbeddedRocksDBStateBackend(StateBackend):
     # PyFlink's methods
     def set_db_storage_paths(self, *paths: str) -> None:
         """Where the working DBs live (``state.backend.rocksdb.localdir``); the first path is
-        used. Ephemeral: the state survives in checkpoints."""
-        self._paths = [str(p) for p in paths if p is not None]
+        used. Ephemeral: the state survives in checkpoints. As Flink's ``setDbStoragePaths``:
+        a ``file:`` URI gives its path (``file://var/db/`` is ``/db``), another scheme is
+        refused, so is a relative path; no path resets to the default (the temp dir)."""
+        self._paths = [_local_db_path(p) for p in paths]
 
     def get_db_storage_paths(self) -> list[str]:
         return list(self._paths)
@@ -125,7 +129,25 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return self._transfer_threads
 
     def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
+        """Accepted, without effect (checkpoints copy SST files on one worker thread)."""
+        if int(number_of_transfering_threads) <= 0:
+            raise ValueError(
+                "The number of threads used to transfer files in EmbeddedRocksDBStateBackend "
+                f"should be greater than zero, got {number_of_transfering_threads!r}"
+            )
         self._transfer_threads = int(number_of_transfering_threads)
+
+    def set_options(self, options_factory_class_name: str) -> None:
+        """PyFlink names a Java ``RocksDBOptionsFactory`` class here; rocksdict cannot run it,
+        so it is refused rather than ignored."""
+        raise NotImplementedError(
+            f"set_options({options_factory_class_name!r}): a Java RocksDBOptionsFactory cannot "
+            "configure streamflow's RocksDB (rocksdict, no JVM); use set_predefined_options()"
+        )
+
+    def get_options(self) -> str | None:
+        """The options factory's class name: none can be set (see :meth:`set_options`)."""
+        return None
 
     def create_keyed_backend(
         self, max_parallelism: int, key_groups: range, operator_id: str, subtask: int, codec: Any
@@ -145,6 +167,22 @@ class EmbeddedRocksDBStateBackend(StateBackend):
 
     def __repr__(self) -> str:
         return f"EmbeddedRocksDBStateBackend(local_dir={self._paths[0] if self._paths else None!r})"
+
+
+def _local_db_path(raw: str) -> str:
+    """Flink's ``setDbStoragePaths`` for one path: a ``file:`` URI's path, an absolute
+    local path as is (normalised); another scheme or a relative path is refused."""
+    if raw is None:
+        raise ValueError("set_db_storage_paths: null path")
+    text = str(raw)
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme and len(parsed.scheme) > 1:  # (a one-letter scheme is a Windows drive)
+        if parsed.scheme.lower() != "file":
+            raise ValueError(f"Path {text} has a non-local scheme")
+        text = parsed.path
+    if not os.path.isabs(text):
+        raise ValueError(f"Relative paths are not supported: {raw!r} (RocksDB's local directory)")
+    return os.path.normpath(text)
 
 
 def state_backend_from_config(kind: str) -> StateBackend:

@@ -21,7 +21,6 @@ always on); ``test_create_custom_state_backend`` (a Java state backend factory: 
 
 from __future__ import annotations
 
-import os
 import pickle
 
 import pytest
@@ -30,13 +29,7 @@ from streamflow.common.time import Duration, Time
 from streamflow.datastream.state import StateTtlConfig
 from streamflow.datastream.state_backend import EmbeddedRocksDBStateBackend, PredefinedOptions
 
-_BACKEND = "EmbeddedRocksDBStateBackend diverges from Flink's (being fixed)"
-FAILING: dict[str, str] = {
-    "test_get_set_db_storage_paths": _BACKEND,
-    "test_db_storage_paths_relative_and_non_local": _BACKEND,
-    "test_get_set_options": _BACKEND,
-    "test_get_set_number_of_transfering_threads": _BACKEND,
-}
+FAILING: dict[str, str] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -124,11 +117,13 @@ def test_get_set_db_storage_paths() -> None:
 
 
 def test_db_storage_paths_relative_and_non_local() -> None:
-    # Not in Flink's file: the rest of Flink's setDbStoragePaths (a relative path is made
-    # absolute, a non-local scheme is refused, no path resets to the default).
+    # Not in Flink's file: the rest of Flink's setDbStoragePaths (a relative path or a
+    # non-local scheme is refused, no path resets to the default).
     state_backend = EmbeddedRocksDBStateBackend()
-    state_backend.set_db_storage_paths("rocks/dir")
-    assert state_backend.get_db_storage_paths() == [os.path.abspath("rocks/dir")]
+    state_backend.set_db_storage_paths("/var/rocks/dir/", "file:///var/other")
+    assert state_backend.get_db_storage_paths() == ["/var/rocks/dir", "/var/other"]
+    with pytest.raises(ValueError, match="Relative paths"):
+        state_backend.set_db_storage_paths("rocks/dir")
     with pytest.raises(ValueError, match="non-local scheme"):
         state_backend.set_db_storage_paths("hdfs://namenode:9000/rocks")
     state_backend.set_db_storage_paths()
