@@ -15,9 +15,15 @@ from streamflow.connectors.kafka_common import DeliveryGuarantee as DeliveryGuar
 
 __all__ = ["DeliveryGuarantee", "Sink", "Source"]
 
-_INSTALLED = {
+_INSTALLED = {  # PyFlink's _install(), apart from the JVM-only connectors (below)
     "NumberSequenceSource": "number_seq",
     "KafkaSource": "kafka",
+    "FlinkKafkaConsumer": "kafka",
+    "FlinkKafkaProducer": "kafka",
+    "Semantic": "kafka",
+    "BucketAssigner": "file_system",
+    "FileEnumeratorProvider": "file_system",
+    "FileSplitAssignerProvider": "file_system",
     "FileSink": "file_system",
     "FileSource": "file_system",
     "FileSourceBuilder": "file_system",
@@ -28,8 +34,35 @@ _INSTALLED = {
 }
 
 
+#: the rest of PyFlink's _install(): connectors that exist only as Java code
+_JVM_ONLY = {
+    **dict.fromkeys(("JdbcSink", "JdbcConnectionOptions", "JdbcExecutionOptions"), "jdbc"),
+    **dict.fromkeys(("PulsarSource", "PulsarSourceBuilder", "StartCursor", "StopCursor"), "pulsar"),
+    **dict.fromkeys(("RMQSource", "RMQSink", "RMQConnectionConfig"), "rabbitmq"),
+    **dict.fromkeys(
+        (
+            "DynamicKafkaSource",
+            "DynamicKafkaSourceBuilder",
+            "KafkaMetadataService",
+            "KafkaRecordDeserializationSchema",
+            "KafkaStreamSetSubscriber",
+            "KafkaStreamSubscriber",
+            "StreamPatternSubscriber",
+            "SingleClusterTopicMetadataService",
+        ),
+        "dynamic_kafka",
+    ),
+}
+
+
 def __getattr__(name: str) -> Any:
     module = _INSTALLED.get(name)
     if module is None:
+        connector = _JVM_ONLY.get(name)
+        if connector is not None:
+            raise AttributeError(
+                f"module {__name__!r} has no attribute {name!r}: PyFlink's {connector} connector "
+                "is Java code (a JVM connector jar); streamflow has no native counterpart"
+            )
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(import_module(f"{__name__}.{module}"), name)
