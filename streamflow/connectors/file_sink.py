@@ -82,7 +82,7 @@ import anyio
 
 from ..runtime.operator import StreamOperator
 from .base import Sink
-from .file_options import SinkOptions
+from .file_options import BucketAssigner, SinkOptions
 from .file_sink_parts import INPROGRESS, PENDING, FileSinkError, PartFiles, fsync_dir, io_errors
 from .file_sink_policy import (
     DefaultRollingPolicy,
@@ -128,6 +128,8 @@ class FileSink(Sink):
         if bucket_check_interval < 1:
             raise ValueError(f"bucket check interval must be >= 1 ms, got {bucket_check_interval}")
         self.bucket_check_interval = bucket_check_interval
+        #: where part files go: always the base path (``with_bucket_assigner`` accepts only it)
+        self.bucket_assigner = BucketAssigner.base_path_bucket_assigner()
 
     @staticmethod
     def for_row_format(base_path: str | os.PathLike[str], encoder: Encoder) -> RowFormatBuilder:
