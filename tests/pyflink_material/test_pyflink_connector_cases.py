@@ -9,10 +9,11 @@ the same property on streamflow's built object (its attributes), each line says 
 Cases that do not pass are in ``FAILING`` with their reason (strict xfail).
 
 ``FlinkKafkaTest.test_kafka_connector_universal`` builds the legacy ``FlinkKafkaConsumer`` and
-``FlinkKafkaProducer`` (JVM SourceFunction/SinkFunction; deprecated in Flink, still in PyFlink
-2.3): streamflow refuses both with the reason (use ``KafkaSource``/``KafkaSink``, native), so
-the case is a strict xfail; ``test_legacy_kafka_classes_refuse_with_reason`` checks the refusal.
-It needs no broker (it only builds).
+``FlinkKafkaProducer`` (SourceFunction/SinkFunction): Flink 2's Kafka connector no longer has
+their Java classes, so PyFlink 2.3 fails on them too; streamflow refuses both with the reason
+(use ``KafkaSource``/``KafkaSink``, native), so the case is a strict xfail and
+``test_legacy_kafka_classes_refuse_with_reason`` checks the refusal. It needs no broker (it
+only builds).
 
 Left out, with the reason:
 ``FlinkElasticsearch7Test`` (4 cases), ``FlinkJdbcSinkTest`` (1), ``FlinkPulsarTest`` (6),
@@ -52,8 +53,9 @@ from streamflow.errors import NotSupportedError
 
 FAILING: dict[str, str] = {
     "test_kafka_connector_universal": (
-        "FlinkKafkaConsumer/FlinkKafkaProducer (the legacy JVM source/sink functions) are refused "
-        "with their reason: use KafkaSource.builder()/KafkaSink.builder()"
+        "FlinkKafkaConsumer/FlinkKafkaProducer (legacy source/sink functions, gone from Flink 2's "
+        "Kafka connector, so PyFlink 2.3 fails too) are refused with their reason: use "
+        "KafkaSource.builder()/KafkaSink.builder()"
     ),
     "test_stream_file_sink": (
         "deliberate: at the end of bounded input streamflow's StreamingFileSink commits its part "
@@ -221,10 +223,10 @@ def test_kafka_connector_universal(env: StreamExecutionEnvironment) -> None:
     flink_kafka_consumer.set_start_from_earliest()
     flink_kafka_consumer.set_commit_offsets_on_checkpoints(True)
 
-    # Flink reads the Java consumer's private fields; the port would read the built consumer's
-    # attributes (the properties given, the commit flag, the start mode, the topics).
-    assert flink_kafka_consumer.properties["bootstrap.servers"] == "localhost:9092"
-    assert flink_kafka_consumer.properties["group.id"] == "test_group"
+    # Flink reads the Java consumer's private fields; the port reads the built consumer's
+    # attributes (as KafkaSource has them: servers, group, commit flag, start mode, topics).
+    assert flink_kafka_consumer.bootstrap_servers == "localhost:9092"
+    assert flink_kafka_consumer.group_id == "test_group"
     assert flink_kafka_consumer.commit_offsets_on_checkpoint
     assert flink_kafka_consumer.get_produced_type() == type_info
     assert flink_kafka_consumer.starting_offsets.kind == "earliest"
