@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import importlib.util
+import logging
 import os
 import urllib.parse
 from typing import Any
@@ -25,6 +26,8 @@ __all__ = [
     "StateBackend",
     "state_backend_from_config",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class StateBackend:
@@ -120,6 +123,16 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return True
 
     def set_predefined_options(self, options: PredefinedOptions) -> None:
+        """Kept (``get_predefined_options``), without effect: Flink's profiles are RocksDB
+        tuning (block cache, compaction threads); logged."""
+        if not isinstance(options, PredefinedOptions):
+            raise TypeError(f"set_predefined_options needs a PredefinedOptions, got {options!r}")
+        if options is not PredefinedOptions.DEFAULT:
+            log.info(
+                "EmbeddedRocksDBStateBackend: predefined options %s are kept but have no effect "
+                "(streamflow tunes its RocksDB with cache_entries/flush_entries)",
+                options.name,
+            )
         self._predefined = options
 
     def get_predefined_options(self) -> PredefinedOptions:
@@ -129,12 +142,16 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         return self._transfer_threads
 
     def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
-        """Accepted, without effect (checkpoints copy SST files on one worker thread)."""
+        """Kept (``get_number_of_transfer_threads``), without effect; logged."""
         if int(number_of_transfering_threads) <= 0:
             raise ValueError(
                 "The number of threads used to transfer files in EmbeddedRocksDBStateBackend "
                 f"should be greater than zero, got {number_of_transfering_threads!r}"
             )
+        log.info(
+            "EmbeddedRocksDBStateBackend: %s transfer threads are kept but have no effect",
+            number_of_transfering_threads,
+        )
         self._transfer_threads = int(number_of_transfering_threads)
 
     def set_options(self, options_factory_class_name: str) -> None:
@@ -142,7 +159,8 @@ class EmbeddedRocksDBStateBackend(StateBackend):
         so it is refused rather than ignored."""
         raise NotImplementedError(
             f"set_options({options_factory_class_name!r}): a Java RocksDBOptionsFactory cannot "
-            "configure streamflow's RocksDB (rocksdict, no JVM); use set_predefined_options()"
+            "configure streamflow's RocksDB (rocksdict, no JVM); its own settings are "
+            "EmbeddedRocksDBStateBackend(cache_entries=..., flush_entries=...)"
         )
 
     def get_options(self) -> str | None:
