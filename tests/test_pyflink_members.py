@@ -86,8 +86,6 @@ ABSENT: dict[tuple[str, str], str] = {
 }
 for _member in ("stop_with_savepoint", "get_accumulators"):
     ABSENT["pyflink.common.JobClient", _member] = _JOB
-for _member in ("get_job_id", "get_accumulator_result", "get_all_accumulator_results"):
-    ABSENT["pyflink.common.JobExecutionResult", _member] = _JOB
 for _member in ("FAILING", "CANCELLING", "SUSPENDED", "RECONCILING", "is_globally_terminal_state",
                 "is_terminal_state"):  # fmt: skip
     ABSENT["pyflink.common.JobStatus", _member] = _JOB

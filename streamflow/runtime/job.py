@@ -46,9 +46,23 @@ class JobExecutionResult:
     status: JobStatus
     metrics: dict[str, float | int]
     net_runtime_ms: int
+    job_id: str = ""
 
     def get_net_runtime(self) -> int:
         return self.net_runtime_ms
+
+    def get_job_id(self) -> str:
+        """The id of the job this result is of: the same as its client's ``get_job_id()``."""
+        return self.job_id
+
+    def get_accumulator_result(self, accumulator_name: str) -> None:
+        """None, as PyFlink's for an accumulator the job does not have: streamflow jobs have
+        no accumulators (use metrics, ``client.get_metrics()``)."""
+        return None
+
+    def get_all_accumulator_results(self) -> dict[str, Any]:
+        """Empty, as PyFlink's for a job without accumulators (streamflow jobs have none)."""
+        return {}
 
 
 class JobClient:
@@ -232,6 +246,7 @@ class JobClient:
             self._status,
             self.get_metrics(),
             int((self._clock.monotonic() - self._started) * 1000),
+            self.job_id,
         )
 
     async def cancel(self) -> None:

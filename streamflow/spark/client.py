@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -46,6 +47,7 @@ class SparkJobClient:
     def __init__(self, job_name: str, graph: JobGraph, config: RuntimeConfig,
                  configuration: dict[str, Any]) -> None:
         self.job_name = job_name
+        self.job_id = uuid.uuid4().hex  # as Flink's JobID: 32 hex digits
         self._graph = graph
         self._config = config
         self._configuration = configuration
@@ -225,6 +227,9 @@ class SparkJobClient:
         out["spark.lastBatchInputRows"] = rows
         return out
 
+    def get_job_id(self) -> str:
+        return self.job_id
+
     async def trigger_checkpoint(self) -> str:
         raise RuntimeError("on the Spark engine every micro-batch is checkpointed by Spark itself")
 
@@ -234,7 +239,8 @@ class SparkJobClient:
     async def get_job_execution_result(self) -> JobExecutionResult:
         await asyncio.shield(self._done)
         return JobExecutionResult(
-            self.job_name, self._status, self.get_metrics(), int((time.monotonic() - self._started) * 1000)
+            self.job_name, self._status, self.get_metrics(), int((time.monotonic() - self._started) * 1000),
+            self.job_id,
         )
 
     async def cancel(self) -> None:
