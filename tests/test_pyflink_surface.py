@@ -386,3 +386,16 @@ def test_pyflinks_generic_classes_are_subscriptable(module: str, name: str) -> N
         assert cls.Context[int] is not None
     if name == "MergingWindowAssigner":
         assert cls.MergeCallback[int] is not None
+
+
+def test_slot_sharing_group_resources_as_flinks_builder():
+    """Memory comes back as MemorySize (it was a bare int); resources need cpu and heap."""
+    from streamflow.datastream import SlotSharingGroup
+    from streamflow.datastream.slot_sharing_group import MemorySize
+
+    group = SlotSharingGroup.builder("g").set_cpu_cores(1.0).set_task_heap_memory_mb(100).build()
+    assert group.get_task_heap_memory() == MemorySize.of_mebi_bytes(100)
+    assert group.get_managed_memory() == MemorySize(0) == group.get_task_off_heap_memory()
+    assert SlotSharingGroup.builder("none").build().get_task_heap_memory() is None
+    with pytest.raises(ValueError, match="cpu cores and task heap memory are required"):
+        SlotSharingGroup.builder("half").set_cpu_cores(1.0).build()

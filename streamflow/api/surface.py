@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..configuration import MemorySize
 from ..graph import GraphError, Partitioning
 from ..runtime.basic_operators import resolve_function
 from ..types.typeinfo import TupleTypeInfo
@@ -45,13 +46,13 @@ class SlotSharingGroup:
     def get_cpu_cores(self) -> float | None:
         return self._resources.get("cpu_cores")
 
-    def get_task_heap_memory(self) -> Any:
+    def get_task_heap_memory(self) -> MemorySize | None:
         return self._resources.get("task_heap_memory")
 
-    def get_task_off_heap_memory(self) -> Any:
+    def get_task_off_heap_memory(self) -> MemorySize | None:
         return self._resources.get("task_off_heap_memory")
 
-    def get_managed_memory(self) -> Any:
+    def get_managed_memory(self) -> MemorySize | None:
         return self._resources.get("managed_memory")
 
     def get_external_resources(self) -> dict[str, float]:
@@ -89,26 +90,37 @@ class SlotSharingGroup:
             return self._set("task_heap_memory", task_heap_memory)
 
         def set_task_heap_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
-            return self._set("task_heap_memory", mb << 20)
+            return self._set("task_heap_memory", MemorySize.of_mebi_bytes(mb))
 
         def set_task_off_heap_memory(self, memory: Any) -> SlotSharingGroup.Builder:
             return self._set("task_off_heap_memory", memory)
 
         def set_task_off_heap_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
-            return self._set("task_off_heap_memory", mb << 20)
+            return self._set("task_off_heap_memory", MemorySize.of_mebi_bytes(mb))
 
         def set_managed_memory(self, memory: Any) -> SlotSharingGroup.Builder:
             return self._set("managed_memory", memory)
 
         def set_managed_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
-            return self._set("managed_memory", mb << 20)
+            return self._set("managed_memory", MemorySize.of_mebi_bytes(mb))
 
         def set_external_resource(self, name: str, value: float) -> SlotSharingGroup.Builder:
             self._resources.setdefault("external", {})[name] = value
             return self
 
         def build(self) -> SlotSharingGroup:
-            return SlotSharingGroup(self._name, self._resources)
+            """As Flink's builder: resources need the CPU cores and the task heap memory (the
+            off-heap and managed memory then default to zero); a group without any has none."""
+            resources = dict(self._resources)
+            if "cpu_cores" in resources and "task_heap_memory" in resources:
+                resources.setdefault("task_off_heap_memory", MemorySize(0))
+                resources.setdefault("managed_memory", MemorySize(0))
+            elif resources:
+                raise ValueError(
+                    "The cpu cores and task heap memory are required when specifying the resource "
+                    "of a slot sharing group. You need to explicitly configure them with positive value."
+                )
+            return SlotSharingGroup(self._name, resources)
 
 
 class CloseableIterator:
