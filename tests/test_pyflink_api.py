@@ -43,6 +43,10 @@ def test_row_semantics_as_pyflink() -> None:
         (Types.MAP(Types.STRING(), Types.BOOLEAN()), {"a": True}, {"a": True}, "{a=true}"),
         (Types.STRING(), None, None, "null"),
         (Types.DOUBLE(), 1.0, 1.0, "1.0"),
+        # bytes in a row reach the JVM as a byte[]: Row.toString shows its signed bytes
+        (Types.ROW([Types.PICKLED_BYTE_ARRAY()]), (bytearray(b"f\xff"),), Row(f0=bytearray(b"f\xff")),
+         "+I[[102, -1]]"),
+        (Types.PRIMITIVE_ARRAY(Types.BYTE()), b"\x80\x7f", b"\x80\x7f", "[-128, 127]"),
     ],
 )
 def test_types_convert_and_print_as_the_jvm(type_info, value, converted, text) -> None:

@@ -6,7 +6,8 @@ uses these rules. Ported from the Java ``toString`` of ``Tuple`` (``(a,b)``), ``
 (``+I[a, b]``), ``List`` (``[a, b]``), ``Map`` (``{k=v}``), ``Boolean``
 (``true``), ``Double`` / ``Float`` (``1.0E10``, ``NaN``, ``Infinity``; a ``Float`` is
 the shortest decimal that reads back as the same 32-bit float), ``BigDecimal``
-(``1E+3``) and ``java.sql.Date`` / ``Time`` / ``Timestamp``; ``None`` is ``null``.
+(``1E+3``), ``byte[]`` in a ``Row`` or ``Tuple`` (``[102, -1]``: Java's bytes are signed) and
+``java.sql.Date`` / ``Time`` / ``Timestamp``; ``None`` is ``null``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def java_string(value: Any) -> str:
         return "[" + ", ".join(java_string(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{java_string(k)}={java_string(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (bytes, bytearray)):  # a Java byte[] in a Row/Tuple: signed bytes
+        return "[" + ", ".join(str(b - 256 if b > 127 else b) for b in value) + "]"
     return str(value)
 
 

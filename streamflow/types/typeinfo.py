@@ -181,6 +181,15 @@ class PickledBytesTypeInfo(TypeInformation):
         return PickledBytesTypeInfo()
 
 
+def _field_text(field_type: TypeInformation, value: Any) -> str:
+    """A field's text in the JVM's ``Row``/``Tuple.toString``: bytes declared
+    ``PICKLED_BYTE_ARRAY`` reach the JVM as a ``byte[]`` (Pyrolite unpickles them so), printed
+    as its signed bytes; a top-level pickled stream prints Python's ``str`` (PyFlink's print())."""
+    if isinstance(field_type, PickledBytesTypeInfo) and isinstance(value, (bytes, bytearray)):
+        return java_string(value)
+    return field_type.format(value)
+
+
 class _Composite(TypeInformation):
     def need_conversion(self) -> bool:
         return True
@@ -228,7 +237,7 @@ class RowTypeInfo(_Composite):
     def format(self, value: Any) -> str:
         if not isinstance(value, Row):
             return java_string(value)
-        fields = ", ".join(t.format(v) for t, v in zip(self._field_types, value, strict=False))
+        fields = ", ".join(_field_text(t, v) for t, v in zip(self._field_types, value, strict=False))
         return f"{value.get_row_kind()}[{fields}]"
 
     def __repr__(self) -> str:
@@ -263,7 +272,7 @@ class TupleTypeInfo(_Composite):
     def format(self, value: Any) -> str:
         if not isinstance(value, (tuple, list, Row)):
             return java_string(value)
-        return "(" + ",".join(t.format(v) for t, v in zip(self._field_types, value, strict=False)) + ")"
+        return "(" + ",".join(_field_text(t, v) for t, v in zip(self._field_types, value, strict=False)) + ")"
 
     def __repr__(self) -> str:
         return "TupleTypeInfo({})".format(", ".join(repr(t) for t in self._field_types))
@@ -286,6 +295,8 @@ class _ArrayTypeInfo(_Composite):
     def format(self, value: Any) -> str:
         if value is None:
             return "null"
+        if isinstance(value, (bytes, bytearray)):  # a Java byte[]: signed bytes
+            return java_string(value)
         return "[" + ", ".join(self._element_type.format(v) for v in value) + "]"
 
     def __repr__(self) -> str:
