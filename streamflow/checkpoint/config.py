@@ -8,7 +8,7 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ..state.codec import Codec, MsgpackCodec
 from .storages import (
@@ -44,6 +44,12 @@ def _ms(value: int | datetime.timedelta, what: str, minimum: int = 0) -> int:
 class CheckpointConfig:
     """``env.get_checkpoint_config()``: how and where checkpoints are taken."""
 
+    # Flink's CheckpointConfig constants (PyFlink 1.x exposes them)
+    DEFAULT_MODE: ClassVar[CheckpointingMode] = CheckpointingMode.EXACTLY_ONCE
+    DEFAULT_TIMEOUT: ClassVar[int] = 10 * 60 * 1000
+    DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS: ClassVar[int] = 0
+    DEFAULT_MAX_CONCURRENT_CHECKPOINTS: ClassVar[int] = 1
+
     interval_ms: int | None = None
     mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE
     storage_dir: Path | None = None
@@ -69,6 +75,8 @@ class CheckpointConfig:
     )
     storage_surface: CheckpointStorage | None = None  # the PyFlink storage object set, if any
     force_unaligned: bool = False  # recorded (set_force_unaligned_checkpoints)
+    retention_set: bool = False  # the program chose a retention (Flink's flag is then its value)
+    prefer_checkpoint_for_recovery: bool = False  # recorded (PyFlink 1.x)
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval_ms is not None
@@ -134,13 +142,44 @@ class CheckpointConfig:
                         "retained checkpoints in the storage directory when a job is cancelled "
                         "(RETAIN_ON_CANCELLATION)", retention.name)
         self.externalized_retention = retention
+        self.retention_set = True
         return self
 
     def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
         return self.externalized_retention
 
+    def enable_externalized_checkpoints(
+        self, cleanup_mode: ExternalizedCheckpointRetention
+    ) -> CheckpointConfig:
+        """PyFlink 1.x's name of :meth:`set_externalized_checkpoint_retention` (its
+        ``ExternalizedCheckpointCleanup`` is this ``ExternalizedCheckpointRetention``)."""
+        return self.set_externalized_checkpoint_retention(cleanup_mode)
+
+    def get_externalized_checkpoint_cleanup(self) -> ExternalizedCheckpointRetention | None:
+        """PyFlink 1.x: the cleanup mode the program enabled, ``None`` when it enabled none."""
+        return self.externalized_retention if self.retention_set else None
+
     def is_externalized_checkpoints_enabled(self) -> bool:
+        """As Flink's once the program chose a retention: whether it is not
+        ``NO_EXTERNALIZED_CHECKPOINTS``; before, whether checkpoints go to a storage directory
+        (streamflow keeps those when a job is cancelled, see ``ExternalizedCheckpointRetention``)."""
+        if self.retention_set:
+            none = ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+            return self.externalized_retention is not none
         return self.storage_dir is not None
+
+    def set_prefer_checkpoint_for_recovery(self, prefer_checkpoint_for_recovery: bool) -> CheckpointConfig:
+        """PyFlink 1.x: fail over to the latest checkpoint even when a savepoint is newer.
+        streamflow's in-process failover always restores the latest completed checkpoint (never
+        a savepoint taken since), so ``True`` is what happens; ``False`` is recorded and logged."""
+        self.prefer_checkpoint_for_recovery = bool(prefer_checkpoint_for_recovery)
+        if not prefer_checkpoint_for_recovery:
+            log.info("set_prefer_checkpoint_for_recovery(False) recorded: a failover restores the latest "
+                     "completed checkpoint, never a savepoint taken since")  # fmt: skip
+        return self
+
+    def is_prefer_checkpoint_for_recovery(self) -> bool:
+        return self.prefer_checkpoint_for_recovery
 
     def get_checkpoint_storage_dir(self) -> Path | None:
         return self.storage_dir

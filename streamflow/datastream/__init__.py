@@ -18,6 +18,9 @@ from streamflow.checkpoint.config import CheckpointConfig as CheckpointConfig
 from streamflow.checkpoint.config import CheckpointingMode as CheckpointingMode
 from streamflow.checkpoint.storages import CheckpointStorage as CheckpointStorage
 from streamflow.checkpoint.storages import CustomCheckpointStorage as CustomCheckpointStorage
+from streamflow.checkpoint.storages import (
+    ExternalizedCheckpointRetention as ExternalizedCheckpointCleanup,  # PyFlink 1.x's name
+)
 from streamflow.checkpoint.storages import ExternalizedCheckpointRetention as ExternalizedCheckpointRetention
 from streamflow.checkpoint.storages import FileSystemCheckpointStorage as FileSystemCheckpointStorage
 from streamflow.checkpoint.storages import JobManagerCheckpointStorage as JobManagerCheckpointStorage
@@ -86,6 +89,7 @@ __all__ = [
     "DataStream",
     "DataStreamSink",
     "EmbeddedRocksDBStateBackend",
+    "ExternalizedCheckpointCleanup",
     "ExternalizedCheckpointRetention",
     "FileSystemCheckpointStorage",
     "FilterFunction",
