@@ -133,6 +133,23 @@ class PyFlinkEnvironmentMixin:
     def is_changelog_state_backend_enabled(self) -> bool | None:
         return getattr(self, "_changelog_enabled", None)
 
+    # -- PyFlink 1.x's type registrations and restart strategy getter ---------------
+    def add_default_kryo_serializer(self, type_class_name: str, serializer_class_name: str) -> None:
+        """Recorded in ``get_config()`` (there is no Kryo: records are Python objects)."""
+        self.get_config().add_default_kryo_serializer(type_class_name, serializer_class_name)  # type: ignore[attr-defined]
+
+    def register_type_with_kryo_serializer(self, type_class_name: str, serializer_class_name: str) -> None:
+        """Recorded in ``get_config()`` (there is no Kryo: records are Python objects)."""
+        self.get_config().register_type_with_kryo_serializer(type_class_name, serializer_class_name)  # type: ignore[attr-defined]
+
+    def register_type(self, type_class_name: str) -> None:
+        """Recorded in ``get_config().get_registered_pojo_types()``, as Flink registers a POJO."""
+        self.get_config().register_pojo_type(type_class_name)  # type: ignore[attr-defined]
+
+    def get_restart_strategy(self) -> Any:
+        """The strategy ``set_restart_strategy`` set (``RestartStrategies.no_restart()`` by default)."""
+        return self.runtime.restart_strategy  # type: ignore[attr-defined]
+
     # -- PyFlink's dependency management: accepted, logged -------------------
     def add_python_file(self, file_path: str) -> None:
         directory = os.path.dirname(os.path.abspath(file_path)) if os.path.isfile(file_path) else file_path

@@ -172,11 +172,43 @@ class ExecutionConfig:
     def is_use_snapshot_compression(self) -> bool:
         return bool(self._recorded["use_snapshot_compression"])
 
+    # -- type registrations (PyFlink 1.x): recorded by class name; there is no Kryo --------
+    def _registered(self, what: str) -> Any:
+        if "registrations" not in self._logged:
+            self._logged.add("registrations")
+            _log.info("%s recorded: changes nothing here, %s", what, _WHY["force_kryo"])
+        return self._recorded.setdefault(what, {} if what.endswith("serializers") else [])
+
+    def add_default_kryo_serializer(
+        self, type_class_name: str, serializer_class_name: str
+    ) -> ExecutionConfig:
+        self._registered("default kryo serializers")[type_class_name] = serializer_class_name
+        return self
+
+    def register_type_with_kryo_serializer(
+        self, type_class_name: str, serializer_class_name: str
+    ) -> ExecutionConfig:
+        self._registered("kryo type serializers")[type_class_name] = serializer_class_name
+        return self
+
+    def register_pojo_type(self, type_class_name: str) -> ExecutionConfig:
+        if type_class_name not in self._registered("pojo types"):
+            self._registered("pojo types").append(type_class_name)
+        return self
+
+    def register_kryo_type(self, type_class_name: str) -> ExecutionConfig:
+        if type_class_name not in self._registered("kryo types"):
+            self._registered("kryo types").append(type_class_name)
+        return self
+
     def get_default_kryo_serializer_classes(self) -> dict[str, str]:
-        return {}  # no Kryo serializers can be registered: there is no Kryo
+        return dict(self._recorded.get("default kryo serializers", {}))
+
+    def get_registered_types_with_kryo_serializer_classes(self) -> dict[str, str]:
+        return dict(self._recorded.get("kryo type serializers", {}))
 
     def get_registered_kryo_types(self) -> list[str]:
-        return []
+        return list(self._recorded.get("kryo types", []))
 
     def get_registered_pojo_types(self) -> list[str]:
-        return []
+        return list(self._recorded.get("pojo types", []))

@@ -338,6 +338,15 @@ class NoRestart(RestartStrategy):
     def next_delay_ms(self, now_ms: int) -> int | None:
         return None
 
+    def __repr__(self) -> str:
+        return "no_restart()"
+
+    def __eq__(self, other: object) -> bool:  # PyFlink compares strategies by configuration
+        return type(other) is NoRestart
+
+    def __hash__(self) -> int:
+        return hash(NoRestart)
+
 
 class FixedDelayRestart(RestartStrategy):
     def __init__(self, attempts: int, delay_ms: int) -> None:
@@ -345,6 +354,13 @@ class FixedDelayRestart(RestartStrategy):
 
     def __repr__(self) -> str:
         return f"fixed_delay_restart(attempts={self.attempts}, delay_ms={self.delay_ms})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FixedDelayRestart) and (other.attempts, other.delay_ms) == (
+            self.attempts, self.delay_ms)  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((self.attempts, self.delay_ms))
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         self.failures += 1
@@ -363,6 +379,12 @@ class FailureRateRestart(RestartStrategy):
             f"failure_rate_restart(max_failures={self.max_failures}, interval_ms={self.interval_ms}, "
             f"delay_ms={self.delay_ms})"
         )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FailureRateRestart) and repr(other) == repr(self)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         self._times.append(now_ms)

@@ -49,10 +49,6 @@ from streamflow.datastream.execution_mode import RuntimeExecutionMode
 from streamflow.datastream.slot_sharing_group import MemorySize
 
 FAILING: dict[str, str] = {
-    "test_set_get_restart_strategy": "no get_restart_strategy()",
-    "test_add_default_kryo_serializer": "no add_default_kryo_serializer()",
-    "test_register_type_with_kryo_serializer": "no register_type_with_kryo_serializer()",
-    "test_register_type": "no register_type()",
     "test_get_state_backend": "get_state_backend() is HashMapStateBackend() before one is set",
     "test_configure": "pipeline.operator-chaining and other 1.x keys refused as unknown",
     "test_from_collection_with_data_types": "SHORT 43878 and INT 9147483648 are not narrowed",
