@@ -13,7 +13,8 @@ import logging
 import re
 from typing import Any
 
-from ..execution_mode import RuntimeExecutionMode
+from ..checkpoint.config import CheckpointingMode
+from ..execution_mode import RuntimeExecutionMode, TimeCharacteristic
 from ..runtime.record_size import parse_memory_size
 from ..runtime.sort_buffer import DEFAULT_SORT_MEMORY
 from ..state.backends import EmbeddedRocksDBStateBackend, state_backend_from_config
@@ -21,6 +22,11 @@ from ..state.backends import EmbeddedRocksDBStateBackend, state_backend_from_con
 __all__ = ["ConfigurationMixin"]
 
 _log = logging.getLogger("streamflow")
+
+_CHECKPOINT_DURATIONS = {  # Flink's duration keys and the CheckpointConfig setter each sets
+    "execution.checkpointing.timeout": "set_checkpoint_timeout",
+    "execution.checkpointing.min-pause": "set_min_pause_between_checkpoints",
+}
 
 
 class ConfigurationMixin:
@@ -30,6 +36,7 @@ class ConfigurationMixin:
     _rocksdb_local_dir: str | None
     _state_backend: Any
     _spark_configuration: dict[str, Any]
+    _chaining: bool
 
     def configure(self, configuration: Any) -> Any:
         """Flink configuration keys: ``execution.savepoint.path``,
@@ -50,7 +57,12 @@ class ConfigurationMixin:
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
         ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY),
         ``pipeline.auto-watermark-interval`` (``"200 ms"``, ``"1 s"``; 0: no periodic watermarks),
-        ``execution.runtime-mode``, ``execution.sorted-inputs.enabled`` (batch mode: keyed
+        ``execution.checkpointing.timeout``, ``.min-pause``, ``.mode``,
+        ``.max-concurrent-checkpoints``, ``pipeline.operator-chaining`` (``.enabled``),
+        ``pipeline.time-characteristic`` (PyFlink 1.x), ``execution.buffer-timeout``
+        (``.interval``), ``state.backend`` (1.x's name of ``state.backend.type``; ``jobmanager``
+        and ``filesystem`` are the heap backend), ``execution.runtime-mode``,
+        ``execution.sorted-inputs.enabled`` (batch mode: keyed
         operators read their input sorted by key and timestamp; default true) and
         ``execution.sorted-inputs.memory`` (the bytes of records a keyed operator sorts in memory
         before it spills sorted runs to disk; ``runtime/sort_buffer.py``); a dict or a PyFlink
@@ -64,8 +76,20 @@ class ConfigurationMixin:
             elif key == "execution.savepoint.ignore-unclaimed-state":
                 self.runtime.allow_non_restored_state = _truthy(value)
             elif key == "execution.checkpointing.interval":
-                env.enable_checkpointing(int(value))
-            elif key == "state.backend.type":
+                env.enable_checkpointing(_duration_ms(value, key))
+            elif key in _CHECKPOINT_DURATIONS:
+                getattr(self.runtime.checkpoint, _CHECKPOINT_DURATIONS[key])(_duration_ms(value, key))
+            elif key in ("execution.checkpointing.mode", "execution.checkpointing.consistency-mode"):
+                self.runtime.checkpoint.set_checkpointing_mode(CheckpointingMode[str(value).upper()])
+            elif key == "execution.checkpointing.max-concurrent-checkpoints":
+                self.runtime.checkpoint.set_max_concurrent_checkpoints(int(value))
+            elif key in ("pipeline.operator-chaining", "pipeline.operator-chaining.enabled"):
+                self._chaining = _truthy(value)
+            elif key == "pipeline.time-characteristic":  # PyFlink 1.x
+                env.set_stream_time_characteristic(TimeCharacteristic[str(value)])
+            elif key in ("execution.buffer-timeout", "execution.buffer-timeout.interval"):
+                env.set_buffer_timeout(_duration_ms(value, key))
+            elif key in ("state.backend.type", "state.backend"):  # state.backend: Flink 1.x's key
                 local = self._rocksdb_local_dir
                 env.set_state_backend(state_backend_from_config(str(value)))
                 if local is not None:

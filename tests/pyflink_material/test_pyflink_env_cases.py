@@ -50,7 +50,6 @@ from streamflow.datastream.slot_sharing_group import MemorySize
 
 FAILING: dict[str, str] = {
     "test_get_state_backend": "get_state_backend() is HashMapStateBackend() before one is set",
-    "test_configure": "pipeline.operator-chaining and other 1.x keys refused as unknown",
     "test_from_collection_with_data_types": "SHORT 43878 and INT 9147483648 are not narrowed",
     "test_generate_stream_graph_with_dependencies": "the plan has no key-by operator node",
 }
