@@ -331,3 +331,18 @@ def test_an_async_map_with_a_declared_output_type_converts_the_awaited_result() 
         assert sorted(results, key=lambda r: r.id) == [Row(id=1, name="v1"), Row(id=2, name="v2")]
     with ds.map(plain, output_type=row).execute_and_collect() as results:
         assert sorted(r.name for r in results) == ["x", "x"]
+
+
+def test_execution_plan_shows_what_runs() -> None:
+    """A forward edge between different parallelisms runs as REBALANCE (Flink's graph says so
+    too); a sink's type is Flink's "Sink: name"; a non-parallel source's parallelism is 1."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    ds = env.from_collection([1, 2]).map(lambda x: x).set_parallelism(3).map(lambda x: x)
+    ds.print().name("out").set_parallelism(4)
+    nodes = json.loads(env.get_execution_plan())["nodes"]
+    assert [n["parallelism"] for n in nodes] == [1, 3, 2, 4]
+    assert [[p["ship_strategy"] for p in n.get("predecessors", [])] for n in nodes] == [
+        [], ["REBALANCE"], ["REBALANCE"], ["REBALANCE"]
+    ]
+    assert nodes[-1]["type"] == "Sink: out"

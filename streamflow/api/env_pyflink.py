@@ -189,26 +189,38 @@ class PyFlinkEnvironmentMixin:
 
     # -- the plan ------------------------------------------------------------
     def get_execution_plan(self) -> str:
-        """The job's operators as JSON in the shape of Flink's ``getExecutionPlan()``."""
+        """The job's operators as JSON in the shape of Flink's ``getExecutionPlan()``: each
+        node's parallelism and each edge's ship strategy as the job runs them (a forward edge
+        between different parallelisms is ``REBALANCE``, as in Flink)."""
+        from ..graph import _parallelism, effective_partitioning
+
         graph = self._graph  # type: ignore[attr-defined]
         nodes = []
         default_p = self.get_parallelism()  # type: ignore[attr-defined]
+        parallelism = {node.id: _parallelism(node, default_p) for node in graph.nodes}
         for node in graph.nodes:
+            kind = "Source: " if node.source is not None else ("Sink: " if node.is_sink else "")
             entry: dict[str, Any] = {
                 "id": node.id,
-                "type": "Source: " + node.name if node.source is not None else node.name,
+                "type": kind + node.name,
                 "pact": "Data Source"
                 if node.source is not None
                 else ("Data Sink" if node.is_sink else "Operator"),
                 "contents": node.name,
-                "parallelism": node.parallelism or default_p,
+                "parallelism": parallelism[node.id],
             }
             for extra in ("slot_sharing_group", "description"):
                 if getattr(node, extra, None) is not None:
                     entry[extra] = getattr(node, extra)
             if node.inputs:
                 entry["predecessors"] = [
-                    {"id": e.upstream.id, "ship_strategy": e.partitioning.name, "side": "second"}
+                    {
+                        "id": e.upstream.id,
+                        "ship_strategy": effective_partitioning(
+                            e, parallelism[e.upstream.id], parallelism[node.id]
+                        ).name,
+                        "side": "second",
+                    }
                     for e in node.inputs
                 ]
             nodes.append(entry)
