@@ -78,6 +78,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         self._engine = "asyncio"
         self._spark_configuration: dict[str, Any] = {}
         self._state_backend: StateBackend = HashMapStateBackend()
+        self._state_backend_set = False
         self._rocksdb_local_dir: str | None = None
         if _default_configuration:
             self.configure(dict(_default_configuration))
@@ -194,10 +195,13 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             raise TypeError(f"set_state_backend() expects a StateBackend, got {type(state_backend).__name__}")
         self.runtime.state_backend = None if isinstance(state_backend, HashMapStateBackend) else state_backend
         self._state_backend = state_backend
+        self._state_backend_set = True
         return self
 
-    def get_state_backend(self) -> StateBackend:
-        return self._state_backend
+    def get_state_backend(self) -> StateBackend | None:
+        """The backend set (``set_state_backend``, ``state.backend.type``); ``None`` until one is,
+        as PyFlink's (the job then keeps its state in a ``HashMapStateBackend``)."""
+        return self._state_backend if self._state_backend_set else None
 
     def set_restart_strategy(self, restart_strategy: RestartStrategy) -> StreamExecutionEnvironment:
         self.runtime.restart_strategy = restart_strategy

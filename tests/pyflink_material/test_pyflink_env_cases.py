@@ -49,7 +49,6 @@ from streamflow.datastream.execution_mode import RuntimeExecutionMode
 from streamflow.datastream.slot_sharing_group import MemorySize
 
 FAILING: dict[str, str] = {
-    "test_get_state_backend": "get_state_backend() is HashMapStateBackend() before one is set",
     "test_from_collection_with_data_types": "SHORT 43878 and INT 9147483648 are not narrowed",
 }
 
