@@ -34,6 +34,7 @@ from ..functions import (
 from ..runtime.basic_operators import is_async
 from ..runtime.operator import StreamOperator
 from ..types.fast_paths import batch_converter, formatter, print_lines
+from ..types.java_narrowing import narrow_collection
 from ..types.typeinfo import TypeInformation
 
 __all__ = [
@@ -174,7 +175,10 @@ def collection_source(collection: Any, type_info: Any) -> CollectionSource:
     """The source of ``from_collection(collection, type_info=...)``: a list or tuple converted
     once, an iterable a batch at a time as the source reads it (no second buffer)."""
     convert_batch = batch_converter(type_info)
-    if convert_batch is None or isinstance(collection, (list, tuple)):
+    if isinstance(collection, (list, tuple)):  # PyFlink's from_collection: the JVM narrows ints
+        values = convert_collection(collection, type_info)
+        return CollectionSource(narrow_collection(declared_type(type_info), values))
+    if convert_batch is None:
         return CollectionSource(convert_collection(collection, type_info))
     return CollectionSource(collection, convert_batch)
 

@@ -49,7 +49,6 @@ from streamflow.datastream.execution_mode import RuntimeExecutionMode
 from streamflow.datastream.slot_sharing_group import MemorySize
 
 FAILING: dict[str, str] = {
-    "test_from_collection_with_data_types": "SHORT 43878 and INT 9147483648 are not narrowed",
 }
 
 
