@@ -35,6 +35,7 @@ import decimal
 import json
 import os
 import shutil
+import sys
 import uuid
 
 import pytest
@@ -73,6 +74,17 @@ def env() -> StreamExecutionEnvironment:
 @pytest.fixture
 def test_sink() -> DataStreamTestSinkFunction:
     return DataStreamTestSinkFunction()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_imports():
+    """add_python_file puts directories on sys.path; the modules written here are forgotten
+    after each case, so a later file of the same name is imported afresh."""
+    path = list(sys.path)
+    yield
+    sys.path[:] = path
+    for name in ("test_dep1", "test_dep2", "test_stream_dependency_manage_lib"):
+        sys.modules.pop(name, None)
 
 
 def test_get_config(env):
