@@ -19,6 +19,44 @@ def test_text_file_source_reads_every_line(tmp_path: Path) -> None:
     assert list(env.read_text_file(str(tmp_path)).execute_and_collect()) == ["one", "two", "three", "four"]
 
 
+# Java's BufferedReader.readLine (Flink's TextLineInputFormat): '\n', '\r' and '\r\n' each end a line
+_MIXED_ENDS = b"a\rb\r\nc\n\rd\r\r\ne\n\nf"
+_MIXED_LINES = [b"a\r", b"b\r\n", b"c\n", b"\r", b"d\r", b"\r\n", b"e\n", b"\n", b"f"]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 64 * 1024])
+def test_text_lines_end_at_cr_lf_and_crlf_as_flinks_text_line_format(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every line end of Java's readLine, also a '\r' closing one read chunk before the '\n'
+    opening the next (one line end); after each record the checkpointed byte offset and line
+    are exact, and a reader restored there reads exactly the rest."""
+    import asyncio
+
+    from streamflow.connectors import files
+
+    monkeypatch.setattr(files, "_CHUNK", chunk, raising=False)
+    (tmp_path / "in.txt").write_bytes(_MIXED_ENDS)
+    want = [line.decode().rstrip("\r\n") for line in _MIXED_LINES]
+    assert want == ["a", "b", "c", "", "d", "", "e", "", "f"]
+    source = sf.FileSource.for_record_stream_format(sf.StreamFormat.text_line_format(), str(tmp_path)).build()
+    reader = source.create_reader(0, 1)
+    asyncio.run(reader.start(lambda: None))
+    got: list = []
+    for n in range(1, len(want) + 1):
+        got += reader.poll_batch(1)  # type: ignore[arg-type]
+        position = reader.snapshot_position()
+        assert position["begun"] == [[str(tmp_path / "in.txt"), len(b"".join(_MIXED_LINES[:n])), n]]
+        again = source.create_reader(0, 1)
+        again.restore_positions([position])
+        asyncio.run(again.start(lambda: None))
+        assert got + _drain(again) == want
+    assert got == want
+    assert reader.poll_batch(1) is sf.connectors.base.END
+    env = sf.StreamExecutionEnvironment()
+    assert list(env.read_text_file(str(tmp_path)).execute_and_collect()) == want
+
+
 def test_file_source_skips_hidden_files_and_directories_as_flink_does(tmp_path: Path) -> None:
     """Flink's DefaultFileFilter skips every file and directory whose name starts with '.' or
     '_' (a writer's _SUCCESS marker, its _temporary or .staging directories)."""

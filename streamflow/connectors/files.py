@@ -8,6 +8,9 @@ restore resumes mid-file, at any parallelism (each subtask is handed every
 former subtask's position and keeps the files it owns now) and with files
 added to the directory since.
 
+Lines end as with Java's ``BufferedReader.readLine`` (Flink's ``TextLineInputFormat``):
+``\n``, ``\r`` and ``\r\n`` each end a line, across read chunks too (:class:`_Lines`).
+
 A line that does not parse as JSON is never dropped silently: it is counted
 (``numRecordsMalformed``) and sent to the ``DEAD_LETTER`` side output as a
 :class:`DeadLetter` naming the file and line. Without a consumer of that side
@@ -118,6 +121,58 @@ class FileSourceBuilder(SourceOptions):
         return source
 
 
+_CHUNK = 1 << 16  # bytes read from a file at a time
+
+
+class _Lines:
+    """The lines of a binary file from its current position, ended as Java's
+    ``BufferedReader.readLine`` ends them: ``\n``, ``\r`` or ``\r\n`` (``bytes.splitlines``
+    splits on exactly these), the last line with or without an end.
+
+    Theory of operation: the file is read ``_CHUNK`` bytes at a time; a chunk's complete lines
+    are queued, each keeping its line end, so the byte offset after a line is the sum of the
+    lengths handed out. The unfinished last line of a chunk waits (as pieces, joined once) for
+    the next chunk; so does a line ended by a ``\r`` that is a chunk's last byte, because a
+    ``\n`` opening the next chunk belongs to the same line end. An offset after a handed-out
+    line therefore never falls between a ``\r`` and its ``\n``."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self._lines: list[bytes] = []
+        self._next = 0  # index in _lines of the next line to hand out
+        self._tail: list[bytes] = []  # pieces of an unfinished line
+        self._eof = False
+
+    def take(self, max_lines: int) -> list[bytes]:
+        """Up to ``max_lines`` next lines, each with its line end; [] at the end of the file."""
+        out: list[bytes] = []
+        while len(out) < max_lines:
+            if self._next >= len(self._lines):
+                if self._eof:
+                    break
+                self._fill()
+                continue
+            end = self._next + max_lines - len(out)
+            out += self._lines[self._next : end]
+            self._next = min(end, len(self._lines))
+        return out
+
+    def _fill(self) -> None:
+        chunk = self.fh.read(_CHUNK)
+        self._lines, self._next = [], 0
+        if not chunk:  # the end: whatever waits is the last line(s)
+            self._eof = True
+            self._lines = b"".join(self._tail).splitlines(keepends=True)
+            self._tail = []
+        elif b"\n" not in chunk and b"\r" not in chunk:
+            self._tail.append(chunk)
+        else:
+            self._tail.append(chunk)
+            lines = b"".join(self._tail).splitlines(keepends=True)
+            self._tail = [] if lines[-1].endswith(b"\n") else [lines.pop()]
+            self._lines = lines
+
+
 class _FileReader(SourceReader):
     """Reads its files (the sorted listing's i, i+p, ...) line by line (the module doc)."""
 
@@ -131,7 +186,7 @@ class _FileReader(SourceReader):
         self._file_index = 0  # index into self._files, the files still to read
         self._offset = 0
         self._line = 0
-        self._fh: BinaryIO | None = None
+        self._fh: _Lines | None = None
         self._done: set[str] = set()  # finished files of this subtask (restored ones included)
         self._resume: dict[str, tuple[int, int]] = {}  # restored unfinished file -> (offset, line)
         self._legacy: tuple[int, int, int] | None = None  # a (file index, offset, line) position
@@ -203,19 +258,14 @@ class _FileReader(SourceReader):
             if self._fh is None:
                 path = self._files[self._file_index]
                 self._offset, self._line = self._resume.pop(str(path), (0, 0))
-                self._fh = open(path, "rb")  # noqa: SIM115
-                self._fh.seek(self._offset)
-            lines = []
-            fh = self._fh
-            for _ in range(max_records):
-                line = fh.readline()
-                if not line:
-                    break
-                lines.append(line)
+                fh = open(path, "rb")  # noqa: SIM115
+                fh.seek(self._offset)
+                self._fh = _Lines(fh)
+            lines = self._fh.take(max_records)
             if lines:
-                self._offset = fh.tell()
+                self._offset += sum(map(len, lines))
                 return self._decode(lines)
-            fh.close()
+            self._fh.fh.close()
             self._fh = None
             self._file_index += 1
             self._offset = self._line = 0
@@ -250,7 +300,7 @@ class _FileReader(SourceReader):
 
     async def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
+            self._fh.fh.close()
             self._fh = None
 
 
