@@ -107,3 +107,21 @@ async def test_record_timestamps_pass_from_kafka_through_the_job_to_kafka(kafka)
     written = {m.value: m.timestamp for m in await read_topic(bs, dst)}
     assert (written[b"A"], written[b"B"]) == (1000, 2000)
     assert written[b"untimed"] >= before
+
+
+async def test_a_negative_record_timestamp_is_written_as_none_as_flink_does(kafka):
+    """Flink's KafkaRecordSerializationSchemaWrapper gives the ProducerRecord a null timestamp
+    for a negative one, so the producer stamps its time; the sink wrote the negative one."""
+    bs, dst = kafka.bootstrap_servers, f"ts-negative-{next(_ids)}"
+    await create_topic(bs, dst, 1)
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        lambda e, ts: int(e.split(":")[1]))
+    env = sf.StreamExecutionEnvironment()
+    env.from_collection(["a:-5", "b:7", "c:-1"]).assign_timestamps_and_watermarks(strategy).sink_to(
+        _sink(bs, dst, DeliveryGuarantee.AT_LEAST_ONCE))
+    before = int(time.time() * 1000)
+    client = await env.execute_async("negative-timestamps")
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    written = {m.value: m.timestamp for m in await read_topic(bs, dst)}
+    assert written[b"b:7"] == 7
+    assert written[b"a:-5"] >= before and written[b"c:-1"] >= before

@@ -301,6 +301,8 @@ class KafkaSinkOperator(StreamOperator):
     async def _send(self, group: Group) -> None:
         producer = self.producer
         keys, ts, hdrs = group.keys, group.timestamps, group.headers
+        if ts and min(ts) < 0:  # Flink writes no timestamp for a negative one (the producer's time)
+            ts = [t if t >= 0 else None for t in ts]  # type: ignore[misc]
         batch = producer.create_batch()
         for i, value in enumerate(group.values):
             key = keys[i] if keys is not None else None
