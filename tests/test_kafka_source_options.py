@@ -95,6 +95,20 @@ def test_client_id_prefix_and_auto_offset_reset_properties(caplog):
     assert "auto.offset.reset=latest has no effect" in caplog.text
 
 
+def test_client_id_prefix_defaults_to_the_group_id_else_a_random_one_as_flinks():
+    """Flink's KafkaSourceBuilder.parseAndSetRequiredProperties: without client.id.prefix the
+    prefix is group.id, else "KafkaSource-" and a random long (drawn per built source); the
+    source used "streamflow" for every source."""
+    assert _builder("localhost:1", "t").set_group_id("orders").build().client_id_prefix == "orders"
+    assert (_builder("localhost:1", "t").set_group_id("orders").set_client_id_prefix("mine").build()
+            .client_id_prefix == "mine")
+    prefixes = {_builder("localhost:1", "t").build().client_id_prefix for _ in range(3)}
+    assert len(prefixes) == 3
+    for prefix in prefixes:
+        assert prefix.startswith("KafkaSource-")
+        assert -(1 << 63) <= int(prefix[len("KafkaSource-"):]) < 1 << 63
+
+
 @pytest.mark.parametrize("role", ["starting", "stopping"])
 def test_committed_offsets_need_a_group_id_at_build(role):
     """Flink validates committed offsets, starting or stopping, against group.id at build();

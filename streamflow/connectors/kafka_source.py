@@ -12,6 +12,7 @@ operation; modelled on Flink's FLIP-27 ``KafkaSource``
 from __future__ import annotations
 
 import logging
+import random
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -49,7 +50,7 @@ class KafkaSource(Source):
         stopping_offsets: KafkaOffsetsInitializer | None = None,
         deserializer: KafkaRecordDeserializationSchema | None = None,
         properties: dict[str, str] | None = None,
-        client_id_prefix: str = "streamflow",
+        client_id_prefix: str | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topics = list(topics)
@@ -65,6 +66,11 @@ class KafkaSource(Source):
         self.bounded = stopping_offsets is not None
         self.deserializer = deserializer
         self.properties = dict(properties or {})
+        # Flink's parseAndSetRequiredProperties: without client.id.prefix, the group id, else
+        # "KafkaSource-" and a random (signed 64-bit) long; each subtask's client is "<prefix>-<i>"
+        if client_id_prefix is None:
+            random_long = random.getrandbits(64) - (1 << 63)
+            client_id_prefix = group_id if group_id is not None else f"KafkaSource-{random_long}"
         self.client_id_prefix = client_id_prefix
         interval = int(self.properties.pop("partition.discovery.interval.ms", DEFAULT_DISCOVERY_MS))
         # Flink: a non-positive interval disables discovery (one listing at start), as does bounded
