@@ -13,6 +13,12 @@ file moves through three states, and only the last one is visible to readers
 
 with ``name = {part_prefix}-{uid}-{subtask}-{n}{part_suffix}`` (``OutputFileConfig``).
 Every rename is followed by an fsync of the directory, so a state reached is durable.
+Flink's names are ``{part_prefix}-{random id}-{n}{part_suffix}``, the id drawn anew for every
+bucket and restore (``FileWriterBucket.assembleNewPartPath``), and Flink leaves a crash's orphan
+in-progress files behind. streamflow keeps a deterministic name on purpose: the sink ``uid`` and
+subtask in it are what let a restore delete the orphans of exactly its own subtasks (files made
+after the last checkpoint are named in no state), validate restored names, and continue the
+numbering after the committed parts; readers still match ``{part_prefix}-*``.
 
 **Off the event loop**: the slow file operations (flush + fsync, rolls, commits: renames and
 directory fsyncs) run in a worker thread (``anyio.to_thread``), never in one block on the
