@@ -109,6 +109,20 @@ def test_client_id_prefix_defaults_to_the_group_id_else_a_random_one_as_flinks()
         assert -(1 << 63) <= int(prefix[len("KafkaSource-"):]) < 1 << 63
 
 
+def test_client_id_property_is_overridden_by_prefix_and_subtask_as_flinks(caplog):
+    """Flink's KafkaPartitionSplitReader sets each consumer's client.id to
+    "<client.id.prefix>-<subtask>", over a client.id property; the property won here, so every
+    subtask's consumer had the same client id."""
+    from streamflow.connectors.kafka_common import consumer_config
+
+    caplog.set_level(logging.WARNING, "streamflow.connectors.kafka_source")
+    source = (_builder("localhost:1", "t").set_client_id_prefix("app")
+              .set_property("client.id", "shared").build())
+    kw = consumer_config(source.bootstrap_servers, None, source.properties, f"{source.client_id_prefix}-2")
+    assert kw["client_id"] == "app-2"
+    assert "client.id=shared has no effect" in caplog.text
+
+
 @pytest.mark.parametrize("role", ["starting", "stopping"])
 def test_committed_offsets_need_a_group_id_at_build(role):
     """Flink validates committed offsets, starting or stopping, against group.id at build();

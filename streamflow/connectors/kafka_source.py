@@ -85,6 +85,11 @@ class KafkaSource(Source):
         if reset is not None:  # Flink overrides it with the starting offsets' reset strategy
             log.warning("kafka source: property auto.offset.reset=%s has no effect: the starting offsets "
                         "initializer (%r) decides where to start, as in Flink", reset, self.starting_offsets)
+        client_id = self.properties.pop("client.id", None)
+        if client_id is not None:  # Flink's KafkaPartitionSplitReader sets it to "<prefix>-<subtask>"
+            log.warning("kafka source: property client.id=%s has no effect: each subtask's consumer is "
+                        "'%s-<subtask>', as in Flink; set client.id.prefix instead", client_id,
+                        self.client_id_prefix)
         self.watermark_strategy: Any = None  # set by with_watermark_strategy (per-partition watermarks)
         self.watermark_interval_ms = 200
 
