@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from test_event_time import Feed  # tests/test_event_time.py
 
 import streamflow as sf
 from streamflow.common import Configuration, Types
@@ -21,21 +22,6 @@ from streamflow.testing import ManualClock
 from streamflow.windowing import TumblingEventTimeWindows
 
 MIN = -(2**63)
-
-
-class Feed:
-    """An endless async source the test pushes records into."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
-        while True:
-            yield await self.queue.get()
-
-    def push(self, *records: Any) -> None:
-        for r in records:
-            self.queue.put_nowait(r)
 
 
 async def settle(rounds: int = 40) -> None:

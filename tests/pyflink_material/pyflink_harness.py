@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from streamflow.connectors.sinks import CollectSink
 from streamflow.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 from streamflow.types.typeinfo import TypeInformation, java_string
@@ -44,3 +46,17 @@ def make_env(batch: bool = False, parallelism: int = 2) -> StreamExecutionEnviro
 
 def assert_equals_sorted(expected: list[Any], actual: list[Any]) -> None:
     assert sorted(expected, key=str) == sorted(actual, key=str)
+
+
+def known_failures(failing: dict[str, str]) -> Any:
+    """An autouse fixture: a case listed in ``failing`` (by its name, or ``name[param]``) is a
+    strict xfail with its reason, so a case that starts passing fails until it is taken off."""
+
+    @pytest.fixture(autouse=True)
+    def _known_failure(request: pytest.FixtureRequest) -> None:
+        node = request.node
+        reason = failing.get(node.name) or failing.get(getattr(node, "originalname", node.name))
+        if reason:
+            node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+
+    return _known_failure

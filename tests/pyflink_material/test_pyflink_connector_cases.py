@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from pyflink_harness import known_failures
 
 from streamflow.common import Duration
 from streamflow.common.serialization import (
@@ -67,13 +68,7 @@ FAILING: dict[str, str] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _known_failure(request: pytest.FixtureRequest) -> None:
-    """A case listed in FAILING is a strict xfail with its reason."""
-    node = request.node
-    reason = FAILING.get(node.name) or FAILING.get(getattr(node, "originalname", node.name))
-    if reason:
-        node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+_known_failure = known_failures(FAILING)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import uuid
 from collections import defaultdict
 
 import pytest
-from pyflink_harness import DataStreamTestSinkFunction, assert_equals_sorted, make_env
+from pyflink_harness import DataStreamTestSinkFunction, assert_equals_sorted, known_failures, make_env
 
 from streamflow.common import Configuration, Row
 from streamflow.common.time import Time
@@ -57,13 +57,7 @@ FAILING: dict[str, str] = {}
 MODES = ["streaming", "batch"]
 
 
-@pytest.fixture(autouse=True)
-def _known_failure(request: pytest.FixtureRequest) -> None:
-    """A case listed in FAILING (by name, or name[mode]) is a strict xfail with its reason."""
-    node = request.node
-    reason = FAILING.get(node.name) or FAILING.get(getattr(node, "originalname", node.name))
-    if reason:
-        node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+_known_failure = known_failures(FAILING)
 
 
 @pytest.fixture(params=MODES)

@@ -39,7 +39,7 @@ import sys
 import uuid
 
 import pytest
-from pyflink_harness import DataStreamTestSinkFunction
+from pyflink_harness import DataStreamTestSinkFunction, known_failures
 
 from streamflow.common import Configuration, ExecutionConfig, RestartStrategies
 from streamflow.common.typeinfo import Types
@@ -57,11 +57,7 @@ FAILING: dict[str, str] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _known_failure(request: pytest.FixtureRequest) -> None:
-    reason = FAILING.get(request.node.name)
-    if reason:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+_known_failure = known_failures(FAILING)
 
 
 @pytest.fixture

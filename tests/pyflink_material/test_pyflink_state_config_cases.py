@@ -24,6 +24,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from pyflink_harness import known_failures
 
 from streamflow.common.time import Duration, Time
 from streamflow.datastream.state import StateTtlConfig
@@ -32,13 +33,7 @@ from streamflow.datastream.state_backend import EmbeddedRocksDBStateBackend, Pre
 FAILING: dict[str, str] = {}
 
 
-@pytest.fixture(autouse=True)
-def _known_failure(request: pytest.FixtureRequest) -> None:
-    """A case listed in FAILING is a strict xfail with its reason."""
-    node = request.node
-    reason = FAILING.get(node.name) or FAILING.get(getattr(node, "originalname", node.name))
-    if reason:
-        node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+_known_failure = known_failures(FAILING)
 
 
 # ---- test_state_ttl_config.py: StateTtlConfigTests ----
