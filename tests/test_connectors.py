@@ -19,6 +19,20 @@ def test_text_file_source_reads_every_line(tmp_path: Path) -> None:
     assert list(env.read_text_file(str(tmp_path)).execute_and_collect()) == ["one", "two", "three", "four"]
 
 
+def test_text_line_format_reads_ascii_compatible_charsets_and_refuses_the_others(tmp_path: Path) -> None:
+    """Lines are split on the raw bytes: a charset whose line ends are not those single bytes
+    (UTF-16's are two bytes, so a 0x0A byte inside another character split it) is refused when
+    the format is made, naming it, instead of reading garbage."""
+    (tmp_path / "a.txt").write_bytes("café\nna\u00efve\r\n".encode("latin-1"))
+    env = sf.StreamExecutionEnvironment()
+    fmt = sf.StreamFormat.text_line_format("ISO-8859-1")
+    source = sf.FileSource.for_record_stream_format(fmt, str(tmp_path)).build()
+    assert list(env.from_source(source, None, "files").execute_and_collect()) == ["café", "naïve"]
+    for charset in ("UTF-16", "utf-32-le", "cp500"):
+        with pytest.raises(ValueError, match=f"text_line_format\\('{charset}'\\): this charset does not"):
+            sf.StreamFormat.text_line_format(charset)
+
+
 # Java's BufferedReader.readLine (Flink's TextLineInputFormat): '\n', '\r' and '\r\n' each end a line
 _MIXED_ENDS = b"a\rb\r\nc\n\rd\r\r\ne\n\nf"
 _MIXED_LINES = [b"a\r", b"b\r\n", b"c\n", b"\r", b"d\r", b"\r\n", b"e\n", b"\n", b"f"]

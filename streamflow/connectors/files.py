@@ -42,6 +42,14 @@ class StreamFormat:
 
     @staticmethod
     def text_line_format(charset_name: str = "utf-8") -> StreamFormat:
+        # lines are split on the raw bytes (\n, \r): a charset must encode them as those bytes
+        if "\r\n".encode(charset_name) != b"\r\n":
+            raise ValueError(
+                f"text_line_format({charset_name!r}): this charset does not encode line ends as the "
+                "single bytes \\n and \\r (UTF-16, UTF-32, EBCDIC), which the file source splits "
+                "lines on; convert the files to UTF-8 or another ASCII-compatible charset"
+            )
+
         def decode(line: bytes) -> str:
             return line.decode(charset_name).rstrip("\r\n")
 
