@@ -13,7 +13,7 @@ import itertools
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
-from waiting import wait_until  # tests/waiting.py
+from waiting import read_until, wait_until  # tests/waiting.py
 
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
@@ -145,14 +145,8 @@ async def test_after_a_restore_a_partition_not_in_the_checkpoint_is_read_from_th
     await reader.start(lambda: None)
     got: list[str] = []
 
-    def polled() -> bool:
-        batch = reader.poll_batch(100)
-        if isinstance(batch, tuple):
-            got.extend(batch[0])
-        return len(got) >= 2
-
     try:
-        await wait_until(polled)
+        await read_until(reader, got, lambda: len(got) >= 2)
     finally:
         await reader.close()
     assert sorted(got) == ["p0-b", "p1"]
@@ -169,18 +163,12 @@ async def test_a_non_positive_discovery_interval_disables_discovery(kafka):
     await reader.start(lambda: None)
     got: list[str] = []
 
-    def polled() -> bool:
-        batch = reader.poll_batch(100)
-        if isinstance(batch, tuple):
-            got.extend(batch[0])
-        return "last" in got
-
     try:
         await _add_partitions(bs, topic, 2)
         await produce(bs, topic, [b"added"], partition=1)
         await asyncio.sleep(0.3)  # several fetches: each listed the partitions again with -1
         await produce(bs, topic, [b"last"], partition=0)
-        await wait_until(polled)
+        await read_until(reader, got, lambda: "last" in got)
     finally:
         await reader.close()
     assert got == ["last"]

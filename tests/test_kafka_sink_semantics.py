@@ -9,6 +9,7 @@ from typing import Any
 
 import aiokafka
 import pytest
+from test_kafka_e2e import _string_sink  # the string-valued KafkaSink of the e2e tests
 
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
@@ -24,21 +25,6 @@ from streamflow.testing.kafka_broker import create_topic, produce, read_topic
 _ids = itertools.count()
 
 
-def _sink(bs: str, topic: str, guarantee: DeliveryGuarantee) -> KafkaSink:
-    return (
-        KafkaSink.builder()
-        .set_bootstrap_servers(bs)
-        .set_record_serializer(
-            KafkaRecordSerializationSchema.builder()
-            .set_topic(topic)
-            .set_value_serialization_schema(SimpleStringSchema())
-            .build()
-        )
-        .set_delivery_guarantee(guarantee)
-        .build()
-    )
-
-
 async def test_delivery_guarantee_none_still_fails_on_a_record_the_broker_refuses(kafka):
     """Flink's NONE keeps Kafka's producer default ``acks=all``: a record the broker refuses (here
     larger than the topic's ``max.message.bytes``) fails the job. The sink used ``acks=0``, so the
@@ -47,7 +33,7 @@ async def test_delivery_guarantee_none_still_fails_on_a_record_the_broker_refuse
     await create_topic(bs, dst, 1, config={"max.message.bytes": "200"})
     env = sf.StreamExecutionEnvironment()
     env.set_restart_strategy(sf.RestartStrategies.no_restart())
-    env.from_collection(["ok", "x" * 1000]).sink_to(_sink(bs, dst, DeliveryGuarantee.NONE))
+    env.from_collection(["ok", "x" * 1000]).sink_to(_string_sink(bs, dst, DeliveryGuarantee.NONE))
     with pytest.raises(Exception, match="MessageSizeTooLarge"):
         client = await env.execute_async("none-refused")
         await asyncio.wait_for(client.get_job_execution_result(), 60)
@@ -99,8 +85,8 @@ async def test_record_timestamps_pass_from_kafka_through_the_job_to_kafka(kafka)
               .set_value_only_deserializer(SimpleStringSchema()).build())
     env = sf.StreamExecutionEnvironment()
     guarantee = DeliveryGuarantee.AT_LEAST_ONCE
-    env.from_source(source, None, "kafka").map(str.upper).sink_to(_sink(bs, dst, guarantee))
-    env.from_collection(["untimed"]).sink_to(_sink(bs, dst, guarantee))
+    env.from_source(source, None, "kafka").map(str.upper).sink_to(_string_sink(bs, dst, guarantee))
+    env.from_collection(["untimed"]).sink_to(_string_sink(bs, dst, guarantee))
     before = int(time.time() * 1000)
     client = await env.execute_async("timestamps")
     await asyncio.wait_for(client.get_job_execution_result(), 60)
@@ -118,7 +104,7 @@ async def test_a_negative_record_timestamp_is_written_as_none_as_flink_does(kafk
         lambda e, ts: int(e.split(":")[1]))
     env = sf.StreamExecutionEnvironment()
     env.from_collection(["a:-5", "b:7", "c:-1"]).assign_timestamps_and_watermarks(strategy).sink_to(
-        _sink(bs, dst, DeliveryGuarantee.AT_LEAST_ONCE))
+        _string_sink(bs, dst, DeliveryGuarantee.AT_LEAST_ONCE))
     before = int(time.time() * 1000)
     client = await env.execute_async("negative-timestamps")
     await asyncio.wait_for(client.get_job_execution_result(), 60)
