@@ -16,13 +16,12 @@ the user's function.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
 from typing import Any, TextIO, cast
 
 from ..connectors.collection import CollectionSource
-from ..connectors.sinks import PrintSink, _WriteOperator
+from ..connectors.sinks import PrintSink
 from ..functions import (
     FlatMapFunction,
     Function,
@@ -33,7 +32,7 @@ from ..functions import (
 )
 from ..runtime.basic_operators import is_async
 from ..runtime.operator import StreamOperator
-from ..types.fast_paths import batch_converter, formatter, print_lines
+from ..types.fast_paths import batch_converter, formatter
 from ..types.java_narrowing import narrow_collection
 from ..types.typeinfo import TypeInformation
 
@@ -196,15 +195,9 @@ class TypedPrintSink(PrintSink):
         super().__init__(sink_identifier, stream)
         self.type_info = type_info
 
-    def create_operator(self, name: str) -> StreamOperator:
+    def formatter(self) -> Callable[[Any], str]:
         info = self.type_info
-        fmt = formatter(info, info.format) if isinstance(info, TypeInformation) else _pickled
-        prefix = self.prefix
-
-        def write(records: list) -> None:
-            (self.stream or sys.stdout).write(print_lines(fmt, prefix, records))
-
-        return _WriteOperator(name, write)
+        return formatter(info, info.format) if isinstance(info, TypeInformation) else _pickled
 
 
 def _pickled(value: Any) -> str:
