@@ -222,6 +222,35 @@ def test_rebalance_and_broadcast(how: str) -> None:
     assert set(counts.values()) == ({1} if how == "rebalance" else {3})
 
 
+def test_rebalance_is_round_robin_per_record() -> None:
+    """Flink's RebalancePartitioner: record by record across the channels, continuing from batch
+    to batch (a whole batch to one subtask left the others idle)."""
+
+    class Tag(sf.MapFunction):
+        def open(self, runtime_context: sf.RuntimeContext) -> None:
+            self.subtask = runtime_context.get_index_of_this_subtask()
+
+        def map(self, value: int) -> tuple[int, int]:
+            return (self.subtask, value)
+
+    e = env(4)
+    e.set_batch_size(1000)
+    out = list(e.from_collection(list(range(30))).rebalance().map(Tag()).execute_and_collect())
+    by_subtask: dict[int, list[int]] = defaultdict(list)
+    for subtask, value in out:
+        by_subtask[subtask].append(value)
+    assert sorted(len(v) for v in by_subtask.values()) == [7, 7, 8, 8]
+    assert all(len({v % 4 for v in values}) == 1 for values in by_subtask.values())
+    assert sorted(v for values in by_subtask.values() for v in values) == list(range(30))
+
+
+def test_collect_sink_is_one_subtask() -> None:
+    """execute_and_collect() reads through one sink subtask, as Flink's collect sink: a stream of
+    parallelism 1 comes out in order whatever the environment's parallelism."""
+    e = env(4)
+    assert list(e.from_collection(list(range(50))).execute_and_collect()) == list(range(50))
+
+
 def test_metrics_count_records() -> None:
     e = env()
     e.disable_operator_chaining()
@@ -237,6 +266,20 @@ def test_print_sink(capsys: pytest.CaptureFixture[str]) -> None:
     e.from_collection([1, 2]).print("out")
     e.execute()
     assert capsys.readouterr().out == "out> 1\nout> 2\n"
+
+
+@pytest.mark.parametrize("identifier", [None, "out"])
+def test_parallel_print_prefixes_the_subtask(
+    identifier: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Flink's PrintSinkOutputWriter: a parallel print() prefixes each line with its subtask's
+    number from 1 (``2> x``, or ``out:2> x`` when named)."""
+    e = env(2)
+    e.from_collection([1, 2, 3, 4]).rebalance().print(identifier)
+    e.execute()
+    head = f"{identifier}:" if identifier else ""
+    lines = sorted(capsys.readouterr().out.splitlines())
+    assert lines == [f"{head}1> 1", f"{head}1> 3", f"{head}2> 2", f"{head}2> 4"]
 
 
 class Dedup(sf.FilterFunction):

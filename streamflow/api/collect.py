@@ -84,7 +84,7 @@ def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) ->
     )
     sink = QueueSink(CHANNEL_RECORDS)
     env = stream._env
-    node = stream.sink_to(sink)._node
+    node = stream.sink_to(sink).set_parallelism(1)._node  # Flink's collect sink: one subtask
     runner = asyncio.Runner()  # asyncio's loop: cheaper to stop and restart (module doc)
     try:
         client = runner.run(env._execute_async(job_name))

@@ -321,6 +321,7 @@ class KeyedStream(KeyedStreamRefusals, OperatorSettingsRefusals, DataStream):
         return (
             DataStream(self._env, self._inputs)
             .map(lambda v: Row(f0=key_of(v), f1=v))
+            .set_parallelism(1)  # chained to the collect sink (one subtask, as Flink's)
             .execute_and_collect(job_execution_name, limit)
         )
 

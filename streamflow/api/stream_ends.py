@@ -88,7 +88,7 @@ class StreamEnds:
         """Run the job in this event loop and yield its records as they arrive;
         leaving the loop early (or ``limit``) cancels the job."""
         sink = QueueSink(capacity)
-        node = self.sink_to(sink)._node
+        node = self.sink_to(sink).set_parallelism(1)._node  # Flink's collect sink: one subtask
         try:
             client = await self._env.execute_async(job_name)
         finally:

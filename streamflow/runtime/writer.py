@@ -1,8 +1,8 @@
 """The end of a chain: routes batches to the channels of the downstream subtasks.
 
 One class per partitioning, each with its declared ``process_batch``;
-:func:`create_writer` picks the class. Partitioning is per batch: forward and
-rebalance move the whole batch (no per-record work); hash partitioning
+:func:`create_writer` picks the class. Forward moves the whole batch, rebalance
+cuts it into strided slices (no per-record Python work); hash partitioning
 computes each record's key group, which is per-record work by nature and only
 happens between parallel operators. Control events go to every channel.
 """
@@ -57,16 +57,25 @@ class ForwardWriter(ChannelWriter):
 
 
 class RebalanceWriter(ChannelWriter):
-    """Whole batches round-robin, starting at the writer's own subtask index."""
+    """Records round-robin, as Flink's RebalancePartitioner, starting at the writer's own subtask
+    index: the batch is cut into one strided slice per channel (``records[k::n]``, C speed), and
+    the next batch continues where this one stopped. A single-record batch goes to one channel."""
 
     def __init__(self, channels: list[Channel], subtask_index: int) -> None:
         super().__init__(channels)
         self._next = subtask_index % len(channels)
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        i = self._next
-        self._next = (i + 1) % len(self.channels)
-        await self.channels[i].put((records, timestamps))
+        channels, start = self.channels, self._next
+        n = len(channels)
+        self._next = (start + len(records)) % n
+        if len(records) == 1 or n == 1:
+            await channels[start].put((records, timestamps))
+            return
+        for k in range(min(n, len(records))):
+            await channels[(start + k) % n].put(
+                (records[k::n], None if timestamps is None else timestamps[k::n])
+            )
 
 
 class BroadcastWriter(ChannelWriter):

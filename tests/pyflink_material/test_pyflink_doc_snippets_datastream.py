@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import re
 from collections import namedtuple
 from collections.abc import Iterable
 from pathlib import Path
@@ -435,6 +436,9 @@ def test_parallel(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     run_all(name, ns)
     printed = capsys.readouterr().out.splitlines()
+    if name == "parallel_environment_level":  # print() at parallelism 3: Flink's "N> " prefix
+        assert all(re.fullmatch(r"[123]> .*", line) for line in printed), printed
+        printed = [line[3:] for line in printed]
     # typed (Types.TUPLE) records print as Java tuples; [0 s, 5 s) and [5 s, 10 s)
     assert sorted(printed) == sorted(["(to,2)", "(be,2)", "(or,1)", "(not,1)", "(be,1)", "(quick,1)"])
     assert ns["word_counts"]._node.parallelism == (5 if name == "parallel_operator_level" else None)
