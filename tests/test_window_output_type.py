@@ -117,7 +117,7 @@ def test_named_rows_and_the_print_format(capsys: pytest.CaptureFixture[str]) -> 
     env, stream = _env()
     _windows(stream).process(_Sum(), output_type=NAMED).print()
     env.execute("print")
-    printed = sorted(capsys.readouterr().out.splitlines())
+    printed = sorted(line.split("> ", 1)[1] for line in capsys.readouterr().out.splitlines())  # "N> ": p=2
     assert printed == ["+I[a, 4]", "+I[a, 5]", "+I[b, 2]", "+I[b, 4]"]
 
 
@@ -151,7 +151,8 @@ def test_all_windows_convert_too() -> None:
             lambda a, b: (a[0], a[1] + b[1]), output_type=ROW
         )
     )
-    assert _rows(reduced) == [("a", 6), ("b", 9)]
+    # the reduce keeps its first record's word: which comes first depends on the rebalance at p=2
+    assert [total for _word, total in _rows(reduced)] == [6, 9]
 
 
 def test_side_outputs_of_a_typed_window_keep_their_type() -> None:
