@@ -21,9 +21,8 @@ from ..functions import TimeDomain
 from ..state.broadcast import BroadcastStateStore
 from .basic_operators import resolve_function
 from .context import keyed_state
-from .events import MIN_WATERMARK
 from .operator import TwoInputOperator
-from .process_operators import KeyedProcessOperator, ProcessOperator, _CurrentTime, _Emitter
+from .process_operators import KeyedProcessOperator, ProcessOperator, RecordContext, _CurrentTime, _Emitter
 from .timers import Timer
 
 
@@ -50,19 +49,14 @@ class _NoKey:
 NO_KEY = _NoKey()
 
 
-class _ReadOnlyContext:
+class _ReadOnlyContext(RecordContext):
     """``process_element``'s context (and ``on_timer``'s): broadcast state is read-only."""
 
-    __slots__ = ("_domain", "_op", "_ts")
+    __slots__ = ("_domain",)
 
     def __init__(self, op: Any) -> None:
-        self._op = op
-        self._ts: int | None = None
+        super().__init__(op)
         self._domain: TimeDomain = TimeDomain.EVENT_TIME
-
-    def timestamp(self) -> int:
-        ts = self._ts  # a record without a timestamp: Long.MIN_VALUE, as PyFlink gives Python
-        return MIN_WATERMARK if ts is None else ts
 
     def current_processing_time(self) -> int:
         return int(self._op.ctx.clock.now_ms())

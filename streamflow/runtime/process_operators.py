@@ -51,16 +51,24 @@ class _Emitter:
         self.main, self.main_ts, self.side = [], [], {}
 
 
-class _ProcessContext:
+class RecordContext:
+    """What every process function's context has: the operator and the current record's
+    timestamp (``ctx.timestamp()``: Long.MIN_VALUE for a record without one, as PyFlink gives
+    Python)."""
+
     __slots__ = ("_op", "_ts")
 
-    def __init__(self, op: ProcessOperator) -> None:
+    def __init__(self, op: Any) -> None:
         self._op = op
         self._ts: int | None = None
 
     def timestamp(self) -> int:
-        ts = self._ts  # a record without a timestamp: Long.MIN_VALUE, as PyFlink gives Python
+        ts = self._ts
         return MIN_WATERMARK if ts is None else ts
+
+
+class _ProcessContext(RecordContext):
+    __slots__ = ()
 
     def timer_service(self) -> Any:
         return self._op.timer_facade
@@ -134,17 +142,12 @@ class _KeyedTimerService(_CurrentTime):
         self._op.timers.delete_processing_time_timer(self._op.backend.current_key, None, timestamp)
 
 
-class _KeyedContext:
-    __slots__ = ("_domain", "_op", "_ts")
+class _KeyedContext(RecordContext):
+    __slots__ = ("_domain",)
 
     def __init__(self, op: KeyedProcessOperator) -> None:
-        self._op = op
-        self._ts: int | None = None
+        super().__init__(op)
         self._domain: TimeDomain = TimeDomain.EVENT_TIME
-
-    def timestamp(self) -> int:
-        ts = self._ts  # a record without a timestamp: Long.MIN_VALUE, as PyFlink gives Python
-        return MIN_WATERMARK if ts is None else ts
 
     def timer_service(self) -> _KeyedTimerService:
         return self._op.timer_facade
