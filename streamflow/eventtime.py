@@ -21,7 +21,6 @@ Durations are ``int`` milliseconds or ``datetime.timedelta`` (truncated to milli
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -29,8 +28,6 @@ from typing import Any, Protocol
 
 from streamflow.clock import Clock
 from streamflow.runtime.events import MIN_WATERMARK, Watermark, WatermarkStatus
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "AscendingTimestampsWatermarks",
@@ -348,18 +345,13 @@ class WatermarkStrategy:
         max_allowed_watermark_drift: Duration,
         update_interval: Duration | None = None,
     ) -> WatermarkStrategy:
-        """PyFlink's watermark alignment settings (update interval 1 s unless given). Recorded,
-        not enforced: streamflow's sources are not paused when ahead of their group (logged)."""
+        """Flink's watermark alignment (update interval 1 s unless given): a source given this
+        strategy by ``from_source()`` stops reading while its watermark is more than the drift
+        ahead of the slowest source of its group (``runtime/watermark_alignment.py``)."""
         if not isinstance(watermark_group, str) or not watermark_group:
             raise ValueError(f"a watermark group must be a non-empty string, got {watermark_group!r}")
         drift = to_millis(max_allowed_watermark_drift, "max allowed watermark drift", 0)
         interval = 1000 if update_interval is None else to_millis(update_interval, "update interval", 1)
-        log.warning(
-            "watermark alignment (group %r, drift %d ms) is recorded but not enforced: streamflow "
-            "does not pause a source that runs ahead of its group",
-            watermark_group,
-            drift,
-        )
         return replace(self, alignment=(watermark_group, drift, interval))
 
     def create_watermark_generator(self, clock: Clock) -> WatermarkGenerator:

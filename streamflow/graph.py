@@ -80,6 +80,11 @@ class StreamNode:
     # the record type declared for the node's main output (key None) or a side output (its tag):
     # names the codec of its in-flight records in unaligned checkpoints (checkpoint/channel_types.py)
     declared_types: dict[str | None, Any] = field(default_factory=dict)
+    # a source's watermark alignment (group, max drift ms, update interval ms), from from_source()'s
+    # strategy; and on the node generating that source's watermarks, the source it aligns
+    # (runtime/watermark_alignment.py)
+    watermark_alignment: tuple[str, int, int] | None = None
+    aligned_source: StreamNode | None = None
 
     def __repr__(self) -> str:
         return f"<node {self.id} {self.name!r}>"

@@ -7,6 +7,7 @@ are in ``stream_ends.py`` (``DataStreamSink`` is re-exported here).
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from ..windowing.assigners import WindowAssigner
     from .environment import StreamExecutionEnvironment
     from .windowed import WindowedStream
+
+_log = logging.getLogger(__name__)
 
 
 class DataStream(DataStreamSurface, StreamEnds):
@@ -162,6 +165,16 @@ class DataStream(DataStreamSurface, StreamEnds):
         return typed(self._one_input("Process", factory), output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
+        alignment = getattr(watermark_strategy, "alignment", None)
+        if alignment is not None:
+            _log.warning(
+                "assign_timestamps_and_watermarks(): watermark alignment %r is ignored, as in Flink: "
+                "it paces sources, so give the strategy to from_source()",
+                alignment[0],
+            )
+        return self._assign_timestamps(watermark_strategy)
+
+    def _assign_timestamps(self, watermark_strategy: WatermarkStrategy) -> DataStream:
         from ..runtime.timestamps import TimestampsAndWatermarksOperator
 
         env = self._env

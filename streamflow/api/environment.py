@@ -268,14 +268,18 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         if not isinstance(source, Source):
             raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")
         per_partition = getattr(source, "with_watermark_strategy", None)
+        alignment = getattr(watermark_strategy, "alignment", None)
         if watermark_strategy is not None and per_partition is not None:
             # the source generates watermarks per partition itself (KafkaSource, ReplaySource)
             source = per_partition(watermark_strategy, self._auto_watermark_interval_ms)
             watermark_strategy = None
         node = self._graph.add(source_name, None, source=source)
+        node.watermark_alignment = alignment  # runtime/watermark_alignment.py
         stream = DataStream(self, [(node, None)])
         if watermark_strategy is not None:
-            stream = stream.assign_timestamps_and_watermarks(watermark_strategy)
+            stream = stream._assign_timestamps(watermark_strategy)
+            if alignment is not None:
+                stream._inputs[0][0].aligned_source = node
         return stream
 
     def add_source(

@@ -39,6 +39,8 @@ from .sort_buffer import DEFAULT_SORT_MEMORY
 from .sort_runs import spill_opt_in
 from .sorting_input import install_sorted_input
 from .task import InputTask, SourceTask, Task
+from .timestamps import TimestampsAndWatermarksOperator
+from .watermark_alignment import AlignmentMember, WatermarkAlignment
 from .writer import ChannelWriter, create_writer
 
 # Preloaded (the two imports so marked above): they load when streamflow is imported, not on
@@ -106,6 +108,7 @@ class Execution:
         limit = self.config.job_max_bytes
         self.byte_budget = ByteBudget(limit) if limit is not None else None
         self.loop_budget = LoopBudget(config.loop_budget_ms, clock)
+        self.alignment = WatermarkAlignment()
         self._task_ids: list[str] = []  # parallel to tasks: "<head uid>#<subtask>"
         self._spill_fallbacks: set[str] = set()  # operators whose sorted input logged a pickle fallback
         if restore is not None:
@@ -256,6 +259,7 @@ class Execution:
             reader = head.source.create_reader(sub, g.parallelism[head.id])
             task = SourceTask(task_name, reader, outputs[head.id], **kw)
             task.source_uid = g.uid_of(head)
+            task.alignment = self._alignment_member(head, sub)
             if hasattr(reader, "set_metric_group"):  # e.g. Kafka consumer lag per partition
                 reader.set_metric_group(MetricGroup(f"{g.uid_of(head)}[{sub}]", self.metrics))
             restored = self._restored(head, sub)
@@ -288,6 +292,8 @@ class Execution:
             if chained is not None:
                 ctx = self._context(node, sub, task)
                 chained.setup(ctx, outputs[node.id])
+                if node.aligned_source is not None and isinstance(chained, TimestampsAndWatermarksOperator):
+                    chained.alignment = self._alignment_member(node.aligned_source, sub)
                 try:
                     chained.initialize_state(self._restored(node, sub))
                 except Exception as exc:  # which operator could not take its state
@@ -296,6 +302,14 @@ class Execution:
         if self.restore is not None:
             self._restore_channels(task, task_id)
         return task
+
+    def _alignment_member(self, source: StreamNode, sub: int) -> AlignmentMember | None:
+        """The watermark alignment member of ``source``'s subtask ``sub``, if its strategy aligns
+        (none in a batch job: no watermarks there, as in Flink)."""
+        params = source.watermark_alignment
+        if params is None or self.config.batch:
+            return None
+        return self.alignment.member(self.graph.uid_of(source), sub, params)
 
     def _spill_of(self, node: StreamNode) -> tuple[Any, str | None, set[str]]:
         """How a keyed node's sorted input writes its runs (``sort_runs.py``): the records codec,

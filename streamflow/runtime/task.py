@@ -55,6 +55,7 @@ from .loop_budget import LoopBudget, bind
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
 from .task_state import ChainState
+from .watermark_alignment import AlignmentMember
 from .watermark_valve import WatermarkValve
 from .writer import ChannelWriter
 
@@ -294,12 +295,28 @@ class SourceTask(Task):
         self.source_output = source_output
         self.records_out = 0
         self.records_malformed = 0
+        self.alignment: AlignmentMember | None = None  # watermark alignment (watermark_alignment.py)
 
     async def _start(self) -> None:
         try:
             await self.reader.start(self.wake)
         except Exception as exc:
             raise attribute_error(exc, f"source {self.name!r}") from None
+        if self.alignment is not None:
+            self.alignment.wake = self.wake
+            self._schedule_alignment_report()
+
+    def _schedule_alignment_report(self) -> None:
+        assert self.alignment is not None
+        at = self.processing_time.current_processing_time() + self.alignment.update_interval_ms
+        self.processing_time.register(at, self._report_watermark)
+
+    async def _report_watermark(self, at: int) -> None:
+        """Every update interval: the source's watermark to its alignment group (Flink's
+        ``SourceOperator.emitLatestWatermark``), until its input ends."""
+        if self.alignment is not None and self.alignment.latest != MAX_WATERMARK:
+            self.alignment.report()
+            self._schedule_alignment_report()
 
     async def _stop(self) -> None:
         await self.reader.close()
@@ -321,11 +338,15 @@ class SourceTask(Task):
 
     async def _run_loop(self) -> None:
         reader, push, size = self.reader, self.source_output.push, self.batch_size
-        budget = self.budget
+        budget, alignment = self.budget, self.alignment
         waker: Waker = self.waker  # type: ignore[assignment]
         while True:
             if self.mailbox or self.processing_time.has_due():
                 await self._run_mail()
+            if alignment is not None and alignment.waiting():  # ahead of its group: mail only
+                if not self.has_mail():
+                    await self._idle(waker.wait())
+                continue
             try:
                 batch = reader.poll_batch(size)
             except Exception as exc:
@@ -344,8 +365,12 @@ class SourceTask(Task):
                 self.records_out += len(batch[0])  # type: ignore[index]
                 await push(batch[0], batch[1])  # type: ignore[index]
             elif kind is Watermark:
+                if alignment is not None:
+                    alignment.on_watermark(batch.timestamp)  # type: ignore[attr-defined]
                 await self.source_output.emit_watermark(batch)  # type: ignore[arg-type]
             elif kind is WatermarkStatus:
+                if alignment is not None:
+                    alignment.on_status(batch is WatermarkStatus.IDLE)
                 await self.source_output.emit_watermark_status(batch)  # type: ignore[arg-type]
             else:
                 raise TypeError(f"source {self.name!r} returned {batch!r} from poll_batch()")
@@ -354,6 +379,8 @@ class SourceTask(Task):
                 await self._route_dead_letters(letters)
             if budget.due():
                 await budget.pause()
+        if alignment is not None:  # holds no one back any more
+            alignment.finish()
         # a bounded source ends with the maximum watermark: every window fires
         await self.source_output.emit_watermark(Watermark(MAX_WATERMARK))
 

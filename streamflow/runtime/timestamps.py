@@ -24,6 +24,7 @@ from ..eventtime import WatermarkStrategy, _ValueAndTimestampAssigner, _ValueAss
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .item_getters import failed_record, item_getter
 from .operator import StreamOperator
+from .watermark_alignment import AlignmentMember
 from .watermark_emitter import WatermarkEmitter
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self._ended = False
         self._warned_untimed = False
         self._getter: Callable[[Any], Any] | None = None
+        self.alignment: AlignmentMember | None = None  # from_source()'s strategy aligns its source
 
     async def open(self) -> None:
         clock = self.ctx.clock
@@ -66,10 +68,15 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         self._schedule()
 
     async def _emit(self, events: list[Watermark | WatermarkStatus]) -> None:
+        alignment = self.alignment
         for ev in events:
             if type(ev) is Watermark:
+                if alignment is not None:
+                    alignment.on_watermark(ev.timestamp)
                 await self.output.emit_watermark(ev)
             else:
+                if alignment is not None:
+                    alignment.on_status(ev is WatermarkStatus.IDLE)
                 await self.output.emit_watermark_status(ev)  # type: ignore[arg-type]
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:

@@ -429,6 +429,9 @@ class Translation:
     def _source(self, node: StreamNode, source: Source) -> Stream:
         from ..connectors.kafka_source import KafkaSource
 
+        if node.watermark_alignment is not None:  # (a micro-batch reads each source to its offsets)
+            _log.warning("%s: watermark alignment (group %r) does not pace sources on the Spark engine",
+                         node.name, node.watermark_alignment[0])  # fmt: skip
         if isinstance(source, KafkaSource):  # a Spark streaming source of its own
             from .kafka import kafka_stream
 

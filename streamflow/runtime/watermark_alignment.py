@@ -1,0 +1,128 @@
+"""Watermark alignment (Flink's FLIP-182): a source does not read ahead of the slowest source of
+its watermark group by more than its allowed drift.
+
+Theory of operation. A source whose ``WatermarkStrategy`` has
+``with_watermark_alignment(group, max_drift, update_interval)`` makes each of its subtasks an
+:class:`AlignmentMember` of the job's :class:`AlignmentGroup` of that name (sources of different
+kinds may share a group). As Flink's ``SourceOperator`` with its ``SourceCoordinator``:
+
+* the member follows its source's latest watermark (``on_watermark``) and whether its output is
+  idle (``on_status``); it *reports* every update interval: its latest watermark, or
+  Long.MAX_VALUE while idle, so an idle source holds no one back; nothing before its first
+  watermark. At the end of its input it reports Long.MAX_VALUE at once (``finish``);
+* the group's combined watermark is the smallest report (none reported yet: no limit; Flink's
+  coordinator would announce Long.MIN_VALUE plus the drift until the first reports, a pause of
+  one interval); each report announces it to every member, whose max allowed watermark is then
+  the combined one plus its own source's drift (Long.MAX_VALUE on overflow);
+* a member whose latest watermark is above its max allowed one is *waiting*: its source task
+  stops polling the reader and only runs its mail (checkpoint triggers, timers, the periodic
+  reports) until an announcement lets it go, which wakes the task. A member's own watermark
+  going up re-checks at once (Flink's ``updateCurrentEffectiveWatermark``).
+
+The group with the smallest report always has a member allowed to read (the drift is not
+negative), and a waiting member still reports, so alignment cannot stall the whole group. Plain
+synchronous state: time enters only through the task's processing-time service, which calls
+:meth:`AlignmentMember.report`.
+
+Not done here: Flink's split-level alignment (FLIP-217: pausing single Kafka partitions of a
+subtask that reads several); the idleness clock keeps running while a member waits (Flink
+pauses it): a source waiting longer than its idle timeout is marked idle, which is harmless
+here since it is ahead of the group.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from .events import MAX_WATERMARK
+
+log = logging.getLogger(__name__)
+
+
+class AlignmentGroup:
+    """The reports of a watermark group's members, and the members to announce to."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reported: dict[str, int] = {}
+        self.members: list[AlignmentMember] = []
+
+    def report(self, member_id: str, watermark: int) -> None:
+        self.reported[member_id] = watermark
+        combined = self.combined()
+        for member in self.members:
+            member.announce(combined)
+
+    def combined(self) -> int:
+        """The smallest reported watermark (Long.MAX_VALUE before any report: no limit)."""
+        return min(self.reported.values(), default=MAX_WATERMARK)
+
+
+class AlignmentMember:
+    """One source subtask in its group (module doc)."""
+
+    def __init__(
+        self, group: AlignmentGroup, member_id: str, max_drift_ms: int, update_interval_ms: int
+    ) -> None:
+        self.group = group
+        self.member_id = member_id
+        self.max_drift_ms = max_drift_ms
+        self.update_interval_ms = update_interval_ms
+        self.latest: int | None = None  # no watermark yet
+        self.idle = False
+        self.max_allowed = MAX_WATERMARK
+        self.wake: Callable[[], None] = _nothing
+        group.members.append(self)
+
+    def on_watermark(self, timestamp: int) -> None:
+        self.latest = timestamp
+
+    def on_status(self, idle: bool) -> None:
+        self.idle = idle
+
+    def report(self) -> None:
+        if self.latest is not None:
+            self.group.report(self.member_id, MAX_WATERMARK if self.idle else self.latest)
+
+    def finish(self) -> None:
+        self.latest = MAX_WATERMARK
+        self.report()
+
+    def announce(self, combined: int) -> None:
+        was_waiting = self.waiting()
+        drift = self.max_drift_ms
+        self.max_allowed = MAX_WATERMARK if combined > MAX_WATERMARK - drift else combined + drift
+        if was_waiting and not self.waiting():
+            log.debug("%s resumes: max allowed watermark %d", self.member_id, self.max_allowed)
+            self.wake()
+
+    def waiting(self) -> bool:
+        latest = self.latest
+        return latest is not None and latest > self.max_allowed
+
+
+def _nothing() -> None:
+    pass
+
+
+class WatermarkAlignment:
+    """A job's groups by name, and its members by source and subtask."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, AlignmentGroup] = {}
+        self.members: dict[tuple[str, int], AlignmentMember] = {}
+
+    def member(self, source_uid: str, subtask: int, params: tuple[str, int, int]) -> AlignmentMember:
+        """The member of ``source_uid``'s subtask (made on first use; the source task and the
+        operator that generates its watermarks share it). ``params`` is the strategy's
+        ``(group, max drift ms, update interval ms)``."""
+        key = (source_uid, subtask)
+        member = self.members.get(key)
+        if member is None:
+            name, drift, interval = params
+            group = self.groups.get(name)
+            if group is None:
+                group = self.groups[name] = AlignmentGroup(name)
+            member = self.members[key] = AlignmentMember(group, f"{source_uid}#{subtask}", drift, interval)
+        return member
