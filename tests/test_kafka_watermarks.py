@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+from waiting import wait_until
 
 import streamflow as sf
 from streamflow.common.serialization import JsonRowDeserializationSchema
+from streamflow.common.time import Duration
 from streamflow.connectors.kafka_watermarks import PartitionWatermarks
 from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 from streamflow.runtime.events import Watermark, WatermarkStatus
@@ -122,3 +124,57 @@ async def test_event_time_windows_over_partitions_with_an_idle_subtask(kafka):
     finally:
         await client.cancel()
     assert sorted(sink.results) == [("a", 0 + 1 + 2), ("a", 3 + 4 + 5), ("a", 6 + 7 + 8)]
+
+
+def test_a_finished_partition_holds_the_output_back_no_more():
+    """Flink's ``splitFinished``: a bounded partition read to its end leaves the combination."""
+    clock = ManualClock()
+    wm = PartitionWatermarks(sf.WatermarkStrategy.for_monotonous_timestamps(), clock)
+    wm.add_partition(0)
+    wm.add_partition(1)
+    wm.on_batch(0, ["a"], [10])
+    wm.on_batch(1, ["b"], [500])
+    assert tick(wm, clock) == [Watermark(9)]
+    wm.finish_partition(0)
+    assert drain(wm) == [Watermark(499)]
+
+
+async def test_watermark_alignment_pauses_the_partitions_ahead(kafka):
+    """FLIP-217: in one subtask reading two partitions, the one far ahead in event time stops
+    fetching until the other catches up (the records it fetched before still come)."""
+    bs = kafka.bootstrap_servers
+    topic = f"align-{id(object())}"
+    await create_topic(bs, topic, 2)
+
+    async def write(partition: int, stamps: list[int]) -> None:
+        values = [orjson.dumps({"p": partition, "t": t}) for t in stamps]
+        await produce(bs, topic, values, partition=partition, timestamps=stamps)
+
+    await write(0, list(range(10)))
+    await write(1, [100_000])
+    env = sf.StreamExecutionEnvironment()
+    env.get_config().set_auto_watermark_interval(20)
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bs)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(JsonRowDeserializationSchema(["p", "t"]))
+        .build()
+    )
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_watermark_alignment(
+        "replay", Duration.of_millis(1_000), Duration.of_millis(20)
+    )
+    sink = sf.CollectSink()
+    env.from_source(source, strategy, "kafka").map(lambda r: (r[0], r[1])).sink_to(sink)
+    client = await env.execute_async("aligned")
+    try:
+        await wait_until(lambda: len(sink.results) == 11)
+        await write(1, list(range(100_001, 100_011)))  # partition 1 is paused: none of these come
+        await asyncio.sleep(1.0)
+        assert len(sink.results) == 11
+        await write(0, [99_500])  # partition 0 catches up to within the drift: partition 1 resumes
+        await wait_until(lambda: len(sink.results) == 22)
+    finally:
+        await client.cancel()
+    assert sorted(t for p, t in sink.results if p == 1) == list(range(100_000, 100_011))

@@ -88,6 +88,13 @@ class SourceReader:
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         pass
 
+    def align_splits(self, max_allowed_watermark: int) -> None:
+        """Watermark alignment of the splits inside one reader (Flink's FLIP-217
+        ``pauseOrResumeSplits``), called by an aligned source's task before each poll: a reader
+        of several splits with a watermark each (Kafka partitions) stops fetching those whose
+        watermark is above ``max_allowed_watermark`` and resumes the others. The default reads
+        one stream of records: the task aligns it as a whole."""
+
     def take_dead_letters(self) -> Sequence[DeadLetter]:
         """The records that could not be decoded since the last call (called after every
         batch). A reader that never skips a record keeps this default: none."""

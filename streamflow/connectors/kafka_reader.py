@@ -88,6 +88,8 @@ class _Split:
     fetched: int  # next offset to fetch
     stop: int | None = None
     done: bool = False
+    queued: int = 0  # fetched batches of it not yet emitted
+    aligned_out: bool = False  # paused by watermark alignment (align_splits)
 
 
 class KafkaSourceReader(SourceReader):
@@ -350,6 +352,8 @@ class KafkaSourceReader(SourceReader):
                 if msgs:
                     split.fetched = msgs[-1].offset + 1
                     self._enqueue(split, msgs)
+                else:
+                    self._finished(split)
             if not fetched and self.source.bounded:
                 await self._check_stops()
             if fetched or self.watermarks is not None:  # periodic watermarks and idleness need polls
@@ -363,6 +367,12 @@ class KafkaSourceReader(SourceReader):
             if await self._consumer.position(split.tp) >= split.stop:
                 split.done = True
                 self._consumer.pause(split.tp)
+                self._finished(split)
+
+    def _finished(self, split: _Split) -> None:
+        """A bounded partition done and emitted: its watermark holds no one back."""
+        if split.done and not split.queued and self.watermarks is not None:
+            self.watermarks.finish_partition(split.index)
 
     def _enqueue(self, split: _Split, msgs: list) -> None:
         records, kept, letters = self.source.deserializer.deserialize_batch(msgs)
@@ -372,6 +382,7 @@ class KafkaSourceReader(SourceReader):
         offsets = [m.offset for m in kept]
         self._queue.append((split, records, timestamps, offsets, msgs[-1].offset + 1))
         self._queued += len(records)
+        split.queued += 1
 
     # -- the task's side -----------------------------------------------------
     def poll_batch(self, max_records: int) -> Any:
@@ -407,6 +418,8 @@ class KafkaSourceReader(SourceReader):
         else:
             self._queue.popleft()
             split.position = next_offset
+            split.queued -= 1
+            self._finished(split)
         self._queued -= len(records)
         if self._queued < QUEUE_LIMIT:
             self._space.set()
@@ -414,6 +427,25 @@ class KafkaSourceReader(SourceReader):
             timestamps = wm.timestamps(records, timestamps)
             wm.on_batch(split.index, records, timestamps)
         return (records, timestamps)
+
+    def align_splits(self, max_allowed_watermark: int) -> None:
+        """FLIP-217: partitions whose watermark is above ``max_allowed_watermark`` stop fetching
+        (what was fetched is still emitted); their idleness clock stops (FLIP-471, ``pause``)."""
+        wm = self.watermarks
+        if wm is None:
+            return
+        for split in self.splits.values():
+            emitter = wm.emitters.get(split.index)
+            if split.done or emitter is None:
+                continue
+            ahead = emitter.current_watermark > max_allowed_watermark
+            if ahead != split.aligned_out:
+                split.aligned_out = ahead
+                (self._consumer.pause if ahead else self._consumer.resume)(split.tp)
+                (wm.pause if ahead else wm.resume)(split.index)
+                log.debug("%s-%d %s: its watermark %d, the group's max allowed %d", split.tp.topic,
+                          split.tp.partition, "paused" if ahead else "resumed", emitter.current_watermark,
+                          max_allowed_watermark)  # fmt: skip
 
     def take_dead_letters(self) -> list[Any]:
         out, self.dead_letters = self.dead_letters, []

@@ -73,6 +73,12 @@ class PartitionWatermarks:
     def resume(self, index: int) -> None:
         self.paused.discard(index)
 
+    def finish_partition(self, index: int) -> None:
+        """A partition read to its end holds the output back no more (Flink's ``splitFinished``)."""
+        self.emitters.pop(index, None)
+        self.paused.discard(index)
+        self._combine()
+
     def on_periodic(self) -> None:
         """Periodic generators emit and idleness is judged every ``interval_ms``."""
         now = monotonic_ms(self.clock)

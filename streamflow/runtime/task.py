@@ -343,10 +343,12 @@ class SourceTask(Task):
         while True:
             if self.mailbox or self.processing_time.has_due():
                 await self._run_mail()
-            if alignment is not None and alignment.waiting():  # ahead of its group: mail only
-                if not self.has_mail():
-                    await self._idle(waker.wait())
-                continue
+            if alignment is not None:
+                if alignment.waiting():  # ahead of its group: mail only
+                    if not self.has_mail():
+                        await self._idle(waker.wait())
+                    continue
+                reader.align_splits(alignment.max_allowed)
             try:
                 batch = reader.poll_batch(size)
             except Exception as exc:

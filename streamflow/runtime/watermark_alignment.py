@@ -24,10 +24,10 @@ negative), and a waiting member still reports, so alignment cannot stall the who
 synchronous state: time enters only through the task's processing-time service, which calls
 :meth:`AlignmentMember.report`.
 
-Not done here: Flink's split-level alignment (FLIP-217: pausing single Kafka partitions of a
-subtask that reads several); the idleness clock keeps running while a member waits (Flink
-pauses it): a source waiting longer than its idle timeout is marked idle, which is harmless
-here since it is ahead of the group.
+Inside a subtask, a reader of several splits aligns them itself (FLIP-217,
+``SourceReader.align_splits``: the Kafka reader pauses the partitions ahead). Unlike Flink, the
+idleness clock of a source's strategy keeps running while its member waits: a source waiting
+longer than its idle timeout is marked idle, which is harmless since it is ahead of the group.
 """
 
 from __future__ import annotations
