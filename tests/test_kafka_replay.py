@@ -12,7 +12,9 @@ import orjson
 
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
+from streamflow.connectors.base import END
 from streamflow.connectors.kafka_replay import ReplaySource, read_recording, record_topic, replay_file
+from streamflow.runtime.events import Watermark
 from streamflow.testing.kafka_broker import create_topic, produce, read_topic
 from streamflow.windowing import TumblingEventTimeWindows
 
@@ -141,3 +143,31 @@ async def test_replay_positions_restore_at_another_parallelism(tmp_path):
             positions.append(reader.snapshot_position())
             await reader.close()
     assert sorted(read) == sorted(f"{p}:{i}" for p in range(4) for i in range(30))
+
+
+class _EveryRecord(sf.WatermarkGenerator):
+    def on_event(self, event, event_timestamp, output):
+        output.emit_watermark(Watermark(event_timestamp))
+
+    def on_periodic_emit(self, output):
+        pass
+
+
+async def test_a_partition_replayed_to_its_end_holds_the_watermark_back_no_more(tmp_path):
+    """Flink's finished split: once partition 0's records are all out, partition 1 alone moves
+    the watermark (before, partition 0's last timestamp held it until the end of input)."""
+    path = tmp_path / "r.jsonl"
+    lines = [{"format": "streamflow-kafka-recording", "version": 1, "topic": "t", "partitions": 2}]
+    lines += [{"p": 0, "o": i, "ts": 1000 * i, "k": None, "v": "eA==", "h": []} for i in range(2)]
+    lines += [{"p": 1, "o": i, "ts": 1000 * i, "k": None, "v": "eA==", "h": []} for i in range(10)]
+    path.write_bytes(b"\n".join(map(orjson.dumps, lines)) + b"\n")
+    source = ReplaySource(path, SimpleStringSchema()).with_watermark_strategy(
+        sf.WatermarkStrategy.for_generator(_EveryRecord)
+    )
+    reader = source.create_reader(0, 1)
+    await reader.start(lambda: None)
+    watermarks = []
+    while (event := reader.poll_batch(1)) is not END:
+        if isinstance(event, Watermark):
+            watermarks.append(event.timestamp)
+    assert watermarks[-1] == 9000

@@ -219,6 +219,7 @@ class _ReplayReader(SourceReader):
         self.dead_letters: list[Any] = []
         self.watermarks: Any = None
         self._index: dict[int, int] = {}
+        self._left: dict[int, int] = {}  # partition -> its records not yet emitted
         self._start_wall = 0.0
         self._first_ts = 0
         self._wake: Callable[[], None] = lambda: None
@@ -252,6 +253,7 @@ class _ReplayReader(SourceReader):
         for r in records:
             if r.partition in mine and r.offset >= self.positions[r.partition]:
                 self._queue.append((r.timestamp, r.partition, r.offset, r))
+                self._left[r.partition] = self._left.get(r.partition, 0) + 1
         heapq.heapify(self._queue)  # the recorded interleaving across partitions: by timestamp
         self._first_ts = self._queue[0][0] if self._queue else 0
         self._start_wall = time.monotonic()
@@ -283,6 +285,9 @@ class _ReplayReader(SourceReader):
         if wm is not None:
             timestamps = wm.timestamps(values, timestamps)
             wm.on_batch(self._index[partition], values, timestamps)
+        self._left[partition] -= len(batch)
+        if not self._left[partition] and wm is not None:  # read to its end (Flink's splitFinished)
+            wm.finish_partition(self._index[partition])
         return (values, timestamps)
 
     def _schedule(self, delay_s: float) -> None:
