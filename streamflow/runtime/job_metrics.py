@@ -205,6 +205,7 @@ class JobMetricsReader:
             operators.append(op)
             upstream_out, upstream_wm = out.records_out, out_wm
         bp_ratio = rate["backPressuredTimeMsPerSecond"] / 1000
+        alignment = getattr(t, "alignment", None)  # an aligned source (watermark_alignment.py)
         return {
             "subtask": index,
             "name": t.name,
@@ -220,6 +221,7 @@ class JobMetricsReader:
             "currentOutputWatermark": operators[-1]["currentOutputWatermark"] if operators else None,
             "numRecordsDeadLettered": getattr(t, "records_malformed", 0),
             "lastCheckpointAlignmentMs": t.checkpointer.last_alignment_ms if t.checkpointer else 0,
+            **({} if alignment is None else {"watermarkAlignmentDrift": alignment.drift()}),
             "operators": operators,
         }
 

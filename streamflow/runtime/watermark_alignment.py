@@ -97,6 +97,14 @@ class AlignmentMember:
             log.debug("%s resumes: max allowed watermark %d", self.member_id, self.max_allowed)
             self.wake()
 
+    def drift(self) -> int:
+        """How far its watermark is ahead of its group's (Flink's ``watermarkAlignmentDrift``
+        metric); 0 before its first watermark, after its end or before any report."""
+        latest, combined = self.latest, self.group.combined()
+        if latest is None or latest >= MAX_WATERMARK or combined >= MAX_WATERMARK:
+            return 0
+        return latest - combined
+
     def waiting(self) -> bool:
         latest = self.latest
         return latest is not None and latest > self.max_allowed
