@@ -273,3 +273,24 @@ def test_alignment_outside_from_source_is_ignored_with_a_warning(caplog: pytest.
     assert "watermark alignment 'group' is ignored" in caplog.text
     env.execute()
     assert out == [("a", 1), ("a", 2)]
+
+
+def test_a_member_waiting_a_minute_says_who_holds_it_back(caplog: pytest.LogCaptureFixture) -> None:
+    alignment = WatermarkAlignment()
+    fast = alignment.member("fast", 0, ("g", 100, 7_000))  # 60 s: the 9th report (ceiling)
+    slow = alignment.member("slow", 0, ("g", 100, 7_000))
+    slow.on_watermark(0)
+    slow.report()
+    fast.on_watermark(5_000)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(8):
+            fast.report()
+        assert caplog.text == ""
+        for _ in range(3):
+            fast.report()  # once a wait
+    assert caplog.text.count("has not read for 60 s") == 1
+    assert "held back by slow#0 at 0" in caplog.text and "with_idleness()" in caplog.text
+    slow.on_watermark(4_950)
+    slow.report()
+    fast.report()
+    assert fast.waiting_reports == 0

@@ -20,7 +20,9 @@ kinds may share a group). As Flink's ``SourceOperator`` with its ``SourceCoordin
   going up re-checks at once (Flink's ``updateCurrentEffectiveWatermark``).
 
 The group with the smallest report always has a member allowed to read (the drift is not
-negative), and a waiting member still reports, so alignment cannot stall the whole group. Plain
+negative), and a waiting member still reports, so alignment cannot stall the whole group; but a
+member with nothing to read and no idleness holds the others back for as long as that lasts
+(as in Flink): a member that has waited a minute logs who holds it back, once a wait. Plain
 synchronous state: time enters only through the task's processing-time service, which calls
 :meth:`AlignmentMember.report`.
 
@@ -38,6 +40,8 @@ from collections.abc import Callable
 from .events import MAX_WATERMARK
 
 log = logging.getLogger(__name__)
+
+STALL_WARNING_MS = 60_000  # a member waiting this long (counted in its reports) says why, once a wait
 
 
 class AlignmentGroup:
@@ -58,6 +62,9 @@ class AlignmentGroup:
         """The smallest reported watermark (Long.MAX_VALUE before any report: no limit)."""
         return min(self.reported.values(), default=MAX_WATERMARK)
 
+    def slowest(self) -> str:
+        return min(self.reported, key=self.reported.__getitem__, default="-")
+
 
 class AlignmentMember:
     """One source subtask in its group (module doc)."""
@@ -73,6 +80,8 @@ class AlignmentMember:
         self.idle = False
         self.max_allowed = MAX_WATERMARK
         self.wake: Callable[[], None] = _nothing
+        self.waiting_reports = 0  # consecutive reports made while waiting
+        self._stall_reports = max(1, -(-STALL_WARNING_MS // update_interval_ms))  # (ceiling)
         group.members.append(self)
 
     def on_watermark(self, timestamp: int) -> None:
@@ -84,6 +93,14 @@ class AlignmentMember:
     def report(self) -> None:
         if self.latest is not None:
             self.group.report(self.member_id, MAX_WATERMARK if self.idle else self.latest)
+        self.waiting_reports = self.waiting_reports + 1 if self.waiting() else 0
+        if self.waiting_reports == self._stall_reports:
+            log.warning(
+                "%s has not read for %d s: its watermark %d is more than %d ms ahead of watermark group "
+                "%r, held back by %s at %d (a source with nothing to read holds its group back unless "
+                "its WatermarkStrategy has with_idleness())", self.member_id, STALL_WARNING_MS // 1000,
+                self.latest, self.max_drift_ms, self.group.name, self.group.slowest(), self.group.combined(),
+            )  # fmt: skip
 
     def finish(self) -> None:
         self.latest = MAX_WATERMARK
