@@ -4,6 +4,7 @@ manual clock, then end to end on the test broker (idleness, a subtask without pa
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import orjson
 from waiting import wait_until
@@ -139,7 +140,7 @@ def test_a_finished_partition_holds_the_output_back_no_more():
     assert drain(wm) == [Watermark(499)]
 
 
-async def test_watermark_alignment_pauses_the_partitions_ahead(kafka):
+async def test_watermark_alignment_pauses_the_partitions_ahead(kafka, caplog):
     """FLIP-217: in one subtask reading two partitions, the one far ahead in event time stops
     fetching until the other catches up (the records it fetched before still come)."""
     bs = kafka.bootstrap_servers
@@ -167,10 +168,13 @@ async def test_watermark_alignment_pauses_the_partitions_ahead(kafka):
     )
     sink = sf.CollectSink()
     env.from_source(source, strategy, "kafka").map(lambda r: (r[0], r[1])).sink_to(sink)
+    caplog.set_level(logging.DEBUG, logger="streamflow.connectors.kafka_source")
     client = await env.execute_async("aligned")
     try:
         await wait_until(lambda: len(sink.results) == 11)
-        await write(1, list(range(100_001, 100_011)))  # partition 1 is paused: none of these come
+        # its watermark reported and the group's max allowed announced: partition 1 pauses
+        await wait_until(lambda: f"{topic}-1 paused" in caplog.text)
+        await write(1, list(range(100_001, 100_011)))  # none of these come
         await asyncio.sleep(1.0)
         assert len(sink.results) == 11
         await write(0, [99_500])  # partition 0 catches up to within the drift: partition 1 resumes
