@@ -1,6 +1,11 @@
 """``Configuration``: Flink's string-keyed settings, as PyFlink's ``Configuration``.
 
-Values are kept as strings (as Flink does) and parsed by the typed getters.
+Values are kept as strings and parsed by the typed getters; a typed setter
+(``set_integer``, ``set_float``, ``set_boolean``, ``set_bytearray``) also keeps the
+typed value, as Flink's ``Configuration`` keeps the Java object, so
+``add_all_to_dict`` hands out ``1``, ``1.2``, ``True`` and a ``bytearray`` where
+``to_dict`` gives their strings. ``str(conf)`` is Java's ``{k1=v1, k2=1}`` with
+sensitive values (passwords, secrets, tokens) hidden, as Flink's ``toString``.
 ``StreamExecutionEnvironment(configuration)`` and ``env.configure(config)``
 apply the keys streamflow knows (see ``StreamExecutionEnvironment.configure``).
 """
@@ -19,6 +24,16 @@ T = TypeVar("T")
 class Configuration:
     def __init__(self, other: Configuration | None = None, j_configuration: Any = None) -> None:
         self._data: dict[str, str] = dict(other._data) if other is not None else {}
+        # the values the typed setters stored, by key (Flink's typed Java objects)
+        self._typed: dict[str, Any] = dict(other._typed) if other is not None else {}
+
+    def _put(self, key: str, text: str, typed: Any = None) -> Configuration:
+        self._data[key] = text
+        if typed is None:
+            self._typed.pop(key, None)
+        else:
+            self._typed[key] = typed
+        return self
 
     @classmethod
     def from_dict(cls, mapping: dict[str, Any]) -> Configuration:
@@ -31,41 +46,35 @@ class Configuration:
         return self._data.get(key, default_value)
 
     def set_string(self, key: str, value: str) -> Configuration:
-        self._data[key] = str(value)
-        return self
+        return self._put(key, str(value))
 
     def get_integer(self, key: str, default_value: int) -> int:
         return int(self._data[key]) if key in self._data else default_value
 
     def set_integer(self, key: str, value: int) -> Configuration:
-        self._data[key] = str(int(value))
-        return self
+        return self._put(key, str(int(value)), int(value))
 
     def get_boolean(self, key: str, default_value: bool) -> bool:
         return self._data[key].lower() == "true" if key in self._data else default_value
 
     def set_boolean(self, key: str, value: bool) -> Configuration:
-        self._data[key] = "true" if value else "false"
-        return self
+        return self._put(key, "true" if value else "false", bool(value))
 
     def get_float(self, key: str, default_value: float) -> float:
         return float(self._data[key]) if key in self._data else default_value
 
     def set_float(self, key: str, value: float) -> Configuration:
-        self._data[key] = str(float(value))
-        return self
+        return self._put(key, str(float(value)), float(value))
 
     def get_bytearray(self, key: str, default_value: bytearray) -> bytearray:
         return bytearray(self._data[key].encode("latin-1")) if key in self._data else default_value
 
     def set_bytearray(self, key: str, value: bytearray) -> Configuration:
-        self._data[key] = bytes(value).decode("latin-1")
-        return self
+        return self._put(key, bytes(value).decode("latin-1"), bytearray(value))
 
     def set(self, option: ConfigOption[Any] | str, value: Any) -> Configuration:
         key = option.key() if isinstance(option, ConfigOption) else option
-        self._data[key] = _to_str(value)
-        return self
+        return self._put(key, _to_str(value))
 
     def get(self, option: ConfigOption[Any]) -> Any:
         raw = self._data.get(option.key())
@@ -74,12 +83,16 @@ class Configuration:
     def key_set(self) -> builtins.set[str]:
         return set(self._data)
 
-    def add_all_to_dict(self, target_dict: dict[str, str]) -> None:
-        target_dict.update(self._data)
+    def add_all_to_dict(self, target_dict: dict[str, Any]) -> None:
+        """Flink's ``addAllToProperties``: each value as it was set (typed setters' values typed)."""
+        for key, value in self._data.items():
+            typed = self._typed.get(key)
+            target_dict[key] = value if typed is None else _copy_typed(typed)
 
     def add_all(self, other: Configuration, prefix: str | None = None) -> Configuration:
         for key, value in other._data.items():
-            self._data[(prefix or "") + key] = value
+            typed = other._typed.get(key)
+            self._put((prefix or "") + key, value, None if typed is None else _copy_typed(typed))
         return self
 
     def contains_key(self, key: str) -> bool:
@@ -89,6 +102,7 @@ class Configuration:
         return dict(self._data)
 
     def remove_config(self, key: str) -> bool:
+        self._typed.pop(key, None)
         return self._data.pop(key, None) is not None
 
     def __eq__(self, other: object) -> bool:
@@ -98,7 +112,57 @@ class Configuration:
         return hash(tuple(sorted(self._data.items())))
 
     def __str__(self) -> str:
-        return str(self._data)
+        """Java's ``Map.toString`` of the entries, sensitive values hidden (Flink's ``toString``)."""
+        shown = (f"{k}={_HIDDEN if _is_sensitive(k) else v}" for k, v in self._data.items())
+        return "{" + ", ".join(shown) + "}"
+
+    @staticmethod
+    def parse_list_value(value: str | None, standard_yaml: bool = True) -> list[str]:
+        """PyFlink's ``parse_list_value``: a YAML list (``[a, b]`` or ``- a`` lines) when
+        ``standard_yaml``, else (and for any other text) the legacy ``a;b;c``."""
+        if not value:
+            return []
+        if standard_yaml:
+            parsed = _yaml_list(value)
+            if parsed is not None:
+                return parsed
+        return value.split(";")
+
+
+# Flink's GlobalConfiguration.SENSITIVE_KEYS: a key containing one (any case) has its value hidden
+_SENSITIVE = (
+    "password", "secret", "fs.azure.account.key", "apikey", "api-key", "auth-params",
+    "service-key", "token", "basic-auth", "jaas.config", "http-headers",
+)
+_HIDDEN = "******"
+
+
+def _is_sensitive(key: str) -> bool:
+    lowered = key.lower()
+    return any(word in lowered for word in _SENSITIVE)
+
+
+def _copy_typed(value: Any) -> Any:
+    return bytearray(value) if isinstance(value, bytearray) else value
+
+
+def _unquote(item: str) -> str:
+    item = item.strip()
+    if len(item) >= 2 and item[0] == item[-1] and item[0] in "'\"":
+        return item[1:-1]
+    return item
+
+
+def _yaml_list(text: str) -> list[str] | None:
+    """A YAML flow list (``[a, b]``) or block list (``- a`` lines) of scalars, else None."""
+    stripped = text.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        inner = stripped[1:-1].strip()
+        return [_unquote(item) for item in inner.split(",")] if inner else []
+    lines = [line.strip() for line in stripped.splitlines() if line.strip()]
+    if lines and all(line == "-" or line.startswith("- ") for line in lines):
+        return [_unquote(line[1:]) for line in lines]
+    return None
 
 
 def _to_str(value: Any) -> str:

@@ -51,7 +51,6 @@ ABSENT: dict[tuple[str, str], str] = {
         "OptionBuilder",
     ): "ConfigOptions.key(k) returns streamflow's typed builder",
     ("pyflink.common.ConfigOptions", "TypedConfigOptionBuilder"): "as OptionBuilder",
-    ("pyflink.common.Configuration", "parse_list_value"): "a static helper of PyFlink's string lists",
     ("pyflink.common.RestartStrategyConfiguration", "get_description"): _RESTART,
     ("pyflink.common.RestartStrategies", "fall_back_restart"): _RESTART,
     (
