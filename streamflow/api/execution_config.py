@@ -7,6 +7,9 @@ streamflow does not have (Kryo and Avro serializers, the closure cleaner, object
 between chained Java operators, latency markers, task cancellation watchdogs, snapshot
 compression, generated operator uids); they are recorded, so their getters answer what was
 set, and setting one logs once that it changes nothing here, and why.
+
+Two configs are equal (with equal hashes) when every setting is, as PyFlink's ``==`` and
+``hash`` answer through Java's ``ExecutionConfig.equals``/``hashCode``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,23 @@ class ExecutionConfig:
             self._logged.add(name)
             _log.info("ExecutionConfig %s = %r recorded, changes nothing: %s", name, value, _WHY[name])
         return self
+
+    def _settings(self) -> tuple[Any, ...]:
+        """Every setting, hashable: what ``==`` and ``hash`` compare."""
+        recorded = tuple(sorted((name, _frozen(v)) for name, v in self._recorded.items()))
+        return (
+            self.get_parallelism(),
+            self.get_max_parallelism(),
+            self.get_auto_watermark_interval(),
+            tuple(sorted(self.get_global_job_parameters().items())),
+            recorded,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExecutionConfig) and self._settings() == other._settings()
+
+    def __hash__(self) -> int:
+        return hash(self._settings())
 
     # -- settings streamflow uses: the environment's ------------------------------------
     def set_auto_watermark_interval(self, interval: int) -> ExecutionConfig:
@@ -212,3 +232,9 @@ class ExecutionConfig:
 
     def get_registered_pojo_types(self) -> list[str]:
         return list(self._recorded.get("pojo types", []))
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted(value.items()))
+    return tuple(value) if isinstance(value, list) else value
