@@ -13,6 +13,7 @@ apply the keys streamflow knows (see ``StreamExecutionEnvironment.configure``).
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
@@ -241,8 +242,10 @@ class ConfigOptions:
         return ConfigOptions._Builder(key)
 
 
+@functools.total_ordering
 class MemorySize:
-    """A number of bytes (``MemorySize.parse('64m')``)."""
+    """A number of bytes (``MemorySize.parse('64m')``), ordered by size as PyFlink's
+    (``m1 <= m2``, Java's ``compareTo``)."""
 
     _UNITS: Iterable[tuple[str, int]] = (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10))
 
@@ -280,6 +283,11 @@ class MemorySize:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MemorySize) and other._bytes == self._bytes
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, MemorySize):
+            return NotImplemented
+        return self._bytes < other._bytes
 
     def __hash__(self) -> int:
         return hash(self._bytes)
