@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -30,6 +31,7 @@ from .runtime.async_wait import AsyncQueueOperator
 
 __all__ = [
     "NO_RETRY_STRATEGY",
+    "AsyncBatchFunction",
     "AsyncDataStream",
     "AsyncFunction",
     "AsyncFunctionDescriptor",
@@ -54,6 +56,18 @@ class AsyncFunction(Function):
 
     def timeout(self, value: Any) -> list[Any]:
         raise TimeoutError(f"Async function call has timed out for input: {value}")
+
+
+class AsyncBatchFunction(Function):
+    """PyFlink's ``AsyncBatchFunction``: ``async_invoke_batch(inputs)`` returns one output
+    per input, in their order (``AsyncDataStream.ordered_wait_batch``/``unordered_wait_batch``;
+    ``runtime/async_batch.py``)."""
+
+    async def async_invoke_batch(self, inputs: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def timeout_batch(self, inputs: list[Any]) -> list[Any]:
+        raise TimeoutError(f"Async batch function call has timed out for a batch of {len(inputs)} inputs")
 
 
 class AsyncRetryPredicate:
@@ -324,6 +338,74 @@ class AsyncDataStream:
             name, lambda f: AsyncWaitOperator(name, f, int(timeout), capacity, retry, ordered), async_function
         )
         return typed(data_stream._one_input(name, factory), output_type)
+
+    @staticmethod
+    def _wait_batch(
+        data_stream: Any,
+        function: AsyncBatchFunction,
+        timeout: Any,
+        batch_size: int,
+        batch_timeout: Any,
+        capacity: int,
+        output_type: Any,
+        ordered: bool,
+    ) -> Any:
+        """PyFlink's ``_validate_batch`` checks, then ``runtime/async_batch.py``'s operator."""
+        from .api.typed import typed
+        from .runtime.async_batch import AsyncBatchWaitOperator
+        from .runtime.factory import OperatorFactory
+
+        if not inspect.iscoroutinefunction(getattr(function, "async_invoke_batch", None)):
+            raise TypeError(
+                f"Method 'async_invoke_batch' of class '{type(function)}' should be declared as 'async def'."
+            )
+        if batch_size <= 0:
+            raise ValueError(f"Batch size must be positive, got: {batch_size}")
+        if timeout is None or int(timeout) <= 0:
+            raise ValueError("Timeout must be positive for async batch operations.")
+        if batch_timeout is not None and int(batch_timeout) < 0:
+            raise ValueError(f"Batch timeout cannot be negative, got: {int(batch_timeout)} ms")
+        if capacity <= 0:
+            raise ValueError(f"capacity must be positive, got {capacity!r}")
+        name = "async batch wait operator" + (" (ordered)" if ordered else "")
+        flush_ms = None if batch_timeout is None else int(batch_timeout)
+        factory = OperatorFactory(
+            name,
+            lambda f: AsyncBatchWaitOperator(
+                name, f, int(timeout), batch_size, flush_ms, capacity, ordered
+            ),
+            function,
+        )
+        return typed(data_stream._one_input(name, factory), output_type)
+
+    @staticmethod
+    def ordered_wait_batch(
+        data_stream: Any,
+        async_batch_function: AsyncBatchFunction,
+        timeout: Any,
+        batch_size: int,
+        batch_timeout: Any = None,
+        capacity: int = 100,
+        output_type: Any = None,
+    ) -> Any:
+        return AsyncDataStream._wait_batch(
+            data_stream, async_batch_function, timeout, batch_size, batch_timeout, capacity, output_type, True
+        )
+
+    @staticmethod
+    def unordered_wait_batch(
+        data_stream: Any,
+        async_batch_function: AsyncBatchFunction,
+        timeout: Any,
+        batch_size: int,
+        batch_timeout: Any = None,
+        capacity: int = 100,
+        output_type: Any = None,
+    ) -> Any:
+        return AsyncDataStream._wait_batch(
+            data_stream, async_batch_function, timeout, batch_size, batch_timeout, capacity, output_type,
+            False,
+        )
 
     @staticmethod
     def ordered_wait(

@@ -10,6 +10,7 @@ from streamflow.api.environment import StreamExecutionEnvironment as StreamExecu
 from streamflow.api.pyflink_names import CustomStateBackend as CustomStateBackend
 from streamflow.api.surface import SlotSharingGroup as SlotSharingGroup
 from streamflow.api.windowed import WindowedStream as WindowedStream
+from streamflow.async_io import AsyncBatchFunction as AsyncBatchFunction
 from streamflow.async_io import AsyncDataStream as AsyncDataStream
 from streamflow.async_io import AsyncFunction as AsyncFunction
 from streamflow.async_io import AsyncRetryPredicate as AsyncRetryPredicate
@@ -69,6 +70,7 @@ from streamflow.windowing.windows import Window as Window
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "AsyncBatchFunction",
     "AsyncDataStream",
     "AsyncFunction",
     "AsyncRetryPredicate",

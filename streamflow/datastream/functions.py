@@ -4,6 +4,7 @@ from streamflow.api.joins import CoGroupFunction as CoGroupFunction
 from streamflow.api.joins import FlatJoinFunction as FlatJoinFunction
 from streamflow.api.joins import JoinFunction as JoinFunction
 from streamflow.api.joins import ProcessJoinFunction as ProcessJoinFunction
+from streamflow.async_io import AsyncBatchFunction as AsyncBatchFunction
 from streamflow.async_io import AsyncFunction as AsyncFunction
 from streamflow.async_io import AsyncFunctionDescriptor as AsyncFunctionDescriptor
 from streamflow.async_io import AsyncRetryPredicate as AsyncRetryPredicate
@@ -37,6 +38,7 @@ from streamflow.runtime.timers import TimerService as TimerService
 __all__ = [
     "AggregateFunction",
     "AllWindowFunction",
+    "AsyncBatchFunction",
     "AsyncFunction",
     "AsyncFunctionDescriptor",
     "AsyncRetryPredicate",
