@@ -222,3 +222,38 @@ def test_batches_and_capacity() -> None:
     assert sink.get_results(False) == [str(i * 10) for i in range(1, 8)]
     assert [v for batch in seen for v in batch] == list(range(1, 8))
     assert all(len(batch) <= 3 for batch in seen)
+
+
+def test_batch_timeout_calls_a_partial_batch_while_the_input_is_open() -> None:
+    """Extra: ``batch_timeout`` calls a partial batch on its timer, not only at the end of the
+    input: the source waits for the first batch's call before it sends its second input (had
+    the timer not fired, the source would give up after 10 s and fail the job)."""
+    called = asyncio.Event()
+    seen: list[list[int]] = []
+
+    class Recording(AsyncBatchFunction):
+        async def async_invoke_batch(self, inputs: list[int]) -> list[int]:
+            seen.append(list(inputs))
+            called.set()
+            return [v * 10 for v in inputs]
+
+    async def paced() -> Any:
+        yield 1
+        await asyncio.wait_for(called.wait(), 10)
+        yield 2
+
+    env = make_env()
+    env.set_parallelism(1)
+    sink = DataStreamTestSinkFunction()
+    ds = AsyncDataStream.ordered_wait_batch(
+        env.from_async_iterable(paced),
+        Recording(),
+        timeout=seconds(10),
+        batch_size=10,
+        batch_timeout=Time.milliseconds(20),
+        output_type=Types.INT(),
+    )
+    ds.add_sink(sink)
+    env.execute()
+    assert seen == [[1], [2]]
+    assert sink.get_results(False) == ["10", "20"]
