@@ -56,7 +56,7 @@ class Configuration:
         return self._put(key, str(int(value)), int(value))
 
     def get_boolean(self, key: str, default_value: bool) -> bool:
-        return self._data[key].lower() == "true" if key in self._data else default_value
+        return _parse_bool(self._data[key]) if key in self._data else default_value
 
     def set_boolean(self, key: str, value: bool) -> Configuration:
         return self._put(key, "true" if value else "false", bool(value))
@@ -143,6 +143,19 @@ def _is_sensitive(key: str) -> bool:
     return any(word in lowered for word in _SENSITIVE)
 
 
+def _parse_bool(text: str) -> bool:
+    """Flink's ``ConfigurationUtils.convertToBoolean``: ``true``/``false`` in any case, else an error
+    (a misspelt value must not read as ``false``)."""
+    lowered = text.strip().lower() if isinstance(text, str) else str(text).lower()
+    if lowered == "true":
+        return True
+    if lowered == "false":
+        return False
+    raise ValueError(
+        f"Unrecognized option for boolean: {text}. Expected either true or false(case insensitive)"
+    )
+
+
 def _copy_typed(value: Any) -> Any:
     return bytearray(value) if isinstance(value, bytearray) else value
 
@@ -210,7 +223,7 @@ class ConfigOptions:
             return ConfigOptions._Typed(self._key, parse)
 
         def boolean_type(self) -> ConfigOptions._Typed:
-            return self._typed(lambda s: s.lower() == "true")
+            return self._typed(_parse_bool)
 
         def int_type(self) -> ConfigOptions._Typed:
             return self._typed(int)

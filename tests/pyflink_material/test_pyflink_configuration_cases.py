@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from copy import deepcopy
 
+import pytest
+
 from streamflow.common import Configuration
 
 
@@ -124,3 +126,20 @@ def test_parse_list_value_standard_yaml() -> None:
     assert Configuration.parse_list_value("[jar1, jar2, jar3]", True) == ["jar1", "jar2", "jar3"]
     assert Configuration.parse_list_value("- jar1\n- jar2\n- jar3", True) == ["jar1", "jar2", "jar3"]
     assert Configuration.parse_list_value("jar1;jar2;jar3", True) == ["jar1", "jar2", "jar3"]
+
+
+def test_boolean_values_other_than_true_or_false_are_refused() -> None:
+    """Extra: Flink's ``getBoolean`` (``ConfigurationUtils.convertToBoolean``) reads ``true`` and
+    ``false`` in any case and refuses anything else; a misspelt value read as ``false`` before."""
+    from streamflow.configuration import ConfigOptions
+
+    conf = Configuration()
+    conf.set_string("a", "TRUE")
+    conf.set_string("b", "False")
+    conf.set_string("c", "yes")
+    assert conf.get_boolean("a", False) is True
+    assert conf.get_boolean("b", True) is False
+    with pytest.raises(ValueError, match="Unrecognized option for boolean: yes"):
+        conf.get_boolean("c", False)
+    with pytest.raises(ValueError, match="Unrecognized option for boolean: yes"):
+        conf.get(ConfigOptions.key("c").boolean_type().no_default_value())
