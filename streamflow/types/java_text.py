@@ -65,17 +65,20 @@ def _java_temporal(value: datetime.date | datetime.time) -> str:
 
 
 def _java_double(value: float) -> str:
+    """Java's ``Double.toString``: plain decimals for magnitudes in [10^-3, 10^7), else
+    ``d.dddE<n>`` (``1.0E7``, ``1.0E-4``, ``1.0E20``), the shortest digits that read back."""
     if value != value:
         return "NaN"
     if value in (float("inf"), float("-inf")):
         return "Infinity" if value > 0 else "-Infinity"
-    text = repr(value)
-    if "e" in text or "E" in text:
-        mantissa, exp = text.lower().split("e")
-        if "." not in mantissa:
-            mantissa += ".0"
-        return f"{mantissa}E{int(exp)}"
-    return text
+    magnitude = abs(value)
+    if value == 0 or 1e-3 <= magnitude < 1e7:
+        return repr(value)  # positional in this range, with ".0" when whole (and "-0.0")
+    number = decimal.Decimal(repr(magnitude)).as_tuple()
+    digits = "".join(map(str, number.digits)).rstrip("0") or "0"
+    exponent = len(number.digits) + int(number.exponent) - 1
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
 def java_float(value: float) -> str:

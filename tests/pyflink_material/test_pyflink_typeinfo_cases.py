@@ -16,6 +16,7 @@ import pickle
 
 import pytest
 
+from streamflow.common import Row
 from streamflow.common.typeinfo import RowTypeInfo, TupleTypeInfo, Types
 
 
@@ -78,3 +79,25 @@ def test_from_java_type(name: str) -> None:
         assert carried == type_info
         assert hash(carried) == hash(type_info)
         assert str(carried) == str(type_info)
+
+
+def test_doubles_print_as_java_does() -> None:
+    """Extra: a DOUBLE or FLOAT prints as Java's ``toString`` (what PyFlink's test sink and
+    ``print()`` show): plain in [10^-3, 10^7), else ``d.dddE<n>``; ``1e7`` and ``0.0001``
+    printed as ``10000000.0`` and ``0.0001`` before."""
+    double = Types.DOUBLE()
+    assert [double.format(v) for v in (1.2, 100.0, 0.001, 9999999.0, -0.0)] == [
+        "1.2",
+        "100.0",
+        "0.001",
+        "9999999.0",
+        "-0.0",
+    ]
+    assert [double.format(v) for v in (1e7, 12345678.9, 0.0001, -1e-5, 1e20)] == [
+        "1.0E7",
+        "1.23456789E7",
+        "1.0E-4",
+        "-1.0E-5",
+        "1.0E20",
+    ]
+    assert Types.ROW([Types.DOUBLE(), Types.FLOAT()]).format(Row(0.0001, 1e8)) == "+I[1.0E-4, 1.0E8]"
