@@ -17,6 +17,8 @@ import functools
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
+from streamflow.types.java_text import java_string
+
 __all__ = ["ConfigOption", "ConfigOptions", "Configuration", "MemorySize"]
 
 T = TypeVar("T")
@@ -65,7 +67,7 @@ class Configuration:
         return float(self._data[key]) if key in self._data else default_value
 
     def set_float(self, key: str, value: float) -> Configuration:
-        return self._put(key, str(float(value)), float(value))
+        return self._put(key, java_string(float(value)), float(value))
 
     def get_bytearray(self, key: str, default_value: bytearray) -> bytearray:
         return bytearray(self._data[key].encode("latin-1")) if key in self._data else default_value
@@ -182,6 +184,8 @@ def _yaml_list(text: str) -> list[str] | None:
 def _to_str(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return java_string(value)
     if isinstance(value, (list, tuple)):
         return ";".join(_to_str(v) for v in value)
     return str(value)

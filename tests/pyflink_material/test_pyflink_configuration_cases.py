@@ -143,3 +143,15 @@ def test_boolean_values_other_than_true_or_false_are_refused() -> None:
         conf.get_boolean("c", False)
     with pytest.raises(ValueError, match="Unrecognized option for boolean: yes"):
         conf.get(ConfigOptions.key("c").boolean_type().no_default_value())
+
+
+def test_doubles_are_kept_as_java_writes_them() -> None:
+    """Extra: ``to_dict``/``get_string`` of a double give Java's ``Double.toString``, as
+    Flink's ``toMap`` does (``1.0E20``, ``1.0E-4``; they were ``1e+20``, ``0.0001``)."""
+    conf = Configuration()
+    conf.set_float("big", 1e20)
+    conf.set_float("small", 0.0001)
+    conf.set_float("plain", 2.5)
+    assert conf.to_dict() == {"big": "1.0E20", "small": "1.0E-4", "plain": "2.5"}
+    assert conf.get_float("big", 0) == 1e20
+    assert conf.get_float("small", 0) == 0.0001
