@@ -108,6 +108,8 @@ class JsonRowSerializationSchema(SerializationSchema):
         return _JsonRowBuilder(JsonRowSerializationSchema)
 
     def serialize(self, value: Any) -> bytes:
+        if self.type_info is not None:
+            return orjson.dumps(_json_value(value, self.type_info))
         names = self.field_names
         if names is not None and not isinstance(value, (dict, str, bytes)) and hasattr(value, "__iter__"):
             value = dict(zip(names, value, strict=True))
@@ -176,6 +178,25 @@ class JsonRowDeserializationSchema(DeserializationSchema):
             return [loads(m) for m in messages]
         out = [self.deserialize(m) for m in messages]
         return out if not self.ignore_parse_errors else [r for r in out if r is not None]
+
+
+def _json_value(value: Any, type_info: Any) -> Any:
+    """``value`` as orjson's input by its declared type, as Flink's JSON row format writes it: a
+    row (also a nested one) is an object named by its type's fields, an array a JSON array of
+    its elements' values; ``None`` is ``null``."""
+    if value is None or isinstance(value, (str, bytes, int, float)):
+        return value
+    names = _field_names(type_info)
+    if names is not None:
+        types = type_info.get_field_types()
+        items = value.items() if isinstance(value, dict) else zip(names, value, strict=True)
+        typed = dict(zip(names, types, strict=True))
+        return {n: _json_value(v, typed.get(n)) for n, v in items}
+    element = getattr(type_info, "get_element_type", None)
+    if callable(element) and isinstance(value, (list, tuple)):
+        t = element()
+        return [_json_value(v, t) for v in value]
+    return value
 
 
 def _field_names(type_info: Any) -> list[str] | None:
