@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import pytest
 
-from streamflow.common import Types
+from streamflow.common import Row, Types
 from streamflow.datastream.connectors.number_seq import NumberSequenceSource
 from streamflow.datastream.formats.csv import (
     CsvBulkWriters,
     CsvReaderFormat,
+    CsvRowDeserializationSchema,
+    CsvRowSerializationSchema,
     CsvSchema,
 )
 from streamflow.datastream.formats.json import JsonRowDeserializationSchema, JsonRowSerializationSchema
@@ -57,6 +59,56 @@ def test_json_row_serialization_deserialization_schema() -> None:
         j_row = json_row_deserialization_schema.deserialize(bytes(jsons[i], encoding="utf-8"))
         result = str(json_row_serialization_schema.serialize(j_row), encoding="utf-8")
         assert expected_jsons[i] == result
+
+
+# ---- test_csv.py: JsonSerializationSchemaTests (sic, Flink's class name) ----
+
+
+def _fields(row: object) -> object:
+    return tuple(_fields(v) for v in row) if isinstance(row, Row) else row  # type: ignore[attr-defined]
+
+
+def test_csv_row_serialization_schema() -> None:
+    j_row = [None, None, None]
+    j_row[0] = "BEGIN"
+    j_row[2] = "END"
+
+    def field_assertion(field_info: object, csv_value: str, value: object, field_delimiter: str) -> None:
+        row_info = Types.ROW([Types.STRING(), field_info, Types.STRING()])
+        expected_csv = "BEGIN" + field_delimiter + csv_value + field_delimiter + "END\n"
+        j_row[1] = value
+
+        csv_row_serialization_schema = (
+            CsvRowSerializationSchema.Builder(row_info)
+            .set_escape_character("*")
+            .set_quote_character("'")
+            .set_array_element_delimiter(":")
+            .set_field_delimiter(";")
+            .build()
+        )
+        csv_row_deserialization_schema = (
+            CsvRowDeserializationSchema.Builder(row_info)
+            .set_escape_character("*")
+            .set_quote_character("'")
+            .set_array_element_delimiter(":")
+            .set_field_delimiter(";")
+            .build()
+        )
+        serialized_bytes = csv_row_serialization_schema.serialize(Row(*j_row))
+        assert expected_csv == str(serialized_bytes, encoding="utf-8")
+
+        j_deserialized_row = csv_row_deserialization_schema.deserialize(expected_csv.encode("utf-8"))
+        assert _fields(Row(*j_row)) == _fields(j_deserialized_row)  # Java's Row.equals: by position
+
+    field_assertion(Types.STRING(), "'123''4**'", "123'4*", ";")
+    field_assertion(Types.STRING(), "'a;b''c'", "a;b'c", ";")
+    field_assertion(Types.INT(), "12", 12, ";")
+
+    test_j_row = Row("1", "hello")
+    field_assertion(Types.ROW([Types.STRING(), Types.STRING()]), "'1:hello'", test_j_row, ";")
+    test_j_row = Row("1", "hello world")
+    field_assertion(Types.ROW([Types.STRING(), Types.STRING()]), "'1:hello world'", test_j_row, ";")
+    field_assertion(Types.STRING(), "null", "null", ";")
 
 
 # ---- test_seq_source.py: SequenceSourceTests ----

@@ -6,7 +6,10 @@ escape character, ``null`` as an empty field); ``CsvRowDeserializationSchema.Bui
 .build()`` reads such a line into a ``Row`` of that type, each field parsed by its declared
 type (numbers, booleans ``true``/``false``, decimals, ``SQL_DATE``/``SQL_TIME``/``SQL_TIMESTAMP``
 in ISO form; an empty field is ``None``). ``set_ignore_parse_errors(True)`` skips a line that
-does not parse (logged); otherwise it fails the source.
+does not parse (logged); otherwise it fails the source. As in Flink (Jackson CSV), a nested row
+or an array field is its values joined by the array element delimiter (``;``), and a string is
+quoted by Jackson's loose check (any character below the separators' highest, e.g. a space or a
+digit with the default ``,``/``"``, or longer than 24 characters), not only when it must be.
 
 Not mirrored: ``CsvSchema``, ``CsvReaderFormat`` and ``CsvBulkWriters`` (the file connector's
 bulk CSV formats, Java's Jackson CSV); their names refuse use (``NotSupportedError``).
@@ -17,7 +20,6 @@ from __future__ import annotations
 import csv
 import datetime
 import decimal
-import io
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,6 +62,42 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+_MAX_QUOTE_CHECK = 24  # Jackson's CsvEncoder.MAX_QUOTE_CHECK: a longer string is always quoted
+
+
+def _field(value: Any, type_info: Any, opts: _Options) -> str:
+    """One field as Flink's CSV row format (Jackson CSV) writes it: numbers and booleans raw,
+    ``None`` as the null literal, a nested row or an array as its values joined by the array
+    element delimiter (then quoted as a string), a string quoted by Jackson's loose check."""
+    if value is None:
+        return opts.null_literal
+    if isinstance(value, (bool, int, float, decimal.Decimal)):
+        return _text(value)
+    row = callable(getattr(type_info, "get_field_types", None))
+    if row or (callable(getattr(type_info, "get_element_type", None)) and isinstance(value, (list, tuple))):
+        return _quoted(opts.array_element_delimiter.join(_element(v) for v in value), opts)
+    return _quoted(_text(value), opts)
+
+
+def _element(value: Any) -> str:
+    return "" if value is None else _text(value)
+
+
+def _quoted(text: str, opts: _Options) -> str:
+    """Jackson's ``CsvEncoder`` loose quoting, which Flink's format keeps: a string is quoted when
+    it is longer than 24 characters or holds a character below the "safe" one (one past the
+    highest of the field delimiter, the quote character and the line delimiter's characters) or
+    the escape character; in a quoted string the quote and escape characters are doubled."""
+    q, esc = opts.quote_character, opts.escape_character
+    if not q:
+        return text
+    safe = max(ord(opts.field_delimiter), ord(q), *(ord(c) for c in opts.line_delimiter)) + 1
+    if len(text) <= _MAX_QUOTE_CHECK and not any(ord(c) < safe or c == esc for c in text):
+        return text
+    text = text.replace(esc, esc + esc) if esc else text
+    return q + text.replace(q, q + q) + q
+
+
 class _Options:
     def __init__(self, type_info: Any) -> None:
         names = getattr(type_info, "get_field_names", None)
@@ -86,6 +124,22 @@ class _Options:
         }
 
 
+def _parser(type_info: Any, delimiter: str) -> Callable[[str], Any]:
+    """A field's parser by its declared type; a nested row or an array is its values split on
+    the array element delimiter, each parsed by its own type."""
+    inner = getattr(type_info, "get_field_types", None)
+    if callable(inner):
+        parsers = [_parser(t, delimiter) for t in inner()]
+        return lambda text: type_info.convert(
+            [parse(part) for parse, part in zip(parsers, text.split(delimiter), strict=True)]
+        )
+    element = getattr(type_info, "get_element_type", None)
+    if callable(element):
+        parse_element = _parser(element(), delimiter)
+        return lambda text: [parse_element(part) for part in text.split(delimiter)] if text else []
+    return _PARSERS.get(getattr(type_info, "name", ""), str)
+
+
 class CsvRowSerializationSchema(SerializationSchema):
     """A row (or tuple) of the declared row type as one CSV line."""
 
@@ -97,10 +151,9 @@ class CsvRowSerializationSchema(SerializationSchema):
 
     def serialize(self, value: Any) -> bytes:
         opts = self._options
-        out = io.StringIO()
-        null = opts.null_literal
-        csv.writer(out, **opts.dialect()).writerow([null if v is None else _text(v) for v in value])
-        return out.getvalue().encode("utf-8")
+        types = opts.type_info.get_field_types()
+        fields = [_field(v, t, opts) for v, t in zip(value, types, strict=True)]
+        return (opts.field_delimiter.join(fields) + opts.line_delimiter).encode("utf-8")
 
     class Builder:
         """PyFlink's ``CsvRowSerializationSchema.Builder(type_info)``."""
@@ -146,7 +199,7 @@ class CsvRowDeserializationSchema(DeserializationSchema):
     def __init__(self, options: _Options) -> None:
         self._options = options
         types = options.type_info.get_field_types()
-        self._parsers = [_PARSERS.get(getattr(t, "name", ""), str) for t in types]
+        self._parsers = [_parser(t, options.array_element_delimiter) for t in types]
 
     def get_produced_type(self) -> Any:
         return self._options.type_info
