@@ -75,7 +75,8 @@ class KafkaOffsetsInitializer:
 
     @staticmethod
     def latest() -> KafkaOffsetsInitializer:
-        return KafkaOffsetsInitializer("latest")
+        # Flink: ReaderHandledOffsetsInitializer(LATEST_OFFSET, OffsetResetStrategy.LATEST)
+        return KafkaOffsetsInitializer("latest", reset=KafkaOffsetResetStrategy.LATEST)
 
     @staticmethod
     def committed_offsets(
