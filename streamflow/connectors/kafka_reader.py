@@ -354,13 +354,14 @@ class KafkaSourceReader(SourceReader):
                     self._enqueue(split, msgs)
                 else:
                     self._finished(split)
-            if not fetched and self.source.bounded:
+            if not fetched and self.source.stopping_offsets is not None:
                 await self._check_stops()
             if fetched or self.watermarks is not None:  # periodic watermarks and idleness need polls
                 self._wake()
 
     async def _check_stops(self) -> None:
-        """Bounded: a partition whose consumer position passed its stop offset (control records) is done."""
+        """With stopping offsets: a partition whose consumer position passed its stop offset (control
+        records) is done."""
         for split in self.splits.values():
             if split.done or split.stop is None:
                 continue

@@ -51,6 +51,7 @@ class KafkaSource(Source):
         deserializer: KafkaRecordDeserializationSchema | None = None,
         properties: dict[str, str] | None = None,
         client_id_prefix: str | None = None,
+        bounded: bool | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topics = list(topics)
@@ -63,7 +64,9 @@ class KafkaSource(Source):
         self.group_id = group_id
         self.starting_offsets = starting_offsets or KafkaOffsetsInitializer.earliest()
         self.stopping_offsets = stopping_offsets
-        self.bounded = stopping_offsets is not None
+        # Flink's boundedness: BOUNDED by set_bounded; set_unbounded(stopping) stops each partition
+        # at its stopping offset but stays CONTINUOUS_UNBOUNDED (discovery goes on)
+        self.bounded = stopping_offsets is not None if bounded is None else bounded
         self.deserializer = deserializer
         self.properties = dict(properties or {})
         # Flink's parseAndSetRequiredProperties: without client.id.prefix, the group id, else
@@ -170,12 +173,14 @@ class KafkaSourceBuilder:
 
     def set_bounded(self, stopping_offsets: KafkaOffsetsInitializer) -> KafkaSourceBuilder:
         self._kw["stopping_offsets"] = stopping_offsets
+        self._kw["bounded"] = True
         return self
 
     def set_unbounded(self, stopping_offsets: KafkaOffsetsInitializer | None = None) -> KafkaSourceBuilder:
-        if stopping_offsets is not None:
-            raise NotImplementedError("set_unbounded with stopping offsets: use set_bounded")
-        self._kw["stopping_offsets"] = None
+        """Flink's ``setUnbounded``: each partition stops at ``stopping_offsets``, the source stays
+        unbounded (partition discovery goes on; streaming only)."""
+        self._kw["stopping_offsets"] = stopping_offsets
+        self._kw["bounded"] = False
         return self
 
     def set_value_only_deserializer(
