@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .serialization import SerializationSchema, as_serializer
 
-__all__ = ["KafkaRecordSerializationSchema", "KafkaRecordSerializationSchemaBuilder", "Partitioner"]
+__all__ = [
+    "KafkaProducerRecord",
+    "KafkaRecordSerializationSchema",
+    "KafkaRecordSerializationSchemaBuilder",
+    "Partitioner",
+]
 
 Partitioner = Callable[[Any, bytes | None, bytes | None, str, list[int]], int]
+
+
+@dataclass(frozen=True)
+class KafkaProducerRecord:
+    """One record as :meth:`KafkaRecordSerializationSchema.serialize` makes it (Flink's
+    ``ProducerRecord``): ``partition`` is ``None`` when the producer picks it."""
+
+    topic: str
+    partition: int | None
+    key: bytes | None
+    value: bytes
+    timestamp: int | None
+    headers: list[tuple[str, bytes]] | None
 
 
 class KafkaRecordSerializationSchema:
@@ -39,6 +58,28 @@ class KafkaRecordSerializationSchema:
     @staticmethod
     def builder() -> KafkaRecordSerializationSchemaBuilder:
         return KafkaRecordSerializationSchemaBuilder()
+
+    def serialize(
+        self,
+        element: Any,
+        context: Any = None,
+        timestamp: int | None = None,
+        partitions: list[int] | None = None,
+    ) -> KafkaProducerRecord:
+        """Flink's ``serialize(element, context, timestamp)``: the record the sink writes for
+        ``element`` (its topic, key, value and headers). The partition is the partitioner's
+        choice among ``partitions`` (the topic's, which the sink looks up) when both are given,
+        else ``None`` (the sink's choice: by the key's hash, else sticky). ``context`` is accepted
+        for Flink's signature (the sink's subtask context) and not used."""
+        topic = self.topic_selector(element) if self.topic_selector is not None else self.topic
+        assert topic is not None  # one of the two is set (checked in __init__)
+        value = self.value_schema.serialize(element)
+        key = self.key_schema.serialize(element) if self.key_schema is not None else None
+        headers = self.header_provider(element) if self.header_provider is not None else None
+        partition = None
+        if self.partitioner is not None and partitions:
+            partition = self.partitioner(element, key, value, topic, partitions)
+        return KafkaProducerRecord(topic, partition, key, value, timestamp, headers)
 
 
 class KafkaRecordSerializationSchemaBuilder:
