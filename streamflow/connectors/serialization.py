@@ -98,6 +98,10 @@ class JsonRowSerializationSchema(SerializationSchema):
             field_names = _field_names(type_info)
         self.field_names = list(field_names) if field_names else None
         self.type_info = type_info
+        # a row type with a nested row or array field converts each value by its type (slower);
+        # a flat one zips the field names
+        types = type_info.get_field_types() if _field_names(type_info) is not None else ()
+        self._nested = any(_field_names(t) is not None or hasattr(t, "get_element_type") for t in types)
 
     @staticmethod
     def builder() -> _JsonRowBuilder:
@@ -108,7 +112,7 @@ class JsonRowSerializationSchema(SerializationSchema):
         return _JsonRowBuilder(JsonRowSerializationSchema)
 
     def serialize(self, value: Any) -> bytes:
-        if self.type_info is not None:
+        if self._nested:
             return orjson.dumps(_json_value(value, self.type_info))
         names = self.field_names
         if names is not None and not isinstance(value, (dict, str, bytes)) and hasattr(value, "__iter__"):
