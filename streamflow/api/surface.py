@@ -84,12 +84,18 @@ class SlotSharingGroup:
             return self
 
         def set_cpu_cores(self, cpu_cores: float) -> SlotSharingGroup.Builder:
+            if not cpu_cores > 0:
+                raise ValueError("The cpu cores should be positive.")
             return self._set("cpu_cores", cpu_cores)
 
         def set_task_heap_memory(self, task_heap_memory: Any) -> SlotSharingGroup.Builder:
+            if not task_heap_memory.get_bytes() > 0:
+                raise ValueError("The task heap memory should be positive.")
             return self._set("task_heap_memory", task_heap_memory)
 
         def set_task_heap_memory_mb(self, mb: int) -> SlotSharingGroup.Builder:
+            if not mb > 0:
+                raise ValueError("The task heap memory should be positive.")
             return self._set("task_heap_memory", MemorySize.of_mebi_bytes(mb))
 
         def set_task_off_heap_memory(self, memory: Any) -> SlotSharingGroup.Builder:

@@ -1,28 +1,15 @@
 """The cases of Apache Flink's ``pyflink/datastream/tests/test_slot_sharing_group.py``
 (apache/flink ``c15323b``, the newest stored version) on streamflow: the same calls and
-expected values. Nothing is left out.
-
-Strict xfail: ``test_build_slot_sharing_group_with_illegal_config``. Flink's
-``SlotSharingGroup.Builder.setTaskHeapMemory`` (and ``setTaskHeapMemoryMB``, ``setCpuCores``)
-refuse a value that is not positive ("The task heap memory should be positive."); streamflow's
-builder (``streamflow/api/surface.py``) takes ``MemorySize(0)`` and builds the group.
+expected values. Nothing is left out. ``test_illegal_values_messages`` (not Flink's) checks
+the three setters that refuse a value that is not positive with the messages of Flink's
+``SlotSharingGroup.Builder`` (``setCpuCores``, ``setTaskHeapMemory``, ``setTaskHeapMemoryMB``).
 """
 
 from __future__ import annotations
 
 import pytest
-from pyflink_harness import known_failures
 
 from streamflow.datastream import MemorySize, SlotSharingGroup
-
-FAILING = {
-    "test_build_slot_sharing_group_with_illegal_config": (
-        "streamflow's SlotSharingGroup.Builder takes a task heap memory of 0 bytes; Flink's "
-        "setTaskHeapMemory refuses a size that is not positive"
-    ),
-}
-
-_known_failure = known_failures(FAILING)
 
 
 def test_build_slot_sharing_group_with_specific_resource() -> None:
@@ -67,6 +54,23 @@ def test_build_slot_sharing_group_with_illegal_config() -> None:
             .set_task_off_heap_memory_mb(10)
             .build()
         )
+
+
+@pytest.mark.parametrize(
+    ("setter", "value", "message"),
+    [
+        ("set_cpu_cores", 0.0, "The cpu cores should be positive."),
+        ("set_cpu_cores", -1.0, "The cpu cores should be positive."),
+        ("set_task_heap_memory", MemorySize(0), "The task heap memory should be positive."),
+        ("set_task_heap_memory_mb", 0, "The task heap memory should be positive."),
+        ("set_task_heap_memory_mb", -5, "The task heap memory should be positive."),
+    ],
+)
+def test_illegal_values_messages(setter: str, value: object, message: str) -> None:
+    builder = SlotSharingGroup.builder("g")
+    with pytest.raises(ValueError) as raised:
+        getattr(builder, setter)(value)
+    assert str(raised.value) == message
 
 
 def test_build_slot_sharing_group_without_all_required_config() -> None:
