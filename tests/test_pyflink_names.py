@@ -130,7 +130,7 @@ def test_interfaces_of_the_last_names() -> None:
 
     schema = RowFieldExtractorSchema(1)
     assert schema.serialize(Row(a="x", b=b"key")) == b"key"
-    with pytest.raises(TypeError, match="not bytes"):
+    with pytest.raises(TypeError, match="Field at index 1 must be of type bytes, but was str"):
         schema.serialize(("x", "str"))
 
     class ByParity(KafkaTopicSelector):

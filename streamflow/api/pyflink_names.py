@@ -81,24 +81,42 @@ class KafkaTopicSelector(abc.ABC):
 
 class RowFieldExtractorSchema(SerializationSchema):
     """Serializes one field of a ``Row`` (or tuple), which must be ``bytes``, as PyFlink's
-    ``RowFieldExtractorSchema(field_index)`` (e.g. a Kafka key taken from a row)."""
+    ``RowFieldExtractorSchema(field_index)`` (e.g. a Kafka key taken from a row). As Flink's
+    (Java ``RowFieldExtractorSchema``): a ``None`` row or field is written as ``b""``, an index
+    past the row's arity or a negative index is refused with Flink's message, and two schemas
+    are equal (and hash alike) when they extract the same field."""
 
     def __init__(self, field_index: int) -> None:
         if field_index < 0:
-            raise ValueError(f"field index must be >= 0, got {field_index}")
+            raise ValueError(f"Field index must be non-negative, got: {field_index}")
         self.field_index = field_index
 
     def serialize(self, value: Any) -> bytes:
+        if value is None:
+            return b""
+        if self.field_index >= len(value):
+            raise ValueError(f"Cannot access field {self.field_index} in Row with arity {len(value)}")
         field = value[self.field_index]
+        if field is None:
+            return b""
         if not isinstance(field, (bytes, bytearray)):
             raise TypeError(
-                f"RowFieldExtractorSchema: field {self.field_index} of {value!r:.100} is "
-                f"{type(field).__name__}, not bytes (the field must be of type bytes)"
+                f"Field at index {self.field_index} must be of type bytes, but was "
+                f"{type(field).__name__} (in {value!r:.100})"
             )
         return bytes(field)
 
     def serialize_batch(self, values: Any) -> list[bytes]:
         return [self.serialize(v) for v in values]
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.field_index == self.field_index
+
+    def __hash__(self) -> int:
+        return self.field_index
+
+    def __repr__(self) -> str:
+        return f"RowFieldExtractorSchema({self.field_index})"
 
 
 class OperatorStateStore(abc.ABC):

@@ -9,12 +9,11 @@ Strict xfails: ``test_serialize_string_field``, ``test_serialize_integer_field``
 ``RowFieldExtractorSchema``, which wrote a field's ``toString`` as UTF-8; Flink then made it
 take ``byte[]`` fields only (the apache-flink 2.3 wheel's
 ``kafka_row_field_extractor_example.py`` encodes its fields), as streamflow does.
-``test_serialize_null_row``, ``test_serialize_null_field``,
-``test_negative_field_index_raises_error``, ``test_schema_equals`` and
-``test_schema_hash_code`` are divergences of streamflow's ``RowFieldExtractorSchema``
-(``streamflow/api/pyflink_names.py``): Flink's (both versions) writes an empty array for a
-null row or a null field, says "Field index must be non-negative" and compares schemas by
-field index; streamflow's raises ``TypeError`` on ``None`` and compares by identity.
+``test_out_of_range_field_index`` and ``test_non_bytes_field`` (not in this file) are the
+cases of Flink's Java ``RowFieldExtractorSchemaTest`` (``testSerializeOutOfBoundsIndex``,
+``testSerializeNonByteArrayFieldThrowsException``) with its messages; Java's
+``IllegalArgumentException`` is a ``ValueError``, except for a field of the wrong type
+(``TypeError``).
 """
 
 from __future__ import annotations
@@ -26,16 +25,10 @@ from streamflow.common import Row
 from streamflow.common.serialization import ByteArraySchema, RowFieldExtractorSchema, SimpleStringSchema
 
 _UTF8 = "Flink's later RowFieldExtractorSchema (and streamflow's) takes bytes fields only"
-_DIVERGES = "streamflow's RowFieldExtractorSchema (api/pyflink_names.py) diverges: "
 FAILING = {
     "test_serialize_string_field": _UTF8,
     "test_serialize_integer_field": _UTF8,
     "test_serialize_different_field_types": _UTF8,
-    "test_serialize_null_row": _DIVERGES + "None raises TypeError, Flink writes b''",
-    "test_serialize_null_field": _DIVERGES + "a None field raises TypeError, Flink writes b''",
-    "test_negative_field_index_raises_error": _DIVERGES + "another message",
-    "test_schema_equals": _DIVERGES + "compared by identity, Flink by field index",
-    "test_schema_hash_code": _DIVERGES + "hashed by identity, Flink by field index",
 }
 
 _known_failure = known_failures(FAILING)
@@ -102,3 +95,14 @@ def test_schema_equals() -> None:
 
 def test_schema_hash_code() -> None:
     assert hash(RowFieldExtractorSchema(1)) == hash(RowFieldExtractorSchema(1))
+
+
+def test_out_of_range_field_index() -> None:
+    with pytest.raises(ValueError, match="Cannot access field 5 in Row with arity 2"):
+        RowFieldExtractorSchema(5).serialize(Row("field0", "field1"))
+
+
+def test_non_bytes_field() -> None:
+    with pytest.raises(TypeError, match="Field at index 1 must be of type bytes, but was int"):
+        RowFieldExtractorSchema(1).serialize(Row("key", 42))
+    assert RowFieldExtractorSchema(0).serialize(Row(b"test-value", 123)) == b"test-value"
