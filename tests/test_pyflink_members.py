@@ -61,11 +61,6 @@ ABSENT: dict[tuple[str, str], str] = {
         "pyflink.datastream.FileSystemCheckpointStorage",
         "get_savepoint_path",
     ): "savepoints take their directory",
-    ("pyflink.datastream.JobManagerCheckpointStorage", "DEFAULT_MAX_STATE_SIZE"): "no size limit in memory",
-    (
-        "pyflink.datastream.JobManagerCheckpointStorage",
-        "get_checkpoint_path",
-    ): "it keeps checkpoints in memory",
     (
         "pyflink.datastream.JobManagerCheckpointStorage",
         "get_savepoint_path",

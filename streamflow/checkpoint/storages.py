@@ -7,14 +7,22 @@ on the local file system (``chk-<id>`` directories, see :mod:`streamflow.checkpo
 PyFlink's classes name the same two choices:
 
 * :class:`JobManagerCheckpointStorage` -- Flink keeps checkpoints in the JobManager's heap;
-  here: in memory, as when no directory is configured. A ``checkpoint_path`` (Flink
-  writes only the metadata there) is refused: here a directory holds whole checkpoints,
-  which is :class:`FileSystemCheckpointStorage`.
+  here: in memory, as when no directory is configured. With a ``checkpoint_path`` Flink
+  persists each checkpoint's metadata there, and this storage's state is small and written
+  inline in that metadata, so the path holds whole checkpoints a job restores from: here
+  the checkpoints are written to that directory, as :class:`FileSystemCheckpointStorage`
+  writes them. ``max_state_size`` (``DEFAULT_MAX_STATE_SIZE``, 5 MiB, Flink's) is recorded
+  and answered by ``get_max_state_size``; Flink fails a checkpoint with a larger state,
+  streamflow does not limit it (logged).
 * :class:`FileSystemCheckpointStorage` -- checkpoints in a directory. ``file://`` URIs and
   plain paths are accepted; other schemes (``hdfs://``, ``s3://``) need Flink's file
-  systems and are refused with that reason. ``file_state_size_threshold`` and
-  ``write_buffer_size`` tune Flink's stream writers; streamflow writes each entry as one
-  file with one atomic rename, so they are recorded and logged, not used.
+  systems and are refused with that reason. A ``file://`` URI with a host
+  (``file://var/checkpoints``) is refused too, a documented difference: Flink keeps it and
+  its local file system ignores the host, so ``var`` is silently not part of the path
+  (``/checkpoints``), which is rarely what was meant; write ``file:///var/checkpoints``.
+  ``file_state_size_threshold`` and ``write_buffer_size`` tune Flink's stream writers;
+  streamflow writes each entry as one file with one atomic rename, so they are recorded and
+  logged, not used.
 * :class:`CustomCheckpointStorage` wraps a JVM object and is refused.
 
 The configuration keys ``execution.checkpointing.storage`` (``jobmanager`` or
@@ -56,7 +64,10 @@ def local_path(path: str | Path, what: str = "checkpoint path") -> Path:
     parsed = urlparse(text)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
-            raise ValueError(f"{what} {text!r}: a file:// URI must name a local path (no host)")
+            raise ValueError(
+                f"{what} {text!r}: a file:// URI must name a local path (no host; Flink's local file "
+                f"system would ignore the host {parsed.netloc!r}): write file:///{parsed.netloc}{parsed.path}"
+            )
         return Path(unquote(parsed.path))
     if parsed.scheme and len(parsed.scheme) > 1:  # (a one-letter scheme is a Windows drive)
         raise ValueError(
@@ -75,14 +86,15 @@ class CheckpointStorage:
 
 
 class JobManagerCheckpointStorage(CheckpointStorage):
-    """Checkpoints kept in memory (Flink: the JobManager's heap)."""
+    """Checkpoints kept in memory (Flink: the JobManager's heap), or written to
+    ``checkpoint_path`` when one is given (Flink persists them there as metadata with the
+    state inline)."""
 
-    def __init__(self, checkpoint_path: str | None = None, max_state_size: int | None = None) -> None:
-        if checkpoint_path is not None:
-            raise ValueError(
-                "JobManagerCheckpointStorage(checkpoint_path=...): streamflow writes whole checkpoints to "
-                "a directory, not only their metadata; use FileSystemCheckpointStorage(path) for that"
-            )
+    #: Flink's default maximal size of a state in this storage (5 MiB); recorded, not enforced
+    DEFAULT_MAX_STATE_SIZE = 5 * 1024 * 1024
+
+    def __init__(self, checkpoint_path: str | Path | None = None, max_state_size: int | None = None) -> None:
+        self._path = local_path(checkpoint_path) if checkpoint_path is not None else None
         if max_state_size is not None:
             if max_state_size <= 0:
                 raise ValueError(f"max_state_size must be positive, got {max_state_size}")
@@ -94,13 +106,19 @@ class JobManagerCheckpointStorage(CheckpointStorage):
         self._max_state_size = max_state_size
 
     def get_max_state_size(self) -> int:
-        return self._max_state_size or 5 * 1024 * 1024  # Flink's default, for programs that read it
+        if self._max_state_size is None:
+            return self.DEFAULT_MAX_STATE_SIZE
+        return self._max_state_size
+
+    def get_checkpoint_path(self) -> str | None:
+        """The directory the checkpoints are written to, or None (kept in memory)."""
+        return None if self._path is None else str(self._path)
 
     def directory(self) -> Path | None:
-        return None
+        return self._path
 
     def __repr__(self) -> str:
-        return "JobManagerCheckpointStorage()"
+        return f"JobManagerCheckpointStorage({'' if self._path is None else repr(str(self._path))})"
 
 
 class FileSystemCheckpointStorage(CheckpointStorage):

@@ -3,30 +3,36 @@
 expected values. ``test_constant`` compares with Java's
 ``JobManagerCheckpointStorage.DEFAULT_MAX_STATE_SIZE``; the port with its value, 5 MiB.
 
-Strict xfails, each a choice of ``streamflow/checkpoint/storages.py`` (listed in
-docs/pyflink.md's absent members): ``JobManagerCheckpointStorage.DEFAULT_MAX_STATE_SIZE`` is
-absent (in-memory checkpoints have no size limit here), so ``test_constant`` and
-``test_get_max_state_size`` fail on it; ``JobManagerCheckpointStorage(checkpoint_path)`` is
-refused (streamflow writes whole checkpoints to a directory, not only their metadata); and
-the URI ``file://var/checkpoints/`` the file storage cases use is refused (a ``file://`` URI
-with a host, ``var``; Flink keeps it and its local file system ignores the host).
+Strict xfails: the URI ``file://var/checkpoints/`` the cases use is refused, a documented
+difference (``streamflow/checkpoint/storages.py``): a ``file://`` URI with a host, ``var``;
+Flink keeps it and its local file system ignores the host. So
+``test_create_jobmanager_checkpoint_storage``, ``test_create_fs_checkpoint_storage``,
+``test_get_min_file_size_threshold`` and ``test_get_checkpoint_path`` fail on it;
+``test_*_local_path`` (not Flink's) run the same calls with ``file:///`` URIs.
+``test_jobmanager_storage_with_a_path_writes_checkpoints_there`` (not Flink's): with a
+``checkpoint_path`` Flink persists each checkpoint there (the metadata, with this storage's
+state inline); streamflow writes the job's checkpoints to that directory.
 """
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
 from pyflink_harness import known_failures
 
-from streamflow.datastream import FileSystemCheckpointStorage, JobManagerCheckpointStorage
+from streamflow.checkpoint.storage import FileSystemCheckpointStorage as Directory
+from streamflow.datastream import (
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+    StreamExecutionEnvironment,
+)
 
-_NO_CONSTANT = "JobManagerCheckpointStorage.DEFAULT_MAX_STATE_SIZE is absent in streamflow"
 _HOST_URI = "streamflow refuses the file:// URI with a host ('var') that Flink keeps"
 FAILING = {
-    "test_constant": _NO_CONSTANT,
-    "test_get_max_state_size": _NO_CONSTANT,
-    "test_create_jobmanager_checkpoint_storage": (
-        "JobManagerCheckpointStorage(checkpoint_path) is refused: streamflow writes whole "
-        "checkpoints to a directory (FileSystemCheckpointStorage)"
-    ),
+    "test_create_jobmanager_checkpoint_storage": _HOST_URI,
     "test_create_fs_checkpoint_storage": _HOST_URI,
     "test_get_min_file_size_threshold": _HOST_URI,
     "test_get_checkpoint_path": _HOST_URI,
@@ -70,3 +76,46 @@ def test_get_min_file_size_threshold() -> None:
 def test_get_checkpoint_path() -> None:
     checkpoint_storage = FileSystemCheckpointStorage("file://var/checkpoints/")
     assert checkpoint_storage.get_checkpoint_path() == "file://var/checkpoints"
+
+
+def test_create_jobmanager_checkpoint_storage_local_path(tmp_path: Path) -> None:
+    storage = JobManagerCheckpointStorage(f"file://{tmp_path}/checkpoints/", 10000000)
+    assert storage.get_checkpoint_path() == str(tmp_path / "checkpoints")
+    assert storage.get_max_state_size() == 10000000
+    assert JobManagerCheckpointStorage().get_checkpoint_path() is None
+
+
+def test_fs_checkpoint_storage_local_path(tmp_path: Path) -> None:
+    storage = FileSystemCheckpointStorage(f"file://{tmp_path}/checkpoints/", 2048, 4096)
+    assert storage.get_checkpoint_path() == str(tmp_path / "checkpoints")
+    assert storage.get_min_file_size_threshold() == 2048
+
+
+def test_file_uri_with_a_host_is_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match="write file:///var/checkpoints/"):
+        FileSystemCheckpointStorage("file://var/checkpoints/")
+    with pytest.raises(ValueError, match="ignore the host 'var'"):
+        JobManagerCheckpointStorage("file://var/checkpoints/")
+
+
+async def _slow(record: Any) -> Any:
+    await asyncio.sleep(0.002)
+    return record
+
+
+def test_jobmanager_storage_with_a_path_writes_checkpoints_there(tmp_path: Path) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    env.enable_checkpointing(10)
+    config = env.get_checkpoint_config()
+    config.set_checkpoint_storage(JobManagerCheckpointStorage(str(tmp_path)))
+    assert config.get_checkpoint_storage_dir() == tmp_path
+    assert config.get_checkpoint_storage().get_checkpoint_path() == str(tmp_path)
+    env.from_collection(list(range(200))).uid("src").map(_slow).uid("slow").key_by(lambda v: v % 3).sum(
+        0
+    ).uid("sum").print()
+    env.execute("jobmanager storage with a path")
+    written = sorted(tmp_path.glob("chk-*"))
+    assert written, "no checkpoint written to the JobManagerCheckpointStorage's path"
+    storage = Directory(tmp_path)
+    for directory in written:
+        storage.load(directory).verify()
