@@ -13,7 +13,7 @@ import streamflow as sf
 from streamflow.common.serialization import JsonRowDeserializationSchema
 from streamflow.common.time import Duration
 from streamflow.connectors.kafka_watermarks import PartitionWatermarks
-from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource, KafkaTopicPartition
 from streamflow.runtime.events import Watermark, WatermarkStatus
 from streamflow.testing import ManualClock
 from streamflow.testing.kafka_broker import create_topic, produce
@@ -182,3 +182,36 @@ async def test_watermark_alignment_pauses_the_partitions_ahead(kafka, caplog):
     finally:
         await client.cancel()
     assert sorted(t for p, t in sink.results if p == 1) == list(range(100_000, 100_011))
+
+
+async def test_a_bounded_source_with_per_partition_watermarks_ends(kafka):
+    """A bounded partition whose stop offset comes before its last record (found done when
+    fetched): its last batch is emitted, then it leaves the watermark combination. That batch's
+    timestamps went to a partition already removed (KeyError: the job failed)."""
+    bs = kafka.bootstrap_servers
+    topic = f"bounded-wm-{id(object())}"
+    await create_topic(bs, topic, 2)
+    for partition in (0, 1):
+        values = [orjson.dumps({"p": partition, "t": t}) for t in range(5)]
+        await produce(bs, topic, values, partition=partition, timestamps=[1000 * t for t in range(5)])
+    env = sf.StreamExecutionEnvironment()
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bs)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_bounded(KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, p): 4 for p in (0, 1)}))
+        .set_value_only_deserializer(JsonRowDeserializationSchema(["p", "t"]))
+        .build()
+    )
+    sink = sf.CollectSink()
+    (
+        env.from_source(source, sf.WatermarkStrategy.for_monotonous_timestamps(), "kafka")
+        .key_by(lambda r: r[0])
+        .window(TumblingEventTimeWindows.of(10_000))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .sink_to(sink)
+    )
+    client = await env.execute_async("bounded")
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    assert sorted(sink.results) == [(0, 0 + 1 + 2 + 3), (1, 0 + 1 + 2 + 3)]  # offsets 0..3

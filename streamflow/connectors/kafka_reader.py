@@ -420,13 +420,13 @@ class KafkaSourceReader(SourceReader):
             self._queue.popleft()
             split.position = next_offset
             split.queued -= 1
-            self._finished(split)
         self._queued -= len(records)
         if self._queued < QUEUE_LIMIT:
             self._space.set()
         if wm is not None:
             timestamps = wm.timestamps(records, timestamps)
             wm.on_batch(split.index, records, timestamps)
+            self._finished(split)  # after its last batch's timestamps: then it leaves the combination
         return (records, timestamps)
 
     def align_splits(self, max_allowed_watermark: int) -> None:
