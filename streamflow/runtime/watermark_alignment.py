@@ -6,10 +6,12 @@ Theory of operation. A source whose ``WatermarkStrategy`` has
 :class:`AlignmentMember` of the job's :class:`AlignmentGroup` of that name (sources of different
 kinds may share a group). As Flink's ``SourceOperator`` with its ``SourceCoordinator``:
 
-* the member follows its source's latest watermark (``on_watermark``) and whether its output is
-  idle (``on_status``); it *reports* every update interval: its latest watermark, or
-  Long.MAX_VALUE while idle, so an idle source holds no one back; nothing before its first
-  watermark. At the end of its input it reports Long.MAX_VALUE at once (``finish``);
+* the member follows its source's latest watermark (``on_watermark``: it only rises, and
+  Long.MIN_VALUE is no watermark yet, as the output Flink's ``updateCurrentEffectiveWatermark``
+  listens to) and whether its output is idle (``on_status``); it *reports* every update
+  interval: its latest watermark, or Long.MAX_VALUE while idle, so an idle source holds no one
+  back; nothing before its first watermark. At the end of its input it reports Long.MAX_VALUE
+  at once (``finish``);
 * the group's combined watermark is the smallest report (none reported yet: no limit; Flink's
   coordinator would announce Long.MIN_VALUE plus the drift until the first reports, a pause of
   one interval); each report announces it to every member, whose max allowed watermark is then
@@ -19,12 +21,14 @@ kinds may share a group). As Flink's ``SourceOperator`` with its ``SourceCoordin
   reports) until an announcement lets it go, which wakes the task. A member's own watermark
   going up re-checks at once (Flink's ``updateCurrentEffectiveWatermark``).
 
-The group with the smallest report always has a member allowed to read (the drift is not
-negative), and a waiting member still reports, so alignment cannot stall the whole group; but a
-member with nothing to read and no idleness holds the others back for as long as that lasts
-(as in Flink): a member that has waited a minute logs who holds it back, once a wait. Plain
-synchronous state: time enters only through the task's processing-time service, which calls
-:meth:`AlignmentMember.report`.
+The member is checked after each batch its source task emits (its watermark comes with the
+batch), so a source stops after the batch that took it past its max allowed watermark; Flink
+checks after each record. The group with the smallest report always has a member allowed to
+read (the drift is not negative), and a waiting member still reports, so alignment cannot stall
+the whole group; but a member with nothing to read and no idleness holds the others back for
+as long as that lasts (as in Flink): a member that has waited a minute logs who holds it back,
+once a wait. Plain synchronous state: time enters only through the task's processing-time
+service, which calls :meth:`AlignmentMember.report`.
 
 Inside a subtask, a reader of several splits aligns them itself (FLIP-217,
 ``SourceReader.align_splits``: the Kafka reader pauses the partitions ahead). Unlike Flink, the
@@ -37,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from .events import MAX_WATERMARK
+from .events import MAX_WATERMARK, MIN_WATERMARK
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +89,9 @@ class AlignmentMember:
         group.members.append(self)
 
     def on_watermark(self, timestamp: int) -> None:
-        self.latest = timestamp
+        latest = self.latest
+        if timestamp > (MIN_WATERMARK if latest is None else latest):
+            self.latest = timestamp
 
     def on_status(self, idle: bool) -> None:
         self.idle = idle
