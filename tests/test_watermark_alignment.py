@@ -29,7 +29,7 @@ def _members(*drifts: int) -> list[Any]:
     ("reports", "expected"),
     [
         ([], [MAX_WATERMARK, MAX_WATERMARK]),  # nothing reported: no limit
-        ([(0, 500)], [600, 600]),  # the only report is the group's watermark
+        ([(0, 500)], [600, MAX_WATERMARK]),  # the only report; s1 has not reported: no limit
         ([(0, 500), (1, 200)], [300, 300]),  # the smallest report
         ([(0, 500), (1, 200), (1, 900)], [600, 600]),  # a member's newer report replaces its older
         ([(0, MAX_WATERMARK), (1, 200)], [300, 300]),  # an idle or finished member holds no one back
@@ -47,6 +47,8 @@ def test_max_allowed_is_the_smallest_report_plus_the_drift(reports: list, expect
 
 def test_each_source_has_its_own_drift() -> None:
     tight, loose = _members(10, 1_000)
+    loose.on_watermark(500)
+    loose.report()
     tight.on_watermark(100)
     tight.report()
     assert (tight.max_allowed, loose.max_allowed) == (110, 1_100)
@@ -89,6 +91,8 @@ def test_an_announcement_wakes_a_member_it_lets_go_only() -> None:
     a.wake = lambda: woken.append("a")
     b.wake = lambda: woken.append("b")
     a.on_watermark(1_000)
+    a.report()  # alone: a may go to 1_100
+    assert (a.waiting(), woken) == (False, [])
     b.on_watermark(0)
     b.report()  # a may go to 100: it waits; b reads
     assert (a.waiting(), b.waiting(), woken) == (True, False, [])

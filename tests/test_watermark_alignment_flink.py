@@ -99,6 +99,17 @@ def test_coordinator_two_groups() -> None:
     assert (subtask0.max_allowed, subtask1.max_allowed) == (6000, 1044)
 
 
+def test_coordinator_announces_to_the_subtasks_that_reported() -> None:
+    """Flink's coordinator sends its WatermarkAlignmentEvent to the subtasks whose reports it
+    holds (``combinedWatermark.keySet()``): subtask 1 has no limit before it reports."""
+    subtask0, subtask1 = _coordinator(WatermarkAlignment(), "source", "group1")
+    subtask1.on_watermark(5000)  # read ahead, not reported yet
+    _report(subtask0, 42)
+    assert (subtask0.max_allowed, subtask1.max_allowed, subtask1.waiting()) == (1042, MAX_WATERMARK, False)
+    subtask1.report()
+    assert (subtask1.max_allowed, subtask1.waiting()) == (1042, True)
+
+
 @pytest.mark.parametrize(
     "steps",
     [

@@ -12,10 +12,12 @@ kinds may share a group). As Flink's ``SourceOperator`` with its ``SourceCoordin
   interval: its latest watermark, or Long.MAX_VALUE while idle, so an idle source holds no one
   back; nothing before its first watermark. At the end of its input it reports Long.MAX_VALUE
   at once (``finish``);
-* the group's combined watermark is the smallest report (none reported yet: no limit; Flink's
-  coordinator would announce Long.MIN_VALUE plus the drift until the first reports, a pause of
-  one interval); each report announces it to every member, whose max allowed watermark is then
-  the combined one plus its own source's drift (Long.MAX_VALUE on overflow);
+* the group's combined watermark is the smallest report; each report announces it to every
+  member that has reported (Flink's coordinator sends its ``WatermarkAlignmentEvent`` to the
+  subtasks whose reports it holds: a member not yet reported has no limit), whose max allowed
+  watermark is then the combined one plus its own source's drift (Long.MAX_VALUE on overflow).
+  Flink's coordinator announces every update interval; here each report announces at once,
+  the same values;
 * a member whose latest watermark is above its max allowed one is *waiting*: its source task
   stops polling the reader and only runs its mail (checkpoint triggers, timers, the periodic
   reports) until an announcement lets it go, which wakes the task. A member's own watermark
@@ -34,6 +36,10 @@ Inside a subtask, a reader of several splits aligns them itself (FLIP-217,
 ``SourceReader.align_splits``: the Kafka reader pauses the partitions ahead). Unlike Flink, the
 idleness clock of a source's strategy keeps running while its member waits: a source waiting
 longer than its idle timeout is marked idle, which is harmless since it is ahead of the group.
+
+Flink's own tests of the feature (``SourceCoordinatorAlignmentTest``,
+``SourceOperatorAlignmentTest``, ``SourceOperatorSplitWatermarkAlignmentTest``,
+``WatermarkAlignmentITCase``) run against these classes in ``tests/test_watermark_alignment_flink.py``.
 """
 
 from __future__ import annotations
@@ -57,10 +63,12 @@ class AlignmentGroup:
         self.members: list[AlignmentMember] = []
 
     def report(self, member_id: str, watermark: int) -> None:
-        self.reported[member_id] = watermark
+        reported = self.reported
+        reported[member_id] = watermark
         combined = self.combined()
         for member in self.members:
-            member.announce(combined)
+            if member.member_id in reported:
+                member.announce(combined)
 
     def combined(self) -> int:
         """The smallest reported watermark (Long.MAX_VALUE before any report: no limit)."""
