@@ -22,7 +22,9 @@ classes of ``runtime/watermark_alignment.py`` or the Kafka reader's ``align_spli
   stand-in that records pauses and only "fetches" partitions it has not paused; the task's
   call of ``align_splits(max_allowed)`` before each poll is Flink's pause check on each split
   watermark and each ``WatermarkAlignmentEvent``. ``testBackpressureAndIdleness`` is left out:
-  it is about backpressure pausing the idleness clock, not alignment.
+  it is about backpressure pausing the idleness clock, not alignment. The main-output case of
+  ``testSingleSplitWatermarkAlignmentAndIdleness`` (a source without splits of its own, whose
+  idleness clock Flink pauses while it waits) runs end to end at the end.
 * ``WatermarkAlignmentITCase.testTaskFinishedWithWatermarkAlignmentExecution``: end to end.
 """
 
@@ -248,6 +250,27 @@ def test_operator_finished_reports_max() -> None:
     assert _reported(member) == MAX_WATERMARK
 
 
+def test_operator_activity_clock_stands_still_while_waiting() -> None:
+    """Flink's ``mainInputActivityClock.pause()`` while waiting for alignment: the idleness
+    clock of the source does not move while it waits."""
+    clock = ManualClock(0)
+    member = _operator()
+    activity = member.activity_clock(clock)
+    member.on_watermark(1000)
+    clock.advance(50)
+    assert activity.monotonic() == pytest.approx(clock.monotonic())
+    _event(member, 900)  # waiting
+    clock.advance(500)
+    assert activity.monotonic() == pytest.approx(clock.monotonic() - 0.5)
+    _event(member, 1000)  # let go
+    clock.advance(30)
+    assert activity.monotonic() == pytest.approx(clock.monotonic() - 0.5)
+    member.on_watermark(1200)  # past 1000: waiting again
+    clock.advance(70)
+    assert activity.monotonic() == pytest.approx(clock.monotonic() - 0.57)
+    assert activity.now_ms() == clock.now_ms()
+
+
 # -- SourceOperatorSplitWatermarkAlignmentTest -------------------------------------------
 
 
@@ -413,3 +436,69 @@ def test_task_finished_with_watermark_alignment() -> None:
         lambda value: True
     )
     assert sorted(stream.execute_and_collect(limit=101)) == list(range(101))
+
+
+# -- a waiting source is not idle (the main output of testSingleSplitWatermarkAlignmentAndIdleness)
+
+
+async def test_a_waiting_source_does_not_go_idle() -> None:
+    """``testSingleSplitWatermarkAlignmentAndIdleness`` for a source without splits of its own
+    (Flink pauses ``mainInputActivityClock`` while it waits). The fast source waits on the slow
+    one (no idleness) far longer than its own idle timeout; its stream is joined with a source
+    outside the group that is far ahead. Were the waiting source idle, the joined watermark would
+    jump to the other source's, and the records it reads once let go would be late."""
+    from test_watermark_alignment import BATCH, DRIFT, INTERVAL, EveryRecord, _max, settle, tick
+    from waiting import wait_until
+
+    from streamflow.testing.scripted import ScriptedSource
+    from streamflow.windowing import TumblingEventTimeWindows
+
+    def strategy(idle_ms: int | None) -> sf.WatermarkStrategy:
+        s = sf.WatermarkStrategy.for_generator(EveryRecord).with_timestamp_assigner(lambda e: e[1])
+        if idle_ms is not None:
+            s = s.with_idleness(Duration.of_millis(idle_ms))
+        return s.with_watermark_alignment("group", Duration.of_millis(DRIFT), Duration.of_millis(INTERVAL))
+
+    clock = ManualClock(0)
+    env = sf.StreamExecutionEnvironment(clock=clock)
+    env.set_batch_size(BATCH)
+    env.get_config().set_auto_watermark_interval(INTERVAL)
+    fast, slow, other = ScriptedSource(end=False), ScriptedSource(end=False), ScriptedSource(end=False)
+    out: list = []
+    late_tag = sf.OutputTag("late")
+    env.from_source(slow, strategy(None), "slow").add_sink(out.append)
+    outside = sf.WatermarkStrategy.for_generator(EveryRecord).with_timestamp_assigner(lambda e: e[1])
+    seen: list[int] = []
+    windows = (
+        env.from_source(fast, strategy(3 * INTERVAL), "fast")
+        .map(lambda e: seen.append(e[1]) or e)
+        .union(env.from_source(other, outside, "other"))
+        .key_by(lambda e: 0)
+        .window(TumblingEventTimeWindows.of(1000))
+        .side_output_late_data(late_tag)
+        .reduce(lambda a, b: (a[0], max(a[1], b[1])))
+    )
+    windows.add_sink(out.append)
+    late: list = []
+    windows.get_side_output(late_tag).add_sink(late.append)
+    client = await env.execute_async()
+    fast.push(("a", 0))
+    slow.push(("b", 0))
+    await wait_until(lambda: _max(out, "b") == 0)
+    await settle()
+    await tick(clock)  # both report 0
+    fast.push(*[("a", t) for t in range(1, 2_000)])
+    await wait_until(lambda: max(seen) >= DRIFT)
+    other.push(("o", 5_000))
+    await tick(clock, 20)  # 200 ms waiting: idle after 30 ms, were the clock not stopped
+    assert max(seen) <= DRIFT + BATCH  # it waits
+    slow.push(("b", 1_950))  # the slow source catches up: the fast one reads the rest
+    await wait_until(lambda: _max(out, "b") == 1_950)
+    for _ in range(40):
+        await tick(clock)
+    fast.finish()
+    other.finish()
+    slow.finish()
+    await client.get_job_execution_result()
+    assert late == []
+    assert sorted(r for r in out if r[0] == "a") == [("a", 999), ("a", 1_999)]

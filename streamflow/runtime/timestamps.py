@@ -51,7 +51,10 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             self._getter = item_getter(assigner._fn, 1 if isinstance(assigner, _ValueAssigner) else 2)
         elif assigner is not None:
             self._getter = item_getter(assigner.extract_timestamp, 2)
-        generator = self.strategy.create_watermark_generator(clock)
+        alignment = self.alignment  # its idleness clock stands still while the source waits
+        generator = self.strategy.create_watermark_generator(
+            clock if alignment is None else alignment.activity_clock(clock)
+        )
         self.emitter = WatermarkEmitter(generator, interval_ms=self.interval_ms, start_ms=clock.now_ms())
         self._schedule()
 

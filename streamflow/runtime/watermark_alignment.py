@@ -33,9 +33,12 @@ once a wait. Plain synchronous state: time enters only through the task's proces
 service, which calls :meth:`AlignmentMember.report`.
 
 Inside a subtask, a reader of several splits aligns them itself (FLIP-217,
-``SourceReader.align_splits``: the Kafka reader pauses the partitions ahead). Unlike Flink, the
-idleness clock of a source's strategy keeps running while its member waits: a source waiting
-longer than its idle timeout is marked idle, which is harmless since it is ahead of the group.
+``SourceReader.align_splits``: the Kafka reader pauses the partitions ahead). As Flink's
+``mainInputActivityClock``, the idleness clock of the source's strategy stands still while its
+member waits (:meth:`AlignmentMember.activity_clock`, given to the generator by
+``timestamps.py``): a source waiting longer than its idle timeout is not idle. Were it marked
+idle, an operator downstream that also reads a source outside the group would move its
+watermark past the waiting source's, and the records it reads when let go would be late.
 
 Flink's own tests of the feature (``SourceCoordinatorAlignmentTest``,
 ``SourceOperatorAlignmentTest``, ``SourceOperatorSplitWatermarkAlignmentTest``,
@@ -47,6 +50,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ..clock import Cancellable, Clock
 from .events import MAX_WATERMARK, MIN_WATERMARK
 
 log = logging.getLogger(__name__)
@@ -92,14 +96,27 @@ class AlignmentMember:
         self.idle = False
         self.max_allowed = MAX_WATERMARK
         self.wake: Callable[[], None] = _nothing
+        self.activity: PausedWhileWaiting | None = None  # its source's idleness clock
         self.waiting_reports = 0  # consecutive reports made while waiting
         self._stall_reports = max(1, -(-STALL_WARNING_MS // update_interval_ms))  # (ceiling)
         group.members.append(self)
+
+    def activity_clock(self, clock: Clock) -> PausedWhileWaiting:
+        """``clock`` standing still while this member waits: the idleness clock of its source."""
+        self.activity = PausedWhileWaiting(clock)
+        self._track()
+        return self.activity
+
+    def _track(self) -> None:
+        activity = self.activity
+        if activity is not None:
+            activity.pause(self.waiting())
 
     def on_watermark(self, timestamp: int) -> None:
         latest = self.latest
         if timestamp > (MIN_WATERMARK if latest is None else latest):
             self.latest = timestamp
+            self._track()
 
     def on_status(self, idle: bool) -> None:
         self.idle = idle
@@ -124,6 +141,7 @@ class AlignmentMember:
         was_waiting = self.waiting()
         drift = self.max_drift_ms
         self.max_allowed = MAX_WATERMARK if combined > MAX_WATERMARK - drift else combined + drift
+        self._track()
         if was_waiting and not self.waiting():
             log.debug("%s resumes: max allowed watermark %d", self.member_id, self.max_allowed)
             self.wake()
@@ -143,6 +161,34 @@ class AlignmentMember:
 
 def _nothing() -> None:
     pass
+
+
+class PausedWhileWaiting:
+    """A :class:`~streamflow.clock.Clock` whose monotonic time stands still while paused (Flink's
+    ``PausableRelativeClock``); wall-clock time and timers are the wrapped clock's."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.paused_since: float | None = None
+        self.paused_total = 0.0
+
+    def pause(self, paused: bool) -> None:
+        since = self.paused_since
+        if paused and since is None:
+            self.paused_since = self.clock.monotonic()
+        elif not paused and since is not None:
+            self.paused_total += self.clock.monotonic() - since
+            self.paused_since = None
+
+    def now_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def monotonic(self) -> float:
+        since = self.paused_since
+        return (self.clock.monotonic() if since is None else since) - self.paused_total
+
+    def call_at_ms(self, at_ms: int, callback: Callable[[], None]) -> Cancellable:
+        return self.clock.call_at_ms(at_ms, callback)
 
 
 class WatermarkAlignment:
