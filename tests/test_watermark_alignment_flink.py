@@ -250,6 +250,21 @@ def test_operator_finished_reports_max() -> None:
     assert _reported(member) == MAX_WATERMARK
 
 
+def test_operator_alignment_drift_metric() -> None:
+    """Flink's ``watermarkAlignmentDrift`` (``InternalSourceReaderMetricGroup``): the last
+    watermark minus the max desired one, from the first WatermarkAlignmentEvent on."""
+    member = _operator()
+    assert member.drift() == 0  # no watermark, no event (Flink: no gauge yet)
+    member.on_watermark(1000)
+    assert member.drift() == 0  # no event yet
+    _event(member, 950)
+    assert member.drift() == 50  # waits: 50 ms past its max allowed watermark
+    _event(member, 1100)
+    assert member.drift() == -100  # may read 100 ms more
+    member.finish()
+    assert member.drift() == 0
+
+
 def test_operator_activity_clock_stands_still_while_waiting() -> None:
     """Flink's ``mainInputActivityClock.pause()`` while waiting for alignment: the idleness
     clock of the source does not move while it waits."""

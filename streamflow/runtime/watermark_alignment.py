@@ -147,12 +147,14 @@ class AlignmentMember:
             self.wake()
 
     def drift(self) -> int:
-        """How far its watermark is ahead of its group's (Flink's ``watermarkAlignmentDrift``
-        metric); 0 before its first watermark, after its end or before any report."""
-        latest, combined = self.latest, self.group.combined()
-        if latest is None or latest >= MAX_WATERMARK or combined >= MAX_WATERMARK:
+        """Flink's ``watermarkAlignmentDrift`` metric: its watermark minus its max allowed one
+        (``lastWatermark - currentMaxDesiredWatermark``: negative while it may read, positive
+        by how far past it it waits). 0 while it has no limit (before its first announcement,
+        where Flink has no such gauge yet, or every other member idle) and after its end."""
+        latest, allowed = self.latest, self.max_allowed
+        if latest is None or latest >= MAX_WATERMARK or allowed >= MAX_WATERMARK:
             return 0
-        return latest - combined
+        return latest - allowed
 
     def waiting(self) -> bool:
         latest = self.latest
