@@ -25,12 +25,14 @@ classes of ``runtime/watermark_alignment.py`` or the Kafka reader's ``align_spli
   it is about backpressure pausing the idleness clock, not alignment. The main-output case of
   ``testSingleSplitWatermarkAlignmentAndIdleness`` (a source without splits of its own, whose
   idleness clock Flink pauses while it waits) runs end to end at the end.
-* ``WatermarkAlignmentITCase.testTaskFinishedWithWatermarkAlignmentExecution``: end to end.
+* ``WatermarkAlignmentITCase.testTaskFinishedWithWatermarkAlignmentExecution`` and
+  ``AlignedWatermarksITCase.testAlignment`` (the drift metric): end to end.
 """
 
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -517,3 +519,50 @@ async def test_a_waiting_source_does_not_go_idle() -> None:
     await client.get_job_execution_result()
     assert late == []
     assert sorted(r for r in out if r[0] == "a") == [("a", 999), ("a", 1_999)]
+
+
+async def test_aligned_watermarks_drift_metric_only_decreases() -> None:
+    """``AlignedWatermarksITCase.testAlignment``: a fast and a slow source of one group (10 ms
+    of drift): the fast source's ``watermarkAlignmentDrift``, once there, never grows and comes
+    below the drift. Flink's sources are paced by sleeps in a map (1 ms, 10 ms a record); here
+    the test hands the fast source 100 records and the slow one 10 every update interval, on a
+    manual clock; batches of one record, as Flink checks after each record."""
+    from test_watermark_alignment import INTERVAL, EveryRecord, settle, tick
+
+    from streamflow.testing.scripted import ScriptedSource
+
+    max_drift = 10
+    strategy = (
+        sf.WatermarkStrategy.for_generator(EveryRecord)
+        .with_timestamp_assigner(lambda e: e[1])
+        .with_watermark_alignment("group-1", Duration.of_millis(max_drift), Duration.of_millis(INTERVAL))
+    )
+    clock = ManualClock(0)
+    env = sf.StreamExecutionEnvironment(clock=clock)
+    env.set_batch_size(1)
+    env.get_config().set_auto_watermark_interval(0)
+    slow, fast = ScriptedSource(end=False), ScriptedSource(end=False)
+    out: list = []
+    slow_stream = env.from_source(slow, strategy, "SlowSequence")
+    slow_stream.union(env.from_source(fast, strategy, "FastSequence")).add_sink(out.append)
+    client = await env.execute_async()
+
+    def fast_drift() -> int | None:
+        metrics = client.get_metrics()
+        names = [k for k in metrics if "FastSequence" in k and k.endswith("AlignmentDrift")]
+        return metrics[names[0]] if names else None
+
+    drifts: list[int] = []
+    for step in range(60):
+        fast.push(*[("f", t) for t in range(100 * step, 100 * (step + 1))])
+        slow.push(*[("s", t) for t in range(10 * step, 10 * (step + 1))])
+        await settle()
+        await tick(clock)
+        drift = fast_drift()
+        if drift:  # 0: no limit yet
+            drifts.append(drift)
+            if drift < max_drift:
+                break
+    await client.cancel()
+    assert drifts and drifts[0] > max_drift and drifts[-1] < max_drift, drifts
+    assert all(b <= a for a, b in pairwise(drifts)), drifts
