@@ -30,7 +30,7 @@ read (the drift is not negative), and a waiting member still reports, so alignme
 the whole group; but a member with nothing to read and no idleness holds the others back for
 as long as that lasts (as in Flink): a member that has waited a minute logs who holds it back,
 once a wait. Plain synchronous state: time enters only through the task's processing-time
-service, which calls :meth:`AlignmentMember.report`.
+service, which calls :meth:`AlignmentMember.report`, and the Clock the activity clock wraps.
 
 Inside a subtask, a reader of several splits aligns them itself (FLIP-217,
 ``SourceReader.align_splits``: the Kafka reader pauses the partitions ahead). As Flink's
@@ -38,11 +38,14 @@ Inside a subtask, a reader of several splits aligns them itself (FLIP-217,
 member waits (:meth:`AlignmentMember.activity_clock`, given to the generator by
 ``timestamps.py``): a source waiting longer than its idle timeout is not idle. Were it marked
 idle, an operator downstream that also reads a source outside the group would move its
-watermark past the waiting source's, and the records it reads when let go would be late.
+watermark past the waiting source's, and the records it reads when let go would be late. (A
+source with its own per-partition watermarks, Kafka's, judges idleness only when polled, so not
+while it waits.) ``drift()`` is Flink's ``watermarkAlignmentDrift`` metric.
 
 Flink's own tests of the feature (``SourceCoordinatorAlignmentTest``,
 ``SourceOperatorAlignmentTest``, ``SourceOperatorSplitWatermarkAlignmentTest``,
-``WatermarkAlignmentITCase``) run against these classes in ``tests/test_watermark_alignment_flink.py``.
+``WatermarkAlignmentITCase``, ``AlignedWatermarksITCase``) run against these classes in
+``tests/test_watermark_alignment_flink.py``.
 """
 
 from __future__ import annotations
