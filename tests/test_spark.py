@@ -326,14 +326,20 @@ def test_untranslatable_operator_is_refused_with_its_name() -> None:
 
 
 @pytest.mark.parametrize(
-    ("starting", "stopping", "refused"),
-    [("timestamp", "latest", "starts at earliest() or latest(), not timestamp()"),
-     ("earliest", "timestamp", "stops at latest(), not timestamp()"),
-     ("earliest", "offsets", "stops at latest(), not offsets()")],
+    ("starting", "stopping", "bounded", "refused"),
+    [("timestamp", "latest", True, "starts at earliest() or latest(), not timestamp()"),
+     ("earliest", "timestamp", True, "KafkaSource (set_bounded) stops at latest(), not timestamp()"),
+     ("earliest", "offsets", True, "KafkaSource (set_bounded) stops at latest(), not offsets()"),
+     ("earliest", "offsets", False, "a KafkaSource built with set_unbounded(offsets()) is refused"),
+     ("earliest", "latest", False, "a KafkaSource built with set_unbounded(latest()) is refused")],
 )
-def test_kafka_offsets_spark_cannot_honour_are_refused(starting: str, stopping: str, refused: str) -> None:
+def test_kafka_offsets_spark_cannot_honour_are_refused(
+    starting: str, stopping: str, bounded: bool, refused: str
+) -> None:
     """A bounded KafkaSource's stopping offsets other than latest() were ignored on Spark (it read
-    to the latest offsets): refused, as the starting offsets it cannot honour are."""
+    to the latest offsets), and so were set_unbounded(stopping_offsets)'s (it read past them, and
+    the refusal of offsets() called it bounded): refused when the job is translated, before any
+    query starts, as the starting offsets it cannot honour are."""
     from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer as Offsets
     from streamflow.datastream.connectors.kafka import KafkaSource, KafkaTopicPartition
 
@@ -343,11 +349,14 @@ def test_kafka_offsets_spark_cannot_honour_are_refused(starting: str, stopping: 
         "timestamp": Offsets.timestamp(1000),
         "offsets": Offsets.offsets({KafkaTopicPartition("t", 0): 5}),
     }
-    source = (KafkaSource.builder().set_bootstrap_servers("127.0.0.1:1").set_topics("t")
-              .set_value_only_deserializer(lambda b: b).set_starting_offsets(initializers[starting])
-              .set_bounded(initializers[stopping]).build())
+    builder = (KafkaSource.builder().set_bootstrap_servers("127.0.0.1:1").set_topics("t")
+               .set_value_only_deserializer(lambda b: b).set_starting_offsets(initializers[starting]))
+    if bounded:
+        builder.set_bounded(initializers[stopping])
+    else:
+        builder.set_unbounded(initializers[stopping])
     env = _env("spark")
-    env.from_source(source, WatermarkStrategy.no_watermarks(), "kafka").sink_to(ListSink())
+    env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "kafka").sink_to(ListSink())
     with pytest.raises(ValueError, match=refused.replace("(", r"\(").replace(")", r"\)")):
         env.execute("refused")
 

@@ -14,7 +14,9 @@ by partition backlog (:func:`limit_offsets`); ``partitions(start, end)`` makes o
 Spark input partition per Kafka partition range, read by an aiokafka consumer inside the
 executor's Python worker (``assign`` + ``seek``, no group membership). When every partition
 has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-batch also
-carries the end-of-input marker row (see :mod:`.plan`). The raw records then pass one
+carries the end-of-input marker row (see :mod:`.plan`). Other stopping offsets (a bounded
+source's other than latest(), any of ``set_unbounded(stopping_offsets)``) are refused when the
+job is translated: Spark would read past them. The raw records then pass one
 ``mapInArrow`` stage that runs the ``KafkaSource``'s own deserializer: the Kafka timestamp is
 the element's timestamp (or the source's watermark strategy's timestamp assigner gives it, from
 the record and that timestamp), and records that cannot be deserialized go to the ``DEAD_LETTER``
@@ -305,10 +307,7 @@ def kafka_stream(
     kind = source.starting_offsets.kind
     if kind not in ("earliest", "latest"):
         raise ValueError(f"on the Spark engine a KafkaSource starts at earliest() or latest(), not {kind}()")
-    stop = source.stopping_offsets.kind if source.stopping_offsets is not None else "latest"
-    if stop != "latest":  # (the data source resolves the end offsets once, at its first call)
-        raise ValueError(f"on the Spark engine a bounded KafkaSource stops at latest(), not {stop}(): "
-                         "run the job on the asyncio engine for other stopping offsets")
+    _check_stopping_offsets(source)
     strategy = source.watermark_strategy
     delay = None if strategy is None else strategy_delay(strategy, f"the Kafka source of {source.topics}")
     options = {
@@ -340,6 +339,25 @@ def kafka_stream(
     assert delay is not None
     df = raw.mapInArrow(_Deserialize(source, codec, splits), ROW_DDL + ", split int")
     return per_split(df, len(splits), delay), delay, True
+
+
+def _check_stopping_offsets(source: KafkaSource) -> None:
+    """Refuses the stopping offsets Spark cannot honour (it would read past them, silently): a
+    bounded source stops at latest() only (the data source resolves the end offsets once, at its
+    first call), and an unbounded one has none: Flink's ``set_unbounded(stopping_offsets)`` stops
+    each partition there while the source stays unbounded, which no Spark source does."""
+    if source.stopping_offsets is None:
+        return
+    stop = source.stopping_offsets.kind
+    if not source.bounded:
+        raise ValueError(
+            f"on the Spark engine a KafkaSource built with set_unbounded({stop}()) is refused: it stops "
+            "each partition at its stopping offset while the source stays unbounded, which Spark cannot "
+            "do (it would read past them); use set_bounded(KafkaOffsetsInitializer.latest()) or "
+            "set_unbounded() without stopping offsets, or run the job on the asyncio engine")
+    if stop != "latest":
+        raise ValueError(f"on the Spark engine a bounded KafkaSource (set_bounded) stops at latest(), not "
+                         f"{stop}(): run the job on the asyncio engine for other stopping offsets")
 
 
 JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
