@@ -114,6 +114,22 @@ CASES = [
 ]
 
 
+def _moved() -> list[tuple[str, str]]:
+    """The members of the classes PyFlink 1.16 moved (test_pyflink_names.MOVED), looked up at
+    their former module: the same classes there, so the same members."""
+    from test_pyflink_names import MOVED  # tests/test_pyflink_names.py
+
+    return [
+        (f"{module}.{name}", member)
+        for (module, name), home in sorted(MOVED.items())
+        for member in MEMBERS[f"{home}.{name}"]
+        if (f"{home}.{name}", member) not in ABSENT
+    ]
+
+
+MOVED_CASES = _moved()
+
+
 def _lookup(key: str, member: str) -> object:
     value = _owner(key)
     for part in member.split("."):
@@ -138,3 +154,13 @@ def test_pyflink_member_exists(key: str, member: str) -> None:
         assert not present, f"{key}.{member} exists now: remove it from ABSENT and docs/pyflink.md"
     else:
         assert present, f"streamflow{key[7:]} has no {member}"
+
+
+@pytest.mark.parametrize(("key", "member"), MOVED_CASES, ids=[f"{k}.{m}" for k, m in MOVED_CASES])
+def test_a_moved_class_has_its_members_at_its_former_module(key: str, member: str) -> None:
+    _lookup(key, member)  # (an AttributeError fails the test)
+
+
+def test_the_moved_classes_members_are_checked() -> None:
+    keys = {key for key, _ in MOVED_CASES}
+    assert "pyflink.common.serialization.CsvRowSerializationSchema" in keys and len(MOVED_CASES) > 15

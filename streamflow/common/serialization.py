@@ -1,5 +1,11 @@
 """PyFlink's ``pyflink.common.serialization``: re-exports of ``streamflow.connectors.serialization``
-and the file sink's ``Encoder``."""
+and the file sink's ``Encoder``.
+
+The JSON and CSV row schemas lived here until PyFlink 1.16 moved them to
+``pyflink.datastream.formats.json`` / ``.csv``; as PyFlink before 2.0, this module still gives
+them (the formats modules' own classes, not copies), so ``from pyflink.common.serialization
+import CsvRowSerializationSchema`` keeps working.
+"""
 
 from streamflow.api.pyflink_names import BulkWriterFactory as BulkWriterFactory
 from streamflow.api.pyflink_names import RowFieldExtractorSchema as RowFieldExtractorSchema
@@ -11,10 +17,14 @@ from ..connectors.serialization import JsonRowDeserializationSchema as JsonRowDe
 from ..connectors.serialization import JsonRowSerializationSchema as JsonRowSerializationSchema
 from ..connectors.serialization import SerializationSchema as SerializationSchema
 from ..connectors.serialization import SimpleStringSchema as SimpleStringSchema
+from ..datastream.formats.csv import CsvRowDeserializationSchema as CsvRowDeserializationSchema
+from ..datastream.formats.csv import CsvRowSerializationSchema as CsvRowSerializationSchema
 
 __all__ = [
     "BulkWriterFactory",
     "ByteArraySchema",
+    "CsvRowDeserializationSchema",
+    "CsvRowSerializationSchema",
     "DeserializationSchema",
     "Encoder",
     "JsonRowDeserializationSchema",
