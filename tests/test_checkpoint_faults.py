@@ -81,6 +81,7 @@ def sum_job(
     interval_ms: int = 10,
     restarts: int = 0,
     tolerable: int = 0,
+    bucket_assigner: Any = None,
 ) -> sf.StreamExecutionEnvironment:
     """Two throttled sources, a union, a keyed running sum at parallelism 2, an exactly-once
     FileSink; every key comes from one source, so its running sums do not depend on timing."""
@@ -109,9 +110,10 @@ def sum_job(
         .uid("slow-b")
         .set_parallelism(1)
     )
-    a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(
-        sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder()).build()
-    ).uid("sink")
+    sink = sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder())
+    if bucket_assigner is not None:
+        sink = sink.with_bucket_assigner(bucket_assigner)
+    a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(sink.build()).uid("sink")
     return env
 
 

@@ -18,6 +18,7 @@ import pytest
 import streamflow as sf
 from streamflow.checkpoint.restore import OperatorRestore
 from streamflow.clock import SYSTEM_CLOCK, Clock
+from streamflow.connectors.file_buckets import BucketAssigner
 from streamflow.connectors.file_sink import (
     DefaultRollingPolicy,
     Encoder,
@@ -49,8 +50,11 @@ def make_op(
     parallelism: int = 2,
     timers: ProcessingTimeService | None = None,
     check_interval: int = 60_000,
+    bucket_assigner: BucketAssigner | None = None,
 ) -> FileSinkOperator:
     builder = FileSink.for_row_format(str(base), encoder or Encoder.simple_string_encoder())
+    if bucket_assigner is not None:
+        builder = builder.with_bucket_assigner(bucket_assigner)
     if config is not None:
         builder = builder.with_output_file_config(config)
     if policy is not None:

@@ -1,7 +1,8 @@
 """PyFlink's file connector options that fit streamflow's file connectors
 (``connectors/file_options.py``): the file enumerators and the split assigner of a
 ``FileSource``, the base-path bucket assigner of a ``FileSink``, and the refusals of what the
-connectors do not do (time buckets, compaction), each with its reason."""
+connectors do not do (compaction), each with its reason. The date-time bucket assigner is
+tested in test_file_sink_buckets.py."""
 
 from __future__ import annotations
 
@@ -71,8 +72,6 @@ def test_a_file_sink_without_a_bucket_assigner_says_its_layout_differs_from_flin
 
 
 def test_what_the_file_connectors_do_not_do_is_refused_with_its_reason(tmp_path: Path) -> None:
-    with pytest.raises(NotSupportedError, match="no bucket sub-directories"):
-        BucketAssigner.date_time_bucket_assigner("yyyy-MM-dd", "UTC")
     builder = FileSink.for_row_format(str(tmp_path), Encoder.simple_string_encoder())
     with pytest.raises(NotSupportedError, match="does not compact"):
         builder.enable_compact(None, None)

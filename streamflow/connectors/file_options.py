@@ -11,11 +11,11 @@ what streamflow does anyway:
   changes no record (logged);
 * the split assigner: Flink's only one, ``locality_aware_split_assigner()``, prefers splits
   on the reader's host; one streamflow process has one host (logged);
-* ``BucketAssigner.base_path_bucket_assigner()``: every file in the base path, which is what
-  streamflow's ``FileSink`` does. ``date_time_bucket_assigner(...)`` (a sub-directory per hour
-  of processing time) is refused with ``NotSupportedError``: the sink writes one directory.
-  Flink's default assigner is the date-time one: a sink built without ``with_bucket_assigner``
-  logs a warning that its files go into the base path instead.
+* ``BucketAssigner`` (``file_buckets.py``): ``base_path_bucket_assigner()`` (every file in the
+  base path) and ``date_time_bucket_assigner(format_str, timezone_id)`` (a sub-directory per
+  value of the formatted processing time) are both real. Flink's default assigner is the
+  date-time one; streamflow's is the base path: a sink built without ``with_bucket_assigner``
+  logs a warning that its files go into the base path.
 
 File compaction (``enable_compact``) is refused likewise; ``disable_compact()`` is accepted
 (compaction is off).
@@ -27,6 +27,7 @@ import logging
 from typing import Any, NoReturn
 
 from ..errors import NotSupportedError
+from .file_buckets import BucketAssigner
 
 __all__ = ["BucketAssigner", "FileEnumeratorProvider", "FileSplitAssignerProvider"]
 
@@ -65,31 +66,6 @@ class FileSplitAssignerProvider:
         return f"FileSplitAssignerProvider({self.kind})"
 
 
-class BucketAssigner:
-    """Which sub-directory (bucket) of the base path a ``FileSink`` writes a record to."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    @staticmethod
-    def base_path_bucket_assigner() -> BucketAssigner:
-        return BucketAssigner("base-path")
-
-    @staticmethod
-    def date_time_bucket_assigner(
-        format_str: str = "yyyy-MM-dd--HH", timezone_id: str | None = None
-    ) -> NoReturn:
-        raise NotSupportedError(
-            "BucketAssigner.date_time_bucket_assigner (PyFlink's pyflink.datastream.connectors."
-            "file_system) is not supported by streamflow: its FileSink writes every file into the "
-            "base path (no bucket sub-directories); use base_path_bucket_assigner(), or one sink "
-            "per directory"
-        )
-
-    def __repr__(self) -> str:
-        return f"BucketAssigner({self.kind})"
-
-
 class SourceOptions:
     """``set_file_enumerator`` / ``set_split_assigner`` of ``FileSourceBuilder``."""
 
@@ -116,7 +92,7 @@ class SinkOptions:
     def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> Any:
         _check(bucket_assigner, BucketAssigner, "with_bucket_assigner")
         self._bucket_assigner = bucket_assigner
-        return self  # base path: what the sink does
+        return self
 
     def _warn_default_bucket_assigner(self, base_path: Any) -> None:
         """Flink's row-format builder defaults to ``DateTimeBucketAssigner`` (a sub-directory per
@@ -127,7 +103,8 @@ class SinkOptions:
                 "FileSink %s: no bucket assigner given; Flink's default, DateTimeBucketAssigner, writes "
                 "into an hourly sub-directory (yyyy-MM-dd--HH) of the base path, streamflow writes "
                 "every part file into the base path itself (call with_bucket_assigner("
-                "BucketAssigner.base_path_bucket_assigner()) to say so and silence this)",
+                "BucketAssigner.base_path_bucket_assigner()) to say so and silence this, or "
+                "with_bucket_assigner(BucketAssigner.date_time_bucket_assigner()) for Flink's layout)",
                 base_path,
             )
 

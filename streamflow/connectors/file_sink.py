@@ -11,7 +11,12 @@ file moves through three states, and only the last one is visible to readers
     .{name}.inprogress  --(roll: flush, fsync, close, rename)-->  .{name}.pending
     .{name}.pending     --(checkpoint complete: rename)------->  {name}
 
-with ``name = {part_prefix}-{uid}-{subtask}-{n}{part_suffix}`` (``OutputFileConfig``).
+with ``name = {part_prefix}-{uid}-{subtask}-{n}{part_suffix}`` (``OutputFileConfig``), in the
+directory of its *bucket* (``file_buckets.py``): the base path itself (the default,
+``base_path_bucket_assigner()``) or a sub-directory named by the processing time
+(``date_time_bucket_assigner(format_str, timezone_id)``). As Flink's ``Buckets``, a subtask keeps
+one in-progress part file per bucket (``file_sink_bucket.py``), each rolled by the rolling policy
+on its own; the part counter ``n`` is the subtask's, shared by its buckets.
 Every rename is followed by an fsync of the directory, so a state reached is durable.
 Flink's names are ``{part_prefix}-{random id}-{n}{part_suffix}``, the id drawn anew for every
 bucket and restore (``FileWriterBucket.assembleNewPartPath``), and Flink leaves a crash's orphan
@@ -26,12 +31,14 @@ caller's loop; the task awaits them, so nothing else calls into the operator mea
 state needs no lock. Appending a batch to the open file stays on the loop (a buffered write).
 Restore (``initialize_state``, once when the job is built) runs where the job is built.
 
-* ``process_batch`` encodes the whole batch in one join and appends it to the
-  in-progress file, opened lazily. Before each batch the rolling policy
-  (``file_sink_policy.py``) may roll the file (size; time); a batch that would take
-  the file past its size is written record by record, the policy asked before each
-  (Flink asks before every element), so part files split where Flink's do; a processing-time
-  timer every ``bucket_check_interval`` ms rolls an idle one (age, inactivity).
+* ``process_batch`` asks the bucket assigner for the batch's bucket (once per batch, from the
+  operator's clock), encodes the whole batch in one join and appends it to that bucket's
+  in-progress file, opened lazily (a new bucket's directory is made first, in a thread).
+  Before each batch the rolling policy (``file_sink_policy.py``) may roll the file (size;
+  time); a batch that would take the file past its size is written record by record, the
+  policy asked before each (Flink asks before every element), so part files split where
+  Flink's do; a processing-time timer every ``bucket_check_interval`` ms rolls an idle one
+  in any bucket (age, inactivity).
   A rolled file is pending at once and joins the next checkpoint.
 * ``prepare_snapshot_pre_barrier(n)`` + ``snapshot_state(n)`` are the pre-commit. The
   in-progress file rolls if the
@@ -41,23 +48,27 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
   resumable). Both happen in ``prepare_snapshot_pre_barrier`` (in a thread); ``snapshot_state``
   only records, unless it is called without it (then it does them itself). Every pending
   file not yet assigned is recorded under ``n``.
-  State: ``{"next_part": int, "pending": [[checkpoint_id, [name, ...]], ...],
-  "in_progress": None | {"name", "length", "created_ms"}}``.
+  Every bucket does this. State: ``{"next_part": int, "pending": [[checkpoint_id, [name, ...]],
+  ...], "in_progress": None | {"name", "length", "created_ms"}}`` for the base path's bucket,
+  plus ``"buckets": {bucket_id: {"pending": ..., "in_progress": ...}}`` for the others (absent
+  without them: a sink without buckets keeps its state format).
 * ``notify_checkpoint_complete(n)`` commits the pending files of every
-  checkpoint <= n (a completed checkpoint subsumes older ones). Committing is
+  checkpoint <= n in every bucket (a completed checkpoint subsumes older ones); a bucket
+  left with nothing open or pending is dropped (Flink's inactive bucket). Committing is
   idempotent: a pending file that is missing while its visible name exists was committed.
 * ``notify_checkpoint_aborted(n)`` keeps n's files, as Flink does: the next
   completed checkpoint subsumes n and commits them.
 * ``initialize_state(restored)`` gets the state of a *completed* checkpoint (or
   None). Every name in it is validated first (a string matching this sink's own
   naming pattern for that subtask: no path separator, no ``..``, nothing outside
-  the output directory), so a crafted checkpoint cannot make the sink move or
-  truncate other files. Then it commits the pending files (the notification may
-  have been lost in a crash), truncates the in-progress file to its recorded
-  length (the bytes after it belong to records the sources replay) and resumes
-  writing to it; finally it deletes every hidden file of its subtasks that the
-  state does not name. Numbering continues at ``next_part``, skipping names
-  taken on disk, so names never repeat across restarts.
+  the output directory; every bucket id a sub-directory of the base path), so a crafted
+  checkpoint cannot make the sink move or truncate other files. Then, in every bucket, it
+  commits the pending files (the notification may have been lost in a crash), truncates
+  the in-progress file to its recorded length (the bytes after it belong to records the
+  sources replay) and resumes writing to it; finally it deletes every hidden file of its
+  subtasks that the state does not name, in the base path and every non-hidden directory
+  under it (a bucket opened after the checkpoint is named in no state). Numbering continues
+  at ``next_part``, skipping names taken on disk, so names never repeat across restarts.
 * **Rescaling**: at another parallelism, subtask ``i`` takes the states of the
   old subtasks ``j`` with ``j % parallelism == i`` (Flink redistributes the
   writer's list state round-robin): it commits their pending files, and
@@ -71,25 +82,25 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
 * ``close``/``dispose`` only close handles; they never delete: cleaning
   uncommitted data is the restart's job, which knows what completed.
 
-Limits: one directory (no bucket assigner); two jobs writing one directory
-must use distinct uids. Subtasks share the directory but only touch their own files.
+Limits: two jobs writing one directory (or one tree, with buckets) must use distinct uids.
+Subtasks share the directories but only touch their own files.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from contextlib import suppress
 from dataclasses import dataclass
-from functools import cached_property
-from typing import IO, Any
+from typing import Any
 
 import anyio
 
 from ..runtime.operator import StreamOperator
 from .base import Sink
-from .file_options import BucketAssigner, SinkOptions
-from .file_sink_parts import INPROGRESS, PENDING, FileSinkError, PartFiles, fsync_dir, io_errors
+from .file_buckets import BucketAssigner, bucket_directories, check_bucket_id, make_bucket_directory
+from .file_options import SinkOptions
+from .file_sink_bucket import Bucket
+from .file_sink_parts import INPROGRESS, FileSinkError, PartFiles, io_errors
 from .file_sink_policy import (
     DefaultRollingPolicy,
     Encoder,
@@ -126,6 +137,7 @@ class FileSink(Sink):
         output_file_config: OutputFileConfig | None = None,
         rolling_policy: RollingPolicy | None = None,
         bucket_check_interval: int = 60_000,
+        bucket_assigner: BucketAssigner | None = None,
     ) -> None:
         self.base_path = os.fspath(base_path)
         self.encoder = self._declared_encoder = encoder
@@ -134,8 +146,8 @@ class FileSink(Sink):
         if bucket_check_interval < 1:
             raise ValueError(f"bucket check interval must be >= 1 ms, got {bucket_check_interval}")
         self.bucket_check_interval = bucket_check_interval
-        #: where part files go: always the base path (``with_bucket_assigner`` accepts only it)
-        self.bucket_assigner = BucketAssigner.base_path_bucket_assigner()
+        #: which directory a batch's part file is in (default: the base path)
+        self.bucket_assigner = bucket_assigner or BucketAssigner.base_path_bucket_assigner()
 
     @staticmethod
     def for_row_format(base_path: str | os.PathLike[str], encoder: Encoder) -> RowFormatBuilder:
@@ -189,7 +201,8 @@ class RowFormatBuilder(SinkOptions):
     def build(self) -> FileSink:
         self._warn_default_bucket_assigner(self._base_path)
         cls = self._sink_class
-        return cls(self._base_path, self._encoder, self._config, self._policy, self._check_interval)
+        return cls(self._base_path, self._encoder, self._config, self._policy, self._check_interval,
+                   self._bucket_assigner)
 
 
 @dataclass
@@ -198,8 +211,8 @@ class _Taken:
 
     subtask: int
     next_part: int
-    pending: list[str]
-    in_progress: tuple[str, int, int] | None  # name, committed length, created ms
+    #: bucket id -> (pending names, in-progress (name, committed length, created ms) or None)
+    buckets: dict[str, tuple[list[str], tuple[str, int, int] | None]]
 
 
 class FileSinkOperator(StreamOperator):
@@ -210,252 +223,232 @@ class FileSinkOperator(StreamOperator):
         self.sink = sink
         self.base = sink.base_path
         self.next_part = 0
-        self._file: IO[bytes] | None = None
-        self._current: str | None = None  # visible name of the in-progress file
-        self._size = self._created_ms = self._last_write_ms = 0
-        self._unassigned: list[str] = []  # pending files not yet in a checkpoint
-        self._pending: dict[int, list[str]] = {}  # checkpoint id -> pending files
+        self._buckets: dict[str, Bucket] = {}  # the active buckets
+        self._parts: dict[str, PartFiles] = {}
         self._timer_armed = False
         self._ended = False
         self._synced_for: int | None = None  # the checkpoint prepare_snapshot_pre_barrier synced for
 
-    @cached_property
-    def parts(self) -> PartFiles:
-        """This subtask's part files (names, states, moves)."""
-        return PartFiles(self.base, self.sink.output_file_config, self.uid, self.ctx.subtask_index)
+    def parts_of(self, bucket_id: str) -> PartFiles:
+        """This subtask's part files in bucket ``bucket_id`` (names, states, moves)."""
+        parts = self._parts.get(bucket_id)
+        if parts is None:
+            directory = os.path.join(self.base, bucket_id) if bucket_id else self.base
+            parts = PartFiles(directory, self.sink.output_file_config, self.uid, self.ctx.subtask_index)
+            self._parts[bucket_id] = parts
+        return parts
 
-    def _part_info(self) -> PartFileInfo:
-        return PartFileInfo(self._size, self._created_ms, self._last_write_ms)
+    def _bucket(self, bucket_id: str) -> Bucket:
+        bucket = self._buckets.get(bucket_id)
+        if bucket is None:
+            bucket = self._buckets[bucket_id] = Bucket(bucket_id, self.parts_of(bucket_id))
+        return bucket
 
     # -- restore -------------------------------------------------------------
     def initialize_state(self, restored: Any | None) -> None:
         """``restored``: an ``OperatorRestore`` (every old subtask's state), a state, or None."""
         with io_errors(f"create directory {self.base}"):
             os.makedirs(self.base, exist_ok=True)
-        self._pending, self._unassigned = {}, []
+        self._buckets = {}
         me = self.ctx.subtask_index
         taken = [self._validated(j, s) for j, s in
                  taken_states(restored, me, self.ctx.parallelism, f"file sink {self.uid}")]
-        keep: set[str] = set()
-        resume: tuple[str, int, int] | None = None
+        keep: dict[str, set[str]] = {}
+        resume: dict[str, tuple[str, int, int]] = {}
         for t in taken:
-            self.parts.commit(t.pending, 0)
-            keep.update(t.pending)
             if t.subtask == me:
                 self.next_part = max(self.next_part, t.next_part)
-            if t.in_progress is not None:
-                keep.add(t.in_progress[0])
-                if t.subtask == me and resume is None:
-                    resume = t.in_progress
+            for bucket_id, (pending, in_progress) in t.buckets.items():
+                parts = self.parts_of(bucket_id)
+                parts.commit(pending, 0)
+                kept = keep.setdefault(bucket_id, set())
+                kept.update(pending)
+                if in_progress is None:
+                    continue
+                kept.add(in_progress[0])
+                if t.subtask == me and bucket_id not in resume:
+                    resume[bucket_id] = in_progress
                 else:
-                    self.parts.finish_restored(*t.in_progress[:2])
-        if resume is not None:
-            self._recover(*resume)
-        used = self.parts.clean(keep, {me} | {t.subtask for t in taken})
-        self.next_part = max(self.next_part, used + 1)
+                    parts.finish_restored(*in_progress[:2])
+        now = self.ctx.clock.now_ms()
+        for bucket_id, in_progress in resume.items():
+            if not self._bucket(bucket_id).recover(*in_progress, now):
+                del self._buckets[bucket_id]
+        subtasks = {me} | {t.subtask for t in taken}
+        for bucket_id in sorted(set(keep) | set(bucket_directories(self.base))):
+            used = self.parts_of(bucket_id).clean(keep.get(bucket_id, set()), subtasks)
+            self.next_part = max(self.next_part, used + 1)
+        self._arm_timer()
 
     def _validated(self, subtask: int, state: Any) -> _Taken:
         """Parse one restored state, refusing any name that is not this sink's own part file."""
         where = f"file sink {self.uid!r}: restored state of subtask {subtask}"
         try:
             next_part = state["next_part"]
-            pending = [name for _cid, names in state["pending"] for name in names]
-            raw = state.get("in_progress")
-            in_progress = None if raw is None else (raw["name"], raw["length"], raw["created_ms"])
-        except (TypeError, KeyError, ValueError) as e:
+            raw_buckets = {"": state, **state.get("buckets", {})}
+            buckets = {}
+            for bucket_id, raw in raw_buckets.items():
+                pending = [name for _cid, names in raw["pending"] for name in names]
+                ip = raw.get("in_progress")
+                in_progress = None if ip is None else (ip["name"], ip["length"], ip["created_ms"])
+                buckets[bucket_id] = (pending, in_progress)
+        except (TypeError, KeyError, ValueError, AttributeError) as e:
             raise FileSinkError(f"{where} is malformed: {e!r}") from None
         if type(next_part) is not int or next_part < 0:
             raise FileSinkError(f"{where} has a bad next_part {next_part!r}")
-        for name in pending + ([in_progress[0]] if in_progress else []):
-            self.parts.check_name(name, subtask, where)
-        if in_progress is not None and not all(type(v) is int and v >= 0 for v in in_progress[1:]):
-            raise FileSinkError(f"{where} has a bad in-progress length or time {in_progress!r}")
-        return _Taken(subtask, next_part, pending, in_progress)
-
-    def _recover(self, name: str, length: int, created_ms: int) -> None:
-        """Resume this subtask's in-progress file at its committed length (Flink's recoverable writer)."""
-        path, pending = self.parts.path(name, INPROGRESS), self.parts.path(name, PENDING)
-        if not os.path.lexists(path) and os.path.lexists(pending):
-            with io_errors(f"reopen {pending} as {path}"):  # rolled after the checkpoint, before the crash
-                os.rename(pending, path)
-        if not os.path.lexists(path):
-            if os.path.lexists(self.parts.path(name)):
-                # only a restore from a checkpoint older than the committed output (an explicit
-                # fallback or an old savepoint) gets here: its records after that checkpoint are
-                # written again, as with any restore of an older checkpoint
-                log.warning(
-                    "file sink: in-progress file %s of the restored checkpoint was committed since "
-                    "(the checkpoint is older than the committed output): writing to a new part "
-                    "file; records after that checkpoint will appear twice",
-                    path,
-                )
-                return
-            raise FileSinkError(f"file sink: in-progress file {path} of the restored checkpoint is missing")
-        self.parts.truncate(path, length)
-        with io_errors(f"open {path}"):
-            self._file = open(path, "ab")  # noqa: SIM115 (held across batches)
-        now = self.ctx.clock.now_ms()
-        self._current, self._size, self._created_ms, self._last_write_ms = name, length, created_ms, now
-        self._arm_timer()
+        for bucket_id, (pending, in_progress) in buckets.items():
+            try:
+                check_bucket_id(bucket_id, where)
+            except ValueError as e:
+                raise FileSinkError(
+                    f"{e}: refusing to restore a checkpoint that would touch other files"
+                ) from None
+            parts = self.parts_of(bucket_id)
+            for name in pending + ([in_progress[0]] if in_progress else []):
+                parts.check_name(name, subtask, where)
+            if in_progress is not None and not all(type(v) is int and v >= 0 for v in in_progress[1:]):
+                raise FileSinkError(f"{where} has a bad in-progress length or time {in_progress!r}")
+        return _Taken(subtask, next_part, buckets)
 
     # -- records -------------------------------------------------------------
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if not records:
             return
+        now = self.ctx.clock.now_ms()
+        bucket_id = self.sink.bucket_assigner.bucket_id(now)
+        bucket = self._buckets.get(bucket_id)
+        if bucket is None:
+            if bucket_id:
+                try:
+                    check_bucket_id(bucket_id, f"file sink {self.uid!r}")
+                except ValueError as e:
+                    raise FileSinkError(str(e)) from None
+                await anyio.to_thread.run_sync(make_bucket_directory, self.base, bucket_id)
+            bucket = self._bucket(bucket_id)
         try:
             data = self.sink.encoder.encode_batch(records)
         except Exception as exc:
-            raise self._encode_failure(exc, records) from None
-        now = self.ctx.clock.now_ms()
+            raise self._encode_failure(exc, records, bucket) from None
         p = self.sink.rolling_policy
-        if self._file is not None:
-            info = self._part_info()
+        if bucket.file is not None:
+            info = bucket.info()
             if p.should_roll_on_event(info) or p.should_roll_on_processing_time(info, now):
-                await anyio.to_thread.run_sync(self._roll)
-        if len(records) > 1 and p.should_roll_on_event(
-            PartFileInfo(self._size + len(data), self._created_ms, now)
-        ):
-            await self._write_rolling(records, now)  # the batch crosses the roll point
+                await anyio.to_thread.run_sync(bucket.roll)
+        grown = PartFileInfo(bucket.size + len(data), bucket.created_ms, now)
+        if len(records) > 1 and p.should_roll_on_event(grown):
+            await self._write_rolling(bucket, records, now)  # the batch crosses the roll point
             return
-        self._append(data, now)
+        self._append(bucket, data, now)
 
-    def _append(self, data: bytes, now: int) -> None:
-        f = self._file or self._open_new(now)
-        with io_errors(f"write {f.name}"):
-            f.write(data)
-        self._size += len(data)
-        self._last_write_ms = now
+    def _append(self, bucket: Bucket, data: bytes, now: int) -> None:
+        if bucket.file is None:
+            self._open_new(bucket, now)
+        bucket.append(data, now)
 
-    async def _write_rolling(self, records: list, now: int) -> None:
+    async def _write_rolling(self, bucket: Bucket, records: list, now: int) -> None:
         """Record by record, asking the policy before each one, as Flink's bucket does
         (``shouldRollOnEvent`` before every element): a part file holds the records up to the
         first that takes it past ``part_size``, wherever a batch boundary falls. Only a batch
         that crosses the roll point takes this path (once per part file, at most)."""
         p, encode = self.sink.rolling_policy, self.sink.encoder.encode_batch
         for record in records:
-            if self._file is not None and p.should_roll_on_event(self._part_info()):
-                await anyio.to_thread.run_sync(self._roll)
-            self._append(encode([record]), now)
+            if bucket.file is not None and p.should_roll_on_event(bucket.info()):
+                await anyio.to_thread.run_sync(bucket.roll)
+            self._append(bucket, encode([record]), now)
 
     def _arm_timer(self) -> None:
         pts = self.ctx.processing_time
-        if self._timer_armed or pts is None or self._file is None:
+        if self._timer_armed or pts is None or not any(b.file is not None for b in self._buckets.values()):
             return
         self._timer_armed = True
         pts.register(self.ctx.clock.now_ms() + self.sink.bucket_check_interval, self._on_timer)
 
     async def _on_timer(self, _at: int) -> None:
+        """Every bucket's in-progress file is asked whether to roll (Flink's ``Buckets.onProcessingTime``)."""
         self._timer_armed = False
-        if self._file is None or self._ended:
+        if self._ended:
             return
-        if self.sink.rolling_policy.should_roll_on_processing_time(
-            self._part_info(), self.ctx.clock.now_ms()
-        ):
-            await anyio.to_thread.run_sync(self._roll)
+        now, policy = self.ctx.clock.now_ms(), self.sink.rolling_policy
+        for bucket in list(self._buckets.values()):
+            if bucket.file is not None and policy.should_roll_on_processing_time(bucket.info(), now):
+                await anyio.to_thread.run_sync(bucket.roll)
         self._arm_timer()
 
     # -- checkpoints ---------------------------------------------------------
     async def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
-        """Roll or sync the in-progress file for checkpoint ``checkpoint_id``, in a thread."""
+        """Roll or sync every bucket's in-progress file for checkpoint ``checkpoint_id``, in a thread."""
         self._synced_for = None
-        if self._file is not None and self._current is not None:
+        if any(b.file is not None for b in self._buckets.values()):
             await anyio.to_thread.run_sync(self._roll_or_sync)
         self._synced_for = checkpoint_id
 
     def _roll_or_sync(self) -> None:
-        f = self._file
-        if f is None:
-            return
-        if self.sink.rolling_policy.should_roll_on_checkpoint(self._part_info()):
-            self._roll()
-        else:
-            with io_errors(f"flush {f.name}"):
-                f.flush()
-                os.fsync(f.fileno())
+        for bucket in self._buckets.values():
+            bucket.roll_or_sync(self.sink.rolling_policy)
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
-        in_progress = None
+        """The base path's bucket at the top level (the state of a sink without buckets), the
+        others under ``"buckets"``, by id."""
         if self._synced_for != checkpoint_id:  # not prepared (a direct call): sync here
             self._roll_or_sync()
         self._synced_for = None
-        if self._file is not None and self._current is not None:
-            in_progress = {"name": self._current, "length": self._size, "created_ms": self._created_ms}
-        if self._unassigned:
-            self._pending.setdefault(checkpoint_id, []).extend(self._unassigned)
-            self._unassigned = []
-        return {
+        base = self._buckets.get("")
+        state: dict[str, Any] = {
             "subtask": self.ctx.subtask_index,
             "rescalable": True,  # the sink redistributes its own state (see initialize_state)
             "next_part": self.next_part,
-            "pending": [[cid, list(names)] for cid, names in sorted(self._pending.items())],
-            "in_progress": in_progress,
+            **(base.snapshot(checkpoint_id) if base is not None else {"pending": [], "in_progress": None}),
         }
+        others = {bid: b.snapshot(checkpoint_id) for bid, b in sorted(self._buckets.items()) if bid}
+        if others:
+            state["buckets"] = others
+        return state
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        """Commit (in a thread) the pending files of every checkpoint up to ``checkpoint_id``."""
-        done = [cid for cid in sorted(self._pending) if cid <= checkpoint_id]
-        if not done:
-            return
-        names = [n for cid in done for n in self._pending[cid]]
-        await anyio.to_thread.run_sync(self.parts.commit, names, checkpoint_id)
-        for cid in done:
-            del self._pending[cid]
+        """Commit (in a thread) the pending files of every checkpoint up to ``checkpoint_id`` in
+        every bucket; a bucket left with nothing open or pending is dropped (Flink's inactive bucket)."""
+        for bucket_id, bucket in list(self._buckets.items()):
+            if bucket.committable(checkpoint_id):
+                await anyio.to_thread.run_sync(bucket.commit_up_to, checkpoint_id)
+            if not bucket.active:
+                del self._buckets[bucket_id]
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Keep the files: the next completed checkpoint subsumes this one and commits them."""
 
     async def finish(self) -> None:
         self._ended = True
-        await anyio.to_thread.run_sync(self._roll)
+        for bucket in self._buckets.values():
+            await anyio.to_thread.run_sync(bucket.roll)
         if self.ctx.checkpointing:
             return  # the final checkpoint after finish() pre-commits, its notification commits
-        names = [n for cid in sorted(self._pending) for n in self._pending[cid]] + self._unassigned
-        await anyio.to_thread.run_sync(self.parts.commit, names, 0)
-        self._pending, self._unassigned = {}, []
+        for bucket in self._buckets.values():
+            await anyio.to_thread.run_sync(bucket.commit_all)
 
     async def close(self) -> None:
-        self._close_handle()
+        self._close_handles()
 
     def dispose(self) -> None:
-        self._close_handle()
+        self._close_handles()
 
     # -- file moves ----------------------------------------------------------
-    def _open_new(self, now: int) -> IO[bytes]:
-        while self.parts.taken(self.parts.visible(self.next_part)):
+    def _open_new(self, bucket: Bucket, now: int) -> None:
+        parts = bucket.parts
+        while parts.taken(parts.visible(self.next_part)):
             self.next_part += 1
-        name = self.parts.visible(self.next_part)
+        name = parts.visible(self.next_part)
         self.next_part += 1
-        path = self.parts.path(name, INPROGRESS)
-        with io_errors(f"open {path}"):
-            f = self._file = open(path, "ab")  # noqa: SIM115 (held across batches)
-        self._current, self._size, self._created_ms, self._last_write_ms = name, 0, now, now
+        bucket.open(name, now)
         self._arm_timer()
-        return f
 
-    def _roll(self) -> None:
-        """Close the in-progress file: flush, fsync, close, rename to pending."""
-        f, name = self._file, self._current
-        if f is None or name is None:
-            return
-        src, dst = self.parts.path(name, INPROGRESS), self.parts.path(name, PENDING)
-        with io_errors(f"flush {src}"):
-            f.flush()
-            os.fsync(f.fileno())
-        self._close_handle()
-        with io_errors(f"rename {src} to {dst}"):
-            os.rename(src, dst)
-        fsync_dir(self.base)
-        self._unassigned.append(name)
+    def _close_handles(self) -> None:
+        for bucket in self._buckets.values():
+            bucket.close_handle()
 
-    def _close_handle(self) -> None:
-        f, self._file, self._current = self._file, None, None
-        if f is not None:  # never fails a job: unflushed in-progress data is discarded on restart
-            with suppress(OSError):
-                f.close()
-
-    def _encode_failure(self, exc: Exception, records: list) -> BaseException:
+    def _encode_failure(self, exc: Exception, records: list, bucket: Bucket) -> BaseException:
         """Find the record that does not encode (slow path, on failure only) and name it."""
-        where = self.parts.path(self._current or self.parts.visible(self.next_part), INPROGRESS)
+        parts = bucket.parts
+        where = parts.path(bucket.current or parts.visible(self.next_part), INPROGRESS)
         exc.add_note(f"streamflow: file sink {self.sink.encoder.name} encoder failed writing to {where}")
         for record in records:
             try:

@@ -1,7 +1,7 @@
 """PyFlink's ``pyflink.datastream.connectors.file_system``: re-exports of streamflow's file connectors."""
 
 from streamflow.api.pyflink_names import FILE_SYSTEM_REFUSALS
-from streamflow.connectors.file_options import BucketAssigner as BucketAssigner
+from streamflow.connectors.file_buckets import BucketAssigner as BucketAssigner
 from streamflow.connectors.file_options import FileEnumeratorProvider as FileEnumeratorProvider
 from streamflow.connectors.file_options import FileSplitAssignerProvider as FileSplitAssignerProvider
 from streamflow.connectors.file_sink import FileSink as FileSink
