@@ -361,6 +361,22 @@ def test_kafka_offsets_spark_cannot_honour_are_refused(
         env.execute("refused")
 
 
+def test_a_file_sink_with_date_time_buckets_is_refused_before_a_query_starts(tmp_path: Path) -> None:
+    """A micro-batch replayed after a driver crash has the same batch id but a later processing
+    time, so a date-time bucket would put its second copy elsewhere: refused, not ignored (it
+    wrote into the base path)."""
+    from streamflow.common.serialization import Encoder
+    from streamflow.datastream.connectors.file_system import BucketAssigner, FileSink
+
+    env = _env("spark")
+    sink = (FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder())
+            .with_bucket_assigner(BucketAssigner.date_time_bucket_assigner()).build())
+    env.from_collection([1, 2]).sink_to(sink)
+    with pytest.raises(ValueError, match="on the Spark engine a FileSink writes each micro-batch"):
+        env.execute("refused")
+    assert not (tmp_path / "out").exists()
+
+
 def test_processing_time_timers_are_refused_clearly() -> None:
     class Ticker(KeyedProcessFunction):
         def process_element(self, value: Any, ctx: Any) -> None:

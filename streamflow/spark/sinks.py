@@ -5,7 +5,8 @@ again with the same batch id. So each sink is written idempotently per batch id:
 
 * ``FileSink`` writes one part file per micro-batch, named by the sink's uid and the batch
   id, atomically (temporary file, fsync, rename): a replayed batch rewrites the same file
-  with the same bytes, and a half-written one is never visible. Exactly once.
+  with the same bytes, and a half-written one is never visible. Exactly once. Its base path
+  only: a date-time bucket assigner is refused (a replayed batch would change buckets).
 * Every other sink (collect, print, queue, a ``SinkFunction``) gets the records through its
   own operator, run in the job's event loop, in input order; the last batch id delivered
   is remembered so a batch is never delivered twice within one run. Across a driver
@@ -51,6 +52,16 @@ class FileBatchSink(BatchSink):
     def __init__(self, operator: FileSinkOperator, uid: str) -> None:
         self.sink = operator.sink
         self.uid = uid
+        if self.sink.bucket_assigner.kind != "base-path":
+            # a replayed micro-batch (same batch id, later processing time) would land in another
+            # bucket next to its first copy: refused before any query starts, not ignored
+            raise ValueError(
+                f"on the Spark engine a FileSink writes each micro-batch into its base path; "
+                f"{self.sink.bucket_assigner!r} would put a micro-batch replayed after a driver crash "
+                "into another bucket than its first run (its processing time differs), breaking "
+                "exactly-once: use BucketAssigner.base_path_bucket_assigner(), or run the job on the "
+                "asyncio engine"
+            )
 
     def open(self) -> None:
         os.makedirs(self.sink.base_path, exist_ok=True)
