@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from test_checkpoint_faults import DATA, committed_lines, expected_running_sums, sum_job
-from test_file_sink import Script, committed, make_op  # tests/test_file_sink.py
+from test_file_sink import Script, committed, make_op, roundtrip  # tests/test_file_sink.py
 
+from streamflow.checkpoint.restore import OperatorRestore
 from streamflow.common.serialization import Encoder
 from streamflow.connectors.file_buckets import BucketAssigner as Assigner
 from streamflow.connectors.file_sink_parts import FileSinkError
@@ -171,6 +172,40 @@ def test_a_failure_at_any_point_of_a_checkpoint_keeps_exactly_once_across_bucket
     assert len(buckets) >= 2 and all(d.name.startswith("b") for d in buckets)
     assert Counter(line for d in buckets for line in committed_lines(d)) == expected_running_sums(DATA)
     assert committed_lines(out) == [] and hidden_anywhere(out) == []
+
+
+@pytest.mark.parametrize("new_parallelism", [1, 3])
+async def test_a_rescaled_restore_commits_and_finishes_every_buckets_files(
+    tmp_path: Path, new_parallelism: int
+) -> None:
+    """Two subtasks, each with a pending and an in-progress file in each of two hours, restored
+    at another parallelism: every record of the checkpoint committed once, in its own bucket."""
+    states = []
+    for sub in (0, 1):
+        clock = ManualClock(T0)  # both subtasks write the same two hours
+        op = make_op(tmp_path, subtask=sub, clock=clock, bucket_assigner=HOURLY,
+                     policy=DefaultRollingPolicy(part_size=4))  # fmt: skip
+        op.initialize_state(None)
+        for hour in (0, 1):
+            await op.process_batch([f"{sub}{hour}a", f"{sub}{hour}b"], None)  # 8 bytes: rolls next
+            await op.process_batch([f"{sub}{hour}c"], None)
+            clock.advance(3_600_000)
+        states.append(roundtrip(op.snapshot_state(1)))
+        await op.process_batch([f"{sub}x"], None)  # after the checkpoint: replayed on restore
+        await op.close()
+    for bucket in states[0]["buckets"].values():  # (the base path holds nothing)
+        assert bucket["pending"] and bucket["in_progress"]["length"] == 4
+    assert sorted(states[0]["buckets"]) == ["2026-11-28--14", "2026-11-28--15"]
+    for sub in range(new_parallelism):
+        op = make_op(tmp_path, subtask=sub, parallelism=new_parallelism, clock=clock, bucket_assigner=HOURLY)
+        op.initialize_state(OperatorRestore(states[sub] if sub < 2 else None, states, range(0)))
+        await op.finish()
+        op.snapshot_state(2)
+        await op.notify_checkpoint_complete(2)
+    assert hidden_anywhere(tmp_path) == []
+    for hour, bucket in enumerate(["2026-11-28--14", "2026-11-28--15"]):
+        lines = [line for f in sorted((tmp_path / bucket).iterdir()) for line in f.read_text().split()]
+        assert sorted(lines) == sorted(f"{sub}{hour}{r}" for sub in (0, 1) for r in "abc")
 
 
 def test_java_patterns_and_zones() -> None:

@@ -278,6 +278,7 @@ class FileSinkOperator(StreamOperator):
         for bucket_id in sorted(set(keep) | set(bucket_directories(self.base))):
             used = self.parts_of(bucket_id).clean(keep.get(bucket_id, set()), subtasks)
             self.next_part = max(self.next_part, used + 1)
+        self._parts = {bid: p for bid, p in self._parts.items() if bid in self._buckets}
         self._arm_timer()
 
     def _validated(self, subtask: int, state: Any) -> _Taken:
@@ -412,6 +413,7 @@ class FileSinkOperator(StreamOperator):
                 await anyio.to_thread.run_sync(bucket.commit_up_to, checkpoint_id)
             if not bucket.active:
                 del self._buckets[bucket_id]
+                self._parts.pop(bucket_id, None)  # (an hourly bucket a day: nothing kept of old ones)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Keep the files: the next completed checkpoint subsumes this one and commits them."""
