@@ -260,3 +260,16 @@ def test_a_restored_bucket_outside_the_base_path_is_refused(tmp_path: Path, buck
                "buckets": {bucket_id: {"pending": [[1, ["part-sink-0-0"]]], "in_progress": None}}}
     with pytest.raises(FileSinkError, match="bucket id"):
         op.initialize_state(crafted)
+
+
+def test_a_sink_without_buckets_restores_as_before_without_listing_sub_directories(tmp_path: Path) -> None:
+    """The default sink (the base path) looks only there: a sub-directory of the base path,
+    even one holding a file named like its own, is someone else's."""
+    (tmp_path / "other").mkdir()
+    foreign = tmp_path / "other" / ".part-sink-0-0.inprogress"
+    foreign.write_text("not ours")
+    (tmp_path / ".part-sink-0-0.inprogress").write_text("orphan")
+    make_op(tmp_path).initialize_state(None)
+    assert tree(tmp_path) == {"": [], "other": [".part-sink-0-0.inprogress"]}
+    make_op(tmp_path, bucket_assigner=HOURLY).initialize_state(None)  # with buckets it is a bucket
+    assert tree(tmp_path) == {"": [], "other": []}

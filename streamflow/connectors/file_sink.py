@@ -66,8 +66,9 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
   commits the pending files (the notification may have been lost in a crash), truncates
   the in-progress file to its recorded length (the bytes after it belong to records the
   sources replay) and resumes writing to it; finally it deletes every hidden file of its
-  subtasks that the state does not name, in the base path and every non-hidden directory
-  under it (a bucket opened after the checkpoint is named in no state). Numbering continues
+  subtasks that the state does not name, in the base path, the restored buckets and (with a
+  date-time assigner) every non-hidden directory under the base path (a bucket opened after
+  the checkpoint is named in no state). Numbering continues
   at ``next_part``, skipping names taken on disk, so names never repeat across restarts.
 * **Rescaling**: at another parallelism, subtask ``i`` takes the states of the
   old subtasks ``j`` with ``j % parallelism == i`` (Flink redistributes the
@@ -275,7 +276,13 @@ class FileSinkOperator(StreamOperator):
             if not self._bucket(bucket_id).recover(*in_progress, now):
                 del self._buckets[bucket_id]
         subtasks = {me} | {t.subtask for t in taken}
-        for bucket_id in sorted(set(keep) | set(bucket_directories(self.base))):
+        # a bucket opened after the checkpoint is named in no state: a sink with buckets lists
+        # every directory under its base path (its own files only are touched); without, the
+        # base path and the restored buckets are where its files can be
+        dirs = set(keep) | {""}
+        if self.sink.bucket_assigner.kind != "base-path":
+            dirs.update(bucket_directories(self.base))
+        for bucket_id in sorted(dirs):
             used = self.parts_of(bucket_id).clean(keep.get(bucket_id, set()), subtasks)
             self.next_part = max(self.next_part, used + 1)
         self._parts = {bid: p for bid, p in self._parts.items() if bid in self._buckets}
