@@ -81,10 +81,12 @@ class StreamNode:
     # names the codec of its in-flight records in unaligned checkpoints (checkpoint/channel_types.py)
     declared_types: dict[str | None, Any] = field(default_factory=dict)
     # a source's watermark alignment (group, max drift ms, update interval ms), from from_source()'s
-    # strategy; and on the node generating that source's watermarks, the source it aligns
-    # (runtime/watermark_alignment.py)
+    # strategy (runtime/watermark_alignment.py)
     watermark_alignment: tuple[str, int, int] | None = None
-    aligned_source: StreamNode | None = None
+    # a node from_source() appended after its source (the watermark strategy's operator, the
+    # conversion to the declared type): part of Flink's source operator, so it runs at the
+    # source's parallelism and max parallelism
+    inside_source: StreamNode | None = None
 
     def __repr__(self) -> str:
         return f"<node {self.id} {self.name!r}>"
@@ -156,7 +158,7 @@ def build_job_graph(
         )
     nodes = _reachable_from(sinks)
     parallelism = {n.id: _parallelism(n, default_parallelism) for n in nodes}
-    max_par = {n.id: n.max_parallelism or default_max_parallelism for n in nodes}
+    max_par = {n.id: (n.inside_source or n).max_parallelism or default_max_parallelism for n in nodes}
     consumers: dict[int, list[tuple[StreamNode, Edge]]] = {n.id: [] for n in nodes}
     for n in nodes:
         for e in n.inputs:
@@ -197,6 +199,7 @@ def _chain_target(n: StreamNode, parallelism: dict[int, int], enabled: bool) -> 
 
 
 def _parallelism(n: StreamNode, default: int) -> int:
+    n = n.inside_source or n  # (from_source()'s strategy and conversion run inside the source)
     if n.parallelism is not None:
         return n.parallelism
     if n.source is not None and not n.source.supports_parallelism:

@@ -265,6 +265,22 @@ class _Partitioned(DataStream):
         )
 
 
+class SourceStream(DataStream):
+    """What ``from_source()`` returns: the records come from the last node it appended (the
+    watermark strategy's operator, the conversion to the declared type), which in Flink run inside
+    the source operator; so the stream's name, uid, parallelism, chaining and side outputs (the
+    source's ``DEAD_LETTER``) are the source's, as on PyFlink's source stream."""
+
+    def __init__(self, stream: DataStream, source: StreamNode) -> None:
+        super().__init__(stream._env, stream._inputs)
+        self._type_info = stream._type_info
+        self._source = source
+
+    @property
+    def _node(self) -> StreamNode:
+        return self._source
+
+
 class _Union(DataStream):
     """``a.union(b, ...)``: each input keeps its own partitioning (a keyed input stays key-hashed)."""
 

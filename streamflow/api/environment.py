@@ -249,21 +249,14 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         type_info: Any = None,
     ) -> DataStream:
         """``type_info`` declares the record type, as PyFlink's ``from_source(..., type_info=)``:
-        records of a converting type (rows, tuples, ...) become that type."""
+        records of a converting type (rows, tuples, ...) become that type, before the watermark
+        strategy's timestamp assigner sees them.
 
-        if type_info is not None:
-            stream = self._from_source(source, watermark_strategy, source_name)
-            if getattr(type_info, "converts", lambda: False)():
-                stream = stream.map(type_info.convert).name(f"{source_name} as {type_info}")
-            return typed(stream, type_info)
-        # as Flink: the source's own type (e.g. its deserializer's row type), records unchanged
-        produced = getattr(source, "get_produced_type", None)
-        own_type = produced() if callable(produced) else None
-        stream = self._from_source(source, watermark_strategy, source_name)
-        return typed(stream, own_type) if own_type is not None else stream
-
-    def _from_source(self, source: Source, watermark_strategy: Any, source_name: str) -> DataStream:
-        from .datastream import DataStream
+        What this appends after the source (the conversion, the strategy's operator) runs inside
+        Flink's source operator: those nodes take the source's parallelism, and the stream
+        returned is the source's (its name, uid, parallelism, chaining and side outputs, such as
+        ``DEAD_LETTER``, are the source's: ``api/datastream.SourceStream``)."""
+        from .datastream import DataStream, SourceStream
 
         if not isinstance(source, Source):
             raise TypeError(f"from_source() expects a Source, got {type(source).__name__}")
@@ -276,11 +269,18 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         node = self._graph.add(source_name, None, source=source)
         node.watermark_alignment = alignment  # runtime/watermark_alignment.py
         stream = DataStream(self, [(node, None)])
+        if type_info is None:  # as Flink: the source's own type (e.g. its deserializer's row type)
+            produced = getattr(source, "get_produced_type", None)
+            stream = typed(stream, produced() if callable(produced) else None)
+        elif getattr(type_info, "converts", lambda: False)():
+            stream = typed(stream.map(type_info.convert).name(f"{source_name} as {type_info}"), type_info)
+        else:
+            stream = typed(stream, type_info)
         if watermark_strategy is not None:
             stream = stream._assign_timestamps(watermark_strategy)
-            if alignment is not None:
-                stream._inputs[0][0].aligned_source = node
-        return stream
+        for appended in self._graph.nodes[self._graph.nodes.index(node) + 1 :]:
+            appended.inside_source = node
+        return SourceStream(stream, node)
 
     def add_source(
         self, source_func: Source, source_name: str = "source", type_info: Any = None

@@ -292,8 +292,8 @@ class Execution:
             if chained is not None:
                 ctx = self._context(node, sub, task)
                 chained.setup(ctx, outputs[node.id])
-                if node.aligned_source is not None and isinstance(chained, TimestampsAndWatermarksOperator):
-                    chained.alignment = self._alignment_member(node.aligned_source, sub)
+                if node.inside_source is not None and isinstance(chained, TimestampsAndWatermarksOperator):
+                    chained.alignment = self._alignment_member(node.inside_source, sub)
                 try:
                     chained.initialize_state(self._restored(node, sub))
                 except Exception as exc:  # which operator could not take its state
