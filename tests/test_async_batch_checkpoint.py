@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_async_io_checkpoint import FailOnceAfterCheckpoint, _committed, _throttle
+from test_async_io_checkpoint import run_failing_once, throttled_job
 
-import streamflow as sf
 from streamflow.common import Time, Types
 from streamflow.datastream import AsyncBatchFunction, AsyncDataStream
 
@@ -31,12 +29,7 @@ def test_restore_reissues_batched_inputs_exactly_once(
     tmp_path: Path, ordered: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="streamflow.runtime.async_wait")
-    chk, out = tmp_path / "chk", tmp_path / "out"
-    env = sf.StreamExecutionEnvironment().set_parallelism(1).set_batch_size(8)
-    env.enable_checkpointing(20)
-    env.get_checkpoint_config().set_checkpoint_storage_dir(chk)
-    env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
-    source = env.from_collection(list(range(300))).uid("src").map(_throttle, concurrency=1).uid("throttle")
+    env, source = throttled_job(tmp_path)
     wait = AsyncDataStream.ordered_wait_batch if ordered else AsyncDataStream.unordered_wait_batch
     results = wait(
         source,
@@ -47,11 +40,5 @@ def test_restore_reissues_batched_inputs_exactly_once(
         capacity=20,
         output_type=Types.INT(),
     ).uid("lookup")
-    results.map(FailOnceAfterCheckpoint(str(tmp_path), 1500, chk)).uid("fail").sink_to(
-        sf.FileSink.for_row_format(str(out), sf.Encoder.simple_string_encoder()).build()
-    ).uid("sink")
-    result = env.execute("async-batch-restore")
-    assert str(tmp_path) in FailOnceAfterCheckpoint.failed  # the job failed once and was restored
-    assert Counter(_committed(out)) == Counter(str(v * 10) for v in range(300))  # exactly once
-    assert result.metrics["checkpoints.numCompleted"] >= 2
+    run_failing_once(env, results, tmp_path)
     assert [r for r in caplog.records if "re-issuing" in r.getMessage()]  # inputs were in flight

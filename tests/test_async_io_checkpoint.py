@@ -64,24 +64,19 @@ async def _slow_map(value: int) -> int:
     return value * 10
 
 
-@pytest.mark.parametrize("ordered", [True, False, "async map"], ids=["ordered", "unordered", "async-map"])
-def test_restore_reissues_in_flight_requests_exactly_once(
-    tmp_path: Path, ordered: bool | str, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="streamflow.runtime.async_wait")
-    chk, out = tmp_path / "chk", tmp_path / "out"
+def throttled_job(tmp_path: Path) -> tuple[sf.StreamExecutionEnvironment, sf.DataStream]:
+    """A job checkpointing every 20 ms into ``tmp_path/chk`` that restarts after a failure, and
+    its source: 0..299, slowed down so that checkpoints come between its records."""
     env = sf.StreamExecutionEnvironment().set_parallelism(1).set_batch_size(8)
     env.enable_checkpointing(20)
-    env.get_checkpoint_config().set_checkpoint_storage_dir(chk)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
-    source = env.from_collection(list(range(300))).uid("src").map(_throttle, concurrency=1).uid("throttle")
-    if ordered == "async map":  # an async def map shares the AsyncWaitOperator (runtime/async_functions.py)
-        results = source.map(_slow_map, output_type=Types.INT(), concurrency=20).uid("lookup")
-    else:
-        wait = AsyncDataStream.ordered_wait if ordered else AsyncDataStream.unordered_wait
-        results = wait(source, SlowLookup(), Time.seconds(30), capacity=20, output_type=Types.INT()).uid(
-            "lookup"
-        )
+    return env, env.from_collection(list(range(300))).uid("src").map(_throttle, concurrency=1).uid("throttle")
+
+
+def run_failing_once(env: sf.StreamExecutionEnvironment, results: sf.DataStream, tmp_path: Path) -> None:
+    """Fail the job once after a checkpoint; its file sink holds every result exactly once."""
+    chk, out = tmp_path / "chk", tmp_path / "out"
     results.map(FailOnceAfterCheckpoint(str(tmp_path), 1500, chk)).uid("fail").sink_to(
         sf.FileSink.for_row_format(str(out), sf.Encoder.simple_string_encoder()).build()
     ).uid("sink")
@@ -89,6 +84,22 @@ def test_restore_reissues_in_flight_requests_exactly_once(
     assert str(tmp_path) in FailOnceAfterCheckpoint.failed  # the job failed once and was restored
     assert Counter(_committed(out)) == Counter(str(v * 10) for v in range(300))  # exactly once
     assert result.metrics["checkpoints.numCompleted"] >= 2
+
+
+@pytest.mark.parametrize("ordered", [True, False, "async map"], ids=["ordered", "unordered", "async-map"])
+def test_restore_reissues_in_flight_requests_exactly_once(
+    tmp_path: Path, ordered: bool | str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="streamflow.runtime.async_wait")
+    env, source = throttled_job(tmp_path)
+    if ordered == "async map":  # an async def map shares the AsyncWaitOperator (runtime/async_functions.py)
+        results = source.map(_slow_map, output_type=Types.INT(), concurrency=20).uid("lookup")
+    else:
+        wait = AsyncDataStream.ordered_wait if ordered else AsyncDataStream.unordered_wait
+        results = wait(source, SlowLookup(), Time.seconds(30), capacity=20, output_type=Types.INT()).uid(
+            "lookup"
+        )
+    run_failing_once(env, results, tmp_path)
     reissued = [r.getMessage() for r in caplog.records if "re-issuing" in r.getMessage()]
     assert reissued  # the checkpoint restored held requests in flight
 
