@@ -87,6 +87,7 @@ class StreamNode:
     # conversion to the declared type): part of Flink's source operator, so it runs at the
     # source's parallelism and max parallelism
     inside_source: StreamNode | None = None
+    has_committer: bool = False  # a two-phase sink: Flink's plan shows its Writer and Committer
 
     def __repr__(self) -> str:
         return f"<node {self.id} {self.name!r}>"

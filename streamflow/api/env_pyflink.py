@@ -12,6 +12,7 @@ directory to ``sys.path`` so imports inside functions still resolve).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -191,13 +192,15 @@ class PyFlinkEnvironmentMixin:
     def get_execution_plan(self) -> str:
         """The job's operators as JSON in the shape of Flink's ``getExecutionPlan()``: each
         node's parallelism and each edge's ship strategy as the job runs them (a forward edge
-        between different parallelisms is ``REBALANCE``, as in Flink)."""
+        between different parallelisms is ``REBALANCE``, as in Flink). A two-phase sink (Kafka,
+        files) shows as Flink's ``<name>: Writer`` and ``<name>: Committer``, one operator here."""
         from ..graph import _parallelism, effective_partitioning
 
         graph = self._graph  # type: ignore[attr-defined]
         nodes = []
         default_p = self.get_parallelism()  # type: ignore[attr-defined]
         parallelism = {node.id: _parallelism(node, default_p) for node in graph.nodes}
+        spare_ids = itertools.count(max((node.id for node in graph.nodes), default=0) + 1)
         for node in graph.nodes:
             kind = "Source: " if node.source is not None else ("Sink: " if node.is_sink else "")
             entry: dict[str, Any] = {
@@ -224,4 +227,9 @@ class PyFlinkEnvironmentMixin:
                     for e in node.inputs
                 ]
             nodes.append(entry)
+            if node.has_committer:  # Flink's sink topology: the committer after the writer
+                entry["type"] = f"{node.name}: Writer"
+                committer = {**entry, "id": next(spare_ids), "type": f"{node.name}: Committer"}
+                committer["predecessors"] = [{"id": node.id, "ship_strategy": "FORWARD", "side": "second"}]
+                nodes.append(committer)
         return json.dumps({"nodes": nodes}, indent=2)

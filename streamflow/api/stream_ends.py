@@ -54,17 +54,19 @@ class StreamEnds:
         if isinstance(sink, Sink):
             # a Sink describes the sink and makes a fresh operator per subtask: it is not copied
             factory: OperatorFactory = OperatorFactory("Sink", lambda: sink.create_operator("Sink"))
-        else:
-            resolve_function(sink, "invoke", "sink_to()")
-            if isinstance(sink, SinkFunction) and (type(sink).invoke, type(sink).write_batch) == (
-                SinkFunction.invoke,
-                SinkFunction.write_batch,
-            ):
-                raise TypeError(
-                    f"sink_to(): {type(sink).__name__} is a SinkFunction that overrides neither "
-                    "invoke(value) nor write_batch(values): nothing would be written"
-                )
-            factory = OperatorFactory("Sink", lambda f: SinkOperator("Sink", f), sink)
+            node = self._add("Sink", factory, is_sink=True)
+            node.has_committer = sink.has_committer
+            return DataStreamSink(node)
+        resolve_function(sink, "invoke", "sink_to()")
+        if isinstance(sink, SinkFunction) and (type(sink).invoke, type(sink).write_batch) == (
+            SinkFunction.invoke,
+            SinkFunction.write_batch,
+        ):
+            raise TypeError(
+                f"sink_to(): {type(sink).__name__} is a SinkFunction that overrides neither "
+                "invoke(value) nor write_batch(values): nothing would be written"
+            )
+        factory = OperatorFactory("Sink", lambda f: SinkOperator("Sink", f), sink)
         return DataStreamSink(self._add("Sink", factory, is_sink=True))
 
     def add_sink(self, sink_func: Sink | SinkFunction | Callable[[Any], Any]) -> DataStreamSink:

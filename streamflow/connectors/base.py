@@ -113,5 +113,9 @@ class Source:
 
 
 class Sink:
+    has_committer = False
+    """A two-phase sink (pre-commit at a barrier, commit when the checkpoint completes): one
+    operator here, Flink's ``Writer`` and ``Committer`` in the plan it shows."""
+
     def create_operator(self, name: str) -> StreamOperator:
         raise NotImplementedError

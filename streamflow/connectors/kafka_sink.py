@@ -66,6 +66,8 @@ DEFAULT_MAX_REQUEST_SIZE = 1 << 20  # Kafka's and aiokafka's max.request.size
 class KafkaSink(Sink):
     """Build with ``KafkaSink.builder()``; see the module docstring."""
 
+    has_committer = True  # as Flink 2's KafkaSink (SupportsCommitter), whatever the guarantee
+
     def __init__(
         self,
         bootstrap_servers: str,

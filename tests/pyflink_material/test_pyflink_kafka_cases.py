@@ -53,11 +53,6 @@ FAILING: dict[str, str] = {
         "transactionalIdPrefix'); the case dates from when the prefix defaulted to 'kafka-sink'. "
         "The other guarantees and the refusal are checked in test_delivery_guarantees_as_flink_2"
     ),
-    "test_compile": (
-        "streamflow's KafkaSink is one operator (it writes, and commits on checkpoint completion): "
-        "the plan shows one node 'Sink: Sink' where Flink's two-phase sink shows 'Sink: Writer' and "
-        "'Sink: Committer'; the plan is streamflow.api's (not changed here)"
-    ),
 }
 
 _known_failure = known_failures(FAILING)
