@@ -310,6 +310,18 @@ def test_cache_computes_a_bounded_stream_once() -> None:
         env.from_collection([1]).key_by(lambda x: x).cache()
 
 
+def test_cache_refuses_a_stream_of_an_unbounded_source_behind_operators() -> None:
+    from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+
+    kafka = (
+        KafkaSource.builder().set_bootstrap_servers("localhost:9092").set_topics("t")
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest()).set_value_only_deserializer(bytes).build()
+    )
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(ValueError, match="source 'kafka' is unbounded"):  # the check saw only the map
+        env.from_source(kafka, None, "kafka").map(lambda x: x).cache()
+
+
 def test_an_async_map_with_a_declared_output_type_converts_the_awaited_result() -> None:
     import asyncio
 

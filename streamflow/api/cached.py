@@ -36,8 +36,9 @@ class _CacheSink(CollectSink):
 
 class CachedDataStream(OperatorSettingsRefusals, DataStream):
     def __init__(self, stream: DataStream) -> None:
-        if any(not getattr(n.source, "bounded", True) for n, _ in stream._inputs if n.source is not None):
-            raise ValueError("cache() needs a bounded stream")
+        unbounded = [n.name for n in _upstream_sources(stream) if not getattr(n.source, "bounded", True)]
+        if unbounded:
+            raise ValueError(f"cache() needs a bounded stream: source {unbounded[0]!r} is unbounded")
         self._original = list(stream._inputs)
         self._cache_node: StreamNode | None = None
         super().__init__(stream._env, self._original)
@@ -74,3 +75,18 @@ class CachedDataStream(OperatorSettingsRefusals, DataStream):
             f"{what} CachedDataStream is not supported: it reads the cached records of the "
             "stream it caches; set it on that stream's operator before cache()"
         )
+
+
+def _upstream_sources(stream: DataStream) -> list[StreamNode]:
+    """The sources ``stream`` reads from, through every operator before it."""
+    found: dict[int, StreamNode] = {}
+    stack, seen = [node for node, _tag in stream._inputs], set()
+    while stack:
+        node = stack.pop()
+        if node.id in seen:
+            continue
+        seen.add(node.id)
+        if node.source is not None:
+            found[node.id] = node
+        stack.extend(edge.upstream for edge in node.inputs)
+    return [found[i] for i in sorted(found)]
