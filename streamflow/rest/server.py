@@ -294,7 +294,8 @@ class RestServer:
                 "max_concurrent": ck.max_concurrent,
                 "unaligned_checkpoints": ck.unaligned,
                 "aligned_checkpoint_timeout": ck.aligned_timeout_ms or 0,
-                "checkpoint_storage": "FileSystemCheckpointStorage" if ck.storage_dir else "in memory",
+                # Flink's label: the storage class's simple name
+                "checkpoint_storage": type(ck.get_checkpoint_storage()).__name__,
             }
         )
 
