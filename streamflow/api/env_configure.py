@@ -14,6 +14,8 @@ import re
 from typing import Any
 
 from ..checkpoint.config import CheckpointingMode
+from ..checkpoint.storages import JobManagerCheckpointStorage
+from ..configuration import _parse_bool
 from ..execution_mode import RuntimeExecutionMode, TimeCharacteristic
 from ..runtime.record_size import parse_memory_size
 from ..runtime.sort_buffer import DEFAULT_SORT_MEMORY
@@ -57,6 +59,10 @@ class ConfigurationMixin:
         REST API and ``/metrics``; off by default, 127.0.0.1 unless told otherwise) and
         ``streamflow.progress`` (progress bars for bounded jobs: true, false, or auto = on a TTY),
         ``pipeline.auto-watermark-interval`` (``"200 ms"``, ``"1 s"``; 0: no periodic watermarks),
+        ``pipeline.watermark-alignment.allow-unaligned-source-splits`` (accepted, changes nothing:
+        every reader here aligns its splits or reads one stream),
+        ``execution.checkpointing.storage`` (``jobmanager``: in memory, or in
+        ``execution.checkpointing.dir`` when one is set, as Flink's; ``filesystem``),
         ``execution.checkpointing.timeout``, ``.min-pause``, ``.mode``,
         ``.max-concurrent-checkpoints``, ``pipeline.operator-chaining`` (``.enabled``),
         ``pipeline.time-characteristic`` (PyFlink 1.x), ``execution.buffer-timeout``
@@ -107,6 +113,8 @@ class ConfigurationMixin:
             elif key in ("state.storage.fs.write-buffer-size", "execution.checkpointing.write-buffer-size"):
                 _log.info("%s=%s is recorded, not used: streamflow writes each checkpoint entry as one "
                          "file with one atomic rename", key, value)
+            elif key == "pipeline.watermark-alignment.allow-unaligned-source-splits":
+                _configure_unaligned_source_splits(value)
             elif key == "execution.checkpointing.unaligned":
                 self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
             elif key == "state.backend.incremental.max-chain":
@@ -157,11 +165,18 @@ class ConfigurationMixin:
         return env
 
     def _configure_checkpoint_storage(self, kind: str, configuration: Any) -> None:
-        """``jobmanager``: checkpoints in memory; ``filesystem``: in the directory that
+        """``jobmanager``: Flink's ``JobManagerCheckpointStorage``, with the checkpoint directory
+        when one is configured (``execution.checkpointing.dir`` in this configuration or before:
+        Flink's ``JobManagerCheckpointStorage.createFromConfig`` takes it as its path and persists
+        the checkpoints there), else in memory; ``filesystem``: in the directory that
         ``execution.checkpointing.dir`` names (in the same configuration)."""
         if kind == "jobmanager":
-            self.runtime.checkpoint.storage_dir = None
-            self.runtime.checkpoint.storage = None
+            directory = next(
+                (configuration[k] for k in ("execution.checkpointing.dir", "state.checkpoints.dir")
+                 if configuration.get(k) is not None),
+                self.runtime.checkpoint.storage_dir,
+            )  # fmt: skip
+            self.runtime.checkpoint.set_checkpoint_storage(JobManagerCheckpointStorage(directory))
         elif kind == "filesystem":
             named = any(k in configuration for k in ("execution.checkpointing.dir", "state.checkpoints.dir"))
             if not named and self.runtime.checkpoint.storage_dir is None:
@@ -197,6 +212,23 @@ def _duration_ms(value: Any, key: str) -> int:
     if match is None or match.group(2) not in _DURATION_UNITS:
         raise ValueError(f"{key}: cannot read the duration {value!r} (e.g. 200, '200 ms', '1 s')")
     return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def _configure_unaligned_source_splits(value: Any) -> None:
+    """Flink's ``pipeline.watermark-alignment.allow-unaligned-source-splits`` (default false):
+    with true, an aligned source whose reader cannot pause single splits
+    (``pauseOrResumeSplits`` raising ``UnsupportedOperationException``) keeps reading them
+    unaligned instead of failing the job; a reader that can pause them still does. Every
+    streamflow reader either aligns its splits (``SourceReader.align_splits``: the Kafka reader
+    pauses the partitions ahead) or reads one stream its task aligns as a whole, so none fails
+    and the value changes nothing here: checked as Flink's boolean, logged."""
+    allowed = value if isinstance(value, bool) else _parse_bool(str(value))
+    _log.info(
+        "pipeline.watermark-alignment.allow-unaligned-source-splits=%s accepted; it changes nothing "
+        "in streamflow: every reader aligns its splits (the Kafka reader pauses partitions) or reads "
+        "one stream its task aligns, so no reader fails for lack of split alignment",
+        str(allowed).lower(),
+    )
 
 
 def _truthy(value: Any) -> bool:

@@ -27,7 +27,8 @@ PyFlink's classes name the same two choices:
 
 The configuration keys ``execution.checkpointing.storage`` (``jobmanager`` or
 ``filesystem``) and ``execution.checkpointing.dir`` map onto the same choices in
-``StreamExecutionEnvironment.configure``.
+``StreamExecutionEnvironment.configure``: ``jobmanager`` with a directory configured is
+``JobManagerCheckpointStorage(dir)``, as Flink's ``createFromConfig`` builds it.
 """
 
 from __future__ import annotations
