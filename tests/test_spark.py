@@ -327,17 +327,17 @@ def test_untranslatable_operator_is_refused_with_its_name() -> None:
 
 @pytest.mark.parametrize(
     ("starting", "stopping", "bounded", "refused"),
-    [("timestamp", "latest", True, "starts at earliest() or latest(), not timestamp()"),
-     ("earliest", "timestamp", True, "KafkaSource (set_bounded) stops at latest(), not timestamp()"),
-     ("earliest", "offsets", True, "KafkaSource (set_bounded) stops at latest(), not offsets()"),
+    [("earliest", "committed", True,
+      "KafkaSource (set_bounded) stops at latest(), offsets() or timestamp(), not committed()"),
      ("earliest", "offsets", False, "a KafkaSource built with set_unbounded(offsets()) is refused"),
      ("earliest", "latest", False, "a KafkaSource built with set_unbounded(latest()) is refused")],
 )
 def test_kafka_offsets_spark_cannot_honour_are_refused(
     starting: str, stopping: str, bounded: bool, refused: str
 ) -> None:
-    """A bounded KafkaSource's stopping offsets other than latest() were ignored on Spark (it read
-    to the latest offsets), and so were set_unbounded(stopping_offsets)'s (it read past them, and
+    """A bounded KafkaSource's stopping offsets other than latest(), offsets() and timestamp()
+    (tests/test_spark_kafka_offsets.py) were ignored on Spark, and so were
+    set_unbounded(stopping_offsets)'s (it read past them, and
     the refusal of offsets() called it bounded): refused when the job is translated, before any
     query starts, as the starting offsets it cannot honour are."""
     from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer as Offsets
@@ -348,8 +348,9 @@ def test_kafka_offsets_spark_cannot_honour_are_refused(
         "earliest": Offsets.earliest(),
         "timestamp": Offsets.timestamp(1000),
         "offsets": Offsets.offsets({KafkaTopicPartition("t", 0): 5}),
+        "committed": Offsets.committed_offsets(),
     }
-    builder = (KafkaSource.builder().set_bootstrap_servers("127.0.0.1:1").set_topics("t")
+    builder = (KafkaSource.builder().set_bootstrap_servers("127.0.0.1:1").set_topics("t").set_group_id("g")
                .set_value_only_deserializer(lambda b: b).set_starting_offsets(initializers[starting]))
     if bounded:
         builder.set_bounded(initializers[stopping])

@@ -12,11 +12,16 @@ stopping offsets are resolved once, at the first call; Trigger.AvailableNow's ta
 ``execution.spark.records-per-batch``, stops a micro-batch after that many records, shared out
 by partition backlog (:func:`limit_offsets`); ``partitions(start, end)`` makes one
 Spark input partition per Kafka partition range, read by an aiokafka consumer inside the
-executor's Python worker (``assign`` + ``seek``, no group membership). When every partition
-has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-batch also
-carries the end-of-input marker row (see :mod:`.plan`). Other stopping offsets (a bounded
-source's other than latest(), any of ``set_unbounded(stopping_offsets)``) are refused when the
-job is translated: Spark would read past them. The raw records then pass one
+executor's Python worker (``assign`` + ``seek``, no group membership). Flink's starting offsets
+and a bounded source's stopping offsets (``latest()``, ``offsets()``, ``timestamp()``) are
+resolved once, at the query's first plan, into the offsets Spark's checkpoint keeps
+(:mod:`.kafka_offsets`); a micro-batch is not planned past the records that exist. When every
+partition has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-batch
+also carries the end-of-input marker row (see :mod:`.plan`). Other stopping offsets (a bounded
+source's ``committed_offsets()``, any of ``set_unbounded(stopping_offsets)``) are refused when
+the job is translated: Spark would read past them. With Spark's JVM connector only
+``earliest()``/``latest()`` are given to it (others are refused, naming the reason). The raw
+records then pass one
 ``mapInArrow`` stage that runs the ``KafkaSource``'s own deserializer: the Kafka timestamp is
 the element's timestamp (or the source's watermark strategy's timestamp assigner gives it, from
 the record and that timestamp), and records that cannot be deserialized go to the ``DEAD_LETTER``
@@ -46,6 +51,7 @@ from typing import Any
 
 from ..connectors.kafka_source import KafkaSource
 from ..state.codec import Codec
+from . import kafka_offsets
 from .harness import EOF_ORDER, EOF_TS
 
 _log = logging.getLogger(__name__)
@@ -131,24 +137,38 @@ def data_source_class() -> Any:
         def __init__(self, options: dict[str, str]) -> None:
             self.options = options
             self._stop: dict[str, int] | None = None  # a bounded source's stopping offsets
+            self._known_end: dict[str, int] = {}  # the end offsets last asked (bounded)
+            self._available_now = False
             self._target: dict[str, int] | None = None  # Trigger.AvailableNow's end offsets
 
-        def initialOffset(self) -> dict[str, int]:
+        def initialOffset(self) -> dict[str, Any]:
+            """The starting offsets (and a bounded source's stopping offsets), resolved once:
+            a restarted query starts from its checkpoint's offsets instead (kafka_offsets.py)."""
             if self.options.get("eof_only") == "true":
                 return {"eof": 0}
-            start = _offsets(self.options, self.options.get("starting", "earliest"))
-            return {**start, "eof": 0}
-
-        def _end(self) -> dict[str, int]:
+            tps = _tps(self.options)
+            start = kafka_offsets.resolve(self.options, self.options.get("starting", "earliest"), tps)
             if self.options.get("bounded") == "true":
-                if self._stop is None:
-                    self._stop = _offsets(self.options, "latest")
-                return self._stop
-            return _offsets(self.options, "latest")
+                self._stop = kafka_offsets.resolve(self.options, self.options.get("stopping", "latest"), tps)
+            _log.info("Kafka on Spark: %s starts at %s%s", self.options["topics"], start,
+                      "" if self._stop is None else f", stops at {self._stop}")  # fmt: skip
+            return kafka_offsets.with_stops({**start, "eof": 0}, self._stop)
+
+        def _end(self, start: dict[str, Any]) -> dict[str, int]:
+            """The offsets a micro-batch may read up to: a bounded source's stopping offsets, but
+            not past the records that exist yet (else a read would wait for them)."""
+            if self.options.get("bounded") != "true":
+                return _offsets(self.options, "latest")
+            if self._stop is None:  # planned from a checkpoint: its offsets carry the stops
+                restored = kafka_offsets.stops(start)
+                self._stop = restored if restored is not None else kafka_offsets.resolve(
+                    self.options, self.options.get("stopping", "latest"), _tps(self.options))
+            if any(v > self._known_end.get(k, -1) for k, v in self._stop.items()):
+                self._known_end = _offsets(self.options, "latest")
+            return {k: min(v, self._known_end.get(k, v)) for k, v in self._stop.items()}
 
         def prepareForTriggerAvailableNow(self) -> None:
-            if self.options.get("eof_only") != "true":
-                self._target = self._end()
+            self._available_now = self.options.get("eof_only") != "true"
 
         def getDefaultReadLimit(self) -> Any:
             max_rows = int(self.options.get("max_records", 0))
@@ -157,18 +177,20 @@ def data_source_class() -> Any:
         def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict[str, int]:
             if self.options.get("eof_only") == "true":  # only the end marker (JVM connector beside it)
                 return {"eof": 1}
-            end = self._target if self._target is not None else self._end()
             start = start or {}
+            if self._available_now and self._target is None:
+                self._target = self._end(start)
+            end = self._target if self._target is not None else self._end(start)
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-            offsets = limit_offsets(start, end, max_rows)
-            done = self.options.get("bounded") == "true" and all(offsets[k] >= v for k, v in end.items())
-            return {**offsets, "eof": 1 if done else 0}
+            offsets = limit_offsets(kafka_offsets.positions(start), end, max_rows)
+            stop = self._stop or {}
+            done = self.options.get("bounded") == "true" and all(
+                offsets.get(k, 0) >= v for k, v in stop.items())  # fmt: skip
+            return kafka_offsets.with_stops({**offsets, "eof": 1 if done else 0}, self._stop)
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
             parts: list[Any] = []
-            for name, stop in end.items():
-                if name == "eof":
-                    continue
+            for name, stop in kafka_offsets.positions(end).items():
                 topic, _, partition = name.rpartition(":")
                 begin = int(start.get(name, 0))
                 if stop > begin:
@@ -305,15 +327,16 @@ def kafka_stream(
     if source.topic_pattern is not None or source.partitions:
         raise ValueError("on the Spark engine a KafkaSource reads topics given by set_topics()")
     kind = source.starting_offsets.kind
-    if kind not in ("earliest", "latest"):
-        raise ValueError(f"on the Spark engine a KafkaSource starts at earliest() or latest(), not {kind}()")
+    if kind not in kafka_offsets.STARTING:
+        raise ValueError(f"on the Spark engine a KafkaSource cannot start at {kind}()")
     _check_stopping_offsets(source)
     strategy = source.watermark_strategy
     delay = None if strategy is None else strategy_delay(strategy, f"the Kafka source of {source.topics}")
     options = {
         "bootstrap": source.bootstrap_servers,
         "topics": ",".join(source.topics),
-        "starting": kind,
+        "starting": kafka_offsets.spec(source.starting_offsets),
+        "group": source.group_id or "",
         "bounded": "true" if source.bounded else "false",
         "max_records": str(max(0, records_per_batch)),
     }
@@ -329,7 +352,10 @@ def kafka_stream(
             _log.info("Kafka on Spark: a watermark per partition of %s (%d), the minimum over them",
                       source.topics, len(splits))  # fmt: skip
     spark.dataSource.register(data_source_class())
+    if source.stopping_offsets is not None:
+        options["stopping"] = kafka_offsets.spec(source.stopping_offsets)
     if jvm_connector_available(spark):
+        _check_jvm_offsets(source)
         raw = _jvm_kafka_stream(spark, source, kind, records_per_batch)
     else:
         _log.info("Kafka on Spark: %s", json.dumps(options))
@@ -355,9 +381,21 @@ def _check_stopping_offsets(source: KafkaSource) -> None:
             "each partition at its stopping offset while the source stays unbounded, which Spark cannot "
             "do (it would read past them); use set_bounded(KafkaOffsetsInitializer.latest()) or "
             "set_unbounded() without stopping offsets, or run the job on the asyncio engine")
-    if stop != "latest":
-        raise ValueError(f"on the Spark engine a bounded KafkaSource (set_bounded) stops at latest(), not "
-                         f"{stop}(): run the job on the asyncio engine for other stopping offsets")
+    if stop not in kafka_offsets.STOPPING:
+        raise ValueError(f"on the Spark engine a bounded KafkaSource (set_bounded) stops at latest(), "
+                         f"offsets() or timestamp(), not {stop}(): run the job on the asyncio engine")
+
+
+def _check_jvm_offsets(source: KafkaSource) -> None:
+    """Spark's JVM connector is given earliest()/latest() only (its checkpoint keeps its own
+    offsets; the others are resolved by the Python data source, which it replaces)."""
+    start = source.starting_offsets.kind
+    stop = None if source.stopping_offsets is None else source.stopping_offsets.kind
+    if start not in ("earliest", "latest") or stop not in (None, "latest"):
+        raise ValueError(
+            f"on the Spark engine with Spark's Kafka connector (spark-sql-kafka) a KafkaSource starts at "
+            f"earliest() or latest() and stops at latest(), not {start}()/{stop}(): the other offsets "
+            "are honoured by streamflow's Python Kafka data source, used without that connector")
 
 
 JVM_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
