@@ -131,6 +131,8 @@ log = logging.getLogger(__name__)
 class FileSink(Sink):
     """Exactly-once row-format sink: build with ``FileSink.for_row_format(path, encoder)...build()``."""
 
+    has_committer = True  # Flink's plan shows a FileSink's Writer and Committer
+
     def __init__(
         self,
         base_path: str | os.PathLike[str],
