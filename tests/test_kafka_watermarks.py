@@ -22,6 +22,31 @@ from streamflow.windowing import TumblingEventTimeWindows
 IDLE, ACTIVE = WatermarkStatus.IDLE, WatermarkStatus.ACTIVE
 
 
+def json_source(bs: str, topic: str, fields: list[str], stop: dict | None = None) -> KafkaSource:
+    """A KafkaSource of JSON rows from the earliest offsets (bounded at ``stop`` if given)."""
+    builder = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(bs)
+        .set_topics(topic)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_value_only_deserializer(JsonRowDeserializationSchema(fields))
+    )
+    return (builder if stop is None else builder.set_bounded(KafkaOffsetsInitializer.offsets(stop))).build()
+
+
+def window_sums(env: sf.StreamExecutionEnvironment, source: KafkaSource, size_ms: int) -> sf.CollectSink:
+    """Per-key sums of the second field in tumbling event-time windows of ``size_ms``."""
+    sink = sf.CollectSink()
+    (
+        env.from_source(source, sf.WatermarkStrategy.for_monotonous_timestamps(), "kafka")
+        .key_by(lambda r: r[0])
+        .window(TumblingEventTimeWindows.of(size_ms))
+        .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        .sink_to(sink)
+    )
+    return sink
+
+
 def drain(wm: PartitionWatermarks) -> list:
     out = []
     while (event := wm.take()) is not None:
@@ -100,22 +125,7 @@ async def test_event_time_windows_over_partitions_with_an_idle_subtask(kafka):
     values = [orjson.dumps({"k": "a", "v": i}) for i in range(10)]
     await produce(bs, topic, values, timestamps=[1000 * i for i in range(10)])
     env = sf.StreamExecutionEnvironment().set_parallelism(2)
-    source = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(bs)
-        .set_topics(topic)
-        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-        .set_value_only_deserializer(JsonRowDeserializationSchema(["k", "v"]))
-        .build()  # unbounded: only watermarks can fire the windows
-    )
-    sink = sf.CollectSink()
-    (
-        env.from_source(source, sf.WatermarkStrategy.for_monotonous_timestamps(), "kafka")
-        .key_by(lambda r: r[0])
-        .window(TumblingEventTimeWindows.of(3000))
-        .reduce(lambda a, b: (a[0], a[1] + b[1]))
-        .sink_to(sink)
-    )
+    sink = window_sums(env, json_source(bs, topic, ["k", "v"]), 3000)  # unbounded: watermarks fire them
     client = await env.execute_async("wm")
     try:
         for _ in range(200):  # windows [0,3000), [3000,6000), [6000,9000) fire; [9000,..) waits
@@ -155,14 +165,7 @@ async def test_watermark_alignment_pauses_the_partitions_ahead(kafka, caplog):
     await write(1, [100_000])
     env = sf.StreamExecutionEnvironment()
     env.get_config().set_auto_watermark_interval(20)
-    source = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(bs)
-        .set_topics(topic)
-        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-        .set_value_only_deserializer(JsonRowDeserializationSchema(["p", "t"]))
-        .build()
-    )
+    source = json_source(bs, topic, ["p", "t"])
     strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_watermark_alignment(
         "replay", Duration.of_millis(1_000), Duration.of_millis(20)
     )
@@ -195,23 +198,8 @@ async def test_a_bounded_source_with_per_partition_watermarks_ends(kafka):
         values = [orjson.dumps({"p": partition, "t": t}) for t in range(5)]
         await produce(bs, topic, values, partition=partition, timestamps=[1000 * t for t in range(5)])
     env = sf.StreamExecutionEnvironment()
-    source = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(bs)
-        .set_topics(topic)
-        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-        .set_bounded(KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, p): 4 for p in (0, 1)}))
-        .set_value_only_deserializer(JsonRowDeserializationSchema(["p", "t"]))
-        .build()
-    )
-    sink = sf.CollectSink()
-    (
-        env.from_source(source, sf.WatermarkStrategy.for_monotonous_timestamps(), "kafka")
-        .key_by(lambda r: r[0])
-        .window(TumblingEventTimeWindows.of(10_000))
-        .reduce(lambda a, b: (a[0], a[1] + b[1]))
-        .sink_to(sink)
-    )
+    stop = {KafkaTopicPartition(topic, p): 4 for p in (0, 1)}
+    sink = window_sums(env, json_source(bs, topic, ["p", "t"], stop), 10_000)
     client = await env.execute_async("bounded")
     await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert sorted(sink.results) == [(0, 0 + 1 + 2 + 3), (1, 0 + 1 + 2 + 3)]  # offsets 0..3

@@ -268,6 +268,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             watermark_strategy = None
         node = self._graph.add(source_name, None, source=source)
         node.watermark_alignment = alignment  # runtime/watermark_alignment.py
+        appended_from = len(self._graph.nodes)  # what is added from here on runs inside the source
         stream = DataStream(self, [(node, None)])
         if type_info is None:  # as Flink: the source's own type (e.g. its deserializer's row type)
             produced = getattr(source, "get_produced_type", None)
@@ -278,7 +279,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             stream = typed(stream, type_info)
         if watermark_strategy is not None:
             stream = stream._assign_timestamps(watermark_strategy)
-        for appended in self._graph.nodes[self._graph.nodes.index(node) + 1 :]:
+        for appended in self._graph.nodes[appended_from:]:
             appended.inside_source = node
         return SourceStream(stream, node)
 
