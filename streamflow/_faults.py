@@ -24,6 +24,12 @@ order of a checkpoint's life:
   its marker is in T_n, the commit is not yet sent);
 * ``committed``: the Kafka sink committed T_n and has not begun the next transaction.
 
+Outside a checkpoint's life (``CONNECTOR_POINTS``), each with the id of the checkpoint whose
+completion started the work (0 after a restore):
+
+* ``compact``: a FileSink compaction committed its group's inputs (hidden) and has not written
+  the compacted file.
+
 Unset (the normal case), every hook is one falsy module attribute check.
 """
 
@@ -43,6 +49,7 @@ POINTS = (
     "trigger", "alignment", "snapshot", "persist", "metadata", "metadata_written",
     "complete", "notify", "commit", "committed",
 )  # fmt: skip
+CONNECTOR_POINTS = ("compact",)
 
 
 class InjectedFault(StreamflowError, RuntimeError):
@@ -65,8 +72,8 @@ def inject(point: str, min_checkpoint_id: int = 0, times: int = 1) -> None:
     """Raise :class:`InjectedFault` at ``point`` for checkpoint ids >= ``min_checkpoint_id``,
     ``times`` times (-1: every time). :func:`clear` disarms everything."""
     global ARMED
-    if point not in POINTS:
-        raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS)}")
+    if point not in POINTS + CONNECTOR_POINTS:
+        raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS + CONNECTOR_POINTS)}")
     with _lock:
         _armed[point] = _Armed(min_checkpoint_id, times)
         ARMED = True

@@ -9,6 +9,10 @@ Restarting the same command resumes from the latest complete checkpoint.
 With ``STREAMFLOW_KILL_SNAPSHOT_PROCESS=1`` every heap checkpoint is encoded in a forked
 snapshot child (``state/heap_fork.py``), whatever its size.
 
+With ``STREAMFLOW_KILL_COMPACT=1`` the sink rolls a part file at every checkpoint and compacts
+them (``enable_compact``: 4 kB or 3 checkpoints, concatenated): the published files are the
+compacted ones.
+
 With ``STREAMFLOW_KILL_TIMERS=1`` the sums go through a keyed process function
 that holds them in list state and emits them from timers (a processing-time
 timer 2 ms on, and an event-time one that fires at the end of input): the same
@@ -107,9 +111,15 @@ def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "inc
         summed = summed.key_by(lambda r: r[0]).process(HoldForTimers()).uid("hold")
     if mode == "unaligned":  # a slow sink path behind a channel: backpressure, in-flight data
         summed = summed.map(slow_sink_path, concurrency=1).uid("slow").start_new_chain()
-    summed.sink_to(sf.FileSink.for_row_format(out_dir, sf.Encoder.simple_string_encoder()).build()).uid(
-        "files"
-    )
+    sink = sf.FileSink.for_row_format(out_dir, sf.Encoder.simple_string_encoder())
+    if os.environ.get("STREAMFLOW_KILL_COMPACT"):
+        from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
+
+        strategy = FileCompactStrategy.builder().set_size_threshold(4096).enable_compaction_on_checkpoint(3)
+        sink = sink.with_rolling_policy(sf.RollingPolicy.on_checkpoint_rolling_policy()).enable_compact(
+            strategy.build(), FileCompactor.concat_file_compactor()
+        )
+    summed.sink_to(sink.build()).uid("files")
     env.execute("kill-test")
 
 

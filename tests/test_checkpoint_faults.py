@@ -82,6 +82,7 @@ def sum_job(
     restarts: int = 0,
     tolerable: int = 0,
     bucket_assigner: Any = None,
+    compact: tuple | None = None,
 ) -> sf.StreamExecutionEnvironment:
     """Two throttled sources, a union, a keyed running sum at parallelism 2, an exactly-once
     FileSink; every key comes from one source, so its running sums do not depend on timing."""
@@ -113,6 +114,9 @@ def sum_job(
     sink = sf.FileSink.for_row_format(str(tmp_path / "out"), sf.Encoder.simple_string_encoder())
     if bucket_assigner is not None:
         sink = sink.with_bucket_assigner(bucket_assigner)
+    if compact is not None:  # (strategy, compactor): a file rolled per checkpoint, compacted
+        sink = sink.with_rolling_policy(sf.RollingPolicy.on_checkpoint_rolling_policy())
+        sink = sink.enable_compact(*compact)
     a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(sink.build()).uid("sink")
     return env
 

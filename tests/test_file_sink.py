@@ -51,8 +51,11 @@ def make_op(
     timers: ProcessingTimeService | None = None,
     check_interval: int = 60_000,
     bucket_assigner: BucketAssigner | None = None,
+    compact: tuple | None = None,
 ) -> FileSinkOperator:
     builder = FileSink.for_row_format(str(base), encoder or Encoder.simple_string_encoder())
+    if compact is not None:  # (strategy, compactor)
+        builder = builder.enable_compact(*compact)
     if bucket_assigner is not None:
         builder = builder.with_bucket_assigner(bucket_assigner)
     if config is not None:

@@ -31,6 +31,8 @@ def start(
     env = dict(os.environ)
     env.pop("STREAMFLOW_KILL_AT", None)
     env.pop("STREAMFLOW_KILL_SNAPSHOT_PROCESS", None)
+    if state == "compact":  # incremental keyed state, a compacting file sink
+        env["STREAMFLOW_KILL_COMPACT"], state = "1", "incremental"
     if kill_at:
         env["STREAMFLOW_KILL_AT"] = kill_at
     if fork:  # every heap checkpoint encoded in a snapshot child (state/heap_fork.py)
@@ -83,6 +85,8 @@ def kill_at_point(tmp_path: Path, mode: str, point: str, state: str, fork: bool 
         assert_no_orphans(tmp_path, proc.pid)
     finish(tmp_path, mode, state, fork)
     check_output(tmp_path)
+    if state == "compact":
+        assert all(f.name.startswith("compacted-") for f in (tmp_path / "out").iterdir())
 
 
 @pytest.mark.parametrize(("mode", "point"), POINTS)
@@ -124,6 +128,23 @@ def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str) -> None:
 
 def test_kill_at_twenty_random_moments_with_full_snapshots(tmp_path: Path) -> None:
     kill_at_random_moments(tmp_path, "aligned", "full")
+
+
+COMPACT_POINTS = [  # a FileSink compacting its files (enable_compact)
+    ("aligned", "complete"),  # checkpoint durable: its groups not yet compacted, results not published
+    ("aligned", "commit"),  # a compacted file published, its inputs not yet deleted
+    ("aligned", "compact"),  # a group's inputs committed (hidden), its compacted file not written
+    ("unaligned", "snapshot"),
+]
+
+
+@pytest.mark.parametrize(("mode", "point"), COMPACT_POINTS)
+def test_kill_at_chosen_point_with_compaction(tmp_path: Path, mode: str, point: str) -> None:
+    kill_at_point(tmp_path, mode, point, "compact")
+
+
+def test_kill_at_twenty_random_moments_with_compaction(tmp_path: Path) -> None:
+    kill_at_random_moments(tmp_path, "aligned", "compact")
 
 
 FORK_POINTS = [  # every heap checkpoint encoded in a snapshot child

@@ -15,6 +15,7 @@ from streamflow.common import Encoder
 from streamflow.datastream import StreamExecutionEnvironment
 from streamflow.datastream.connectors.file_system import (
     BucketAssigner,
+    FileCompactor,
     FileCompactStrategy,
     FileEnumeratorProvider,
     FileSink,
@@ -23,7 +24,6 @@ from streamflow.datastream.connectors.file_system import (
     StreamFormat,
 )
 from streamflow.datastream.state import OperatorStateStore
-from streamflow.errors import NotSupportedError
 
 
 @pytest.mark.parametrize(
@@ -73,10 +73,10 @@ def test_a_file_sink_without_a_bucket_assigner_says_its_layout_differs_from_flin
 
 def test_what_the_file_connectors_do_not_do_is_refused_with_its_reason(tmp_path: Path) -> None:
     builder = FileSink.for_row_format(str(tmp_path), Encoder.simple_string_encoder())
-    with pytest.raises(NotSupportedError, match="does not compact"):
-        builder.enable_compact(None, None)
-    with pytest.raises(NotSupportedError, match="compaction of small files"):
-        FileCompactStrategy.builder()
+    with pytest.raises(TypeError, match="expects a FileCompactStrategy"):
+        builder.enable_compact(None, FileCompactor.concat_file_compactor())
+    with pytest.raises(ValueError, match="At least one trigger condition"):
+        FileCompactStrategy.builder().build()
     with pytest.raises(TypeError, match="expects a BucketAssigner"):
         builder.with_bucket_assigner("base")
     with pytest.raises(TypeError, match="expects a FileEnumeratorProvider"):

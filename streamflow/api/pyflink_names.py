@@ -143,8 +143,8 @@ _METRIC_TYPES = {"Counter", "Gauge", "Meter", "Distribution"}
 
 _NO_JVM = "it wraps an object of Flink's JVM, and streamflow runs without a JVM"
 _FILES = (
-    "streamflow's FileSink writes rows with an Encoder into one directory (no bucket assigner, "
-    "no bulk formats, no compaction) and its FileSource reads files with a StreamFormat"
+    "streamflow's FileSink writes rows with an Encoder (no bulk formats) and its FileSource reads "
+    "files with a StreamFormat"
 )
 
 AssignerWithPeriodicWatermarksWrapper = unsupported(
@@ -200,11 +200,10 @@ SupportsPreprocessing = unsupported(
     "SupportsPreprocessing",
     f"{_NO_JVM} (a connector's pre-processing of a Java DataStream); streamflow's sinks are Python operators",
 )
-# (BucketAssigner, FileEnumeratorProvider, FileSplitAssignerProvider are real: connectors/file_options.py)
+# (BucketAssigner, FileEnumeratorProvider, FileSplitAssignerProvider are real: connectors/file_options.py;
+# FileCompactStrategy, FileCompactor: connectors/file_compaction.py)
 _FILE_NAMES = {
     "BulkFormat": "bulk formats for FileSource (Parquet, ORC, Avro readers need Flink's Java format jars)",
-    "FileCompactStrategy": "compaction of small files",
-    "FileCompactor": "compaction of small files",
 }
 FILE_SYSTEM_REFUSALS = {
     name: unsupported(

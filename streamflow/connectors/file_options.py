@@ -17,17 +17,17 @@ what streamflow does anyway:
   date-time one; streamflow's is the base path: a sink built without ``with_bucket_assigner``
   logs a warning that its files go into the base path.
 
-File compaction (``enable_compact``) is refused likewise; ``disable_compact()`` is accepted
-(compaction is off).
+File compaction: ``enable_compact(strategy, compactor)`` compacts the rolled files before they
+are published (``file_compaction.py``); ``disable_compact()`` turns it off (the default).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, NoReturn
+from typing import Any
 
-from ..errors import NotSupportedError
 from .file_buckets import BucketAssigner
+from .file_compaction import FileCompactor, FileCompactStrategy
 
 __all__ = ["BucketAssigner", "FileEnumeratorProvider", "FileSplitAssignerProvider"]
 
@@ -88,6 +88,7 @@ class SinkOptions:
     """``with_bucket_assigner`` / ``enable_compact`` / ``disable_compact`` of the row-format builder."""
 
     _bucket_assigner: BucketAssigner | None = None
+    _compaction: tuple[FileCompactStrategy | None, FileCompactor | None] = (None, None)
 
     def with_bucket_assigner(self, bucket_assigner: BucketAssigner) -> Any:
         _check(bucket_assigner, BucketAssigner, "with_bucket_assigner")
@@ -108,14 +109,18 @@ class SinkOptions:
                 base_path,
             )
 
-    def enable_compact(self, strategy: Any, compactor: Any) -> NoReturn:
-        raise NotSupportedError(
-            "FileSink.enable_compact is not supported by streamflow: the sink does not compact "
-            "small files (roll bigger files with a RollingPolicy instead)"
-        )
+    def enable_compact(self, strategy: FileCompactStrategy, compactor: FileCompactor) -> Any:
+        """Compact the rolled files before they are published (Flink's ``enableCompact``)."""
+        _check(strategy, FileCompactStrategy, "enable_compact")
+        _check(compactor, FileCompactor, "enable_compact")
+        self._compaction = (strategy, compactor)
+        return self
 
     def disable_compact(self) -> Any:
-        return self  # compaction is off
+        """No compaction (the default); a checkpoint taken with compaction still restores: its
+        compacted files are published, the others become visible as they are."""
+        self._compaction = (None, None)
+        return self
 
 
 def _check(value: Any, cls: type, method: str) -> None:

@@ -83,6 +83,13 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
 * ``close``/``dispose`` only close handles; they never delete: cleaning
   uncommitted data is the restart's job, which knows what completed.
 
+**Compaction** (``enable_compact(strategy, compactor)``, ``file_compaction.py`` and
+``file_sink_compaction.py``): the files a checkpoint's pre-barrier step finds rolled are packed
+instead of recorded as pending; a fired group is compacted once its checkpoint completed and its
+compacted file published when the next one completes. The bucket's state then holds a
+``"compaction"`` entry; a restore validates it (``file_sink_state.py``), publishes what it holds,
+compacts its groups again and keeps their files from the clean-up.
+
 Limits: two jobs writing one directory (or one tree, with buckets) must use distinct uids.
 Subtasks share the directories but only touch their own files.
 """
@@ -91,7 +98,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -99,8 +105,10 @@ import anyio
 from ..runtime.operator import StreamOperator
 from .base import Sink
 from .file_buckets import BucketAssigner, bucket_directories, check_bucket_id, make_bucket_directory
+from .file_compaction import FileCompactor, FileCompactStrategy
 from .file_options import SinkOptions
 from .file_sink_bucket import Bucket
+from .file_sink_compaction import SinkCompaction, restore_without_compaction
 from .file_sink_parts import INPROGRESS, FileSinkError, PartFiles, io_errors
 from .file_sink_policy import (
     DefaultRollingPolicy,
@@ -111,6 +119,7 @@ from .file_sink_policy import (
     PartFileInfo,
     RollingPolicy,
 )
+from .file_sink_state import Taken, validated_state
 from .rescale import taken_states
 
 __all__ = [
@@ -141,6 +150,8 @@ class FileSink(Sink):
         rolling_policy: RollingPolicy | None = None,
         bucket_check_interval: int = 60_000,
         bucket_assigner: BucketAssigner | None = None,
+        compact_strategy: FileCompactStrategy | None = None,
+        file_compactor: FileCompactor | None = None,
     ) -> None:
         self.base_path = os.fspath(base_path)
         self.encoder = self._declared_encoder = encoder
@@ -151,6 +162,8 @@ class FileSink(Sink):
         self.bucket_check_interval = bucket_check_interval
         #: which directory a batch's part file is in (default: the base path)
         self.bucket_assigner = bucket_assigner or BucketAssigner.base_path_bucket_assigner()
+        #: compaction of the rolled files before they are published (file_compaction.py), or None
+        self.compact_strategy, self.file_compactor = compact_strategy, file_compactor
 
     @staticmethod
     def for_row_format(base_path: str | os.PathLike[str], encoder: Encoder) -> RowFormatBuilder:
@@ -205,17 +218,7 @@ class RowFormatBuilder(SinkOptions):
         self._warn_default_bucket_assigner(self._base_path)
         cls = self._sink_class
         return cls(self._base_path, self._encoder, self._config, self._policy, self._check_interval,
-                   self._bucket_assigner)
-
-
-@dataclass
-class _Taken:
-    """One restored subtask state this subtask is responsible for."""
-
-    subtask: int
-    next_part: int
-    #: bucket id -> (pending names, in-progress (name, committed length, created ms) or None)
-    buckets: dict[str, tuple[list[str], tuple[str, int, int] | None]]
+                   self._bucket_assigner, *self._compaction)
 
 
 class FileSinkOperator(StreamOperator):
@@ -231,6 +234,7 @@ class FileSinkOperator(StreamOperator):
         self._timer_armed = False
         self._ended = False
         self._synced_for: int | None = None  # the checkpoint prepare_snapshot_pre_barrier synced for
+        self.compaction: SinkCompaction | None = None  # the compactions (enable_compact), or None
 
     def parts_of(self, bucket_id: str) -> PartFiles:
         """This subtask's part files in bucket ``bucket_id`` (names, states, moves)."""
@@ -253,11 +257,15 @@ class FileSinkOperator(StreamOperator):
         with io_errors(f"create directory {self.base}"):
             os.makedirs(self.base, exist_ok=True)
         self._buckets = {}
+        sink = self.sink
+        if sink.compact_strategy is not None and sink.file_compactor is not None:
+            self.compaction = SinkCompaction(sink.compact_strategy, sink.file_compactor, self.parts_of)
         me = self.ctx.subtask_index
-        taken = [self._validated(j, s) for j, s in
+        taken = [validated_state(j, s, self.uid, self.parts_of) for j, s in
                  taken_states(restored, me, self.ctx.parallelism, f"file sink {self.uid}")]
         keep: dict[str, set[str]] = {}
         resume: dict[str, tuple[str, int, int]] = {}
+        self._restore_compactions(taken, keep)
         for t in taken:
             if t.subtask == me:
                 self.next_part = max(self.next_part, t.next_part)
@@ -290,40 +298,30 @@ class FileSinkOperator(StreamOperator):
         self._parts = {bid: p for bid, p in self._parts.items() if bid in self._buckets}
         self._arm_timer()
 
-    def _validated(self, subtask: int, state: Any) -> _Taken:
-        """Parse one restored state, refusing any name that is not this sink's own part file."""
-        where = f"file sink {self.uid!r}: restored state of subtask {subtask}"
-        try:
-            next_part = state["next_part"]
-            raw_buckets = {"": state, **state.get("buckets", {})}
-            buckets = {}
-            for bucket_id, raw in raw_buckets.items():
-                pending = [name for _cid, names in raw["pending"] for name in names]
-                ip = raw.get("in_progress")
-                in_progress = None if ip is None else (ip["name"], ip["length"], ip["created_ms"])
-                buckets[bucket_id] = (pending, in_progress)
-        except (TypeError, KeyError, ValueError, AttributeError) as e:
-            raise FileSinkError(f"{where} is malformed: {e!r}") from None
-        if type(next_part) is not int or next_part < 0:
-            raise FileSinkError(f"{where} has a bad next_part {next_part!r}")
-        for bucket_id, (pending, in_progress) in buckets.items():
-            try:
-                check_bucket_id(bucket_id, where)
-            except ValueError as e:
-                raise FileSinkError(
-                    f"{e}: refusing to restore a checkpoint that would touch other files"
-                ) from None
-            parts = self.parts_of(bucket_id)
-            for name in pending + ([in_progress[0]] if in_progress else []):
-                parts.check_name(name, subtask, where)
-            if in_progress is not None and not all(type(v) is int and v >= 0 for v in in_progress[1:]):
-                raise FileSinkError(f"{where} has a bad in-progress length or time {in_progress!r}")
-        return _Taken(subtask, next_part, buckets)
+    def _restore_compactions(self, taken: list[Taken], keep: dict[str, set[str]]) -> None:
+        """Every bucket's compaction state of the taken subtasks: published or restored (with
+        compaction off, its files made visible as they are); the names it keeps go to ``keep``."""
+        by_bucket: dict[str, list[dict[str, Any]]] = {}
+        for t in taken:
+            for bucket_id, state in t.compactions.items():
+                by_bucket.setdefault(bucket_id, []).append(state)
+        for bucket_id, states in by_bucket.items():
+            if self.compaction is not None:
+                keep.setdefault(bucket_id, set()).update(self.compaction.restore(bucket_id, states))
+            else:
+                restore_without_compaction(self.parts_of(bucket_id), states)
+
+    async def open(self) -> None:
+        await super().open()
+        if self.compaction is not None:
+            self.compaction.start_restored()
 
     # -- records -------------------------------------------------------------
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if not records:
             return
+        if self.compaction is not None:
+            self.compaction.check()
         now = self.ctx.clock.now_ms()
         bucket_id = self.sink.bucket_assigner.bucket_id(now)
         bucket = self._buckets.get(bucket_id)
@@ -390,6 +388,8 @@ class FileSinkOperator(StreamOperator):
         self._synced_for = None
         if any(b.file is not None for b in self._buckets.values()):
             await anyio.to_thread.run_sync(self._roll_or_sync)
+        if self.compaction is not None:
+            self.compaction.prepare(checkpoint_id, self._buckets)
         self._synced_for = checkpoint_id
 
     def _roll_or_sync(self) -> None:
@@ -401,17 +401,32 @@ class FileSinkOperator(StreamOperator):
         others under ``"buckets"``, by id."""
         if self._synced_for != checkpoint_id:  # not prepared (a direct call): sync here
             self._roll_or_sync()
+            if self.compaction is not None:
+                self.compaction.prepare(checkpoint_id, self._buckets)
         self._synced_for = None
-        base = self._buckets.get("")
+        buckets = {bid: self._bucket_state(bid, checkpoint_id) for bid in self._state_bucket_ids()}
         state: dict[str, Any] = {
             "subtask": self.ctx.subtask_index,
             "rescalable": True,  # the sink redistributes its own state (see initialize_state)
             "next_part": self.next_part,
-            **(base.snapshot(checkpoint_id) if base is not None else {"pending": [], "in_progress": None}),
+            **buckets.pop("", {"pending": [], "in_progress": None}),
         }
-        others = {bid: b.snapshot(checkpoint_id) for bid, b in sorted(self._buckets.items()) if bid}
-        if others:
-            state["buckets"] = others
+        if buckets:
+            state["buckets"] = buckets
+        return state
+
+    def _state_bucket_ids(self) -> list[str]:
+        ids = set(self._buckets)
+        if self.compaction is not None:
+            ids.update(bid for bid, c in self.compaction.buckets.items() if c.active)
+        return sorted(ids)
+
+    def _bucket_state(self, bucket_id: str, checkpoint_id: int) -> dict[str, Any]:
+        bucket = self._buckets.get(bucket_id)
+        state = bucket.snapshot(checkpoint_id) if bucket is not None else {"pending": [], "in_progress": None}
+        compaction = self.compaction.snapshot(bucket_id) if self.compaction is not None else None
+        if compaction is not None:
+            state["compaction"] = compaction
         return state
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
@@ -423,6 +438,8 @@ class FileSinkOperator(StreamOperator):
             if not bucket.active:
                 del self._buckets[bucket_id]
                 self._parts.pop(bucket_id, None)  # (an hourly bucket a day: nothing kept of old ones)
+        if self.compaction is not None:
+            await self.compaction.complete(checkpoint_id)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         """Keep the files: the next completed checkpoint subsumes this one and commits them."""
@@ -431,6 +448,8 @@ class FileSinkOperator(StreamOperator):
         self._ended = True
         for bucket in self._buckets.values():
             await anyio.to_thread.run_sync(bucket.roll)
+        if self.compaction is not None:  # compact everything now; published as below
+            await self.compaction.end_of_input(self._buckets, publish=not self.ctx.checkpointing)
         if self.ctx.checkpointing:
             return  # the final checkpoint after finish() pre-commits, its notification commits
         for bucket in self._buckets.values():
@@ -455,6 +474,8 @@ class FileSinkOperator(StreamOperator):
     def _close_handles(self) -> None:
         for bucket in self._buckets.values():
             bucket.close_handle()
+        if self.compaction is not None:
+            self.compaction.cancel()
 
     def _encode_failure(self, exc: Exception, records: list, bucket: Bucket) -> BaseException:
         """Find the record that does not encode (slow path, on failure only) and name it."""

@@ -32,6 +32,7 @@ class Bucket:
         self.current: str | None = None  # visible name of the in-progress file
         self.size = self.created_ms = self.last_write_ms = 0
         self.unassigned: list[str] = []  # pending files not yet in a checkpoint
+        self._rolled_sizes: dict[str, int] = {}  # their sizes (compaction packs by size)
         self.pending: dict[int, list[str]] = {}  # checkpoint id -> pending files
 
     def info(self) -> PartFileInfo:
@@ -72,6 +73,7 @@ class Bucket:
             os.rename(src, dst)
         fsync_dir(self.parts.base)
         self.unassigned.append(name)
+        self._rolled_sizes[name] = self.size
 
     def roll_or_sync(self, policy: RollingPolicy) -> None:
         """At a checkpoint: roll if the policy says so, else make the written bytes durable."""
@@ -85,6 +87,12 @@ class Bucket:
                 f.flush()
                 os.fsync(f.fileno())
 
+    def take_rolled(self) -> list[tuple[str, int]]:
+        """The files rolled since the last call, with their sizes (compaction packs them
+        instead of this bucket committing them)."""
+        names, self.unassigned = self.unassigned, []
+        return [(n, self._rolled_sizes.pop(n)) for n in names]
+
     def close_handle(self) -> None:
         f, self.file, self.current = self.file, None, None
         if f is not None:  # never fails a job: unflushed in-progress data is discarded on restart
@@ -95,7 +103,7 @@ class Bucket:
     def snapshot(self, checkpoint_id: int) -> dict[str, Any]:
         if self.unassigned:
             self.pending.setdefault(checkpoint_id, []).extend(self.unassigned)
-            self.unassigned = []
+            self.unassigned, self._rolled_sizes = [], {}
         in_progress = None
         if self.file is not None and self.current is not None:
             in_progress = {"name": self.current, "length": self.size, "created_ms": self.created_ms}
@@ -118,7 +126,7 @@ class Bucket:
         """End of input without checkpointing: everything rolled becomes visible (blocking)."""
         names = [n for cid in sorted(self.pending) for n in self.pending[cid]] + self.unassigned
         self.parts.commit(names, 0)
-        self.pending, self.unassigned = {}, []
+        self.pending, self.unassigned, self._rolled_sizes = {}, [], {}
 
     # -- restore -------------------------------------------------------------
     def recover(self, name: str, length: int, created_ms: int, now: int) -> bool:

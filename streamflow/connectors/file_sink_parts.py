@@ -2,7 +2,9 @@
 between them (see ``file_sink.py`` for the protocol that drives them).
 
 A part file is ``.{name}.inprogress`` while written, ``.{name}.pending`` once rolled, and
-``{name}`` once committed, with ``name = {part_prefix}-{uid}-{subtask}-{n}{part_suffix}``. Every
+``{name}`` once committed, with ``name = {part_prefix}-{uid}-{subtask}-{n}{part_suffix}``. With
+compaction (``file_compaction.py``) a part file is committed hidden, ``.{name}``, and the
+compacted file of its group goes through the same three states as ``compacted-{first name}``. Every
 rename is followed by an fsync of the directory, so a state reached is durable. The methods here
 are blocking file operations: the operator runs the slow ones in a worker thread.
 
@@ -23,6 +25,8 @@ from typing import Any
 from .. import _faults as faults
 from ..errors import StreamflowError
 from .file_sink_policy import OutputFileConfig
+
+COMPACTED = "compacted-"  # the prefix of a compacted file's name (Flink's CompactService)
 
 log = logging.getLogger("streamflow.connectors.file_sink")
 
@@ -65,7 +69,7 @@ class PartFiles:
         """``(subtask, n)`` of this sink's part file names, any subtask."""
 
     # -- names ---------------------------------------------------------------
-    def stem(self, subtask: int | None = None) -> str:
+    def stem(self, subtask: int | str | None = None) -> str:
         sub = self.subtask if subtask is None else subtask
         return f"{self.config.part_prefix}-{self._uid}-{sub}-"
 
@@ -75,22 +79,31 @@ class PartFiles:
     def path(self, name: str, state: str = "") -> str:
         return os.path.join(self.base, f".{name}{state}" if state else name)
 
-    def taken(self, name: str) -> bool:
-        return any(os.path.lexists(self.path(name, s)) for s in ("", INPROGRESS, PENDING))
+    def hidden(self, name: str) -> str:
+        """A part file committed for compaction: hidden until its group is published."""
+        return os.path.join(self.base, f".{name}")
 
-    def check_name(self, name: Any, subtask: int, where: str) -> None:
-        """Refuse a restored name that is not this sink's part file of ``subtask``."""
+    def taken(self, name: str) -> bool:
+        states = ("", INPROGRESS, PENDING)
+        return os.path.lexists(self.hidden(name)) or any(
+            os.path.lexists(self.path(n, s)) for n in (name, COMPACTED + name) for s in states
+        )
+
+    def check_name(self, name: Any, subtask: int | None, where: str) -> None:
+        """Refuse a restored name that is not this sink's part file of ``subtask`` (None: of
+        any subtask, as a compaction group may hold files of subtasks taken in a rescale)."""
         match = self.pattern.fullmatch(name) if type(name) is str else None
         if (
             match is None
-            or int(match.group(1)) != subtask
+            or (subtask is not None and int(match.group(1)) != subtask)
             or os.path.basename(name) != name
             or os.path.isabs(name)
             or ".." in name.split(os.sep)
         ):
             raise FileSinkError(
                 f"{where} names the part file {name!r}, which is not one of this sink's files "
-                f"({self.stem(subtask)}<n>{self.config.part_suffix} in {self.base}): "
+                f"({self.stem('<subtask>' if subtask is None else subtask)}<n>"
+                f"{self.config.part_suffix} in {self.base}): "
                 "refusing to restore a checkpoint that would touch other files"
             )
 
@@ -113,6 +126,21 @@ class PartFiles:
                     faults.point("commit", checkpoint_id)
             renamed = True
         if renamed:
+            fsync_dir(self.base)
+
+    def commit_hidden(self, names: list[str]) -> None:
+        """Compaction turned off: make files the restored checkpoint meant to compact visible as
+        they are (pending or committed hidden; already visible ones count as committed)."""
+        for name in names:
+            dst = self.path(name)
+            src = next((p for p in (self.path(name, PENDING), self.hidden(name)) if os.path.lexists(p)), None)
+            if src is None:
+                if os.path.lexists(dst):
+                    continue
+                raise FileSinkError(f"file sink: file {self.path(name, PENDING)} to publish is missing")
+            with io_errors(f"commit {src} to {dst}"):
+                os.rename(src, dst)
+        if names:
             fsync_dir(self.base)
 
     def finish_restored(self, name: str, length: int) -> None:
@@ -146,15 +174,18 @@ class PartFiles:
                     os.fsync(f.fileno())
 
     def clean(self, keep: set[str], subtasks: set[int]) -> int:
-        """Delete the hidden files of ``subtasks`` the restored state does not name; returns the
-        highest visible part number of this subtask (-1: none)."""
+        """Delete the hidden files of ``subtasks`` the restored state does not name (part files
+        in any state, compacted files in progress or pending); returns the highest part number
+        of this subtask's visible files, compacted or not (-1: none)."""
         used, removed = -1, False
         with io_errors(f"list directory {self.base}"):
             entries = sorted(os.listdir(self.base))
         for entry in entries:
-            hidden = entry.startswith(".") and entry.endswith((INPROGRESS, PENDING))
-            name = entry[1 : entry.rindex(".")] if hidden else entry
-            match = self.pattern.fullmatch(name)
+            hidden = entry.startswith(".")
+            name = entry[1:] if hidden else entry
+            if hidden and name.endswith((INPROGRESS, PENDING)):
+                name = name[: name.rindex(".")]
+            match = self.pattern.fullmatch(name.removeprefix(COMPACTED))
             if match is None or int(match.group(1)) not in subtasks:
                 continue
             if not hidden:

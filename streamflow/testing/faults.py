@@ -3,6 +3,7 @@ in-process (:func:`inject`). The hooks and their points are documented in :mod:`
 they live in a small internal module so production code never imports this test kit.
 """
 
+from .._faults import CONNECTOR_POINTS as CONNECTOR_POINTS
 from .._faults import POINTS as POINTS
 from .._faults import InjectedFault as InjectedFault
 from .._faults import clear as clear

@@ -16,14 +16,12 @@ case's other settings are checked by the connector cases' ``test_file_sink``.
 
 from __future__ import annotations
 
-import pytest
 from pyflink_harness import known_failures
 from test_pyflink_connector_cases import env, test_file_source, test_stream_file_sink
 
 from streamflow.common.serialization import Encoder
 from streamflow.datastream.connectors import BucketAssigner, FileSink, OutputFileConfig, RollingPolicy
 from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
-from streamflow.errors import NotSupportedError
 
 __all__ = ["env", "test_file_source", "test_stream_file_sink"]  # Flink's cases, collected here too
 
@@ -32,10 +30,6 @@ FAILING: dict[str, str] = {
         "deliberate, as in test_pyflink_connector_cases: streamflow's StreamingFileSink commits its "
         "part files at the end of bounded input (as Flink's FileSink); Flink's legacy sink leaves them "
         "hidden and in progress without a checkpoint, which this case asserts"
-    ),
-    "test_file_sink": (
-        "FileSink compaction is not implemented: FileCompactStrategy.builder() and "
-        "FileCompactor.concat_file_compactor() refuse use with the reason (NotSupportedError)"
     ),
 }
 
@@ -75,15 +69,3 @@ def test_file_sink() -> None:
     assert compact_strategy.get_size_threshold() == 1024
     assert compact_strategy.get_num_compact_threads() == 2
     assert file_sink.file_compactor.file_delimiter == b"\n"
-
-
-def test_compaction_refuses_with_reason() -> None:
-    """Not in Flink's file: what test_file_sink meets, a refusal naming compaction (never a sink
-    that accepts the setting and does not compact)."""
-    with pytest.raises(NotSupportedError, match="compaction"):
-        FileCompactStrategy.builder()
-    with pytest.raises(NotSupportedError, match="compaction"):
-        FileCompactor.concat_file_compactor(b"\n")
-    builder = FileSink.for_row_format("/tmp/1.txt", Encoder.simple_string_encoder())
-    with pytest.raises(NotSupportedError, match="compact"):
-        builder.enable_compact(None, None)

@@ -2,6 +2,8 @@
 
 from streamflow.api.pyflink_names import FILE_SYSTEM_REFUSALS
 from streamflow.connectors.file_buckets import BucketAssigner as BucketAssigner
+from streamflow.connectors.file_compaction import FileCompactor as FileCompactor
+from streamflow.connectors.file_compaction import FileCompactStrategy as FileCompactStrategy
 from streamflow.connectors.file_options import FileEnumeratorProvider as FileEnumeratorProvider
 from streamflow.connectors.file_options import FileSplitAssignerProvider as FileSplitAssignerProvider
 from streamflow.connectors.file_sink import FileSink as FileSink
@@ -13,8 +15,6 @@ from streamflow.connectors.files import FileSourceBuilder as FileSourceBuilder
 from streamflow.connectors.files import StreamFormat as StreamFormat
 
 BulkFormat = FILE_SYSTEM_REFUSALS["BulkFormat"]
-FileCompactStrategy = FILE_SYSTEM_REFUSALS["FileCompactStrategy"]
-FileCompactor = FILE_SYSTEM_REFUSALS["FileCompactor"]
 
 __all__ = [
     "BucketAssigner",
