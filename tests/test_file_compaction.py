@@ -17,7 +17,7 @@ import streamflow as sf
 from streamflow.checkpoint.restore import OperatorRestore
 from streamflow.connectors.file_compaction import BucketCompaction, FileCompactor, FileCompactStrategy
 from streamflow.connectors.file_sink_parts import FileSinkError
-from streamflow.datastream.connectors.file_system import FileSink, RollingPolicy
+from streamflow.datastream.connectors.file_system import BucketAssigner, FileSink, RollingPolicy
 from streamflow.testing import faults
 from streamflow.testing.storage import SlowStorage
 
@@ -429,3 +429,27 @@ def test_a_failure_at_any_point_keeps_exactly_once_with_compaction(tmp_path: Pat
     out = tmp_path / "out"
     assert Counter(committed_lines(out)) == expected_running_sums(DATA)
     assert all(n.startswith("compacted-") for n in visible(out)) and hidden(out) == []
+
+
+@pytest.mark.parametrize("point", ["snapshot", "commit", "compact"])
+def test_compaction_in_date_time_buckets_keeps_exactly_once_through_a_failure(
+    tmp_path: Path, point: str
+) -> None:
+    """The same job with a bucket every 10 ms of processing time (``'b'SS``, reused every
+    second): each bucket compacts on its own, a restored attempt compacts into buckets of the
+    failed one; every record is published once, in compacted files, nothing left hidden."""
+    faults.inject(point, min_checkpoint_id=2)
+    try:
+        storage = SlowStorage(tmp_path / "chk", delay_s=0.003)
+        every_10ms = BucketAssigner.date_time_bucket_assigner("'b'SS", "UTC")
+        compact = (strategy(size=100, checkpoints=2), FileCompactor.concat_file_compactor())
+        sum_job(tmp_path, storage, restarts=5, bucket_assigner=every_10ms, compact=compact).execute("sums")
+        assert faults.hits(point) == 1, f"the job never passed {point!r}"
+    finally:
+        faults.clear()
+    out = tmp_path / "out"
+    buckets = sorted(d for d in out.iterdir() if d.is_dir())
+    assert len(buckets) >= 2 and visible(out) == [b.name for b in buckets] and hidden(out) == []
+    assert Counter(line for d in buckets for line in committed_lines(d)) == expected_running_sums(DATA)
+    assert all(n.startswith("compacted-") for d in buckets for n in visible(d))
+    assert not any(hidden(d) for d in buckets)
