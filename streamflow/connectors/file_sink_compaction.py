@@ -85,8 +85,8 @@ def restore_without_compaction(parts: PartFiles, states: list[dict[str, Any]]) -
     names += [n for s in states for _cid, gs in s["requests"] for g in gs for n in g]
     names += [n for s in states for g in s["submitted"] for n in g]
     if names:
-        log.info("file sink: compaction is off; publishing %d uncompacted files of the restored "
-                 "checkpoint as they are in %s", len(names), parts.base)  # fmt: skip
+        log.warning("file sink: compaction is off; publishing %d uncompacted files of the restored "
+                    "checkpoint as they are in %s", len(names), parts.base)  # fmt: skip
         parts.commit_hidden(names)
 
 
