@@ -335,8 +335,8 @@ INVALID_ASSIGNERS: dict[str, tuple[Callable[[], object], type[Exception], str]] 
         ValueError,
         r"abs\(offset\) < slide",
     ),
-    "session gap 0": (lambda: EventTimeSessionWindows.with_gap(0), ValueError, "0 < gap"),
-    "session gap < 0": (lambda: ProcessingTimeSessionWindows.with_gap(-1), ValueError, "0 < gap"),
+    "session gap 0": (lambda: EventTimeSessionWindows.with_gap(0), ValueError, "0 < size"),
+    "session gap < 0": (lambda: ProcessingTimeSessionWindows.with_gap(-1), ValueError, "0 < size"),
     "float size": (lambda: TumblingEventTimeWindows.of(1.5), TypeError, "milliseconds"),
     "sub-ms timedelta": (
         lambda: TumblingEventTimeWindows.of(timedelta(microseconds=10)),

@@ -209,11 +209,12 @@ class _Tumbling(WindowAssigner):
         name = type(self).__name__
         size = _ms(self.size, f"{name} size")
         offset = _ms(self.offset, f"{name} offset")
-        if size <= 0:
-            raise ValueError(f"{name} parameters must satisfy size > 0, got size={size}")
+        # Flink's one check, ``Math.abs(offset) >= size``, also refuses size <= 0; its message
+        # names the rule, so does this one (with the size > 0 it implies)
         if abs(offset) >= size:
             raise ValueError(
-                f"{name} parameters must satisfy abs(offset) < size, got size={size}, offset={offset}"
+                f"{name} parameters must satisfy abs(offset) < size (so size > 0), "
+                f"got size={size}, offset={offset}"
             )
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "offset", offset)
@@ -268,13 +269,11 @@ class _Sliding(WindowAssigner):
         size = _ms(self.size, f"{name} size")
         slide = _ms(self.slide, f"{name} slide")
         offset = _ms(self.offset, f"{name} offset")
-        if size <= 0 or slide <= 0:
+        # Flink's check, ``Math.abs(offset) >= slide || size <= 0``, with Flink's message
+        if abs(offset) >= slide or size <= 0:
             raise ValueError(
-                f"{name} parameters must satisfy size > 0 and slide > 0, got size={size}, slide={slide}"
-            )
-        if abs(offset) >= slide:
-            raise ValueError(
-                f"{name} parameters must satisfy abs(offset) < slide, got slide={slide}, offset={offset}"
+                f"{name} parameters must satisfy abs(offset) < slide and size > 0 (so slide > 0), "
+                f"got size={size}, slide={slide}, offset={offset}"
             )
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "slide", slide)
@@ -320,7 +319,8 @@ class _Session(MergingWindowAssigner):
         name = type(self).__name__
         gap = _ms(self.gap, f"{name} gap")
         if gap <= 0:
-            raise ValueError(f"{name} parameters must satisfy 0 < gap, got gap={gap}")
+            # Flink's message names the gap "size" (``withGap(Duration size)``)
+            raise ValueError(f"{name} parameters must satisfy 0 < size (the gap), got gap={gap}")
         object.__setattr__(self, "gap", gap)
 
     def merge_windows(
