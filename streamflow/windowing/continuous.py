@@ -6,7 +6,10 @@ A continuous trigger keeps one piece of state per (key, window): the time of
 its pending fire (merging keeps the earliest, reduce = ``min``). The first
 element schedules a fire at the next multiple of ``interval``; each fire
 schedules the next one, capped at ``window.max_timestamp()`` so the last
-stretch of the window is not lost (FLINK-20443). The event-time variant also
+stretch of the window is not lost (FLINK-20443); the fire at ``max_timestamp()``
+schedules none (FLINK-35069: capped, the next fire would be that same time
+again, and a processing-time trigger on an event-time window, which nothing
+cleans up at its end, would fire forever). The event-time variant also
 registers the window's end and fires there, like ``EventTimeTrigger``; for the
 processing-time variant the window operator's cleanup at the window's end
 deletes the remaining timer. Neither purges: wrap in ``PurgingTrigger`` for
@@ -64,7 +67,10 @@ class _Continuous(Trigger):
         fire_time = ctx.get_partitioned_state(self.STATE)
         if fire_time.get() == time:
             fire_time.clear()
-            self._register_next(time, window, ctx, fire_time)
+            if time < window.max_timestamp():
+                # the fire at the window's end is the last: the next one, capped at the end,
+                # would be this very time again and fire forever (FLINK-35069)
+                self._register_next(time, window, ctx, fire_time)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 

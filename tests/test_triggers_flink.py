@@ -1,0 +1,456 @@
+"""Flink's own trigger tests, ported on a port of its ``TriggerTestHarness``.
+
+Sources (apache/flink, ``flink-streaming-java/src/test/java/org/apache/flink/streaming/
+runtime/operators/windowing/``): ``CountTriggerTest``, ``EventTimeTriggerTest``,
+``ProcessingTimeTriggerTest``, ``PurgingTriggerTest``, ``ContinuousEventTimeTriggerTest``
+and ``ContinuousProcessingTimeTriggerTest`` (its operator-level cases on streamflow's
+``WindowOperator`` through ``tests/window_harness.py``). Each test names its Java test. The harness
+(``tests/trigger_harness.py``) counts timers and state entries as Flink's does, so the
+assertions are Flink's numbers. ``tests/test_windowing.py`` has streamflow's own scripts.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from trigger_harness import TriggerTestHarness
+
+from streamflow.windowing import (
+    ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
+    CountTrigger,
+    EventTimeTrigger,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+)
+
+TW = TimeWindow
+CONTINUE, FIRE, PURGE = TriggerResult.CONTINUE, TriggerResult.FIRE, TriggerResult.PURGE
+FIRE_AND_PURGE = TriggerResult.FIRE_AND_PURGE
+W02, W24, W46, W04 = TW(0, 2), TW(2, 4), TW(4, 6), TW(0, 4)
+HOUR = timedelta(hours=1)
+
+
+def _counts(h: TriggerTestHarness, window: Any = None) -> tuple[int, int, int]:
+    """(state entries, processing-time timers, event-time timers), of one window or all."""
+    return h.num_state_entries(window), h.num_processing_time_timers(window), h.num_event_time_timers(window)
+
+
+# ============================================================================ CountTriggerTest
+
+
+def test_count_window_separation_and_firing() -> None:
+    """CountTriggerTest.testWindowSeparationAndFiring: counts per window, cleared on FIRE."""
+    h = TriggerTestHarness(CountTrigger.of(3))
+    assert h.process_element(W02) is CONTINUE
+    assert h.process_element(W24) is CONTINUE
+    assert _counts(h) == (2, 0, 0)
+    assert h.num_state_entries(W02) == h.num_state_entries(W24) == 1
+    assert h.process_element(W02) is CONTINUE
+    assert h.process_element(W02) is FIRE
+    assert h.process_element(W24) is CONTINUE
+    # CountTrigger clears its state in onElement when firing
+    assert (h.num_state_entries(), h.num_state_entries(W02), h.num_state_entries(W24)) == (1, 0, 1)
+    assert h.process_element(W24) is FIRE
+    assert h.num_state_entries() == 0
+
+
+def test_count_clear() -> None:
+    """CountTriggerTest.testClear: clear() does not leak across windows."""
+    h = TriggerTestHarness(CountTrigger.of(3))
+    h.process_element(W02)
+    h.process_element(W24)
+    h.clear_trigger_state(W24)
+    assert (h.num_state_entries(), h.num_state_entries(W02), h.num_state_entries(W24)) == (1, 1, 0)
+    h.clear_trigger_state(W02)
+    assert _counts(h) == (0, 0, 0)
+
+
+def test_count_merging_windows() -> None:
+    """CountTriggerTest.testMergingWindows: the merged windows' counts add up in the target."""
+    h = TriggerTestHarness(CountTrigger.of(3))
+    for window in (W02, W24, W46):
+        assert h.process_element(window) is CONTINUE
+    assert _counts(h) == (3, 0, 0)
+    h.merge_windows(W04, [W02, W24])
+    assert [h.num_state_entries(w) for w in (None, W02, W24, W04, W46)] == [2, 0, 0, 1, 1]
+    assert h.process_element(W04) is FIRE
+    assert [h.num_state_entries(w) for w in (None, W04, W46)] == [1, 0, 1]
+    assert h.process_element(W46) is CONTINUE
+    assert h.process_element(W46) is FIRE
+    assert h.num_state_entries() == 0
+
+
+def test_count_merge_subsuming_window() -> None:
+    """CountTriggerTest.testMergeSubsumingWindow: a target covering both merged windows."""
+    h = TriggerTestHarness(CountTrigger.of(3))
+    h.process_element(W24)
+    h.process_element(W46)
+    h.merge_windows(TW(0, 8), [W24, W46])
+    assert [h.num_state_entries(w) for w in (None, W24, W46, TW(0, 8))] == [1, 0, 0, 1]
+    assert h.process_element(TW(0, 8)) is FIRE
+    assert h.num_state_entries() == 0
+
+
+# ========================= EventTimeTriggerTest / ProcessingTimeTriggerTest
+
+TIME_TRIGGERS = {
+    "EventTimeTriggerTest": (EventTimeTrigger.create(), "event"),
+    "ProcessingTimeTriggerTest": (ProcessingTimeTrigger.create(), "processing"),
+}
+
+
+def _timers(h: TriggerTestHarness, domain: str, window: Any = None) -> int:
+    if domain == "event":
+        return h.num_event_time_timers(window)
+    return h.num_processing_time_timers(window)
+
+
+def _other_timers(h: TriggerTestHarness, domain: str) -> int:
+    return _timers(h, "processing" if domain == "event" else "event")
+
+
+def _advance(h: TriggerTestHarness, domain: str, time: int, window: Any = None) -> Any:
+    if domain == "event":
+        return h.advance_watermark(time, window)
+    return h.advance_processing_time(time, window)
+
+
+@pytest.mark.parametrize("test", list(TIME_TRIGGERS))
+def test_time_window_separation_and_firing(test: str) -> None:
+    """{EventTime,ProcessingTime}TriggerTest.testWindowSeparationAndFiring: one timer per
+    window at its max timestamp (registering again keeps one), no state."""
+    trigger, domain = TIME_TRIGGERS[test]
+    h = TriggerTestHarness(trigger)
+    for window in (W02, W02, W02, W24, W24):
+        assert h.process_element(window) is CONTINUE
+    assert (h.num_state_entries(), _other_timers(h, domain), _timers(h, domain)) == (0, 0, 2)
+    assert _timers(h, domain, W02) == _timers(h, domain, W24) == 1
+    assert _advance(h, domain, 2, W02) is FIRE
+    assert (_timers(h, domain), _timers(h, domain, W02), _timers(h, domain, W24)) == (1, 0, 1)
+    assert _advance(h, domain, 4, W24) is FIRE
+    assert _counts(h) == (0, 0, 0)
+
+
+def test_event_time_late_element_triggers_immediately() -> None:
+    """EventTimeTriggerTest.testLateElementTriggersImmediately: FIRE, and no timer."""
+    h = TriggerTestHarness(EventTimeTrigger.create())
+    h.advance_watermark(2)
+    assert h.process_element(W02) is FIRE
+    assert _counts(h) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("test", list(TIME_TRIGGERS))
+def test_time_clear(test: str) -> None:
+    """{EventTime,ProcessingTime}TriggerTest.testClear: clear() deletes this window's timer only."""
+    trigger, domain = TIME_TRIGGERS[test]
+    h = TriggerTestHarness(trigger)
+    h.process_element(W02)
+    h.process_element(W24)
+    h.clear_trigger_state(W24)
+    assert (_timers(h, domain), _timers(h, domain, W02), _timers(h, domain, W24)) == (1, 1, 0)
+    h.clear_trigger_state(W02)
+    assert _counts(h) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("test", list(TIME_TRIGGERS))
+def test_time_merging_windows(test: str) -> None:
+    """{EventTime,ProcessingTime}TriggerTest.testMergingWindows: the merged windows' timers
+    are gone (clear), the target's is registered and fires."""
+    trigger, domain = TIME_TRIGGERS[test]
+    assert trigger.can_merge()
+    h = TriggerTestHarness(trigger)
+    h.process_element(W02)
+    h.process_element(W24)
+    h.merge_windows(W04, [W02, W24])
+    assert [_timers(h, domain, w) for w in (None, W02, W24, W04)] == [1, 0, 0, 1]
+    assert h.num_state_entries() == 0
+    assert _advance(h, domain, 4, W04) is FIRE
+    assert _counts(h) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("test", list(TIME_TRIGGERS))
+def test_time_merging_late_windows(test: str) -> None:
+    """{EventTime,ProcessingTime}TriggerTest.testMergingLateWindows: merging windows whose end
+    passed registers no timer (it would fire a second time)."""
+    trigger, domain = TIME_TRIGGERS[test]
+    h = TriggerTestHarness(trigger)
+    h.process_element(W02)
+    h.process_element(W24)
+    _advance(h, domain, 10)
+    assert _counts(h) == (0, 0, 0)
+    h.merge_windows(W04, [W02, W24])
+    assert _counts(h) == (0, 0, 0)
+    assert _timers(h, domain, W04) == 0
+
+
+# ============================================================================ PurgingTriggerTest
+
+
+def test_purging_all_methods_implemented() -> None:
+    """PurgingTriggerTest.testAllMethodsImplemented: PurgingTrigger overrides every method of
+    Trigger (so none silently falls back to the base class)."""
+    methods = {
+        name for name, _ in inspect.getmembers(Trigger, inspect.isfunction) if not name.startswith("_")
+    }
+    assert methods >= {"on_element", "on_event_time", "on_processing_time", "can_merge", "on_merge", "clear"}
+    missing = {name for name in methods if name not in vars(PurgingTrigger)}
+    assert not missing
+
+
+@dataclass(eq=False)
+class ScriptedTrigger(Trigger):
+    """Flink's mocked nested trigger: answers ``result``; ``timers`` are registered on the
+    next element; calls are recorded."""
+
+    result: TriggerResult = CONTINUE
+    timers: tuple[str, list[int]] | None = None
+    calls: list[tuple[str, Any]] = field(default_factory=list)
+
+    def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+        if self.timers is not None:
+            domain, times = self.timers
+            for time in times:
+                (ctx.register_event_time_timer if domain == "event" else ctx.register_processing_time_timer)(
+                    time
+                )
+            self.timers = None
+            return CONTINUE
+        return self.result
+
+    def on_event_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+        return self.result
+
+    def on_processing_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+        return self.result
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window: Any, ctx: Any) -> None:
+        self.calls.append(("on_merge", window))
+
+    def clear(self, window: Any, ctx: Any) -> None:
+        self.calls.append(("clear", window))
+
+
+PURGED = [(CONTINUE, CONTINUE), (FIRE, FIRE_AND_PURGE), (FIRE_AND_PURGE, FIRE_AND_PURGE), (PURGE, PURGE)]
+
+
+def test_purging_forwarding() -> None:
+    """PurgingTriggerTest.testForwarding: every result of the nested trigger, on element,
+    event time and processing time, with FIRE turned into FIRE_AND_PURGE; on_merge and clear
+    are forwarded."""
+    nested = ScriptedTrigger()
+    h = TriggerTestHarness(PurgingTrigger.of(nested))
+    for given, expected in PURGED:
+        nested.result = given
+        assert h.process_element(W02) is expected
+    for domain in ("event", "processing"):
+        nested.timers = (domain, [1, 2, 3, 4])
+        h.process_element(W02)
+        assert _timers(h, domain, W02) == 4
+        for time, (given, expected) in enumerate(PURGED, start=1):
+            nested.result = given
+            assert _advance(h, domain, time, W02) is expected
+    h.merge_windows(W02, [TW(0, 1)])
+    assert nested.calls == [("on_merge", W02), ("clear", TW(0, 1))]
+    h.clear_trigger_state(W02)
+    assert nested.calls[-1] == ("clear", W02)
+
+
+# ============================================================================ ContinuousEventTimeTriggerTest
+
+
+def test_continuous_event_time_handles_all_on_timer_calls() -> None:
+    """ContinuousEventTimeTriggerTest.testTriggerHandlesAllOnTimerCalls: a timer firing for a
+    window without trigger state (a late window, then a GC timer) does not fail."""
+    h = TriggerTestHarness(ContinuousEventTimeTrigger.of(5))
+    assert _counts(h) == (0, 0, 0)
+    h.advance_watermark(10)
+    assert h.process_element(W02) is FIRE
+    assert h.invoke_on_event_time(20, W02) is CONTINUE
+
+
+def test_continuous_event_time_window_separation_and_firing() -> None:
+    """ContinuousEventTimeTriggerTest.testWindowSeparationAndFiring: per window a fire-time
+    state and two timers (the end of the window, the next interval)."""
+    h = TriggerTestHarness(ContinuousEventTimeTrigger.of(HOUR))
+    for window in (W02, W02, W02, W24, W24):
+        assert h.process_element(window) is CONTINUE
+    assert _counts(h) == (2, 0, 4)
+    assert h.num_event_time_timers(W02) == h.num_event_time_timers(W24) == 2
+    firings = h.advance_watermark(2)
+    assert [r for w, r in firings if w == W02] and all(r is FIRE for w, r in firings if w == W02)
+    assert _counts(h) == (2, 0, 3)
+    assert (h.num_event_time_timers(W02), h.num_event_time_timers(W24)) == (1, 2)
+    firings = h.advance_watermark(4)
+    assert [r for w, r in firings if w == W24] and all(r is FIRE for w, r in firings if w == W24)
+    assert _counts(h) == (2, 0, 2)
+
+
+def test_continuous_event_time_late_element_triggers_immediately() -> None:
+    """ContinuousEventTimeTriggerTest.testLateElementTriggersImmediately: FIRE, no state, no timer."""
+    h = TriggerTestHarness(ContinuousEventTimeTrigger.of(HOUR))
+    h.advance_watermark(2)
+    assert h.process_element(W02) is FIRE
+    assert _counts(h) == (0, 0, 0)
+
+
+def test_continuous_event_time_clear() -> None:
+    """ContinuousEventTimeTriggerTest.testClear: clear() deletes the window's state and its
+    interval timer, not its end-of-window timer."""
+    h = TriggerTestHarness(ContinuousEventTimeTrigger.of(HOUR))
+    h.process_element(W02)
+    h.process_element(W24)
+    assert _counts(h) == (2, 0, 4)
+    h.clear_trigger_state(W24)
+    assert _counts(h) == (1, 0, 3)
+    assert (h.num_event_time_timers(W02), h.num_event_time_timers(W24)) == (2, 1)
+    h.clear_trigger_state(W02)
+    assert _counts(h) == (0, 0, 2)  # doesn't clean up the end-of-window timers
+
+
+def test_continuous_event_time_merging_windows() -> None:
+    """ContinuousEventTimeTriggerTest.testMergingWindows: the fire time moves to the target,
+    which gets one timer (its next fire); the merged windows' timers stay; the target fires."""
+    assert ContinuousEventTimeTrigger.of(HOUR).can_merge()
+    h = TriggerTestHarness(ContinuousEventTimeTrigger.of(HOUR))
+    h.process_element(W02)
+    h.process_element(W24)
+    h.merge_windows(W04, [W02, W24])
+    assert _counts(h) == (1, 0, 5)  # on merging, timers are not cleaned up
+    assert [h.num_event_time_timers(w) for w in (W02, W24, W04)] == [2, 2, 1]
+    firings = h.advance_watermark(4)
+    assert [r for w, r in firings if w == W04] == [FIRE]
+    assert _counts(h) == (1, 0, 1)
+
+
+def test_continuous_processing_time_last_fire_at_the_window_end() -> None:
+    """ContinuousProcessingTimeTriggerTest.testEventTimeWindowFiring, at trigger level: the fire
+    at the window's max timestamp registers no further timer (FLINK-35069: capped at the end,
+    the next fire would be the same time again, forever, for a window nothing cleans up by
+    processing time)."""
+    h = TriggerTestHarness(ContinuousProcessingTimeTrigger.of(5))
+    h.processing_time = 0
+    window = TW(0, 10)
+    assert h.process_element(window, 1) is CONTINUE
+    assert h.advance_processing_time(5, window) is FIRE
+    assert h.num_processing_time_timers(window) == 1  # the next fire, capped at 9
+    assert h.advance_processing_time(10, window) is FIRE
+    assert _counts(h) == (0, 0, 0)
+    assert h.advance_processing_time(20) == []
+
+
+def test_continuous_processing_time_can_merge() -> None:
+    """ContinuousProcessingTimeTriggerTest.testProcessingTimeWindowFiring / testMergingWindows
+    (their trigger-level part): ``canMerge()`` is true."""
+    assert ContinuousProcessingTimeTrigger.of(5).can_merge()
+
+
+# ========================= ContinuousProcessingTimeTriggerTest (operator)
+
+
+def _window_sum(key: Any, ctx: Any, elements: Any) -> list:
+    """Flink's IntegerSumWindowFunction: ``WindowedInteger(window, sum)``."""
+    window = ctx.window()
+    return [((window.start, window.end), sum(v for _, v in elements))]
+
+
+class _BoundedEvents(list):
+    """The recorder's list of outputs, failing on a runaway fire loop instead of hanging."""
+
+    def append(self, item: Any) -> None:
+        if len(self) >= 100:
+            raise AssertionError("more than 100 window results: a timer keeps firing")
+        super().append(item)
+
+
+async def _run_processing_time_script(assigner: Any, script: list[tuple[Any, ...]]) -> list[list[tuple]]:
+    """Drive a WindowOperator (one key, Flink's NullByteKeySelector) with a
+    ContinuousProcessingTimeTrigger.of(5): ("now", t) sets processing time and fires the due
+    timers; ("e", value, ts) processes one element (ts None: no timestamp). Returns the
+    records emitted at each step as ((start, end), sum, timestamp)."""
+    from window_harness import WindowHarness
+
+    from streamflow.runtime.window_context import WindowFunctions
+
+    harness = WindowHarness(
+        assigner,
+        lambda: WindowFunctions(process=_window_sum),
+        trigger=ContinuousProcessingTimeTrigger.of(5),
+    )
+    harness.main.events = _BoundedEvents()
+    op = harness.op
+    await op.open()
+    out = []
+    for step in script:
+        before = len(harness.main.events)
+        if step[0] == "now":
+            harness.clock.set(step[1])
+            await op.ctx.processing_time.run_due()
+        else:
+            _, value, ts = step
+            await op.process_batch([(0, value)], None if ts is None else [ts])
+        out.append([(*r, t) for r, t in harness.main.events[before:] if r != "wm"])
+    await op.close()
+    return out
+
+
+async def test_continuous_processing_time_window_firing() -> None:
+    """ContinuousProcessingTimeTriggerTest.testProcessingTimeWindowFiring: tumbling
+    processing-time windows of 10 ms fire every 5 ms and at the window's last millisecond,
+    without purging."""
+    from streamflow.windowing import TumblingProcessingTimeWindows
+
+    script = [
+        ("now", 0), ("e", 1, None), ("now", 2), ("e", 2, None), ("now", 5),
+        ("now", 7), ("e", 3, None), ("now", 9),
+        ("now", 10), ("e", 3, None), ("now", 15),
+        ("now", 18), ("e", 3, None), ("now", 20),
+    ]  # fmt: skip
+    out = await _run_processing_time_script(TumblingProcessingTimeWindows.of(10), script)
+    fired = {i: records for i, records in enumerate(out) if records}
+    assert fired == {
+        4: [((0, 10), 3, 9)],
+        7: [((0, 10), 6, 9)],
+        10: [((10, 20), 3, 19)],
+        13: [((10, 20), 6, 19)],
+    }
+
+
+async def test_continuous_processing_time_on_event_time_windows() -> None:
+    """ContinuousProcessingTimeTriggerTest.testEventTimeWindowFiring: event-time tumbling
+    windows fire by processing time, every 5 ms, the last fire capped at the window's end."""
+    from streamflow.windowing import TumblingEventTimeWindows
+
+    script = [
+        ("now", 0), ("e", 1, 1), ("e", 2, 3), ("e", 3, 7), ("now", 5),
+        ("e", 3, 8), ("now", 10),
+        ("e", 3, 12), ("now", 15),
+    ]  # fmt: skip
+    out = await _run_processing_time_script(TumblingEventTimeWindows.of(10), script)
+    fired = {i: records for i, records in enumerate(out) if records}
+    assert fired == {4: [((0, 10), 6, 9)], 6: [((0, 10), 9, 9)], 8: [((10, 20), 3, 19)]}
+
+
+async def test_continuous_processing_time_merging_windows() -> None:
+    """ContinuousProcessingTimeTriggerTest.testMergingWindows: processing-time sessions (gap
+    10): the merged window keeps the pending fire time (5), fires at 5, 10 and at its end
+    (11), and is dropped after."""
+    from streamflow.windowing import ProcessingTimeSessionWindows
+
+    script = [
+        ("now", 0), ("e", 1, None), ("now", 2), ("e", 2, None),
+        ("now", 5), ("now", 9), ("now", 10), ("now", 15), ("now", 100),
+    ]  # fmt: skip
+    out = await _run_processing_time_script(ProcessingTimeSessionWindows.with_gap(10), script)
+    fired = {i: records for i, records in enumerate(out) if records}
+    assert fired == {4: [((0, 12), 3, 11)], 6: [((0, 12), 3, 11)], 7: [((0, 12), 3, 11)]}
