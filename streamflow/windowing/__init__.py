@@ -53,6 +53,8 @@ from streamflow.windowing.continuous import (
     ContinuousProcessingTimeTrigger as ContinuousProcessingTimeTrigger,
 )
 from streamflow.windowing.evictors import CountEvictor as CountEvictor
+from streamflow.windowing.evictors import DeltaEvictor as DeltaEvictor
+from streamflow.windowing.evictors import DeltaFunction as DeltaFunction
 from streamflow.windowing.evictors import Evictor as Evictor
 from streamflow.windowing.evictors import TimeEvictor as TimeEvictor
 from streamflow.windowing.evictors import TimestampedValues as TimestampedValues
@@ -76,6 +78,8 @@ __all__ = [
     "ContinuousProcessingTimeTrigger",
     "CountEvictor",
     "CountTrigger",
+    "DeltaEvictor",
+    "DeltaFunction",
     "DictReducingState",
     "Duration",
     "EventTimeSessionWindows",

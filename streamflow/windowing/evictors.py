@@ -21,18 +21,24 @@ Ported from ``flink-streaming-java/.../streaming/api/windowing/evictors/``
   first element has a timestamp, with ``current = max(timestamps)`` it drops
   every element with ``timestamp <= current - window_size``. Elements
   without a timestamp are kept and ignored for the maximum.
+* ``DeltaEvictor`` (``DeltaEvictor.java``) keeps the elements close to the
+  last one: it drops every element whose ``delta_function.get_delta(element,
+  last)`` is ``>= threshold`` (the last element's own delta is usually 0, so it
+  stays). The delta function is Flink's ``DeltaFunction``
+  (``.../functions/windowing/delta/DeltaFunction.java``) or a plain callable.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from streamflow.windowing.context import EvictorContext
 from streamflow.windowing.windows import Duration, Window, duration_to_millis
 
-__all__ = ["CountEvictor", "Evictor", "TimeEvictor", "TimestampedValues"]
+__all__ = ["CountEvictor", "DeltaEvictor", "DeltaFunction", "Evictor", "TimeEvictor", "TimestampedValues"]
 
 TimestampedValues = list[tuple[int | None, Any]]
 """A pane's contents as given to an evictor: ``(timestamp, value)`` in arrival order."""
@@ -125,3 +131,66 @@ class TimeEvictor(Evictor):
         current = max(ts for ts, _ in elements if ts is not None)
         cutoff = current - self.window_size
         elements[:] = [e for e in elements if e[0] is None or e[0] > cutoff]
+
+
+class DeltaFunction(ABC):
+    """The distance between two data points (Flink's ``DeltaFunction``)."""
+
+    @abstractmethod
+    def get_delta(self, old_data_point: Any, new_data_point: Any) -> float:
+        """The delta from ``old_data_point`` to ``new_data_point``."""
+
+
+def _delta_of(delta_function: DeltaFunction | Callable[[Any, Any], float]) -> Callable[[Any, Any], float]:
+    get_delta = getattr(delta_function, "get_delta", None)
+    if get_delta is not None:
+        return get_delta
+    if callable(delta_function):
+        return delta_function
+    raise TypeError(
+        f"DeltaEvictor needs a DeltaFunction or a callable (old, new) -> float, got {delta_function!r}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaEvictor(Evictor):
+    """Keeps the elements whose delta to the last element is below ``threshold`` (``DeltaEvictor.java``)."""
+
+    threshold: float
+    delta_function: Any
+    do_evict_after: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, int | float):
+            raise TypeError(f"DeltaEvictor threshold must be a number, got {self.threshold!r}")
+        _delta_of(self.delta_function)
+
+    @staticmethod
+    def of(
+        threshold: float,
+        delta_function: DeltaFunction | Callable[[Any, Any], float],
+        do_evict_after: bool = False,
+    ) -> DeltaEvictor:
+        return DeltaEvictor(threshold, delta_function, do_evict_after)
+
+    def evict_before(
+        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
+    ) -> None:
+        if not self.do_evict_after:
+            self._evict(elements)
+
+    def evict_after(
+        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
+    ) -> None:
+        if self.do_evict_after:
+            self._evict(elements)
+
+    def _evict(self, elements: TimestampedValues) -> None:
+        if not elements:
+            return
+        delta, threshold = _delta_of(self.delta_function), self.threshold
+        last = elements[-1][1]
+        elements[:] = [e for e in elements if delta(e[1], last) < threshold]
+
+    def __repr__(self) -> str:
+        return f"DeltaEvictor({self.threshold}, {self.delta_function!r}, {self.do_evict_after})"
