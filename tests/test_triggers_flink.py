@@ -2,7 +2,8 @@
 
 Sources (apache/flink, ``flink-streaming-java/src/test/java/org/apache/flink/streaming/
 runtime/operators/windowing/``): ``CountTriggerTest``, ``EventTimeTriggerTest``,
-``ProcessingTimeTriggerTest``, ``PurgingTriggerTest``, ``ContinuousEventTimeTriggerTest``
+``ProcessingTimeTriggerTest``, ``PurgingTriggerTest``, ``ProcessingTimeoutTriggerTest``,
+``ContinuousEventTimeTriggerTest``
 and ``ContinuousProcessingTimeTriggerTest`` (its operator-level cases on streamflow's
 ``WindowOperator`` through ``tests/window_harness.py``). Each test names its Java test. The harness
 (``tests/trigger_harness.py``) counts timers and state entries as Flink's does, so the
@@ -17,13 +18,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from trigger_harness import TriggerTestHarness
+from trigger_harness import NO_TIMESTAMP, TriggerTestHarness
 
 from streamflow.windowing import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
     CountTrigger,
     EventTimeTrigger,
+    ProcessingTimeoutTrigger,
     ProcessingTimeTrigger,
     PurgingTrigger,
     TimeWindow,
@@ -454,3 +456,78 @@ async def test_continuous_processing_time_merging_windows() -> None:
     out = await _run_processing_time_script(ProcessingTimeSessionWindows.with_gap(10), script)
     fired = {i: records for i, records in enumerate(out) if records}
     assert fired == {4: [((0, 12), 3, 11)], 6: [((0, 12), 3, 11)], 7: [((0, 12), 3, 11)]}
+
+
+# ============================================================================ ProcessingTimeoutTriggerTest
+
+MIN = NO_TIMESTAMP  # Flink's Long.MIN_VALUE: the harness's processing time before any advance
+
+
+def test_timeout_fire_without_reset_timer() -> None:
+    """ProcessingTimeoutTriggerTest.testWindowFireWithoutResetTimer: CountTrigger(3) with a
+    50 ms timeout from the first element; the timeout fires and clears both triggers' state."""
+    h = TriggerTestHarness(ProcessingTimeoutTrigger.of(CountTrigger.of(3), 50, False, True))
+    assert h.process_element(W02) is CONTINUE
+    assert h.process_element(W02) is CONTINUE
+    assert _counts(h) == (2, 1, 0)  # the timeout's state and CountTrigger's
+    with pytest.raises(AssertionError, match="exactly one timer firing"):
+        h.advance_processing_time(MIN + 40, W02)
+    assert h.advance_processing_time(MIN + 50, W02) is FIRE
+    assert _counts(h) == (0, 0, 0)
+    assert [h.process_element(W02) for _ in range(3)] == [CONTINUE, CONTINUE, FIRE]
+
+
+def test_timeout_fire_with_reset_timer() -> None:
+    """ProcessingTimeoutTriggerTest.testWindowFireWithResetTimer: each element moves the
+    timeout to its time + 50."""
+    h = TriggerTestHarness(ProcessingTimeoutTrigger.of(CountTrigger.of(3), 50, True, True))
+    with pytest.raises(AssertionError, match="exactly one timer firing"):
+        h.advance_processing_time(0, W02)
+    assert h.process_element(W02) is CONTINUE
+    with pytest.raises(AssertionError, match="exactly one timer firing"):
+        h.advance_processing_time(10, W02)
+    assert h.process_element(W02) is CONTINUE
+    assert _counts(h) == (2, 1, 0)
+    with pytest.raises(AssertionError, match="exactly one timer firing"):
+        h.advance_processing_time(50, W02)  # not at the first element + 50: reset to 60
+    assert h.advance_processing_time(60, W02) is FIRE
+    assert _counts(h) == (0, 0, 0)
+    assert [h.process_element(W02, ts) for ts in (0, 10, 20)] == [CONTINUE, CONTINUE, FIRE]
+
+
+def test_timeout_fire_with_clear_at_timeout_off() -> None:
+    """ProcessingTimeoutTriggerTest.testWindowFireWithClearAtTimeout: without clearing on
+    timeout, the timeout's state and CountTrigger's stay."""
+    h = TriggerTestHarness(ProcessingTimeoutTrigger.of(CountTrigger.of(3), 50, False, False))
+    h.process_element(W02)
+    h.process_element(W02)
+    assert _counts(h) == (2, 1, 0)
+    assert h.advance_processing_time(MIN + 50, W02) is FIRE
+    assert _counts(h) == (2, 0, 0)
+
+
+def test_timeout_purging_when_inner_trigger_is_purging() -> None:
+    """ProcessingTimeoutTriggerTest.testWindowPurgingWhenInnerTriggerIsPurging: the timeout
+    fires FIRE_AND_PURGE when the nested trigger purges; ProcessingTimeTrigger's own timer stays."""
+    h = TriggerTestHarness(
+        ProcessingTimeoutTrigger.of(PurgingTrigger.of(ProcessingTimeTrigger.create()), 50, False, False)
+    )
+    h.process_element(W02)
+    h.process_element(W02)
+    assert _counts(h) == (1, 2, 0)  # the timeout timer and the window's end
+    assert h.advance_processing_time(MIN + 50, W02) is FIRE_AND_PURGE
+    assert _counts(h) == (1, 1, 0)
+
+
+def test_timeout_arguments() -> None:
+    """``of(nested, timeout)`` as Flink's: no reset, clear on timeout; a timedelta timeout; the
+    trigger does not merge (Flink's default ``canMerge``)."""
+    trigger = ProcessingTimeoutTrigger.of(CountTrigger.of(3), timedelta(seconds=1))
+    assert (trigger.interval, trigger.reset_timer_on_new_record, trigger.should_clear_on_timeout) == (
+        1000,
+        False,
+        True,
+    )
+    assert not trigger.can_merge()
+    with pytest.raises(TypeError):
+        ProcessingTimeoutTrigger.of("not a trigger", 5)  # type: ignore[arg-type]

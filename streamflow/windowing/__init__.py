@@ -60,6 +60,7 @@ from streamflow.windowing.evictors import TimeEvictor as TimeEvictor
 from streamflow.windowing.evictors import TimestampedValues as TimestampedValues
 from streamflow.windowing.merging import MergeFunction as MergeFunction
 from streamflow.windowing.merging import MergingWindowSet as MergingWindowSet
+from streamflow.windowing.timeout import ProcessingTimeoutTrigger as ProcessingTimeoutTrigger
 from streamflow.windowing.triggers import CountTrigger as CountTrigger
 from streamflow.windowing.triggers import EventTimeTrigger as EventTimeTrigger
 from streamflow.windowing.triggers import NeverTrigger as NeverTrigger
@@ -95,6 +96,7 @@ __all__ = [
     "OnMergeContext",
     "ProcessingTimeSessionWindows",
     "ProcessingTimeTrigger",
+    "ProcessingTimeoutTrigger",
     "PurgingTrigger",
     "SlidingEventTimeWindows",
     "SlidingProcessingTimeWindows",
