@@ -531,3 +531,81 @@ def test_timeout_arguments() -> None:
     assert not trigger.can_merge()
     with pytest.raises(TypeError):
         ProcessingTimeoutTrigger.of("not a trigger", 5)  # type: ignore[arg-type]
+
+
+# ============================================================================ WindowOperatorTest (continuous)
+
+
+def _session_function(key: Any, ctx: Any, elements: Any) -> list:
+    """Flink's WindowOperatorTest.SessionWindowFunction: ``(key-sum, start, end)``."""
+    window = ctx.window()
+    return [(f"{key}-{sum(v for _, v in elements)}", window.start, window.end)]
+
+
+async def test_session_windows_with_continuous_event_time_trigger() -> None:
+    """WindowOperatorTest.testSessionWindowsWithContinuousEventTimeTrigger: sessions (gap 3 s)
+    with ContinuousEventTimeTrigger.of(2 s): merging keeps the earliest pending fire time, the
+    merged windows fire at 2000 and again at 4000 -- across a snapshot and restore."""
+    from window_harness import WindowHarness, run_script
+
+    from streamflow.runtime.window_context import WindowFunctions
+    from streamflow.windowing import EventTimeSessionWindows
+
+    harness = WindowHarness(
+        EventTimeSessionWindows.with_gap(3000),
+        lambda: WindowFunctions(process=_session_function),
+        trigger=ContinuousEventTimeTrigger.of(timedelta(seconds=2)),
+    )
+    script = [
+        ("e", "key1", 1, 1500), ("e", "key2", 1, 0), ("e", "key2", 3, 2500), ("e", "key2", 2, 1000),
+        ("w", 2500),  # first trigger time is 2000
+        ("e", "key2", 5, 4000), ("w", 3000),
+        ("snap",),
+        ("e", "key1", 2, 4000), ("e", "key2", 4, 3500),
+        ("w", 4000),  # next trigger time is 4000
+    ]  # fmt: skip
+    out = [event for step in await run_script(harness, script) for event in step]
+    assert out == [
+        (("key1-1", 1500, 4500), 4499),
+        (("key2-6", 0, 5500), 5499),
+        ("wm", 2500),
+        ("wm", 3000),
+        (("key1-3", 1500, 7000), 6999),
+        (("key2-15", 0, 7000), 6999),
+        ("wm", 4000),
+    ]
+
+
+async def test_continuous_watermark_trigger() -> None:
+    """WindowOperatorTest.testContinuousWatermarkTrigger: GlobalWindows with
+    ContinuousEventTimeTrigger.of(3 s) and a sum: each key fires at the multiples of 3 s after
+    its first element's (3000 for key1, 6000 for key1 and key2), never purging."""
+    from window_harness import WindowHarness, run_script
+
+    from streamflow.runtime.events import MAX_WATERMARK
+    from streamflow.runtime.window_context import WindowFunctions
+    from streamflow.windowing import GlobalWindows
+
+    harness = WindowHarness(
+        GlobalWindows.create(),
+        lambda: WindowFunctions(reduce=lambda a, b: (a[0], a[1] + b[1])),
+        trigger=ContinuousEventTimeTrigger.of(timedelta(seconds=3)),
+    )
+    elements = [("key1", 0), ("key2", 3000), ("key2", 3999), ("key1", 20), ("key1", 999)]
+    elements += [("key2", 1998), ("key2", 1999), ("key2", 1000)]
+    script = [("e", key, 1, ts) for key, ts in elements]
+    script += [("w", t) for t in (1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000)]
+    out = [event for step in await run_script(harness, script) for event in step]
+    assert out == [
+        ("wm", 1000),
+        ("wm", 2000),
+        (("key1", 3), MAX_WATERMARK),
+        ("wm", 3000),
+        ("wm", 4000),
+        ("wm", 5000),
+        (("key1", 3), MAX_WATERMARK),
+        (("key2", 5), MAX_WATERMARK),
+        ("wm", 6000),
+        ("wm", 7000),
+        ("wm", 8000),
+    ]

@@ -28,6 +28,7 @@ from streamflow.windowing import (
     EventTimeTrigger,
     GlobalWindow,
     GlobalWindows,
+    MergingWindowAssigner,
     NeverTrigger,
     ProcessingTimeSessionWindows,
     ProcessingTimeTrigger,
@@ -472,3 +473,57 @@ def test_dynamic_gap_properties(session: Any) -> None:
     assert assigner is not None
     assert assigner.is_event_time() is (session is EventTimeSessionWindows)
     assert assigner.merging
+
+
+# ======================================================== point sessions (WindowOperatorTest)
+
+
+@dataclass(frozen=True)
+class PointSessionWindows(MergingWindowAssigner):
+    """WindowOperatorTest.PointSessionWindows: sessions, except that an element whose value
+    is 33 gets the point window ``[ts, ts)``."""
+
+    gap: int
+
+    def assign_windows(self, element: Any, timestamp: int | None, ctx: Any = None) -> list[TW]:
+        assert timestamp is not None
+        if element[1] == 33:
+            return [TW(timestamp, timestamp)]
+        return [TW(timestamp, timestamp + self.gap)]
+
+    def merge_windows(self, windows: Any, callback: Any) -> None:
+        TW.merge_windows(windows, callback)
+
+    def get_default_trigger(self, env: object = None) -> Any:
+        return EventTimeTrigger.create()
+
+    def get_window_serializer(self) -> Any:
+        return TimeWindowSerializer()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+def _session_function(key: Any, ctx: Any, elements: Any) -> list:
+    """WindowOperatorTest.SessionWindowFunction: ``(key-sum, start, end)``."""
+    window = ctx.window()
+    return [(f"{key}-{sum(v for _, v in elements)}", window.start, window.end)]
+
+
+async def test_point_sessions() -> None:
+    """WindowOperatorTest.testPointSessions: point windows ``[ts, ts)`` merge into the sessions
+    that hold them (``intersects`` counts touching), across a snapshot and restore."""
+    from window_harness import WindowHarness, run_script
+
+    from streamflow.runtime.window_context import WindowFunctions
+
+    harness = WindowHarness(PointSessionWindows(3000), lambda: WindowFunctions(process=_session_function))
+    script = [
+        ("e", "key2", 1, 0), ("e", "key2", 33, 1000),
+        ("snap",),
+        ("e", "key2", 33, 2500),
+        ("e", "key1", 1, 10), ("e", "key1", 2, 1000), ("e", "key1", 33, 2500),
+        ("w", 12000),
+    ]  # fmt: skip
+    out = [event for step in await run_script(harness, script) for event in step]
+    assert out == [(("key1-36", 10, 4000), 3999), (("key2-67", 0, 3000), 2999), ("wm", 12000)]
