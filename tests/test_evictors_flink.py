@@ -256,3 +256,28 @@ def test_delta_evictor_invalid_arguments(make: Callable[[], object], error: type
     """A DeltaEvictor needs a numeric threshold and a DeltaFunction (or a callable)."""
     with pytest.raises(error):
         make()
+
+
+def test_delta_evictor_through_the_datastream_api() -> None:
+    """EvictingWindowOperatorTest.testDeltaEvictorEvictBefore's input through
+    ``key_by().window(GlobalWindows).trigger(CountTrigger.of(2)).evictor(DeltaEvictor)``: the
+    same results as on the operator (the evicted elements are gone from later firings)."""
+    import streamflow as sf
+
+    env = sf.StreamExecutionEnvironment()
+    steps = [*DELTA_1, _e("key1", 3, 10999), _e("key2", 10, 1000)]
+    stream = env.from_collection([(key, value) for _, key, value, _ in steps])
+    sums = (
+        stream.key_by(lambda e: e[0])
+        .window(GlobalWindows.create())
+        .trigger(CountTrigger.of(2))
+        .evictor(DeltaEvictor.of(2, NewMinusOld()))
+        .reduce(_sum_reducer)
+    )
+    assert sorted(sums.execute_and_collect()) == [
+        ("key1", 2),
+        ("key1", 8),
+        ("key2", 4),
+        ("key2", 10),
+        ("key2", 11),
+    ]

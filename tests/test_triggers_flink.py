@@ -609,3 +609,26 @@ async def test_continuous_watermark_trigger() -> None:
         ("wm", 7000),
         ("wm", 8000),
     ]
+
+
+def test_processing_timeout_trigger_through_the_datastream_api() -> None:
+    """ProcessingTimeoutTrigger on ``key_by().window().trigger()``: CountTrigger(3) fires (and,
+    through the wrapper, clears its count) every third element without purging; at the end of
+    input the window's cleanup timer is an event-time timer of the window, and the wrapper FIREs
+    on any timer (Flink's ``onEventTime``), so the rest of the pane is emitted too."""
+    import streamflow as sf
+    from streamflow.common import WatermarkStrategy
+    from streamflow.windowing import TumblingEventTimeWindows
+
+    env = sf.StreamExecutionEnvironment()
+    data = [("a", i, i) for i in range(1, 8)]
+    stream = env.from_collection(data).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, t: e[2])
+    )
+    sums = (
+        stream.key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(10))
+        .trigger(ProcessingTimeoutTrigger.of(CountTrigger.of(3), timedelta(hours=1)))
+        .reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+    )
+    assert [r[1] for r in sums.execute_and_collect()] == [6, 21, 28]
