@@ -527,3 +527,68 @@ async def test_point_sessions() -> None:
     ]  # fmt: skip
     out = [event for step in await run_script(harness, script) for event in step]
     assert out == [(("key1-36", 10, 4000), 3999), (("key2-67", 0, 3000), 2999), ("wm", 12000)]
+
+
+# ==================================================== dynamic sessions on the operator (WindowOperatorTest)
+
+
+def _gap(element: Any) -> int:
+    """WindowOperatorTest's mocked extractor: key1 3000; key2 1000 for value 10, else 2000."""
+    key, value = element
+    if key == "key1":
+        return 3000
+    if key == "key2":
+        return 1000 if value == 10 else 2000
+    return 0
+
+
+DYNAMIC_INPUT = [
+    # different gaps for different keys
+    [("key1", 3, 10), ("key2", 4, 5000), ("key2", 5, 6000)],
+    # a gap giving an end before the current timeout: the furthest timeout is respected
+    [("key2", 1, 9000), ("key2", 2, 10000), ("key2", 10, 10500)],
+    # a gap giving an end after the current timeout
+    [("key2", 10, 13000), ("key2", 10, 13500), ("key2", 1, 14000)],
+]
+DYNAMIC_RANGES = [8999, 12999, 16999]  # the watermark / processing time after each phase
+DYNAMIC_OUTPUT = [
+    [(("key1-3", 10, 3010), 3009), (("key2-9", 5000, 8000), 7999)],
+    [(("key2-13", 9000, 12000), 11999)],
+    [(("key2-21", 13000, 16000), 15999)],
+]
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_dynamic_session_windows_on_the_operator(domain: str) -> None:
+    """WindowOperatorTest.testDynamicEventTimeSessionWindows / testDynamicProcessingTimeSessionWindows:
+    each element's gap comes from the extractor; sessions merge to the furthest end."""
+    from window_harness import WindowHarness
+
+    from streamflow.runtime.events import Watermark
+    from streamflow.runtime.window_context import WindowFunctions
+
+    assigner = (
+        DynamicEventTimeSessionWindows.with_dynamic_gap(_gap)
+        if domain == "event"
+        else DynamicProcessingTimeSessionWindows.with_dynamic_gap(_gap)
+    )
+    harness = WindowHarness(assigner, lambda: WindowFunctions(process=_session_function))
+    op = harness.op
+    await op.open()
+    for phase, until, expected in zip(DYNAMIC_INPUT, DYNAMIC_RANGES, DYNAMIC_OUTPUT, strict=True):
+        before = len(harness.main.events)
+        for key, value, ts in phase:
+            if domain == "event":
+                await op.process_batch([(key, value)], [ts])
+            else:
+                harness.clock.set(ts)
+                await op.ctx.processing_time.run_due()
+                await op.process_batch([(key, value)], None)
+        if domain == "event":
+            await op.process_watermark(Watermark(until))
+        else:
+            harness.clock.set(until)
+            await op.ctx.processing_time.run_due()
+        got = [e for e in harness.main.events[before:] if e[0] != "wm"]
+        assert sorted(got, key=repr) == sorted(expected, key=repr)
+    await op.close()
