@@ -20,7 +20,9 @@ Ported from ``flink-streaming-java/.../streaming/api/windowing/triggers/``
 (names as in ``flink-python/pyflink/datastream/window.py``). One deliberate
 difference: the first fire is aligned with Python's floor ``%``, so for
 negative timestamps it is the next multiple of ``interval`` (Java's
-truncating ``%`` would skip one).
+truncating ``%`` would skip one) -- which is what PyFlink's own Python
+``ContinuousEventTimeTrigger`` (``timestamp - (timestamp % self.interval)``
+in ``window.py``) computes, so a PyFlink program sees the same fires.
 """
 
 from __future__ import annotations
