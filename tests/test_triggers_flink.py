@@ -632,3 +632,141 @@ def test_processing_timeout_trigger_through_the_datastream_api() -> None:
         .reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
     )
     assert [r[1] for r in sums.execute_and_collect()] == [6, 21, 28]
+
+
+# ============================================================================ WindowOperatorContractTest
+
+
+@dataclass(eq=False)
+class ContractTrigger(Trigger):
+    """WindowOperatorContractTest's mocked trigger: ``on_element`` registers a timer at
+    ``timer`` (in ``domain``) and answers ``result``; timer callbacks answer CONTINUE and are
+    recorded, as are ``clear`` calls."""
+
+    domain: str = "event"
+    timer: int = 0
+    result: TriggerResult = CONTINUE
+    merging: bool = False
+    timer_calls: list[tuple[int, Any]] = field(default_factory=list)
+    clears: list[Any] = field(default_factory=list)
+
+    def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+        register = (
+            ctx.register_event_time_timer if self.domain == "event" else ctx.register_processing_time_timer
+        )
+        register(self.timer)
+        return self.result
+
+    def on_event_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+        self.timer_calls.append((time, window))
+        return CONTINUE
+
+    def on_processing_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+        self.timer_calls.append((time, window))
+        return CONTINUE
+
+    def can_merge(self) -> bool:
+        return self.merging
+
+    def on_merge(self, window: Any, ctx: Any) -> None:
+        pass
+
+    def clear(self, window: Any, ctx: Any) -> None:
+        self.clears.append(window)
+
+
+@dataclass(frozen=True)
+class FixedWindows:
+    """WindowOperatorContractTest's mocked assigner: every element into ``[2, 4)``."""
+
+    domain: str
+    merging_: bool
+
+    def assign_windows(self, element: Any, timestamp: Any, ctx: Any = None) -> list[TW]:
+        return [TW(2, 4)]
+
+    def get_default_trigger(self, env: object = None) -> Trigger:
+        return EventTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return self.domain == "event"
+
+    @property
+    def merging(self) -> bool:
+        return self.merging_
+
+    def merge_windows(self, windows: Any, callback: Any) -> None:
+        TW.merge_windows(windows, callback)
+
+
+async def _contract_harness(domain: str, merging: bool, trigger: ContractTrigger) -> Any:
+    from window_harness import WindowHarness
+
+    from streamflow.runtime.window_context import WindowFunctions
+    from streamflow.windowing import MergingWindowAssigner, WindowAssigner
+
+    base = MergingWindowAssigner if merging else WindowAssigner
+    assigner_type = type("ContractAssigner", (FixedWindows, base), {})
+    calls: list[Any] = []
+
+    def function(key: Any, ctx: Any, elements: Any) -> list:
+        calls.append(list(elements))
+        return []
+
+    harness = WindowHarness(
+        assigner_type(domain, merging), lambda: WindowFunctions(process=function), trigger=trigger
+    )
+    harness.function_calls = calls
+    await harness.op.open()
+    return harness
+
+
+async def _advance_operator(harness: Any, domain: str, time: int) -> None:
+    from streamflow.runtime.events import Watermark
+
+    if domain == "event":
+        await harness.op.process_watermark(Watermark(time))
+    else:
+        harness.clock.set(time)
+        await harness.op.ctx.processing_time.run_due()
+
+
+def _num_timers(harness: Any, domain: str) -> int:
+    timers = harness.op.timers
+    return int(timers.num_event_time_timers if domain == "event" else timers.num_processing_time_timers)
+
+
+@pytest.mark.parametrize("merging", [False, True], ids=["window", "merging window"])
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_no_timer_firing_for_purged_window(domain: str, merging: bool) -> None:
+    """WindowOperatorContractTest.testNo{EventTime,ProcessingTime}FiringForPurged{,Merging}Window:
+    the trigger registers a timer at 0 and PURGEs; when the timer fires the trigger is called
+    once, the window function never (nothing left), and only the GC timer stays."""
+    trigger = ContractTrigger(domain=domain, timer=0, result=PURGE, merging=merging)
+    harness = await _contract_harness(domain, merging, trigger)
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert _num_timers(harness, domain) == 2  # the trigger's timer and the GC timer
+    await _advance_operator(harness, domain, 0)
+    assert len(trigger.timer_calls) == 1
+    assert harness.function_calls == []
+    assert _num_timers(harness, domain) == 1  # only the GC timer
+    await harness.op.close()
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_no_timer_firing_for_garbage_collected_merging_window(domain: str) -> None:
+    """WindowOperatorContractTest.testNo{EventTime,ProcessingTime}FiringForGarbageCollectedMergingWindow:
+    a merging window GC'd at its end (the trigger is called for the GC timer, then cleared);
+    the trigger's dangling timer at 10 later fires nothing, as the window is gone."""
+    trigger = ContractTrigger(domain=domain, timer=10, result=CONTINUE, merging=True)
+    harness = await _contract_harness(domain, True, trigger)
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert _num_timers(harness, domain) == 2
+    await _advance_operator(harness, domain, 4)  # GC of [2, 4) at 3
+    assert trigger.clears == [TW(2, 4)]
+    assert _num_timers(harness, domain) == 1  # the trigger's dangling timer
+    assert len(trigger.timer_calls) == 1
+    assert harness.function_calls == []
+    await _advance_operator(harness, domain, 10)
+    assert len(trigger.timer_calls) == 1  # not called again for a window that is gone
+    await harness.op.close()

@@ -314,10 +314,14 @@ class WindowOperator(WindowTables):
         key, window = timer.key, timer.namespace
         mws = self.merging_sets.get(key) if self.merging else None
         state_window = window
-        if mws is not None:
-            state_window = mws.get_state_window(window)
+        if self.merging:
+            # a timer of a window no longer in flight (merged away, or cleaned up -- with the
+            # key's last window its whole set is gone): a trigger that left a timer behind; its
+            # state is cleared already, so neither the trigger nor the function runs (Flink's
+            # WindowOperator.onEventTime/onProcessingTime: "Timer firing for non-existent window")
+            state_window = None if mws is None else mws.get_state_window(window)
             if state_window is None:
-                return  # the window was merged away or already cleaned up
+                return
         ctx = WindowContext(self, key, window)
         if event_time:
             result = self.trigger.on_event_time(timer.timestamp, window, ctx)
