@@ -770,3 +770,65 @@ async def test_no_timer_firing_for_garbage_collected_merging_window(domain: str)
     await _advance_operator(harness, domain, 10)
     assert len(trigger.timer_calls) == 1  # not called again for a window that is gone
     await harness.op.close()
+
+
+@dataclass
+class ShrinkingAssigner:
+    """WindowOperatorContractTest's mocked merging assigner: assigns ``window``; merges all
+    windows into ``merge_to`` when set."""
+
+    domain: str
+    window: TW = TW(0, 22)
+    merge_to: TW | None = None
+
+    def assign_windows(self, element: Any, timestamp: Any, ctx: Any = None) -> list[TW]:
+        return [self.window]
+
+    def merge_windows(self, windows: Any, callback: Any) -> None:
+        windows = list(windows)
+        if self.merge_to is not None and len(set(windows)) > 1:
+            callback(windows, self.merge_to)
+
+    def get_default_trigger(self, env: object = None) -> Trigger:
+        return EventTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return self.domain == "event"
+
+    @property
+    def merging(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_reject_shrinking_merging_windows(domain: str) -> None:
+    """WindowOperatorContractTest.testRejectShrinkingMerging{EventTime,ProcessingTime}Windows: a
+    misbehaving merging assigner may not make a window late by merging -- a merge result whose
+    end (plus allowed lateness) is at or before the watermark / processing time is refused
+    (Flink: UnsupportedOperationException). Processing time was not checked before, and event
+    time failed with a bare AssertionError."""
+    from window_harness import WindowHarness
+
+    from streamflow.runtime.window_context import WindowFunctions
+    from streamflow.windowing import MergingWindowAssigner
+
+    lateness = 10 if domain == "event" else 0
+    assigner = type("Shrinking", (ShrinkingAssigner, MergingWindowAssigner), {})(domain)
+    harness = WindowHarness(
+        assigner,
+        lambda: WindowFunctions(process=lambda k, c, e: []),
+        lateness=lateness,
+        trigger=ContractTrigger(domain=domain, timer=10**9, merging=True),
+    )
+    await harness.op.open()
+    await _advance_operator(harness, domain, 0)
+    ts = [0] if domain == "event" else None
+    await harness.op.process_batch([(0, 0)], ts)
+    assigner.window = TW(0, 25)
+    await _advance_operator(harness, domain, 20)
+    # 20 - lateness + 2: a window (0, 12) has 11 as max timestamp, not late at watermark 20
+    assigner.merge_to = TW(0, 20 - lateness + 2)
+    await harness.op.process_batch([(0, 0)], ts)
+    assigner.merge_to = TW(0, 20 - lateness + 1)  # now just late
+    with pytest.raises(NotImplementedError, match="cannot become earlier than the current"):
+        await harness.op.process_batch([(0, 0)], ts)

@@ -173,8 +173,19 @@ class WindowOperator(WindowTables):
         return mws
 
     def _merge(self, key: Any, result: Any, merged: list, state_result: Any, merged_states: list) -> None:
-        if self.event_time and result.max_timestamp() + self.allowed_lateness <= self.current_watermark:
-            raise AssertionError(f"merged window {result} is already past the watermark")
+        # a misbehaving assigner could make a window late by merging: refused, as Flink does
+        # (WindowOperator.processElement's merge function, UnsupportedOperationException)
+        if self.event_time:
+            if result.max_timestamp() + self.allowed_lateness <= self.current_watermark:
+                raise NotImplementedError(
+                    "The end timestamp of an event-time window cannot become earlier than the current "
+                    f"watermark by merging. Current watermark: {self.current_watermark} window: {result}"
+                )
+        elif result.max_timestamp() <= (now := self.get_current_processing_time()):
+            raise NotImplementedError(
+                "The end timestamp of a processing-time window cannot become earlier than the current "
+                f"processing time by merging. Current processing time: {now} window: {result}"
+            )
         ctx = WindowContext(self, key, result)
         ctx._merged = list(merged)
         self.trigger.on_merge(result, ctx)
