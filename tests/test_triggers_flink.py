@@ -778,7 +778,7 @@ class ShrinkingAssigner:
     windows into ``merge_to`` when set."""
 
     domain: str
-    window: TW = TW(0, 22)
+    window: TW = field(default_factory=lambda: TW(0, 22))
     merge_to: TW | None = None
 
     def assign_windows(self, element: Any, timestamp: Any, ctx: Any = None) -> list[TW]:
