@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from trigger_harness import NO_TIMESTAMP, TriggerTestHarness
 
+from streamflow.runtime.events import MAX_WATERMARK
 from streamflow.windowing import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
@@ -644,9 +645,10 @@ class ContractTrigger(Trigger):
     recorded, as are ``clear`` calls."""
 
     domain: str = "event"
-    timer: int = 0
+    timer: int | None = 0
     result: TriggerResult = CONTINUE
     merging: bool = False
+    time_result: TriggerResult = CONTINUE
     timer_calls: list[tuple[int, Any]] = field(default_factory=list)
     clears: list[Any] = field(default_factory=list)
 
@@ -654,16 +656,17 @@ class ContractTrigger(Trigger):
         register = (
             ctx.register_event_time_timer if self.domain == "event" else ctx.register_processing_time_timer
         )
-        register(self.timer)
+        if self.timer is not None:
+            register(self.timer)
         return self.result
 
     def on_event_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
         self.timer_calls.append((time, window))
-        return CONTINUE
+        return self.time_result
 
     def on_processing_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
         self.timer_calls.append((time, window))
-        return CONTINUE
+        return self.time_result
 
     def can_merge(self) -> bool:
         return self.merging
@@ -677,13 +680,14 @@ class ContractTrigger(Trigger):
 
 @dataclass(frozen=True)
 class FixedWindows:
-    """WindowOperatorContractTest's mocked assigner: every element into ``[2, 4)``."""
+    """WindowOperatorContractTest's mocked assigner: every element into ``window``."""
 
     domain: str
     merging_: bool
+    window: Any = field(default_factory=lambda: TW(2, 4))
 
-    def assign_windows(self, element: Any, timestamp: Any, ctx: Any = None) -> list[TW]:
-        return [TW(2, 4)]
+    def assign_windows(self, element: Any, timestamp: Any, ctx: Any = None) -> list[Any]:
+        return [self.window]
 
     def get_default_trigger(self, env: object = None) -> Trigger:
         return EventTimeTrigger.create()
@@ -699,7 +703,9 @@ class FixedWindows:
         TW.merge_windows(windows, callback)
 
 
-async def _contract_harness(domain: str, merging: bool, trigger: ContractTrigger) -> Any:
+async def _contract_harness(
+    domain: str, merging: bool, trigger: ContractTrigger, window: Any = None, lateness: int = 0
+) -> Any:
     from window_harness import WindowHarness
 
     from streamflow.runtime.window_context import WindowFunctions
@@ -714,7 +720,10 @@ async def _contract_harness(domain: str, merging: bool, trigger: ContractTrigger
         return []
 
     harness = WindowHarness(
-        assigner_type(domain, merging), lambda: WindowFunctions(process=function), trigger=trigger
+        assigner_type(domain, merging, TW(2, 4) if window is None else window),
+        lambda: WindowFunctions(process=function),
+        trigger=trigger,
+        lateness=lateness,
     )
     harness.function_calls = calls
     await harness.op.open()
@@ -832,3 +841,102 @@ async def test_reject_shrinking_merging_windows(domain: str) -> None:
     assigner.merge_to = TW(0, 20 - lateness + 1)  # now just late
     with pytest.raises(NotImplementedError, match="cannot become earlier than the current"):
         await harness.op.process_batch([(0, 0)], ts)
+
+
+def _num_other_timers(harness: Any, domain: str) -> int:
+    return _num_timers(harness, "processing" if domain == "event" else "event")
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_no_garbage_collection_timer_for_global_window(domain: str) -> None:
+    """WindowOperatorContractTest.testNo{EventTime,ProcessingTime}GarbageCollectionTimerForGlobalWindow:
+    the global window ends at Long.MAX_VALUE, so it gets no GC timer in either domain."""
+    from streamflow.windowing import GlobalWindow
+
+    harness = await _contract_harness(
+        domain, False, ContractTrigger(domain=domain, timer=None), GlobalWindow.get()
+    )
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert (_num_timers(harness, domain), _num_other_timers(harness, domain)) == (0, 0)
+    await harness.op.close()
+
+
+async def test_no_event_time_garbage_collection_timer_for_long_max() -> None:
+    """WindowOperatorContractTest.testNoEventTimeGarbageCollectionTimerForLongMax: a window
+    ending near Long.MAX_VALUE whose end + allowed lateness overflows gets no GC timer."""
+    window = TW(0, MAX_WATERMARK - 10)
+    harness = await _contract_harness("event", False, ContractTrigger(timer=None), window, lateness=20)
+    await harness.op.process_batch([(0, 0)], [0])
+    assert (_num_timers(harness, "event"), _num_other_timers(harness, "event")) == (0, 0)
+    await harness.op.close()
+
+
+async def test_processing_time_garbage_collection_timer_is_always_window_max_timestamp() -> None:
+    """WindowOperatorContractTest.testProcessingTimeGarbageCollectionTimerIsAlwaysWindowMaxTimestamp:
+    allowed lateness does not apply to processing time: the GC timer is the window's max
+    timestamp, where the trigger is cleared."""
+    window = TW(0, MAX_WATERMARK - 10)
+    trigger = ContractTrigger(domain="processing", timer=None)
+    harness = await _contract_harness("processing", False, trigger, window, lateness=20)
+    await harness.op.process_batch([(0, 0)], None)
+    assert (_num_timers(harness, "event"), _num_timers(harness, "processing")) == (0, 1)
+    assert trigger.clears == []
+    await _advance_operator(harness, "processing", MAX_WATERMARK - 10)
+    assert trigger.clears == [window]
+    assert (_num_timers(harness, "event"), _num_timers(harness, "processing")) == (0, 0)
+    await harness.op.close()
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_garbage_collection_timer(domain: str) -> None:
+    """WindowOperatorContractTest.test{EventTime,ProcessingTime}GarbageCollectionTimer: one GC
+    timer at max timestamp + allowed lateness (none for processing time); the trigger is still
+    called for it and may FIRE -- the function runs a last time -- then it is cleared."""
+    lateness = 20 if domain == "event" else 0
+    trigger = ContractTrigger(domain=domain, timer=None, time_result=FIRE)
+    harness = await _contract_harness(domain, False, trigger, TW(0, 20), lateness=lateness)
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert (_num_timers(harness, domain), _num_other_timers(harness, domain)) == (1, 0)
+    await _advance_operator(harness, domain, 19 + lateness)
+    assert trigger.timer_calls == [(19 + lateness, TW(0, 20))]
+    assert harness.function_calls == [[(0, 0)]]
+    assert trigger.clears == [TW(0, 20)]
+    assert (_num_timers(harness, domain), _num_other_timers(harness, domain)) == (0, 0)
+    await harness.op.close()
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_trigger_timer_and_garbage_collection_timer_coincide(domain: str) -> None:
+    """WindowOperatorContractTest.test{EventTime,ProcessingTime}TriggerTimerAndGarbageCollectionTimerCoincide:
+    the trigger's timer at the window's max timestamp and the GC timer are one timer; the
+    trigger is called once and cleared once."""
+    trigger = ContractTrigger(domain=domain, timer=19)
+    harness = await _contract_harness(domain, False, trigger, TW(0, 20))
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert (_num_timers(harness, domain), _num_other_timers(harness, domain)) == (1, 0)
+    await _advance_operator(harness, domain, 19)
+    assert len(trigger.timer_calls) == 1
+    assert trigger.clears == [TW(0, 20)]
+    assert (_num_timers(harness, domain), _num_other_timers(harness, domain)) == (0, 0)
+    await harness.op.close()
+
+
+@pytest.mark.parametrize("domain", ["element", "event", "processing"])
+async def test_purge_does_not_cleanup_merging_set(domain: str) -> None:
+    """WindowOperatorContractTest.testOn{Element,EventTime,ProcessingTime}PurgeDoesNotCleanupMergingSet:
+    PURGE drops the contents, not the window from the merging set, nor its GC timer."""
+    time_domain = "event" if domain == "element" else domain
+    if domain == "element":
+        trigger = ContractTrigger(domain=time_domain, timer=None, result=PURGE, merging=True)
+    else:
+        trigger = ContractTrigger(domain=time_domain, timer=1, time_result=PURGE, merging=True)
+    harness = await _contract_harness(time_domain, True, trigger, TW(0, 4))
+    await harness.op.process_batch([(0, 0)], [0] if time_domain == "event" else None)
+    if domain != "element":
+        assert _num_timers(harness, time_domain) == 2  # a cleanup timer and the trigger's
+        await _advance_operator(harness, time_domain, 1)
+    assert TW(0, 4) in harness.op.merging_sets[0]
+    assert not harness.op.contents.get(0)
+    assert _num_timers(harness, time_domain) == 1  # the cleanup timer
+    assert harness.function_calls == []
+    await harness.op.close()

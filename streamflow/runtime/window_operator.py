@@ -90,8 +90,10 @@ class WindowOperator(WindowTables):
     def cleanup_time(self, window: Any) -> int:
         if not self.event_time:
             return window.max_timestamp()
+        # Flink's ``cleanupTime``: past Long.MAX_VALUE (Java's overflow) is Long.MAX_VALUE, which
+        # means no cleanup timer (_register_cleanup); Python's ints do not overflow, so cap
         t = window.max_timestamp() + self.allowed_lateness
-        return t if t >= window.max_timestamp() else MAX_WATERMARK
+        return t if t < MAX_WATERMARK else MAX_WATERMARK
 
     def is_window_late(self, window: Any) -> bool:
         return self.event_time and self.cleanup_time(window) <= self.current_watermark
