@@ -32,6 +32,7 @@ from streamflow.windowing import (
     TimeWindow,
     Trigger,
     TriggerResult,
+    TriggerStateDescriptor,
 )
 
 TW = TimeWindow
@@ -939,4 +940,96 @@ async def test_purge_does_not_cleanup_merging_set(domain: str) -> None:
     assert not harness.op.contents.get(0)
     assert _num_timers(harness, time_domain) == 1  # the cleanup timer
     assert harness.function_calls == []
+    await harness.op.close()
+
+
+HELLO = TriggerStateDescriptor("hello", lambda old, new: new)
+
+
+@dataclass(eq=False)
+class StatefulTrigger(ContractTrigger):
+    """WindowOperatorContractTest's trigger for the GC cases: on an element it registers a timer
+    far in the future (1000) and keeps some state; ``clear`` deletes both."""
+
+    def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+        register = (
+            ctx.register_event_time_timer if self.domain == "event" else ctx.register_processing_time_timer
+        )
+        register(1000)
+        ctx.get_partitioned_state(HELLO).add("hello")
+        return self.result
+
+    def clear(self, window: Any, ctx: Any) -> None:
+        self.clears.append(window)
+        (ctx.delete_event_time_timer if self.domain == "event" else ctx.delete_processing_time_timer)(1000)
+        ctx.get_partitioned_state(HELLO).clear()
+
+
+def _state_of(harness: Any) -> tuple[bool, bool, bool]:
+    """(window contents, trigger state, merging window set) held for key 0."""
+    op = harness.op
+    return bool(op.contents.get(0)), bool(op.trigger_state.get(0)), bool(op.merging_sets.get(0))
+
+
+@pytest.mark.parametrize(
+    ("result", "merging", "before"),
+    [
+        (CONTINUE, False, (True, True, False)),
+        (PURGE, False, (False, True, False)),
+        (PURGE, True, (False, True, True)),
+    ],
+    ids=["", "WithPurgingTrigger", "WithPurgingTriggerAndMergingWindows"],
+)
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_state_and_timer_cleanup_at_garbage_collection(
+    domain: str, result: TriggerResult, merging: bool, before: tuple[bool, bool, bool]
+) -> None:
+    """WindowOperatorContractTest.testStateAndTimerCleanupAt{EventTime,ProcessingTime}GarbageCollection
+    (and ...WithPurgingTrigger, ...WithPurgingTriggerAndMergingWindows): at the GC time (max
+    timestamp + allowed lateness 20; processing time: the max timestamp) the trigger is cleared
+    once and no state or timer of the window is left, purged or not."""
+    trigger = StatefulTrigger(domain=domain, result=result, merging=merging)
+    harness = await _contract_harness(domain, merging, trigger, TW(0, 20), lateness=20)
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert trigger.clears == []
+    assert _state_of(harness) == before
+    assert (_num_timers(harness, domain), _num_other_timers(harness, domain)) == (2, 0)
+    await _advance_operator(harness, domain, 19 + 20)
+    assert trigger.clears == [TW(0, 20)]
+    assert _state_of(harness) == (False, False, False)
+    assert (_num_timers(harness, domain), _num_other_timers(harness, domain)) == (0, 0)
+    await harness.op.close()
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_merging_window_set_cleared_at_garbage_collection(domain: str) -> None:
+    """WindowOperatorContractTest.testMergingWindowSetClearedAt{EventTime,ProcessingTime}GarbageCollection."""
+    harness = await _contract_harness(
+        domain, True, ContractTrigger(domain=domain, timer=None, merging=True), TW(0, 20), 20
+    )
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert _state_of(harness) == (True, False, True)
+    assert _num_timers(harness, domain) == 1  # the GC timer
+    await _advance_operator(harness, domain, 19 + 20)
+    assert _state_of(harness) == (False, False, False)
+    assert _num_timers(harness, domain) == 0
+    await harness.op.close()
+
+
+@pytest.mark.parametrize(
+    ("watermark", "fired"), [(20, True), (21, False)], ids=["WithinAllowedLateness", "LateWindowDropping"]
+)
+async def test_allowed_lateness_limit(watermark: int, fired: bool) -> None:
+    """WindowOperatorContractTest.testProcessingElementsWithinAllowedLateness / testLateWindowDropping:
+    window [0, 2) (max timestamp 1), allowed lateness 20, a trigger that FIREs on elements: at
+    watermark 20 the element is processed and fires (contents and GC timer stay); at 21 the
+    window is late: nothing is kept, no timer, no output."""
+    trigger = ContractTrigger(timer=None, result=FIRE)
+    harness = await _contract_harness("event", False, trigger, TW(0, 2), lateness=20)
+    await _advance_operator(harness, "event", watermark)
+    await harness.op.process_batch([(0, 0)], [0])
+    assert harness.function_calls == ([[(0, 0)]] if fired else [])
+    assert trigger.clears == []
+    assert _state_of(harness) == (fired, False, False)
+    assert (_num_timers(harness, "event"), _num_timers(harness, "processing")) == (int(fired), 0)
     await harness.op.close()
