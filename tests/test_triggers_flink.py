@@ -1033,3 +1033,38 @@ async def test_allowed_lateness_limit(watermark: int, fired: bool) -> None:
     assert _state_of(harness) == (fired, False, False)
     assert (_num_timers(harness, "event"), _num_timers(harness, "processing")) == (int(fired), 0)
     await harness.op.close()
+
+
+@pytest.mark.parametrize(
+    ("watermark", "windows", "late"),
+    [(0, None, False), (20, [TW(0, 0)], True), (20, None, True)],
+    ids=["no windows, not late: not side output", "late window", "no windows, late"],
+)
+async def test_late_side_output(watermark: int, windows: list | None, late: bool) -> None:
+    """WindowOperatorContractTest.testLateSideOutput (and the case before it, an element that
+    no window takes at watermark 0): an element is late-side-output when no window took it
+    and its timestamp + allowed lateness is at or before the watermark -- also when the
+    assigner gave it no window at all."""
+    trigger = ContractTrigger(timer=None)
+    harness = await _contract_harness("event", False, trigger, TW(0, 0))
+    if windows is None:
+        object.__setattr__(harness.op.assigner, "assign_windows", lambda element, ts, ctx=None: [])
+    await _advance_operator(harness, "event", watermark)
+    await harness.op.process_batch([(0, 5)], [5])
+    assert harness.late.events == ([("late", (0, 5), 5)] if late else [])
+    await harness.op.close()
+
+
+async def test_assigner_with_multiple_windows() -> None:
+    """WindowOperatorContractTest.testAssignerWithMultipleWindows / testOnElementCalledPerWindow:
+    an element assigned to two windows is added to both, the trigger is called per window, and
+    a FIRE runs the function once per window."""
+    trigger = ContractTrigger(timer=None, result=FIRE)
+    harness = await _contract_harness("event", False, trigger, TW(2, 4))
+    object.__setattr__(
+        harness.op.assigner, "assign_windows", lambda element, ts, ctx=None: [TW(2, 4), TW(0, 2)]
+    )
+    await harness.op.process_batch([(0, 42)], [1])
+    assert harness.function_calls == [[(0, 42)], [(0, 42)]]
+    assert [(r, t) for r, t in harness.main.events if r != "wm"] == []  # the function emits nothing
+    await harness.op.close()
