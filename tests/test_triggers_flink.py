@@ -1068,3 +1068,63 @@ async def test_assigner_with_multiple_windows() -> None:
     assert harness.function_calls == [[(0, 42)], [(0, 42)]]
     assert [(r, t) for r, t in harness.main.events if r != "wm"] == []  # the function emits nothing
     await harness.op.close()
+
+
+@dataclass(eq=False)
+class MergeStateTrigger(StatefulTrigger):
+    """testMergingOfExistingWindows' trigger: a timer at 0 and some state, on elements and on
+    merges; ``clear`` deletes both."""
+
+    def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+        self._set(ctx)
+        return CONTINUE
+
+    def on_merge(self, window: Any, ctx: Any) -> None:
+        self._set(ctx)
+
+    def _set(self, ctx: Any) -> None:
+        (ctx.register_event_time_timer if self.domain == "event" else ctx.register_processing_time_timer)(0)
+        ctx.get_partitioned_state(HELLO).add("hello")
+
+    def clear(self, window: Any, ctx: Any) -> None:
+        self.clears.append(window)
+        (ctx.delete_event_time_timer if self.domain == "event" else ctx.delete_processing_time_timer)(0)
+        ctx.get_partitioned_state(HELLO).clear()
+
+
+def _entries(harness: Any) -> int:
+    """Flink's numKeyedStateEntries for key 0: window contents, trigger states, merging set."""
+    op = harness.op
+    return (
+        len(op.contents.get(0) or {}) + len(op.trigger_state.get(0) or {}) + int(bool(op.merging_sets.get(0)))
+    )
+
+
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_merging_of_existing_windows(domain: str) -> None:
+    """WindowOperatorContractTest.testMergingOf{Existing,}{EventTime,ProcessingTime}Windows: an
+    assigner that merges only when asked to (not [0, 2) with [2, 4) by itself); the window [1, 3)
+    merges all three into [0, 4): one state window stays, the merged windows' trigger state and
+    GC timers are gone."""
+    trigger = MergeStateTrigger(domain=domain, merging=True)
+    harness = await _contract_harness(domain, True, trigger, TW(0, 2))
+    assigner = harness.op.assigner
+
+    def merge_windows(windows: Any, callback: Any) -> None:
+        windows = list(windows)
+        if TW(1, 3) in windows:
+            callback(windows, TW(0, 4))
+
+    object.__setattr__(assigner, "merge_windows", merge_windows)
+    ts = [0] if domain == "event" else None
+    await harness.op.process_batch([(0, 0)], ts)
+    assert (_entries(harness), _num_timers(harness, domain)) == (3, 2)  # + the trigger's timer and GC
+    object.__setattr__(assigner, "window", TW(2, 4))
+    await harness.op.process_batch([(0, 0)], ts)
+    assert (_entries(harness), _num_timers(harness, domain)) == (5, 4)
+    object.__setattr__(assigner, "window", TW(1, 3))
+    await harness.op.process_batch([(0, 0)], ts)
+    assert (_entries(harness), _num_timers(harness, domain)) == (3, 2)
+    assert list(harness.op.merging_sets[0]) == [TW(0, 4)]
+    assert harness.function_calls == []
+    await harness.op.close()
