@@ -1128,3 +1128,32 @@ async def test_merging_of_existing_windows(domain: str) -> None:
     assert list(harness.op.merging_sets[0]) == [TW(0, 4)]
     assert harness.function_calls == []
     await harness.op.close()
+
+
+@pytest.mark.timeout(60)
+def test_continuous_processing_time_trigger_on_event_time_windows_through_the_datastream_api() -> None:
+    """ContinuousProcessingTimeTriggerTest.testEventTimeWindowFiring's situation in a plain job:
+    event-time windows far in the processing-time past with ContinuousProcessingTimeTrigger.
+    The first fire is capped at the window's max timestamp and due at once; it fires, and
+    schedules nothing more (FLINK-35069). The job used to never finish: the capped next fire
+    was the same past time, due again, forever. (How many partial results come, and when,
+    depends on when the timer runs relative to the input, as in Flink; the pane is never
+    purged, so they only grow.)"""
+    import streamflow as sf
+    from streamflow.common import WatermarkStrategy
+    from streamflow.windowing import TumblingEventTimeWindows
+
+    env = sf.StreamExecutionEnvironment()
+    data = [("a", i, i) for i in range(1, 8)]
+    stream = env.from_collection(data).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, t: e[2])
+    )
+    sums = (
+        stream.key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(10))
+        .trigger(ContinuousProcessingTimeTrigger.of(5))
+        .reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+    )
+    sums_seen = [r[1] for r in sums.execute_and_collect()]
+    assert sums_seen and sums_seen == sorted(sums_seen) and sums_seen[-1] <= 28
+    assert len(sums_seen) <= len(data)
