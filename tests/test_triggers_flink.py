@@ -1157,3 +1157,46 @@ def test_continuous_processing_time_trigger_on_event_time_windows_through_the_da
     sums_seen = [r[1] for r in sums.execute_and_collect()]
     assert sums_seen and sums_seen == sorted(sums_seen) and sums_seen[-1] <= 28
     assert len(sums_seen) <= len(data)
+
+
+async def test_end_of_stream_trigger() -> None:
+    """WindowOperatorTest.testEndOfStreamTrigger: GlobalWindows.create_with_end_of_stream_trigger()
+    (Flink's createWithEndOfStreamTrigger) emits nothing until the maximum watermark, then each
+    key's sum once."""
+    from window_harness import FUNCTIONS, WindowHarness, run_script
+
+    from streamflow.windowing import GlobalWindows
+
+    assigner = GlobalWindows.create_with_end_of_stream_trigger()
+    harness = WindowHarness(assigner, FUNCTIONS["reduce"], trigger=assigner.get_default_trigger())
+    elements = [("key2", 3000), ("key2", 3999), ("key1", 20), ("key1", 0), ("key1", 999)]
+    elements += [("key2", 1998), ("key2", 1999), ("key2", 1000)]
+    out = await run_script(harness, [*[("e", key, 1, ts) for key, ts in elements], ("w", MAX_WATERMARK)])
+    assert [event for step in out[:-1] for event in step] == []
+    assert out[-1] == [(("key1", 3), MAX_WATERMARK), (("key2", 5), MAX_WATERMARK), ("wm", MAX_WATERMARK)]
+
+
+def test_end_of_stream_trigger_through_the_datastream_api() -> None:
+    """``window(GlobalWindows.create_with_end_of_stream_trigger())`` on a bounded stream: one
+    result per key at the end of input (the plain ``GlobalWindows.create()`` emits nothing)."""
+    import streamflow as sf
+    from streamflow.windowing import EndOfStreamTrigger, GlobalWindows, NeverTrigger
+
+    assert isinstance(
+        GlobalWindows.create_with_end_of_stream_trigger().get_default_trigger(), EndOfStreamTrigger
+    )
+    assert isinstance(GlobalWindows.create().get_default_trigger(), NeverTrigger)
+    assert repr(GlobalWindows.create()) == "GlobalWindows()"
+    for assigner, expected in [
+        (GlobalWindows.create_with_end_of_stream_trigger(), [("a", 6), ("b", 9)]),
+        (GlobalWindows.create(), []),
+    ]:
+        env = sf.StreamExecutionEnvironment()
+        data = [("a", 1), ("b", 4), ("a", 2), ("b", 5), ("a", 3)]
+        sums = (
+            env.from_collection(data)
+            .key_by(lambda e: e[0])
+            .window(assigner)
+            .reduce(lambda a, b: (a[0], a[1] + b[1]))
+        )
+        assert sorted(sums.execute_and_collect()) == expected

@@ -62,6 +62,7 @@ from streamflow.windowing.merging import MergeFunction as MergeFunction
 from streamflow.windowing.merging import MergingWindowSet as MergingWindowSet
 from streamflow.windowing.timeout import ProcessingTimeoutTrigger as ProcessingTimeoutTrigger
 from streamflow.windowing.triggers import CountTrigger as CountTrigger
+from streamflow.windowing.triggers import EndOfStreamTrigger as EndOfStreamTrigger
 from streamflow.windowing.triggers import EventTimeTrigger as EventTimeTrigger
 from streamflow.windowing.triggers import NeverTrigger as NeverTrigger
 from streamflow.windowing.triggers import ProcessingTimeTrigger as ProcessingTimeTrigger
@@ -83,6 +84,7 @@ __all__ = [
     "DeltaFunction",
     "DictReducingState",
     "Duration",
+    "EndOfStreamTrigger",
     "EventTimeSessionWindows",
     "EventTimeTrigger",
     "Evictor",

@@ -49,6 +49,7 @@ from typing import Any, Protocol
 from streamflow.runtime.events import MIN_WATERMARK
 from streamflow.windowing.context import WindowAssignerContext
 from streamflow.windowing.triggers import (
+    EndOfStreamTrigger,
     EventTimeTrigger,
     NeverTrigger,
     ProcessingTimeTrigger,
@@ -371,13 +372,22 @@ class ProcessingTimeSessionWindows(_ProcessingTime, _Session):
 _GLOBAL_WINDOW = GlobalWindow.get()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class GlobalWindows(WindowAssigner):
-    """Puts every element into the one ``GlobalWindow``; the default trigger never fires."""
+    """Puts every element into the one ``GlobalWindow``; the default trigger never fires, or,
+    with ``create_with_end_of_stream_trigger()``, fires once at the end of input."""
+
+    end_of_stream: bool = False
 
     @staticmethod
     def create() -> GlobalWindows:
         return GlobalWindows()
+
+    @staticmethod
+    def create_with_end_of_stream_trigger() -> GlobalWindows:
+        """Flink's ``GlobalWindows.createWithEndOfStreamTrigger()``: the default trigger is
+        ``EndOfStreamTrigger``, the window fires when a bounded input ends."""
+        return GlobalWindows(end_of_stream=True)
 
     def assign_windows(
         self, element: Any, timestamp: int | None, ctx: WindowAssignerContext | None = None
@@ -390,7 +400,11 @@ class GlobalWindows(WindowAssigner):
         return GlobalWindowSerializer()
 
     def get_default_trigger(self, env: object = None) -> Trigger:
-        return NeverTrigger()
+        return EndOfStreamTrigger() if self.end_of_stream else NeverTrigger()
+
+    def __repr__(self) -> str:
+        # Flink's toString, "GlobalWindows()", for the usual one
+        return "GlobalWindows(end_of_stream_trigger)" if self.end_of_stream else "GlobalWindows()"
 
     def is_event_time(self) -> bool:
         return False

@@ -16,7 +16,7 @@ for is a timer registered through it (see ``context.py``).
 Rules ported from ``flink-streaming-java/.../streaming/api/windowing/triggers/``:
 ``TriggerResult.java``, ``Trigger.java``, ``EventTimeTrigger.java``,
 ``ProcessingTimeTrigger.java``, ``CountTrigger.java``, ``PurgingTrigger.java``
-and ``assigners/GlobalWindows.java`` (``NeverTrigger``); names follow
+and ``assigners/GlobalWindows.java`` (``NeverTrigger``, ``EndOfStreamTrigger``); names follow
 ``flink-python/pyflink/datastream/window.py``. The periodic triggers live in
 ``continuous.py``.
 """
@@ -34,6 +34,7 @@ from streamflow.windowing.windows import Window
 
 __all__ = [
     "CountTrigger",
+    "EndOfStreamTrigger",
     "EventTimeTrigger",
     "NeverTrigger",
     "ProcessingTimeTrigger",
@@ -263,6 +264,32 @@ class NeverTrigger(Trigger):
 
     def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
+        pass
+
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
+        pass
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfStreamTrigger(Trigger):
+    """Fires the global window once, at the end of input (``GlobalWindows.EndOfStreamTrigger``).
+
+    Each element registers an event-time timer at ``window.max_timestamp()``, the maximum
+    watermark, which only the end of a bounded input reaches: the window fires then, with
+    everything it holds. The default trigger of ``GlobalWindows.create_with_end_of_stream_trigger()``.
+    """
+
+    def on_element(self, element: Any, timestamp: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        ctx.register_event_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
