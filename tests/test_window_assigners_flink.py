@@ -592,3 +592,66 @@ async def test_dynamic_session_windows_on_the_operator(domain: str) -> None:
         got = [e for e in harness.main.events[before:] if e[0] != "wm"]
         assert sorted(got, key=repr) == sorted(expected, key=repr)
     await op.close()
+
+
+# =============================================== processing-time windows on the operator (WindowOperatorTest)
+
+K1, K2 = "key1", "key2"
+PROCESSING_CASES: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {
+    # step: ("now", t, [expected (record, timestamp) once time is t]) or ("e", key)
+    "testProcessingTimeTumblingWindows": (
+        TumblingProcessingTimeWindows.of(3 * SECONDS),
+        [
+            ("now", 3, []), ("e", K2), ("e", K2), ("e", K2), ("e", K1), ("e", K1),
+            ("now", 5000, [((K2, 3), 2999), ((K1, 2), 2999)]),
+            ("e", K1), ("e", K1), ("e", K1),
+            ("now", 7000, [((K1, 3), 5999)]),
+        ],
+    ),
+    "testProcessingTimeSlidingWindows": (
+        SlidingProcessingTimeWindows.of(3 * SECONDS, SECONDS),
+        [
+            ("now", 3, []), ("e", K2),
+            ("now", 1000, [((K2, 1), 999)]),
+            ("e", K2), ("e", K2),
+            ("now", 2000, [((K2, 3), 1999)]),
+            ("e", K1), ("e", K1),
+            ("now", 3000, [((K2, 3), 2999), ((K1, 2), 2999)]),
+            ("e", K1), ("e", K1), ("e", K1),
+            ("now", 7000, [((K2, 2), 3999), ((K1, 5), 3999), ((K1, 5), 4999), ((K1, 3), 5999)]),
+        ],
+    ),
+    "testProcessingTimeSessionWindows": (
+        ProcessingTimeSessionWindows.with_gap(3 * SECONDS),
+        [
+            ("now", 3, []), ("e", K2),
+            ("now", 1000, []), ("e", K2),
+            ("now", 5000, [((K2, 2), 3999)]),
+            ("e", K2), ("e", K2), ("e", K1), ("e", K1), ("e", K1),
+            ("now", 10000, [((K2, 2), 7999), ((K1, 3), 7999)]),
+        ],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(PROCESSING_CASES))
+async def test_processing_time_windows_on_the_operator(name: str) -> None:
+    """WindowOperatorTest.testProcessingTime{Tumbling,Sliding,Session}Windows: a sum per key and
+    window; element timestamps are ignored; each window fires when processing time passes its
+    end, with its max timestamp."""
+    from window_harness import FUNCTIONS, WindowHarness
+
+    assigner, steps = PROCESSING_CASES[name]
+    harness = WindowHarness(assigner, FUNCTIONS["reduce"])
+    op = harness.op
+    await op.open()
+    for step in steps:
+        if step[0] == "e":
+            await op.process_batch([(step[1], 1)], None)
+            continue
+        before = len(harness.main.events)
+        harness.clock.set(step[1])
+        await op.ctx.processing_time.run_due()
+        got = [e for e in harness.main.events[before:] if e[0] != "wm"]
+        assert sorted(got, key=repr) == sorted(step[2], key=repr), step
+    await op.close()
