@@ -121,6 +121,20 @@ def sum_job(
     return env
 
 
+def sum_job_failing_once(tmp_path: Path, point: str, **kw: Any) -> Any:
+    """:func:`sum_job` (restarts allowed, slow storage) with an in-process failure at ``point``
+    from checkpoint 2 on: the job passed the point once and restarted once; its result."""
+    faults.inject(point, min_checkpoint_id=2)
+    try:
+        storage = SlowStorage(tmp_path / "chk", delay_s=0.003)
+        result = sum_job(tmp_path, storage, restarts=5, **kw).execute("sums")
+        assert faults.hits(point) == 1, f"the job never passed {point!r}"
+    finally:
+        faults.clear()
+    assert result.metrics["job.numRestarts"] == 1
+    return result
+
+
 class Endless:
     """An async source that yields ``("k", i)`` forever, slowly (the job keeps running)."""
 
@@ -311,11 +325,7 @@ async def test_tolerable_failures_then_restarts_then_an_exhausted_strategy(
 # "committed" is the Kafka sink's own point (tests/test_kafka_kill.py kills there); this job writes files
 @pytest.mark.parametrize("point", [p for p in faults.POINTS if p != "committed"])
 def test_a_failure_at_any_point_of_a_checkpoint_keeps_exactly_once(tmp_path: Path, point: str) -> None:
-    faults.inject(point, min_checkpoint_id=2)
-    storage = SlowStorage(tmp_path / "chk", delay_s=0.003)
-    result = sum_job(tmp_path, storage, restarts=5).execute("sums")
-    assert faults.hits(point) == 1, f"the job never passed {point!r}"
-    assert result.metrics["job.numRestarts"] == 1
+    sum_job_failing_once(tmp_path, point)
     assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
     assert_no_half_valid_checkpoint(tmp_path / "chk")
     assert not [f for f in (tmp_path / "out").iterdir() if f.name.startswith(".")]

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_checkpoint_faults import DATA, committed_lines, expected_running_sums, sum_job
+from test_checkpoint_faults import DATA, committed_lines, expected_running_sums, sum_job_failing_once
 from test_file_sink import Script, committed, hidden, make_op, visible
 
 import streamflow as sf
@@ -19,7 +19,6 @@ from streamflow.connectors.file_compaction import BucketCompaction, FileCompacto
 from streamflow.connectors.file_sink_parts import FileSinkError
 from streamflow.datastream.connectors.file_system import BucketAssigner, FileSink, RollingPolicy
 from streamflow.testing import faults
-from streamflow.testing.storage import SlowStorage
 
 ON_CHECKPOINT = RollingPolicy.on_checkpoint_rolling_policy()
 
@@ -417,15 +416,8 @@ def test_a_failure_at_any_point_keeps_exactly_once_with_compaction(tmp_path: Pat
     """test_checkpoint_faults' job (two throttled sources, running sums at parallelism 2,
     restarts) with a compacting sink: a failure at each protocol point, and in a compaction
     between committing its inputs and writing its file; every record is published once."""
-    faults.inject(point, min_checkpoint_id=2)
-    try:
-        storage = SlowStorage(tmp_path / "chk", delay_s=0.003)
-        compact = (strategy(size=200, checkpoints=2), FileCompactor.concat_file_compactor())
-        result = sum_job(tmp_path, storage, restarts=5, compact=compact).execute("sums")
-        assert faults.hits(point) == 1, f"the job never passed {point!r}"
-    finally:
-        faults.clear()
-    assert result.metrics["job.numRestarts"] == 1
+    compact = (strategy(size=200, checkpoints=2), FileCompactor.concat_file_compactor())
+    sum_job_failing_once(tmp_path, point, compact=compact)
     out = tmp_path / "out"
     assert Counter(committed_lines(out)) == expected_running_sums(DATA)
     assert all(n.startswith("compacted-") for n in visible(out)) and hidden(out) == []
@@ -438,15 +430,9 @@ def test_compaction_in_date_time_buckets_keeps_exactly_once_through_a_failure(
     """The same job with a bucket every 10 ms of processing time (``'b'SS``, reused every
     second): each bucket compacts on its own, a restored attempt compacts into buckets of the
     failed one; every record is published once, in compacted files, nothing left hidden."""
-    faults.inject(point, min_checkpoint_id=2)
-    try:
-        storage = SlowStorage(tmp_path / "chk", delay_s=0.003)
-        every_10ms = BucketAssigner.date_time_bucket_assigner("'b'SS", "UTC")
-        compact = (strategy(size=100, checkpoints=2), FileCompactor.concat_file_compactor())
-        sum_job(tmp_path, storage, restarts=5, bucket_assigner=every_10ms, compact=compact).execute("sums")
-        assert faults.hits(point) == 1, f"the job never passed {point!r}"
-    finally:
-        faults.clear()
+    every_10ms = BucketAssigner.date_time_bucket_assigner("'b'SS", "UTC")
+    compact = (strategy(size=100, checkpoints=2), FileCompactor.concat_file_compactor())
+    sum_job_failing_once(tmp_path, point, bucket_assigner=every_10ms, compact=compact)
     out = tmp_path / "out"
     buckets = sorted(d for d in out.iterdir() if d.is_dir())
     assert len(buckets) >= 2 and visible(out) == [b.name for b in buckets] and hidden(out) == []
