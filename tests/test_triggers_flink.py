@@ -1200,3 +1200,92 @@ def test_end_of_stream_trigger_through_the_datastream_api() -> None:
             .reduce(lambda a, b: (a[0], a[1] + b[1]))
         )
         assert sorted(sums.execute_and_collect()) == expected
+
+
+# ==================================================== session lateness (WindowOperatorTest)
+
+_SESSION_PREFIX = [
+    (("e", "key2", 1, 1000), []),
+    (("w", 1999), [("wm", 1999)]),
+    (("e", "key2", 1, 2000), []),
+    (("w", 4998), [("wm", 4998)]),
+    (("e", "key2", 1, 4500), []),  # not late: its session ends after the watermark
+    (("e", "key2", 1, 8500), []),  # a new session
+    (("w", 7400), [("wm", 7400)]),
+    (("e", "key2", 1, 7000), []),  # merges the two sessions
+    (("w", 11501), [(("key2-5", 1000, 11500), 11499), ("wm", 11501)]),
+    (("e", "key2", 1, 11600), []),  # a new session
+    (("w", 14600), [(("key2-1", 11600, 14600), 14599), ("wm", 14600)]),
+]
+_LATE_10000 = [(("e", "key2", 1, 10000), [("late", ("key2", 1), 10000)])]
+_ZERO_LATENESS_TAIL = [
+    *_LATE_10000,
+    (("e", "key2", 1, 14500), []),
+    (("w", 20000), [(("key2-1", 14500, 17500), 17499), ("wm", 20000)]),
+    (("w", 100000), [("wm", 100000)]),
+]
+SESSION_LATENESS: dict[str, tuple[int, bool, list]] = {
+    "testSideOutputDueToLatenessSessionZeroLatenessPurgingTrigger": (0, True, _ZERO_LATENESS_TAIL),
+    "testSideOutputDueToLatenessSessionZeroLateness": (0, False, _ZERO_LATENESS_TAIL),
+    "testDropDueToLatenessSessionWithLatenessPurgingTrigger": (
+        10,
+        True,
+        [
+            (("e", "key2", 1, 10000), [(("key2-1", 10000, 14600), 14599)]),
+            (("e", "key2", 1, 14500), []),
+            (("w", 20000), [(("key2-1", 10000, 17500), 17499), ("wm", 20000)]),
+        ],
+    ),
+    "testNotSideOutputDueToLatenessSessionWithLateness": (
+        10,
+        False,
+        [
+            (("e", "key2", 1, 10000), [(("key2-2", 10000, 14600), 14599)]),  # merged into a late session
+            (("e", "key2", 1, 14500), []),
+            (("w", 20000), [(("key2-3", 10000, 17500), 17499), ("wm", 20000)]),
+        ],
+    ),
+    "testNotSideOutputDueToLatenessSessionWithHugeLatenessPurgingTrigger": (
+        10000,
+        True,
+        [
+            (("e", "key2", 1, 10000), [(("key2-1", 1000, 14600), 14599)]),
+            (("e", "key2", 1, 14500), []),
+            (("w", 20000), [(("key2-1", 1000, 17500), 17499), ("wm", 20000)]),
+        ],
+    ),
+    "testNotSideOutputDueToLatenessSessionWithHugeLateness": (
+        10000,
+        False,
+        [
+            (("e", "key2", 1, 10000), [(("key2-7", 1000, 14600), 14599)]),
+            (("e", "key2", 1, 14500), []),
+            (("w", 20000), [(("key2-8", 1000, 17500), 17499), ("wm", 20000)]),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SESSION_LATENESS))
+async def test_session_windows_and_lateness(name: str) -> None:
+    """WindowOperatorTest's session lateness cases (gap 3 s, a sum as ``key-sum``, late data to a
+    side output): with allowed lateness 0 a late element is side output; with 10 it merges into
+    the session still kept and fires at once (the merged window is already past the watermark);
+    with 10000 the sessions reach back to the first one. Purging or accumulating as Flink."""
+    from window_harness import WindowHarness, run_script
+
+    from streamflow.runtime.window_context import WindowFunctions
+    from streamflow.windowing import EventTimeSessionWindows
+
+    lateness, purging, tail = SESSION_LATENESS[name]
+    trigger = PurgingTrigger.of(EventTimeTrigger.create()) if purging else EventTimeTrigger.create()
+    harness = WindowHarness(
+        EventTimeSessionWindows.with_gap(3000),
+        lambda: WindowFunctions(process=_session_function),
+        lateness=lateness,
+        trigger=trigger,
+    )
+    table = [*_SESSION_PREFIX, *tail]
+    outputs = await run_script(harness, [step for step, _ in table])
+    for (step, expected), got in zip(table, outputs, strict=True):
+        assert got == expected, step
