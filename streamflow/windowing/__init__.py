@@ -12,7 +12,7 @@ the window operator owns state and timers (``streamflow.runtime.timers``)
 and implements the contexts in ``context.py``.
 
 Modules: ``windows`` (TimeWindow, GlobalWindow), ``assigners``,
-``triggers`` and ``continuous`` (triggers), ``evictors``, ``merging``,
+``triggers``, ``continuous`` and ``timeout`` (triggers), ``evictors``, ``merging``,
 ``context`` (what the operator implements). Names follow PyFlink's
 ``pyflink.datastream.window``; rules follow Flink's ``streaming/api/windowing``.
 """
