@@ -1289,3 +1289,43 @@ async def test_session_windows_and_lateness(name: str) -> None:
     outputs = await run_script(harness, [step for step, _ in table])
     for (step, expected), got in zip(table, outputs, strict=True):
         assert got == expected, step
+
+
+async def test_cleanup_timer_with_empty_state_no_result_for_tumbling_windows() -> None:
+    """WindowOperatorTest.testCleanupTimerWithEmptyStateNoResultForTumblingWindows: a trigger that
+    FIREs on every element and timer, a function that emits nothing, allowed lateness 1: the
+    pane keeps its element through the firings and is dropped at the cleanup time (2000)."""
+    trigger = ContractTrigger(timer=1999, result=FIRE, time_result=FIRE)
+    harness = await _contract_harness("event", False, trigger, TW(0, 2000), lateness=1)
+    await harness.op.process_batch([("test_key", 1)], [1000])
+    for watermark, kept in [
+        (1599, True),
+        (1699, True),
+        (1799, True),
+        (1999, True),
+        (2000, False),
+        (5000, False),
+    ]:
+        await _advance_operator(harness, "event", watermark)
+        assert bool(harness.op.contents.get("test_key")) is kept, watermark
+    assert [e for e in harness.main.events if e[0] != "wm"] == []
+    await harness.op.close()
+
+
+async def test_cleanup_timer_with_empty_reduce_state_for_session_windows() -> None:
+    """WindowOperatorTest.testCleanupTimerWithEmpty{Reduce,List}StateForSessionWindows: a
+    session fires at its end and is cleaned up at end + allowed lateness (10) without a
+    second result."""
+    from window_harness import WindowHarness, run_script
+
+    from streamflow.runtime.window_context import WindowFunctions
+    from streamflow.windowing import EventTimeSessionWindows
+
+    harness = WindowHarness(
+        EventTimeSessionWindows.with_gap(3000),
+        lambda: WindowFunctions(process=_session_function),
+        lateness=10,
+    )
+    out = await run_script(harness, [("e", "key2", 1, 1000), ("w", 4998), ("w", 14600)])
+    assert out == [[], [(("key2-1", 1000, 4000), 3999), ("wm", 4998)], [("wm", 14600)]]
+    assert not harness.op.contents and not harness.op.merging_sets
