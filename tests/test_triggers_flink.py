@@ -1329,3 +1329,36 @@ async def test_cleanup_timer_with_empty_reduce_state_for_session_windows() -> No
     out = await run_script(harness, [("e", "key2", 1, 1000), ("w", 4998), ("w", 14600)])
     assert out == [[], [(("key2-1", 1000, 4000), 3999), ("wm", 4998)], [("wm", 14600)]]
     assert not harness.op.contents and not harness.op.merging_sets
+
+
+@dataclass(eq=False)
+class OnElementTrigger(ContractTrigger):
+    """testOnElement*'s trigger: registers a timer at the window's end (at 0 for PURGE), keeps
+    some state, answers ``result``."""
+
+    def on_element(self, element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+        ctx.register_event_time_timer(0 if self.result is PURGE else window.end)
+        ctx.get_partitioned_state(HELLO).add("hello")
+        return self.result
+
+
+@pytest.mark.parametrize(
+    ("result", "calls", "entries"),
+    [(CONTINUE, 0, 4), (FIRE, 2, 4), (FIRE_AND_PURGE, 2, 2), (PURGE, 0, 2)],
+    ids=["testOnElementContinue", "testOnElementFire", "testOnElementFireAndPurge", "testOnElementPurge"],
+)
+async def test_on_element_results(result: TriggerResult, calls: int, entries: int) -> None:
+    """WindowOperatorContractTest.testOnElement{Continue,Fire,FireAndPurge,Purge}: an element in
+    two windows; FIRE runs the function once per window; purging drops the contents but not
+    the trigger state; all timers (the trigger's and the GC timers) stay; clear is not called."""
+    trigger = OnElementTrigger(result=result)
+    harness = await _contract_harness("event", False, trigger, TW(2, 4))
+    object.__setattr__(
+        harness.op.assigner, "assign_windows", lambda element, ts, ctx=None: [TW(2, 4), TW(0, 2)]
+    )
+    await harness.op.process_batch([(0, 0)], [0])
+    assert len(harness.function_calls) == calls
+    assert trigger.clears == []
+    assert _entries(harness) == entries  # window contents and trigger state of two windows
+    assert _num_timers(harness, "event") == 4
+    await harness.op.close()
