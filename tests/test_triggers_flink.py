@@ -1362,3 +1362,40 @@ async def test_on_element_results(result: TriggerResult, calls: int, entries: in
     assert _entries(harness) == entries  # window contents and trigger state of two windows
     assert _num_timers(harness, "event") == 4
     await harness.op.close()
+
+
+@pytest.mark.parametrize(
+    ("result", "calls", "entries"),
+    [(CONTINUE, 0, 4), (FIRE, 2, 4), (FIRE_AND_PURGE, 2, 2), (PURGE, 0, 2)],
+    ids=["Continue", "Fire", "FireAndPurge", "Purge"],
+)
+@pytest.mark.parametrize("domain", ["event", "processing"])
+async def test_on_time_results(domain: str, result: TriggerResult, calls: int, entries: int) -> None:
+    """WindowOperatorContractTest.testOn{EventTime,ProcessingTime}{Continue,Fire,FireAndPurge,Purge}:
+    an element in two windows, each with a trigger timer at 0 and some trigger state; when the
+    timers fire the trigger's answer applies per window; the GC timers and the trigger state
+    stay, clear is not called."""
+    trigger = StatefulTrigger(domain=domain, time_result=result)
+    object.__setattr__(trigger, "on_element", _register_at_zero(trigger))
+    harness = await _contract_harness(domain, False, trigger, TW(2, 4))
+    object.__setattr__(
+        harness.op.assigner, "assign_windows", lambda element, ts, ctx=None: [TW(2, 4), TW(0, 2)]
+    )
+    await harness.op.process_batch([(0, 0)], [0] if domain == "event" else None)
+    assert (_entries(harness), _num_timers(harness, domain)) == (4, 4)
+    await _advance_operator(harness, domain, 0)
+    assert len(harness.function_calls) == calls
+    assert trigger.clears == []
+    assert (_entries(harness), _num_timers(harness, domain)) == (entries, 2)  # only the GC timers
+    await harness.op.close()
+
+
+def _register_at_zero(trigger: ContractTrigger) -> Any:
+    def on_element(element: Any, timestamp: int, window: Any, ctx: Any) -> TriggerResult:
+        (ctx.register_event_time_timer if trigger.domain == "event" else ctx.register_processing_time_timer)(
+            0
+        )
+        ctx.get_partitioned_state(HELLO).add("hello")
+        return CONTINUE
+
+    return on_element
