@@ -62,8 +62,32 @@ class Evictor(ABC):
         """Evict (in place) after the window function was applied."""
 
 
+class _BeforeOrAfter(Evictor):
+    """A built-in evictor: acts at one of the two points, after the window function when its
+    ``do_evict_after`` is set, else before it (Flink's ``doEvictAfter``)."""
+
+    __slots__ = ()
+    do_evict_after: bool
+
+    def evict_before(
+        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
+    ) -> None:
+        if not self.do_evict_after:
+            self._evict(elements, size)
+
+    def evict_after(
+        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
+    ) -> None:
+        if self.do_evict_after:
+            self._evict(elements, size)
+
+    @abstractmethod
+    def _evict(self, elements: TimestampedValues, size: int) -> None:
+        """Evict (in place)."""
+
+
 @dataclass(frozen=True, slots=True)
-class CountEvictor(Evictor):
+class CountEvictor(_BeforeOrAfter):
     """Keeps up to ``max_count`` elements: the most recent ones (``CountEvictor.java``)."""
 
     max_count: int
@@ -79,25 +103,13 @@ class CountEvictor(Evictor):
     def of(max_count: int, do_evict_after: bool = False) -> CountEvictor:
         return CountEvictor(max_count, do_evict_after)
 
-    def evict_before(
-        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
-    ) -> None:
-        if not self.do_evict_after:
-            self._evict(elements, size)
-
-    def evict_after(
-        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
-    ) -> None:
-        if self.do_evict_after:
-            self._evict(elements, size)
-
     def _evict(self, elements: TimestampedValues, size: int) -> None:
         if size > self.max_count:
             del elements[: size - self.max_count]
 
 
 @dataclass(frozen=True, slots=True)
-class TimeEvictor(Evictor):
+class TimeEvictor(_BeforeOrAfter):
     """Keeps the elements of the last ``window_size`` ms of the pane (``TimeEvictor.java``)."""
 
     window_size: int
@@ -113,19 +125,7 @@ class TimeEvictor(Evictor):
     def of(window_size: Duration, do_evict_after: bool = False) -> TimeEvictor:
         return TimeEvictor(duration_to_millis(window_size, "window_size"), do_evict_after)
 
-    def evict_before(
-        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
-    ) -> None:
-        if not self.do_evict_after:
-            self._evict(elements)
-
-    def evict_after(
-        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
-    ) -> None:
-        if self.do_evict_after:
-            self._evict(elements)
-
-    def _evict(self, elements: TimestampedValues) -> None:
+    def _evict(self, elements: TimestampedValues, size: int) -> None:
         if not elements or elements[0][0] is None:
             return  # Flink: only if the first element has a timestamp
         current = max(ts for ts, _ in elements if ts is not None)
@@ -153,7 +153,7 @@ def _delta_of(delta_function: DeltaFunction | Callable[[Any, Any], float]) -> Ca
 
 
 @dataclass(frozen=True, slots=True)
-class DeltaEvictor(Evictor):
+class DeltaEvictor(_BeforeOrAfter):
     """Keeps the elements whose delta to the last element is below ``threshold`` (``DeltaEvictor.java``)."""
 
     threshold: float
@@ -173,19 +173,7 @@ class DeltaEvictor(Evictor):
     ) -> DeltaEvictor:
         return DeltaEvictor(threshold, delta_function, do_evict_after)
 
-    def evict_before(
-        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
-    ) -> None:
-        if not self.do_evict_after:
-            self._evict(elements)
-
-    def evict_after(
-        self, elements: TimestampedValues, size: int, window: Window, ctx: EvictorContext
-    ) -> None:
-        if self.do_evict_after:
-            self._evict(elements)
-
-    def _evict(self, elements: TimestampedValues) -> None:
+    def _evict(self, elements: TimestampedValues, size: int) -> None:
         if not elements:
             return
         delta, threshold = _delta_of(self.delta_function), self.threshold
