@@ -378,6 +378,22 @@ def test_a_file_sink_with_date_time_buckets_is_refused_before_a_query_starts(tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_a_compacting_file_sink_is_refused_before_a_query_starts(tmp_path: Path) -> None:
+    """enable_compact() on the Spark engine, whose FileSink writes a part file per micro-batch:
+    refused with the reason, not ignored."""
+    from streamflow.common.serialization import Encoder
+    from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy, FileSink
+
+    env = _env("spark")
+    strategy = FileCompactStrategy.builder().enable_compaction_on_checkpoint(1).build()
+    sink = (FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder())
+            .enable_compact(strategy, FileCompactor.concat_file_compactor()).build())  # fmt: skip
+    env.from_collection([1, 2]).sink_to(sink)
+    with pytest.raises(ValueError, match="does not compact them: enable_compact"):
+        env.execute("refused")
+    assert not (tmp_path / "out").exists()
+
+
 def test_processing_time_timers_are_refused_clearly() -> None:
     class Ticker(KeyedProcessFunction):
         def process_element(self, value: Any, ctx: Any) -> None:

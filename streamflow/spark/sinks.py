@@ -62,6 +62,15 @@ class FileBatchSink(BatchSink):
                 "exactly-once: use BucketAssigner.base_path_bucket_assigner(), or run the job on the "
                 "asyncio engine"
             )
+        if self.sink.compact_strategy is not None:
+            # one part file per micro-batch, replayed by batch id: compacting them needs its own
+            # protocol (a replay must not write a batch a compacted file already holds); refused
+            # rather than writing uncompacted files
+            raise ValueError(
+                "on the Spark engine a FileSink writes one part file per micro-batch and does not "
+                "compact them: enable_compact() is not supported there (drop it, or run the job on "
+                "the asyncio engine)"
+            )
 
     def open(self) -> None:
         os.makedirs(self.sink.base_path, exist_ok=True)
