@@ -346,11 +346,13 @@ CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
          confirm(1, N(1), RT("b"))],
     ),
     (
+        # (the savepoint triggered after b finished holds b's final state and marks it finished:
+        # its restore must not run b again, FLIP-147)
         "without_final_checkpoint_finishing_aborts_and_releases",
         {"final_checkpoint": False},
         [trig(T(1, 0, req=1)), trig(Q(2, SP, "/sp"), kind=SP, target="/sp"),
          finished("b", A(1, R.TASK_FINISHED), RT("b"), T(2, 0, SP, "/sp", 2)),
-         ack(2, "a", C(2, S(2, "a"), SP, "/sp"))],
+         ack(2, "a", C(2, {"b": "b@final", **S(2, "a")}, SP, "/sp", finished=("b",)))],
     ),
     (
         "all_tasks_finished_final_checkpoint_then_no_more_triggers",

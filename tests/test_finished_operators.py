@@ -179,3 +179,43 @@ def test_partly_finished_source_is_not_replayed_and_the_rest_resumes_exactly_onc
     assert committed(tmp_path) == uneven_expected()
     stayed = [rec.getMessage() for rec in caplog.records if "it stays finished" in rec.getMessage()]
     assert len(stayed) == 1 and "(1/2)" in stayed[0], stayed  # source subtask 0 (chained with its map)
+
+
+# ---------------------------------------------------------------- without periodic checkpoints
+
+
+def test_a_savepoint_without_checkpointing_marks_a_finished_source_finished(tmp_path: Path) -> None:
+    """No ``enable_checkpointing``: one source ends, the other still runs, a savepoint is taken.
+    The savepoint names the finished source (and its chain) finished, so the restored job does
+    not read it again (it did: every record of the finished source appeared twice)."""
+    from streamflow.testing import ListSink
+
+    class Open:  # a source that stays open until the job is cancelled
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            yield 9
+            await asyncio.Event().wait()
+
+    seen: list[int] = []
+
+    def build(env: sf.StreamExecutionEnvironment, first: Any, second: Any, out: Any) -> None:
+        first.uid("a").map(lambda e: seen.append(e) or e).uid("seen").union(second.uid("b")).sink_to(out)
+
+    async def main() -> list[int]:
+        env = sf.StreamExecutionEnvironment().set_parallelism(1)
+        first = ListSink()
+        build(env, env.from_collection([1, 2, 3]), env.from_async_iterable(Open().__aiter__), first)
+        client = await env.execute_async("savepoint")
+        while len(seen) < 3 or 9 not in first.results:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)  # the source and its map finish
+        path = await client.trigger_savepoint(str(tmp_path / "sp"))
+        await client.cancel()
+        env2 = sf.StreamExecutionEnvironment().set_parallelism(1)
+        env2.configure({"execution.savepoint.path": path})
+        second = ListSink()
+        build(env2, env2.from_collection([1, 2, 3]), env2.from_collection([9, 10]), second)
+        await (await env2.execute_async("savepoint")).get_job_execution_result()
+        return sorted(second.results)
+
+    # b resumes after its 9; a stays finished (its 1, 2, 3 were emitted before the savepoint)
+    assert asyncio.run(asyncio.wait_for(main(), 30)) == [10]

@@ -54,7 +54,8 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint``,
   is in flight, the coordinator completes one last checkpoint itself
   (``CompleteCheckpoint`` without a trigger: nothing is in flight). With
   ``final_checkpoint=False`` (checkpointing disabled) a finishing task aborts
-  what waits for it (``TASK_FINISHED``) and is released at once.
+  what waits for it (``TASK_FINISHED``) and is released at once; a savepoint
+  triggered later still holds its final state, marking it finished.
 * ``confirm_completed`` of *checkpoint* ``n`` subsumes every older in-flight
   checkpoint (never a savepoint: Flink's ``canBeSubsumed``), then yields
   ``NotifyComplete(n)``. A completed savepoint neither subsumes nor notifies
@@ -305,6 +306,7 @@ class CheckpointCoordinator:
         self._tasks[task_id] = _TaskState.FINISHED
         actions: list[Action] = []
         if not self._final_checkpoint:
+            self._final_states[task_id] = final_state  # a later savepoint holds it (FLIP-147)
             for c in list(self._in_flight.values()):
                 if not c.persisting and task_id in c.awaiting:
                     self._abort(

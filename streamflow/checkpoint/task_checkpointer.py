@@ -241,6 +241,11 @@ class TaskCheckpointer:
                 shared, references = await produce_all(uploads)
                 final["shared"] = {**(final.get("shared") or {}), **shared}
                 final["refs"] = sorted({*(final.get("refs") or ()), *references})
+        else:
+            # no periodic checkpoints: nothing waits to be committed (a sink committed in its
+            # finish()), but a savepoint taken later must still name the chain finished, or its
+            # restore would run a finished source again and duplicate its records (FLIP-147)
+            final = {"ops": self.driver.encode({}), "in": {}, "out": {}, "finished": self.task.chain_uids()}
         return self.driver.task_finished(self.task_id, final)
 
     def _decline_unfinished_snapshots(self) -> None:
