@@ -195,9 +195,11 @@ class WatermarksWithIdleness(WatermarkGenerator):
     """Adds idleness detection to another generator. Port of ``WatermarksWithIdleness.java``.
 
     Idleness is evaluated in ``on_periodic_emit`` (see ``IdlenessTimer``); while idle the
-    wrapped generator's ``on_periodic_emit`` is not called. Flink only clears its idle flag
-    on the next event (the next emitted watermark re-activates the output); here the next
-    event calls ``output.mark_active()`` at once, before the wrapped generator sees it.
+    wrapped generator's ``on_periodic_emit`` is not called. As in Flink, an event only resets
+    the timer and this wrapper's idle flag: it does not mark the output active. The output
+    (``WatermarkEmitter``, Flink's ``WatermarkToDataOutput``) becomes ACTIVE again when the
+    next watermark above all earlier ones is emitted, so an idle input whose records do not
+    advance its watermark stays IDLE and does not hold back the watermark downstream.
     """
 
     __slots__ = ("_generator", "_status", "_timer")
@@ -208,16 +210,16 @@ class WatermarksWithIdleness(WatermarkGenerator):
         self._status = _ACTIVE
 
     def on_event(self, event: Any, event_timestamp: int, output: WatermarkOutput) -> None:
-        self._activate(output)
         self._generator.on_event(event, event_timestamp, output)
         self._timer.activity()
+        self._status = _ACTIVE
 
     def on_batch(self, events: list[Any], timestamps: list[int], output: WatermarkOutput) -> None:
         if not timestamps:
             return
-        self._activate(output)
         self._generator.on_batch(events, timestamps, output)
         self._timer.activity()
+        self._status = _ACTIVE
 
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
         if self._timer.check_if_idle():
@@ -226,11 +228,6 @@ class WatermarksWithIdleness(WatermarkGenerator):
                 self._status = _IDLE
         else:
             self._generator.on_periodic_emit(output)
-
-    def _activate(self, output: WatermarkOutput) -> None:
-        if self._status is _IDLE:
-            output.mark_active()
-            self._status = _ACTIVE
 
 
 # -- timestamp assigners ------------------------------------------------------------------

@@ -140,7 +140,8 @@ GENERATOR_SCRIPTS: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {
             (("periodic",), [IDLE]),
             (("advance", 200), []),
             (("periodic",), []),  # already idle: nothing, and no delegation
-            (("event", 20), [ACTIVE]),  # active again, before the wrapped generator
+            (("event", 20), []),  # resets the timer only (Flink: the output turns ACTIVE
+            # when it emits the next higher watermark, WatermarkToDataOutput)
             (("periodic",), [W(19)]),
             (("event", 21), []),
         ],
@@ -161,7 +162,7 @@ GENERATOR_SCRIPTS: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {
             (("batch", []), []),
             (("periodic",), [IDLE]),
             (("batch", []), []),
-            (("batch", [7, 8]), [ACTIVE]),
+            (("batch", [7, 8]), []),  # Flink: activity only; the next watermark re-activates
             (("periodic",), [W(7)]),
         ],
     ),
@@ -632,10 +633,10 @@ EMITTER_SCRIPTS: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {
             ("periodic", 1800, True),
             ("drain", []),
             ("batch", [130]),
-            ("drain", [ACTIVE]),  # the record makes the split active before any watermark
+            ("drain", []),  # a record alone does not end idleness (Flink's WatermarksWithIdleness)
             ("advance", 200),
             ("periodic", 2000, True),
-            ("drain", [W(119)]),
+            ("drain", [ACTIVE, W(119)]),  # WatermarkToDataOutput: ACTIVE, then the higher watermark
             ("end", [W(MAX)]),
         ],
     ),
