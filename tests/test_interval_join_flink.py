@@ -413,3 +413,54 @@ async def test_late_elements_end_to_end_are_dropped_without_tags() -> None:
         s.finish()
     await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert sorted(sink.results) == [(3, 3), (3, 4)]
+
+
+async def test_restore_from_a_savepoint_at_another_parallelism(tmp_path: Any) -> None:
+    """IntervalJoinOperatorTest.testRestoreFromSnapshot end to end, at another parallelism: the
+    left elements buffered under their keys (and their cleanup timers) go with their key groups
+    from 2 to 3 subtasks and join the right elements that arrive after the restore."""
+    from test_checkpointing import Gate, wait_until
+
+    keys = [f"k{i}" for i in range(8)]
+    left_data = [(k, 10) for k in keys] + [("unmatched", 10)]  # the gate holds the last one back
+    right_data = [(k, 12) for k in keys]
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[1])
+    seen: list = []
+
+    def build(env: Any, left: Any, right: Any, sink: Any) -> None:
+        left = left.uid("left").map(lambda e: seen.append(e) or e).uid("seen")
+        joined = (
+            left.assign_timestamps_and_watermarks(strategy)
+            .uid("left-ts")
+            .key_by(lambda e: e[0])
+            .interval_join(
+                right.uid("right")
+                .assign_timestamps_and_watermarks(strategy)
+                .uid("right-ts")
+                .key_by(lambda e: e[0])
+            )
+            .between(-5, 5)
+            .process(lambda a, b, ctx: [(a[0], a[1], b[1], ctx.get_timestamp())])
+            .uid("join")
+        )
+        joined.sink_to(sink)
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    left_gate, right_gate = Gate(left_data, len(keys)), Gate(right_data, 0)
+    build(
+        env,
+        env.from_async_iterable(left_gate.__aiter__),
+        env.from_async_iterable(right_gate.__aiter__),
+        ListSink(),
+    )
+    client = await env.execute_async("join")
+    await wait_until(lambda: len(seen) == len(keys))  # the barrier follows them to the join
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(3)
+    env2.configure({"execution.savepoint.path": path})
+    sink = ListSink()
+    build(env2, env2.from_collection(left_data), env2.from_collection(right_data), sink)
+    await asyncio.wait_for((await env2.execute_async("join")).get_job_execution_result(), 60)
+    assert sorted(sink.results) == [(k, 10, 12, 12) for k in keys]

@@ -523,3 +523,41 @@ async def test_the_final_watermark_ends_idleness() -> None:
     await h.element("late", 5)
     await h.set_processing_time(1000)
     assert h.poll() == [("record", "late", 5)]
+
+
+async def test_periodic_watermarks_batch_mode() -> None:
+    """TimestampsAndWatermarksOperatorTest.periodicWatermarksBatchMode: in batch execution the
+    operator assigns timestamps but emits no progressive watermarks (streamflow: the strategy
+    that ``api/batch.py`` gives it), only the final one."""
+    from streamflow.api.batch import batch_watermarks
+
+    h = await AssignerHarness(batch_watermarks(_periodic())).open()
+    await h.element(2)
+    await h.set_processing_time(AUTO_WATERMARK_INTERVAL)
+    assert h.poll() == [("record", 2, 2)]
+    await h.element(4)
+    await h.set_processing_time(AUTO_WATERMARK_INTERVAL * 2)
+    assert h.poll() == [("record", 4, 4)]
+    await h.op.process_watermark(Watermark(MAX_WATERMARK))
+    assert h.poll() == [("wm", MAX_WATERMARK)]
+
+
+async def test_punctuated_watermarks_batch_mode() -> None:
+    """TimestampsAndWatermarksOperatorTest.punctuatedWatermarksBatchMode: no punctuated
+    watermarks in batch execution either."""
+    from streamflow.api.batch import batch_watermarks
+
+    h = await AssignerHarness(batch_watermarks(_punctuated())).open()
+    await h.element((True, 2))
+    assert h.poll() == [("record", (True, 2), 2)]
+    await h.element((True, 4))
+    assert h.poll() == [("record", (True, 4), 4)]
+
+
+@pytest.mark.parametrize("bound", [-1, timedelta(milliseconds=-1)])
+def test_negative_out_of_orderness_is_refused(bound: Any) -> None:
+    """BoundedOutOfOrdernessWatermarks's constructor: checkArgument(!maxOutOfOrderness.isNegative())."""
+    with pytest.raises(ValueError, match="max_out_of_orderness"):
+        WatermarkStrategy.for_bounded_out_of_orderness(bound)
+    with pytest.raises(ValueError, match="max_out_of_orderness"):
+        BoundedOutOfOrdernessWatermarks(bound)
