@@ -561,3 +561,18 @@ def test_negative_out_of_orderness_is_refused(bound: Any) -> None:
         WatermarkStrategy.for_bounded_out_of_orderness(bound)
     with pytest.raises(ValueError, match="max_out_of_orderness"):
         BoundedOutOfOrdernessWatermarks(bound)
+
+
+async def test_an_auto_watermark_interval_of_zero_disables_periodic_emission() -> None:
+    """TimestampsAndWatermarksOperator.open: no periodic timer when the auto-watermark interval
+    is 0 (``watermarkInterval > 0``); punctuated watermarks and the final one still pass."""
+    h = await AssignerHarness(_periodic(), interval=0).open()
+    await h.element(2)
+    for now in (50, 200, 10_000):
+        await h.set_processing_time(now)
+    assert h.poll() == [("record", 2, 2)]
+    await h.op.process_watermark(Watermark(MAX_WATERMARK))
+    assert h.poll() == [("wm", MAX_WATERMARK)]
+    p = await AssignerHarness(_punctuated(), interval=0).open()
+    await p.element((True, 3))
+    assert p.poll() == [("record", (True, 3), 3), ("wm", 3)]
