@@ -474,3 +474,45 @@ async def test_processing_time_timer_from_the_keyed_side() -> None:
     await h.op.ctx.processing_time.run_due()
     assert h.main.events == [("k@10 rule=7", None)]
     await h.close()
+
+
+async def test_apply_to_keyed_state_skips_cleared_keys_and_may_modify_state() -> None:
+    """KeyedStateBackend.applyToAllKeys (behind CoBroadcastWithKeyedOperator's
+    applyToKeyedState): only keys that hold the state are visited, and the function may update
+    or clear each key's state as it goes."""
+    counts = ValueStateDescriptor("count", Types.INT())
+    visits: list[list] = []
+
+    class Counter(KeyedBroadcastProcessFunction):
+        def open(self, runtime_context):
+            self.count = runtime_context.get_state(counts)
+
+        def process_element(self, value, ctx):
+            if value.startswith("clear-"):
+                self.count.clear()
+            else:
+                self.count.update((self.count.value() or 0) + 1)
+            return ()
+
+        def process_broadcast_element(self, value, ctx):
+            seen: list = []
+
+            def visit(key, state):
+                seen.append((key, state.value()))
+                if value == "reset" and key == "b":
+                    state.clear()
+                elif value == "reset":
+                    state.update(100)
+
+            ctx.apply_to_keyed_state(counts, visit)
+            visits.append(sorted(seen))
+
+    h = await BroadcastHarness(Counter()).open()
+    for value in ("a", "a", "b", "c"):
+        await h.element1(value, 1)
+    h.op.key_selector = lambda e: e.removeprefix("clear-")
+    await h.element1("clear-c", 2)
+    await h.element2("reset", 3)
+    await h.element2("look", 4)
+    assert visits == [[("a", 2), ("b", 1)], [("a", 100)]]
+    await h.close()
