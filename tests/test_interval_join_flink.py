@@ -464,3 +464,19 @@ async def test_restore_from_a_savepoint_at_another_parallelism(tmp_path: Any) ->
     build(env2, env2.from_collection(left_data), env2.from_collection(right_data), sink)
     await asyncio.wait_for((await env2.execute_async("join")).get_job_execution_result(), 60)
     assert sorted(sink.results) == [(k, 10, 12, 12) for k in keys]
+
+
+async def test_the_join_function_writes_side_outputs_with_the_pairs_timestamp() -> None:
+    """ProcessJoinFunction.Context#output (IntervalJoinOperator's collector carries the pair's
+    timestamp, max of both): a yielded ``(OutputTag, value)`` pair goes to that side output
+    with the same timestamp as a main result (PyFlink's form of ``ctx.output``)."""
+
+    def both(left: Any, right: Any, ctx: Any) -> list:
+        return [(left[1], right[1]), (LEFT_LATE, ("side", left[1], right[1]))]
+
+    h = await JoinHarness(-1, True, 1, True, fn=both).open()
+    await h.element1(5)
+    await h.element2(6)
+    assert h.results() == [(5, 6, 6)]
+    assert h.left_late.events == [("L", ("side", 5, 6), 6)]
+    await h.close()
