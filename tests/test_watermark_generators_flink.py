@@ -576,3 +576,34 @@ async def test_an_auto_watermark_interval_of_zero_disables_periodic_emission() -
     p = await AssignerHarness(_punctuated(), interval=0).open()
     await p.element((True, 3))
     assert p.poll() == [("record", (True, 3), 3), ("wm", 3)]
+
+
+async def test_an_idle_aligned_source_stays_idle_on_records_behind_its_watermark() -> None:
+    """WatermarksWithIdleness.onEvent (no markActive) with watermark alignment (FLIP-182: an idle
+    source reports Long.MAX_VALUE): an idle source that reads a record behind its watermark stays
+    idle, so it keeps holding no one back; the faster source of its group keeps reading."""
+    from test_watermark_alignment import (
+        DRIFT,
+        _first_reports,
+        _max,
+        _start,
+        aligned,
+        settle,
+        tick,
+        tick_until,
+    )
+
+    from streamflow.testing import ScriptedSource
+
+    fast, slow = ScriptedSource(end=False), ScriptedSource(end=False)
+    clock, out, client = await _start(fast, slow, aligned().with_idleness(25))
+    await _first_reports(clock, fast, slow, out)
+    fast.push(*[("a", t) for t in range(1, 5_000)])
+    await tick_until(clock, lambda: _max(out, "a") >= 5 * DRIFT)  # the slow source went idle
+    slow.push(("b", 0))  # behind its watermark 0: no watermark, no ACTIVE
+    await settle()
+    await tick(clock)  # the slow source's next report (before: its watermark 0, holding "a" back)
+    before = _max(out, "a")
+    await tick(clock, 3)
+    assert _max(out, "a") >= before + DRIFT
+    await client.cancel()
