@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from .. import _faults as faults
-from .file_compaction import BucketCompaction, FileCompactor, FileCompactStrategy
+from .file_compaction import BucketCompaction, FileCompactor, FileCompactStrategy, group_names
 from .file_sink_bucket import Bucket
 from .file_sink_parts import COMPACTED, INPROGRESS, PENDING, FileSinkError, PartFiles, fsync_dir, io_errors
 
@@ -80,10 +80,10 @@ def publish_groups(parts: PartFiles, groups: list[list[str]], checkpoint_id: int
 def restore_without_compaction(parts: PartFiles, states: list[dict[str, Any]]) -> None:
     """A checkpoint taken with compaction restored into a sink without it (blocking): its
     compacted groups are published, its other files become visible as they are."""
-    publish_groups(parts, [g for s in states for _cid, gs in s["compacted"] for g in gs], 0)
-    names = [n for s in states for n in s["packing"]]
-    names += [n for s in states for _cid, gs in s["requests"] for g in gs for n in g]
-    names += [n for s in states for g in s["submitted"] for n in g]
+    compacted = [g for s in states for _cid, gs in s["compacted"] for g in gs]
+    publish_groups(parts, compacted, 0)
+    published = {n for g in compacted for n in g}
+    names = [n for s in states for n in group_names(s) if n not in published]
     if names:
         log.warning("file sink: compaction is off; publishing %d uncompacted files of the restored "
                     "checkpoint as they are in %s", len(names), parts.base)  # fmt: skip
@@ -118,11 +118,14 @@ class SinkCompaction:
         """Pack the files every bucket rolled since the last checkpoint, then the checkpoint
         trigger; fired groups become this checkpoint's requests (on the loop)."""
         self.check()
+        self._pack_rolled(buckets)
+        for c in self.buckets.values():
+            c.prepare(checkpoint_id)
+
+    def _pack_rolled(self, buckets: dict[str, Bucket]) -> None:
         for bucket_id, bucket in buckets.items():
             for name, size in bucket.take_rolled():
                 self.of(bucket_id).pack(name, size)
-        for c in self.buckets.values():
-            c.prepare(checkpoint_id)
 
     def snapshot(self, bucket_id: str) -> dict[str, Any] | None:
         c = self.buckets.get(bucket_id)
@@ -145,9 +148,7 @@ class SinkCompaction:
     async def end_of_input(self, buckets: dict[str, Bucket], publish: bool) -> None:
         """Compact every packed file now and wait (Flink's ``endInput``); without checkpointing
         (``publish``) make the compacted files visible at once."""
-        for bucket_id, bucket in buckets.items():
-            for name, size in bucket.take_rolled():
-                self.of(bucket_id).pack(name, size)
+        self._pack_rolled(buckets)
         for bucket_id, c in self.buckets.items():
             for group in c.end_of_input():
                 self._start(bucket_id, group, 0)

@@ -276,12 +276,13 @@ class NeverTrigger(Trigger):
 
 
 @dataclass(frozen=True, slots=True)
-class EndOfStreamTrigger(Trigger):
+class EndOfStreamTrigger(NeverTrigger):
     """Fires the global window once, at the end of input (``GlobalWindows.EndOfStreamTrigger``).
 
     Each element registers an event-time timer at ``window.max_timestamp()``, the maximum
     watermark, which only the end of a bounded input reaches: the window fires then, with
     everything it holds. The default trigger of ``GlobalWindows.create_with_end_of_stream_trigger()``.
+    Processing time, merging and clearing do nothing, as for :class:`NeverTrigger`.
     """
 
     def on_element(self, element: Any, timestamp: int, window: Window, ctx: TriggerContext) -> TriggerResult:
@@ -290,12 +291,3 @@ class EndOfStreamTrigger(Trigger):
 
     def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
-
-    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
-        return TriggerResult.CONTINUE
-
-    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
-        pass
-
-    def clear(self, window: Window, ctx: TriggerContext) -> None:
-        pass
