@@ -185,6 +185,20 @@ async def test_fast_path_equals_general_path(name: str, kind: str) -> None:
     assert outputs[True] == outputs[False]
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
+async def test_a_record_after_the_maximum_watermark_is_late_whatever_the_lateness(fast: bool) -> None:
+    """Flink's ``cleanupTime`` is ``Long.MAX_VALUE`` when the window's end plus the allowed
+    lateness overflows, so once the watermark is ``Long.MAX_VALUE`` every window is late: a
+    record for one goes to the late output, the window does not fire again."""
+    harness = WindowHarness(
+        TumblingEventTimeWindows.of(1000), FUNCTIONS["reduce"], lateness=2000, fast=fast
+    )
+    script = [e(K2, _OVERFLOW_TS), w(MAX_WATERMARK), e(K2, _OVERFLOW_TS + 1)]
+    outputs = await run_script(harness, script)
+    assert outputs[1] == [((K2, 1), _OVERFLOW_MAX), ("wm", MAX_WATERMARK)]
+    assert [o[0] for o in outputs[2]] == [LATE]
+
+
 _steps = st.one_of(
     st.tuples(st.just("e"), st.sampled_from([K1, K2, "key3"]), st.integers(1, 9), st.integers(0, 60)),
     st.tuples(st.just("w"), st.integers(-1, 70)),

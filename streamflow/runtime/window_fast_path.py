@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..windowing.assigners import TumblingEventTimeWindows, require_timestamp
 from ..windowing.triggers import EventTimeTrigger, Trigger
 from ..windowing.windows import TimeWindow
-from .events import MIN_WATERMARK
+from .events import MAX_WATERMARK, MIN_WATERMARK
 from .window_batch import add_one_window
 from .window_context import WindowContext, WindowFunctions
 
@@ -85,7 +85,7 @@ def _fast_loop(
             if start < lowest:  # the window of Long.MIN_VALUE: each record is checked (no caching)
                 require_timestamp(ts)  # the "no timestamp" marker is refused, as the assigner does
             end = start + size - 1
-            if end + lateness <= wm:
+            if min(end + lateness, MAX_WATERMARK) <= wm:  # Flink's cleanupTime: no overflow
                 # late: the variables of the window in hand (last_start's) stay as they are,
                 # the next record may be in that window again
                 late.append(record)
@@ -152,7 +152,7 @@ async def fire_panes(op: WindowOperator, wm: int) -> None:
         else:  # dropped now: its keys fired above were taken out of the pane as they fired
             await op._pane_tables.drop(window, held)
             fired.discard(window)
-    for window in [w for w in fired if w.end - 1 + lateness <= wm] if lateness else ():
+    for window in [w for w in fired if op.cleanup_time(w) <= wm] if lateness else ():
         await op._pane_tables.drop(window)
         fired.discard(window)
         refire.pop(window, None)

@@ -134,8 +134,7 @@ class WindowOperator(WindowTables):
 
     def next_event_time(self) -> int | None:
         """Timers, and on the fast path the panes' implied timers (firing, then cleanup)."""
-        lateness = self.allowed_lateness
-        due = [w.end - 1 + lateness if w in self._fired else w.end - 1 for w in self.panes]
+        due = [self.cleanup_time(w) if w in self._fired else w.end - 1 for w in self.panes]
         timer = super().next_event_time()
         if timer is not None:
             due.append(timer)
@@ -166,7 +165,9 @@ class WindowOperator(WindowTables):
             self._act(result, key, actual, state_window)
             self._register_cleanup(key, actual)
         self._touched(key)
-        return skipped and self.event_time and ts + self.allowed_lateness <= self.current_watermark
+        # Flink's isElementLate; ts + lateness past Long.MAX_VALUE (Java wraps to a negative, late)
+        late_at = min(ts + self.allowed_lateness, MAX_WATERMARK)
+        return skipped and self.event_time and late_at <= self.current_watermark
 
     def _merging_set(self, key: Any) -> MergingWindowSet:
         mws = self.merging_sets.get(key)
@@ -178,7 +179,7 @@ class WindowOperator(WindowTables):
         # a misbehaving assigner could make a window late by merging: refused, as Flink does
         # (WindowOperator.processElement's merge function, UnsupportedOperationException)
         if self.event_time:
-            if result.max_timestamp() + self.allowed_lateness <= self.current_watermark:
+            if self.cleanup_time(result) <= self.current_watermark:
                 raise NotImplementedError(
                     "The end timestamp of an event-time window cannot become earlier than the current "
                     f"watermark by merging. Current watermark: {self.current_watermark} window: {result}"
