@@ -281,3 +281,19 @@ def test_delta_evictor_through_the_datastream_api() -> None:
         ("key2", 10),
         ("key2", 11),
     ]
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_time_evictor_refuses_an_element_without_a_timestamp_behind_one_with(after: bool) -> None:
+    """Flink's TimeEvictor evicts only when the pane's first element has a timestamp, and then
+    reads every element's: ``TimestampedValue.getTimestamp()`` of one without throws
+    IllegalStateException (TimeEvictor.getMaxTimestamp). The job fails with Flink's message
+    instead of keeping the element."""
+    pane: list = [(1000, ("k", 1)), (None, ("k", 2)), (3000, ("k", 3))]
+    evictor = TimeEvictor.of(1000, after)
+    evict = evictor.evict_after if after else evictor.evict_before
+    with pytest.raises(RuntimeError, match="Record has no timestamp"):
+        evict(pane, len(pane), None, None)  # type: ignore[arg-type]
+    untimed: list = [(None, ("k", 1)), (3000, ("k", 3))]
+    evict(untimed, len(untimed), None, None)  # type: ignore[arg-type]
+    assert untimed == [(None, ("k", 1)), (3000, ("k", 3))]  # the first has none: nothing evicted

@@ -942,12 +942,6 @@ EVICTIONS = {
         [(None, "a"), (1, "b"), (5, "c")],
         None,
     ),
-    "time: later elements without timestamp are kept": (
-        TimeEvictor.of(1),
-        [(1, "a"), (None, "b"), (5, "c")],
-        [(None, "b"), (5, "c")],
-        None,
-    ),
     "time on empty": (TimeEvictor.of(1), [], [], []),
 }
 

@@ -143,7 +143,8 @@ class WindowOperator(WindowTables):
     def _element(self, record: Any, ts: int, stamped: bool = True) -> bool:
         """Flink's processElement for one element; True if the element is late. A record
         without a timestamp (``stamped`` False) has the processing time as ``ts`` for the
-        assigner and trigger, and no timestamp for an evictor (a ``TimeEvictor`` keeps it)."""
+        assigner and trigger, and no timestamp for an evictor (a ``TimeEvictor`` evicts nothing
+        from a pane whose first element has none, and fails on one without behind one with)."""
         key = self.key_selector(record)
         self.backend.current_key = key
         windows = self.assigner.assign_windows(record, ts, self)

@@ -128,9 +128,15 @@ class TimeEvictor(_BeforeOrAfter):
     def _evict(self, elements: TimestampedValues, size: int) -> None:
         if not elements or elements[0][0] is None:
             return  # Flink: only if the first element has a timestamp
-        current = max(ts for ts, _ in elements if ts is not None)
-        cutoff = current - self.window_size
-        elements[:] = [e for e in elements if e[0] is None or e[0] > cutoff]
+        stamps = [ts for ts, _ in elements if ts is not None]
+        if len(stamps) < len(elements):  # TimestampedValue.getTimestamp() throws
+            raise RuntimeError(
+                "Record has no timestamp. Is the time characteristic set to 'ProcessingTime', or "
+                "did you forget to call 'DataStream.assignTimestampsAndWatermarks(...)'? "
+                f"(TimeEvictor({self.window_size}) found an element without one behind one with)"
+            )
+        cutoff = max(stamps) - self.window_size
+        elements[:] = [e for e, ts in zip(elements, stamps, strict=True) if ts > cutoff]
 
 
 class DeltaFunction(ABC):
