@@ -24,7 +24,7 @@ async def slow(record: int) -> int:
 
 def test_checkpoints_complete_in_order_when_one_input_lags(tmp_path: Path) -> None:
     env = sf.StreamExecutionEnvironment().set_parallelism(1).set_batch_size(4).set_channel_capacity(16)
-    env.enable_checkpointing(5)
+    env.enable_checkpointing(10)
     (
         env.get_checkpoint_config()
         .set_checkpointing_mode(sf.CheckpointingMode.AT_LEAST_ONCE)

@@ -212,7 +212,7 @@ async def test_cancel_right_after_execute_async_is_canceled(tmp_path: Path) -> N
 
 async def test_driver_keeps_no_per_checkpoint_history(tmp_path: Path) -> None:
     storage = FileSystemCheckpointStorage(tmp_path / "chk", retain=1)
-    client = await endless_job(storage, interval_ms=1).execute_async("endless")
+    client = await endless_job(storage, interval_ms=10).execute_async("endless")
     await wait_for(lambda: client.execution.driver.num_completed >= 40)
     driver = client.execution.driver
     assert driver.durations_ms.maxlen is not None and not hasattr(driver, "completed")

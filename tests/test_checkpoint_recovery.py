@@ -35,7 +35,7 @@ def job(
 ) -> sf.StreamExecutionEnvironment:
     """``records``: an async iterable factory to read instead of ``data`` (a job that stays up)."""
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(8)
-    env.enable_checkpointing(5)
+    env.enable_checkpointing(10)
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     cfg.set_max_retained_checkpoints(3)
     if fallback:

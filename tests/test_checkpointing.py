@@ -452,7 +452,7 @@ def test_at_least_once_never_blocks_a_channel(tmp_path: Path, mode: sf.Checkpoin
     from streamflow.runtime.task import InputTask
 
     # the failure waits for a completed checkpoint (on a loaded machine none may complete by 450)
-    env = running_sum_job(tmp_path, DATA, fail_at=DATA[300], interval_ms=5, fail_after_checkpoint=True)
+    env = running_sum_job(tmp_path, DATA, fail_at=DATA[300], interval_ms=10, fail_after_checkpoint=True)
     env.get_checkpoint_config().set_checkpointing_mode(mode)
     pauses, ends = [0], [0]
     pause, on_event = InputGate.pause, InputTask._on_event

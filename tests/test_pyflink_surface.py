@@ -291,6 +291,24 @@ def test_checkpoint_config_getters_and_environment_methods() -> None:
         env.create_input(object())
 
 
+def test_checkpoint_interval_and_timeout_below_flinks_minimum_are_refused() -> None:
+    """Flink's CheckpointConfig.setCheckpointInterval and setCheckpointTimeout throw
+    IllegalArgumentException under MINIMAL_CHECKPOINT_TIME (10 ms), with its message;
+    ``enable_checkpointing`` and ``execution.checkpointing.interval`` go through the same
+    check. 10 ms itself is taken."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(ValueError, match="Checkpoint interval must be larger than or equal to 10 ms"):
+        env.enable_checkpointing(5)
+    with pytest.raises(ValueError, match="Checkpoint interval must be larger than or equal to 10 ms"):
+        env.configure({"execution.checkpointing.interval": "9 ms"})
+    assert not env.get_checkpoint_config().is_checkpointing_enabled()
+    cc = env.enable_checkpointing(10).get_checkpoint_config()
+    assert cc.get_checkpoint_interval() == 10 == cc.MINIMAL_CHECKPOINT_TIME
+    with pytest.raises(ValueError, match="Checkpoint timeout must be larger than or equal to 10 ms"):
+        cc.set_checkpoint_timeout(9)
+    assert cc.set_checkpoint_timeout(10).get_checkpoint_timeout() == 10
+
+
 def test_execute_async_outside_an_event_loop_is_pyflinks(tmp_path: Any) -> None:
     """A PyFlink program: ``execute_async`` returns a client at once, its methods futures."""
     import concurrent.futures

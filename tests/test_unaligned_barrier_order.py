@@ -39,7 +39,7 @@ def test_queued_unaligned_barriers_of_successive_checkpoints_complete_in_order(
 
     monkeypatch.setattr(Channel, "put_priority", spy)
     env = sf.StreamExecutionEnvironment().set_parallelism(1).set_batch_size(4).set_channel_capacity(8)
-    env.enable_checkpointing(5)
+    env.enable_checkpointing(10)
     (
         env.get_checkpoint_config()
         .set_checkpoint_storage_dir(tmp_path / "chk")

@@ -40,6 +40,14 @@ def _ms(value: int | datetime.timedelta, what: str, minimum: int = 0) -> int:
     return value
 
 
+def _at_least_minimal(ms: int, what: str) -> int:
+    """Flink's CheckpointConfig refuses an interval or a timeout under 10 ms (its message)."""
+    minimal = CheckpointConfig.MINIMAL_CHECKPOINT_TIME
+    if ms < minimal:
+        raise ValueError(f"{what} must be larger than or equal to {minimal} ms, got {ms}")
+    return ms
+
+
 @dataclass
 class CheckpointConfig:
     """``env.get_checkpoint_config()``: how and where checkpoints are taken."""
@@ -49,6 +57,7 @@ class CheckpointConfig:
     DEFAULT_TIMEOUT: ClassVar[int] = 10 * 60 * 1000
     DEFAULT_MIN_PAUSE_BETWEEN_CHECKPOINTS: ClassVar[int] = 0
     DEFAULT_MAX_CONCURRENT_CHECKPOINTS: ClassVar[int] = 1
+    MINIMAL_CHECKPOINT_TIME: ClassVar[int] = 10  # the shortest interval and timeout Flink takes
 
     interval_ms: int | None = None
     mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE
@@ -82,7 +91,7 @@ class CheckpointConfig:
         return self.interval_ms is not None
 
     def set_checkpoint_interval(self, interval: int | datetime.timedelta) -> CheckpointConfig:
-        self.interval_ms = _ms(interval, "checkpoint interval", 1)
+        self.interval_ms = _at_least_minimal(_ms(interval, "checkpoint interval"), "Checkpoint interval")
         return self
 
     def get_checkpoint_interval(self) -> int:
@@ -209,7 +218,7 @@ class CheckpointConfig:
         return self
 
     def set_checkpoint_timeout(self, timeout: int | datetime.timedelta) -> CheckpointConfig:
-        self.timeout_ms = _ms(timeout, "checkpoint timeout", 1)
+        self.timeout_ms = _at_least_minimal(_ms(timeout, "checkpoint timeout"), "Checkpoint timeout")
         return self
 
     def set_max_concurrent_checkpoints(self, n: int) -> CheckpointConfig:
