@@ -4,8 +4,11 @@ Flink's broadcast state pattern (``BroadcastState``/``ReadOnlyBroadcastState``):
 the broadcast side writes (``process_broadcast_element``), the other side only
 reads, so every subtask that saw the same broadcast elements holds the same
 state. In a checkpoint each subtask stores its copy; on restore, at any
-parallelism, every new subtask takes the copy of one old subtask
-(``OperatorStateStore``'s broadcast redistribution).
+parallelism, new subtask ``i`` takes the copy of old subtask ``i % old parallelism``
+(Flink's ``RoundRobinOperatorStateRepartitioner.repartitionBroadcastState``): the same
+copy when the parallelism is unchanged, and on a scale-up the old copies are spread
+round robin, so copies that diverged (a function that wrote per-subtask values)
+keep their proportions instead of all new subtasks taking subtask 0's.
 """
 
 from __future__ import annotations
@@ -104,10 +107,13 @@ class BroadcastStateStore:
     def snapshot(self) -> dict[str, list]:
         return {name: list(m.items()) for name, m in self.maps.items()}
 
-    def restore(self, states: list[Any]) -> None:
-        """Every subtask holds the same maps: take the first stored copy."""
-        for state in states:
-            if state is not None and "broadcast" in state:
-                for name, items in state["broadcast"].items():
-                    self.maps.setdefault(name, {}).update(dict(items))
-                return
+    def restore(self, states: list[Any], subtask: int) -> None:
+        """``states``: every old subtask's state, by old subtask index; new subtask
+        ``subtask`` takes old subtask ``subtask % len(states)``'s copy (Flink's rule)."""
+        if not states:
+            return
+        state = states[subtask % len(states)]
+        if state is None or "broadcast" not in state:
+            return
+        for name, items in state["broadcast"].items():
+            self.maps.setdefault(name, {}).update(dict(items))

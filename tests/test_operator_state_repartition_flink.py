@@ -1,0 +1,67 @@
+"""Ports of Flink's operator-state redistribution rules onto streamflow's broadcast state.
+
+Sources (apache/flink): flink-runtime/src/main/java/org/apache/flink/runtime/checkpoint/
+RoundRobinOperatorStateRepartitioner.java (``repartitionBroadcastState``) and its tests in
+flink-runtime/src/test/java/org/apache/flink/runtime/checkpoint/StateAssignmentOperationTest.java.
+
+Flink's rule for BROADCAST operator state: at any new parallelism, new subtask ``i`` restores
+the copy of old subtask ``i % old_parallelism``. Every copy is normally the same (the broadcast
+side writes the same state everywhere), but a function may write per-subtask values (Flink
+leaves that to the user); the rule decides which copy each new subtask sees.
+
+Flink's SPLIT_DISTRIBUTE (``ListState``) and UNION (``UnionListState``) modes have no user-facing
+counterpart in streamflow (Java's ``CheckpointedFunction``, which PyFlink does not expose either;
+docs/architecture.md): only broadcast state is ported here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_broadcast_flink import STATE, BroadcastHarness
+
+from streamflow.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
+
+
+class _PerSubtaskCopy(KeyedBroadcastProcessFunction):
+    """The broadcast side stores the value it receives (a different one per old subtask); the
+    data side emits the copy its subtask holds."""
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(STATE).put("copy", value)
+
+    def process_element(self, value, ctx):
+        yield ctx.get_broadcast_state(STATE).get("copy")
+
+
+class _NonKeyedPerSubtaskCopy(BroadcastProcessFunction):
+    process_broadcast_element = _PerSubtaskCopy.process_broadcast_element
+    process_element = _PerSubtaskCopy.process_element
+
+
+async def _copies_after_restore(keyed: bool, old: int, new: int) -> list[int]:
+    function = _PerSubtaskCopy if keyed else _NonKeyedPerSubtaskCopy
+    snapshots = {}
+    for subtask in range(old):
+        h = await BroadcastHarness(function(), keyed=keyed, parallelism=old, subtask=subtask).open()
+        await h.element2(100 + subtask)  # old subtask s holds copy 100 + s
+        snapshots[subtask] = h.snapshot()
+        await h.close()
+    seen = []
+    for subtask in range(new):
+        h = BroadcastHarness(function(), keyed=keyed, parallelism=new, subtask=subtask, restored=snapshots)
+        await h.open()
+        await h.element1(h.key_of_this_subtask())
+        [(copy, _ts)] = h.main.events
+        seen.append(copy)
+        await h.close()
+    return seen
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "non-keyed"])
+@pytest.mark.parametrize(("old", "new"), [(2, 4), (2, 3), (1, 3), (4, 2), (3, 2), (3, 3)])
+async def test_repartition_broadcast_state(keyed: bool, old: int, new: int) -> None:
+    """StateAssignmentOperationTest.testRepartitionBroadcastState (2 -> 4) and
+    RoundRobinOperatorStateRepartitioner.repartitionBroadcastState's rule at other parallelisms
+    (scale up, scale down, unchanged): new subtask ``i`` restores old subtask ``i % old``'s copy
+    (streamflow gave every subtask beyond the old parallelism subtask 0's copy)."""
+    assert await _copies_after_restore(keyed, old, new) == [100 + i % old for i in range(new)]
