@@ -156,6 +156,10 @@ class ValueState(_KeyedState):
 
 
 class ListState(_KeyedState):
+    """Null (``None``) is refused as an element and as the list, before anything is written
+    (Flink's ``HeapListState``/``RocksDBListState``: NullPointerException, here TypeError with
+    Flink's message), so a refused call leaves the key's list as it was."""
+
     __slots__ = ()
 
     def get(self) -> list:
@@ -165,25 +169,41 @@ class ListState(_KeyedState):
         return iter(self.get())
 
     def add(self, value: Any) -> None:
+        if value is None:
+            raise TypeError(NULL_ELEMENT)
         key = self._backend.current_key
         self._table.setdefault(key, []).append(value)
         self._written(key)
 
     def add_all(self, values: Iterable[Any]) -> None:
-        values = list(values)
+        values = checked_list(values)
         if values:  # adding nothing gives the key no state (Flink's addAll)
             key = self._backend.current_key
             self._table.setdefault(key, []).extend(values)
             self._written(key)
 
     def update(self, values: Iterable[Any]) -> None:
-        values = list(values)
+        values = checked_list(values)
         if values:
             key = self._backend.current_key
             self._table[key] = values
             self._written(key)
         else:
             self.clear()
+
+
+NULL_ELEMENT = "You cannot add null to a ListState."
+NULL_LIST = "List of values to add cannot be null."
+
+
+def checked_list(values: Iterable[Any] | None) -> list:
+    """``values`` as a list, refusing null as the list or as an element (Flink's messages)."""
+    if values is None:
+        raise TypeError(NULL_LIST)
+    values = list(values)
+    if any(v is None for v in values):
+        raise TypeError(NULL_ELEMENT)
+    return values
 
 
 class MapViews:

@@ -1,0 +1,237 @@
+"""Ports of Flink's keyed-state backend tests onto streamflow, through the public API, on the
+heap backend and on EmbeddedRocksDBStateBackend (each test runs on both).
+
+Source (apache/flink): flink-runtime/src/test/java/org/apache/flink/runtime/state/
+StateBackendTestBase.java; the scenarios a DataStream user can observe (the state of each kind
+per key, default values, ListState's refusal of null, MapState's views). Snapshots, key-group
+restore and rescaling are in test_state_backend_flink_restore.py. Flink's NullPointerException
+is Python's TypeError here, with Flink's message.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from state_backend_harness import Raised, backend_param, run_steps
+
+
+def _put(name: str, value: Any) -> Any:
+    return lambda s: s[name].update(value)
+
+
+@backend_param
+def test_value_state(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testValueState: unset is null; each key has its own value; clear
+    affects only the current key."""
+    steps = [
+        ("1", lambda s: s["value"].value()),
+        ("1", _put("value", 1)),
+        ("1", lambda s: s["value"].value()),
+        ("2", lambda s: s["value"].value()),
+        ("2", _put("value", 2)),
+        ("1", lambda s: s["value"].value()),
+        ("2", lambda s: s["value"].value()),
+        ("1", lambda s: s["value"].clear()),
+        ("1", lambda s: s["value"].value()),
+        ("2", lambda s: s["value"].value()),
+        ("2", _put("value", None)),  # Flink: update(null) clears
+        ("2", lambda s: s["value"].value()),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [None, None, 1, None, None, 1, 2, None, None, 2, None, None]
+
+
+@backend_param
+def test_value_state_default_value(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testValueStateDefaultValue: the descriptor's default while unset and
+    again after clear."""
+    steps = [
+        ("a", lambda s: s["default"].value()),
+        ("a", _put("default", 7)),
+        ("a", lambda s: s["default"].value()),
+        ("b", lambda s: s["default"].value()),
+        ("a", lambda s: s["default"].clear()),
+        ("a", lambda s: s["default"].value()),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [42, None, 7, 42, None, 42]
+
+
+@backend_param
+def test_list_state(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testListState and testListStateAPIs: add, add_all, update per key;
+    update with an empty list and clear leave the key without state."""
+    steps = [
+        ("1", lambda s: s["list"].get()),
+        ("1", lambda s: s["list"].add(1)),
+        ("2", lambda s: s["list"].add(2)),
+        ("1", lambda s: s["list"].add_all([3, 4])),
+        ("1", lambda s: list(s["list"].get())),
+        ("2", lambda s: list(s["list"].get())),
+        ("2", lambda s: s["list"].update([5, 6])),
+        ("2", lambda s: list(s["list"].get())),
+        ("1", lambda s: s["list"].update([])),
+        ("1", lambda s: list(s["list"].get())),
+        ("2", lambda s: s["list"].add_all([])),
+        ("2", lambda s: list(s["list"].get())),
+        ("2", lambda s: s["list"].clear()),
+        ("2", lambda s: list(s["list"].get())),
+    ]
+    got = run_steps(backend, tmp_path, steps)
+    assert list(got[0]) == []  # PyFlink's get() of no state is empty (Java's null)
+    assert got[1:] == [None, None, None, [1, 3, 4], [2], None, [5, 6], None, [], None, [5, 6], None, []]
+
+
+_NULL_ELEMENT = "You cannot add null to a ListState."
+_NULL_LIST = "List of values to add cannot be null."
+
+
+def _refused(result: Any, message: str) -> None:
+    assert isinstance(result, Raised), result
+    assert result.type is TypeError and message in result.message, result
+
+
+@backend_param
+def test_list_state_refuses_null(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testListStateAddNull, testListStateAddAllNullEntries,
+    testListStateAddAllNull, testListStateUpdateNullEntries, testListStateUpdateNull: null as an
+    element or as the list is refused (Flink: NullPointerException), and the state keeps what it
+    held (Flink's heap state checks every element before it writes)."""
+    steps = [
+        ("k", lambda s: s["list"].add(1)),
+        ("k", lambda s: s["list"].add(None)),
+        ("k", lambda s: s["list"].add_all([2, None, 3])),
+        ("k", lambda s: s["list"].add_all(None)),
+        ("k", lambda s: s["list"].update([4, None])),
+        ("k", lambda s: s["list"].update(None)),
+        ("k", lambda s: list(s["list"].get())),
+    ]
+    got = run_steps(backend, tmp_path, steps)
+    _refused(got[1], _NULL_ELEMENT)
+    _refused(got[2], _NULL_ELEMENT)
+    _refused(got[3], _NULL_LIST)
+    _refused(got[4], _NULL_ELEMENT)
+    _refused(got[5], _NULL_LIST)
+    assert got[6] == [1]
+
+
+@backend_param
+def test_reducing_state(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testReducingState / testReducingStateDefaultValue: null until the
+    first add, reduced per key, null again after clear."""
+    steps = [
+        ("1", lambda s: s["reducing"].get()),
+        ("1", lambda s: s["reducing"].add(1)),
+        ("2", lambda s: s["reducing"].add(10)),
+        ("1", lambda s: s["reducing"].add(2)),
+        ("1", lambda s: s["reducing"].get()),
+        ("2", lambda s: s["reducing"].get()),
+        ("1", lambda s: s["reducing"].clear()),
+        ("1", lambda s: s["reducing"].get()),
+        ("2", lambda s: s["reducing"].get()),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [None, None, None, None, 3, 10, None, None, 10]
+
+
+@backend_param
+def test_aggregating_state(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testAggregatingState(AddAndGet / ClearAndGet): the result of the
+    key's accumulator; null without one, and after clear."""
+    steps = [
+        ("1", lambda s: s["aggregating"].get()),
+        ("1", lambda s: s["aggregating"].add(1)),
+        ("1", lambda s: s["aggregating"].add(4)),
+        ("2", lambda s: s["aggregating"].add(7)),
+        ("1", lambda s: s["aggregating"].get()),
+        ("2", lambda s: s["aggregating"].get()),
+        ("1", lambda s: s["aggregating"].clear()),
+        ("1", lambda s: s["aggregating"].get()),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [None, None, None, None, 2.5, 7.0, None, None]
+
+
+@backend_param
+def test_map_state(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testMapState: put/get/contains/remove/put_all and the views per key;
+    a missing user key reads null; removing the last entry leaves the key empty."""
+    steps = [
+        ("1", lambda s: s["map"].get(1)),
+        ("1", lambda s: s["map"].put(1, "1")),
+        ("2", lambda s: s["map"].put_all({2: "2", 3: "3"})),
+        ("1", lambda s: (s["map"].get(1), s["map"].contains(1), s["map"].contains(2))),
+        ("2", lambda s: sorted(s["map"].items())),
+        ("2", lambda s: s["map"].remove(2)),
+        ("2", lambda s: (sorted(s["map"].keys()), sorted(s["map"].values()))),
+        ("2", lambda s: s["map"].remove(99)),  # removing a missing key is fine
+        ("2", lambda s: s["map"].put(3, "three")),
+        ("2", lambda s: sorted(iter(s["map"]))),
+        ("2", lambda s: s["map"].get(3)),
+        ("1", lambda s: s["map"].remove(1)),
+        ("1", lambda s: (s["map"].is_empty(), s["map"].get(1), list(s["map"].items()))),
+        ("2", lambda s: s["map"].clear()),
+        ("2", lambda s: s["map"].is_empty()),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [
+        None,
+        None,
+        None,
+        ("1", True, False),
+        [(2, "2"), (3, "3")],
+        None,
+        ([3], ["3"]),
+        None,
+        None,
+        [3],
+        "three",
+        None,
+        (True, None, []),
+        None,
+        True,
+    ]
+
+
+@backend_param
+def test_map_state_is_empty(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testMapStateIsEmpty: empty before any put, not after, empty again
+    after clear."""
+    steps = [
+        ("k", lambda s: s["map"].is_empty()),
+        ("k", lambda s: s["map"].put(1, "a")),
+        ("k", lambda s: s["map"].is_empty()),
+        ("j", lambda s: s["map"].is_empty()),
+        ("k", lambda s: s["map"].clear()),
+        ("k", lambda s: s["map"].is_empty()),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [True, None, False, True, None, True]
+
+
+@backend_param
+def test_map_state_put_null_value(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testMapStateGetKeys / the null-value rows of testMapState: a user key
+    mapped to null is present (contains) and reads null."""
+    steps = [
+        ("k", lambda s: s["map"].put(1, None)),
+        ("k", lambda s: (s["map"].contains(1), s["map"].get(1), s["map"].is_empty())),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [None, (True, None, False)]
+
+
+@backend_param
+def test_many_keys(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase's many-keys scenarios (testNumStateEntries, reduced): 500 keys each
+    keep their own value, list and map through the backend's cache and flushes."""
+    keys = [f"key-{i}" for i in range(500)]
+
+    def write(i: int) -> Any:
+        def step(s: dict[str, Any]) -> None:
+            s["value"].update(i)
+            s["list"].add_all([i, i + 1])
+            s["map"].put(i, str(i))
+
+        return step
+
+    def read(s: dict[str, Any]) -> Any:
+        return s["value"].value(), list(s["list"].get()), s["map"].items()
+
+    steps = [(k, write(i)) for i, k in enumerate(keys)] + [(k, read) for k in reversed(keys)]
+    got = run_steps(backend, tmp_path, steps)[len(keys) :]
+    assert got == [(i, [i, i + 1], [(i, str(i))]) for i in reversed(range(len(keys)))]
