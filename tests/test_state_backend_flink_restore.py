@@ -1,0 +1,174 @@
+"""Ports of Flink's keyed-state snapshot/restore tests onto streamflow: savepoints through the
+public API, restored at the same or another parallelism, on the heap backend and on
+EmbeddedRocksDBStateBackend.
+
+Source (apache/flink): flink-runtime/src/test/java/org/apache/flink/runtime/state/
+StateBackendTestBase.java.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from state_backend_harness import (
+    BACKENDS,
+    descriptors,
+    open_states,
+    owner,
+    savepoint_then_restore,
+    set_backend,
+)
+from test_checkpointing import Gate, wait_until
+
+import streamflow as sf
+from streamflow.common import Types
+from streamflow.datastream.functions import KeyedProcessFunction
+from streamflow.datastream.state import ListStateDescriptor, ValueStateDescriptor
+
+KEYS = [f"key-{i}" for i in range(60)]
+
+
+class _WriteThenRead(KeyedProcessFunction):
+    """``("w", key, i)`` writes state of every kind for ``key``; ``("r", key)`` emits what the
+    key's state holds, with the subtask that holds it."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.subtask = runtime_context.get_index_of_this_subtask()
+        self.states = open_states(runtime_context, descriptors())
+
+    def process_element(self, value, ctx):
+        s = self.states
+        if value[0] == "w":
+            i = value[2]
+            s["value"].update(i)
+            s["default"].update(i + 1)
+            s["list"].add_all([i, i + 1])
+            s["map"].put_all({i: str(i)})
+            s["reducing"].add(i)
+            s["reducing"].add(1)
+            s["aggregating"].add(i)
+            s["aggregating"].add(i + 2)
+            yield "written"
+            return
+        yield (
+            value[1],
+            self.subtask,
+            s["value"].value(),
+            s["default"].value(),
+            list(s["list"].get()),
+            sorted(s["map"].items()),
+            s["reducing"].get(),
+            s["aggregating"].get(),
+        )
+
+
+def _expected(key: str, i: int, parallelism: int) -> tuple:
+    return (key, owner(key, parallelism), i, i + 1, [i, i + 1], [(i, str(i))], i + 1, i + 1.0)
+
+
+@pytest.mark.parametrize(("backend_before", "backend_after"), [(b, b) for b in BACKENDS])
+@pytest.mark.parametrize(("before", "after"), [(2, 2), (1, 4), (4, 1), (2, 3)])
+async def test_key_group_snapshot_restore_and_rescale(
+    tmp_path: Path, before: int, after: int, backend_before: str, backend_after: str
+) -> None:
+    """StateBackendTestBase.testKeyGroupSnapshotRestoreNoRescale / ScaleUp / ScaleDown and the
+    restore half of testValueState, testListState, testMapState, testReducingState,
+    testAggregatingState: after a savepoint at ``before`` subtasks, restored at ``after``, every
+    key's state of every kind is back, on the subtask that owns its key group; keys never
+    written read as unset (the default value)."""
+    writes = [("w", key, i) for i, key in enumerate(KEYS)]
+    reads = [("r", key) for key in KEYS] + [("r", "never-written")]
+    out = await savepoint_then_restore(
+        tmp_path,
+        (before, backend_before),
+        (after, backend_after),
+        _WriteThenRead,
+        writes,
+        reads,
+        key=lambda r: r[1],
+    )
+    want = [_expected(key, i, after) for i, key in enumerate(KEYS)]
+    unset = ("never-written", owner("never-written", after), None, 42, [], [], None, None)
+    assert sorted(out) == sorted([*want, unset])
+
+
+@pytest.mark.parametrize(("backend_before", "backend_after"), [("heap", "rocksdb"), ("rocksdb", "heap")])
+async def test_restore_across_backends(tmp_path: Path, backend_before: str, backend_after: str) -> None:
+    """Flink 1.13+'s unified savepoint format (StateBackendTestBase's snapshot/restore, across
+    backends): a savepoint of one backend restores on the other at another parallelism."""
+    writes = [("w", key, i) for i, key in enumerate(KEYS)]
+    reads = [("r", key) for key in KEYS]
+    out = await savepoint_then_restore(
+        tmp_path, (2, backend_before), (3, backend_after), _WriteThenRead, writes, reads, key=lambda r: r[1]
+    )
+    assert sorted(out) == sorted(_expected(key, i, 3) for i, key in enumerate(KEYS))
+
+
+def _one_state(descriptor: Any, write: Any, read: Any) -> type:
+    class OneState(KeyedProcessFunction):
+        def open(self, runtime_context: Any) -> None:
+            getter = {"value": runtime_context.get_state, "list": runtime_context.get_list_state}
+            self.state = getter[descriptor.kind](descriptor)
+
+        def process_element(self, value, ctx):
+            yield (write if value[0] == "w" else read)(self.state)
+
+    return OneState
+
+
+async def _restore_with(tmp_path: Path, backend: str, first: type, second: type) -> list:
+    """A savepoint of ``first`` (which wrote one key), restored into ``second``."""
+    data = [("w", "k"), ("r", "k")]
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    out1: list = []
+    env.from_async_iterable(Gate(data, 1).__aiter__).uid("src").key_by(lambda r: r[1]).process(first()).uid(
+        "fn"
+    ).add_sink(out1.append)
+    client = await env.execute_async("state-type")
+    await wait_until(lambda: len(out1) == 1, timeout=30)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env2, backend, tmp_path / "after")
+    env2.configure({"execution.savepoint.path": path})
+    out2: list = []
+    env2.from_collection(data).uid("src").key_by(lambda r: r[1]).process(second()).uid("fn").add_sink(
+        out2.append
+    )
+    await (await env2.execute_async("state-type")).get_job_execution_result()
+    return out2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_restore_with_a_different_state_kind_is_refused(tmp_path: Path, backend: str) -> None:
+    """StateBackendTestBase.testValueStateRestoreWithWrongSerializers' sibling for the state kind
+    (Flink: registering a restored state under another kind fails, "Incompatible state types"):
+    a value state restored as a list state of the same name fails the job naming the state."""
+    first = _one_state(ValueStateDescriptor("s", Types.INT()), lambda s: s.update(1), lambda s: s.value())
+    second = _one_state(ListStateDescriptor("s", Types.INT()), lambda s: s.add(1), lambda s: s.get())
+    with pytest.raises(Exception, match=r"state 's' is already registered as value state, not list"):
+        await _restore_with(tmp_path, backend, first, second)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="streamflow's snapshots (heap full and incremental, RocksDB) record each state's kind "
+    "but not its declared type, so a restore cannot compare the old and new types; the value is "
+    "read back as stored (an int where STRING is declared)",
+)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_restore_with_an_incompatible_serializer_is_refused(tmp_path: Path, backend: str) -> None:
+    """StateBackendTestBase.testValueStateRestoreWithWrongSerializers (and the list/map
+    variants): a state restored with a type that cannot read what was stored (INT written, read
+    as STRING) is refused with a clear error (Flink: StateMigrationException, "The new state
+    serializer ... must not be incompatible with the old state serializer")."""
+    first = _one_state(ValueStateDescriptor("s", Types.INT()), lambda s: s.update(1), lambda s: s.value())
+    second = _one_state(
+        ValueStateDescriptor("s", Types.STRING()), lambda s: s.update("x"), lambda s: s.value()
+    )
+    with pytest.raises(Exception, match="'s'") as failure:
+        await _restore_with(tmp_path, backend, first, second)
+    assert "INT" in str(failure.value).upper() and "STRING" in str(failure.value).upper()
