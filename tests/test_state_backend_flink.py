@@ -15,6 +15,8 @@ from typing import Any
 
 from state_backend_harness import Raised, backend_param, run_steps
 
+from streamflow.common import Types
+
 
 def _put(name: str, value: Any) -> Any:
     return lambda s: s[name].update(value)
@@ -235,3 +237,97 @@ def test_many_keys(backend: str, tmp_path: Path) -> None:
     steps = [(k, write(i)) for i, k in enumerate(keys)] + [(k, read) for k in reversed(keys)]
     got = run_steps(backend, tmp_path, steps)[len(keys) :]
     assert got == [(i, [i, i + 1], [(i, str(i))]) for i in reversed(range(len(keys)))]
+
+
+@backend_param
+def test_state_per_namespace_in_windows(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase's per-namespace rows (testValueState, testListState... set two
+    namespaces per key; a DataStream user sees namespaces as windows): a ProcessWindowFunction's
+    window_state() is per key and window, its global_state() per key; sliding windows put each
+    element in two namespaces (the heap case is test_window_function_state.py's)."""
+    from state_backend_harness import set_backend
+    from test_window_function_state import Firings, _windows
+
+    from streamflow.common import Time
+    from streamflow.datastream import StreamExecutionEnvironment
+    from streamflow.datastream.window import SlidingEventTimeWindows
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    set_backend(env, backend, tmp_path)
+    env.set_batch_size(1)
+    data = [("a", 1000), ("a", 6000), ("b", 2000), ("a", 16000), ("a", 4000)]
+    stream = _windows(env, data, SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)))
+    out = sorted(stream.process(Firings()).execute_and_collect())
+    a = [r for r in out if r[0] == "a"]
+    assert [r[1:6] for r in a] == [
+        (-5000, 1, 2, [1000, 4000], 5000),
+        (0, 1, 3, [1000, 4000, 6000], 11000),
+        (5000, 1, 1, [6000], 6000),
+        (10000, 1, 1, [16000], 16000),
+        (15000, 1, 1, [16000], 16000),
+    ]
+    assert sorted(r[7] for r in a) == [1, 2, 3, 4, 5]
+    assert sorted(r[7] for r in out if r[0] == "b") == [1, 2]
+
+
+def _null_attempts(state: Any) -> list[Any]:
+    """Each null a ListState refuses, tried in turn: what each raised (None: it was accepted)."""
+    attempts = [lambda: state.add(None), lambda: state.add_all([1, None]), lambda: state.add_all(None)]
+    if hasattr(state, "update"):
+        attempts += [lambda: state.update([None]), lambda: state.update(None)]
+    results: list[Any] = []
+    for attempt in attempts:
+        try:
+            attempt()
+            results.append(None)
+        except Exception as exc:
+            results.append(Raised(exc))
+    return results
+
+
+@backend_param
+def test_window_and_trigger_list_state_refuse_null(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testListStateAddNull & co. for the list states a window user holds:
+    a ProcessWindowFunction's window_state() and a trigger's partitioned state are the backend's
+    ListState in Flink (namespaced by the window), with the same refusals; the state stays empty."""
+    from state_backend_harness import set_backend
+
+    from streamflow.datastream import StreamExecutionEnvironment
+    from streamflow.datastream.functions import ProcessWindowFunction
+    from streamflow.datastream.state import ListStateDescriptor
+    from streamflow.datastream.window import CountTumblingWindowAssigner, Trigger, TriggerResult
+
+    seen: dict[str, Any] = {}
+    items = ListStateDescriptor("items", Types.INT())
+
+    class TryNullsTrigger(Trigger):
+        def on_element(self, element, timestamp, window, ctx):
+            state = ctx.get_partitioned_state(items)
+            seen["trigger"] = (_null_attempts(state), list(state.get()))
+            return TriggerResult.FIRE_AND_PURGE
+
+        def on_event_time(self, time, window, ctx):
+            return TriggerResult.CONTINUE
+
+        def on_processing_time(self, time, window, ctx):
+            return TriggerResult.CONTINUE
+
+        def clear(self, window, ctx):
+            ctx.get_partitioned_state(items).clear()
+
+    class TryNulls(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            state = context.window_state().get_list_state(items)
+            seen["window"] = (_null_attempts(state), list(state.get()))
+            yield key
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection([("a", 1)]).key_by(lambda e: e[0]).window(CountTumblingWindowAssigner.of(1))
+    assert list(stream.trigger(TryNullsTrigger()).process(TryNulls()).execute_and_collect()) == ["a"]
+    for where in ("trigger", "window"):
+        results, left = seen[where]
+        messages = [_NULL_ELEMENT, _NULL_ELEMENT, _NULL_LIST, _NULL_ELEMENT, _NULL_LIST][: len(results)]
+        for result, message in zip(results, messages, strict=True):
+            _refused(result, message)
+        assert left == [], where

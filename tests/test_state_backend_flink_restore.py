@@ -172,3 +172,62 @@ async def test_restore_with_an_incompatible_serializer_is_refused(tmp_path: Path
     with pytest.raises(Exception, match="'s'") as failure:
         await _restore_with(tmp_path, backend, first, second)
     assert "INT" in str(failure.value).upper() and "STRING" in str(failure.value).upper()
+
+
+class _Untouched(KeyedProcessFunction):
+    """Registers no state: the restored state is never accessed."""
+
+    def process_element(self, value, ctx):
+        yield "passed"
+
+
+async def _savepoint(
+    tmp_path: Path, name: str, parallelism: int, backend: str, data: list, stop: int, function: Any
+) -> str:
+    """Run ``function`` at ``parallelism`` until ``stop`` records passed; take a savepoint."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    set_backend(env, backend, tmp_path / name)
+    out: list = []
+    env.from_async_iterable(Gate(data, stop).__aiter__).uid("src").key_by(lambda r: r[1]).process(
+        function()
+    ).uid("fn").add_sink(out.append)
+    client = await env.execute_async("non-accessed")
+    await wait_until(lambda: len(out) == stop, timeout=30)
+    sp = await client.trigger_savepoint(str(tmp_path / f"sp-{name}"))
+    await client.cancel()
+    return sp
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_snapshot_of_non_accessed_restored_state(tmp_path: Path, backend: str) -> None:
+    """StateBackendTestBase.testSnapshotNonAccessedState: state restored but never accessed by
+    the new job (here: a job that registers no state, at another parallelism) is in its next
+    snapshot, and a third job (at yet another parallelism) reads it back."""
+    writes = [("w", key, i) for i, key in enumerate(KEYS)]
+    passes = [("p", key) for key in KEYS[:10]]
+    reads = [("r", key) for key in KEYS]
+    data = writes + passes + reads
+    first = await _savepoint(tmp_path, "a", 2, backend, data, len(writes), _WriteThenRead)
+    # the second job resumes the source after the writes; it outputs one record per pass
+    env = sf.StreamExecutionEnvironment().set_parallelism(3)
+    set_backend(env, backend, tmp_path / "b")
+    env.configure({"execution.savepoint.path": first})
+    out: list = []
+    gate = Gate(data, len(writes) + len(passes))
+    env.from_async_iterable(gate.__aiter__).uid("src").key_by(lambda r: r[1]).process(_Untouched()).uid(
+        "fn"
+    ).add_sink(out.append)
+    client = await env.execute_async("non-accessed")
+    await wait_until(lambda: len(out) == len(passes), timeout=30)
+    second = await client.trigger_savepoint(str(tmp_path / "sp-b"))
+    await client.cancel()
+
+    env3 = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env3, backend, tmp_path / "c")
+    env3.configure({"execution.savepoint.path": second})
+    out3: list = []
+    env3.from_collection(data).uid("src").key_by(lambda r: r[1]).process(_WriteThenRead()).uid("fn").add_sink(
+        out3.append
+    )
+    await (await env3.execute_async("non-accessed")).get_job_execution_result()
+    assert sorted(out3) == sorted(_expected(key, i, 1) for i, key in enumerate(KEYS))

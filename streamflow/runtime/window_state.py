@@ -29,6 +29,7 @@ from ..state.keyed import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+from ..state.state_objects import NULL_ELEMENT, checked_list
 from ..windowing.count import CountWindow
 from ..windowing.windows import GlobalWindow
 from .context import RuntimeContext
@@ -114,13 +115,15 @@ class WindowListState(_WindowState):
         return iter(self.get())
 
     def add(self, value: Any) -> None:
+        if value is None:
+            raise TypeError(NULL_ELEMENT)
         self._table.put(self._window, [*self._get(()), value])
 
     def add_all(self, values: Iterable[Any]) -> None:
-        self._table.put(self._window, [*self._get(()), *values])
+        self._table.put(self._window, [*self._get(()), *checked_list(values)])
 
     def update(self, values: Iterable[Any]) -> None:
-        self._table.put(self._window, list(values))
+        self._table.put(self._window, checked_list(values))
 
 
 class WindowMapState(MapViews, _WindowState):

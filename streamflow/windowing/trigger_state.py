@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator, MutableMapping
 from typing import Any
 
+from streamflow.state.state_objects import NULL_ELEMENT, checked_list
 from streamflow.windowing.context import DictReducingState, TriggerStateDescriptor
 
 __all__ = ["merge_function", "partitioned_state"]
@@ -73,13 +74,15 @@ class DictListState(_Slot):
         return iter(self.get())
 
     def add(self, value: Any) -> None:
+        if value is None:
+            raise TypeError(NULL_ELEMENT)
         self._store[self._slot] = [*self.get(), value]
 
     def add_all(self, values: Iterable[Any]) -> None:
-        self._store[self._slot] = [*self.get(), *values]
+        self._store[self._slot] = [*self.get(), *checked_list(values)]
 
     def update(self, values: Iterable[Any]) -> None:
-        values = list(values)
+        values = checked_list(values)
         if values:
             self._store[self._slot] = values
         else:
