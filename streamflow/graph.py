@@ -101,6 +101,9 @@ class JobVertex:
     nodes: list[StreamNode]
     parallelism: int
     max_parallelism: int
+    # set by the user (env or operator): a restore refuses a checkpoint of another max
+    # parallelism instead of adopting it (checkpoint/max_parallelism.py)
+    max_parallelism_configured: bool = False
 
     @property
     def head(self) -> StreamNode:
@@ -150,6 +153,7 @@ def build_job_graph(
     default_parallelism: int,
     default_max_parallelism: int,
     chaining_enabled: bool = True,
+    max_parallelism_configured: bool = False,
 ) -> JobGraph:
     sinks = [n for n in stream_graph.nodes if n.is_sink]
     if not sinks:
@@ -174,7 +178,8 @@ def build_job_graph(
             vertex = vertex_of[joined.id]
             vertex.nodes.append(n)
         else:
-            vertex = JobVertex(len(vertices), [n], parallelism[n.id], max_par[n.id])
+            configured = max_parallelism_configured or (n.inside_source or n).max_parallelism is not None
+            vertex = JobVertex(len(vertices), [n], parallelism[n.id], max_par[n.id], configured)
             vertices.append(vertex)
         vertex_of[n.id] = vertex
     return JobGraph(vertices, vertex_of, nodes, consumers, parallelism)

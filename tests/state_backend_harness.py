@@ -134,13 +134,17 @@ async def savepoint_then_restore(
     writes: list[Any],
     reads: list[Any],
     key: Callable[[Any], Any],
+    max_parallelism: tuple[int | None, int | None] = (None, None),
 ) -> list[Any]:
     """Run ``function`` on ``writes`` at ``before = (parallelism, backend)`` (one output per
     record), take a savepoint, cancel; run it again at ``after`` from the savepoint: the source
-    resumes with ``reads``. Returns the outputs of the second run."""
+    resumes with ``reads``. Returns the outputs of the second run. ``max_parallelism``: set on
+    the first and the second environment (None: not set)."""
     data = writes + reads
     gate = Gate(data, len(writes))
     env = sf.StreamExecutionEnvironment().set_parallelism(before[0])
+    if max_parallelism[0] is not None:
+        env.set_max_parallelism(max_parallelism[0])
     set_backend(env, before[1], tmp_path)
     out1: list = []
     env.from_async_iterable(gate.__aiter__).uid("src").key_by(key).process(function()).uid("fn").add_sink(
@@ -152,6 +156,8 @@ async def savepoint_then_restore(
     await asyncio.wait_for(client.cancel(), 30)
 
     env2 = sf.StreamExecutionEnvironment().set_parallelism(after[0])
+    if max_parallelism[1] is not None:
+        env2.set_max_parallelism(max_parallelism[1])
     set_backend(env2, after[1], tmp_path / "after")
     env2.configure({"execution.savepoint.path": path})
     out2: list = []

@@ -231,3 +231,65 @@ async def test_snapshot_of_non_accessed_restored_state(tmp_path: Path, backend: 
     )
     await (await env3.execute_async("non-accessed")).get_job_execution_result()
     assert sorted(out3) == sorted(_expected(key, i, 1) for i, key in enumerate(KEYS))
+
+
+def _rescale(tmp_path: Path, backend: str, before: int, after: int, max_parallelism: tuple) -> Any:
+    writes = [("w", key, i) for i, key in enumerate(KEYS)]
+    reads = [("r", key) for key in KEYS]
+    return savepoint_then_restore(
+        tmp_path,
+        (before, backend),
+        (after, backend),
+        _WriteThenRead,
+        writes,
+        reads,
+        key=lambda r: r[1],
+        max_parallelism=max_parallelism,
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_key_group_restore_with_max_parallelism_10(tmp_path: Path, backend: str) -> None:
+    """StateBackendTestBase.testKeyGroupSnapshotRestoreScaleUp's setting (max parallelism 10,
+    Flink's KeyGroupRange 0..9) at 2 -> 3: keys reach the subtask owning their group of 10."""
+    out = await _rescale(tmp_path, backend, 2, 3, (10, 10))
+    assert sorted(out) == sorted(
+        (key, owner(key, 3, 10), *_expected(key, i, 3)[2:]) for i, key in enumerate(KEYS)
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_restore_adopts_the_checkpoints_max_parallelism_when_none_is_configured(
+    tmp_path: Path, backend: str
+) -> None:
+    """StateAssignmentOperation.checkParallelismPreconditions: a job vertex whose max parallelism
+    the user did not configure takes the checkpoint's (canRescaleMaxParallelism); the state of
+    every key is back at 3 subtasks of 10 key groups (before, streamflow used its default of 128
+    key groups and selected the stored groups by the wrong numbers: state was lost)."""
+    out = await _rescale(tmp_path, backend, 2, 3, (10, None))
+    assert sorted(out) == sorted(
+        (key, owner(key, 3, 10), *_expected(key, i, 3)[2:]) for i, key in enumerate(KEYS)
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_restore_refuses_a_configured_max_parallelism_that_differs(
+    tmp_path: Path, backend: str
+) -> None:
+    """StateAssignmentOperation.checkParallelismPreconditions: a configured max parallelism other
+    than the checkpoint's is refused, naming the operator and both values (before, streamflow
+    restored and silently lost the keys' state: StateBackendTestBase's key groups no longer
+    matched)."""
+    with pytest.raises(Exception, match=r"maximum parallelism \(128\).*uid 'fn'.*\(10\)"):
+        await _rescale(tmp_path, backend, 2, 3, (None, 10))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_restore_refuses_a_parallelism_above_the_checkpoints_max_parallelism(
+    tmp_path: Path, backend: str
+) -> None:
+    """StateAssignmentOperation.checkParallelismPreconditions: the restored state's max
+    parallelism below the new parallelism is refused (Flink: "The maximum parallelism (2) of the
+    restored state is lower than the configured parallelism (3)")."""
+    with pytest.raises(Exception, match=r"maximum parallelism \(2\) of the restored state is lower"):
+        await _rescale(tmp_path, backend, 2, 3, (2, None))

@@ -70,6 +70,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         self._graph = StreamGraph()
         self._parallelism = 1
         self._max_parallelism = DEFAULT_MAX_PARALLELISM
+        self._max_parallelism_configured = False  # set_max_parallelism called (restores differ)
         self._chaining = True
         self._clock = clock or SYSTEM_CLOCK
         self.runtime = RuntimeConfig()
@@ -103,6 +104,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         if not 1 <= max_parallelism <= 32768:
             raise ValueError(f"max parallelism must be in 1..32768, got {max_parallelism}")
         self._max_parallelism = max_parallelism
+        self._max_parallelism_configured = True
         return self
 
     def get_max_parallelism(self) -> int:
@@ -315,6 +317,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             default_parallelism=self._parallelism,
             default_max_parallelism=self._max_parallelism,
             chaining_enabled=self._chaining,
+            max_parallelism_configured=self._max_parallelism_configured,
         )
 
     def execute_async(self, job_name: str = "streamflow job") -> Any:

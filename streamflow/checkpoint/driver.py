@@ -129,7 +129,13 @@ class CheckpointDriver:
             final_checkpoint=self.enabled,
         )
         self.stats = stats  # history for the REST API and metrics
-        self.writer = CheckpointWriter(job_name, config, storage, lambda t: self.tasks[t].parallelism)
+        self.writer = CheckpointWriter(
+            job_name,
+            config,
+            storage,
+            lambda t: self.tasks[t].parallelism,
+            lambda t: self.tasks[t].max_parallelism,
+        )
         self.num_completed = 0
         self.durations_ms: deque[int] = deque(maxlen=256)  # the latest checkpoints' durations
         self._inbox: deque[Callable[[], list[Action]]] = deque()

@@ -90,9 +90,15 @@ def _channel_state_error(codec: Codec, operator: str, channels: dict[Any, Any], 
 
 
 def encode_entry(
-    codec: Codec, task_id: str, state: dict[str, Any], parallelism: int, records_codec: Codec | None = None
+    codec: Codec,
+    task_id: str,
+    state: dict[str, Any],
+    parallelism: int,
+    records_codec: Codec | None = None,
+    max_parallelism: int | None = None,
 ) -> bytes:
-    """``state["in"]``/``["out"]`` come encoded by :func:`encode_channel_state` (or ``{}``)."""
+    """``state["in"]``/``["out"]`` come encoded by :func:`encode_channel_state` (or ``{}``);
+    ``max_parallelism``: the task's number of key groups (see ``max_parallelism.py``)."""
     body = codec.encode(
         {
             "task": task_id,
@@ -103,6 +109,7 @@ def encode_entry(
             "out": state["out"],
             **({"pickled": state["pickled"]} if state.get("pickled") else {}),
             **({"finished": state["finished"]} if state.get("finished") else {}),
+            **({"max_parallelism": max_parallelism} if max_parallelism is not None else {}),
         }
     )
     return codec.name.encode() + b"\n" + body
@@ -198,6 +205,8 @@ class RestoredCheckpoint:
     # and uid -> the parallelism it had then
     finished: dict[str, set[int]] = field(default_factory=dict)
     finished_parallelism: dict[str, int] = field(default_factory=dict)
+    # uid -> the max parallelism (number of key groups) its task had; absent in older entries
+    max_parallelism: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def from_entries(
@@ -216,6 +225,8 @@ class RestoredCheckpoint:
                 sub = int(task_id.rsplit("#", 1)[1])
                 for uid, state in _decoded_dict(reader, entry["ops"], where).items():
                     r.ops.setdefault(uid, {})[sub] = state
+                    if entry.get("max_parallelism") is not None:
+                        r.max_parallelism[uid] = int(entry["max_parallelism"])
                 for uid in entry.get("finished") or ():
                     r.finished.setdefault(uid, set()).add(sub)
                     r.finished_parallelism[uid] = int(entry["parallelism"])

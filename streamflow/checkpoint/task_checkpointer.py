@@ -70,6 +70,7 @@ class CheckpointedTask(Protocol):
     finished: bool
     finished_on_restore: bool
     parallelism: int
+    max_parallelism: int | None  # of its job vertex: the number of key groups (None: unknown)
     clock: Clock
     writers: list[Any]
     gate: Any

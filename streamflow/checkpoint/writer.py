@@ -39,11 +39,13 @@ class CheckpointWriter:
         config: CheckpointConfig,
         storage: FileSystemCheckpointStorage | None,
         parallelism_of: Callable[[str], int],
+        max_parallelism_of: Callable[[str], int | None] = lambda _task: None,
     ) -> None:
         self.job_name = job_name
         self.config = config
         self.storage = storage
         self._parallelism_of = parallelism_of
+        self._max_parallelism_of = max_parallelism_of
         self.persisted_bytes = 0  # the size of the latest checkpoint written
         self.latest_in_memory: tuple[int, dict[str, bytes]] | None = None
         self.memory_shared = MemorySharedFiles()  # without storage: the latest one's shared files
@@ -61,6 +63,7 @@ class CheckpointWriter:
                 states[task_id],
                 self._parallelism_of(task_id),
                 self.config.get_records_codec(),
+                self._max_parallelism_of(task_id),
             )
             for i, task_id in enumerate(sorted(states))
         }

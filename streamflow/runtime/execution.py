@@ -20,6 +20,7 @@ import anyio._backends._asyncio  # preloaded: see the comment after the imports
 from ..checkpoint.channel_types import declared_pickled, restored_channels
 from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
 from ..checkpoint.driver import CheckpointDriver
+from ..checkpoint.max_parallelism import fit_max_parallelism
 from ..checkpoint.restore import RestoredCheckpoint, StateMismatchError
 from ..checkpoint.storage import FileSystemCheckpointStorage
 from ..checkpoint.task_checkpointer import CheckpointedTask
@@ -117,6 +118,7 @@ class Execution:
                 {graph.uid_of(n) for n in graph.nodes if n.keyed or n.rescalable},
                 config.allow_non_restored_state,
             )
+            fit_max_parallelism(restore, graph, {graph.uid_of(n) for n in graph.nodes if n.keyed})
         self._build()
         self.driver = CheckpointDriver(
             job_name,
@@ -281,6 +283,7 @@ class Execution:
             task = InputTask(task_name, InputGate(gate_channels), input_of_channel, **kw)
             task.input_types = input_types
         task.parallelism = g.parallelism[head.id]
+        task.max_parallelism = g.vertex_of[head.id].max_parallelism
         task.writer_types = writer_types
         task.outputs = [(node, outputs[node.id]) for node in nodes]
         self._task_ids.append(task_id)

@@ -94,6 +94,7 @@ class Task(ChainState):
         self.finished_on_restore = False  # had finished in the restored checkpoint (FLIP-147)
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
+        self.max_parallelism: int | None = None  # of that vertex (its key groups), for checkpoints
         self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
         self.writer_types: list[Any] = []  # the declared record type of each writer's stream (or None)
         self._finish_waiter: asyncio.Future[None] | None = None  # see _wait_for_final_checkpoint
