@@ -180,7 +180,9 @@ class TimerOperator(StreamOperator):
                     deque(timer_columns(self.timers, self.encode_namespace, captured), maxlen=0)
             timers = captured
         keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
-        return {"keyed": keyed, "timers": timers}
+        # the declared types, also of restored states not declared again (state/typed.py)
+        types = {**self.backend.restored_types, **self.backend.declared_types}
+        return {"keyed": keyed, "timers": timers, **({"types": types} if types else {})}
 
     # -- a keyed state backend with its own checkpoints (RocksDB: state/rocksdb_backend.py) --
     @property
@@ -233,6 +235,8 @@ class TimerOperator(StreamOperator):
             return key_group_of(key, maxp) in groups
 
         states = [s for s in restored.all if s is not None]
+        for s in states:
+            self.backend.restored_types.update(s.get("types", {}))
         rocks = self._rocks
         if rocks is not None:
             files = getattr(restored, "shared_path", None), getattr(restored, "read_shared", None)

@@ -18,6 +18,12 @@ The declared type also names the codec of the state in checkpoints:
   MessagePack with the extension types of ``codec.py``, which carries these
   types exactly.
 
+The declared type is also what a restore checks (Flink's serializer compatibility check,
+``StateMigrationException``): the keyed operator's snapshot lists each state's declared type
+(``declared_types``), and a state declared again with another type after a restore is refused
+naming both types (:func:`declare`), instead of handing back values of the old type under the
+new declaration. A state declared without a type (None) is not checked.
+
 Unpickling runs code chosen by whoever wrote the bytes, so a restore decodes
 a pickled state only when the *running* job's descriptor declares it pickled
 (:func:`declare`): until then its entries stay :class:`Pickled` bytes, and a
@@ -30,7 +36,22 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-__all__ = ["Pickled", "declare", "pickle_entries", "pickles", "restored_entries", "typed_value_state"]
+from ..errors import StreamflowError
+
+__all__ = [
+    "Pickled",
+    "StateMigrationError",
+    "declare",
+    "pickle_entries",
+    "pickles",
+    "restored_entries",
+    "typed_value_state",
+]
+
+
+class StateMigrationError(StreamflowError, TypeError):
+    """A restored state is declared with a type that cannot read what was stored (Flink's
+    ``StateMigrationException``)."""
 
 
 class TypedValueState:
@@ -77,8 +98,10 @@ def pickles(type_info: Any) -> bool:
 
 def declare(backend: Any, descriptor: Any) -> None:
     """Note ``descriptor``'s codec on ``backend`` (called when user code gets the state):
-    a pickled state is pickled in snapshots and its restored entries are unpickled now."""
+    a pickled state is pickled in snapshots and its restored entries are unpickled now; a type
+    other than the one the restored state was declared with is refused."""
     name = descriptor.name
+    _check_declared_type(backend, name, getattr(descriptor, "type_info", None))
     table = backend._tables.get(name)
     if pickles(getattr(descriptor, "type_info", None)):
         backend.pickled.add(name)
@@ -99,6 +122,22 @@ def declare(backend: Any, descriptor: Any) -> None:
             f"descriptor now declares {descriptor.type_info!r}: declare Types.PICKLED_BYTE_ARRAY() "
             "again to restore it (restoring never unpickles a state the job does not declare pickled)"
         )
+
+
+def _check_declared_type(backend: Any, name: str, type_info: Any) -> None:
+    """Record ``name``'s declared type on ``backend`` (``declared_types``, for snapshots) after
+    comparing it with the restored one (``restored_types``)."""
+    if type_info is None or (isinstance(type_info, tuple) and all(t is None for t in type_info)):
+        return
+    declared = repr(type_info)
+    restored = backend.restored_types.get(name)
+    if restored is not None and restored != declared:
+        raise StateMigrationError(
+            f"state {name!r} was checkpointed with type {restored} but its descriptor now declares "
+            f"{declared}: the new state type must not be incompatible with the old one (Flink's "
+            "StateMigrationException); declare the former type, or give the state a new name"
+        )
+    backend.declared_types[name] = declared
 
 
 def pickle_entries(tables: dict[str, dict], names: set[str]) -> dict[str, dict]:
