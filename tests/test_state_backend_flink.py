@@ -331,3 +331,31 @@ def test_window_and_trigger_list_state_refuse_null(backend: str, tmp_path: Path)
         for result, message in zip(results, messages, strict=True):
             _refused(result, message)
         assert left == [], where
+
+
+@backend_param
+def test_map_state_iterate_and_modify(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testMapState's iterator rows (entries().iterator().remove(), and
+    setValue): removing and updating entries while iterating the keys and items of a map state
+    leaves exactly the changes made; iterating a key with no map yields nothing."""
+
+    def remove_odd_and_double(s: dict[str, Any]) -> Any:
+        for k in s["map"]:  # PyFlink: iterating a MapState gives its keys
+            if k % 2:
+                s["map"].remove(k)
+        for k, v in s["map"].items():
+            s["map"].put(k, v * 2)
+        return sorted(s["map"].items())
+
+    steps = [
+        ("k", lambda s: list(iter(s["map"]))),
+        ("k", lambda s: s["map"].put_all({i: str(i) for i in range(6)})),
+        ("k", remove_odd_and_double),
+        ("k", lambda s: (sorted(s["map"].keys()), sorted(s["map"].values()))),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [
+        [],
+        None,
+        [(0, "00"), (2, "22"), (4, "44")],
+        ([0, 2, 4], ["00", "22", "44"]),
+    ]

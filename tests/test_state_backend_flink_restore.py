@@ -307,3 +307,23 @@ async def test_restore_refuses_a_parallelism_above_the_checkpoints_max_paralleli
     restored state is lower than the configured parallelism (3)")."""
     with pytest.raises(Exception, match=r"maximum parallelism \(2\) of the restored state is lower"):
         await _rescale(tmp_path, backend, 2, 3, (2, None))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_empty_state_checkpointing(tmp_path: Path, backend: str) -> None:
+    """StateBackendTestBase.testEmptyStateCheckpointing: a keyed operator that holds no state
+    snapshots, and restores at another parallelism, with every key unset."""
+    writes = [("p", key) for key in KEYS]
+    reads = [("r", key) for key in KEYS]
+
+    class Passing(_WriteThenRead):
+        def process_element(self, value, ctx):
+            if value[0] == "p":
+                yield "passed"
+            else:
+                yield from super().process_element(value, ctx)
+
+    out = await savepoint_then_restore(
+        tmp_path, (2, backend), (3, backend), Passing, writes, reads, key=lambda r: r[1]
+    )
+    assert sorted(out) == sorted((key, owner(key, 3), None, 42, [], [], None, None) for key in KEYS)
