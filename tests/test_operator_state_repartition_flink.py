@@ -16,8 +16,11 @@ docs/architecture.md): only broadcast state is ported here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_broadcast_flink import STATE, BroadcastHarness
+from test_checkpointing import Gate, wait_until
 
 from streamflow.datastream.functions import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 
@@ -65,3 +68,47 @@ async def test_repartition_broadcast_state(keyed: bool, old: int, new: int) -> N
     (scale up, scale down, unchanged): new subtask ``i`` restores old subtask ``i % old``'s copy
     (streamflow gave every subtask beyond the old parallelism subtask 0's copy)."""
     assert await _copies_after_restore(keyed, old, new) == [100 + i % old for i in range(new)]
+
+
+class _SubtaskCopy(BroadcastProcessFunction):
+    """Through the public API: each subtask stores its own index as its copy on the broadcast
+    element; data elements emit ``(subtask, copy)``."""
+
+    def open(self, runtime_context):
+        self.subtask = runtime_context.get_index_of_this_subtask()
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(STATE).put("copy", self.subtask)
+        yield ("stored", self.subtask)
+
+    def process_element(self, value, ctx):
+        yield (self.subtask, ctx.get_broadcast_state(STATE).get("copy"))
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 4), (3, 2)])
+async def test_broadcast_state_copies_through_a_savepoint(tmp_path: Path, old: int, new: int) -> None:
+    """RoundRobinOperatorStateRepartitioner.repartitionBroadcastState through a savepoint of a
+    running job (the public API): at the new parallelism, subtask ``i`` holds old subtask
+    ``i % old``'s copy."""
+    import streamflow as sf
+
+    data = list(range(4 * new))
+
+    def build(env: sf.StreamExecutionEnvironment, events: sf.DataStream, out: list) -> None:
+        rules = env.from_collection(["rule"]).uid("rules").broadcast(STATE)
+        events.connect(rules).process(_SubtaskCopy()).uid("copies").add_sink(out.append)
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(old)
+    out1: list = []
+    build(env, env.from_async_iterable(Gate(data, 0).__aiter__).uid("events").rebalance(), out1)
+    client = await env.execute_async("copies")
+    await wait_until(lambda: len(out1) == old, timeout=30)  # every subtask stored its copy
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(new)
+    env2.configure({"execution.savepoint.path": path})
+    out2: list = []
+    build(env2, env2.from_collection(data).uid("events").rebalance(), out2)
+    await (await env2.execute_async("copies")).get_job_execution_result()
+    assert set(out2) == {(i, i % old) for i in range(new)}
