@@ -112,3 +112,21 @@ async def test_broadcast_state_copies_through_a_savepoint(tmp_path: Path, old: i
     build(env2, env2.from_collection(data).uid("events").rebalance(), out2)
     await (await env2.execute_async("copies")).get_job_execution_result()
     assert set(out2) == {(i, i % old) for i in range(new)}
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "non-keyed"])
+async def test_repartition_broadcast_state_with_null_subtask_state(keyed: bool) -> None:
+    """StateAssignmentOperationTest.testRepartitionBroadcastStateWithNullSubtaskState (2 -> 4,
+    only subtask 0 reports state): every new subtask restores subtask 0's copy; an old subtask
+    without state is not counted (before, new subtasks 1 and 3 took its nothing)."""
+    function = _PerSubtaskCopy if keyed else _NonKeyedPerSubtaskCopy
+    h = await BroadcastHarness(function(), keyed=keyed, parallelism=2, subtask=0).open()
+    await h.element2(100)
+    snapshots = {0: h.snapshot(), 1: None}
+    await h.close()
+    for subtask in range(4):
+        h = BroadcastHarness(function(), keyed=keyed, parallelism=4, subtask=subtask, restored=snapshots)
+        await h.open()
+        await h.element1(h.key_of_this_subtask())
+        assert [copy for copy, _ts in h.main.events] == [100], f"subtask {subtask}"
+        await h.close()
