@@ -130,3 +130,23 @@ async def test_repartition_broadcast_state_with_null_subtask_state(keyed: bool) 
         await h.element1(h.key_of_this_subtask())
         assert [copy for copy, _ts in h.main.events] == [100], f"subtask {subtask}"
         await h.close()
+
+
+async def test_broadcast_state_is_not_repartitioned_at_the_same_parallelism() -> None:
+    """RoundRobinOperatorStateRepartitioner.repartitionState: at the same parallelism (and no
+    union state) the previous subtask states are returned as they are: subtask 1, which stored
+    no broadcast state, restores none (it does not borrow subtask 0's)."""
+    h = await BroadcastHarness(_NonKeyedPerSubtaskCopy(), keyed=False, parallelism=2, subtask=0).open()
+    await h.element2(100)
+    snapshots = {0: h.snapshot(), 1: None}
+    await h.close()
+    seen = []
+    for subtask in range(2):
+        h = BroadcastHarness(
+            _NonKeyedPerSubtaskCopy(), keyed=False, parallelism=2, subtask=subtask, restored=snapshots
+        )
+        await h.open()
+        await h.element1("x")
+        seen.extend(copy for copy, _ts in h.main.events)
+        await h.close()
+    assert seen == [100, None]

@@ -124,7 +124,7 @@ class BroadcastProcessOperator(ProcessOperator, TwoInputOperator):
 
     def initialize_state(self, restored: Any) -> None:
         if restored is not None:
-            self.broadcast.restore(restored.all, self.ctx.subtask_index)
+            self.broadcast.restore(restored.all, self.ctx.subtask_index, self.ctx.parallelism)
 
 
 class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
@@ -180,7 +180,7 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
     def initialize_state(self, restored: Any) -> None:
         super().initialize_state(restored)
         if restored is not None:
-            self.broadcast.restore(restored.all, self.ctx.subtask_index)
+            self.broadcast.restore(restored.all, self.ctx.subtask_index, self.ctx.parallelism)
 
 
 async def _run(

@@ -3,13 +3,13 @@
 Flink's broadcast state pattern (``BroadcastState``/``ReadOnlyBroadcastState``):
 the broadcast side writes (``process_broadcast_element``), the other side only
 reads, so every subtask that saw the same broadcast elements holds the same
-state. In a checkpoint each subtask stores its copy; on restore, at any
-parallelism, new subtask ``i`` takes the ``i % n``-th of the ``n`` copies the old subtasks
-stored, in subtask order (Flink's ``RoundRobinOperatorStateRepartitioner.repartitionBroadcastState``;
-a subtask that stored none is not counted): with every old subtask's copy, the same
-copy when the parallelism is unchanged, and on a scale-up the old copies are spread
-round robin, so copies that diverged (a function that wrote per-subtask values)
-keep their proportions instead of all new subtasks taking subtask 0's.
+state. In a checkpoint each subtask stores its copy. On restore (Flink's
+``RoundRobinOperatorStateRepartitioner``): at the same parallelism each subtask takes its
+own copy (nothing is repartitioned); at another, new subtask ``i`` takes the ``i % n``-th
+of the ``n`` copies the old subtasks stored, in subtask order (``repartitionBroadcastState``;
+a subtask that stored none is not counted). On a scale-up the old copies are thus spread
+round robin, so copies that diverged (a function that wrote per-subtask values) keep their
+proportions instead of all new subtasks taking subtask 0's.
 """
 
 from __future__ import annotations
@@ -108,14 +108,20 @@ class BroadcastStateStore:
     def snapshot(self) -> dict[str, list]:
         return {name: list(m.items()) for name, m in self.maps.items()}
 
-    def restore(self, states: list[Any], subtask: int) -> None:
-        """``states``: every old subtask's state, by old subtask index. Of the old subtasks that
-        reported broadcast state, new subtask ``subtask`` takes the ``subtask % count``-th
-        copy (Flink's rule: a subtask without state is not counted, so every new subtask
-        gets a copy; testRepartitionBroadcastStateWithNullSubtaskState)."""
-        copies = [s for s in states if s is not None and "broadcast" in s]
-        if not copies:
-            return
-        state = copies[subtask % len(copies)]
+    def restore(self, states: list[Any], subtask: int, parallelism: int) -> None:
+        """``states``: every old subtask's state, by old subtask index. At the same parallelism
+        each subtask takes its own (Flink repartitions nothing then); at another, of the old
+        subtasks that reported broadcast state, new subtask ``subtask`` takes the
+        ``subtask % count``-th copy (a subtask without state is not counted, so every new
+        subtask gets a copy; testRepartitionBroadcastStateWithNullSubtaskState)."""
+        if len(states) == parallelism:
+            state = states[subtask]
+            if state is None or "broadcast" not in state:
+                return
+        else:
+            copies = [s for s in states if s is not None and "broadcast" in s]
+            if not copies:
+                return
+            state = copies[subtask % len(copies)]
         for name, items in state["broadcast"].items():
             self.maps.setdefault(name, {}).update(dict(items))
