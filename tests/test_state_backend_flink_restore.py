@@ -327,3 +327,30 @@ async def test_empty_state_checkpointing(tmp_path: Path, backend: str) -> None:
         tmp_path, (2, backend), (3, backend), Passing, writes, reads, key=lambda r: r[1]
     )
     assert sorted(out) == sorted((key, owner(key, 3), None, 42, [], [], None, None) for key in KEYS)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_restore_with_a_wrong_key_serializer_is_refused(tmp_path: Path, backend: str) -> None:
+    """StateBackendTestBase.testRestoreWithWrongKeySerializer: state written under str keys,
+    restored by a job whose keys are ints, is refused naming the stored key type (Flink:
+    StateMigrationException for the key serializer)."""
+    first = _one_state(ValueStateDescriptor("s", Types.INT()), lambda s: s.update(1), lambda s: s.value())
+    data = [("w", "k"), ("r", 7)]
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    out1: list = []
+    env.from_async_iterable(Gate(data, 1).__aiter__).uid("src").key_by(lambda r: r[1]).process(first()).uid(
+        "fn"
+    ).add_sink(out1.append)
+    client = await env.execute_async("key-type")
+    await wait_until(lambda: len(out1) == 1, timeout=30)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await client.cancel()
+    env2 = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env2, backend, tmp_path / "after")
+    env2.configure({"execution.savepoint.path": path})
+    env2.from_collection(data).uid("src").key_by(lambda r: r[1]).process(first()).uid("fn").add_sink(
+        lambda v: None
+    )
+    with pytest.raises(TypeError, match="restored with keys of type str"):
+        await (await env2.execute_async("key-type")).get_job_execution_result()
