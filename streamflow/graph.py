@@ -243,10 +243,11 @@ def _validate(nodes: list[StreamNode], parallelism: dict[int, int], max_par: dic
             uids[n.uid] = n
         for e in n.inputs:
             if e.partitioning is Partitioning.FORWARD and e.explicit and parallelism[e.upstream.id] != p:
-                raise GraphError(
-                    f"forward partitioning from {e.upstream.name!r} (parallelism "
-                    f"{parallelism[e.upstream.id]}) to {n.name!r} (parallelism {p}) needs equal "
-                    "parallelism; use rebalance() or set_parallelism()"
+                raise GraphError(  # Flink's StreamGraph.addEdgeInternal, word for word
+                    "Forward partitioning does not allow change of parallelism. Upstream operation: "
+                    f"{e.upstream.name!r} parallelism: {parallelism[e.upstream.id]}, downstream operation: "
+                    f"{n.name!r} parallelism: {p} You must use another partitioning strategy, such as "
+                    "broadcast, rebalance, shuffle or global."
                 )
 
 

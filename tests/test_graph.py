@@ -70,7 +70,7 @@ def test_duplicate_uid_is_refused_naming_both() -> None:
 def test_explicit_forward_needs_equal_parallelism() -> None:
     env = sf.StreamExecutionEnvironment()
     env.from_collection([1]).forward().map(str).set_parallelism(2).print()
-    with pytest.raises(GraphError, match="forward partitioning"):
+    with pytest.raises(GraphError, match="Forward partitioning does not allow change of parallelism"):
         env.execute()
 
 

@@ -89,6 +89,13 @@ class DataStream(DataStreamSurface, StreamEnds):
         return self
 
     def set_max_parallelism(self, max_parallelism: int) -> DataStream:
+        # Flink's OperatorValidationUtils.validateMaxParallelism: refused at the call
+        if max_parallelism < 1:
+            raise ValueError(f"The maximum parallelism must be greater than 0, got {max_parallelism}")
+        if max_parallelism > 32768:
+            raise ValueError(
+                f"The maximum parallelism must be smaller than or equal to 32768, got {max_parallelism}"
+            )
         self._node.max_parallelism = max_parallelism
         return self
 
@@ -197,6 +204,10 @@ class DataStream(DataStreamSurface, StreamEnds):
         for s in streams:
             if s._env is not self._env:
                 raise GraphError("union() of streams from different environments")
+            other = s._type_info
+            if self._type_info is not None and other is not None and other != self._type_info:
+                # Flink's DataStream.union; an undeclared (pickled) type is not compared
+                raise ValueError(f"Cannot union streams of different types: {self._type_info} and {other}")
             inputs.extend(s._inputs)
         return typed(_Union(self._env, inputs, [self, *streams]), self._type_info)
 
