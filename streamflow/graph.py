@@ -10,8 +10,9 @@ executed. :func:`build_job_graph` then
    run in parallel;
 3. *chains*: a node joins its upstream's chain when it has exactly one input
    edge and that edge is forward with equal parallelism (or connects two
-   nodes of parallelism 1, where every partitioning is the identity), unless
-   chaining is disabled. A chain becomes one task per subtask; chained
+   nodes of parallelism 1, where every partitioning is the identity), and both
+   are in the same slot sharing group (Flink's rule), unless chaining is
+   disabled. A chain becomes one task per subtask; chained
    operators call each other directly, with no channel in between.
 """
 
@@ -75,7 +76,7 @@ class StreamNode:
     is_sink: bool = False
     keyed: bool = False
     description: str | None = None
-    slot_sharing_group: str | None = None  # accepted and shown in the plan; one process has one slot
+    slot_sharing_group: str | None = None  # shown in the plan; breaks chains (one process has one slot)
     rescalable: bool = False  # non-keyed state any parallelism may restore (broadcast state)
     # the record type declared for the node's main output (key None) or a side output (its tag):
     # names the codec of its in-flight records in unaligned checkpoints (checkpoint/channel_types.py)
@@ -170,10 +171,13 @@ def build_job_graph(
             consumers[e.upstream.id].append((n, e))
     _validate(nodes, parallelism, max_par)
 
+    groups = _slot_sharing_groups(nodes)
     vertex_of: dict[int, JobVertex] = {}
     vertices: list[JobVertex] = []
     for n in nodes:  # topological: inputs are created before their consumers
         joined = _chain_target(n, parallelism, chaining_enabled)
+        if joined is not None and groups[joined.id] != groups[n.id]:
+            joined = None  # Flink's isChainableInput: upStreamVertex.isSameSlotSharingGroup(down)
         if joined is not None:
             vertex = vertex_of[joined.id]
             vertex.nodes.append(n)
@@ -202,6 +206,32 @@ def _chain_target(n: StreamNode, parallelism: dict[int, int], enabled: bool) -> 
     if p == up_p == 1 or (e.partitioning is Partitioning.FORWARD and p == up_p):
         return up
     return None
+
+
+def _slot_sharing_groups(nodes: list[StreamNode]) -> dict[int, str]:
+    """Each node's slot sharing group, resolved as Flink's StreamGraphGenerator.
+    determineSlotSharingGroup: the group set on the operator; else the group of its inputs when
+    they all share one; else ``"default"``. A node from_source() appended runs inside its source:
+    it has the source's group, and a group set on it is the source's (PyFlink sets it on the
+    source transformation). ``nodes`` is topological, so inputs resolve first."""
+    declared = {n.id: n.slot_sharing_group for n in nodes}
+    for n in nodes:
+        if n.inside_source is not None and n.slot_sharing_group is not None:
+            declared[n.inside_source.id] = declared.get(n.inside_source.id) or n.slot_sharing_group
+    groups: dict[int, str] = {}
+    for n in nodes:
+        if n.inside_source is not None:
+            groups[n.id] = groups.get(n.inside_source.id) or declared.get(n.inside_source.id) or DEFAULT_GROUP
+            continue
+        group = declared[n.id]
+        if group is None:
+            inherited = {groups[e.upstream.id] for e in n.inputs}
+            group = inherited.pop() if len(inherited) == 1 else DEFAULT_GROUP
+        groups[n.id] = group
+    return groups
+
+
+DEFAULT_GROUP = "default"  # Flink's StreamGraphGenerator.DEFAULT_SLOT_SHARING_GROUP
 
 
 def _parallelism(n: StreamNode, default: int) -> int:
