@@ -197,3 +197,34 @@ def test_slot_sharing_group_is_kept_on_the_operator() -> None:
     plan = json.loads(env.get_execution_plan())
     groups = {n["contents"]: n.get("slot_sharing_group") for n in plan["nodes"]}
     assert groups["m"] == "group1"
+
+
+@pytest.mark.parametrize(
+    "key_type",
+    [
+        Types.PRIMITIVE_ARRAY(Types.INT()),  # DataStreamTest.testPrimitiveArrayKeyRejection
+        Types.BASIC_ARRAY(Types.INT()),  # DataStreamTest.testBasicArrayKeyRejection
+        Types.OBJECT_ARRAY(Types.STRING()),  # DataStreamTest.testObjectArrayKeyRejection
+        Types.TUPLE([Types.INT(), Types.PRIMITIVE_ARRAY(Types.INT())]),  # testTupleNestedArrayKeyRejection
+        Types.ROW([Types.STRING(), Types.BASIC_ARRAY(Types.LONG())]),  # (a Row is Flink's TupleTypeInfoBase)
+    ],
+)
+def test_key_types_flink_cannot_hash_are_refused(key_type: object) -> None:
+    """DataStreamTest.test*ArrayKeyRejection (KeyedStream.validateKeyType): an array type, also
+    nested in a tuple or row key, "cannot be used as key. Contained UNSUPPORTED key types: ..."."""
+    env = _env(1)
+    with pytest.raises(ValueError, match=r"cannot be used as key\. Contained UNSUPPORTED key types"):
+        env.from_collection([1]).key_by(lambda x: x, key_type=key_type)
+
+
+def test_hashable_declared_key_types_are_accepted() -> None:
+    """KeyedStream.validateKeyType accepts basic, tuple, row, list and map key types; the records
+    are keyed by them."""
+    env = _env(2)
+    for key_type in (Types.INT(), Types.TUPLE([Types.INT(), Types.STRING()]), Types.LIST(Types.INT()),
+                     Types.MAP(Types.INT(), Types.INT()), Types.ROW([Types.INT()])):
+        env.from_collection([1]).key_by(lambda x: x, key_type=key_type)
+    out = env.from_collection([(1, "a"), (1, "b")]).key_by(
+        lambda t: (t[0],), key_type=Types.TUPLE([Types.INT()])).reduce(
+        lambda a, b: (a[0], a[1] + b[1])).execute_and_collect()
+    assert sorted(out) == [(1, "a"), (1, "ab")]

@@ -34,7 +34,14 @@ from ..runtime.basic_operators import is_async
 from ..runtime.operator import StreamOperator
 from ..types.fast_paths import batch_converter, formatter
 from ..types.java_narrowing import narrow_collection
-from ..types.typeinfo import TypeInformation
+from ..types.typeinfo import (
+    BasicArrayTypeInfo,
+    ObjectArrayTypeInfo,
+    PrimitiveArrayTypeInfo,
+    RowTypeInfo,
+    TupleTypeInfo,
+    TypeInformation,
+)
 
 __all__ = [
     "TypedPrintSink",
@@ -224,7 +231,10 @@ def typed_key_selector(selector: Callable[[Any], Any], key_type: Any) -> Callabl
     declared row type makes the key a ``Row`` (a tuple type a tuple, ...) before keyed state and
     ``ctx.get_current_key()`` see it. The selector is wrapped only when the type converts (no
     per-record cost otherwise); a declared type that is not a type is refused."""
-    conv = _converter(declared_type(key_type, "key_by(key_type=...)"))
+    declared = declared_type(key_type, "key_by(key_type=...)")
+    if declared is not None:
+        _refuse_unhashable_key_type(declared)
+    conv = _converter(declared)
     if conv is None:
         return selector
 
@@ -232,6 +242,26 @@ def typed_key_selector(selector: Callable[[Any], Any], key_type: Any) -> Callabl
         return conv(selector(record))
 
     return select
+
+
+def _refuse_unhashable_key_type(key_type: TypeInformation) -> None:
+    """Flink's KeyedStream.validateKeyType: a key type that is, or holds in a tuple or row field,
+    an array type (primitive, basic or object array) has no hash Flink can rely on and is refused
+    when the stream is keyed. List and map types are accepted."""
+    unsupported: list[TypeInformation] = []
+    stack = [key_type]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, (PrimitiveArrayTypeInfo, BasicArrayTypeInfo, ObjectArrayTypeInfo)):
+            unsupported.append(t)
+        if isinstance(t, (RowTypeInfo, TupleTypeInfo)):
+            stack.extend(t.get_field_types())
+    if unsupported:
+        raise ValueError(
+            f"Type {key_type} cannot be used as key. Contained UNSUPPORTED key types: "
+            f"{', '.join(map(str, unsupported))}. Look at the keyBy() documentation for the conditions "
+            "a type has to satisfy in order to be eligible for a key."
+        )
 
 
 def _converting_build(build: Callable[..., StreamOperator], convert: Callable[[list], list]) -> Callable:
