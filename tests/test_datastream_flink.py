@@ -228,3 +228,21 @@ def test_hashable_declared_key_types_are_accepted() -> None:
         lambda t: (t[0],), key_type=Types.TUPLE([Types.INT()])).reduce(
         lambda a, b: (a[0], a[1] + b[1])).execute_and_collect()
     assert sorted(out) == [(1, "a"), (1, "ab")]
+
+
+def test_uid_hash_must_be_32_hex_characters() -> None:
+    """Transformation.setUidHash (DataStreamTest / StreamGraphHasherV2Test's user hash cases):
+    "Node hash must be a 32 character String that describes a hex code. Found: ..."; on an
+    operator and on a sink. A valid hash is kept as the operator's state id."""
+    env = _env(1)
+    mapped = env.from_collection([1]).map(lambda x: x)
+    sink = mapped.print()
+    for bad in ("h", "0" * 31, "g" * 32, "0" * 33):
+        with pytest.raises(ValueError, match="Node hash must be a 32 character String"):
+            mapped.set_uid_hash(bad)
+        with pytest.raises(ValueError, match="Node hash must be a 32 character String"):
+            sink.set_uid_hash(bad)
+    good = "0123456789abcdefABCDEF0123456789"
+    assert mapped.set_uid_hash(good) is mapped
+    assert sink.set_uid_hash(good.lower()) is sink
+    assert env.get_job_graph().uid_of(mapped._node) == good

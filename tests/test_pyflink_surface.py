@@ -222,9 +222,9 @@ def test_sink_settings_windowed_stream_getters_and_accumulate_type() -> None:
 
     env = StreamExecutionEnvironment.get_execution_environment()
     ds = env.from_collection([(1, "a")], type_info=Types.TUPLE([Types.INT(), Types.STRING()]))
-    sink = ds.print().set_uid_hash("h").set_description("the sink")
+    sink = ds.print().set_uid_hash("ab" * 16).set_description("the sink")
     sink.slot_sharing_group(SlotSharingGroup.builder("g").build())
-    assert sink._node.uid == "h" and sink._node.description == "the sink"
+    assert sink._node.uid == "ab" * 16 and sink._node.description == "the sink"
     assert sink._node.slot_sharing_group == "g"
     windowed = ds.key_by(lambda x: x[0]).window(TumblingProcessingTimeWindows.of(Time.seconds(1)))
     assert windowed.get_execution_environment() is env

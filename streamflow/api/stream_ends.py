@@ -22,7 +22,7 @@ from ..graph import Chaining, Edge, StreamNode
 from ..runtime.basic_operators import SinkOperator, resolve_function
 from ..runtime.factory import OperatorFactory
 from .collect import execute_and_collect
-from .surface import CloseableIterator
+from .surface import CloseableIterator, checked_uid_hash
 from .typed import TypedPrintSink, configure_input_type
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class DataStreamSink:
         return self
 
     def set_uid_hash(self, uid_hash: str) -> DataStreamSink:
-        return self.uid(uid_hash)
+        return self.uid(checked_uid_hash(uid_hash))
 
     def set_description(self, description: str) -> DataStreamSink:
         self._node.description = description

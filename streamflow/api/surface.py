@@ -21,6 +21,17 @@ from ..graph import GraphError, Partitioning
 from ..runtime.basic_operators import resolve_function
 from ..types.typeinfo import TupleTypeInfo
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def checked_uid_hash(uid_hash: str) -> str:
+    """Flink's Transformation.setUidHash: the user's node hash is 32 hex characters."""
+    if not (isinstance(uid_hash, str) and len(uid_hash) == 32 and set(uid_hash) <= _HEX):
+        raise ValueError(
+            f"Node hash must be a 32 character String that describes a hex code. Found: {uid_hash}"
+        )
+    return uid_hash
+
 if TYPE_CHECKING:
     from .datastream import DataStream
 
@@ -213,7 +224,7 @@ class DataStreamSurface:
         return self  # type: ignore[return-value]
 
     def set_uid_hash(self, uid_hash: str) -> DataStream:
-        return self.uid(uid_hash)  # type: ignore[attr-defined]
+        return self.uid(checked_uid_hash(uid_hash))  # type: ignore[attr-defined]
 
     def get_type(self) -> Any:
         from ..types.typeinfo import Types
