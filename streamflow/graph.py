@@ -89,6 +89,14 @@ class StreamNode:
     # source's parallelism and max parallelism
     inside_source: StreamNode | None = None
     has_committer: bool = False  # a two-phase sink: Flink's plan shows its Writer and Committer
+    non_parallel: bool = False  # force_non_parallel() (window_all): set_parallelism(p != 1) refused
+
+    def can_be_parallel(self) -> bool:
+        """Flink's Transformation.isParallel: False for forced non-parallel operators and sources
+        that cannot run in parallel (OperatorValidationUtils.validateParallelism's second argument)."""
+        if self.non_parallel:
+            return False
+        return self.source is None or self.source.supports_parallelism
 
     def __repr__(self) -> str:
         return f"<node {self.id} {self.name!r}>"

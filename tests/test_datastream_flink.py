@@ -246,3 +246,38 @@ def test_uid_hash_must_be_32_hex_characters() -> None:
     assert mapped.set_uid_hash(good) is mapped
     assert sink.set_uid_hash(good.lower()) is sink
     assert env.get_job_graph().uid_of(mapped._node) == good
+
+
+def test_non_parallel_operators_refuse_another_parallelism() -> None:
+    """DataStreamTest.testParallelism (OperatorValidationUtils.validateParallelism(p, false)): a
+    non-parallel source (fromElements), a window_all result and an operator after
+    force_non_parallel() refuse set_parallelism(3) at the call: "The parallelism of non parallel
+    operator must be 1."; set_parallelism(1) is accepted."""
+    env = _env(10)
+    src = env.from_collection([1, 2, 3])
+    mapped = src.map(lambda x: x)
+    windowed = mapped.count_window_all(2).reduce(lambda a, b: a + b)
+    forced = mapped.map(lambda x: x).force_non_parallel()
+    for stream in (src, windowed, forced):
+        with pytest.raises(ValueError, match="The parallelism of non parallel operator must be 1"):
+            stream.set_parallelism(3)
+        assert stream.set_parallelism(1) is stream
+    assert mapped.set_parallelism(3) is mapped
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="divergence: streamflow resolves an operator's default parallelism when the job is "
+    "built; Flink (and PyFlink) fix it from env.getParallelism() when the operator is created, so "
+    "a later env.set_parallelism(7) leaves it at 10",
+)
+def test_operator_parallelism_is_fixed_when_created() -> None:
+    """DataStreamTest.testParallelism: after env.setParallelism(10) the map gets 10; a later
+    env.setParallelism(7) does not change it."""
+    env = _env(10)
+    mapped = env.from_collection([1]).map(lambda x: x).name("m")
+    mapped.print()
+    env.set_parallelism(7)
+    graph = env.get_job_graph()
+    (node,) = [n for n in graph.nodes if n.name == "m"]
+    assert graph.parallelism[node.id] == 10

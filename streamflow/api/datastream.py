@@ -85,6 +85,11 @@ class DataStream(DataStreamSurface, StreamEnds):
     def set_parallelism(self, parallelism: int) -> DataStream:
         if parallelism < 1:
             raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+        if parallelism != 1 and not self._node.can_be_parallel():
+            # Flink's OperatorValidationUtils.validateParallelism(parallelism, canBeParallel=false)
+            raise ValueError(
+                f"The parallelism of non parallel operator must be 1: {self._node.name!r} got {parallelism}"
+            )
         self._node.parallelism = parallelism
         return self
 

@@ -207,6 +207,7 @@ class DataStreamSurface:
     def force_non_parallel(self) -> DataStream:
         self._node.parallelism = 1  # type: ignore[attr-defined]
         self._node.max_parallelism = 1  # type: ignore[attr-defined]
+        self._node.non_parallel = True  # type: ignore[attr-defined]
         return self  # type: ignore[return-value]
 
     def set_description(self, description: str) -> DataStream:
