@@ -281,3 +281,18 @@ def test_operator_parallelism_is_fixed_when_created() -> None:
     graph = env.get_job_graph()
     (node,) = [n for n in graph.nodes if n.name == "m"]
     assert graph.parallelism[node.id] == 10
+
+
+def test_custom_partitioner_routes_by_key_and_out_of_range_channel_fails_the_job() -> None:
+    """DataStreamTest.testPartitioning's custom partitioner (CustomPartitionerWrapper.selectChannel:
+    partitioner.partition(key, numberOfChannels)): the chosen channel receives the record; a
+    partitioner returning 100 of 2 channels fails the job (Flink's record writer cannot emit to
+    a channel that does not exist), naming the channel."""
+    env = _env(2)
+    out = env.from_collection([1, 2, 3, 4]).partition_custom(lambda key, n: key % n, lambda x: x).map(
+        lambda x: x * 10).execute_and_collect()
+    assert sorted(out) == [10, 20, 30, 40]
+    env2 = _env(2)
+    stream = env2.from_collection([1]).partition_custom(lambda key, n: 100, lambda x: x).map(lambda x: x)
+    with pytest.raises(Exception, match="channel 100"):
+        list(stream.execute_and_collect())
