@@ -15,6 +15,7 @@ from ..state.keyed import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+from ..state.ttl_migration import on_register
 from ..state.ttl_state import ttl_state
 from ..state.typed import declare, typed_value_state
 from .metrics import MetricGroup
@@ -88,7 +89,9 @@ class RuntimeContext:
         backend = self._backend(descriptor)
         declare(backend, descriptor)  # its declared type names its codec in checkpoints
         ttl = getattr(descriptor, "ttl_config", None)
-        if ttl is not None and ttl.is_enabled():  # state with a time-to-live (state/ttl_state.py)
+        enabled = ttl is not None and ttl.is_enabled()
+        on_register(backend, descriptor, enabled, self._ctx.clock.now_ms)  # TTL switched on/off
+        if enabled:  # state with a time-to-live (state/ttl_state.py)
             return ttl_state(backend, descriptor, self._ctx.clock.now_ms)
         return backend.get_state(descriptor)
 

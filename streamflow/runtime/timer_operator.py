@@ -22,6 +22,7 @@ from ..state.hashable_keys import probe
 from ..state.key_groups import key_group_of
 from ..state.keyed import KeyedStateBackend
 from ..state.rocksdb_to_heap import heap_state_of
+from ..state.ttl_migration import note_restored, user_states
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from .item_getters import item_getter
 from .loop_budget import yield_point
@@ -180,9 +181,15 @@ class TimerOperator(StreamOperator):
                     deque(timer_columns(self.timers, self.encode_namespace, captured), maxlen=0)
             timers = captured
         keyed = rocks.snapshot(checkpoint_id) if rocks is not None else self.backend.snapshot()
+        snap = {"keyed": keyed, "timers": timers}
         # the declared types, also of restored states not declared again (state/typed.py)
         types = {**self.backend.restored_types, **self.backend.declared_types}
-        return {"keyed": keyed, "timers": timers, **({"types": types} if types else {})}
+        if types:
+            snap["types"] = types
+        flags = user_states(self.backend)  # which user states have a TTL (state/ttl_migration.py)
+        if flags:
+            snap["user_states"] = flags
+        return snap
 
     # -- a keyed state backend with its own checkpoints (RocksDB: state/rocksdb_backend.py) --
     @property
@@ -237,6 +244,7 @@ class TimerOperator(StreamOperator):
         states = [s for s in restored.all if s is not None]
         for s in states:
             self.backend.restored_types.update(s.get("types", {}))
+        note_restored(self.backend, states)
         rocks = self._rocks
         if rocks is not None:
             files = getattr(restored, "shared_path", None), getattr(restored, "read_shared", None)

@@ -120,6 +120,10 @@ class TtlRegistry:
         self.incremental: dict[str, IncrementalCleanup] = {}
         self._per_record: list[IncrementalCleanup] = []
         self._warned_rocksdb = False
+        # user states registered (name -> TTL enabled), and those a restore recorded that are
+        # not registered again yet: TTL migration on restore (state/ttl_migration.py)
+        self.user_states: dict[str, bool] = {}
+        self.restored: dict[str, bool] | None = None
 
     def register(
         self, name: str, table: dict, kind: str, config: StateTtlConfig, now: Callable[[], int]
