@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 import streamflow as sf
 from streamflow.api.environment import set_default_configuration
@@ -37,6 +38,15 @@ def state_backend(request: pytest.FixtureRequest) -> Any:
 
 
 class _Stamped(ProcessFunction):
+    """Each record with its timestamp; its ``open`` tells the harness the job has started
+    (restored and opened: the tests' clock and inputs move only after that)."""
+
+    def __init__(self, harness: Any) -> None:
+        self.harness = harness
+
+    def open(self, runtime_context: Any) -> None:
+        self.harness.opened = True
+
     def process_element(self, value: Any, ctx: Any) -> Any:
         ts = ctx.timestamp()
         yield value, (None if ts == MIN_WATERMARK else ts)
@@ -61,12 +71,14 @@ class Harness:
         two = self.env.from_source(self.sources[1], None, "two").uid("two")
         (
             one.connect(two).key_by(lambda v: str(v), lambda v: v).process(function).uid("op")
-            .process(_Stamped()).sink_to(self.sink)
+            .process(_Stamped(self)).sink_to(self.sink)
         )
         self.client: Any = None
+        self.opened = False
 
     async def start(self) -> Harness:
         self.client = await self.env.execute_async("keyed-co-process")
+        await wait_until(lambda: self.opened)
         return self
 
     async def settle(self) -> None:

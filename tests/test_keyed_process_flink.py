@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 import streamflow as sf
 from streamflow.api.environment import set_default_configuration
@@ -38,7 +39,15 @@ def state_backend(request: pytest.FixtureRequest) -> Any:
 
 
 class _Stamped(ProcessFunction):
-    """Each record with its timestamp, as Flink's harness output holds StreamRecords."""
+    """Each record with its timestamp; its ``open`` tells the harness the job has started
+    (restored and opened: the tests' clock and inputs move only after that)."""
+
+    def __init__(self, harness: Any) -> None:
+        self.harness = harness
+
+    def open(self, runtime_context: Any) -> None:
+        self.harness.opened = True
+
 
     def process_element(self, value: Any, ctx: Any) -> Any:
         ts = ctx.timestamp()
@@ -60,16 +69,18 @@ class Harness:
             self.env.from_source(self.source, None, "src").uid("src").key_by(key)
             .process(function).uid("op")
         )
-        self.stream.process(_Stamped()).sink_to(self.sink)
+        self.stream.process(_Stamped(self)).sink_to(self.sink)
         self.client: Any = None
+        self.opened = False
 
     def side(self, tag: OutputTag) -> ListSink:
         sink = self.sides[tag.tag_id] = ListSink()
-        self.stream.get_side_output(tag).process(_Stamped()).sink_to(sink)
+        self.stream.get_side_output(tag).process(_Stamped(self)).sink_to(sink)
         return sink
 
     async def start(self) -> Harness:
         self.client = await self.env.execute_async("keyed-process")
+        await wait_until(lambda: self.opened)
         return self
 
     async def settle(self) -> None:

@@ -1,7 +1,8 @@
 """Flink's state TTL test suite, ported: flink-runtime/src/test/java/org/apache/flink/runtime/
 state/ttl/TtlStateTestBase.java with its contexts (TtlValueStateTestContext,
-TtlFixedLenElemListStateTestContext, TtlMapStateAllEntriesTestContext,
-TtlMapStatePerElementTestContext, TtlReducingStateTestContext, TtlAggregatingStateTestContext),
+TtlFixedLenElemListStateTestContext, TtlNonFixedLenElemListStateTestContext,
+TtlMapStateAllEntriesTestContext, TtlMapStatePerElementTestContext,
+TtlMapStatePerNullElementTestContext, TtlReducingStateTestContext, TtlAggregatingStateTestContext),
 each scenario on the heap backend and on RocksDB. testRestoreTtlAndRegisterNonTtlStateCompatFailure
 needs a job (the TTL flags travel in the operator's snapshot): tests/test_state_ttl_migration.py.
 Not ported: the namespace scenarios (testMergeNamespaces, testMultipleNamespaces*: namespaces are
@@ -99,6 +100,10 @@ KINDS = [
     Kind("list", lambda: ListStateDescriptor("s", Types.LONG()), lambda s, v: s.add_all(v),
          lambda s: list(s.get() or []), [], ([5, 7, 10], [8, 9, 11], [1, 4]),
          ([5, 7, 10], [8, 9, 11], [1, 4])),
+    # TtlNonFixedLenElemListStateTestContext (strings)
+    Kind("list_str", lambda: ListStateDescriptor("s", Types.STRING()), lambda s, v: s.add_all(v),
+         lambda s: list(s.get() or []), [], (["5", "7", "10"], ["8", "9", "11"], ["1", "4"]),
+         (["5", "7", "10"], ["8", "9", "11"], ["1", "4"])),
     # TtlMapStateAllEntriesTestContext (update = putAll; get = the set of entries)
     Kind("map_entries", lambda: MapStateDescriptor("s", Types.INT(), Types.STRING()), _put_all,
          lambda s: set(s.items()), set(),
@@ -109,6 +114,9 @@ KINDS = [
     # TtlMapStatePerElementTestContext (one user key, TEST_KEY = 1)
     Kind("map_element", lambda: MapStateDescriptor("s", Types.INT(), Types.STRING()),
          lambda s, v: s.put(1, v), lambda s: s.get(1), None, ("5", "10", "15"), ("5", "10", "15")),
+    # TtlMapStatePerNullElementTestContext (the user key mapped to null)
+    Kind("map_null_element", lambda: MapStateDescriptor("s", Types.INT(), Types.STRING()),
+         lambda s, v: s.put(1, v), lambda s: s.get(1), None, (None, None, None), (None, None, None)),
     # TtlReducingStateTestContext (a sum)
     Kind("reducing", lambda: ReducingStateDescriptor("s", lambda a, b: a + b, Types.INT()),
          lambda s, v: s.add(v), lambda s: s.get(), None, (5, 7, 6), (5, 12, 6)),

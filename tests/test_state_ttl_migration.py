@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 from streamflow.api.environment import set_default_configuration
 from streamflow.common import Time, Types
@@ -72,6 +73,9 @@ def state_backend(request: pytest.FixtureRequest) -> Any:
     set_default_configuration({})
 
 
+OPENED: list[Any] = []  # the functions opened (after their restore)
+
+
 class _Fn(KeyedProcessFunction):
     """"write" records write the state, "read" records emit what it holds."""
 
@@ -79,6 +83,7 @@ class _Fn(KeyedProcessFunction):
         self.kind, self.ttl = kind, ttl
 
     def open(self, ctx: Any) -> None:
+        OPENED.append(self)
         descriptor = KINDS[self.kind][0]()
         if self.ttl:
             descriptor.enable_time_to_live(
@@ -118,11 +123,11 @@ async def _run(kind: str, ttl_before: bool, ttl_after: bool, tmp_path: Path,
     env2 = StreamExecutionEnvironment(clock=clock).set_parallelism(1)
     env2.configure({"execution.savepoint.path": path})
     sink2 = ListSink()
-    env2.from_source(source2, None, "src").uid("src").key_by(lambda v: "k").process(
-        _Fn(kind, ttl_after)).uid("op").sink_to(sink2)
+    fn = _Fn(kind, ttl_after)
+    keyed = env2.from_source(source2, None, "src").uid("src").key_by(lambda v: "k")
+    keyed.process(fn).uid("op").sink_to(sink2)
     client2 = await env2.execute_async("after")
-    for _ in range(300):  # the restore and open() run at time 50
-        await asyncio.sleep(0)
+    await wait_until(lambda: any(f is fn for f in OPENED))  # restored and opened at time 50
     for at in reads_at:
         clock.set(at)
         source2.push(Record("read"))
