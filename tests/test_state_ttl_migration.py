@@ -102,40 +102,55 @@ class _Fn(KeyedProcessFunction):
             yield get(self.state)
 
 
+class _NoState(KeyedProcessFunction):
+    """A version of the job whose function registers no state (the restored state is kept)."""
+
+    def open(self, ctx: Any) -> None:
+        OPENED.append(self)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        return []
+
+
+async def _phase(clock: ManualClock, fn: Any, savepoint: str | None, reads_at: list[int],
+                 take_savepoint: Path | None = None) -> tuple[list, str | None]:
+    """One run of the job: restored from ``savepoint`` (its write record already consumed),
+    reading the state at each of ``reads_at``; a savepoint to ``take_savepoint`` at the end
+    (else the job finishes)."""
+    source = ScriptedSource([Record("write")], end=False)
+    env = StreamExecutionEnvironment(clock=clock).set_parallelism(1)
+    if savepoint is not None:
+        env.configure({"execution.savepoint.path": savepoint})
+    sink = ListSink()
+    keyed = env.from_source(source, None, "src").uid("src").key_by(lambda v: "k")
+    keyed.process(fn).uid("op").sink_to(sink)
+    client = await env.execute_async("ttl-migration")
+    await wait_until(lambda: any(f is fn for f in OPENED))  # restored and opened now
+    for _ in range(300):  # the write record (a first run) is processed
+        await asyncio.sleep(0)
+    for at in reads_at:
+        clock.set(at)
+        source.push(Record("read"))
+        for _ in range(300):
+            await asyncio.sleep(0)
+    if take_savepoint is not None:
+        path = await client.trigger_savepoint(str(take_savepoint))
+        await client.cancel()
+        return sink.results, path
+    source.finish()
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    return sink.results, None
+
+
 async def _run(kind: str, ttl_before: bool, ttl_after: bool, tmp_path: Path,
                reads_at: list[int]) -> list:
     """Write at time 0 and take a savepoint; restore at time 50 with the other TTL setting and
     read at each of ``reads_at``."""
     clock = ManualClock()
-    source = ScriptedSource([Record("write")], end=False)
-    env = StreamExecutionEnvironment(clock=clock).set_parallelism(1)
-    sink = ListSink()
-    env.from_source(source, None, "src").uid("src").key_by(lambda v: "k").process(
-        _Fn(kind, ttl_before)).uid("op").sink_to(sink)
-    client = await env.execute_async("before")
-    for _ in range(300):
-        await asyncio.sleep(0)
-    path = await client.trigger_savepoint(str(tmp_path / "sp"))
-    await client.cancel()
-
+    _, path = await _phase(clock, _Fn(kind, ttl_before), None, [], tmp_path / "sp")
     clock.set(50)
-    source2 = ScriptedSource([Record("write")], end=False)  # consumed before the savepoint
-    env2 = StreamExecutionEnvironment(clock=clock).set_parallelism(1)
-    env2.configure({"execution.savepoint.path": path})
-    sink2 = ListSink()
-    fn = _Fn(kind, ttl_after)
-    keyed = env2.from_source(source2, None, "src").uid("src").key_by(lambda v: "k")
-    keyed.process(fn).uid("op").sink_to(sink2)
-    client2 = await env2.execute_async("after")
-    await wait_until(lambda: any(f is fn for f in OPENED))  # restored and opened at time 50
-    for at in reads_at:
-        clock.set(at)
-        source2.push(Record("read"))
-        for _ in range(300):
-            await asyncio.sleep(0)
-    source2.finish()
-    await asyncio.wait_for(client2.get_job_execution_result(), 60)
-    return sink2.results
+    results, _ = await _phase(clock, _Fn(kind, ttl_after), path, reads_at)
+    return results
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -159,3 +174,15 @@ async def test_unchanged_ttl_is_not_migrated(kind: str, tmp_path: Path) -> None:
     """The TTL kept on both sides: the restored entries keep their write time (0)."""
     _, _, _, written, empty = KINDS[kind]
     assert await _run(kind, True, True, tmp_path, [60, 100]) == [written, empty]
+
+
+async def test_flags_survive_a_savepoint_of_a_job_that_did_not_register_the_state(
+    tmp_path: Path,
+) -> None:
+    """A state restored but not registered again keeps its TTL flag in the next savepoint, so
+    a later job registering it without its TTL still gets the user values."""
+    clock = ManualClock()
+    _, first = await _phase(clock, _Fn("value", True), None, [], tmp_path / "sp1")
+    _, second = await _phase(clock, _NoState(), first, [], tmp_path / "sp2")
+    results, _ = await _phase(clock, _Fn("value", False), second, [500])
+    assert results == [5]
