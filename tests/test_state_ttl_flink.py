@@ -412,3 +412,27 @@ def test_snapshot_change_restore(make, kind: Kind) -> None:  # type: ignore[no-u
     assert h.get() == kind.empty
     h.set_key("k2")
     assert h.get() == kind.get_update_empty
+
+
+@pytest.mark.parametrize(
+    ("strategy", "build"),
+    [
+        ("cleanup_full_snapshot", lambda b: b.cleanup_full_snapshot()),
+        ("cleanup_in_rocksdb_compact_filter", lambda b: b.cleanup_in_rocksdb_compact_filter(1000)),
+    ],
+)
+def test_cleanup_without_effect_is_logged(  # type: ignore[no-untyped-def]
+    make, backend_kind: str, strategy: str, build, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cleanup strategies a backend cannot apply are logged, naming the backend (nothing
+    fails silently): the compaction filter on both backends, the full-snapshot cleanup on
+    RocksDB (see test_multiple_keys_with_snapshot_cleanup)."""
+    caplog.set_level("INFO", logger="streamflow.state.ttl_cleanup")
+    make(KINDS[0], build(StateTtlConfig.new_builder(Time.milliseconds(TTL))).build())
+    logged = [r.getMessage() for r in caplog.records if strategy in r.getMessage()]
+    if strategy == "cleanup_full_snapshot" and backend_kind == "heap":
+        assert logged == []  # the heap backend applies it
+    else:
+        name = "RocksDB" if backend_kind == "rocksdb" else "heap"
+        assert len(logged) == 1
+        assert logged[0].startswith(f"state 's': {strategy} has no effect on the {name} state backend")

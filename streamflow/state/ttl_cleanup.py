@@ -29,8 +29,10 @@ heap backend:
   keys per state access and not per record, as Flink's
   ``DEFAULT_INCREMENTAL_CLEANUP_STRATEGY``.
 
-``cleanup_in_rocksdb_compact_filter`` is accepted; on the heap backend it has
-no effect (as in Flink), which is logged once.
+``cleanup_in_rocksdb_compact_filter`` is accepted; it has no effect (on the
+heap backend as in Flink; streamflow's RocksDB has no compaction filter), and
+``cleanup_full_snapshot`` has none on RocksDB (its checkpoints are incremental,
+where Flink does not apply it either): each is logged once per backend.
 
 Every removal or rewrite goes through the backend (``remove_entry`` /
 ``put_entry``), so a backend that tracks writes records it as a deletion.
@@ -119,7 +121,7 @@ class TtlRegistry:
         self._full_snapshot: dict[str, tuple[str, int, Callable[[], int]]] = {}
         self.incremental: dict[str, IncrementalCleanup] = {}
         self._per_record: list[IncrementalCleanup] = []
-        self._warned_rocksdb = False
+        self._warned: set[str] = set()  # the cleanup strategies logged as without effect
         # user states registered (name -> TTL enabled), and those a restore recorded that are
         # not registered again yet: TTL migration on restore (state/ttl_migration.py)
         self.user_states: dict[str, bool] = {}
@@ -137,12 +139,26 @@ class TtlRegistry:
         else:
             self._full_snapshot.pop(name, None)
         explicit_rocks = strategies._strategies.get(strategies.Strategies.ROCKSDB_COMPACTION_FILTER)
-        if explicit_rocks is not None and not self._warned_rocksdb:
-            self._warned_rocksdb = True
+        rocks = getattr(self._backend, "is_rocksdb", False)
+        unused = [
+            strategy
+            for strategy, wanted in (
+                # Flink's compaction filter: a RocksDB feature, which streamflow's RocksDB lacks
+                ("cleanup_in_rocksdb_compact_filter", explicit_rocks is not None),
+                # RocksDB's checkpoints are incremental (SST files): no full snapshot to filter,
+                # as in Flink with incremental checkpoints
+                ("cleanup_full_snapshot", rocks and strategies.in_full_snapshot()),
+            )
+            if wanted and strategy not in self._warned
+        ]
+        for strategy in unused:
+            self._warned.add(strategy)
             log.info(
-                "state %r: cleanup_in_rocksdb_compact_filter has no effect on the heap state backend "
-                "(as in Flink); expired entries are cleaned on access%s",
+                "state %r: %s has no effect on the %s state backend; expired entries are cleaned "
+                "on access%s",
                 name,
+                strategy,
+                "RocksDB" if rocks else "heap",
                 " and incrementally" if strategies.get_incremental_cleanup_strategy() else "",
             )
         incremental = strategies.get_incremental_cleanup_strategy()
