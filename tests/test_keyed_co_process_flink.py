@@ -69,12 +69,15 @@ class Harness:
         self.sink = ListSink()
         one = self.env.from_source(self.sources[0], None, "one").uid("one")
         two = self.env.from_source(self.sources[1], None, "two").uid("two")
-        (
-            one.connect(two).key_by(lambda v: str(v), lambda v: v).process(function).uid("op")
-            .process(_Stamped(self)).sink_to(self.sink)
-        )
+        self.stream = one.connect(two).key_by(lambda v: str(v), lambda v: v).process(function).uid("op")
+        self.stream.process(_Stamped(self)).sink_to(self.sink)
         self.client: Any = None
         self.opened = False
+
+    def side(self, tag: Any) -> ListSink:
+        sink = ListSink()
+        self.stream.get_side_output(tag).process(_Stamped(self)).sink_to(sink)
+        return sink
 
     async def start(self) -> Harness:
         self.client = await self.env.execute_async("keyed-co-process")
@@ -321,3 +324,33 @@ async def test_snapshot_and_restore(tmp_path: Path) -> None:
     await h2.processing_time(5)
     await h2.watermark(6)
     assert await h2.close() == [("PROC:1777", None), ("EVENT:1777", 6)]
+
+
+async def test_side_output() -> None:
+    """KeyedCoProcessOperatorTest#testSideOutput: both inputs' side outputs carry the record's
+    timestamp; a side output from onTimer carries the timer's."""
+    from streamflow.datastream import OutputTag
+
+    tag = OutputTag("side", Types.STRING())
+
+    class Sides(KeyedCoProcessFunction):
+        def process_element1(self, value, ctx):
+            yield f"IN1:{value}"
+            yield tag, f"side1:{value}"
+            ctx.timer_service().register_event_time_timer(30)
+
+        def process_element2(self, value, ctx):
+            yield f"IN2:{value}"
+            yield tag, f"side2:{value}"
+
+        def on_timer(self, timestamp, ctx):
+            yield tag, f"timer:{ctx.get_current_key()}"
+
+    h = Harness(Sides())
+    side = h.side(tag)
+    await h.start()
+    await h.element1(42, 17)
+    await h.element2("x", 18)
+    await h.watermark(30)
+    assert await h.close() == [("IN1:42", 17), ("IN2:x", 18)]
+    assert side.results == [("side1:42", 17), ("side2:x", 18), ("timer:42", 30)]

@@ -316,3 +316,29 @@ async def test_side_output() -> None:
     assert await h.close() == [("IN:42", 17)]
     assert int_sink.results == [(42, 17)]
     assert long_sink.results == [(42, 17)]
+
+
+async def test_on_timer_context_timestamp_is_the_timers() -> None:
+    """KeyedProcessOperator.OnTimerContextImpl#timestamp: in onTimer, ctx.timestamp() is the
+    firing timer's timestamp in both domains (checked with the watermark and processing time
+    the timer service reports there)."""
+
+    class Both(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            ctx.timer_service().register_event_time_timer(10)
+            ctx.timer_service().register_processing_time_timer(20)
+            return []
+
+        def on_timer(self, timestamp, ctx):
+            service = ctx.timer_service()
+            yield (ctx.time_domain().name, timestamp, ctx.timestamp(), service.current_watermark(),
+                   service.current_processing_time(), ctx.get_current_key())
+
+    h = await Harness(Both()).start()
+    await h.element("k", 1)
+    await h.watermark(15)
+    await h.processing_time(25)
+    assert await h.close() == [
+        (("EVENT_TIME", 10, 10, 15, 0, "k"), 10),
+        (("PROCESSING_TIME", 20, 20, 15, 25, "k"), None),
+    ]
