@@ -81,6 +81,9 @@ class StreamNode:
     # the record type declared for the node's main output (key None) or a side output (its tag):
     # names the codec of its in-flight records in unaligned checkpoints (checkpoint/channel_types.py)
     declared_types: dict[str | None, Any] = field(default_factory=dict)
+    # the type each side output was requested with (get_side_output): Flink refuses the same id
+    # requested again with another type (SingleOutputStreamOperator#getSideOutput)
+    requested_side_outputs: dict[str, Any] = field(default_factory=dict)
     # a source's watermark alignment (group, max drift ms, update interval ms), from from_source()'s
     # strategy (runtime/watermark_alignment.py)
     watermark_alignment: tuple[str, int, int] | None = None
@@ -88,6 +91,9 @@ class StreamNode:
     # conversion to the declared type): part of Flink's source operator, so it runs at the
     # source's parallelism and max parallelism
     inside_source: StreamNode | None = None
+    # unless its own parallelism is set, the node runs at this node's parallelism: Flink's
+    # assignTimestampsAndWatermarks matches its input's parallelism (1:1 with a non-parallel source)
+    parallelism_of: StreamNode | None = None
     has_committer: bool = False  # a two-phase sink: Flink's plan shows its Writer and Committer
     non_parallel: bool = False  # force_non_parallel() (window_all): set_parallelism(p != 1) refused
 
@@ -246,6 +252,8 @@ def _parallelism(n: StreamNode, default: int) -> int:
     n = n.inside_source or n  # (from_source()'s strategy and conversion run inside the source)
     if n.parallelism is not None:
         return n.parallelism
+    if n.parallelism_of is not None:
+        return _parallelism(n.parallelism_of, default)
     if n.source is not None and not n.source.supports_parallelism:
         return 1
     return default

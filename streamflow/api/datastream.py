@@ -198,7 +198,12 @@ class DataStream(DataStreamSurface, StreamEnds):
             strategy = batch_watermarks(strategy) if is_batch(env) else strategy
             return TimestampsAndWatermarksOperator(name, strategy, env.get_auto_watermark_interval())
 
-        return typed(self._one_input(name, OperatorFactory(name, build, watermark_strategy)), self._type_info)
+        stream = self._one_input(name, OperatorFactory(name, build, watermark_strategy))
+        # Flink: "match parallelism to input, to have a 1:1 source -> timestamps/watermarks
+        # relationship and chain" (DataStream#assignTimestampsAndWatermarks); a union or a
+        # partitioned stream has its first input's parallelism, as Flink's transformations do
+        stream._node.parallelism_of = self._inputs[0][0]
+        return typed(stream, self._type_info)
 
     def key_by(self, key_selector: KeySelector | Callable[[Any], Any], key_type: Any = None) -> KeyedStream:
         selector = typed_key_selector(resolve_function(key_selector, "get_key", "key_by()"), key_type)
@@ -256,7 +261,16 @@ class DataStream(DataStreamSurface, StreamEnds):
         return _Partitioned(self, Partitioning.FORWARD)
 
     def get_side_output(self, output_tag: OutputTag) -> DataStream:
-        # the stream takes the tag's type (PyFlink: ``OutputTag(tag_id, type_info)``)
+        # the stream takes the tag's type (PyFlink: ``OutputTag(tag_id, type_info)``); one id, one
+        # type (Flink's SingleOutputStreamOperator#getSideOutput refuses a second type)
+        node, tag_id = self._node, output_tag.tag_id
+        requested = node.requested_side_outputs.setdefault(tag_id, output_tag.type_info)
+        if requested != output_tag.type_info:
+            raise GraphError(
+                f"A side output with a matching id ({tag_id!r}) was already requested with a "
+                f"different type ({requested} on {node!r}, now {output_tag.type_info}). This is not "
+                "allowed, side output ids need to be unique."
+            )
         return typed(DataStream(self._env, [(self._node, output_tag.tag_id)]), output_tag.type_info)
 
 
