@@ -209,7 +209,10 @@ def test_retry_gives_up_and_emits_the_last_result() -> None:
 
     strategy = AsyncRetryStrategy.fixed_delay(2, 1, predicates.empty_result_predicate)
     out = _run(
-        AsyncDataStream.ordered_wait_with_retry, [1, 2, 3, 4], OddInputEmptyResult(), async_retry_strategy=strategy
+        AsyncDataStream.ordered_wait_with_retry,
+        [1, 2, 3, 4],
+        OddInputEmptyResult(),
+        async_retry_strategy=strategy,
     )
     assert out == [4, 8]
     assert calls == {1: 3, 2: 1, 3: 3, 4: 1}  # the first call and two retries
