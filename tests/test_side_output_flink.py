@@ -322,3 +322,13 @@ def test_timestamp_assigner_takes_its_inputs_parallelism() -> None:
     again = mapped.assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps())
     again.sink_to(ListSink())
     assert env.get_job_graph().parallelism[again._node.id] == 2
+
+
+def test_side_output_of_a_keyed_stream_is_refused() -> None:
+    """Flink: KeyedStream is a DataStream, not a SingleOutputStreamOperator, so it has no
+    getSideOutput (PyFlink's call fails in the JVM); streamflow served the side output of the
+    operator before key_by()."""
+    env, tag = _env(), OutputTag("side", Types.STRING())
+    split = env.from_collection(ELEMENTS, type_info=Types.INT()).process(_Split(tag), Types.INT())
+    with pytest.raises(GraphError, match="get_side_output on a KeyedStream"):
+        split.key_by(lambda v: v).get_side_output(tag)

@@ -297,6 +297,9 @@ for _name in (
     "partition_custom",
     "set_description",
     "cache",
+    # Flink: only a SingleOutputStreamOperator has getSideOutput; a KeyedStream is no operator
+    # (it would otherwise answer with the side output of the operator before key_by)
+    "get_side_output",
 ):
     setattr(KeyedStreamRefusals, _name, _refuse(_name))
 
