@@ -332,3 +332,68 @@ def test_side_output_of_a_keyed_stream_is_refused() -> None:
     split = env.from_collection(ELEMENTS, type_info=Types.INT()).process(_Split(tag), Types.INT())
     with pytest.raises(GraphError, match="get_side_output on a KeyedStream"):
         split.key_by(lambda v: v).get_side_output(tag)
+
+
+class _Stamp(ProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield value, ctx.timestamp()
+
+
+def test_side_output_records_keep_the_element_timestamp() -> None:
+    """Flink's ProcessOperator.ContextImpl#output emits with the current element's timestamp, and
+    WindowOperator#sideOutput emits a late element with its own timestamp."""
+    env, tag, late = _env(1), OutputTag("side", Types.STRING()), OutputTag("late", Types.INT())
+    side, late_sink = ListSink(), ListSink()
+    stream = _punctuated(env).process(_Split(tag), Types.INT())
+    stream.get_side_output(tag).process(_Stamp()).sink_to(side)
+    window = (
+        stream.key_by(lambda v: v % 2)
+        .window(TumblingEventTimeWindows.of(1))
+        .side_output_late_data(late)
+        .reduce(lambda a, b: a + b)
+    )
+    window.get_side_output(late).process(_Stamp()).sink_to(late_sink)
+    env.execute()
+    assert sorted(side.results) == [(f"sideout-{v}", v) for v in (1, 2, 3, 4, 5)]
+    assert sorted(late_sink.results) == [(3, 3), (4, 4)]
+
+
+def test_timer_side_output() -> None:
+    """KeyedProcessFunction's OnTimerContext#output (Flink's KeyedProcessOperator): a timer emits
+    to a side output, with the timer's timestamp."""
+
+    class Timed(KeyedProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            ctx.timer_service().register_event_time_timer(value + 10)
+            return []
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Any:
+            yield tag, f"timer-{ctx.get_current_key()}"
+
+    env, tag, side = _env(1), OutputTag("timers", Types.STRING()), ListSink()
+    stream = _punctuated(env).key_by(lambda v: v).process(Timed(), Types.INT())
+    stream.get_side_output(tag).process(_Stamp()).sink_to(side)
+    env.execute()
+    assert sorted(side.results) == [(f"timer-{v}", v + 10) for v in (1, 2, 3, 4, 5)]
+
+
+def test_session_window_late_data_side_output() -> None:
+    """WindowOperator#processElement for merging windows: an element is late when its merged
+    window's max timestamp + allowed lateness <= the watermark (isWindowLate(actualWindow))."""
+    from streamflow.datastream.window import EventTimeSessionWindows
+
+    env, late, main, late_sink = _env(1), OutputTag("late", Types.INT()), ListSink(), ListSink()
+    window = (
+        _punctuated(env)
+        .key_by(lambda v: 0)
+        .window(EventTimeSessionWindows.with_gap(1))
+        .side_output_late_data(late)
+        .reduce(lambda a, b: a + b, output_type=Types.INT())
+    )
+    window.sink_to(main)
+    window.get_side_output(late).sink_to(late_sink)
+    env.execute()
+    # each watermark equals its element's timestamp, so 1's session [1, 2) fires (and is purged)
+    # at watermark 1 before 2 arrives, 2's at 2, 5's at the end; 3's session [3, 4) and 4's [4, 5)
+    # end before watermark 5: late
+    assert sorted(main.results) == [1, 2, 5] and sorted(late_sink.results) == [3, 4]
