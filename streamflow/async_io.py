@@ -2,8 +2,8 @@
 
 An :class:`AsyncFunction`'s ``async_invoke(value)`` returns a list of outputs.
 The operator (:class:`AsyncWaitOperator`) runs up to ``capacity`` invocations
-at once in the job's event loop, each bounded by ``timeout`` (one for the element, its
-retries and backoffs included; then
+at once in the job's event loop, each bounded by ``timeout`` (none if <= 0, as
+in Flink; one for the element, its retries and backoffs included; then
 ``async_function.timeout(value)`` gives the outputs, or raises); a retry
 strategy re-invokes after its backoff while its result or exception
 predicate asks for it and attempts remain (Flink's ``AsyncWaitOperator`` with
@@ -263,7 +263,8 @@ class AsyncWaitOperator(AsyncQueueOperator):
     ) -> None:
         super().__init__(name, capacity, ordered)
         self.functions = (function,)
-        self.function, self.timeout_s = function, timeout_ms / 1000
+        # Flink's AsyncWaitOperator#processElement registers a timeout only if it is > 0
+        self.function, self.timeout_s = function, (timeout_ms / 1000 if timeout_ms > 0 else None)
         self.retry = retry
 
     async def _invoke(self, value: Any) -> list[Any]:
@@ -331,8 +332,8 @@ class AsyncDataStream:
 
         if not isinstance(async_function, AsyncFunction):
             raise TypeError(f"AsyncDataStream expects an AsyncFunction, got {async_function!r}")
-        if int(timeout) <= 0 or capacity <= 0:
-            raise ValueError(f"timeout and capacity must be positive, got {timeout!r} and {capacity!r}")
+        if capacity <= 0:  # (a timeout <= 0 is none: Flink's AsyncWaitOperator registers none)
+            raise ValueError(f"capacity must be positive, got {capacity!r}")
         name = "AsyncWaitOperator"
         factory = OperatorFactory(
             name, lambda f: AsyncWaitOperator(name, f, int(timeout), capacity, retry, ordered), async_function

@@ -252,3 +252,10 @@ def test_invalid_timeout_and_capacity_are_refused() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     with pytest.raises(ValueError):
         AsyncDataStream.ordered_wait(env.from_collection([1]), Delayed(), 1000, capacity=0)
+
+
+@pytest.mark.parametrize("timeout", [0, -1])
+def test_a_timeout_of_zero_or_less_is_no_timeout(timeout: int) -> None:
+    """AsyncWaitOperator#processElement registers the timeout timer only ``if (timeout > 0L)``:
+    a call may take as long as it needs (streamflow refused the job with a ValueError)."""
+    assert _run(AsyncDataStream.ordered_wait, [1, 2], Delayed({1: 0.05}), timeout=timeout) == [2, 4]
