@@ -397,3 +397,16 @@ def test_session_window_late_data_side_output() -> None:
     # at watermark 1 before 2 arrives, 2's at 2, 5's at the end; 3's session [3, 4) and 4's [4, 5)
     # end before watermark 5: late
     assert sorted(main.results) == [1, 2, 5] and sorted(late_sink.results) == [3, 4]
+
+
+def test_union_of_main_and_side_output_at_another_parallelism() -> None:
+    """SideOutputITCase's consumers read a side output like any stream: it unions with the main
+    output of the same operator, and a consumer at another parallelism gets every record."""
+    env, tag = _env(2), OutputTag("side", Types.STRING())
+    union, rescaled = ListSink(), ListSink()
+    stream = env.from_collection(ELEMENTS, type_info=Types.INT()).process(_Split(tag), Types.INT())
+    stream.map(str, Types.STRING()).union(stream.get_side_output(tag)).sink_to(union)
+    stream.get_side_output(tag).map(str.upper, Types.STRING()).set_parallelism(3).sink_to(rescaled)
+    env.execute()
+    assert sorted(union.results) == sorted(["1", "2", "3", "4", "5", *SIDE])
+    assert sorted(rescaled.results) == [s.upper() for s in SIDE]

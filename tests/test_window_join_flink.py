@@ -164,3 +164,11 @@ def test_co_group_with_checkpointing() -> None:
     result = env.execute()
     assert sorted(sink.results) == ["['(a,0)']:['(a,1)']", "['(b,3)']:[]", "[]:['(b,6)']"]
     assert result.metrics["checkpoints.numCompleted"] >= 1
+
+
+def test_join_of_a_keyed_stream() -> None:
+    """JoinedStreams takes any DataStream, a KeyedStream included (Flink's KeyedStream is one): the
+    join keys by where()/equal_to(), whatever the input's own key."""
+    env = _env()
+    first = _source(env, SOURCE1_3).key_by(lambda t: t[1])
+    assert _joined(first, _source(env, SOURCE2_3))[:2] == ["(a,i,6):(a,x,6)", "(a,i,6):(a,z,8)"]
