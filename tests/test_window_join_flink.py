@@ -142,14 +142,14 @@ def test_join_results_carry_the_windows_max_timestamp() -> None:
 def test_co_group_with_checkpointing() -> None:
     """CoGroupJoinITCase#testCoGroupOperatorWithCheckpoint (FLINK-6808): a co-group pipeline can
     be checkpointed (its tagged-union elements snapshot); here the job runs with checkpoints every
-    millisecond and still produces Flink's result for the two sources of fromElements."""
+    10 ms (Flink's minimum) and still produces Flink's result for the two sources of fromElements."""
     env = _env()
-    env.enable_checkpointing(1)
+    env.enable_checkpointing(10)
 
     async def slow(v: Any) -> Any:
         import asyncio
 
-        await asyncio.sleep(0.01)  # give the checkpoints time to happen between the elements
+        await asyncio.sleep(0.05)  # give the checkpoints time to happen between the elements
         return v
 
     def source(data: list) -> Any:
