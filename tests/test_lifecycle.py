@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 import streamflow as sf
-from streamflow.runtime.operator import where_raised
+from streamflow.connectors.base import Sink
+from streamflow.runtime.operator import StreamOperator, where_raised
+from streamflow.runtime.start_gate import StartGate
 
 
 class Recorder(sf.MapFunction):
@@ -259,3 +261,55 @@ async def test_dispose_runs_on_every_path(path: str, expected: list[str]) -> Non
     else:
         await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert log == expected
+
+
+class _SlowOpeningSink(Sink):
+    """A sink whose subtask 1 takes a while to open (a restored two-phase sink settling what its
+    checkpoint left pending): every subtask logs when it opened and every record it receives."""
+
+    def __init__(self, log: list[tuple[str, int]]) -> None:
+        self.log = log
+
+    def create_operator(self, name: str) -> StreamOperator:
+        log = self.log
+
+        class SlowOpen(StreamOperator):
+            async def open(self) -> None:
+                await super().open()
+                if self.ctx.subtask_index == 1:
+                    await asyncio.sleep(0.2)
+                log.append(("opened", self.ctx.subtask_index))
+
+            async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+                log.extend(("record", self.ctx.subtask_index) for _ in records)
+
+        return SlowOpen(name)
+
+
+@pytest.mark.parametrize("chained_source", [True, False])
+async def test_no_input_starts_before_every_task_opened(chained_source: bool) -> None:
+    """A source starts reading only once every task of the job has opened its operators, so a
+    slow-opening sink subtask cannot see records overtaken by its peers' newer ones."""
+    log: list[tuple[str, int]] = []
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    s = env.from_collection(list(range(100)))
+    if not chained_source:
+        s = s.rebalance().map(lambda v: v)
+    s.sink_to(_SlowOpeningSink(log))
+    client = await env.execute_async("slow open")
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    first_record = next(i for i, entry in enumerate(log) if entry[0] == "record")
+    assert sorted(log[:first_record]) == [("opened", 0), ("opened", 1)]
+    assert sum(entry[0] == "record" for entry in log) == 100
+
+
+async def test_start_gate_releases_every_task_when_the_last_opens() -> None:
+    gate = StartGate(3)
+    first, second = asyncio.ensure_future(gate.opened()), asyncio.ensure_future(gate.opened())
+    await asyncio.sleep(0)
+    assert not first.done() and not second.done() and not gate.open
+    await gate.opened()  # the last one does not wait
+    await asyncio.wait_for(asyncio.gather(first, second), 1)
+    assert gate.open
+    with pytest.raises(RuntimeError, match="more tasks opened than the job has"):
+        await gate.opened()

@@ -39,6 +39,7 @@ from .operator import BatchTarget, StreamOperator
 from .sort_buffer import DEFAULT_SORT_MEMORY
 from .sort_runs import spill_opt_in
 from .sorting_input import install_sorted_input
+from .start_gate import StartGate
 from .task import InputTask, SourceTask, Task
 from .timestamps import TimestampsAndWatermarksOperator
 from .watermark_alignment import AlignmentMember, WatermarkAlignment
@@ -171,6 +172,9 @@ class Execution:
                 task.finished_on_restore = self._finished_on_restore(vertex.nodes, sub, finished)
                 subtasks.append(task.finished_on_restore)
                 self.tasks.append(task)
+        gate = StartGate(len(self.tasks))  # no input starts before every task opened (start_gate.py)
+        for task in self.tasks:
+            task.start_gate = gate
 
     def _finished_on_restore(
         self, nodes: list[StreamNode], sub: int, finished: dict[int, list[bool]]

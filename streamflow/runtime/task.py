@@ -54,6 +54,7 @@ from .gc_policy import GC_POLICY, collect_young_when_idle
 from .loop_budget import LoopBudget, bind
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
+from .start_gate import StartGate
 from .task_state import ChainState
 from .watermark_alignment import AlignmentMember
 from .watermark_valve import WatermarkValve
@@ -87,6 +88,7 @@ class Task(ChainState):
         self.waker: Waker | InputGate = Waker()
         self.processing_time = ProcessingTimeService(clock, self.wake)
         self.checkpointer: TaskCheckpointer | None = None
+        self.start_gate: StartGate | None = None  # shared by the tasks of a job (start_gate.py)
         self._opened: list[StreamOperator] = []
         self._sealers: list[Callable[[], None]] = []  # keyed backends' seal_dirty (see _seal_dirty)
         self._restored_state = False  # decoded restored keyed state (_finish_restores)
@@ -206,6 +208,7 @@ class Task(ChainState):
             self._sealers = [s for s in sealers if s is not None]
             if self._sealers:
                 self.budget.chores.append(self._seal_dirty)
+            await self._all_opened()
             await self._start()
             for w, per_channel in self.restored_out.items():
                 for c, batches in per_channel.items():
@@ -241,11 +244,23 @@ class Task(ChainState):
         for op in reversed(self.operators):
             self._opened.append(op)
             await op.open()
+        await self._all_opened()
         for w in self.writers:
             await w.process_watermark(Watermark(MAX_WATERMARK))
         await self._end()
         self.finished = True
         await self._wait_for_final_checkpoint()
+
+    async def _all_opened(self) -> None:
+        """This task's operators have opened: wait until every task of the job has
+        (start_gate.py), not holding the job's loop budget meanwhile."""
+        if self.start_gate is None:
+            return
+        self.budget.task_waits()
+        try:
+            await self.start_gate.opened()
+        finally:
+            self.budget.task_wakes()
 
     async def _cleanup(self, error: BaseException | None) -> None:
         self.processing_time.cancel_all()
