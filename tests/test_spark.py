@@ -26,9 +26,7 @@ from streamflow import (
     WatermarkStrategy,
 )
 from streamflow.common import Types
-from streamflow.datastream.functions import CoMapFunction
 from streamflow.functions import SinkFunction
-from streamflow.spark.plan import SparkTranslationError
 from streamflow.testing import ListSink
 from streamflow.windowing import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
 
@@ -305,24 +303,6 @@ def test_which_windows_run_natively() -> None:
     rekeyed = decide(lambda k: k.window(tumbling).reduce(add).key_by(lambda e: e[0]).reduce(add))
     assert rekeyed == [True, False]  # (the keyed reduce reads the window's output from an exchange)
     assert decide(lambda k: k.reduce(add)) == [False]
-
-
-class _Identity(CoMapFunction):
-    def map1(self, value: Any) -> Any:
-        return value
-
-    def map2(self, value: Any) -> Any:
-        return value
-
-
-def test_untranslatable_operator_is_refused_with_its_name() -> None:
-    env = _env("spark")
-    a = env.from_collection([1, 2, 3])
-    b = env.from_collection([4, 5])
-    # (a CoMapFunction: a second callable would be connect().map()'s output_type, refused as a type)
-    a.connect(b.broadcast()).map(_Identity()).name("my co-map").sink_to(ListSink())
-    with pytest.raises(SparkTranslationError, match="my co-map"):
-        env.execute("refused")
 
 
 @pytest.mark.parametrize(

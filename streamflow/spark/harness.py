@@ -62,6 +62,9 @@ class NodeSpec:
     keyed: bool
     max_parallelism: int
     side_tags: list[str] = field(default_factory=list)  # the side outputs consumed downstream
+    # the subtask the operator plays (a broadcast stage runs one group per subtask: .broadcast)
+    subtask_index: int = 0
+    parallelism: int = 1
 
 
 class _Collect(BatchTarget):
@@ -113,8 +116,8 @@ def _context(spec: NodeSpec, metrics: dict[str, object]) -> OperatorContext:
         uid=spec.uid,
         name=spec.name,
         task_name=f"{spec.name} (spark)",
-        subtask_index=0,
-        parallelism=1,
+        subtask_index=spec.subtask_index,
+        parallelism=spec.parallelism,
         max_parallelism=spec.max_parallelism,
         clock=clock,
         metrics=MetricGroup(spec.uid, metrics),

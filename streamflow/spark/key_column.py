@@ -52,11 +52,13 @@ class KeyColumn:
     """
 
     def __init__(self, key_selectors: list[Callable[[Any], Any]], codec: Codec, markers: bool = True,
-                 layout: Layout | None = None) -> None:
+                 layout: Layout | None = None,
+                 group_keys: Callable[[list], list[bytes]] | None = None) -> None:
         self.key_selectors = key_selectors
         self.codec = codec
         self.markers = markers  # False: data rows keep their event time (native windows)
         self.layout = layout
+        self.group_keys = group_keys  # the key column from the selectors' results (default: encoded)
 
     def __call__(self, batches: Any) -> Any:
         import pyarrow as pa
@@ -84,7 +86,10 @@ class KeyColumn:
                 tags = batch.column("tag").to_pylist()
                 sides = tags if everything else [tags[i] for i in data]
                 keys_of = [self.key_selectors[side == "1"](r) for r, side in zip(records, sides, strict=True)]
-            encoded_keys = encode_keys(keys_of, encode_many, self.codec.encode)
+            if self.group_keys is not None:
+                encoded_keys = self.group_keys(keys_of)
+            else:
+                encoded_keys = encode_keys(keys_of, encode_many, self.codec.encode)
             if everything:
                 keys = encoded_keys
             else:

@@ -184,14 +184,18 @@ class KeyedRunner:
             return [], [], [], []
         rows = self.state_decode(state.get[0])
         state.remove()
-        if self.sorted_input:  # the sorter's order: by timestamp (none first), then input order
-            rows.sort(key=lambda r: (MIN_WATERMARK if r[1] is None else r[1], r[0]))
-        else:
-            rows.sort(key=lambda r: r[0])
+        rows.sort(key=self._batch_order)
         with self._opened(None) as stage:
             orders, tss, values = ([list(r[0]) for r in rows], [r[1] for r in rows], [r[2] for r in rows])
             seconds = [r[3] for r in rows]
             return stage.run(self._process(stage, 0, orders, tss, values, seconds, encoded=True, end=True))
+
+    def _batch_order(self, row: tuple) -> tuple:
+        """A batch job's order of a key's buffered ``(order, ts, value, second)`` rows: the
+        sorter's, by timestamp (none first), then input order; or input order (unsorted)."""
+        if self.sorted_input:
+            return (MIN_WATERMARK if row[1] is None else row[1], row[0])
+        return (row[0],)
 
     def _rows(self, frames: list[Any]) -> tuple[list[list[int]], list[int | None], list[Any], list[bool]]:
         """The key's data rows (see :func:`_rows`) and whether each feeds the second input."""
@@ -258,7 +262,8 @@ class KeyedRunner:
         snapshot = op.snapshot_state(0)
         timers = snapshot.get("timers", {}) if isinstance(snapshot, dict) else {}
         keyed = snapshot.get("keyed", {}) if isinstance(snapshot, dict) else {}
-        if not keyed.get("groups") and not any(timers.values()):
+        broadcast = snapshot.get("broadcast", {}) if isinstance(snapshot, dict) else {}
+        if not keyed.get("groups") and not any(timers.values()) and not any(broadcast.values()):
             if state.exists:
                 state.remove()
             return

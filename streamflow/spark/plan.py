@@ -42,9 +42,13 @@ feeds a row to ``process_batch`` or ``process_batch2``; the two inputs' watermar
 union's minimum, as in the asyncio engine's valve. A non-keyed one (co-map, co-process) is a
 stateless stage over the same tagged union (:class:`~.harness.ChainRunner`).
 
+A two-input operator whose second input is **broadcast** (``connect(b.broadcast(...))``:
+broadcast state) runs one group per subtask it would have in the asyncio engine, every group
+seeing every broadcast row (:mod:`.broadcast`).
+
 What cannot be expressed is refused at translation time with
-:class:`SparkTranslationError` naming the operator: broadcast partitioning (so broadcast
-state and ``connect(b.broadcast())``), custom watermark generators (Spark's watermark is a
+:class:`SparkTranslationError` naming the operator: broadcast partitioning anywhere else
+(``broadcast().map(...)``), custom watermark generators (Spark's watermark is a
 fixed delay) and async functions. Processing-time timers
 are refused when registered (they are known only at run time).
 """
@@ -64,6 +68,7 @@ from ..graph import JobGraph, Partitioning, StreamNode
 from ..runtime.basic_operators import FilterOperator, MapOperator, UserFunctionOperator
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
+from .broadcast import broadcast_stage, is_broadcast_stage
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL
 from .exchange import Exchange
 from .harness import ChainRunner, NodeSpec
@@ -189,6 +194,8 @@ class Translation:
         if node.source is not None:
             return self._source(node, node.source)
         self._check_inputs(node)
+        if is_broadcast_stage(node):
+            return broadcast_stage(self, node)
         if node.keyed:
             return self._keyed(node)
         native = self._native(node)
@@ -467,11 +474,12 @@ class Translation:
         return dataclasses.replace(stream, df=stream.df.where(cond | F.col("eof")), stage=None)
 
     def _check_inputs(self, node: StreamNode) -> None:
-        for e in node.inputs:
-            if e.partitioning is Partitioning.BROADCAST:
-                raise SparkTranslationError(
-                    f"operator {node.name!r}: broadcast partitioning has no Spark equivalent"
-                )
+        broadcast = any(e.partitioning is Partitioning.BROADCAST for e in node.inputs)
+        if broadcast and not is_broadcast_stage(node):
+            raise SparkTranslationError(
+                f"operator {node.name!r}: broadcast partitioning has a Spark equivalent only as the second "
+                "input of a two-input operator (connect(stream.broadcast(...)))"
+            )
         if getattr(node.operator_factory, "is_async", False):
             raise SparkTranslationError(f"operator {node.name!r}: async functions cannot run on Spark")
 

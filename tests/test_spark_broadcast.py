@@ -1,0 +1,141 @@
+"""Broadcast state on the Spark engine (``streamflow/spark/broadcast.py``): a
+KeyedBroadcastProcessFunction with keyed state, event-time timers and rules looked up by event
+time, a non-keyed BroadcastProcessFunction, a co-map over a broadcast stream, and a batch job
+give the asyncio engine's answers at the same parallelism, including the copy of every
+broadcast-side output that each subtask emits."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from test_spark import _env, _strategy, events
+
+from streamflow import MapStateDescriptor
+from streamflow.common import Types
+from streamflow.datastream.functions import (
+    BroadcastProcessFunction,
+    CoMapFunction,
+    KeyedBroadcastProcessFunction,
+)
+from streamflow.execution_mode import RuntimeExecutionMode
+from streamflow.spark.sources import SparkTranslationError
+from streamflow.testing import ListSink
+
+RULES = MapStateDescriptor("rules", Types.LONG(), Types.LONG())
+PARALLELISM = 3
+
+
+def rules(n: int) -> list[tuple[int, int]]:
+    """(rule time, factor): a new factor every 250 ms, past the events' last timestamp."""
+    return [(t, 1 + (t // 250) % 4) for t in range(0, n // 100 * 100 + 1000, 250)]
+
+
+class ScaledBuckets(KeyedBroadcastProcessFunction):
+    """Per key and second: the sum of the values times the factor in force at the second's end
+    (the latest rule at or before it), emitted by an event-time timer. The rules' watermark
+    holds the timer back until every rule up to its time is in the broadcast state, so the
+    answer does not depend on how the two inputs interleave."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.sums = runtime_context.get_map_state(MapStateDescriptor("sums", Types.LONG(), Types.LONG()))
+        self.index = runtime_context.get_index_of_this_subtask()
+
+    def process_element(self, value: Any, ctx: Any) -> None:
+        bucket = ctx.timestamp() // 1000
+        self.sums.put(bucket, (self.sums.get(bucket) or 0) + value[1])
+        ctx.timer_service().register_event_time_timer(bucket * 1000 + 999)
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+        ctx.get_broadcast_state(RULES).put(value[0], value[1])
+        yield ("rule", value[0], self.index)  # once per subtask
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        rules_now = ctx.get_broadcast_state(RULES)
+        factor = rules_now.get(max(t for t in rules_now.keys() if t <= timestamp))  # noqa: SIM118
+        bucket = timestamp // 1000
+        yield (ctx.get_current_key(), bucket, self.sums.get(bucket) * factor, ctx.timestamp())
+        self.sums.remove(bucket)
+
+
+class Tagged(BroadcastProcessFunction):
+    """Non-keyed: every record passes through; every subtask reports each rule it stores."""
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if value[1] % 3 == 0:
+            yield ("event", *value)
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+        ctx.get_broadcast_state(RULES).put(value[0], value[1])
+        yield ("stored", value[0], len(ctx.get_broadcast_state(RULES).keys()) > 0)
+
+
+class Sides(CoMapFunction):
+    def map1(self, value: Any) -> Any:
+        return ("first", value[0], value[1])
+
+    def map2(self, value: Any) -> Any:
+        return ("second", *value)
+
+
+class Factors(KeyedBroadcastProcessFunction):
+    """A batch job reads the broadcast input in full first: every record sees every rule."""
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        state = ctx.get_broadcast_state(RULES)
+        yield (value[0], value[1] * state.get(value[1] % 4 * 250), len(state.keys()))
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(RULES).put(value[0], value[1])
+
+
+def broadcast_jobs(engine: str) -> dict[str, list]:
+    env = _env(engine).set_parallelism(PARALLELISM)
+    data = events(3000)
+    sinks = {name: ListSink() for name in ("keyed", "non_keyed", "co_map")}
+    main = env.from_collection(data).assign_timestamps_and_watermarks(_strategy())
+    ruled = env.from_collection(rules(3000)).assign_timestamps_and_watermarks(
+        _strategy(0).with_timestamp_assigner(lambda r, _t: r[0]))
+    stream = main.key_by(lambda e: e[0]).connect(ruled.broadcast(RULES)).process(ScaledBuckets())
+    stream.sink_to(sinks["keyed"])
+    main.connect(ruled.broadcast(RULES)).process(Tagged()).sink_to(sinks["non_keyed"])
+    main.filter(lambda e: e[1] % 7 == 0).connect(ruled.broadcast()).map(Sides()).sink_to(sinks["co_map"])
+    env.execute(f"broadcast state on {engine}")
+    return {name: sink.results for name, sink in sinks.items()}
+
+
+def test_broadcast_state_same_on_both_engines() -> None:
+    expected, actual = broadcast_jobs("asyncio"), broadcast_jobs("spark")
+    n_rules = len(rules(3000))
+    # every subtask emits each rule once; ten keys over three seconds
+    per_subtask = Counter(r[2] for r in expected["keyed"] if r[0] == "rule")
+    assert per_subtask == {i: n_rules for i in range(PARALLELISM)}
+    assert len([r for r in expected["keyed"] if r[0] != "rule"]) == 10 * 3
+    assert len(expected["co_map"]) == sum(e[1] % 7 == 0 for e in events(3000)) + PARALLELISM * n_rules
+    for name in expected:
+        assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name
+
+
+def batch_job(engine: str) -> list:
+    env = _env(engine).set_parallelism(PARALLELISM)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    sink = ListSink()
+    ruled = env.from_collection(rules(3000)[:4])
+    env.from_collection(events(1000)).key_by(lambda e: e[0]).connect(ruled.broadcast(RULES)).process(
+        Factors()).sink_to(sink)
+    env.execute(f"broadcast state in batch mode on {engine}")
+    return sink.results
+
+
+def test_broadcast_state_in_batch_mode_same_on_both_engines() -> None:
+    expected = batch_job("asyncio")
+    assert len(expected) == 1000 and {r[2] for r in expected} == {4}
+    assert Counter(map(repr, batch_job("spark"))) == Counter(map(repr, expected))
+
+
+def test_broadcast_partitioning_elsewhere_is_refused() -> None:
+    env = _env("spark")
+    env.from_collection([1, 2, 3]).broadcast().map(lambda v: v).name("every subtask maps").sink_to(ListSink())
+    with pytest.raises(SparkTranslationError, match="every subtask maps"):
+        env.execute("refused")
