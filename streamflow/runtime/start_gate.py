@@ -5,12 +5,13 @@ Theory of operation
 A task opens its operators (tail to head), then starts its input: a source
 task starts its reader, any task re-sends its restored output channel state
 and polls its input. Opening is where a restored operator settles what its
-state left pending, before the job moves on; the exactly-once Kafka sink, for
-one, re-sends and commits the uncommitted epochs of the checkpoint it restores
-(``connectors/kafka_sink.py``). If a source started before that sink subtask
-had opened, another sink subtask could append a key's new records to the
-topic before the restored subtask re-sent that key's older ones (after a
-rescale the key moves), and a reader would see them in the wrong order.
+checkpoint left: the exactly-once Kafka sink re-sends and commits its pending
+epochs (``connectors/kafka_sink.py``), an async I/O operator re-issues its
+restored queue (``async_wait.py``). If sources started as soon as their own
+task had opened, then after a rescale a partition's new reader could send a
+key's newer records downstream before the subtask that took over the old
+reader's in-flight elements had re-issued them, and the key's records would
+be processed out of order.
 
 So every task reports when its operators have opened and waits until all the
 job's tasks have: only then does any input start. Opening does not depend on
