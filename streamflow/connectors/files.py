@@ -10,6 +10,8 @@ added to the directory since.
 
 Lines end as with Java's ``BufferedReader.readLine`` (Flink's ``TextLineInputFormat``):
 ``\n``, ``\r`` and ``\r\n`` each end a line, across read chunks too (:class:`_Lines`).
+Files named ``*.deflate``, ``*.gz``, ``*.gzip``, ``*.bz2`` and ``*.xz`` are decompressed, as Flink's
+``StandardDeCompressors`` does; their offsets are in the decompressed bytes (``file_compression.py``).
 
 A line that does not parse as JSON is never dropped silently: it is counted
 (``numRecordsMalformed``) and sent to the ``DEAD_LETTER`` side output as a
@@ -30,6 +32,7 @@ import orjson
 from .base import DEAD_LETTER as DEAD_LETTER
 from .base import END, DeadLetter, Source, SourceReader
 from .base import MalformedRecordError as MalformedRecordError
+from .file_compression import open_input
 from .file_options import SourceOptions
 
 
@@ -266,9 +269,7 @@ class _FileReader(SourceReader):
             if self._fh is None:
                 path = self._files[self._file_index]
                 self._offset, self._line = self._resume.pop(str(path), (0, 0))
-                fh = open(path, "rb")  # noqa: SIM115
-                fh.seek(self._offset)
-                self._fh = _Lines(fh)
+                self._fh = _Lines(open_input(path, self._offset))
             lines = self._fh.take(max_records)
             if lines:
                 self._offset += sum(map(len, lines))
