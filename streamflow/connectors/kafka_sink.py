@@ -15,23 +15,22 @@ fails the task.
   at the next flush or batch (``set_property("acks", "0")`` for fire and forget).
 * ``AT_LEAST_ONCE``: ``prepare_snapshot_pre_barrier`` flushes, so every record
   before barrier n is acknowledged before the sink acknowledges n.
-* ``EXACTLY_ONCE``: two-phase commit on producer transactions, tied to
-  checkpoints; the bookkeeping and the recovery method are in
-  :mod:`.kafka_txn` (read its docstring). Barrier n: flush (pre-commit), the
-  epoch's records go into the state; ``notify_checkpoint_complete(n)``: marker,
-  ``commit_transaction``, ``begin_transaction``. Transactional id
-  ``{prefix}-{uid}-{subtask}``: a restarted job fences its zombie and aborts its
-  open transaction on ``init_transactions``. Restored at another parallelism, a
-  subtask takes over the states of former subtasks (``rescale.taken_states``): it
-  aborts a vanished one's open transaction (``kafka_txn_admin``) and recovers its
-  epochs under that subtask's marker. A broker connection closed (broken
-  or timed out) during a transaction fails the task: the test broker loses a
-  transaction across its restart while later sends and the commit report
-  success, and Apache Kafka aborts it; the failover's recovery re-sends it.
-  Closing never flushes the open transaction (whatever ended the task): its
-  queued batches are dropped, as Flink closes a producer in a transaction at
-  once; they are in no checkpoint, and a flush that waited through a broker
-  restart would write them into a transaction the broker forgot.
+* ``EXACTLY_ONCE``: two-phase commit on producer transactions, tied to checkpoints; the bookkeeping
+  and the recovery method are in :mod:`.kafka_txn` (read its docstring). Barrier n: flush
+  (pre-commit), the epoch's records go into the state; ``notify_checkpoint_complete(n)``: marker,
+  ``commit_transaction``, ``begin_transaction``. Transactional id ``{prefix}-{uid}-{subtask}``: a
+  restarted job fences its zombie and aborts its open transaction on ``init_transactions``. Restored
+  at another parallelism, a subtask takes over the states of former subtasks
+  (``rescale.taken_states``): it aborts a vanished one's open transaction (``kafka_txn_admin``) and
+  recovers its epochs under that subtask's marker; ids no checkpoint names (a higher parallelism's
+  run that failed before its first checkpoint) are probed and aborted as Flink's
+  ``TransactionAborter`` does (``kafka_txn_admin.abort_lingering_transactions``). A broker
+  connection closed (broken or timed out) during a transaction fails the task: the test broker loses
+  a transaction across its restart while later sends and the commit report success, and Apache Kafka
+  aborts it; the failover's recovery re-sends it. Closing never flushes the open transaction
+  (whatever ended the task): its queued batches are dropped, as Flink closes a producer in a
+  transaction at once; they are in no checkpoint, and a flush that waited through a broker restart
+  would write them into a transaction the broker forgot.
 * Producer properties (``set_property``) map to aiokafka's arguments
   (``kafka_common.producer_config``); any other one is logged as ignored.
 * Crash-test points (``testing.faults``): ``commit`` (marker sent, commit not
@@ -54,7 +53,7 @@ from .base import Sink
 from .kafka_common import DeliveryGuarantee, producer_config
 from .kafka_record_serialization import KafkaRecordSerializationSchema
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
-from .kafka_txn_admin import abandon, abort_open_transaction, committed_marker
+from .kafka_txn_admin import abandon, abort_lingering_transactions, abort_open_transaction, committed_marker
 from .rescale import taken_states
 
 __all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkOperator"]
@@ -201,6 +200,8 @@ class KafkaSinkOperator(StreamOperator):
                 if j != self.ctx.subtask_index:  # a former subtask that no longer exists
                     await abort_open_transaction({**kw, "transactional_id": self.transactional_id_of(j)})
                 await self._recover(j, state)
+            await abort_lingering_transactions(kw, self.transactional_id_of, self.ctx.subtask_index,
+                                               self.ctx.parallelism)
             await self._guarded(self.producer.begin_transaction())
             self._broken = None
 

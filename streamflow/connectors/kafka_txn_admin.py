@@ -9,14 +9,25 @@
   initialises a producer with that transactional id (``InitProducerId`` fences the former
   producer and aborts its transaction, Flink's ``TransactionAborter``) and stops it. Until
   then a ``read_committed`` consumer could not read past the open transaction.
+* :func:`abort_lingering_transactions` ends the transactions of subtasks that no checkpoint
+  names: a run at a higher parallelism that failed (or was cancelled) before its first
+  checkpoint left ``{prefix}-{uid}-{j}`` open for ``j`` beyond today's parallelism, and no
+  restored state tells who they were. As Flink's ``TransactionAborter`` does, subtask ``i``
+  of ``p`` initialises the ids of subtasks ``i + p``, ``i + 2p``, ... and stops at the first
+  one never used before (``InitProducerId`` gives it epoch 0): ids are taken by consecutive
+  subtask indexes, so none above it was used either. Every id ``j >= p`` is some subtask's
+  ``i = j % p``, so together the subtasks reach all of them. The probe itself registers the
+  id it stops at, so each start lengthens a subtask's chain by one id (one more
+  ``InitProducerId`` at the next start), as in Flink where the probed ids carry checkpoint ids.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["abandon", "abort_open_transaction", "committed_marker"]
+__all__ = ["abandon", "abort_lingering_transactions", "abort_open_transaction", "committed_marker"]
 
 log = logging.getLogger("streamflow.connectors.kafka_sink")
 
@@ -38,15 +49,36 @@ async def committed_marker(bootstrap_servers: str, group: str, topic: str | None
     return meta.metadata if meta is not None else None
 
 
-async def abort_open_transaction(producer_kw: dict[str, Any]) -> None:
-    """Initialise and stop a producer with ``producer_kw`` (which names the transactional id)."""
+async def abort_open_transaction(producer_kw: dict[str, Any]) -> int:
+    """Initialise and stop a producer with ``producer_kw`` (which names the transactional id);
+    the epoch the broker gave it (0: the id was never used before)."""
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(**producer_kw)
     await producer.start()
-    await producer.stop()
-    log.info("kafka sink: transactional id %s initialised to abort what its former subtask left open",
-             producer_kw["transactional_id"])
+    try:
+        epoch = int(producer._txn_manager.producer_epoch)
+    finally:
+        await producer.stop()
+    if epoch > 0:
+        log.info("kafka sink: transactional id %s initialised to abort what its former subtask left open",
+                 producer_kw["transactional_id"])
+    return epoch
+
+
+async def abort_lingering_transactions(producer_kw: dict[str, Any], id_of: Callable[[int], str],
+                                       subtask: int, parallelism: int) -> list[str]:
+    """Initialise the ids ``id_of(subtask + k * parallelism)``, k = 1, 2, ..., up to the first
+    one never used (module doc); the ids that had been used (their open transactions are now
+    aborted)."""
+    aborted: list[str] = []
+    j = subtask + parallelism
+    while True:
+        txn_id = id_of(j)
+        if await abort_open_transaction({**producer_kw, "transactional_id": txn_id}) == 0:
+            return aborted
+        aborted.append(txn_id)
+        j += parallelism
 
 
 async def abandon(producer: Any, cause: BaseException, name: str) -> None:
