@@ -338,3 +338,42 @@ async def test_none_and_at_least_once_write_outside_transactions(kafka, tmp_path
         gate.set()
     await asyncio.wait_for(client.get_job_execution_result(), 30)
     assert sorted(map(int, await values(bs, topic))) == list(range(10))
+
+
+async def test_abort_transactions_of_the_previous_prefix_after_a_restore(kafka, tmp_path):
+    """KafkaSinkITCase#testAbortTransactionsOfPendingCheckpointsAfterFailure: a first job leaves
+    a transaction open after its last checkpoint (a savepoint here); a second job restored from
+    it with a *new* transactional id prefix aborts the lingering transaction of the old prefix
+    (Flink keeps the prefix in the writer state), so a read_committed consumer sees exactly the
+    records, each once."""
+    bs, topic = kafka.bootstrap_servers, topic_name("new-prefix")
+    await create_topic(bs, topic, 1)
+
+    async def slow(v: str) -> str:
+        await asyncio.sleep(0.01)
+        return v
+
+    records = [str(i) for i in range(200)]
+
+    def job(prefix: str, savepoint: str | None) -> sf.StreamExecutionEnvironment:
+        env = sf.StreamExecutionEnvironment().set_batch_size(5)
+        if savepoint is not None:
+            env.configure({"execution.savepoint.path": savepoint})
+        env.enable_checkpointing(600_000 if savepoint is None else 50)
+        env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
+        (env.from_collection(records).uid("src").map(slow, concurrency=1).uid("slow")
+         .sink_to(string_sink(bs, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix)).uid("sink"))
+        return env
+
+    client = await job(topic_name("first"), None).execute_async("first")
+    async with asyncio.timeout(30):
+        while len(await open_transactions(bs, topic)) < 1:  # records sent, uncommitted
+            await asyncio.sleep(0.02)
+        savepoint = await client.trigger_savepoint(str(tmp_path / "sp"))  # commits them
+        while len(await open_transactions(bs, topic)) < 1:  # later records in a new transaction
+            await asyncio.sleep(0.02)
+    await client.cancel()
+    second = await job(topic_name("second"), savepoint).execute_async("second")
+    await asyncio.wait_for(second.get_job_execution_result(), 60)
+    assert await open_transactions(bs, topic) == {}
+    assert sorted(map(int, await values(bs, topic))) == list(range(200))

@@ -49,11 +49,11 @@ from typing import Any
 from .. import _faults as faults
 from ..errors import StreamflowError
 from ..runtime.operator import StreamOperator
+from . import kafka_txn_admin as admin
 from .base import Sink
 from .kafka_common import DeliveryGuarantee, producer_config
 from .kafka_record_serialization import KafkaRecordSerializationSchema
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
-from .kafka_txn_admin import abandon, abort_lingering_transactions, abort_open_transaction, committed_marker
 from .rescale import taken_states
 
 __all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkOperator"]
@@ -196,11 +196,11 @@ class KafkaSinkOperator(StreamOperator):
             self._watch_connections()  # before start: connections take the close callback when created
         await self.producer.start()  # EOS: InitProducerId fences the old producer, aborts its open txn
         if self.eos:
-            for j, state in self._taken:
-                if j != self.ctx.subtask_index:  # a former subtask that no longer exists
-                    await abort_open_transaction({**kw, "transactional_id": self.transactional_id_of(j)})
+            for j, state in self._taken:  # a former subtask that no longer exists, or another prefix's
+                if (former := admin.former_id(state, self.transactional_id_of(j))) != self.transactional_id:
+                    await admin.abort_open_transaction({**kw, "transactional_id": former})
                 await self._recover(j, state)
-            await abort_lingering_transactions(kw, self.transactional_id_of, self.ctx.subtask_index,
+            await admin.abort_lingering_transactions(kw, self.transactional_id_of, self.ctx.subtask_index,
                                                self.ctx.parallelism)
             await self._guarded(self.producer.begin_transaction())
             self._broken = None
@@ -216,7 +216,7 @@ class KafkaSinkOperator(StreamOperator):
                 # it holds is in no checkpoint (the restarted job sends it again), a flush waits
                 # out a broker outage, and batches written into a transaction the broker forgot
                 # across a restart stay open there (the module docstring)
-                await abandon(producer, self._broken or BrokerConnectionLost("abandoned"), self.name)
+                await admin.abandon(producer, self._broken or BrokerConnectionLost("abandoned"), self.name)
             elif producer is not None:
                 try:
                     await producer.stop()
@@ -363,8 +363,8 @@ class KafkaSinkOperator(StreamOperator):
             return None
         self.book.on_barrier(checkpoint_id)
         # rescalable: a subtask of any parallelism may take it over (rescale.taken_states)
-        return {"marker_topic": self.marker_topic, "pending": self.book.snapshot(),
-                "subtask": self.ctx.subtask_index, "rescalable": True}
+        return {"marker_topic": self.marker_topic, "pending": self.book.snapshot(), "rescalable": True,
+                "subtask": self.ctx.subtask_index, "transactional_id": self.transactional_id}
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         if self.eos:
@@ -405,15 +405,15 @@ class KafkaSinkOperator(StreamOperator):
         for group in plan.send_after:
             await self._send(group)
 
-    async def _mark(self, checkpoint_id: int, token: str, subtask: int | None = None,
+    async def _mark(self, checkpoint_id: int, token: str, group: str | None = None,
                     topic: str | None = None) -> None:
-        """The marker of ``subtask`` (default: this one) in its group, inside the open transaction."""
+        """The marker in ``group`` (default: this subtask's), inside the open transaction."""
         from aiokafka import TopicPartition
         from aiokafka.structs import OffsetAndMetadata
 
         topic = topic or self.marker_topic
         assert topic is not None
-        group = self.marker_group if subtask is None else f"{self.transactional_id_of(subtask)}.commits"
+        group = group or self.marker_group
         await self._guarded(self.producer.send_offsets_to_transaction(
             {TopicPartition(topic, 0): OffsetAndMetadata(checkpoint_id, token)}, group
         ))
@@ -424,8 +424,8 @@ class KafkaSinkOperator(StreamOperator):
         pending = state.get("pending") or []
         if not pending:
             return
-        topic, txn_id = state.get("marker_topic"), self.transactional_id_of(subtask)
-        committed = await committed_marker(self.sink.bootstrap_servers, f"{txn_id}.commits", topic)
+        topic, txn_id = state.get("marker_topic"), admin.former_id(state, self.transactional_id_of(subtask))
+        committed = await admin.committed_marker(self.sink.bootstrap_servers, f"{txn_id}.commits", topic)
         todo, token = recovery_plan([list(p) for p in pending], committed)
         log.info("kafka sink %s: restored %d uncommitted epoch(s) %s of %s; marker says %r; re-sending %d",
                  self.transactional_id, len(pending), [p[0] for p in pending], txn_id, committed, len(todo))
@@ -435,7 +435,7 @@ class KafkaSinkOperator(StreamOperator):
         for _cid, _token, blob in todo:
             for group in unpack_groups(blob):
                 await self._send(group)
-        await self._mark(int(todo[-1][0]), str(token), subtask, topic)
+        await self._mark(int(todo[-1][0]), str(token), f"{txn_id}.commits", topic)
         await self._guarded(self.producer.commit_transaction())
         self._reap()
         if self._broken is not None:
@@ -494,6 +494,6 @@ class KafkaSinkOperator(StreamOperator):
                 # Stop the sender now: its retries would append this transaction's batches to the broker
                 # once it is back, which has forgotten the transaction (the test broker then never ends
                 # it and the last stable offset stays behind them forever).
-                asyncio.get_running_loop().create_task(abandon(self.producer, self._broken, self.name))
+                asyncio.get_running_loop().create_task(admin.abandon(self.producer, self._broken, self.name))
 
         client._on_connection_closed = on_closed

@@ -9,6 +9,9 @@
   initialises a producer with that transactional id (``InitProducerId`` fences the former
   producer and aborts its transaction, Flink's ``TransactionAborter``) and stops it. Until
   then a ``read_committed`` consumer could not read past the open transaction.
+* :func:`former_id`: the id a restored state was written under, whose open transaction a
+  restored subtask aborts and whose marker group its recovery reads and writes when the
+  transactional id prefix changed since.
 * :func:`abort_lingering_transactions` ends the transactions of subtasks that no checkpoint
   names: a run at a higher parallelism that failed (or was cancelled) before its first
   checkpoint left ``{prefix}-{uid}-{j}`` open for ``j`` beyond today's parallelism, and no
@@ -27,9 +30,18 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["abandon", "abort_lingering_transactions", "abort_open_transaction", "committed_marker"]
+__all__ = [
+    "abandon", "abort_lingering_transactions", "abort_open_transaction", "committed_marker", "former_id",
+]
 
 log = logging.getLogger("streamflow.connectors.kafka_sink")
+
+
+def former_id(state: dict[str, Any], default: str) -> str:
+    """The transactional id a restored state's subtask wrote under: its prefix may differ from
+    today's (Flink keeps the prefix in the writer state and aborts the old prefix's transactions
+    too); ``default`` (today's id of that subtask) for states written before it was kept."""
+    return str(state.get("transactional_id") or default)
 
 
 async def committed_marker(bootstrap_servers: str, group: str, topic: str | None) -> str | None:
