@@ -396,21 +396,23 @@ async def test_a_transactional_id_prefix_is_reused_by_the_next_job(kafka):
     assert await open_transactions(bs, topic) == {}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a sink operator's numRecordsOut is what it emits downstream (0), not what it wrote to Kafka; "
-    "Flink's SinkWriterMetricGroup (numRecordsOut, numBytesOut, numRecordsOutErrors, currentSendTime) "
-    "has no counterpart: operators get no metric group of their own (core metrics wiring)"))
-async def test_increasing_record_based_counters(kafka):
-    """KafkaWriterITCase#testIncreasingRecordBasedCounters: the sink writer's numRecordsOut counts
-    the records written to Kafka, and numRecordsOutErrors stays 0."""
+@pytest.mark.parametrize("guarantee", [DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.EXACTLY_ONCE])
+async def test_increasing_record_based_counters(kafka, guarantee):
+    """KafkaWriterITCase#testIncreasingRecordBasedCounters and #testCurrentSendTimeMetric: the sink
+    writer counts the records and bytes it wrote to Kafka (numRecordsSend/numRecordsOut,
+    numBytesSend/numBytesOut), no errors, and the time the last write took (currentSendTime)."""
     bs, topic = kafka.bootstrap_servers, topic_name("counters")
     await create_topic(bs, topic, 1)
     env = sf.StreamExecutionEnvironment()
-    env.from_collection([str(i) for i in range(10)]).sink_to(
-        string_sink(bs, topic, DeliveryGuarantee.AT_LEAST_ONCE)).name("kafka-sink")
+    env.from_collection([str(i) for i in range(12)]).sink_to(
+        string_sink(bs, topic, guarantee)).uid("kafka-sink")
     result = await (await env.execute_async("counters")).get_job_execution_result()
-    assert result.metrics["kafka-sink[0].numRecordsOut"] == 10
-    assert result.metrics["kafka-sink[0].numRecordsOutErrors"] == 0
+    metrics = {k.removeprefix("kafka-sink[0]."): v for k, v in result.metrics.items()
+               if k.startswith("kafka-sink[0].")}
+    assert metrics["numRecordsOut"] == metrics["numRecordsSend"] == 12
+    assert metrics["numBytesOut"] == metrics["numBytesSend"] == 10 + 2 * 2  # "0".."9", "10", "11"
+    assert metrics["numRecordsOutErrors"] == metrics["numRecordsSendErrors"] == 0
+    assert metrics["currentSendTime"] > 0
 
 
 @pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])

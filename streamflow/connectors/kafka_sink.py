@@ -2,19 +2,18 @@
 
 Theory of operation
 -------------------
-Per batch the operator serializes every record (one comprehension per
-schema), picks partitions (the user's partitioner, else Kafka's murmur2 of the
-key, else one partition per batch for keyless records: Kafka's sticky
-partitioner), groups the records per topic partition and appends each group to
-aiokafka ``BatchBuilder`` objects handed to ``send_batch`` (no per-record
-``await``). Delivery results are futures checked at every flush; a failure
-fails the task.
+Per batch the operator serializes every record (one comprehension per schema), picks partitions
+(the user's partitioner, else Kafka's murmur2 of the key, else one partition per batch for keyless
+records: Kafka's sticky partitioner), groups the records per topic partition and appends each group
+to aiokafka ``BatchBuilder`` objects handed to ``send_batch`` (no per-record ``await``). Delivery
+results are futures checked at every flush; a failure fails the task. What it writes is counted as
+Flink's sink writer metrics (``sink_metrics.py``: numRecordsSend, numBytesSend, errors, send time).
 
 * ``NONE``: no flush at checkpoints; the producer still waits for acknowledgements
   (``acks=all``, Kafka's default, as in Flink), so a record the broker refuses fails the task
   at the next flush or batch (``set_property("acks", "0")`` for fire and forget).
-* ``AT_LEAST_ONCE``: ``prepare_snapshot_pre_barrier`` flushes, so every record
-  before barrier n is acknowledged before the sink acknowledges n.
+* ``AT_LEAST_ONCE``: ``prepare_snapshot_pre_barrier`` flushes, so every record before barrier n is
+  acknowledged before the sink acknowledges n.
 * ``EXACTLY_ONCE``: two-phase commit on producer transactions, tied to checkpoints; the bookkeeping
   and the recovery method are in :mod:`.kafka_txn` (read its docstring). Barrier n: flush
   (pre-commit), the epoch's records go into the state; ``notify_checkpoint_complete(n)``: marker,
@@ -55,6 +54,7 @@ from .kafka_common import DeliveryGuarantee, producer_config
 from .kafka_record_serialization import KafkaRecordSerializationSchema
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
 from .rescale import taken_states
+from .sink_metrics import SinkWriterMetrics
 
 __all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkOperator"]
 
@@ -152,7 +152,7 @@ class KafkaSinkOperator(StreamOperator):
         self._committing = asyncio.Lock()  # one commit at a time; close waits for it
         self._lost = asyncio.Event()  # set with _broken
         self.marker_topic: str | None = None
-        self.records_out = 0
+        self.writer_metrics = SinkWriterMetrics()  # in the operator's metric group (initialize_state)
         self.max_request_size = DEFAULT_MAX_REQUEST_SIZE
 
     def transactional_id_of(self, subtask: int) -> str:
@@ -172,6 +172,7 @@ class KafkaSinkOperator(StreamOperator):
         """Its own state, or on a rescale the states of the former subtasks it takes
         (``rescale.taken_states``): their uncommitted epochs are recovered at ``open``."""
         me = self.ctx.subtask_index
+        self.writer_metrics.attach(self.ctx.metrics)
         self._taken = [(j, dict(state)) for j, state in
                        taken_states(restored, me, self.ctx.parallelism, f"kafka sink {self.uid}")]
         for j, state in self._taken:
@@ -316,7 +317,7 @@ class KafkaSinkOperator(StreamOperator):
                 batch.append(key=key, value=value, timestamp=ts[i] if ts is not None else None,
                              headers=hdrs[i] if hdrs is not None else None)
         await self._send_batch(batch, group)
-        self.records_out += len(group)
+        self.writer_metrics.sent(group.values, keys)
 
     async def _send_batch(self, batch: Any, group: Group) -> None:
         # a batch over max.request.size holds one record that alone is larger (a batch closes at
@@ -331,8 +332,8 @@ class KafkaSinkOperator(StreamOperator):
         # closed: the sender takes it at once (aiokafka lets an open batch linger for linger.ms, and
         # a partition's next batch waits until the sender has taken the one before)
         batch.close()
-        sent = self.producer.send_batch(batch, group.topic, partition=group.partition)
-        self._futures.append(await self._guarded(sent))
+        sent = await self._guarded(self.producer.send_batch(batch, group.topic, partition=group.partition))
+        self._futures.append(self.writer_metrics.watch(sent, batch.record_count()))
 
     def _reap(self) -> None:
         """Drop delivered futures; raise the first delivery failure."""
