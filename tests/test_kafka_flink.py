@@ -406,7 +406,12 @@ async def test_increasing_record_based_counters(kafka, guarantee):
     env = sf.StreamExecutionEnvironment()
     env.from_collection([str(i) for i in range(12)]).sink_to(
         string_sink(bs, topic, guarantee)).uid("kafka-sink")
-    result = await (await env.execute_async("counters")).get_job_execution_result()
+    client = await env.execute_async("counters")
+    result = await client.get_job_execution_result()
+    # the job page's operator table shows the same records out (as Flink's IO metrics of a sink)
+    (sink_op,) = [op for v in client.get_metrics_snapshot()["vertices"] for s in v["subtasks"]
+                  for op in s["operators"] if op["uid"] == "kafka-sink"]
+    assert sink_op["numRecordsOut"] == 12
     metrics = {k.removeprefix("kafka-sink[0]."): v for k, v in result.metrics.items()
                if k.startswith("kafka-sink[0].")}
     assert metrics["numRecordsOut"] == metrics["numRecordsSend"] == 12

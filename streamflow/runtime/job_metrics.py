@@ -27,7 +27,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .events import MAX_WATERMARK, MIN_WATERMARK
-from .metrics import read_metrics
+from .metrics import Gauge, read_metrics
 
 if TYPE_CHECKING:
     from ..graph import JobVertex
@@ -190,13 +190,16 @@ class JobMetricsReader:
         operators = []
         upstream_out: int | None = None if t.is_source else int(cum[0])
         upstream_wm = input_wm
+        execution = self._client.execution
         for node, out in t.outputs:
             out_wm = _wm(out.current_watermark)
+            # a sink's records out are those it wrote, when it counts them (connectors/sink_metrics.py)
+            sent = execution.metrics.get(f"{execution.graph.uid_of(node)}[{index}].numRecordsSend")
             op = {
                 "uid": node.uid or node.name,
                 "name": node.name,
                 "numRecordsIn": upstream_out,
-                "numRecordsOut": out.records_out,
+                "numRecordsOut": out.records_out if not isinstance(sent, Gauge) else sent.get_value(),
                 "numRecordsSideOut": sum(out.side_records_out.values()),
                 "currentInputWatermark": upstream_wm,
                 "currentOutputWatermark": out_wm,
