@@ -1,4 +1,5 @@
-"""A keyed running sum on the Spark engine into an exactly-once FileSink (the driver-kill tests).
+"""A keyed running sum on the Spark engine into an exactly-once FileSink (the driver-kill tests):
+times a broadcast factor (a broadcast stage), or with ``chained`` as a plain reduce.
 
 Usage: spark_kill_job.py OUT_DIR CHECKPOINT_DIR N [chained]. With ``chained`` a second running
 sum, of another key, follows the first: two stateful stages, so the first one's output goes
@@ -10,18 +11,45 @@ STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH=K the same after the exchange wrote i
 
 import sys
 
-from streamflow import Encoder, FileSink, StreamExecutionEnvironment
+from streamflow import Encoder, FileSink, MapStateDescriptor, StreamExecutionEnvironment, ValueStateDescriptor
+from streamflow.common import Types
+from streamflow.datastream.functions import KeyedBroadcastProcessFunction
+
+FACTOR = 3
 
 out_dir, checkpoint_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 chained = sys.argv[4:] == ["chained"]
 perm = [(j * 37) % 100 for j in range(100)]
 events = [(f"k{i % 10}", i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
 
+RULES = MapStateDescriptor("rules", Types.STRING(), Types.INT())
+
+
+class ScaledSum(KeyedBroadcastProcessFunction):
+    """The key's running sum times the broadcast factor: keyed state and broadcast state, both
+    restored from Spark's state store after the kill (the factor arrives in micro-batch 0 only)."""
+
+    def open(self, runtime_context):
+        self.total = runtime_context.get_state(ValueStateDescriptor("total", Types.INT()))
+
+    def process_element(self, value, ctx):
+        total = (self.total.value() or 0) + value[1]
+        self.total.update(total)
+        yield value[0], total * ctx.get_broadcast_state(RULES).get("factor")
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(*value)
+
+
 env = StreamExecutionEnvironment()
 env.set_engine("spark")
 env.configure({"execution.spark.records-per-batch": 400})
 env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
-sums = env.from_collection(events).key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+if chained:
+    sums = env.from_collection(events).key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+else:  # a broadcast stage (streamflow/spark/broadcast.py)
+    factor = env.from_collection([("factor", FACTOR)]).broadcast(RULES)
+    sums = env.from_collection(events).key_by(lambda e: e[0]).connect(factor).process(ScaledSum())
 if chained:  # (key, running sum) -> per (sum % 4): the running sum of the first stage's sums
     sums = (sums.map(lambda r: (f"m{r[1] % 4}", r[1])).key_by(lambda r: r[0])
             .reduce(lambda a, b: (a[0], a[1] + b[1])))

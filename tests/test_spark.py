@@ -454,7 +454,8 @@ def _written_lines(out: Path) -> list[str]:
 def test_driver_killed_mid_run_resumes_exactly_once(tmp_path: Path) -> None:
     """SIGKILL the driver right after a micro-batch's output was written and before Spark
     committed the batch: the restarted job replays that batch, and the output still holds
-    every running-sum result exactly once."""
+    every running-sum result exactly once. The sums come from a broadcast stage whose factor
+    arrived in micro-batch 0 only: the replay reads it from the restored broadcast state."""
     first = _run_kill_job(tmp_path, kill_after=1)
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
     second = _run_kill_job(tmp_path, kill_after=None)
@@ -464,7 +465,7 @@ def test_driver_killed_mid_run_resumes_exactly_once(tmp_path: Path) -> None:
     totals: dict[str, int] = {}
     for key, value, _ts in events(2000):
         totals[key] = totals.get(key, 0) + value
-        expected.append(f"{key},{totals[key]}")
+        expected.append(f"{key},{totals[key] * 3}")  # spark_kill_job.FACTOR
     assert Counter(lines) == Counter(expected)
 
 
