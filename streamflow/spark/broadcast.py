@@ -47,6 +47,7 @@ from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL
 from .harness import NodeSpec, _Stage
 from .key_column import KeyColumn
 from .keyed import KeyedRunner
+from .sources import SparkTranslationError
 
 if TYPE_CHECKING:
     from .plan import Stream, Translation
@@ -143,8 +144,13 @@ def broadcast_stage(translation: Translation, node: StreamNode) -> Stream:
     p = t.graph.parallelism[node.id]
     main: Callable[[Any], int]
     if node.keyed:
-        (selector,) = {id(e.key_selector): e.key_selector for e in node.inputs if e.input_index == 0}.values()
-        assert selector is not None
+        selectors = {id(e.key_selector): e.key_selector for e in node.inputs if e.input_index == 0}
+        (selector, *others) = selectors.values()
+        if others or selector is None:
+            raise SparkTranslationError(
+                f"operator {node.name!r}: the Spark engine needs one key selector for the keyed input "
+                "of a broadcast connect()"
+            )
         main = _SubtaskOfKey(selector, spec.max_parallelism, p)
     else:
         main = _SpreadRecord(t.codec.encode, p)
