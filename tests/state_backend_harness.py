@@ -18,7 +18,7 @@ import pytest
 from test_checkpointing import Gate, wait_until
 
 import streamflow as sf
-from streamflow.common import Types
+from streamflow.common import Time, Types
 from streamflow.datastream import EmbeddedRocksDBStateBackend
 from streamflow.datastream.functions import AggregateFunction, KeyedProcessFunction
 from streamflow.datastream.state import (
@@ -26,6 +26,7 @@ from streamflow.datastream.state import (
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
+    StateTtlConfig,
     ValueStateDescriptor,
 )
 from streamflow.state.key_groups import key_group_of, subtask_of_key_group
@@ -95,11 +96,16 @@ Step = tuple[Any, Callable[[dict[str, Any]], Any]]
 
 
 class _Script(KeyedProcessFunction):
-    def __init__(self, steps: list[Step]) -> None:
-        self.steps = steps
+    def __init__(self, steps: list[Step], ttl: bool = False) -> None:
+        self.steps, self.ttl = steps, ttl
 
     def open(self, runtime_context: Any) -> None:
-        self.states = open_states(runtime_context, descriptors())
+        which = descriptors()
+        if self.ttl:  # a TTL far longer than the job: every state is a TTL state that never expires
+            config = StateTtlConfig.new_builder(Time.hours(1)).build()
+            for d in which.values():
+                d.enable_time_to_live(config)
+        self.states = open_states(runtime_context, which)
 
     def process_element(self, value, ctx):
         _key, i = value
@@ -110,13 +116,14 @@ class _Script(KeyedProcessFunction):
         yield i, result
 
 
-def run_steps(backend: str, tmp_path: Path, steps: list[Step]) -> list[Any]:
-    """Step ``i`` runs under key ``steps[i][0]``; its result, or :class:`Raised`."""
+def run_steps(backend: str, tmp_path: Path, steps: list[Step], ttl: bool = False) -> list[Any]:
+    """Step ``i`` runs under key ``steps[i][0]``; its result, or :class:`Raised`. With ``ttl``
+    every state has a time-to-live."""
     env = sf.StreamExecutionEnvironment().set_parallelism(1)
     set_backend(env, backend, tmp_path)
     sink = ListSink()
     records = [(key, i) for i, (key, _) in enumerate(steps)]
-    env.from_collection(records).key_by(lambda r: r[0]).process(_Script(steps)).sink_to(sink)
+    env.from_collection(records).key_by(lambda r: r[0]).process(_Script(steps, ttl)).sink_to(sink)
     env.execute("state-backend-steps")
     return [result for _i, result in sorted(sink.results, key=lambda r: r[0])]
 

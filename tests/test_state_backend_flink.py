@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from state_backend_harness import Raised, backend_param, run_steps
 
 from streamflow.common import Types
@@ -93,11 +94,13 @@ def _refused(result: Any, message: str) -> None:
 
 
 @backend_param
-def test_list_state_refuses_null(backend: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ttl", [False, True], ids=["plain", "ttl"])
+def test_list_state_refuses_null(backend: str, ttl: bool, tmp_path: Path) -> None:
     """StateBackendTestBase.testListStateAddNull, testListStateAddAllNullEntries,
     testListStateAddAllNull, testListStateUpdateNullEntries, testListStateUpdateNull: null as an
     element or as the list is refused (Flink: NullPointerException), and the state keeps what it
-    held (Flink's heap state checks every element before it writes)."""
+    held (Flink's heap state checks every element before it writes). The same with a TTL
+    (Flink's TtlListState checks through the state it wraps)."""
     steps = [
         ("k", lambda s: s["list"].add(1)),
         ("k", lambda s: s["list"].add(None)),
@@ -107,7 +110,7 @@ def test_list_state_refuses_null(backend: str, tmp_path: Path) -> None:
         ("k", lambda s: s["list"].update(None)),
         ("k", lambda s: list(s["list"].get())),
     ]
-    got = run_steps(backend, tmp_path, steps)
+    got = run_steps(backend, tmp_path, steps, ttl)
     _refused(got[1], _NULL_ELEMENT)
     _refused(got[2], _NULL_ELEMENT)
     _refused(got[3], _NULL_LIST)

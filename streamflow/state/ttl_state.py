@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from . import incremental as _inc
+from .state_objects import NULL_ELEMENT, checked_list
 from .ttl import StateTtlConfig
 from .ttl_cleanup import registry
 
@@ -162,6 +163,8 @@ class TtlListState(_Ttl):
         return iter(self._live())
 
     def add(self, value: Any) -> None:
+        if value is None:
+            raise TypeError(NULL_ELEMENT)
         if self._on_access is not None:
             self._on_access()
         self._table.setdefault(self._backend.current_key, []).append((value, self._now()))
@@ -171,7 +174,7 @@ class TtlListState(_Ttl):
         if self._on_access is not None:
             self._on_access()
         now = self._now()
-        entries = [(v, now) for v in values]
+        entries = [(v, now) for v in checked_list(values)]
         if entries:  # adding nothing gives the key no state (Flink's addAll)
             self._table.setdefault(self._backend.current_key, []).extend(entries)
             self._written()
@@ -180,7 +183,7 @@ class TtlListState(_Ttl):
         if self._on_access is not None:
             self._on_access()
         now = self._now()
-        entries = [(v, now) for v in values]
+        entries = [(v, now) for v in checked_list(values)]
         if entries:
             self._table[self._backend.current_key] = entries
             self._written()
