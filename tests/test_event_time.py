@@ -429,3 +429,24 @@ def test_punctuated_watermark_cuts_the_batch_so_later_records_are_late() -> None
     env.execute()
     assert main.results == [("a", 0, 1), ("a", 2000, 2)]
     assert side.results == [("a", "x", 300)]  # behind the watermark 2500: late, as in Flink
+
+
+@pytest.mark.parametrize(
+    ("strategy", "warned"),
+    [(sf.WatermarkStrategy.no_watermarks(), False), (sf.WatermarkStrategy.for_monotonous_timestamps(), True)],
+    ids=["no_watermarks", "monotonous"],
+)
+def test_records_without_timestamps_are_warned_about_only_where_event_time_was_meant_to_advance(
+    strategy: Any, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Records without timestamps under a strategy without an assigner get Long.MIN_VALUE (as in
+    Flink). With a watermark generator that is worth a warning (event time will not advance);
+    with no_watermarks() (PyFlink's from_source(source, no_watermarks(), name) idiom) it is what
+    the user chose, and a warning would only mislead."""
+    env = sf.StreamExecutionEnvironment()
+    out: list[int] = []
+    env.from_collection([1, 2, 3]).assign_timestamps_and_watermarks(strategy).add_sink(out.append)
+    with caplog.at_level("WARNING", logger="streamflow"):
+        env.execute("untimed")
+    assert out == [1, 2, 3]
+    assert ("records have no timestamps" in caplog.text) is warned

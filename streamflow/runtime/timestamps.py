@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..eventtime import WatermarkStrategy, _ValueAndTimestampAssigner, _ValueAssigner
+from ..eventtime import NoWatermarksGenerator, WatermarkStrategy, _ValueAndTimestampAssigner, _ValueAssigner
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .item_getters import failed_record, item_getter
 from .operator import StreamOperator
@@ -56,6 +56,9 @@ class TimestampsAndWatermarksOperator(StreamOperator):
             clock if alignment is None else alignment.activity_clock(clock)
         )
         self.emitter = WatermarkEmitter(generator, interval_ms=self.interval_ms, start_ms=clock.now_ms())
+        # no_watermarks() chose an event time that never advances: records without timestamps
+        # are not worth a warning there (from_source(src, no_watermarks(), name), PyFlink's idiom)
+        self._warned_untimed = isinstance(generator, NoWatermarksGenerator)
         self._schedule()
 
     def _schedule(self) -> None:
