@@ -75,6 +75,9 @@ class StreamNode:
     chaining: Chaining = Chaining.ALWAYS
     is_sink: bool = False
     keyed: bool = False
+    # a non-keyed two-input operator with exactly one keyed input: that input's key selector
+    # (the other None); a batch job sorts that input (runtime/half_sorted_input.py)
+    half_keys: tuple[Any, Any] | None = None
     description: str | None = None
     slot_sharing_group: str | None = None  # shown in the plan; breaks chains (one process has one slot)
     rescalable: bool = False  # non-keyed state any parallelism may restore (broadcast state)

@@ -8,6 +8,8 @@ source is bounded (``RuntimeExecutionMode`` docs; FLIP-134/140):
   key's records in timestamp order, and each key's timers fire when its records end
   (event time first, then processing time), after which its state is dropped
   (``runtime/sorting_input.py``, ``runtime/sort_buffer.py``; installed by ``Execution``);
+  a non-keyed two-input operator with one keyed input (``keyed.connect(plain)``) sorts that
+  input the same way and reads the other in full first (``runtime/half_sorted_input.py``);
 * keyed ``reduce`` and the rolling aggregations (``sum``/``min``/``max``/
   ``min_by``/``max_by``) emit **one final result per key**, at the key's end
   (:class:`BatchReduceOperator`, Flink's ``BatchGroupedReduceOperator``);

@@ -37,6 +37,13 @@ class ConnectedStreams:
         if keys is None and isinstance(first, KeyedStream) and isinstance(second, KeyedStream):
             keys = (first.key_selector, second.key_selector)
         self.keys = keys
+        # exactly one keyed input: Flink's ConnectedStreams#doTransform still sets that input's
+        # state key selector, so a batch job sorts it (runtime/half_sorted_input.py)
+        self.half_keys: tuple[Any, Any] | None = None
+        if keys is None and isinstance(first, KeyedStream) != isinstance(second, KeyedStream):
+            self.half_keys = tuple(  # type: ignore[assignment]
+                s.key_selector if isinstance(s, KeyedStream) else None for s in (first, second)
+            )
 
     def key_by(
         self,
@@ -71,7 +78,10 @@ class ConnectedStreams:
     def _build(self, name: str, factory: OperatorFactory, keyed: bool = False) -> DataStream:
         from .datastream import DataStream
 
-        node = self.first._env._graph.add(name, factory, inputs=self._edges(), keyed=keyed)
+        half_keys = None if keyed else self.half_keys
+        node = self.first._env._graph.add(
+            name, factory, inputs=self._edges(), keyed=keyed, half_keys=half_keys
+        )
         return DataStream(self.first._env, [(node, None)])
 
     def map(self, func: CoMapFunction, output_type: Any = None) -> DataStream:

@@ -32,6 +32,7 @@ from .channel import ByteBudget, Channel, InputGate
 from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
 from .gc_policy import GC_POLICY
+from .half_sorted_input import install_half_sorted_input
 from .loop_budget import DEFAULT_LOOP_BUDGET_MS, LoopBudget
 from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
@@ -222,6 +223,11 @@ class Execution:
                     install_sorted_input(
                         op, self.config.sorted_inputs_memory, self.config.batch_size, self._spill_of(node)
                     )
+                elif node.half_keys is not None and self.config.batch and self.config.sorted_inputs:
+                    install_half_sorted_input(
+                        op, node.half_keys, self.config.sorted_inputs_memory, self.config.batch_size,
+                        self._spill_of(node),
+                    )  # fmt: skip
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
         writers: list[ChannelWriter] = []
