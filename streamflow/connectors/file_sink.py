@@ -76,9 +76,11 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
   *finishes* their in-progress files (truncated to the recorded length, then
   made visible: the checkpoint that recorded them completed). It resumes only
   an in-progress file of its own index.
-* ``finish`` (end of input) rolls the in-progress file; without checkpointing it
-  commits everything directly (the output of a bounded job appears when it
-  ends, and not at all if it fails). With checkpointing the final checkpoint
+* ``finish`` (end of input) rolls the in-progress file; without checkpointing (batch mode)
+  everything is committed once *every task of the job* has finished (``ctx.job_end``; at once
+  outside a job), so a job that fails after some sink subtasks finished, and restarts from
+  scratch, does not publish their records twice (Flink's batch failover re-runs no finished
+  region: ``BatchExecutionFileSinkITCase``). With checkpointing the final checkpoint
   after ``finish`` pre-commits and its notification commits.
 * ``close``/``dispose`` only close handles; they never delete: cleaning
   uncommitted data is the restart's job, which knows what completed.
@@ -449,9 +451,17 @@ class FileSinkOperator(StreamOperator):
         for bucket in self._buckets.values():
             await anyio.to_thread.run_sync(bucket.roll)
         if self.compaction is not None:  # compact everything now; published as below
-            await self.compaction.end_of_input(self._buckets, publish=not self.ctx.checkpointing)
+            await self.compaction.end_of_input(self._buckets, publish=False)
         if self.ctx.checkpointing:
             return  # the final checkpoint after finish() pre-commits, its notification commits
+        if self.ctx.job_end is None:
+            await self._publish_all()
+        else:  # once the whole job has finished: a restart of a failed job re-writes everything
+            self.ctx.job_end.append(self._publish_all)
+
+    async def _publish_all(self) -> None:
+        if self.compaction is not None:
+            await self.compaction.publish_all()
         for bucket in self._buckets.values():
             await anyio.to_thread.run_sync(bucket.commit_all)
 

@@ -154,11 +154,15 @@ class SinkCompaction:
                 self._start(bucket_id, group, 0)
         await self.wait()
         if publish:
-            for bucket_id, c in list(self.buckets.items()):
-                groups = c.publish_all()
-                if groups:
-                    await anyio.to_thread.run_sync(publish_groups, self._parts_of(bucket_id), groups, 0)
-                del self.buckets[bucket_id]
+            await self.publish_all()
+
+    async def publish_all(self) -> None:
+        """Without checkpointing, after :meth:`end_of_input`: every compacted file becomes visible."""
+        for bucket_id, c in list(self.buckets.items()):
+            groups = c.publish_all()
+            if groups:
+                await anyio.to_thread.run_sync(publish_groups, self._parts_of(bucket_id), groups, 0)
+            del self.buckets[bucket_id]
 
     async def wait(self) -> None:
         while self._tasks:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,9 @@ class OperatorContext:
     checkpointing: bool = False  # periodic checkpoints are enabled for this job
     attempt: int = 0  # 0, then the job's number of restarts so far
     batch: bool = False  # a batch job: processing-time timers fire at the end of input
+    # actions run once every task of this execution has finished without failure (None when
+    # the operator runs outside an Execution); a failure or restart drops them (Execution.run)
+    job_end: list[Callable[[], Awaitable[None]]] | None = None
 
 
 class RuntimeContext:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures.thread  # noqa: F401  (preloaded: see the comment after the imports)
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -98,6 +99,10 @@ class Execution:
     ):
         self.job_name = job_name
         self.attempt = attempt  # 0, then the number of restarts (RuntimeContext.get_attempt_number)
+        # what operators defer to the successful end of this execution (OperatorContext.job_end):
+        # a file sink without checkpoints publishes its files only when every task has finished,
+        # so a failure and restart of the job never leaves a finished subtask's output twice
+        self.job_end: list[Callable[[], Awaitable[None]]] = []
         self.graph = graph
         self.config = config
         self.clock = clock
@@ -387,6 +392,7 @@ class Execution:
             checkpointing=self.config.checkpoint.is_checkpointing_enabled(),
             attempt=self.attempt,
             batch=self.config.batch,
+            job_end=self.job_end,
         )
 
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
@@ -432,6 +438,8 @@ class Execution:
                 for task in self.tasks:
                     tg.start_soon(task.run, name=task.name)
                 tg.start_soon(self.driver.run, name="checkpoint driver")
+            for action in self.job_end:  # every task finished: the deferred publications
+                await action()
         except BaseExceptionGroup as group:
             error = primary_error(group)
             raise error from None
