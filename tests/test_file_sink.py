@@ -390,12 +390,16 @@ async def test_part_size_splits_files_where_flink_does_whatever_the_batches(
     ids=["on-checkpoint", "size", "size-exact", "rollover", "inactivity"],
 )
 async def test_rolling_policy(tmp_path: Path, policy: RollingPolicy, advance_ms: int, files: int) -> None:
+    """Size rolls before a write; age and inactivity on the bucket check timer only (Flink's
+    ``FileWriterBucket.write`` asks ``shouldRollOnEvent``, ``onProcessingTime`` the rest)."""
     clock = ManualClock(1_000)
-    op = make_op(tmp_path, policy=policy, clock=clock)
+    timers = ProcessingTimeService(clock, lambda: None)
+    op = make_op(tmp_path, policy=policy, clock=clock, timers=timers, check_interval=10)
     op.initialize_state(None)
     for batch in (["a", "b"], ["c", "d"], ["e"]):
         await op.process_batch(batch, None)
         clock.advance(advance_ms)
+        await timers.run_due()
     assert visible(tmp_path) == []
     await op.finish()
     op.snapshot_state(1)
@@ -443,11 +447,14 @@ async def test_restore_truncates_the_in_progress_file_and_resumes_it(tmp_path: P
 
 async def test_restore_reopens_an_in_progress_file_that_rolled_after_the_checkpoint(tmp_path: Path) -> None:
     clock = ManualClock(0)
-    script = Script(tmp_path, clock=clock, policy=DefaultRollingPolicy(rollover_interval=100))
+    timers = ProcessingTimeService(clock, lambda: None)
+    policy = DefaultRollingPolicy(rollover_interval=100)
+    script = Script(tmp_path, clock=clock, policy=policy, timers=timers, check_interval=50)
     for step in [("write", "ab"), ("snap", 1), ("complete", 1)]:
         await script.run(step)
     clock.advance(200)
-    await script.run(("write", "c"))  # rolls the file (too old): pending, not yet in a checkpoint
+    await timers.run_due()  # rolls the file (too old): pending, not yet in a checkpoint
+    await script.run(("write", "c"))
     assert hidden(tmp_path) == [".part-sink-0-0.pending", ".part-sink-0-1.inprogress"]
     await script.run(("crash", 1))
     assert hidden(tmp_path) == [".part-sink-0-0.inprogress"]

@@ -247,3 +247,152 @@ def test_batch_failover_after_some_sink_subtasks_finished_publishes_each_record_
     counts = Counter(int(line) for f in _finished_files(out) for line in f.read_text().splitlines())
     assert counts == Counter(range(n))
     assert [p.name for p in out.rglob(".*")] == []
+
+
+# ------------------------------------------------- FileWriterBucketTest / FileWriterTest (one subtask)
+
+
+async def test_rolling_on_processing_time_happens_on_the_bucket_check_timer(tmp_path: Path) -> None:
+    """Flink's ``FileWriterBucketTest.testRollingOnProcessingTime`` (and the single-bucket half
+    of ``FileWriterTest.testOnProcessingTime``): rollover interval 10 ms; records at 11 and 12;
+    the check at 20 does not roll (9 ms old); a record at 21 still goes into that file (a write
+    asks only ``shouldRollOnEvent``), and the check at 21 rolls it: one pending file of three
+    records, nothing in progress."""
+    from test_file_sink import committed, hidden, make_op
+
+    from streamflow.connectors.file_sink_policy import DefaultRollingPolicy
+    from streamflow.runtime.processing_time import ProcessingTimeService
+    from streamflow.testing import ManualClock
+
+    clock = ManualClock(11)
+    timers = ProcessingTimeService(clock, lambda: None)
+    policy = DefaultRollingPolicy(rollover_interval=10)
+    op = make_op(tmp_path, policy=policy, clock=clock, timers=timers, check_interval=1)
+    op.initialize_state(None)
+    await op.process_batch(["a"], None)
+    clock.advance(1)
+    await timers.run_due()
+    await op.process_batch(["b"], None)
+    clock.advance(8)  # 20
+    await timers.run_due()
+    assert hidden(tmp_path) == [".part-sink-0-0.inprogress"], "not rolled: the interval is not reached"
+    clock.advance(1)  # 21
+    await op.process_batch(["c"], None)
+    await timers.run_due()
+    assert hidden(tmp_path) == [".part-sink-0-0.pending"], "rolled: the interval is reached"
+    op.snapshot_state(1)
+    await op.notify_checkpoint_complete(1)
+    assert committed(tmp_path) == ["a", "b", "c"]
+    assert hidden(tmp_path) == []
+
+
+async def test_on_checkpoint_rolling_and_default_policy_at_a_checkpoint(tmp_path: Path) -> None:
+    """Flink's ``FileWriterBucketTest.testOnCheckpointNoPendingRecoverable`` and
+    ``testOnCheckpointRollingOnCheckpoint``: at a checkpoint the default policy keeps a small
+    file in progress (recorded in the state, nothing pending), the on-checkpoint policy rolls
+    it (one pending file, nothing in progress)."""
+    from test_file_sink import make_op
+
+    from streamflow.connectors.file_sink_policy import RollingPolicy as Policies
+
+    for policy, pending, in_progress in [
+        (Policies.default_rolling_policy(), 0, True),
+        (Policies.on_checkpoint_rolling_policy(), 1, False),
+    ]:
+        base = tmp_path / type(policy).__name__
+        op = make_op(base, policy=policy)
+        op.initialize_state(None)
+        await op.process_batch(["test-element"], None)
+        await op.prepare_snapshot_pre_barrier(1)
+        state = op.snapshot_state(1)
+        assert sum(len(names) for _cid, names in state["pending"]) == pending
+        assert (state["in_progress"] is not None) == in_progress
+
+
+async def test_each_element_rolling_leaves_the_last_element_in_progress(tmp_path: Path) -> None:
+    """Flink's ``FileWriterBucketTest.testOnCheckpointMultiplePendingFiles``: a policy that
+    rolls before every element (not on checkpoints): three elements make two pending files and
+    one in progress, whether they come one by one or in one batch."""
+    from test_file_sink import make_op
+
+    class EachElement(RollingPolicy):
+        def should_roll_on_checkpoint(self, part: PartFileInfo) -> bool:
+            return False
+
+        def should_roll_on_event(self, part: PartFileInfo) -> bool:
+            return True
+
+        def should_roll_on_processing_time(self, part: PartFileInfo, now_ms: int) -> bool:
+            return False
+
+    for batches in ([["e1"], ["e2"], ["e3"]], [["e1", "e2", "e3"]]):
+        base = tmp_path / str(len(batches))
+        op = make_op(base, policy=EachElement())
+        op.initialize_state(None)
+        for batch in batches:
+            await op.process_batch(batch, None)
+        await op.prepare_snapshot_pre_barrier(1)
+        state = op.snapshot_state(1)
+        assert sum(len(names) for _cid, names in state["pending"]) == 2
+        assert state["in_progress"] is not None
+
+
+async def test_flush_at_the_end_of_input_rolls_the_in_progress_file(tmp_path: Path) -> None:
+    """Flink's ``FileWriterBucketTest.testFlush`` (``prepareCommit(flush=true)``, the end of
+    input): the default policy's in-progress file is rolled, one pending file, none in
+    progress, and the final checkpoint's completion publishes it."""
+    from test_file_sink import committed, hidden, make_op
+
+    op = make_op(tmp_path)
+    op.initialize_state(None)
+    await op.process_batch(["test-element"], None)
+    await op.finish()
+    assert hidden(tmp_path) == [".part-sink-0-0.pending"]
+    op.snapshot_state(1)
+    await op.notify_checkpoint_complete(1)
+    assert committed(tmp_path) == ["test-element"]
+
+
+async def test_a_bucket_without_files_is_dropped_after_a_commit(tmp_path: Path) -> None:
+    """Flink's ``FileWriterTest.testBucketIsRemovedWhenNotActive``: on-checkpoint rolling, one
+    record, a checkpoint completes; the next checkpoint finds nothing open or pending in the
+    bucket and the state names no file."""
+    from test_file_sink import committed, make_op
+
+    from streamflow.connectors.file_sink_policy import RollingPolicy as Policies
+
+    op = make_op(tmp_path, policy=Policies.on_checkpoint_rolling_policy())
+    op.initialize_state(None)
+    await op.process_batch(["test"], None)
+    await op.prepare_snapshot_pre_barrier(1)
+    op.snapshot_state(1)
+    await op.notify_checkpoint_complete(1)
+    assert committed(tmp_path) == ["test"]
+    await op.prepare_snapshot_pre_barrier(2)
+    state = op.snapshot_state(2)
+    assert state["in_progress"] is None and state["pending"] == []
+    assert state.get("buckets", {}) == {}
+
+
+async def test_output_file_config_prefix_and_suffix_name_every_part(tmp_path: Path) -> None:
+    """``OutputFileConfig`` in Flink's FileWriter tests (``new OutputFileConfig("part-", "")``)
+    and PyFlink's builder: every part file, in progress, pending or finished, is
+    ``{prefix}...{suffix}``, hidden while not finished."""
+    from test_file_sink import hidden, make_op, visible
+
+    from streamflow.connectors.file_sink_policy import OutputFileConfig
+    from streamflow.connectors.file_sink_policy import RollingPolicy as Policies
+
+    config = OutputFileConfig.builder().with_part_prefix("pre").with_part_suffix(".ext").build()
+    op = make_op(tmp_path, config=config, policy=Policies.on_checkpoint_rolling_policy())
+    op.initialize_state(None)
+    await op.process_batch(["x"], None)
+    (name,) = hidden(tmp_path)
+    assert name.startswith(".pre-") and ".ext" in name and name.endswith(".inprogress")
+    await op.prepare_snapshot_pre_barrier(1)
+    op.snapshot_state(1)
+    (name,) = hidden(tmp_path)
+    assert name.startswith(".pre-") and name.endswith(".pending")
+    await op.notify_checkpoint_complete(1)
+    (name,) = visible(tmp_path)
+    assert name.startswith("pre-") and name.endswith(".ext")

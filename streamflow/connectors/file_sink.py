@@ -34,11 +34,12 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
 * ``process_batch`` asks the bucket assigner for the batch's bucket (once per batch, from the
   operator's clock), encodes the whole batch in one join and appends it to that bucket's
   in-progress file, opened lazily (a new bucket's directory is made first, in a thread).
-  Before each batch the rolling policy (``file_sink_policy.py``) may roll the file (size;
-  time); a batch that would take the file past its size is written record by record, the
-  policy asked before each (Flink asks before every element), so part files split where
-  Flink's do; a processing-time timer every ``bucket_check_interval`` ms rolls an idle one
-  in any bucket (age, inactivity).
+  Before each batch the rolling policy (``file_sink_policy.py``) may roll the file (size:
+  ``should_roll_on_event``, as Flink's ``FileWriterBucket.write``); a batch that would take
+  the file past its size is written record by record, the policy asked before each (Flink
+  asks before every element), so part files split where
+  Flink's do; only a processing-time timer every ``bucket_check_interval`` ms rolls by
+  time, in any bucket (age, inactivity), as Flink's ``onProcessingTime``.
   A rolled file is pending at once and joins the next checkpoint.
 * ``prepare_snapshot_pre_barrier(n)`` + ``snapshot_state(n)`` are the pre-commit. The
   in-progress file rolls if the
@@ -340,10 +341,8 @@ class FileSinkOperator(StreamOperator):
         except Exception as exc:
             raise self._encode_failure(exc, records, bucket) from None
         p = self.sink.rolling_policy
-        if bucket.file is not None:
-            info = bucket.info()
-            if p.should_roll_on_event(info) or p.should_roll_on_processing_time(info, now):
-                await anyio.to_thread.run_sync(bucket.roll)
+        if bucket.file is not None and p.should_roll_on_event(bucket.info()):  # time: _on_timer only
+            await anyio.to_thread.run_sync(bucket.roll)
         grown = PartFileInfo(bucket.size + len(data), bucket.created_ms, now)
         if len(records) > 1 and p.should_roll_on_event(grown):
             await self._write_rolling(bucket, records, now)  # the batch crosses the roll point
