@@ -448,3 +448,33 @@ def test_one_and_two_input_keyed_operators_see_each_key_once(parallelism: int) -
     env.execute()
     assert sum(one.results) == n
     assert sum(two.results) == 2 * n
+
+
+class _SlowBroadcastSide:
+    """The broadcast input of the tests below, arriving slowly (after the regular input)."""
+
+    async def __aiter__(self):  # type: ignore[no-untyped-def]
+        import asyncio
+
+        for b in BC:
+            await asyncio.sleep(0.02)
+            yield b
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_the_broadcast_side_is_read_first_even_when_it_arrives_last(keyed: bool) -> None:
+    """``DataStreamBatchExecutionITCase.batchBroadcastExecution`` / ``batchKeyedBroadcastExecution``
+    with the broadcast source slower than the regular one: Flink's batch broadcast operators
+    (``BatchCoBroadcastWithNonKeyedOperator``, ``BatchCoBroadcastWithKeyedOperator``) read the
+    broadcast input to its end before any regular record, whatever the arrival order. The
+    keyed one did (its sorted input waits for the end); the non-keyed one processed regular
+    records as they came, with the broadcast state still empty."""
+    env = _batch_env()
+    broadcast = env.from_async_iterable(_SlowBroadcastSide().__aiter__).broadcast(STATE_DESCRIPTOR)
+    regular = env.from_collection([("regular1", i) for i in range(5)])
+    if keyed:
+        connected = regular.key_by(lambda r: r[0]).connect(broadcast)
+        out = list(connected.process(TestKeyedBroadcastFunction()).execute_and_collect())
+    else:
+        out = list(regular.connect(broadcast).process(TestBroadcastFunction()).execute_and_collect())
+    assert out == [f"{_tuple(('regular1', i))}: {SEEN}" for i in range(5)]

@@ -10,6 +10,9 @@ source is bounded (``RuntimeExecutionMode`` docs; FLIP-134/140):
   (``runtime/sorting_input.py``, ``runtime/sort_buffer.py``; installed by ``Execution``);
   a non-keyed two-input operator with one keyed input (``keyed.connect(plain)``) sorts that
   input the same way and reads the other in full first (``runtime/half_sorted_input.py``);
+* a broadcast input is read to its end before any regular record: the keyed broadcast
+  operator's sorted input waits for the end anyway, the non-keyed one holds the regular
+  records until the broadcast input ends (``BroadcastProcessOperator.end_input``);
 * keyed ``reduce`` and the rolling aggregations (``sum``/``min``/``max``/
   ``min_by``/``max_by``) emit **one final result per key**, at the key's end
   (:class:`BatchReduceOperator`, Flink's ``BatchGroupedReduceOperator``);

@@ -21,6 +21,7 @@ from ..functions import TimeDomain
 from ..state.broadcast import BroadcastStateStore
 from .basic_operators import resolve_function
 from .context import keyed_state
+from .events import MAX_WATERMARK, Watermark
 from .operator import TwoInputOperator
 from .process_operators import KeyedProcessOperator, ProcessOperator, RecordContext, _CurrentTime, _Emitter
 from .timers import Timer
@@ -113,11 +114,37 @@ class BroadcastProcessOperator(ProcessOperator, TwoInputOperator):
         self.call2 = resolve_function(function, "process_broadcast_element", name)
         self.broadcast = BroadcastStateStore([d.name for d in descriptors])
 
+    # batch mode: the regular input's batches held until the broadcast input ends (end_input)
+    _held: list[tuple[list, list[int] | None]] | None = None
+    _broadcast_ended = False
+
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        if self.ctx.batch and not self._broadcast_ended:  # Flink's BatchCoBroadcastWithNonKeyedOperator
+            if self._held is None:  # reads the broadcast input to its end first
+                self._held = []
+            self._held.append((records, timestamps))
+            return
         await _run(self, records, timestamps, self.call, _ReadOnlyContext(self), None)
 
     async def process_batch2(self, records: list, timestamps: list[int] | None) -> None:
         await _run(self, records, timestamps, self.call2, _BroadcastContext(self), None)
+
+    async def end_input(self, input_id: int) -> None:
+        """Input ``input_id`` (1 regular, 2 broadcast) has ended: in batch mode the regular
+        records held until the broadcast input's end are processed now, in arrival order."""
+        if input_id != 2 or self._broadcast_ended:
+            return
+        self._broadcast_ended = True
+        held, self._held = self._held or [], None
+        for records, timestamps in held:
+            await _run(self, records, timestamps, self.call, _ReadOnlyContext(self), None)
+
+    async def process_watermark(self, watermark: Watermark) -> None:
+        if self.ctx.batch and not self._broadcast_ended:
+            if watermark.timestamp < MAX_WATERMARK:
+                return  # batch mode: event time jumps to the end; nothing held may turn late
+            await self.end_input(2)
+        await super().process_watermark(watermark)
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
         return {"broadcast": self.broadcast.snapshot()}
