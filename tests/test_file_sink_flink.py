@@ -120,16 +120,26 @@ class OnceFailingMap(MapFunction):
         return value
 
 
-def _file_sink(path: Path) -> Any:
-    return (
+def _file_sink(path: Path, compact: bool = False) -> Any:
+    """``FileSinkITBase.createFileSink``; with ``compact``, the compacting ITCases' sink
+    (``enableCompact``: size threshold 10000, compaction every 5 checkpoints; Flink's
+    record-wise compactor of its binary ints is a concatenation of these text lines)."""
+    from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
+
+    builder = (
         FileSink.for_row_format(str(path), Encoder.simple_string_encoder())
         .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
         .with_rolling_policy(PartSizeAndCheckpointRollingPolicy(1024))
-        .build()
     )
+    if compact:
+        strategy = (
+            FileCompactStrategy.builder().set_size_threshold(10_000).enable_compaction_on_checkpoint(5).build()
+        )
+        builder = builder.enable_compact(strategy, FileCompactor.concat_file_compactor(b""))
+    return builder.build()
 
 
-def _run(path: Path, mode: RuntimeExecutionMode, trigger_failover: bool) -> None:
+def _run(path: Path, mode: RuntimeExecutionMode, trigger_failover: bool, compact: bool = False) -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_runtime_mode(mode)
     if mode is RuntimeExecutionMode.STREAMING:
@@ -148,27 +158,31 @@ def _run(path: Path, mode: RuntimeExecutionMode, trigger_failover: bool) -> None
         numbers.rebalance()
         .map(OnceFailingMap(trigger_failover))
         .set_parallelism(NUM_SINKS)
-        .sink_to(_file_sink(path))
+        .sink_to(_file_sink(path, compact))
         .set_parallelism(NUM_SINKS)
     )
     env.execute("file sink")
 
 
+@pytest.mark.parametrize("compact", [False, True], ids=["plain", "compacting"])
 @pytest.mark.parametrize("trigger_failover", [False, True])
-def test_streaming_execution_file_sink(tmp_path: Path, trigger_failover: bool) -> None:
-    """Flink's ``StreamingExecutionFileSinkITCase`` (``FileSinkITBase.testFileSink``):
-    checkpoints every 10 ms, exactly once; with a failure after some files are committed."""
+def test_streaming_execution_file_sink(tmp_path: Path, trigger_failover: bool, compact: bool) -> None:
+    """Flink's ``StreamingExecutionFileSinkITCase`` (``FileSinkITBase.testFileSink``), and with
+    ``compact`` ``StreamingCompactingFileSinkITCase``: checkpoints every 10 ms, exactly once;
+    with a failure after some files are committed."""
     out = tmp_path / "out"
-    _run(out, RuntimeExecutionMode.STREAMING, trigger_failover)
+    _run(out, RuntimeExecutionMode.STREAMING, trigger_failover, compact)
     _check_integer_sequence_output(out)
 
 
+@pytest.mark.parametrize("compact", [False, True], ids=["plain", "compacting"])
 @pytest.mark.parametrize("trigger_failover", [False, True])
-def test_batch_execution_file_sink(tmp_path: Path, trigger_failover: bool) -> None:
-    """Flink's ``BatchExecutionFileSinkITCase`` (``FileSinkITBase.testFileSink``): batch mode,
-    no checkpoints; with a failure of the map before sink subtask 0 midway."""
+def test_batch_execution_file_sink(tmp_path: Path, trigger_failover: bool, compact: bool) -> None:
+    """Flink's ``BatchExecutionFileSinkITCase`` (``FileSinkITBase.testFileSink``), and with
+    ``compact`` ``BatchCompactingFileSinkITCase``: batch mode, no checkpoints; with a failure
+    of the map before sink subtask 0 midway."""
     out = tmp_path / "out"
-    _run(out, RuntimeExecutionMode.BATCH, trigger_failover)
+    _run(out, RuntimeExecutionMode.BATCH, trigger_failover, compact)
     _check_integer_sequence_output(out)
 
 
