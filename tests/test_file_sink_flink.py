@@ -410,3 +410,38 @@ async def test_output_file_config_prefix_and_suffix_name_every_part(tmp_path: Pa
     await op.notify_checkpoint_complete(1)
     (name,) = visible(tmp_path)
     assert name.startswith("pre-") and name.endswith(".ext")
+
+
+async def test_compaction_switched_on_at_a_restore_keeps_every_record_once(tmp_path: Path) -> None:
+    """Flink's ``FileSinkCompactionSwitchITCase`` (compaction off, then on after a restore; the
+    other direction is ``test_file_compaction.py``'s ``disable_compact`` case): the state of a
+    sink without compaction (a pending file and an in-progress one) restores into a sink with
+    compaction; every record is published once and nothing stays hidden."""
+    from test_file_sink import committed, hidden, make_op
+
+    from streamflow.connectors.file_sink_policy import DefaultRollingPolicy
+    from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
+
+    plain = make_op(tmp_path, policy=DefaultRollingPolicy(part_size=2))
+    plain.initialize_state(None)
+    await plain.process_batch(["aa", "b"], None)  # "aa\n" is past 2 bytes: "b" starts the next
+    await plain.prepare_snapshot_pre_barrier(1)
+    state = plain.snapshot_state(1)
+    assert state["pending"] and state["in_progress"] is not None
+    plain.dispose()
+    strategy = FileCompactStrategy.builder().enable_compaction_on_checkpoint(1).build()
+    compacting = make_op(
+        tmp_path, policy=DefaultRollingPolicy(part_size=2),
+        compact=(strategy, FileCompactor.concat_file_compactor(b"")),
+    )  # fmt: skip
+    compacting.initialize_state(state)
+    await compacting.process_batch(["c"], None)
+    await compacting.finish()
+    for checkpoint_id in (2, 3):
+        await compacting.prepare_snapshot_pre_barrier(checkpoint_id)
+        compacting.snapshot_state(checkpoint_id)
+        await compacting.notify_checkpoint_complete(checkpoint_id)
+        if compacting.compaction is not None:
+            await compacting.compaction.wait()
+    assert sorted(committed(tmp_path)) == ["aa", "b", "c"]
+    assert hidden(tmp_path) == []
