@@ -478,3 +478,16 @@ def test_the_broadcast_side_is_read_first_even_when_it_arrives_last(keyed: bool)
     else:
         out = list(regular.connect(broadcast).process(TestBroadcastFunction()).execute_and_collect())
     assert out == [f"{_tuple(('regular1', i))}: {SEEN}" for i in range(5)]
+
+
+def test_a_list_key_of_the_one_keyed_input_sorts_as_any_key() -> None:
+    """A key selector returning a list (PyFlink allows it; streamflow's keyed operators use
+    hashable stand-ins) on the keyed input of ``keyed.connect(plain)`` in batch mode: sorted
+    like any key, not refused."""
+    env = _batch_env()
+    keyed, regular = _stamped(env, KEYED), _stamped(env, REGULAR)
+    result = keyed.key_by(lambda r: [r[0]]).connect(regular).process(TwoInputIdentity())
+    out = list(result.execute_and_collect())
+    assert out[:4] == [_tuple(r) for r in REGULAR]
+    assert sorted(out[4:]) == sorted(_tuple(r) for r in KEYED)
+    assert _tuple(("regular1", 2)) in out[4:] and out.index("(regular1,2)") < out.index("(regular1,3)")

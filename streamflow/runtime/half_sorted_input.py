@@ -37,6 +37,7 @@ from functools import cache
 from typing import Any, cast
 
 from ..state.codec import Codec
+from ..state.hashable_keys import probe
 from .events import MAX_WATERMARK, Watermark, WatermarkStatus
 from .item_getters import failed_record
 from .loop_budget import yield_point
@@ -83,6 +84,7 @@ class HalfSortedInput(StreamOperator):
     _sort_chunk = 512
     _sort_spill: tuple[Codec | None, str | None, set[str] | None] = (None, None, None)
     _sorter: SortBuffer | None = None
+    _half_probed = False
 
     def _half_buffer(self) -> SortBuffer:
         sorter = self._sorter
@@ -109,6 +111,15 @@ class HalfSortedInput(StreamOperator):
             self._half_add(1, key_of, records, timestamps)
 
     def _half_add(self, input_index: int, key_of: Any, records: list, timestamps: list[int] | None) -> None:
+        if not self._half_probed:  # an unhashable first key (a list): hashable stand-ins, as keyed
+            self._half_probed = True  # operators get (TimerOperator.check_key_type)
+            try:
+                key_of, _key = probe(key_of, records[0], repr(self.name))
+            except Exception as exc:
+                raise self.failure(exc, records[0]) from None
+            keys = list(self._half_keys)
+            keys[input_index] = key_of
+            self._half_keys = (keys[0], keys[1])
         it = iter(records)
         try:
             keys = list(map(key_of, it))
