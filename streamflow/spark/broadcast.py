@@ -48,6 +48,7 @@ from .harness import NodeSpec, _Stage
 from .key_column import KeyColumn
 from .keyed import KeyedRunner
 from .sources import SparkTranslationError
+from .watermarks import stage_event_time
 
 if TYPE_CHECKING:
     from .plan import Stream, Translation
@@ -160,14 +161,7 @@ def broadcast_stage(translation: Translation, node: StreamNode) -> Stream:
     groups = F.when(F.col("key") == F.lit(str(_EVERY_SUBTASK).encode()), everyone).otherwise(F.array("key"))
     keyed = keyed.select(*[c for c in keyed.columns if c != "key"], F.explode(groups).alias("key"))
     event_time = stream.delay_ms is not None
-    if t.batch:  # Spark's event time is the end-of-input row's alone: groups end after it
-        end = F.when(F.col("eof"), F.timestamp_millis("ts"))
-        keyed = keyed.withColumn("event_time", end).withWatermark("event_time", "0 milliseconds")
-    elif event_time:
-        spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
-        keyed = keyed.withColumn("event_time", spark_time).withWatermark(
-            "event_time", f"{stream.delay_ms} milliseconds"
-        )
+    keyed = stage_event_time(keyed, t.batch, stream.delay_ms)
     runner = BroadcastRunner(spec, t.codec, event_time, t.batch, t.sorted_inputs, p)
     timeout = GroupStateTimeout.EventTimeTimeout if event_time or t.batch else GroupStateTimeout.NoTimeout
     df = keyed.groupBy("key").applyInPandasWithState(runner, ROW_DDL, STATE_DDL, "append", timeout)

@@ -87,7 +87,7 @@ from .native import (
 )
 from .rolling import recognise_rolling, rolling_frame
 from .sources import SparkTranslationError, ToBinary, materialize
-from .watermarks import SETTINGS, hold_back, timestamps_expr, watermark_delay
+from .watermarks import SETTINGS, hold_back, stage_event_time, timestamps_expr, watermark_delay
 from .window_agg import aggregate_columns, output_frame, recognise_window
 from .windows import WindowFirer, feeds_keyed, native_window, window_frame
 
@@ -335,14 +335,7 @@ class Translation:
                                    not stream.no_ts)
                 return Stream(df, False, None, None, out_layout, flat_order=stream.flat_order,
                               no_ts=stream.no_ts, stateful=1, reads=stream.reads)
-        if self.batch:  # Spark's event time is the end-of-input row's alone: keys end after it
-            end = F.when(F.col("eof"), F.timestamp_millis("ts"))
-            keyed = keyed.withColumn("event_time", end).withWatermark("event_time", "0 milliseconds")
-        elif event_time:
-            spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
-            keyed = keyed.withColumn("event_time", spark_time).withWatermark(
-                "event_time", f"{stream.delay_ms} milliseconds"
-            )
+        keyed = stage_event_time(keyed, self.batch, stream.delay_ms)
         runner = KeyedRunner(
             self.spec(node, self._side_tags(node)),
             self.codec.encode,

@@ -112,6 +112,21 @@ def timestamps_expr(op: TimestampsAndWatermarksOperator, layout: Layout, what: s
     return result.exprs[0]
 
 
+def stage_event_time(keyed: Any, batch: bool, delay_ms: int | None) -> Any:
+    """A keyed (or broadcast) stage's input with Spark's event time: in a batch job the
+    end-of-input row's alone (every group times out after it), else the marker rows' (key
+    ``b""``, :class:`~.key_column.KeyColumn`) behind ``delay_ms``; none without a delay."""
+    from pyspark.sql import functions as F
+
+    if batch:
+        end = F.when(F.col("eof"), F.timestamp_millis("ts"))
+        return keyed.withColumn("event_time", end).withWatermark("event_time", "0 milliseconds")
+    if delay_ms is None:
+        return keyed
+    spark_time = F.when(F.col("key") == F.lit(b""), F.timestamp_millis("ts"))
+    return keyed.withColumn("event_time", spark_time).withWatermark("event_time", f"{delay_ms} milliseconds")
+
+
 def hold_back(df: Any, delay_ms: int | None) -> Any:
     """``df`` (rows of one union input) behind a watermark node of its own: its rows' highest
     ``ts`` minus ``delay_ms``, or with no delay (no watermark strategy) its end-of-input row's
