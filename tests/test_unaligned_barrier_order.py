@@ -22,7 +22,7 @@ FIRST = 4  # the first checkpoints checked (later ones may meet the end of the j
 
 
 async def slow(record: int) -> int:
-    await asyncio.sleep(0.002)
+    await asyncio.sleep(0.01)  # a batch of 4 holds the task for several checkpoint intervals
     return record
 
 
@@ -48,7 +48,7 @@ def test_queued_unaligned_barriers_of_successive_checkpoints_complete_in_order(
         .set_max_retained_checkpoints(100)
     )
     recorder = CheckpointRecorder()
-    data = list(range(400))
+    data = list(range(150))
     env.from_collection(data).map(slow, concurrency=1).disable_chaining().sink_to(recorder).uid("rec")
     result = env.execute("unaligned-order")
 
