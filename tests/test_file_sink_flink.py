@@ -445,3 +445,60 @@ async def test_compaction_switched_on_at_a_restore_keeps_every_record_once(tmp_p
             await compacting.compaction.wait()
     assert sorted(committed(tmp_path)) == ["aa", "b", "c"]
     assert hidden(tmp_path) == []
+
+
+async def test_number_records_out_counter(tmp_path: Path) -> None:
+    """FileWriterTest.testNumberRecordsOutCounter (flink-connector-files
+    ``.../file/sink/writer/FileWriterTest.java``): the writer counts the records it wrote in its
+    operator's numRecordsOut (0 before any write, 1 after the first, 3 after three); streamflow
+    counts per batch written (Flink's SinkWriterMetricGroup: numRecordsSend too, the bytes in
+    numBytesSend/numBytesOut, no errors, currentSendTime 0: nothing acknowledges a file write),
+    and the job page's operator table shows the same numRecordsOut."""
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(1)
+    sink = FileSink.for_row_format(str(tmp_path), Encoder.simple_string_encoder()).build()
+    env.from_collection(["1", "2", "3"]).sink_to(sink).uid("file-sink")
+    client = await env.execute_async("records-out")
+    result = await client.get_job_execution_result()
+    metrics = {k.removeprefix("file-sink[0]."): v for k, v in result.metrics.items()
+               if k.startswith("file-sink[0].")}
+    assert metrics["numRecordsOut"] == metrics["numRecordsSend"] == 3
+    assert metrics["numBytesOut"] == metrics["numBytesSend"] == 3 * len("1\n")
+    assert metrics["numRecordsOutErrors"] == metrics["numRecordsSendErrors"] == 0
+    assert metrics["currentSendTime"] == 0
+    (sink_op,) = [op for v in client.get_metrics_snapshot()["vertices"] for s in v["subtasks"]
+                  for op in s["operators"] if op["uid"] == "file-sink"]
+    assert sink_op["numRecordsOut"] == 3
+
+
+async def test_records_out_count_per_write_and_errors_count_a_failed_write(tmp_path: Path) -> None:
+    """FileWriterTest.testNumberRecordsOutCounter's steps (1 after the first write, 3 after the
+    next two) on the sink's writer, and a write that fails (here: the encoder refuses a record)
+    counts its batch in numRecordsSendErrors, not in numRecordsSend."""
+    from test_file_sink import make_op  # tests/test_file_sink.py: a sink subtask outside a job
+
+    from streamflow.runtime.metrics import MetricGroup, read_metrics
+
+    def encode(records: list) -> bytes:
+        if "bad" in records:
+            raise ValueError("no")
+        return "".join(f"{r}\n" for r in records).encode()
+
+    op = make_op(tmp_path, encoder=Encoder(encode, "picky"), checkpointing=False)
+    registry: dict[str, object] = {}
+    op.ctx.metrics = MetricGroup("sink[0]", registry)
+    op.initialize_state(None)
+    await op.open()
+    assert read_metrics(registry)["sink[0].numRecordsOut"] == 0
+    await op.process_batch(["1"], None)
+    assert read_metrics(registry)["sink[0].numRecordsOut"] == 1
+    await op.process_batch(["2", "3"], None)
+    read = read_metrics(registry)
+    assert read["sink[0].numRecordsOut"] == read["sink[0].numRecordsSend"] == 3
+    assert read["sink[0].numBytesSend"] == 6
+    with pytest.raises(ValueError):
+        await op.process_batch(["4", "bad"], None)
+    read = read_metrics(registry)
+    assert read["sink[0].numRecordsSendErrors"] == read["sink[0].numRecordsOutErrors"] == 2
+    assert read["sink[0].numRecordsSend"] == 3
+    await op.close()

@@ -84,6 +84,11 @@ Restore (``initialize_state``, once when the job is built) runs where the job is
   scratch, does not publish their records twice (Flink's batch failover re-runs no finished
   region: ``BatchExecutionFileSinkITCase``). With checkpointing the final checkpoint
   after ``finish`` pre-commits and its notification commits.
+* **Metrics** (``sink_metrics.py``, Flink's ``SinkWriterMetricGroup``): every batch written
+  counts its records in ``numRecordsSend``/``numRecordsOut`` and its encoded bytes in
+  ``numBytesSend``/``numBytesOut``, once per batch; a batch that fails to encode or write counts
+  in ``numRecordsSendErrors``. ``currentSendTime`` stays 0: a buffered file write has no
+  acknowledgement to time.
 * ``close``/``dispose`` only close handles; they never delete: cleaning
   uncommitted data is the restart's job, which knows what completed.
 
@@ -112,6 +117,7 @@ from .file_sink_parts import INPROGRESS, FileSinkError, PartFiles, io_errors
 from .file_sink_policy import PartFileInfo
 from .file_sink_state import Taken, validated_state
 from .rescale import taken_states
+from .sink_metrics import SinkWriterMetrics
 
 if TYPE_CHECKING:
     from .file_sink import FileSink
@@ -133,6 +139,11 @@ class FileSinkOperator(StreamOperator):
         self._ended = False
         self._synced_for: int | None = None  # the checkpoint prepare_snapshot_pre_barrier synced for
         self.compaction: SinkCompaction | None = None  # the compactions (enable_compact), or None
+        #: Flink's sink writer metrics (numRecordsSend/Out, numBytesSend/Out, errors), counted per
+        #: batch written. currentSendTime stays 0: a file write is acknowledged by nothing (it is
+        #: a buffered write; durability comes at the checkpoint's fsync, not per write), as
+        #: Flink's FileWriter does not set it either.
+        self.writer_metrics = SinkWriterMetrics()
 
     def parts_of(self, bucket_id: str) -> PartFiles:
         """This subtask's part files in bucket ``bucket_id`` (names, states, moves)."""
@@ -152,6 +163,7 @@ class FileSinkOperator(StreamOperator):
     # -- restore -------------------------------------------------------------
     def initialize_state(self, restored: Any | None) -> None:
         """``restored``: an ``OperatorRestore`` (every old subtask's state), a state, or None."""
+        self.writer_metrics.attach(self.ctx.metrics)
         with io_errors(f"create directory {self.base}"):
             os.makedirs(self.base, exist_ok=True)
         self._buckets = {}
@@ -234,31 +246,44 @@ class FileSinkOperator(StreamOperator):
         try:
             data = self.sink.encoder.encode_batch(records)
         except Exception as exc:
+            self.writer_metrics.failed(len(records))
             raise self._encode_failure(exc, records, bucket) from None
+        try:
+            nbytes = await self._write(bucket, records, data, now)
+        except BaseException:
+            self.writer_metrics.failed(len(records))
+            raise
+        self.writer_metrics.wrote(len(records), nbytes)
+
+    async def _write(self, bucket: Bucket, records: list, data: bytes, now: int) -> int:
+        """Write the batch ``records`` (encoded: ``data``) to ``bucket``; returns the bytes written."""
         p = self.sink.rolling_policy
         if bucket.file is not None and p.should_roll_on_event(bucket.info()):  # time: _on_timer only
             await anyio.to_thread.run_sync(bucket.roll)
         grown = PartFileInfo(bucket.size + len(data), bucket.created_ms, now)
         if len(records) > 1 and p.should_roll_on_event(grown):
-            await self._write_rolling(bucket, records, now)  # the batch crosses the roll point
-            return
+            return await self._write_rolling(bucket, records, now)  # the batch crosses the roll point
         self._append(bucket, data, now)
+        return len(data)
 
     def _append(self, bucket: Bucket, data: bytes, now: int) -> None:
         if bucket.file is None:
             self._open_new(bucket, now)
         bucket.append(data, now)
 
-    async def _write_rolling(self, bucket: Bucket, records: list, now: int) -> None:
+    async def _write_rolling(self, bucket: Bucket, records: list, now: int) -> int:
         """Record by record, asking the policy before each one, as Flink's bucket does
         (``shouldRollOnEvent`` before every element): a part file holds the records up to the
         first that takes it past ``part_size``, wherever a batch boundary falls. Only a batch
         that crosses the roll point takes this path (once per part file, at most)."""
-        p, encode = self.sink.rolling_policy, self.sink.encoder.encode_batch
+        p, encode, written = self.sink.rolling_policy, self.sink.encoder.encode_batch, 0
         for record in records:
             if bucket.file is not None and p.should_roll_on_event(bucket.info()):
                 await anyio.to_thread.run_sync(bucket.roll)
-            self._append(bucket, encode([record]), now)
+            data = encode([record])
+            self._append(bucket, data, now)
+            written += len(data)
+        return written
 
     def _arm_timer(self) -> None:
         pts = self.ctx.processing_time

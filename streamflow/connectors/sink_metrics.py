@@ -58,6 +58,16 @@ class SinkWriterMetrics:
         self.records += len(values)
         self.bytes += sum(map(len, values)) + (sum(len(k) for k in keys if k) if keys else 0)
 
+    def wrote(self, records: int, nbytes: int) -> None:
+        """A write of ``records`` records, ``nbytes`` bytes in all, succeeded (a sink that writes
+        synchronously, as the file sink: no delivery to watch)."""
+        self.records += records
+        self.bytes += nbytes
+
+    def failed(self, records: int) -> None:
+        """A write of ``records`` records failed."""
+        self.errors += records
+
     def watch(self, delivery: asyncio.Future[Any], records: int) -> asyncio.Future[Any]:
         """Time ``delivery`` (the write of ``records`` records), count them as errors if it fails;
         returns ``delivery``."""
