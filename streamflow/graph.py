@@ -78,6 +78,9 @@ class StreamNode:
     # a non-keyed two-input operator with exactly one keyed input: that input's key selector
     # (the other None); a batch job sorts that input (runtime/half_sorted_input.py)
     half_keys: tuple[Any, Any] | None = None
+    # batch mode: the input (0-based) read to its end before the other (a non-keyed broadcast
+    # operator's broadcast input: runtime/input_selection.py), or None
+    batch_reads_first: int | None = None
     description: str | None = None
     slot_sharing_group: str | None = None  # shown in the plan; breaks chains (one process has one slot)
     rescalable: bool = False  # non-keyed state any parallelism may restore (broadcast state)

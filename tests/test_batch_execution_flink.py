@@ -491,3 +491,113 @@ def test_a_list_key_of_the_one_keyed_input_sorts_as_any_key() -> None:
     assert out[:4] == [_tuple(r) for r in REGULAR]
     assert sorted(out[4:]) == sorted(_tuple(r) for r in KEYED)
     assert _tuple(("regular1", 2)) in out[4:] and out.index("(regular1,2)") < out.index("(regular1,3)")
+
+
+async def _until(done: Any) -> None:
+    import asyncio
+
+    while not done():
+        await asyncio.sleep(0.002)
+
+
+async def test_the_regular_input_is_not_read_until_the_broadcast_input_ends() -> None:
+    """Flink's ``BatchCoBroadcastWithNonKeyedOperator`` is ``InputSelectable``: until the
+    broadcast input has ended the task does not read the regular input at all, so its producer
+    is backpressured by the channels' bounded queues and nothing is held in memory. Here the
+    broadcast source does not end until the test lets it; meanwhile the regular source (far
+    more records than a channel holds) stops, its channel full, and nothing reaches the sink.
+    Before, the operator read the regular input and held every batch in memory: the regular
+    source ran to its end."""
+    import asyncio
+
+    n, produced, out = 200_000, [0], []
+    release = asyncio.Event()
+
+    def regular_records():  # type: ignore[no-untyped-def]
+        for i in range(n):
+            produced[0] += 1
+            yield ("r", i)
+
+    async def broadcast_side():  # type: ignore[no-untyped-def]
+        for b in BC:
+            yield b
+        await release.wait()
+
+    env = _batch_env()
+    broadcast = env.from_async_iterable(broadcast_side).broadcast(STATE_DESCRIPTOR)
+    regular = env.from_iterable(regular_records)
+    regular.connect(broadcast).process(TestBroadcastFunction()).add_sink(out.append)
+    client = await env.execute_async("input-selection")
+
+    full: list[dict[str, Any]] = []
+
+    def blocked_or_done() -> bool:  # the regular input's channel full, or the source at its end
+        full[:] = [c for c in client.get_metrics_snapshot()["channels"]
+                   if "BroadcastProcess" in c["name"] and c["queued"] >= c["capacity"]]
+        return bool(full) or produced[0] == n
+
+    await _until(blocked_or_done)
+    for _ in range(100):  # let every task run on: a source that is blocked stays where it is
+        await asyncio.sleep(0)
+    assert blocked_or_done()
+    assert produced[0] < n // 10, "the regular source ran on: its records were read and held"
+    assert out == []
+    (channel,) = full  # the regular source's, blocked at the channel's capacity
+    assert produced[0] - channel["queued"] <= 2 * 512  # what the source holds, in a batch
+    release.set()
+    await client.get_job_execution_result()
+    assert len(out) == n and out[-1] == f"{_tuple(('r', n - 1))}: {SEEN}"
+
+
+def _shared_source_job(n: int, out: list) -> StreamExecutionEnvironment:
+    """Both inputs of a non-keyed broadcast operator fed by one source task (the broadcast side
+    through a chained filter and map)."""
+    env = _batch_env()
+    source = env.from_iterable(lambda: (("r", i) for i in range(n)))
+    broadcast = source.filter(lambda r: r[1] < 3).map(lambda r: (f"bc{r[1]}", r[1]))
+    source.connect(broadcast.broadcast(STATE_DESCRIPTOR)).process(TestBroadcastFunction()).add_sink(out.append)
+    return env
+
+
+async def test_input_selection_falls_back_to_holding_when_one_task_feeds_both_inputs(caplog: Any) -> None:
+    """Input selection would deadlock when the task feeding the regular input also feeds the
+    broadcast input: blocked on the full regular channel, it never ends the broadcast input
+    (Flink's batch exchanges are blocking, so Flink has no such case). streamflow then holds
+    the regular input in the operator, with a logged reason, and the job completes; every
+    regular record still sees the whole broadcast state."""
+    import logging
+
+    import anyio
+
+    n, out = 50_000, []
+    env = _shared_source_job(n, out)
+    with caplog.at_level(logging.WARNING, "streamflow.runtime.input_selection"):
+        with anyio.fail_after(60):  # (a deadlock would hang here)
+            await (await env.execute_async("shared-source")).get_job_execution_result()
+    assert "'BroadcastProcess': input 2 is not read first" in caplog.text
+    assert "deadlock" in caplog.text
+    seen = str(sorted((f"bc{i}", f"bc{i}") for i in range(3)))
+    assert len(out) == n and out[0] == f"{_tuple(('r', 0))}: {seen}" and out[-1].endswith(seen)
+
+
+async def test_crossed_broadcast_operators_fall_back_to_holding(caplog: Any) -> None:
+    """Two non-keyed broadcast operators with crossed inputs (A: regular s1, broadcast s2; B:
+    regular s2, broadcast s1): selecting in both would stop s1 at A's full regular channel
+    while B waits for s1's end, and s2 at B's while A waits for s2's. Neither selects (logged);
+    both complete with the full broadcast state."""
+    import logging
+
+    import anyio
+
+    n, out_a, out_b = 20_000, [], []
+    env = _batch_env()
+    s1 = env.from_iterable(lambda: (("a", i) for i in range(n)))
+    s2 = env.from_iterable(lambda: (("b", i) for i in range(n)))
+    s1.connect(s2.broadcast(STATE_DESCRIPTOR)).process(TestBroadcastFunction()).add_sink(out_a.append)
+    s2.connect(s1.broadcast(STATE_DESCRIPTOR)).process(TestBroadcastFunction()).add_sink(out_b.append)
+    with caplog.at_level(logging.WARNING, "streamflow.runtime.input_selection"):
+        with anyio.fail_after(60):  # (a deadlock would hang here)
+            await (await env.execute_async("crossed")).get_job_execution_result()
+    assert caplog.text.count("is not read first") == 2
+    assert len(out_a) == len(out_b) == n
+    assert out_a[0].endswith(str([("b", "b")])) and out_b[0].endswith(str([("a", "a")]))

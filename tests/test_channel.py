@@ -167,3 +167,19 @@ def test_bad_capacity_and_double_gate() -> None:
     InputGate([ch])
     with pytest.raises(ValueError, match="already read"):
         InputGate([ch])
+
+
+async def test_a_deselected_channel_stays_paused_through_a_barrier_resume() -> None:
+    """Input selection (runtime/input_selection.py) deselects a channel with the pause aligned
+    barriers use; the alignment's resume_all does not read it, only select() does."""
+    a, b = Channel(4, name="a"), Channel(4, name="b")
+    gate = InputGate([a, b])
+    gate.deselect(1)
+    await b.put(([1], None))
+    await a.put(([2], None))
+    gate.pause(0)
+    gate.resume_all()
+    assert gate.poll() == (0, ([2], None))
+    assert gate.poll() is None and b.paused
+    gate.select(1)
+    assert gate.poll() == (1, ([1], None))

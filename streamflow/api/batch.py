@@ -11,8 +11,9 @@ source is bounded (``RuntimeExecutionMode`` docs; FLIP-134/140):
   a non-keyed two-input operator with one keyed input (``keyed.connect(plain)``) sorts that
   input the same way and reads the other in full first (``runtime/half_sorted_input.py``);
 * a broadcast input is read to its end before any regular record: the keyed broadcast
-  operator's sorted input waits for the end anyway, the non-keyed one holds the regular
-  records until the broadcast input ends (``BroadcastProcessOperator.end_input``);
+  operator's sorted input waits for the end anyway, the non-keyed one's task does not read
+  the regular input until then (input selection, ``runtime/input_selection.py``), or, where
+  that could deadlock, holds the regular records (``BroadcastProcessOperator.end_input``);
 * keyed ``reduce`` and the rolling aggregations (``sum``/``min``/``max``/
   ``min_by``/``max_by``) emit **one final result per key**, at the key's end
   (:class:`BatchReduceOperator`, Flink's ``BatchGroupedReduceOperator``);

@@ -71,4 +71,6 @@ class BroadcastConnectedStream:
             name = "BroadcastProcess"
             factory = OperatorFactory(name, lambda f: BroadcastProcessOperator(name, f, descriptors), func)
         node = env._graph.add(name, factory, inputs=edges, keyed=keyed, rescalable=True)
+        if not keyed:  # (a keyed one sorts its regular input, which waits for every input's end)
+            node.batch_reads_first = 1  # Flink's BatchCoBroadcastWithNonKeyedOperator: broadcast first
         return converted(DataStream(env, [(node, None)]), output_type, "connect(broadcast).process()")

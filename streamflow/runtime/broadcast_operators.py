@@ -114,7 +114,9 @@ class BroadcastProcessOperator(ProcessOperator, TwoInputOperator):
         self.call2 = resolve_function(function, "process_broadcast_element", name)
         self.broadcast = BroadcastStateStore([d.name for d in descriptors])
 
-    # batch mode: the regular input's batches held until the broadcast input ends (end_input)
+    # batch mode: the regular input's batches held until the broadcast input ends (end_input),
+    # only where input selection (input_selection.py: the task reads no regular record until
+    # then) could deadlock; with it, no regular batch arrives before end_input(2)
     _held: list[tuple[list, list[int] | None]] | None = None
     _broadcast_ended = False
 

@@ -21,8 +21,9 @@ is the tuple ``(records, timestamps)`` where ``records`` is a list and
   writer waiting for the job budget is woken when any channel is read.
 * The reader side is driven by the :class:`InputGate` of the downstream task.
   Each channel can be *paused* on its own (aligned checkpoints stop reading a
-  channel that already delivered barrier n); a paused channel keeps
-  accepting writes until it is full.
+  channel that already delivered barrier n; input selection, ``input_selection.py``,
+  *deselects* the channels of an input not read yet, which a barrier's resume leaves
+  paused); a paused channel keeps accepting writes until it is full.
 * ``snapshot()`` copies the queued items without consuming them, and
   ``put_priority`` lets an unaligned barrier overtake the queued data, returning
   the batches it overtook (the output channel state of its checkpoint). It never
@@ -291,6 +292,7 @@ class InputGate:
         self._ready: deque[int] = deque()
         self._in_ready = [False] * len(channels)
         self._waker = Waker()
+        self._deselected: set[int] = set()  # paused by input selection, not by a barrier
         for i, ch in enumerate(channels):
             if ch._gate is not None:
                 raise ValueError(f"channel {ch.name!r} is already read by another gate")
@@ -337,9 +339,20 @@ class InputGate:
     def pause(self, index: int) -> None:
         self.channels[index]._paused = True
 
+    def deselect(self, index: int) -> None:
+        """Input selection (``input_selection.py``): paused until :meth:`select`, whatever
+        :meth:`resume` a barrier alignment calls meanwhile."""
+        self._deselected.add(index)
+        self.pause(index)
+
+    def select(self, index: int) -> None:
+        if index in self._deselected:
+            self._deselected.discard(index)
+            self.resume(index)
+
     def resume(self, index: int) -> None:
         ch = self.channels[index]
-        if ch._paused:
+        if ch._paused and index not in self._deselected:
             ch._paused = False
             if ch._items:
                 self._notify(index)

@@ -34,6 +34,7 @@ from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
 from .gc_policy import GC_POLICY
 from .half_sorted_input import install_half_sorted_input
+from .input_selection import plan_input_selection
 from .loop_budget import DEFAULT_LOOP_BUDGET_MS, LoopBudget
 from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
@@ -144,6 +145,7 @@ class Execution:
     # -- construction ------------------------------------------------------
     def _build(self) -> None:
         g = self.graph
+        self._reads_first = plan_input_selection(g.nodes) if self.config.batch else {}
         # channels of each non-chained edge: (consumer id, edge index) -> [up][down] channels
         edge_channels: dict[tuple[int, int], list[list[Channel | None]]] = {}
         for node in g.nodes:
@@ -297,6 +299,7 @@ class Execution:
                         input_types.append(edge.upstream.declared_types.get(edge.side_tag))
             task = InputTask(task_name, InputGate(gate_channels), input_of_channel, **kw)
             task.input_types = input_types
+            task.selection.read_first(self._reads_first.get(head.id))
         task.parallelism = g.parallelism[head.id]
         task.max_parallelism = g.vertex_of[head.id].max_parallelism
         task.writer_types = writer_types

@@ -51,6 +51,7 @@ from .events import (
     WatermarkStatus,
 )
 from .gc_policy import GC_POLICY, collect_young_when_idle
+from .input_selection import InputSelection
 from .loop_budget import LoopBudget, bind
 from .operator import Output, StreamOperator, TwoInputOperator, attribute_error
 from .processing_time import ProcessingTimeService
@@ -427,7 +428,7 @@ class InputTask(Task):
         self.input_of_channel = input_of_channel  # 0, or 1 for the second input of connect()
         self.valve = WatermarkValve(len(gate.channels))
         self.open_channels = len(gate.channels)
-        self.open_of_input = [input_of_channel.count(i) for i in (0, 1)]  # for end_input(1 or 2)
+        self.selection = InputSelection(gate, input_of_channel)  # which inputs are read; end_input
         self.records_in = 0
         self.restored_in: dict[int, list] = {}  # input channel state to replay first
         self.input_types: list[Any] = []  # the declared record type of each channel's stream (or None)
@@ -484,10 +485,9 @@ class InputTask(Task):
                 outputs += self.valve.input_watermark(channel, MAX_WATERMARK)
             else:
                 outputs = self.valve.input_watermark(channel, MAX_WATERMARK)
-            ended = self.input_of_channel[channel]
-            self.open_of_input[ended] -= 1
-            if not self.open_of_input[ended] and hasattr(head, "end_input"):
-                await head.end_input(ended + 1)  # Flink's BoundedMultiInput.endInput(inputId)
+            ended = self.selection.channel_ended(channel)  # the last of an input: the others are read
+            if ended is not None and hasattr(head, "end_input"):
+                await head.end_input(ended)  # Flink's BoundedMultiInput.endInput(inputId)
         elif self.checkpointer is not None:
             await self.checkpointer.on_event(channel, event)
             return
