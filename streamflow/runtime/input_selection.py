@@ -106,11 +106,6 @@ class InputSelection:
             if i != first:
                 self._gate.deselect(channel)
 
-    @property
-    def selecting(self) -> bool:
-        """Whether some input's channels are still deselected."""
-        return self._first is not None
-
     def channel_ended(self, channel: int) -> int | None:
         """``channel`` delivered its end of input: the input (1-based, Flink's ``endInput(inputId)``)
         whose last channel it was, or None. The end of the input read first selects all others."""
