@@ -139,12 +139,16 @@ def in_flight_batches(directory: Path) -> int:
     return total
 
 
-def job(tmp_path: Path, topology: str, parallelism: int, progress: Progress) -> sf.StreamExecutionEnvironment:
+def job(
+    tmp_path: Path, topology: str, parallelism: int, progress: Progress, alternating: bool = False
+) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(8)
     env.set_channel_capacity(32)
     env.enable_checkpointing(10)
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     cfg.set_max_retained_checkpoints(1_000).enable_unaligned_checkpoints()
+    if alternating:  # aligned first, unaligned once alignment takes over 1 ms
+        cfg.set_aligned_checkpoint_timeout(1)
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(2, 0))
 
     def src(name: str) -> sf.DataStream:
@@ -182,11 +186,16 @@ TOPOLOGIES = ["pipeline", "union", "multi-input", "keyed", "broadcast"]
 
 @pytest.mark.parametrize("parallelism", [1, 4])
 @pytest.mark.parametrize("topology", TOPOLOGIES)
-def test_unaligned_checkpoint_with_failure(tmp_path: Path, topology: str, parallelism: int) -> None:
-    """``UnalignedCheckpointITCase#execute`` for one topology: exactly-once counts after a
-    failure following a checkpoint, in order per key where Flink asserts it."""
+@pytest.mark.parametrize("mode", ["unaligned", "alternating"])
+def test_unaligned_checkpoint_with_failure(
+    tmp_path: Path, mode: str, topology: str, parallelism: int
+) -> None:
+    """``UnalignedCheckpointITCase#execute`` for one topology, unaligned and alternating
+    (``UnalignedCheckpointITCase`` runs both, the latter with an aligned checkpoint timeout):
+    exactly-once counts after a failure following a checkpoint, in order per key where Flink
+    asserts it."""
     progress = Progress()
-    result = job(tmp_path, topology, parallelism, progress).execute(topology)
+    result = job(tmp_path, topology, parallelism, progress, mode == "alternating").execute(topology)
     assert progress.failed, "the failure was not injected"
     assert result.metrics["checkpoints.numCompleted"] >= 2
     sources = ["a", "b"] if topology in ("union", "multi-input") else ["a"]
@@ -205,7 +214,15 @@ def test_unaligned_checkpoint_with_failure(tmp_path: Path, topology: str, parall
         assert set(counts) == expected, "records lost"
         assert {rid: n for rid, n in counts.items() if n != 1} == {}, "records duplicated"
     assert sum(state["out_of_order"] for state in subtasks) == 0
-    assert in_flight_batches(tmp_path / "chk") > 0, "no barrier overtook data"
+    single_input = topology == "broadcast" or (parallelism == 1 and topology in ("pipeline", "keyed"))
+    if mode == "unaligned" or not single_input:
+        assert in_flight_batches(tmp_path / "chk") > 0, "no barrier overtook data"
+    # else: an alternating checkpoint stays aligned where every task reads one channel: a
+    # single barrier completes the alignment at once. Flink would still time out the barrier
+    # queued in the upstream output (FLINK-27251: the timeoutable barrier in
+    # PipelinedSubpartition) and store that output as channel state; streamflow has no
+    # output-side timeout (barrier_handler.py,
+    # "Deviations from Flink"). Counts stay exactly once either way.
 
 
 @pytest.mark.xfail(
