@@ -214,14 +214,13 @@ def test_unaligned_checkpoint_with_failure(
         assert set(counts) == expected, "records lost"
         assert {rid: n for rid, n in counts.items() if n != 1} == {}, "records duplicated"
     assert sum(state["out_of_order"] for state in subtasks) == 0
-    single_input = topology == "broadcast" or (parallelism == 1 and topology in ("pipeline", "keyed"))
-    if mode == "unaligned" or not single_input:
+    if mode == "unaligned":
         assert in_flight_batches(tmp_path / "chk") > 0, "no barrier overtook data"
-    # else: an alternating checkpoint stays aligned where every task reads one channel: a
-    # single barrier completes the alignment at once. Flink would still time out the barrier
-    # queued in the upstream output (FLINK-27251: the timeoutable barrier in
-    # PipelinedSubpartition) and store that output as channel state; streamflow has no
-    # output-side timeout (barrier_handler.py,
+    # alternating: whether an alignment outlasts 1 ms depends on timing, so in-flight data is
+    # not asserted. Where every task reads one channel it never does here: one barrier
+    # completes the alignment at once. Flink would still time out the barrier queued in the
+    # upstream output (FLINK-27251: the timeoutable barrier in PipelinedSubpartition) and store
+    # that output as channel state; streamflow has no output-side timeout (barrier_handler.py,
     # "Deviations from Flink"). Counts stay exactly once either way.
 
 
