@@ -96,8 +96,16 @@ def keyed_job(
     return out
 
 
-async def savepoint_of_first_job(tmp_path: Path, parallelism: int) -> tuple[str, list]:
+def environment(parallelism: int, backend: str) -> sf.StreamExecutionEnvironment:
+    """Flink's parameters ``filesystem`` and ``rocksdb``: the heap and the RocksDB backend."""
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    if backend == "rocksdb":
+        env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
+    return env
+
+
+async def savepoint_of_first_job(tmp_path: Path, parallelism: int, backend: str = "heap") -> tuple[str, list]:
+    env = environment(parallelism, backend)
     gate = Gate(data(), N1 * KEYS)
     out = keyed_job(env, env.from_async_iterable(gate.__aiter__).set_parallelism(1), N1, MAX_PARALLELISM)
     client = await env.execute_async("rescaling")
@@ -109,14 +117,15 @@ async def savepoint_of_first_job(tmp_path: Path, parallelism: int) -> tuple[str,
 
 @pytest.mark.parametrize("derive_max_parallelism", [False, True], ids=["explicit", "derived"])
 @pytest.mark.parametrize("scale_out", [False, True], ids=["in", "out"])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
 async def test_savepoint_rescaling_keyed_state(
-    tmp_path: Path, scale_out: bool, derive_max_parallelism: bool
+    tmp_path: Path, backend: str, scale_out: bool, derive_max_parallelism: bool
 ) -> None:
     """``testSavepointRescaling{In,Out}KeyedState[DerivedMaxParallelism]``."""
     p1, p2 = (2, 4) if scale_out else (4, 2)
-    path, out1 = await savepoint_of_first_job(tmp_path, p1)
+    path, out1 = await savepoint_of_first_job(tmp_path, p1, backend)
     assert set(out1) == expected(p1, N1)
-    env = sf.StreamExecutionEnvironment().set_parallelism(p2)
+    env = environment(p2, backend)
     env.configure({"execution.savepoint.path": path})
     out2 = keyed_job(
         env,
