@@ -9,7 +9,8 @@ running state of ``KeyedStateCheckpointingITCase#testWithMemoryBackendSync`` (``
 Theory of the check: the sink keeps, in its own checkpointed state, how many times it saw each
 window result; the failure (raised once, after a checkpoint completed) rolls the sink back with
 the windows' state, so at the end every window fires exactly once with the exact sum and count
-of the elements in it. Window operators run at parallelism 1 and 4 (the source at 1).
+of the elements in it. Window operators run at parallelism 1 and 4 (the source at 1), on the
+heap and the RocksDB backend (Flink parameterizes over its state backends).
 Volumes are scaled down from Flink's (5 keys x 600 elements).
 """
 
@@ -164,9 +165,11 @@ class SumCount(sf.AggregateFunction):
 
 
 def window_job(
-    tmp_path: Path, kind: str, function: str, parallelism: int, progress: Progress
+    tmp_path: Path, kind: str, function: str, parallelism: int, progress: Progress, backend: str
 ) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
+    if backend == "rocksdb":  # Flink's StateBackendEnum ROCKSDB_INCREMENTAL (incremental here)
+        env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
     env.enable_checkpointing(10)
     env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
     env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(2, 0))
@@ -199,13 +202,14 @@ def window_job(
 @pytest.mark.parametrize("parallelism", [1, 4])
 @pytest.mark.parametrize("function", ["apply", "reduce", "aggregate"])
 @pytest.mark.parametrize("kind", ["tumbling", "sliding", "session"])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
 def test_event_time_windows_exactly_once_across_a_failure(
-    tmp_path: Path, kind: str, function: str, parallelism: int
+    tmp_path: Path, backend: str, kind: str, function: str, parallelism: int
 ) -> None:
     """``test{,PreAggregated}{Tumbling,Sliding}TimeWindow`` (and sessions): every window
     fires exactly once with its exact sum and count although the job failed and restored."""
     progress = Progress()
-    window_job(tmp_path, kind, function, parallelism, progress).execute(kind)
+    window_job(tmp_path, kind, function, parallelism, progress, backend).execute(kind)
     assert progress.failed, "the failure was not injected"
     counts: dict[Any, int] = {}
     for seen in progress.final.values():
