@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 
 import streamflow as sf
+from streamflow.checkpoint.restore import RestoredCheckpoint
+from streamflow.checkpoint.storage import FileSystemCheckpointStorage
 from streamflow.datastream.window import (
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
@@ -165,7 +167,13 @@ class SumCount(sf.AggregateFunction):
 
 
 def window_job(
-    tmp_path: Path, kind: str, function: str, parallelism: int, progress: Progress, backend: str
+    tmp_path: Path,
+    kind: str,
+    function: str,
+    parallelism: int,
+    progress: Progress,
+    backend: str,
+    sink_uid: str = "sink",
 ) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
     if backend == "rocksdb":  # Flink's StateBackendEnum ROCKSDB_INCREMENTAL (incremental here)
@@ -195,7 +203,7 @@ def window_job(
         )
     else:
         out = windowed.aggregate(SumCount(), window_function=WithWindow())
-    out.uid("window").sink_to(ValidatingSink(progress)).uid("sink")
+    out.uid("window").sink_to(ValidatingSink(progress)).uid(sink_uid)
     return env
 
 
@@ -262,4 +270,43 @@ def test_keyed_state_sums_exactly_once_across_a_failure(tmp_path: Path, parallel
             counts[result] = counts.get(result, 0) + n
     running = {(k, sum(range(i + 1))) for k in range(KEYS) for i in range(N)}
     assert set(counts) == running
+    assert {r: n for r, n in counts.items() if n != 1} == {}
+
+
+@pytest.mark.parametrize(("old", "new"), [(4, 2), (2, 4)])
+def test_windows_restore_a_retained_checkpoint_at_another_parallelism(
+    tmp_path: Path, old: int, new: int
+) -> None:
+    """``RescalingITCase#testCheckpointRescalingInKeyedState`` / ``...OutKeyedState`` (newer
+    Flink: rescaling from a retained checkpoint) with the window operator of this file: the
+    windows' state of an aligned checkpoint taken mid-stream restores at another parallelism
+    and every window fires once across the two runs."""
+    progress = Progress()
+    progress.failed = True  # no failure: run to the end, keeping every checkpoint
+    env = window_job(tmp_path, "tumbling", "apply", old, progress, "heap")
+    env.get_checkpoint_config().set_max_retained_checkpoints(1_000)
+    env.execute("windows")
+    handles = FileSystemCheckpointStorage(tmp_path / "chk").complete_checkpoints()
+    assert len(handles) >= 3
+    middle = handles[len(handles) // 2]
+    # the first run's sink state as of that checkpoint: what it had emitted by then
+    before: dict[Any, int] = {}
+    for own in RestoredCheckpoint.load(middle, sf.CheckpointConfig().codec).ops["sink"].values():
+        for k, n in own or []:
+            before[tuple(k)] = before.get(tuple(k), 0) + n
+    progress2 = Progress()
+    progress2.failed, progress2.completed = True, 2
+    env2 = window_job(tmp_path / "second", "tumbling", "apply", new, progress2, "heap", "sink-2")
+    # the verifying sink's own (non-keyed) state cannot be rescaled (Flink's NON_PARTITIONED
+    # rule, RescalingITCase#testSavepointRescalingNonPartitionedStateCausesException): the
+    # second run has a fresh sink and the first run's count comes from the checkpoint
+    env2.configure(
+        {"execution.savepoint.path": str(middle.path), "execution.savepoint.ignore-unclaimed-state": "true"}
+    )
+    env2.execute("windows")
+    counts = dict(before)
+    for seen in progress2.final.values():
+        for result, n in seen.items():
+            counts[result] = counts.get(result, 0) + n
+    assert set(counts) == expected_windows("tumbling")
     assert {r: n for r, n in counts.items() if n != 1} == {}
