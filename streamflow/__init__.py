@@ -65,5 +65,13 @@ from .state.keyed import ListStateDescriptor as ListStateDescriptor
 from .state.keyed import MapStateDescriptor as MapStateDescriptor
 from .state.keyed import ReducingStateDescriptor as ReducingStateDescriptor
 from .state.keyed import ValueStateDescriptor as ValueStateDescriptor
+from .windowing import CountTrigger as CountTrigger
+from .windowing import EventTimeSessionWindows as EventTimeSessionWindows
+from .windowing import GlobalWindows as GlobalWindows
+from .windowing import ProcessingTimeSessionWindows as ProcessingTimeSessionWindows
+from .windowing import SlidingEventTimeWindows as SlidingEventTimeWindows
+from .windowing import SlidingProcessingTimeWindows as SlidingProcessingTimeWindows
+from .windowing import TumblingEventTimeWindows as TumblingEventTimeWindows
+from .windowing import TumblingProcessingTimeWindows as TumblingProcessingTimeWindows
 
 __version__ = "0.1.0"
