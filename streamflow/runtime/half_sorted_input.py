@@ -32,9 +32,8 @@ inputs enabled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from functools import cache
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 from ..state.codec import Codec
 from ..state.hashable_keys import probe
@@ -43,7 +42,7 @@ from .item_getters import failed_record
 from .loop_budget import yield_point
 from .operator import StreamOperator
 from .sort_buffer import DEFAULT_SORT_MEMORY, SortBuffer
-from .sorting_input import CoalescingOutput
+from .sorting_input import CoalescingOutput, put_in_front
 
 __all__ = ["HalfSortedInput", "install_half_sorted_input"]
 
@@ -61,18 +60,7 @@ def install_half_sorted_input(
     pass the other through first (module doc)."""
     if sum(k is not None for k in key_selectors) != 1:
         raise ValueError(f"operator {op.name!r}: exactly one input must be keyed, got {key_selectors!r}")
-    op.__class__ = _half_sorted_class(cast(Hashable, type(op)))
-    sorted_op: Any = op
-    sorted_op._half_keys = key_selectors
-    sorted_op._sort_memory = memory
-    sorted_op._sort_chunk = batch_size
-    if spill is not None:
-        sorted_op._sort_spill = spill
-
-
-@cache
-def _half_sorted_class(cls: Any) -> type:
-    return type(f"HalfSorted{cls.__name__}", (HalfSortedInput, cls), {"__module__": cls.__module__})
+    put_in_front(op, HalfSortedInput, "HalfSorted", memory, batch_size, spill)._half_keys = key_selectors
 
 
 class HalfSortedInput(StreamOperator):

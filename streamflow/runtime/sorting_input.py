@@ -78,17 +78,25 @@ def install_sorted_input(
     refuses may be pickled (None: it may not), the operators whose fallback was logged."""
     if not isinstance(op, TimerOperator):
         raise TypeError(f"operator {op.name!r}: a keyed operator must keep per-key timers to sort its input")
-    op.__class__ = _sorted_class(cast(Hashable, type(op)))
+    put_in_front(op, SortedKeyedInput, "Sorted", memory, batch_size, spill)
+
+
+def put_in_front(op: StreamOperator, front: type, prefix: str, memory: int, batch_size: int,
+                 spill: tuple[Codec, str | None, set[str]] | None) -> Any:
+    """Put ``front`` before ``op``'s own class (one class made per operator class) and give it the
+    sorter's settings; ``op``, typed for the front's attributes (half_sorted_input.py too)."""
+    op.__class__ = _front_class(front, prefix, cast(Hashable, type(op)))
     sorted_op: Any = op
     sorted_op._sort_memory = memory
     sorted_op._sort_chunk = batch_size
     if spill is not None:
         sorted_op._sort_spill = spill
+    return sorted_op
 
 
 @cache
-def _sorted_class(cls: Any) -> type:
-    return type(f"Sorted{cls.__name__}", (SortedKeyedInput, cls), {"__module__": cls.__module__})
+def _front_class(front: type, prefix: str, cls: Any) -> type:
+    return type(f"{prefix}{cls.__name__}", (front, cls), {"__module__": cls.__module__})
 
 
 class SortedKeyedInput(TimerOperator):
