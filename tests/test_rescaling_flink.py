@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_checkpointing import Gate, wait_until
 
 import streamflow as sf
 from streamflow.common import Types
@@ -29,28 +30,6 @@ from streamflow.state.key_groups import key_group_of, subtask_of_key_group
 KEYS = 42
 MAX_PARALLELISM = 13
 N1, N2 = 20, 10
-
-
-class Gate:
-    """Async source: yields the first ``stop`` records, then waits (the job stays running)."""
-
-    def __init__(self, data: list, stop: int) -> None:
-        self.data, self.stop = data, stop
-        self.release = asyncio.Event()
-
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
-        for i, r in enumerate(self.data):
-            if i == self.stop:
-                await self.release.wait()
-            yield r
-
-
-async def wait_until(cond: Any, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        assert loop.time() < end, "condition not reached in time"
-        await asyncio.sleep(0.005)
 
 
 class SubtaskIndexFlatMapper(sf.KeyedProcessFunction):
@@ -109,7 +88,7 @@ async def savepoint_of_first_job(tmp_path: Path, parallelism: int, backend: str 
     gate = Gate(data(), N1 * KEYS)
     out = keyed_job(env, env.from_async_iterable(gate.__aiter__).set_parallelism(1), N1, MAX_PARALLELISM)
     client = await env.execute_async("rescaling")
-    await wait_until(lambda: len(out) == KEYS)
+    await wait_until(lambda: len(out) == KEYS, timeout=20.0)
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await asyncio.wait_for(client.cancel(), 30)
     return path, out
