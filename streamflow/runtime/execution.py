@@ -42,8 +42,9 @@ from .operator import BatchTarget, StreamOperator
 from .sort_buffer import DEFAULT_SORT_MEMORY
 from .sort_runs import spill_opt_in
 from .sorting_input import install_sorted_input
+from .source_task import SourceTask
 from .start_gate import StartGate
-from .task import InputTask, SourceTask, Task
+from .task import InputTask, Task
 from .timestamps import TimestampsAndWatermarksOperator
 from .watermark_alignment import AlignmentMember, WatermarkAlignment
 from .writer import ChannelWriter, create_writer
