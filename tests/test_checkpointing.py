@@ -417,7 +417,12 @@ async def test_state_codec_refuses_arbitrary_objects_unless_pickle_is_opted_in(t
         await (await env.execute_async("points")).get_job_execution_result()
 
 
-def test_in_flight_channel_state_cannot_be_rescaled(tmp_path: Path) -> None:
+def test_in_flight_channel_state_without_a_layout_is_not_rescaled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Channel state written before entries named their channels (no ``layout``) restores at
+    the parallelism it was taken with, and is refused at another: it cannot be redistributed
+    (tests/test_unaligned_rescale_flink.py: with a layout it is)."""
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(64)
     env.enable_checkpointing(10)
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
@@ -427,22 +432,34 @@ def test_in_flight_channel_state_cannot_be_rescaled(tmp_path: Path) -> None:
     a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(SlowSink()).uid("sink").disable_chaining()
     env.execute("backpressure")
     storage = FileSystemCheckpointStorage(tmp_path / "chk")
-    # in-flight data of a task that changes parallelism (the sources are not parallel: in-flight
-    # data of theirs alone restores at any parallelism of the rest)
     with_state = [
         h
         for h in storage.complete_checkpoints()
         if any(t.startswith("sum#") for t in RestoredCheckpoint.load(h, sf.CheckpointConfig().codec).channels)
     ]
     assert with_state
-    env2 = sf.StreamExecutionEnvironment().set_parallelism(3)
-    env2.configure({"execution.savepoint.path": str(with_state[0].path)})
-    a, b = env2.from_collection(data[:1500]).uid("a"), env2.from_collection(data[1500:]).uid("b")
-    a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(lambda r: None).uid(
-        "sink"
-    ).disable_chaining()
-    with pytest.raises(sf.StateMismatchError, match="in-flight"):
-        env2.execute("backpressure")
+    loaded = RestoredCheckpoint.from_entries
+
+    def without_layout(*args: Any, **kwargs: Any) -> RestoredCheckpoint:
+        restored = loaded(*args, **kwargs)
+        for state in restored.channels.values():
+            assert state["layout"], "a new checkpoint names its channels"
+            state["layout"] = None
+        return restored
+
+    monkeypatch.setattr(RestoredCheckpoint, "from_entries", staticmethod(without_layout))
+    for parallelism in (2, 3):
+        env2 = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+        env2.configure({"execution.savepoint.path": str(with_state[0].path)})
+        a, b = env2.from_collection(data[:1500]).uid("a"), env2.from_collection(data[1500:]).uid("b")
+        sink = SlowSink()
+        a.union(b).key_by(lambda r: r[0]).sum(1).uid("sum").sink_to(sink).uid("sink").disable_chaining()
+        if parallelism == 2:
+            env2.execute("backpressure")
+            assert {r[0]: r[1] for r in sink.seen} == {f"k{i}": 300 for i in range(10)}
+        else:
+            with pytest.raises(sf.StateMismatchError, match="without its channel layout"):
+                env2.execute("backpressure")
 
 
 @pytest.mark.parametrize("mode", [sf.CheckpointingMode.EXACTLY_ONCE, sf.CheckpointingMode.AT_LEAST_ONCE])

@@ -83,6 +83,7 @@ class VerifyingSink(sf.Sink):
                     "seen": [[list(k), v] for k, v in self.state["seen"].items()],
                     "last": list(self.state["last"].items()),
                     "out_of_order": self.state["out_of_order"],
+                    "rescalable": True,  # initialize_state merges old subtasks' states at any parallelism
                 }
 
             def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
@@ -129,14 +130,18 @@ def source_records(name: str, progress: Progress) -> Callable[[], AsyncIterator[
     return records
 
 
+def in_flight_batches_of(handle: Any) -> int:
+    """How many batches of in-flight data (channel state) one checkpoint holds."""
+    total = 0
+    for state in RestoredCheckpoint.load(handle, sf.CheckpointConfig().codec).channels.values():
+        total += sum(len(b) for b in state["in"].values())
+        total += sum(len(b) for chs in state["out"].values() for b in chs.values())
+    return total
+
+
 def in_flight_batches(directory: Path) -> int:
     """How many batches of in-flight data (channel state) the checkpoints hold."""
-    total = 0
-    for handle in FileSystemCheckpointStorage(directory).complete_checkpoints():
-        for state in RestoredCheckpoint.load(handle, sf.CheckpointConfig().codec).channels.values():
-            total += sum(len(b) for b in state["in"].values())
-            total += sum(len(b) for chs in state["out"].values() for b in chs.values())
-    return total
+    return sum(map(in_flight_batches_of, FileSystemCheckpointStorage(directory).complete_checkpoints()))
 
 
 def job(
@@ -224,32 +229,18 @@ def test_unaligned_checkpoint_with_failure(
     # "Deviations from Flink"). Counts stay exactly once either way.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=sf.StateMismatchError,
-    reason="streamflow refuses to restore in-flight channel state of a task whose parallelism "
-    "changed (StateMismatchError 'in-flight'); Flink redistributes it (FLINK-17979, "
-    "UnalignedCheckpointRescaleITCase)",
-)
 @pytest.mark.parametrize("new_parallelism", [1, 3])
 def test_rescale_unaligned_checkpoint_with_in_flight_data(tmp_path: Path, new_parallelism: int) -> None:
     """``UnalignedCheckpointRescaleITCase#shouldRescaleUnalignedCheckpoint`` (keyed topology,
     parallelism 2 rescaled down to 1 and up to 3): restoring a retained unaligned checkpoint
     whose channel state holds in-flight data at another parallelism still counts every
-    record exactly once."""
+    record exactly once (Flink's own topologies: tests/test_unaligned_rescale_flink.py)."""
     progress = Progress()
     progress.failed = True  # no failure in the first run
     job(tmp_path, "keyed", 2, progress).execute("keyed")
     storage = FileSystemCheckpointStorage(tmp_path / "chk")
-    with_state = [
-        h
-        for h in storage.complete_checkpoints()
-        if any(
-            t.startswith("sink") or "Sink" in t
-            for t in RestoredCheckpoint.load(h, sf.CheckpointConfig().codec).channels
-        )
-    ]
-    assert with_state, "no checkpoint with in-flight data for the sink"
+    with_state = [h for h in storage.complete_checkpoints() if in_flight_batches_of(h)]
+    assert with_state, "no checkpoint with in-flight data"
     progress2 = Progress()
     progress2.failed, progress2.completed = True, 2
     env = job(tmp_path / "second", "keyed", new_parallelism, progress2)

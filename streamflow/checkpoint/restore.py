@@ -14,8 +14,10 @@ Entries of the former ``json`` codec still restore (read by
 Operator state is found again by *uid* and subtask index, so chaining may
 change between runs; keyed state is handed to every new subtask in full and
 each keeps the key groups it owns, so keyed operators may change parallelism.
-Channel state (unaligned checkpoints) belongs to a task and needs the same
-graph and parallelism.
+Channel state (unaligned checkpoints) belongs to a task; its entry lists the
+channels' *layout* (which operators and subtasks each channel joined) so that,
+when parallelism or chaining changed, ``runtime/channel_restore.py`` can
+redistribute the in-flight records (``checkpoint/channel_rescale.py``).
 
 Finished operators (FLIP-147): the entry of a task that had finished lists its
 chain's uids under ``"finished"`` and holds no keyed state (a finished subtask
@@ -27,8 +29,8 @@ parallelism, so its non-keyed state does not block a rescale.
 
 Validation (refusing a graph that no longer fits, with the uid named):
 state for a uid that is gone (unless non-restored state is allowed), a
-non-keyed stateful operator whose parallelism changed, channel state for a
-task that does not exist any more.
+non-keyed stateful operator whose parallelism changed; channel state that
+cannot be placed is refused by ``runtime/channel_restore.py``.
 """
 
 from __future__ import annotations
@@ -97,8 +99,9 @@ def encode_entry(
     records_codec: Codec | None = None,
     max_parallelism: int | None = None,
 ) -> bytes:
-    """``state["in"]``/``["out"]`` come encoded by :func:`encode_channel_state` (or ``{}``);
-    ``max_parallelism``: the task's number of key groups (see ``max_parallelism.py``)."""
+    """``state["in"]``/``["out"]`` come encoded by :func:`encode_channel_state` (or ``{}``),
+    ``state["layout"]`` (with channel state) names their channels; ``max_parallelism``: the
+    task's number of key groups (see ``max_parallelism.py``)."""
     body = codec.encode(
         {
             "task": task_id,
@@ -108,6 +111,7 @@ def encode_entry(
             "in": state["in"],
             "out": state["out"],
             **({"pickled": state["pickled"]} if state.get("pickled") else {}),
+            **({"layout": state["layout"]} if state.get("layout") else {}),
             **({"finished": state["finished"]} if state.get("finished") else {}),
             **({"max_parallelism": max_parallelism} if max_parallelism is not None else {}),
         }
@@ -196,7 +200,7 @@ class RestoredCheckpoint:
     source: str
     ops: dict[str, dict[int, Any]] = field(default_factory=dict)  # uid -> subtask -> state
     channels: dict[str, dict[str, Any]] = field(default_factory=dict)  # task id -> {"in", "out"}
-    task_parallelism: dict[str, int] = field(default_factory=dict)  # task id -> its parallelism
+    task_parallelism: dict[str, int] = field(default_factory=dict)  # task id -> its parallelism (every task)
     used: set[str] = field(default_factory=set)
     shared_path: Callable[[str], Path] | None = None  # the checkpoint's shared files (RocksDB SSTs)
     handle: CheckpointHandle | None = None  # where shared files are read from
@@ -230,10 +234,12 @@ class RestoredCheckpoint:
                 for uid in entry.get("finished") or ():
                     r.finished.setdefault(uid, set()).add(sub)
                     r.finished_parallelism[uid] = int(entry["parallelism"])
+                r.task_parallelism[task_id] = int(entry["parallelism"])
                 inp, out = _decode_channels(entry, reader, records_codec or codec, where)
                 if inp or out:
-                    r.channels[task_id] = {"in": inp, "out": out, "pickled": entry.get("pickled")}
-                    r.task_parallelism[task_id] = int(entry["parallelism"])
+                    r.channels[task_id] = {
+                        "in": inp, "out": out, "pickled": entry.get("pickled"), "layout": entry.get("layout"),
+                    }  # fmt: skip
             except StateMismatchError:
                 raise
             except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
@@ -313,12 +319,4 @@ class RestoredCheckpoint:
                 raise StateMismatchError(
                     f"operator uid {uid!r} has non-keyed state from {before} subtasks but now runs "
                     f"with parallelism {now}: only keyed state can be rescaled"
-                )
-        for task_id, before in self.task_parallelism.items():
-            head = task_id.rsplit("#", 1)[0]
-            if parallelism_of.get(head) != before:
-                raise StateMismatchError(
-                    f"checkpoint {self.source} holds in-flight data (unaligned channel state) of task "
-                    f"{task_id!r} at parallelism {before}, which this job does not have: in-flight "
-                    "records cannot be redistributed; restore from an aligned savepoint to rescale"
                 )

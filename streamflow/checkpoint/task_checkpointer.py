@@ -76,6 +76,7 @@ class CheckpointedTask(Protocol):
     gate: Any
     checkpointer: TaskCheckpointer | None
     operators: list[Any]  # the chain, head first (names for errors about in-flight records)
+    channel_layout: dict[str, list[Any]]  # what its channels join (runtime/channel_restore.py)
 
     def post(self, mail: Callable[[], Awaitable[None]]) -> None: ...
     def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]: ...
@@ -164,11 +165,13 @@ class TaskCheckpointer:
         return encode_channel_state(self.driver.config.get_records_codec(), name, channels)
 
     def _encode_channel_state(self, state: dict[str, Any]) -> None:
-        """Encode ``state["in"]``/``["out"]`` in place: the records of streams declared
+        """Encode ``state["in"]``/``["out"]`` in place (and name their channels under
+        ``"layout"``): the records of streams declared
         ``Types.PICKLED_BYTE_ARRAY()`` pickled first (listed under ``"pickled"``), then all
         with the job's records codec (``channel_types.py``)."""
         inp, out, listing = state["in"], state["out"], None
         if inp or out:
+            state["layout"] = self.task.channel_layout  # a restore at another parallelism needs it
             inp, out, listing = pickle_channels(
                 inp, out, getattr(self.task, "input_types", ()), getattr(self.task, "writer_types", ())
             )

@@ -18,11 +18,11 @@ from typing import Any, cast
 import anyio
 import anyio._backends._asyncio  # preloaded: see the comment after the imports
 
-from ..checkpoint.channel_types import declared_pickled, restored_channels
+from ..checkpoint.channel_types import declared_pickled
 from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
 from ..checkpoint.driver import CheckpointDriver
 from ..checkpoint.max_parallelism import fit_max_parallelism
-from ..checkpoint.restore import RestoredCheckpoint, StateMismatchError
+from ..checkpoint.restore import RestoredCheckpoint
 from ..checkpoint.storage import FileSystemCheckpointStorage
 from ..checkpoint.task_checkpointer import CheckpointedTask
 from ..clock import Clock
@@ -30,6 +30,7 @@ from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, 
 from ..state.key_groups import key_group_range
 from ..state.keyed import IncrementalSettings, KeyedStateBackend
 from .channel import ByteBudget, Channel, InputGate
+from .channel_restore import InFlightRestore, channel_layout
 from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
 from .gc_policy import GC_POLICY
@@ -128,6 +129,7 @@ class Execution:
                 config.allow_non_restored_state,
             )
             fit_max_parallelism(restore, graph, {graph.uid_of(n) for n in graph.nodes if n.keyed})
+            self._in_flight = InFlightRestore(restore, graph, config.allow_non_restored_state)
         self._build()
         self.driver = CheckpointDriver(
             job_name,
@@ -321,8 +323,9 @@ class Execution:
                 except Exception as exc:  # which operator could not take its state
                     exc.add_note(f"while restoring operator {node.name!r} (uid {ctx.uid!r}), subtask {sub}")
                     raise
+        task.channel_layout = channel_layout(g, nodes, sub)
         if self.restore is not None:
-            self._restore_channels(task, task_id)
+            self._in_flight.apply(task, task_id, nodes, sub, self.operators)
         return task
 
     def _alignment_member(self, source: StreamNode, sub: int) -> AlignmentMember | None:
@@ -347,35 +350,6 @@ class Execution:
         maxp = g.vertex_of[node.id].max_parallelism
         groups = key_group_range(sub, maxp, g.parallelism[node.id])
         return self.restore.for_operator(g.uid_of(node), sub, groups)
-
-    def _restore_channels(self, task: Task, task_id: str) -> None:
-        assert self.restore is not None
-        state = self.restore.channels.get(task_id)
-        if state is None:
-            return
-        inp, out = restored_channels(
-            task_id,
-            {int(c): b for c, b in state["in"].items()},
-            {int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()},
-            state.get("pickled"),
-            getattr(task, "input_types", ()),
-            task.writer_types,
-        )
-        try:
-            task.restored_out = out
-            for w, chs in task.restored_out.items():
-                for c in chs:
-                    task.writers[w].channels[c]
-            if isinstance(task, InputTask):
-                task.restored_in = inp
-                for c in task.restored_in:
-                    task.gate.channels[c]
-        except (IndexError, KeyError):
-            raise StateMismatchError(
-                f"checkpoint {self.restore.source} holds in-flight data (unaligned channel state) for "
-                f"task {task_id!r} that does not match this job's channels: restore from an aligned "
-                "savepoint to change the graph or parallelism"
-            ) from None
 
     def _context(self, node: StreamNode, sub: int, task: Task) -> OperatorContext:
         g = self.graph

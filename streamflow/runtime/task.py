@@ -97,6 +97,9 @@ class Task(ChainState):
         self.parallelism = 1  # of the job vertex this task belongs to
         self.max_parallelism: int | None = None  # of that vertex (its key groups), for checkpoints
         self.restored_out: dict[int, dict[int, list]] = {}  # output channel state to re-send
+        # in-flight data redistributed at a rescale (channel_restore.py): (operator, input, batches)
+        self.restored_replay: list[tuple[StreamOperator, int, list]] = []
+        self.channel_layout: dict[str, list[Any]] = {"in": [], "out": []}  # (channel_restore.py)
         self.writer_types: list[Any] = []  # the declared record type of each writer's stream (or None)
         self._finish_waiter: asyncio.Future[None] | None = None  # see _wait_for_final_checkpoint
         # metrics (read by runtime/job_metrics.py): the chain's outputs, loop time spent waiting
@@ -209,6 +212,7 @@ class Task(ChainState):
                 self.budget.chores.append(self._seal_dirty)
             await self._all_opened()
             await self._start()
+            await self._replay_in_flight()
             for w, per_channel in self.restored_out.items():
                 for c, batches in per_channel.items():
                     for batch in batches:
@@ -232,6 +236,16 @@ class Task(ChainState):
                 self.budget.chores.remove(self._seal_dirty)
             with anyio.CancelScope(shield=True):
                 await self._cleanup(error)
+
+    async def _replay_in_flight(self) -> None:
+        """In-flight records redistributed at a rescale, into their operators before any input."""
+        for op, input_index, batches in self.restored_replay:
+            process = op.process_batch2 if input_index == 1 else op.process_batch  # type: ignore[attr-defined]
+            for records, timestamps in batches:
+                await process(list(records), None if timestamps is None else list(timestamps))
+                if self.budget.due():
+                    await self.budget.pause()
+        self.restored_replay = []
 
     async def _run_finished_on_restore(self) -> None:
         """A task restored from a checkpoint in which it had finished (FLIP-147; Flink's
