@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,8 @@ import streamflow as sf
 from streamflow.checkpoint.restore import RestoredCheckpoint
 from streamflow.checkpoint.storage import FileSystemCheckpointStorage
 from streamflow.common import Types
+from streamflow.datastream.functions import KeyedBroadcastProcessFunction
+from streamflow.datastream.state import MapStateDescriptor
 from streamflow.runtime.operator import StreamOperator
 from streamflow.state.key_groups import key_group_of, subtask_of_key_group
 
@@ -48,6 +51,9 @@ class Progress:
         self.completed = 0
         self.hold = True  # the first run holds the second half of its input until checkpoints completed
         self.final: dict[str, Any] = {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Progress:
+        return self  # one for every subtask's copy of a function (like an external counter)
 
 
 class VerifyingSink(sf.Sink):
@@ -263,3 +269,90 @@ def test_output_state_of_an_unchanged_upstream_follows_the_new_key_groups(tmp_pa
     env.execute(f"keyed at {new_p}")
     assert second.final["duplicates"] == 0
     assert second.final["seen"] == set(range(N))
+
+
+RULES = 120
+RULES_STATE = MapStateDescriptor("rules", Types.STRING(), Types.INT())
+
+
+class BroadcastProgress(Progress):
+    def __init__(self) -> None:
+        super().__init__()
+        self.views: dict[int, int] = {}  # subtask -> how many rules its broadcast state holds
+
+
+class Rules(KeyedBroadcastProcessFunction):
+    """Every rule is applied once per subtask: its broadcast state never meets a rule twice,
+    and at the end every subtask's state holds every rule."""
+
+    def __init__(self, progress: BroadcastProgress) -> None:
+        self.progress = progress
+
+    def open(self, ctx: sf.RuntimeContext) -> None:
+        self.index = ctx.get_index_of_this_subtask()
+
+    def process_broadcast_element(self, rule: str, ctx: Any) -> None:
+        time.sleep(0.001)  # a slow broadcast side: barriers overtake queued rules
+        state = ctx.get_broadcast_state(RULES_STATE)
+        if state.contains(rule):
+            raise AssertionError(f"rule {rule} applied twice at subtask {self.index}")
+        state.put(rule, 1)
+
+    def process_element(self, probe: str, ctx: Any) -> None:
+        self.progress.views[self.index] = len(list(ctx.get_broadcast_state(RULES_STATE).keys()))
+
+
+def probes(progress: BroadcastProgress, parallelism: int) -> Callable[[], AsyncIterator[str]]:
+    """Probe keys (reaching every subtask) until every subtask saw every rule (at most 30 s)."""
+
+    async def records() -> AsyncIterator[str]:
+        for _ in range(3_000):
+            if len(progress.views) == parallelism and set(progress.views.values()) == {RULES}:
+                return
+            for n in range(40):
+                yield f"p{n}"
+            await asyncio.sleep(0.01)
+
+    return records
+
+
+def broadcast_job(directory: Path, p: int, progress: BroadcastProgress) -> sf.StreamExecutionEnvironment:
+    env = sf.StreamExecutionEnvironment().set_parallelism(p).set_batch_size(4).set_channel_capacity(8)
+    env.enable_checkpointing(10)
+    cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(directory)
+    cfg.set_max_retained_checkpoints(1_000).enable_unaligned_checkpoints()
+
+    async def rules() -> AsyncIterator[str]:
+        for n in range(RULES):
+            yield f"r{n}"
+
+    main = env.from_async_iterable(probes(progress, p)).uid("probes").set_parallelism(1)
+    rule_stream = env.from_async_iterable(rules).uid("rules").set_parallelism(1)
+    joined = main.key_by(lambda k: k).connect(rule_stream.broadcast(RULES_STATE)).process(Rules(progress))
+    joined.uid("apply-rules").add_sink(lambda r: None).uid("sink")
+    return env
+
+
+@pytest.mark.parametrize(("old_p", "new_p"), [(2, 3), (3, 2), (2, 1)])
+def test_broadcast_in_flight_data_follows_the_broadcast_state(tmp_path: Path, old_p: int, new_p: int) -> None:
+    """A keyed broadcast operator rescaled from an unaligned checkpoint whose channel state
+    holds rules still in flight to it: new subtask ``s`` restores the broadcast state of old
+    subtask ``s mod old_p`` and replays that subtask's in-flight copy, so every subtask applies
+    every rule exactly once (a copy from another old subtask would miss some rules and apply
+    others twice: the subtasks' progress differed). Flink keeps broadcast channels aligned
+    instead (FLINK-22815); streamflow's rule is checked here."""
+    first = BroadcastProgress()
+    broadcast_job(tmp_path / "chk", old_p, first).execute(f"rules at {old_p}")
+    assert first.views == dict.fromkeys(range(old_p), RULES)
+    handles = [
+        h
+        for h in FileSystemCheckpointStorage(tmp_path / "chk").complete_checkpoints()
+        if in_flight_records(h)
+    ]
+    assert handles, "no checkpoint holds rules in flight"
+    second = BroadcastProgress()
+    second.hold = False
+    env = broadcast_job(tmp_path / "chk2", new_p, second)
+    env.configure({"execution.savepoint.path": str(max(handles, key=in_flight_records).path)})
+    env.execute(f"rules at {new_p}")
+    assert second.views == dict.fromkeys(range(new_p), RULES)
