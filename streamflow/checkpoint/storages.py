@@ -17,9 +17,11 @@ PyFlink's classes name the same two choices:
 * :class:`FileSystemCheckpointStorage` -- checkpoints in a directory. ``file://`` URIs and
   plain paths are accepted; other schemes (``hdfs://``, ``s3://``) need Flink's file
   systems and are refused with that reason. A ``file://`` URI with a host
-  (``file://var/checkpoints``) is refused too, a documented difference: Flink keeps it and
-  its local file system ignores the host, so ``var`` is silently not part of the path
-  (``/checkpoints``), which is rarely what was meant; write ``file:///var/checkpoints``.
+  (``file://var/checkpoints``) is kept by the storage object, as PyFlink keeps it
+  (``get_checkpoint_path()`` answers it), but a job refuses to checkpoint there, a
+  documented difference: Flink's local file system ignores the host, so ``var`` is
+  silently not part of the path (``/checkpoints``), which is rarely what was meant; the
+  error says to write ``file:///var/checkpoints``.
   ``file_state_size_threshold`` and ``write_buffer_size`` tune Flink's stream writers;
   streamflow writes each entry as one file with one atomic rename, so they are recorded and
   logged, not used.
@@ -55,6 +57,33 @@ class ExternalizedCheckpointRetention(enum.Enum):
     DELETE_ON_CANCELLATION = "DELETE_ON_CANCELLATION"
     RETAIN_ON_CANCELLATION = "RETAIN_ON_CANCELLATION"
     NO_EXTERNALIZED_CHECKPOINTS = "NO_EXTERNALIZED_CHECKPOINTS"
+
+
+class _HostUri:
+    """A ``file://`` URI with a host, kept as given; using it as a directory is refused."""
+
+    def __init__(self, uri: str, error: ValueError) -> None:
+        self.uri, self.error = uri.rstrip("/"), error
+
+    def directory(self) -> Path:
+        raise ValueError(str(self.error))
+
+
+def _storage_path(path: str | Path) -> Path | _HostUri:
+    try:
+        return local_path(path)
+    except ValueError as exc:
+        if urlparse(str(path)).scheme == "file":  # only a host: PyFlink accepts it until used
+            return _HostUri(str(path), exc)
+        raise
+
+
+def _directory(path: Path | _HostUri | None) -> Path | None:
+    return path.directory() if isinstance(path, _HostUri) else path
+
+
+def _shown(path: Path | _HostUri | None) -> str | None:
+    return None if path is None else path.uri if isinstance(path, _HostUri) else str(path)
 
 
 def local_path(path: str | Path, what: str = "checkpoint path") -> Path:
@@ -95,7 +124,7 @@ class JobManagerCheckpointStorage(CheckpointStorage):
     DEFAULT_MAX_STATE_SIZE = 5 * 1024 * 1024
 
     def __init__(self, checkpoint_path: str | Path | None = None, max_state_size: int | None = None) -> None:
-        self._path = local_path(checkpoint_path) if checkpoint_path is not None else None
+        self._path = _storage_path(checkpoint_path) if checkpoint_path is not None else None
         if max_state_size is not None:
             if max_state_size <= 0:
                 raise ValueError(f"max_state_size must be positive, got {max_state_size}")
@@ -113,13 +142,13 @@ class JobManagerCheckpointStorage(CheckpointStorage):
 
     def get_checkpoint_path(self) -> str | None:
         """The directory the checkpoints are written to, or None (kept in memory)."""
-        return None if self._path is None else str(self._path)
+        return _shown(self._path)
 
     def directory(self) -> Path | None:
-        return self._path
+        return _directory(self._path)
 
     def __repr__(self) -> str:
-        return f"JobManagerCheckpointStorage({'' if self._path is None else repr(str(self._path))})"
+        return f"JobManagerCheckpointStorage({'' if self._path is None else repr(_shown(self._path))})"
 
 
 class FileSystemCheckpointStorage(CheckpointStorage):
@@ -131,7 +160,7 @@ class FileSystemCheckpointStorage(CheckpointStorage):
         file_state_size_threshold: int | None = None,
         write_buffer_size: int | None = None,
     ) -> None:
-        self._path = local_path(checkpoint_path)
+        self._path = _storage_path(checkpoint_path)
         for name, value in (
             ("file_state_size_threshold", file_state_size_threshold),
             ("write_buffer_size", write_buffer_size),
@@ -147,7 +176,7 @@ class FileSystemCheckpointStorage(CheckpointStorage):
         self._write_buffer_size = write_buffer_size
 
     def get_checkpoint_path(self) -> str:
-        return str(self._path)
+        return str(_shown(self._path))
 
     def get_min_file_size_threshold(self) -> int:
         return self._threshold if self._threshold is not None else 20 * 1024
@@ -156,10 +185,10 @@ class FileSystemCheckpointStorage(CheckpointStorage):
         return self._write_buffer_size if self._write_buffer_size not in (None, -1) else 4096
 
     def directory(self) -> Path | None:
-        return self._path
+        return _directory(self._path)
 
     def __repr__(self) -> str:
-        return f"FileSystemCheckpointStorage({str(self._path)!r})"
+        return f"FileSystemCheckpointStorage({_shown(self._path)!r})"
 
 
 class CustomCheckpointStorage(CheckpointStorage):

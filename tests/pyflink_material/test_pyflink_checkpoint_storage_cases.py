@@ -3,11 +3,10 @@
 expected values. ``test_constant`` compares with Java's
 ``JobManagerCheckpointStorage.DEFAULT_MAX_STATE_SIZE``; the port with its value, 5 MiB.
 
-Strict xfails: the URI ``file://var/checkpoints/`` the cases use is refused, a documented
-difference (``streamflow/checkpoint/storages.py``): a ``file://`` URI with a host, ``var``;
-Flink keeps it and its local file system ignores the host. So
-``test_create_jobmanager_checkpoint_storage``, ``test_create_fs_checkpoint_storage``,
-``test_get_min_file_size_threshold`` and ``test_get_checkpoint_path`` fail on it;
+The cases' URI ``file://var/checkpoints/`` names a host, ``var``: the storage objects keep
+it as PyFlink's do, but a job refuses to checkpoint there, a documented difference
+(``streamflow/checkpoint/storages.py``; Flink's local file system ignores the host);
+``test_file_uri_with_a_host_is_refused_when_used`` (not Flink's) checks the error, and
 ``test_*_local_path`` (not Flink's) run the same calls with ``file:///`` URIs.
 ``test_jobmanager_storage_with_a_path_writes_checkpoints_there`` (not Flink's): with a
 ``checkpoint_path`` Flink persists each checkpoint there (the metadata, with this storage's
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyflink_harness import known_failures
 
 from streamflow.checkpoint.storage import FileSystemCheckpointStorage as Directory
 from streamflow.datastream import (
@@ -29,16 +27,6 @@ from streamflow.datastream import (
     JobManagerCheckpointStorage,
     StreamExecutionEnvironment,
 )
-
-_HOST_URI = "streamflow refuses the file:// URI with a host ('var') that Flink keeps"
-FAILING = {
-    "test_create_jobmanager_checkpoint_storage": _HOST_URI,
-    "test_create_fs_checkpoint_storage": _HOST_URI,
-    "test_get_min_file_size_threshold": _HOST_URI,
-    "test_get_checkpoint_path": _HOST_URI,
-}
-
-_known_failure = known_failures(FAILING)
 
 
 def test_constant() -> None:
@@ -91,11 +79,17 @@ def test_fs_checkpoint_storage_local_path(tmp_path: Path) -> None:
     assert storage.get_min_file_size_threshold() == 2048
 
 
-def test_file_uri_with_a_host_is_refused_with_the_fix() -> None:
-    with pytest.raises(ValueError, match="write file:///var/checkpoints/"):
-        FileSystemCheckpointStorage("file://var/checkpoints/")
+def test_file_uri_with_a_host_is_refused_when_used() -> None:
+    config = StreamExecutionEnvironment.get_execution_environment().get_checkpoint_config()
+    for storage in (
+        FileSystemCheckpointStorage("file://var/checkpoints/"),
+        JobManagerCheckpointStorage("file://var/x"),
+    ):
+        with pytest.raises(ValueError, match=r"ignore the host 'var'.*write file:///var/"):
+            config.set_checkpoint_storage(storage)
+    assert config.get_checkpoint_storage_dir() is None  # nothing changed
     with pytest.raises(ValueError, match="ignore the host 'var'"):
-        JobManagerCheckpointStorage("file://var/checkpoints/")
+        config.set_checkpoint_storage_dir("file://var/checkpoints")
 
 
 async def _slow(record: Any) -> Any:
