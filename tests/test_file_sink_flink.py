@@ -133,7 +133,10 @@ def _file_sink(path: Path, compact: bool = False) -> Any:
     )
     if compact:
         strategy = (
-            FileCompactStrategy.builder().set_size_threshold(10_000).enable_compaction_on_checkpoint(5).build()
+            FileCompactStrategy.builder()
+            .set_size_threshold(10_000)
+            .enable_compaction_on_checkpoint(5)
+            .build()
         )
         builder = builder.enable_compact(strategy, FileCompactor.concat_file_compactor(b""))
     return builder.build()
@@ -460,14 +463,20 @@ async def test_number_records_out_counter(tmp_path: Path) -> None:
     env.from_collection(["1", "2", "3"]).sink_to(sink).uid("file-sink")
     client = await env.execute_async("records-out")
     result = await client.get_job_execution_result()
-    metrics = {k.removeprefix("file-sink[0]."): v for k, v in result.metrics.items()
-               if k.startswith("file-sink[0].")}
+    metrics = {
+        k.removeprefix("file-sink[0]."): v for k, v in result.metrics.items() if k.startswith("file-sink[0].")
+    }
     assert metrics["numRecordsOut"] == metrics["numRecordsSend"] == 3
     assert metrics["numBytesOut"] == metrics["numBytesSend"] == 3 * len("1\n")
     assert metrics["numRecordsOutErrors"] == metrics["numRecordsSendErrors"] == 0
     assert metrics["currentSendTime"] == 0
-    (sink_op,) = [op for v in client.get_metrics_snapshot()["vertices"] for s in v["subtasks"]
-                  for op in s["operators"] if op["uid"] == "file-sink"]
+    (sink_op,) = [
+        op
+        for v in client.get_metrics_snapshot()["vertices"]
+        for s in v["subtasks"]
+        for op in s["operators"]
+        if op["uid"] == "file-sink"
+    ]
     assert sink_op["numRecordsOut"] == 3
 
 
@@ -502,3 +511,61 @@ async def test_records_out_count_per_write_and_errors_count_a_failed_write(tmp_p
     assert read["sink[0].numRecordsSendErrors"] == read["sink[0].numRecordsOutErrors"] == 2
     assert read["sink[0].numRecordsSend"] == 3
     await op.close()
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_failed_publication_at_the_job_end_is_retried_without_running_the_job_again(
+    tmp_path: Path, compact: bool
+) -> None:
+    """A batch job's FileSink publishes every subtask's files once all tasks finished; when
+    that publication fails part way (an injected fault after the first rename: some files
+    visible, others still pending), the restart strategy retries the publication alone, as
+    Flink's committer retries its committables: the tasks' output is complete, and running
+    them again would write the published records a second time."""
+    from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
+    from streamflow.testing import faults
+
+    out = tmp_path / "out"
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 10))
+    builder = (
+        FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
+        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+        .with_rolling_policy(PartSizeAndCheckpointRollingPolicy(1024))
+    )
+    if compact:
+        strategy = FileCompactStrategy.builder().set_size_threshold(4096).build()
+        builder = builder.enable_compact(strategy, FileCompactor.concat_file_compactor(b""))
+    n = 3000
+    env.from_collection(list(range(n))).rebalance().map(lambda v: v).set_parallelism(NUM_SINKS).sink_to(
+        builder.build()
+    ).set_parallelism(NUM_SINKS)
+    faults.inject("commit", 0, times=1)
+    try:
+        result = env.execute("file sink")
+        assert faults.hits("commit") == 1, "the publication did not fail"
+    finally:
+        faults.clear()
+    assert result.metrics["job.numRestarts"] == 0  # the tasks ran once
+    counts = Counter(int(line) for f in _finished_files(out) for line in f.read_text().splitlines())
+    assert counts == Counter(range(n))
+    assert [p.name for p in out.rglob(".*")] == []
+
+
+def test_a_failed_publication_at_the_job_end_without_restarts_fails_the_job_naming_it(tmp_path: Path) -> None:
+    from streamflow.testing import faults
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.from_collection(list(range(100))).sink_to(
+        FileSink.for_row_format(str(tmp_path / "out"), Encoder.simple_string_encoder()).build()
+    )
+    faults.inject("commit", 0, times=1)
+    try:
+        with pytest.raises(
+            Exception, match="every task finished, but publishing its output at the job's end failed"
+        ):
+            env.execute("file sink")
+    finally:
+        faults.clear()

@@ -272,10 +272,9 @@ class BucketCompaction:
         return groups
 
     def publish_all(self) -> list[list[str]]:
-        """Without checkpointing, at the end: every compacted group, to publish now."""
-        groups = [g for cid in sorted(self.compacted) for g in self.compacted[cid]] + self.finished
-        self.compacted, self.finished = {}, []
-        return groups
+        """Without checkpointing, at the end: every compacted group, to publish now (kept until
+        the caller published them: a failed publication is retried, ``SinkCompaction``)."""
+        return [g for cid in sorted(self.compacted) for g in self.compacted[cid]] + self.finished
 
     @staticmethod
     def restored(

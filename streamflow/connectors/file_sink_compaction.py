@@ -160,7 +160,7 @@ class SinkCompaction:
         """Without checkpointing, after :meth:`end_of_input`: every compacted file becomes visible."""
         for bucket_id, c in list(self.buckets.items()):
             groups = c.publish_all()
-            if groups:
+            if groups:  # idempotent: a retry after a failure part way publishes the rest
                 await anyio.to_thread.run_sync(publish_groups, self._parts_of(bucket_id), groups, 0)
             del self.buckets[bucket_id]
 

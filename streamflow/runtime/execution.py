@@ -26,6 +26,7 @@ from ..checkpoint.restore import RestoredCheckpoint
 from ..checkpoint.storage import FileSystemCheckpointStorage
 from ..checkpoint.task_checkpointer import CheckpointedTask
 from ..clock import Clock
+from ..errors import StreamflowError
 from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, is_chained
 from ..state.key_groups import key_group_range
 from ..state.keyed import IncrementalSettings, KeyedStateBackend
@@ -416,8 +417,14 @@ class Execution:
                 for task in self.tasks:
                     tg.start_soon(task.run, name=task.name)
                 tg.start_soon(self.driver.run, name="checkpoint driver")
-            for action in self.job_end:  # every task finished: the deferred publications
-                await action()
+            if self.job_end:  # every task finished: the deferred publications
+                try:
+                    await self.run_job_end()
+                except Exception as exc:
+                    raise JobEndError(
+                        f"job {self.job_name!r}: every task finished, but publishing its output at the "
+                        f"job's end failed: {exc!r}"
+                    ) from exc
         except BaseExceptionGroup as group:
             error = primary_error(group)
             raise error from None
@@ -432,6 +439,13 @@ class Execution:
             detail = "was cancelled" if cancelled else "finished" if error is None else f"failed: {error!r}"
             with anyio.CancelScope(shield=True):
                 await self.driver.settle(detail, None if cancelled else error)
+
+    async def run_job_end(self) -> None:
+        """What operators deferred to the job's successful end (``OperatorContext.job_end``: a
+        file sink without checkpoints publishing its files). Each action is idempotent, so a
+        retry after a failure runs them all again (``JobClient``), never the tasks."""
+        for action in self.job_end:
+            await action()
 
     def read_metrics(self) -> dict[str, float | int]:
         out = read_metrics(self.metrics)
@@ -453,6 +467,11 @@ class Execution:
             elif isinstance(t, InputTask):
                 out[f"{t.name}.numRecordsIn"] = t.records_in
         return out
+
+
+class JobEndError(StreamflowError, RuntimeError):
+    """Every task finished, but an action deferred to the job's end failed (``__cause__``):
+    the output is complete, so only that publication is retried, never the tasks."""
 
 
 def primary_error(group: BaseExceptionGroup) -> BaseException:

@@ -19,7 +19,7 @@ from ..errors import StreamflowError
 from ..graph import JobGraph
 from .checkpoint_stats import CheckpointStatsTracker
 from .events import CheckpointType
-from .execution import Execution, RuntimeConfig
+from .execution import Execution, JobEndError, RuntimeConfig
 from .gc_policy import GC_POLICY
 from .job_metrics import JobMetricsReader
 
@@ -83,6 +83,7 @@ class JobClient:
             FileSystemCheckpointStorage(ck.storage_dir, retain=ck.retained) if ck.storage_dir else None
         )
         self.restarts = 0
+        self.publish_retries = 0  # of the publication at the job's end (_retry_job_end)
         self.job_id = uuid.uuid4().hex  # as Flink's JobID: 32 hex digits
         self.last_failure_cause: str | None = None
         self.rest: Any = None  # the RestServer when rest.port is configured (streamflow.rest)
@@ -158,6 +159,9 @@ class JobClient:
             try:
                 await self.execution.run()
                 break
+            except JobEndError as exc:
+                await self._retry_job_end(exc)
+                break
             except BaseException as exc:
                 if self._cancel_requested or not isinstance(exc, Exception):
                     self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
@@ -205,6 +209,36 @@ class JobClient:
         """Fields on every job log record, for structured (e.g. JSON) log formatters."""
         return {"job_name": self.job_name, "job_id": self.job_id, "restarts": self.restarts}
 
+    async def _retry_job_end(self, error: JobEndError) -> None:
+        """Every task finished but the publication at the job's end failed: retry it alone, as
+        the restart strategy allows (Flink's committer retries its committables; running the
+        tasks again would write the records already published a second time)."""
+        strategy = self._config.restart_strategy
+        failure: Exception = error
+        while True:
+            delay_ms = strategy.next_delay_ms(self._clock.now_ms())
+            self.last_failure_cause = f"{type(failure).__name__}: {failure}"
+            if delay_ms is None:
+                self._status = JobStatus.FAILED
+                if isinstance(strategy, NoRestart):
+                    raise error
+                raise RestartsExhaustedError(
+                    f"job {self.job_name!r}: publishing its output at the job's end failed and the "
+                    f"restart strategy {strategy!r} allows no further retry; last failure: {failure!r}"
+                ) from failure
+            self.publish_retries += 1
+            _log.warning(
+                "job %r: %s; retry %d of the publication in %d ms by the restart strategy %r (the "
+                "tasks are not run again: their output is complete)", self.job_name, failure,
+                self.publish_retries, delay_ms, strategy, extra=self._log_fields(),
+            )  # fmt: skip
+            await asyncio.sleep(delay_ms / 1000)
+            try:
+                await self.execution.run_job_end()
+                return
+            except Exception as exc:
+                failure = exc
+
     def get_job_id(self) -> str:
         return self.job_id
 
@@ -216,6 +250,7 @@ class JobClient:
         metrics = self._metrics_reader.flat(self._metrics_reader.snapshot())
         metrics.update(self.execution.read_metrics())
         metrics["job.numRestarts"] = self.restarts
+        metrics["job.numPublishRetries"] = self.publish_retries  # of the job-end publication
         restore = self.execution.restore
         metrics["job.restoredCheckpointId"] = restore.checkpoint_id if restore is not None else 0
         return metrics
