@@ -160,7 +160,11 @@ class JobClient:
                 await self.execution.run()
                 break
             except JobEndError as exc:
-                await self._retry_job_end(exc)
+                try:
+                    await self._retry_job_end(exc)
+                except BaseException:
+                    self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
+                    raise
                 break
             except BaseException as exc:
                 if self._cancel_requested or not isinstance(exc, Exception):
