@@ -192,3 +192,61 @@ def test_an_event_time_window_refuses_records_with_the_minimum_timestamp(batch_s
     out.print()
     with pytest.raises(Exception, match="no timestamp"):
         env.execute()
+
+
+class WatermarkSeen(sf.ProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timer_service().current_watermark())
+
+
+class KeyedWatermarkSeen(sf.KeyedProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timer_service().current_watermark())
+
+
+def _watermarks_seen(script: list, parallelism: int, keyed: bool) -> list:
+    from streamflow.testing import ListSink, ScriptedSource
+
+    env = sf.StreamExecutionEnvironment()
+    env.set_parallelism(parallelism)
+    sink = ListSink()
+    ds = env.from_source(ScriptedSource(script), None, "scripted").set_parallelism(1)
+    out = ds.key_by(lambda v: 0).process(KeyedWatermarkSeen()) if keyed else ds.process(WatermarkSeen())
+    out.sink_to(sink)
+    env.execute()
+    return sorted(sink.results)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["chained", "keyed"])
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_a_sources_watermark_passes_only_above_every_earlier_one(parallelism: int, keyed: bool) -> None:
+    """Flink's ``WatermarkToDataOutput.emitWatermark`` (the output of every FLIP-27 source,
+    flink-streaming-java ``api/operators/source/WatermarkToDataOutput.java``): a watermark
+    not above the highest one emitted so far is dropped, so the operators after a source never
+    see time go back, whether chained to it (parallelism 1) or behind a channel. streamflow
+    passed a source's watermarks as they came: the chained operator saw 20, then 5."""
+    from streamflow.testing import Record
+
+    script = [
+        Record("a", 5), sf.Watermark(20), sf.Watermark(5), Record("b", 25),
+        Record("c", 15), sf.Watermark(12), sf.Watermark(30), Record("d", 40),
+    ]  # fmt: skip
+    assert _watermarks_seen(script, parallelism, keyed) == [("a", MIN), ("b", 20), ("c", 20), ("d", 30)]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["chained", "keyed"])
+@pytest.mark.parametrize("parallelism", [1, 4])
+def test_a_sources_watermark_after_idle_marks_it_active_first(parallelism: int, keyed: bool) -> None:
+    """``WatermarkToDataOutput.emitWatermark``: a watermark of a source that went idle first
+    marks its output ACTIVE, then passes (and ``markIdle``/ACTIVE pass only on a change).
+    streamflow forwarded the watermark on the idle channel, where the downstream valve drops
+    it (StatusWatermarkValve: a watermark on an idle channel is ignored), so the records
+    after it saw no watermark at all behind a channel."""
+    from streamflow.runtime.events import WatermarkStatus
+    from streamflow.testing import Record
+
+    script = [
+        Record("a", 1), WatermarkStatus.IDLE, WatermarkStatus.IDLE, sf.Watermark(20), Record("b", 25),
+        WatermarkStatus.ACTIVE, sf.Watermark(30), Record("c", 35),
+    ]  # fmt: skip
+    assert _watermarks_seen(script, parallelism, keyed) == [("a", MIN), ("b", 20), ("c", 30)]

@@ -1,12 +1,24 @@
-"""A source task: polls a :class:`SourceReader` and pushes its batches into the chain.
+"""The task of a source chain: it polls a :class:`SourceReader` and pushes into the chain.
 
-The source side of Flink's ``SourceOperatorStreamTask``: the reader is started when
-the task starts input (after every task of the job opened, ``start_gate.py``), polled
-between mail runs, and paced by watermark alignment when its strategy aligns
-(``watermark_alignment.py``); malformed records it reports go to the dead-letter side
-output, or fail the task naming where they came from. Its snapshot holds the reader's
-position under the source's uid. Everything else (mail, budget, lifecycle) is
-:class:`~.task.Task`'s.
+Theory of operation
+-------------------
+A :class:`SourceTask` is a :class:`Task` (``task.py``) whose input is a reader instead of an
+input gate. Each poll returns a batch of records (with or without timestamps), a watermark,
+a watermark status, ``None`` (nothing now: wait for a wake-up or mail) or ``END``; mail runs
+between polls. A bounded source ends with the maximum watermark, so every window fires.
+
+A reader's watermarks and statuses reach the chain through :class:`SourceWatermarkOutput`,
+Flink's ``WatermarkToDataOutput`` (flink-streaming-java,
+``api/operators/source/WatermarkToDataOutput.java``), the output of every FLIP-27 source:
+
+* a watermark passes only if it is above every watermark passed before (the operators
+  chained to a source have no valve to drop one that goes back, and those behind a channel
+  would drop it anyway);
+* a watermark of an idle output first marks it ACTIVE (else the valves downstream, which
+  ignore watermarks on an idle channel, would drop it);
+* IDLE and ACTIVE pass only when they change the output's status.
+
+Watermark alignment (``watermark_alignment.py``) follows what passes.
 """
 
 from __future__ import annotations
@@ -16,12 +28,45 @@ from typing import Any
 
 from ..connectors.base import DEAD_LETTER, END, DeadLetter, MalformedRecordError, SourceReader
 from .channel import Waker
-from .events import MAX_WATERMARK, Watermark, WatermarkStatus
+from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .operator import Output, attribute_error
 from .task import Task
 from .watermark_alignment import AlignmentMember
 
-__all__ = ["SourceTask"]
+_ACTIVE = WatermarkStatus.ACTIVE
+_IDLE = WatermarkStatus.IDLE
+
+
+class SourceWatermarkOutput:
+    """A source's watermarks and statuses into its chain, deduplicated as Flink's
+    ``WatermarkToDataOutput`` (see the module docstring)."""
+
+    __slots__ = ("_max_watermark", "_output", "idle")
+
+    def __init__(self, output: Output) -> None:
+        self._output = output
+        self._max_watermark = MIN_WATERMARK
+        self.idle = False
+
+    async def emit_watermark(self, watermark: Watermark) -> bool:
+        """Passes ``watermark`` if it is above every earlier one; True if it passed."""
+        if watermark.timestamp <= self._max_watermark:
+            return False
+        self._max_watermark = watermark.timestamp
+        if self.idle:
+            self.idle = False
+            await self._output.emit_watermark_status(_ACTIVE)
+        await self._output.emit_watermark(watermark)
+        return True
+
+    async def emit_status(self, status: WatermarkStatus) -> bool:
+        """Passes IDLE or ACTIVE if it changes the status; True if it passed."""
+        idle = status is _IDLE
+        if idle == self.idle:
+            return False
+        self.idle = idle
+        await self._output.emit_watermark_status(status)
+        return True
 
 
 class SourceTask(Task):
@@ -33,6 +78,7 @@ class SourceTask(Task):
         self.source_uid = ""
         self.reader = reader
         self.source_output = source_output
+        self.watermarks = SourceWatermarkOutput(source_output)
         self.records_out = 0
         self.records_malformed = 0
         self.alignment: AlignmentMember | None = None  # watermark alignment (watermark_alignment.py)
@@ -107,13 +153,12 @@ class SourceTask(Task):
                 self.records_out += len(batch[0])  # type: ignore[index]
                 await push(batch[0], batch[1])  # type: ignore[index]
             elif kind is Watermark:
-                if alignment is not None:
+                if await self.watermarks.emit_watermark(batch) and alignment is not None:  # type: ignore[arg-type]
+                    alignment.on_status(False)  # an idle output turned active
                     alignment.on_watermark(batch.timestamp)  # type: ignore[attr-defined]
-                await self.source_output.emit_watermark(batch)  # type: ignore[arg-type]
             elif kind is WatermarkStatus:
-                if alignment is not None:
-                    alignment.on_status(batch is WatermarkStatus.IDLE)
-                await self.source_output.emit_watermark_status(batch)  # type: ignore[arg-type]
+                if await self.watermarks.emit_status(batch) and alignment is not None:  # type: ignore[arg-type]
+                    alignment.on_status(batch is _IDLE)
             else:
                 raise TypeError(f"source {self.name!r} returned {batch!r} from poll_batch()")
             letters = reader.take_dead_letters()
@@ -124,7 +169,7 @@ class SourceTask(Task):
         if alignment is not None:  # holds no one back any more
             alignment.finish()
         # a bounded source ends with the maximum watermark: every window fires
-        await self.source_output.emit_watermark(Watermark(MAX_WATERMARK))
+        await self.watermarks.emit_watermark(Watermark(MAX_WATERMARK))
 
     async def _route_dead_letters(self, letters: Sequence[DeadLetter]) -> None:
         self.records_malformed += len(letters)
