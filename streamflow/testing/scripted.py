@@ -2,14 +2,16 @@
 
     source = ScriptedSource([
         Record("a", 1_000), Record("b", 2_500),   # records with event timestamps
-        Watermark(2_000),                          # emitted as is, downstream of the source
+        Watermark(2_000),                          # downstream of the source, if above every earlier one
         WatermarkStatus.IDLE,                      # the source goes idle ...
         "plain value",                             # a record without a timestamp
         Fail(ConnectionError("lost")),             # raised inside the source task
     ], end=False)                                  # keep running (and accept push()) after the script
     env.from_source(source, None, "scripted")
 
-Consecutive records are delivered as one batch (up to the batch size). The
+Its watermarks and statuses pass as any source's do (``runtime/source_task.py``, Flink's
+``WatermarkToDataOutput``): a watermark only if above every earlier one, first marking an
+idle source active. Consecutive records are delivered as one batch (up to the batch size). The
 position in a checkpoint is the number of script items consumed, so a
 restored job continues the same script where it stopped. ``push()`` adds
 items while the job runs; ``finish()`` ends a source created with
