@@ -250,3 +250,49 @@ def test_a_sources_watermark_after_idle_marks_it_active_first(parallelism: int, 
         WatermarkStatus.ACTIVE, sf.Watermark(30), Record("c", 35),
     ]  # fmt: skip
     assert _watermarks_seen(script, parallelism, keyed) == [("a", MIN), ("b", 20), ("c", 30)]
+
+
+class _Recording:
+    """The chain after a source: records what ``SourceWatermarkOutput`` passes."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    async def emit_watermark(self, watermark: Any) -> None:
+        self.events.append(watermark.timestamp)
+
+    async def emit_watermark_status(self, status: Any) -> None:
+        self.events.append(status.name)
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        # WatermarkToDataOutputTest.testInitialZeroWatermark
+        ([0], [0]),
+        # WatermarkToDataOutputTest.testWatermarksDoNotRegress
+        ([12, 17, 10, 18, 17, 18], [12, 17, 18]),
+        # WatermarkToDataOutputTest.becomingActiveEmitsStatus
+        (["IDLE", 100], ["IDLE", "ACTIVE", 100]),
+        # markIdle / markActive pass only on a change; a watermark not above the last one
+        # leaves an idle output idle
+        (
+            ["ACTIVE", "IDLE", "IDLE", 5, "IDLE", 3, "ACTIVE", "ACTIVE", 7],
+            ["IDLE", "ACTIVE", 5, "IDLE", "ACTIVE", 7],
+        ),
+    ],
+)
+async def test_source_watermark_output(steps: list, expected: list) -> None:
+    """Flink's ``WatermarkToDataOutputTest`` (flink-streaming-java ``api/operators/source/``)
+    on streamflow's ``SourceWatermarkOutput``: exactly these events, in this order."""
+    from streamflow.runtime.events import WatermarkStatus
+    from streamflow.runtime.source_task import SourceWatermarkOutput
+
+    recording = _Recording()
+    output = SourceWatermarkOutput(recording)  # type: ignore[arg-type]
+    for step in steps:
+        if isinstance(step, int):
+            await output.emit_watermark(sf.Watermark(step))
+        else:
+            await output.emit_status(WatermarkStatus[step])
+    assert recording.events == expected
