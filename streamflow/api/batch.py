@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..eventtime import NoWatermarksGenerator, WatermarkStrategy
 from ..execution_mode import RuntimeExecutionMode
+from ..runtime.detach import detached
 from ..runtime.events import MAX_WATERMARK, Watermark
 from ..runtime.keyed_operators import ReduceOperator
 from ..runtime.sorting_input import CoalescingOutput
@@ -107,7 +108,7 @@ class BatchReduceOperator(ReduceOperator):
                 acc = get(key, missing)
                 it = iter(records)
                 if acc is missing:
-                    acc = next(it)
+                    acc = detached(next(it))  # the table's own copy (runtime/detach.py)
                     register(key, None, MAX_WATERMARK)
                 try:
                     for record in it:
@@ -124,7 +125,7 @@ class BatchReduceOperator(ReduceOperator):
                 backend.current_key = key  # a ReduceFunction may use keyed state too
                 acc = get(key, missing)
                 if acc is missing:
-                    table[key] = record
+                    table[key] = detached(record)  # the table's own copy (runtime/detach.py)
                     register(key, None, MAX_WATERMARK)
                 else:
                     table[key] = reduce(acc, record)

@@ -18,6 +18,7 @@ from typing import Any
 from ..functions import Function
 from ..types.row import Row
 from .basic_operators import expand, is_async, resolve_function
+from .detach import detached
 from .fold import inline_expression, key_expression, make_fold
 from .item_getters import failed_record
 from .timer_operator import TimerOperator
@@ -36,6 +37,9 @@ class ReduceOperator(TimerOperator):
         self.functions = (function,)
         self.reduce = resolve_function(function, "reduce", name)
         self._specialize = getattr(self.reduce, "specialize", None)
+        # a user's function may change its first argument in place and return it: the table
+        # keeps its own copy of what flows on (detach.py); the built-in aggregations never do
+        self._detach = getattr(self.reduce, "aggregation", None) is None
 
     async def open(self) -> None:
         self.table, self.dirty = self.backend.tracked_table("reduce", "value")
@@ -109,6 +113,9 @@ class ReduceOperator(TimerOperator):
             raise self.failure(exc, record) from None
         if self._prefetch is not None:
             self._prefetch(keys)
+        if self._detach:
+            await self._reduce_detached(keys, records, timestamps)
+            return
         key = record = None
         try:
             if self._plain and not self._new_keys_often:
@@ -153,6 +160,64 @@ class ReduceOperator(TimerOperator):
             raise self.failure(exc) from None
         if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
             self.dirty.extend(keys, out)
+        await self.output.push(out, timestamps)
+
+    async def _reduce_detached(self, keys: list, records: list, timestamps: list[int] | None) -> None:
+        """The loop for a user's reduce function. The table never shares an object with a
+        record received or emitted (detach.py): a key's first record goes in as a copy; a
+        result that is the table's value changed in place (the function returned its first
+        argument) goes out as a copy; a result that is the record received goes in as a copy.
+        So a function changing its first argument never changes what flowed on."""
+        reduce, table, backend, missing = self.reduce, self.table, self.backend, _MISSING
+        out: list[Any] = []
+        append = out.append
+        key = record = None
+        try:
+            if self._plain and not self._new_keys_often:
+                # no current key; a key's first record is the only KeyError (see process_batch)
+                new = 0
+                for key, record in zip(keys, records, strict=True):
+                    try:
+                        acc = table[key]
+                    except KeyError:
+                        new += 1
+                        table[key] = detached(record)
+                    else:
+                        value = reduce(acc, record)
+                        if value is acc:
+                            record = detached(value)
+                        else:
+                            table[key] = detached(value) if value is record else value
+                            record = value
+                    append(record)
+                self._new_keys_often = new * 8 > len(records)
+            else:
+                get, plain, new = table.get, self._plain, 0
+                for key, record in zip(keys, records, strict=True):
+                    if not plain:
+                        backend.current_key = key  # a ReduceFunction may use keyed state too
+                    acc = get(key, missing)
+                    if acc is missing:
+                        new += 1
+                        table[key] = detached(record)
+                    else:
+                        value = reduce(acc, record)
+                        if value is acc:
+                            table[key] = value  # (RocksDB: written back)
+                            record = detached(value)
+                        else:
+                            table[key] = detached(value) if value is record else value
+                            record = value
+                    append(record)
+                self._new_keys_often = new * 8 > len(records)
+        except TypeError as exc:
+            if "unhashable" in str(exc):
+                raise self.failure(_unhashable_key(key), record) from exc
+            raise self.failure(exc) from None
+        except Exception as exc:
+            raise self.failure(exc) from None
+        if self.dirty is not None:  # incremental checkpoints: the batch's writes, logged as a batch
+            self.dirty.extend(keys, [table[k] for k in keys])
         await self.output.push(out, timestamps)
 
     async def _fold_batch(

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..windowing.assigners import require_timestamp
 from ..windowing.windows import TimeWindow
+from .detach import detached
 from .item_getters import failed_record
 
 
@@ -63,7 +64,7 @@ def add_one_window(op: Any, records: list, timestamps: list[int], touched: dict[
     if reduce is not None:
         for key, record in zip(keys, records, strict=True):
             acc = get(key)
-            pane[key] = record if acc is None else reduce(acc, record)
+            pane[key] = detached(record) if acc is None else reduce(acc, record)  # detach.py
     elif agg is not None:
         add, create = agg.add, agg.create_accumulator
         for key, record in zip(keys, records, strict=True):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..windowing.assigners import TumblingEventTimeWindows, require_timestamp
 from ..windowing.triggers import EventTimeTrigger, Trigger
 from ..windowing.windows import TimeWindow
+from .detach import detached
 from .events import MAX_WATERMARK, MIN_WATERMARK
 from .window_batch import add_one_window
 from .window_context import WindowContext, WindowFunctions
@@ -109,7 +110,7 @@ def _fast_loop(
         acc = pane.get(key)
         if acc is None:
             if reduce is not None:
-                acc = record
+                acc = detached(record)  # the pane's own copy (detach.py)
             elif agg is not None:
                 acc = agg.add(record, agg.create_accumulator())
             else:
@@ -168,7 +169,12 @@ def _emit_pane(op: WindowOperator, window: TimeWindow, pane: dict[Any, Any], key
     get = pane.pop if take else pane.__getitem__
     for key in keys:
         acc = get(key)
-        values = [result(acc)] if result is not None else [acc] if reduce is not None else acc
+        if result is not None:
+            values = [result(acc)]
+        elif reduce is not None:  # a pane kept for late elements may change its value in place
+            values = [acc if take else detached(acc)]
+        else:
+            values = acc
         if process is None:
             add(values, ts)
         else:

@@ -38,6 +38,7 @@ from typing import Any
 from ..windowing.merging import MergingWindowSet
 from ..windowing.triggers import Trigger, TriggerResult
 from .context import RuntimeContext
+from .detach import detached
 from .events import MAX_WATERMARK, Watermark
 from .loop_budget import yield_point
 from .process_operators import _Emitter
@@ -223,8 +224,8 @@ class WindowOperator(WindowTables):
                 wins[state_window] = [(ts, record)]
             else:
                 acc.append((ts, record))
-        elif self.fn.reduce is not None:
-            wins[state_window] = record if acc is _MISSING else self.fn.reduce(acc, record)
+        elif self.fn.reduce is not None:  # the pane's own copy of a first record (detach.py)
+            wins[state_window] = detached(record) if acc is _MISSING else self.fn.reduce(acc, record)
         elif self.fn.aggregate is not None:
             agg = self.fn.aggregate
             wins[state_window] = agg.add(record, agg.create_accumulator() if acc is _MISSING else acc)
@@ -265,7 +266,7 @@ class WindowOperator(WindowTables):
             self.evictor.evict_after(elements, len(elements), window, ctx)
             acc[:] = elements
         elif fn.reduce is not None:
-            values = [acc]
+            values = [detached(acc)]  # a later reduce may change the pane's value in place
         elif fn.aggregate is not None:
             values = [fn.aggregate.get_result(acc)]
         else:
@@ -383,7 +384,7 @@ class WindowOperator(WindowTables):
 
 
 def _fold(reduce: Callable[[Any, Any], Any], values: list) -> Any:
-    acc = values[0]
+    acc = detached(values[0])  # the evictor's kept elements stay as they came
     for v in values[1:]:
         acc = reduce(acc, v)
     return acc
