@@ -374,3 +374,47 @@ def test_a_reduce_changing_its_first_argument_in_place_with_an_evictor() -> None
     data = [["a", v, v] for v in range(1, 7)]
     got = _in_place_job(GlobalWindows.create(), data, evict=True)
     assert got == [("a", 1), ("a", 3), ("a", 6), ("a", 9), ("a", 12), ("a", 15)]
+
+
+class _CollectingAggregate(sf.AggregateFunction):
+    """Collects the values in a list accumulator and returns the accumulator itself."""
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def add(self, value: Any, accumulator: list) -> list:
+        accumulator.append(value[1])
+        return accumulator
+
+    def get_result(self, accumulator: list) -> list:
+        return accumulator
+
+    def merge(self, a: list, b: list) -> list:
+        return a + b
+
+
+@pytest.mark.parametrize("assigner", ["tumbling", "sliding"])
+def test_an_aggregate_result_that_is_its_accumulator_with_a_late_firing(assigner: str) -> None:
+    """WindowOperatorTest.testLateness's accumulating case with an AggregateFunction whose
+    ``get_result`` returns its accumulator: the firing at the window's end emits [1, 2]; a late
+    element within the allowed lateness fires again with [1, 2, 3]; the first result, already
+    emitted, stays [1, 2] (Flink emits a serialized copy; its AggregatingState keeps the
+    accumulator)."""
+    from streamflow.testing import ListSink, Record, ScriptedSource
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    sink = ListSink()
+    script = [Record(("a", 1), 1), Record(("a", 2), 2), sf.Watermark(20), Record(("a", 3), 3)]
+    windows = (
+        TumblingEventTimeWindows.of(10) if assigner == "tumbling" else SlidingEventTimeWindows.of(10, 10)
+    )
+    (
+        env.from_source(ScriptedSource(script), None, "script")
+        .key_by(lambda r: r[0])
+        .window(windows)
+        .allowed_lateness(100)
+        .aggregate(_CollectingAggregate())
+        .sink_to(sink)
+    )
+    env.execute()
+    assert sink.results == [[1, 2], [1, 2, 3]]

@@ -267,8 +267,8 @@ class WindowOperator(WindowTables):
             acc[:] = elements
         elif fn.reduce is not None:
             values = [detached(acc)]  # a later reduce may change the pane's value in place
-        elif fn.aggregate is not None:
-            values = [fn.aggregate.get_result(acc)]
+        elif fn.aggregate is not None:  # a result may be the accumulator, which later adds change
+            values = [detached(fn.aggregate.get_result(acc))]
         else:
             values = acc
         results = fn.process(key, ctx, values) if fn.process is not None else values
