@@ -11,6 +11,9 @@ transaction may stay open. The chosen moments, for micro-batch b (its transactio
   fences the old one, T_b is aborted, Spark replays b and the sink writes it again;
 * ``committed`` and ``STREAMFLOW_SPARK_KILL_AFTER_BATCH``: T_b committed, Spark's commit log does not
   have b: Spark replays b and the sink must skip it (its marker is there), logged with the batch id.
+
+One test takes them in turn on one job (each driver run costs a JVM start and the first
+micro-batch's Python workers, 20-30 s here): the chosen moments first, then the random ones.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from kafka_kill_job import data, expected  # noqa: E402
 
-N = 300
-PER_BATCH = 100  # micro-batches 0, 1, 2 (the last one also carries the end of input)
+N = 500
+PER_BATCH = 100  # micro-batches 0..4 (the last one also carries the end of input)
 _ids = itertools.count()
 _COMMITTED = re.compile(r"micro-batch (\d+) committed")
 _SKIPPED = re.compile(r"micro-batch (\d+) \(\d+ records\) was committed before a restart; not written again")
@@ -112,8 +115,11 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError(f"the driver's process group {proc.pid} survived SIGKILL")
 
 
-@pytest.mark.timeout(1800)  # 3 driver runs: up to 3 min each on a loaded 2-core machine
-async def test_driver_killed_around_the_kafka_commit_resumes_exactly_once(kafka, tmp_path):
+@pytest.mark.timeout(1800)  # 4-5 driver runs: up to 3 min each on a loaded 2-core machine
+async def test_driver_killed_around_the_commit_and_at_random_moments_resumes_exactly_once(kafka, tmp_path):
+    """The chosen moments, then seeded random ones, on one job (each driver run pays a JVM start
+    and the first micro-batch's Python workers, so the random kills take the restarts after the
+    chosen ones instead of a job of their own): 5 micro-batches, 0..4."""
     job = Job(kafka, tmp_path)
     await job.setup()
     # 1. T_1 holds batch 1 and its marker, not committed: only batch 0 is visible
@@ -125,35 +131,30 @@ async def test_driver_killed_around_the_kafka_commit_resumes_exactly_once(kafka,
     assert rc == -signal.SIGKILL, log[-3000:]
     assert [int(b) for b in _COMMITTED.findall(log)] == [1], log[-3000:]  # batch 2's line: after the hook
     assert not _SKIPPED.search(log)
-    assert await job.committed() == N
-    # 3. Spark replays batch 2, which the sink skips, saying so
-    rc, log = await asyncio.to_thread(job.run)
-    assert rc == 0, log[-3000:]
-    assert [int(b) for b in _SKIPPED.findall(log)] == [2], log[-3000:]
-    assert not _COMMITTED.search(log)
-    await job.check()
-
-
-@pytest.mark.timeout(1800)
-async def test_driver_killed_at_random_moments_resumes_exactly_once(kafka, tmp_path):
-    """Seeded random kills, each at a random delay after the run's first committed micro-batch
-    (or its first skipped replay), then runs to the end."""
+    assert await job.committed() == 3 * PER_BATCH
+    # 3. Spark replays batch 2, which the sink skips, saying so (its first batch); then seeded
+    # random kills, each at a random delay after the run's first committed micro-batch (or its
+    # first skipped replay); then a run to the end
     rng = random.Random(f"spark-kafka-{os.environ.get('STREAMFLOW_SEED', '0')}")
-    job = Job(kafka, tmp_path)
-    await job.setup()
     kills = 0
-    for _ in range(2):
-        proc, log = job.start()
+    for attempt in range(2):
+        proc, path = job.start()
         try:
-            await _until_a_batch_is_done(proc, log)
+            await _until_a_batch_is_done(proc, path)
+            if attempt == 0:
+                first = path.read_text()
+                assert [int(b) for b in _SKIPPED.findall(first)] == [2], first[-3000:]
+                assert not _COMMITTED.search(first), first[-3000:]
             await asyncio.sleep(rng.uniform(0.0, 1.5))  # two keyed batches left: >= 3 s on an idle machine
             if proc.poll() is None:
                 kills += 1
         finally:
             _kill_group(proc)
+        text = path.read_text()
+        assert 2 not in [int(b) for b in _COMMITTED.findall(text)], text[-3000:]  # never written again
         if proc.returncode == 0:
             break
-        assert proc.returncode == -signal.SIGKILL, log.read_text()[-3000:]
+        assert proc.returncode == -signal.SIGKILL, text[-3000:]
     rc, text = await asyncio.to_thread(job.run)
     assert rc == 0, text[-3000:]
     assert kills >= 1
