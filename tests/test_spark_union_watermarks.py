@@ -61,11 +61,13 @@ class TimerPerKey(KeyedProcessFunction):
         yield ("timer", ctx.get_current_key(), timestamp)
 
 
-def _env(engine: str, parallelism: int) -> StreamExecutionEnvironment:
+def _env(engine: str, parallelism: int, records_per_batch: int = 149) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment()
     env.set_engine(engine)
     env.set_parallelism(parallelism)
-    env.configure({"execution.spark.records-per-batch": 100})  # the short source ends in batch 1
+    # 149: the short source ends in batch 1 (its second chunk: 1 record and its end of input), the
+    # long one in batch 13 (each micro-batch costs every query of the job about 0.5 s on Spark)
+    env.configure({"execution.spark.records-per-batch": records_per_batch})
     return env
 
 
@@ -101,7 +103,7 @@ def batch_job(engine: str, parallelism: int = 1) -> list:
     """A batch job: one final result per key, after both inputs ended (not after the first)."""
     from streamflow.execution_mode import RuntimeExecutionMode
 
-    env = _env(engine, parallelism)
+    env = _env(engine, parallelism, 500)  # the short source ends in batch 0, the long one in batch 3
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     sink = ListSink()
     (_timed(env, short_events()).union(_timed(env, long_events())).key_by(lambda e: e[0])
