@@ -263,6 +263,35 @@ async def test_scenario(tmp_path: Path, name: str) -> None:
     assert all(n.startswith("compacted-") for n in visible(tmp_path))
 
 
+@pytest.mark.parametrize("final_snapshot", [False, True])
+async def test_a_restore_after_the_end_of_input_finds_its_packed_files_committed(
+    tmp_path: Path, final_snapshot: bool
+) -> None:
+    """The end of input compacts every packed file at once (Flink's ``CompactorOperator.endInput``),
+    committing it hidden, while the latest completed checkpoint still names it packed (pending).
+    A failure before the final checkpoint completes restores that checkpoint: the packed file is
+    found committed (Flink's ``commitAfterRecovery`` of a pending file is idempotent), packed
+    again with its size and compacted again; every record is published once. (The job-level
+    flake of test_compaction_in_date_time_buckets_keeps_exactly_once_through_a_failure: one
+    subtask reached its end of input while the other failed.)"""
+    script = Script(tmp_path, policy=ON_CHECKPOINT,
+                    compact=(strategy(checkpoints=2), FileCompactor.concat_file_compactor()))  # fmt: skip
+    await script.op.open()
+    for step in [("write", "ab"), ("snap", 1), ("complete", 1), ("write", "c"), ("finish",)]:
+        await script.run(step)
+    assert hidden(tmp_path) == [".compacted-part-sink-0-0.pending", ".part-sink-0-0", ".part-sink-0-1"]
+    if final_snapshot:
+        await script.run(("snap", 2))  # the final checkpoint, never completed
+    await script.run(("crash", 1))  # checkpoint 1 names part-sink-0-0 packed
+    assert script.op.compaction is not None
+    assert script.op.compaction.buckets[""].packing == ["part-sink-0-0"]
+    assert hidden(tmp_path) == [".part-sink-0-0"]
+    for step in [("write", "c"), ("finish",), ("snap", 3), ("complete", 3)]:
+        await script.run(step)
+    assert (visible(tmp_path), hidden(tmp_path)) == (["compacted-part-sink-0-0"], [])
+    assert committed(tmp_path) == ["a", "b", "c"]
+
+
 async def test_without_checkpointing_the_end_of_input_compacts_and_publishes(tmp_path: Path) -> None:
     op = make_op(tmp_path, checkpointing=False, policy=RollingPolicy.default_rolling_policy(part_size=4),
                  compact=(strategy(size=1 << 20), FileCompactor.concat_file_compactor()))  # fmt: skip

@@ -38,7 +38,11 @@ uncompacted file's name). One :class:`BucketCompaction` per bucket of a sink sub
   visible and the group's inputs deleted. Publishing is idempotent too.
 
 End of input compacts every packed file at once and waits (Flink's ``endInput``): with
-checkpointing the final checkpoint publishes, without it the sink publishes directly.
+checkpointing the final checkpoint publishes, without it the sink publishes directly. Its inputs
+are committed before any checkpoint records their group, so a failure before the final
+checkpoint completes restores a checkpoint that names them packed while they are committed: a
+restore takes a packed file pending or committed (``file_sink_compaction._size``), as it takes a
+group's inputs (Flink's ``commitAfterRecovery`` is idempotent the same way).
 
 **One compaction per sink subtask.** Flink's coordinator runs at parallelism 1 and packs the
 files of every writer subtask of a bucket together; here each subtask packs and compacts its own

@@ -215,5 +215,26 @@ class SinkCompaction:
 
 
 def _size(parts: PartFiles, name: str) -> int:
-    with io_errors(f"read the size of {parts.path(name, PENDING)}"):
-        return os.path.getsize(parts.path(name, PENDING))
+    """The size of a packed file the restored checkpoint names: pending, or committed (hidden).
+
+    A packed file is not in any group of a completed checkpoint, yet it may have been committed
+    since: the end of input compacts every packed file at once (Flink's
+    ``CompactorOperator.endInput``), committing its inputs, and a failure before the final
+    checkpoint completes (another subtask failing, a fault in that compaction) restores the
+    checkpoint that still names them packed. Committing is idempotent in Flink
+    (``commitAfterRecovery`` of a pending file already committed); here the committed input
+    holds the same bytes, stays until a published group deletes it (only once a later checkpoint
+    completed that names it in its compacted groups, not as packed), and :func:`compact_group`
+    takes it as it is. Neither form: the file is gone, the restore fails naming both."""
+    pending, committed = parts.path(name, PENDING), parts.hidden(name)
+    for path in (pending, committed):
+        try:
+            return os.path.getsize(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise FileSinkError(f"file sink: cannot read the size of {path}: {exc}") from exc
+    raise FileSinkError(
+        f"file sink: packed file {pending} of the restored checkpoint is missing (and {committed}, "
+        "its committed form, does not exist)"
+    )
