@@ -18,7 +18,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +83,11 @@ def sum_job(
     tolerable: int = 0,
     bucket_assigner: Any = None,
     compact: tuple | None = None,
+    gate: Callable[[], bool] | None = None,
 ) -> sf.StreamExecutionEnvironment:
     """Two throttled sources, a union, a keyed running sum at parallelism 2, an exactly-once
-    FileSink; every key comes from one source, so its running sums do not depend on timing."""
+    FileSink; every key comes from one source, so its running sums do not depend on timing.
+    ``gate``: each source's last record is held until it answers True (10 s at most)."""
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(8)
     env.enable_checkpointing(interval_ms)
     cfg = env.get_checkpoint_config()
@@ -97,17 +99,26 @@ def sum_job(
         else sf.RestartStrategies.no_restart()
     )
     half = len(data) // 2
+    last = {data[half - 1], data[-1]}
+
+    async def gated(record: Any) -> Any:
+        if gate is not None and record in last:
+            end = asyncio.get_running_loop().time() + 10.0
+            while not gate() and asyncio.get_running_loop().time() < end:
+                await asyncio.sleep(0.002)
+        return await slow(record)
+
     a = (
         env.from_collection(data[:half])
         .uid("src-a")
-        .map(slow, concurrency=1)
+        .map(gated, concurrency=1)
         .uid("slow-a")
         .set_parallelism(1)
     )
     b = (
         env.from_collection(data[half:])
         .uid("src-b")
-        .map(slow, concurrency=1)
+        .map(gated, concurrency=1)
         .uid("slow-b")
         .set_parallelism(1)
     )
@@ -121,13 +132,16 @@ def sum_job(
     return env
 
 
-def sum_job_failing_once(tmp_path: Path, point: str, **kw: Any) -> Any:
+def sum_job_failing_once(tmp_path: Path, point: str, *, gate: bool = False, **kw: Any) -> Any:
     """:func:`sum_job` (restarts allowed, slow storage) with an in-process failure at ``point``
-    from checkpoint 2 on: the job passed the point once and restarted once; its result."""
+    from checkpoint 2 on: the job passed the point once and restarted once; its result.
+    ``gate``: each source's last record waits (in the async map, so checkpoints go on) until
+    the job passed ``point``, so a short job cannot end first (at most 10 s)."""
     faults.inject(point, min_checkpoint_id=2)
     try:
         storage = SlowStorage(tmp_path / "chk", delay_s=0.003)
-        result = sum_job(tmp_path, storage, restarts=5, **kw).execute("sums")
+        until = (lambda: faults.hits(point) >= 1) if gate else None
+        result = sum_job(tmp_path, storage, restarts=5, gate=until, **kw).execute("sums")
         assert faults.hits(point) == 1, f"the job never passed {point!r}"
     finally:
         faults.clear()
