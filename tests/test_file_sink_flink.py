@@ -225,6 +225,25 @@ class FailAfterOthersFinished(MapFunction):
             FailAfterOthersFinished.closed.add(self.context.get_index_of_this_subtask())
 
 
+def batch_file_sink(out: Path, compact: bool, restarts: int) -> tuple[StreamExecutionEnvironment, Any]:
+    """A batch job's environment with ``restarts`` restarts, and a FileSink builder into ``out``
+    rolling at 1 KiB (compacting at 4 KiB with ``compact``)."""
+    from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 10))
+    builder = (
+        FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
+        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+        .with_rolling_policy(PartSizeAndCheckpointRollingPolicy(1024))
+    )
+    if compact:
+        strategy = FileCompactStrategy.builder().set_size_threshold(4096).build()
+        builder = builder.enable_compact(strategy, FileCompactor.concat_file_compactor(b""))
+    return env, builder
+
+
 @pytest.mark.parametrize("compact", [False, True])
 def test_batch_failover_after_some_sink_subtasks_finished_publishes_each_record_once(
     tmp_path: Path, compact: bool
@@ -235,21 +254,9 @@ def test_batch_failover_after_some_sink_subtasks_finished_publishes_each_record_
     finished files once. streamflow restarts the whole job; its sink therefore publishes a
     job's files without checkpoints only once every task has finished (it published a
     subtask's files at that subtask's end, and the restart wrote them again)."""
-    from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
-
     FailAfterOthersFinished.closed = set()
     out = tmp_path / "out"
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 10))
-    builder = (
-        FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
-        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
-        .with_rolling_policy(PartSizeAndCheckpointRollingPolicy(1024))
-    )
-    if compact:
-        strategy = FileCompactStrategy.builder().set_size_threshold(4096).build()
-        builder = builder.enable_compact(strategy, FileCompactor.concat_file_compactor(b""))
+    env, builder = batch_file_sink(out, compact, restarts=1)
     n = 3000
     (
         env.from_collection(list(range(n)))
@@ -522,21 +529,10 @@ def test_a_failed_publication_at_the_job_end_is_retried_without_running_the_job_
     visible, others still pending), the restart strategy retries the publication alone, as
     Flink's committer retries its committables: the tasks' output is complete, and running
     them again would write the published records a second time."""
-    from streamflow.datastream.connectors.file_system import FileCompactor, FileCompactStrategy
     from streamflow.testing import faults
 
     out = tmp_path / "out"
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(2, 10))
-    builder = (
-        FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
-        .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
-        .with_rolling_policy(PartSizeAndCheckpointRollingPolicy(1024))
-    )
-    if compact:
-        strategy = FileCompactStrategy.builder().set_size_threshold(4096).build()
-        builder = builder.enable_compact(strategy, FileCompactor.concat_file_compactor(b""))
+    env, builder = batch_file_sink(out, compact, restarts=2)
     n = 3000
     env.from_collection(list(range(n))).rebalance().map(lambda v: v).set_parallelism(NUM_SINKS).sink_to(
         builder.build()
