@@ -32,7 +32,7 @@ older checkpoint without a layout when anything changed around it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint.channel_rescale import Batch, ChannelKey, Replays, Route, redistribute
@@ -127,11 +127,9 @@ class InFlightRestore:
                 raise self._no_layout(task_id)
             uid, sub = _split_task_id(task_id)
             p = self.restore.task_parallelism[task_id]
-            inp, out = restored_channels(
+            inp, out = _decoded(
                 task_id,
-                {int(c): b for c, b in state["in"].items()},
-                {int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()},
-                state.get("pickled"),
+                state,
                 [self._declared_type(cons, k, prod) for cons, k, prod, _j in layout["in"]],
                 [self._declared_type(cons, k, prod) for prod, cons, k, _p, _t in layout["out"]],
             )
@@ -211,14 +209,7 @@ class InFlightRestore:
             self._restore_own(task, task_id, state)
 
     def _restore_own(self, task: Task, task_id: str, state: dict[str, Any]) -> None:
-        inp, out = restored_channels(
-            task_id,
-            {int(c): b for c, b in state["in"].items()},
-            {int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()},
-            state.get("pickled"),
-            getattr(task, "input_types", ()),
-            task.writer_types,
-        )
+        inp, out = _decoded(task_id, state, getattr(task, "input_types", ()), task.writer_types)
         try:
             task.restored_out = out
             for w, chs in out.items():
@@ -235,6 +226,21 @@ class InFlightRestore:
                 f"task {task_id!r} that does not match this job's channels: restore from an aligned "
                 "savepoint to change the graph or parallelism"
             ) from None
+
+
+def _decoded(
+    task_id: str, state: dict[str, Any], input_types: Sequence[Any], writer_types: Sequence[Any]
+) -> tuple[dict[int, list[Any]], dict[int, dict[int, list[Any]]]]:
+    """A task entry's ``in``/``out`` channel state by int channel (and writer) index, its
+    pickled channels unpickled where the running job declares them so (``channel_types.py``)."""
+    return restored_channels(
+        task_id,
+        {int(c): b for c, b in state["in"].items()},
+        {int(w): {int(c): b for c, b in chs.items()} for w, chs in state["out"].items()},
+        state.get("pickled"),
+        input_types,
+        writer_types,
+    )
 
 
 def _split_task_id(task_id: str) -> tuple[str, int]:
