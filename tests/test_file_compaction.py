@@ -6,8 +6,11 @@ crashes, and jobs end to end (parallelism 1 and 4, in-process failures at every 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from collections import Counter
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 from test_checkpoint_faults import DATA, committed_lines, expected_running_sums, sum_job_failing_once
@@ -317,6 +320,46 @@ async def test_a_failed_compaction_fails_the_sink_naming_the_group(tmp_path: Pat
     assert "compaction of ['part-sink-0-0', 'part-sink-0-1']" in "".join(e.value.__notes__)
     with pytest.raises(ValueError, match="only copy one input file"):
         await script.op.process_batch(["c"], None)
+
+
+class _BlockingCompactor(FileCompactor):
+    """Concatenates once ``release`` is set; ``started`` tells the compaction's thread began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started, self.release, self.ended = threading.Event(), threading.Event(), threading.Event()
+
+    def compact(self, inputs: list[str], out: IO[bytes]) -> None:
+        self.started.set()
+        assert self.release.wait(10)
+        super().compact(inputs, out)
+        self.ended.set()
+
+
+async def test_closing_the_sink_waits_for_a_running_compaction(tmp_path: Path, caplog: Any) -> None:
+    """A failed attempt's sink is closed while a compaction thread runs: close() returns only
+    after the thread ended, so the restore that follows never races it for the same files."""
+    caplog.set_level(logging.INFO, "streamflow.connectors.file_sink")
+    compactor = _BlockingCompactor()
+    script = Script(tmp_path, policy=ON_CHECKPOINT, compact=(strategy(checkpoints=1), compactor))
+    await script.op.open()
+    for step in [("write", "ab"), ("snap", 1), ("complete", 1)]:
+        await script.run(step)
+    assert await asyncio.to_thread(compactor.started.wait, 10)
+    closing = asyncio.create_task(script.op.close())
+    await asyncio.sleep(0.05)
+    assert not closing.done(), "close() returned while the compaction thread still ran"
+    compactor.release.set()
+    await asyncio.wait_for(closing, 10)
+    assert compactor.ended.is_set()
+    assert "waiting for 1 compactions to end" in caplog.text
+    script.op.dispose()
+    await script.run(("crash", 1))  # the restore compacts the group again, idempotently
+    await script.op.compaction.wait()  # type: ignore[union-attr]
+    for step in [("snap", 2), ("complete", 2)]:
+        await script.run(step)
+    assert committed(tmp_path) == ["a", "b"]
+    assert visible(tmp_path) == ["compacted-part-sink-0-0"]
 
 
 async def test_compaction_turned_off_publishes_the_restored_files_as_they_are(tmp_path: Path) -> None:

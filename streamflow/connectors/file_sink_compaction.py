@@ -10,6 +10,8 @@ runs as an asyncio task around a worker thread (at most ``num_compact_threads`` 
 end is recorded on the loop, so the state machines are only ever touched there. A compaction
 that fails fails the job at the sink's next call (a batch, a checkpoint step, the end of input)
 with the error naming the group; the restart compacts the group again from the checkpoint.
+Closing the sink (also on a failure) waits for the compaction threads still running
+(:meth:`SinkCompaction.stop`), so a restore never races one of them for the same files.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class SinkCompaction:
         self._limiter = anyio.CapacityLimiter(threads)
         self._tasks: set[asyncio.Task[None]] = set()
         self._failure: BaseException | None = None
+        self._stopped = False  # closing: compactions not yet in a thread do not start
         self._to_start: list[tuple[str, list[str]]] = []  # restored groups, started by open()
 
     def of(self, bucket_id: str) -> BucketCompaction:
@@ -183,20 +186,39 @@ class SinkCompaction:
     async def _compact(self, bucket_id: str, group: list[str], checkpoint_id: int) -> None:
         parts = self._parts_of(bucket_id)
         try:
-            await anyio.to_thread.run_sync(
-                compact_group, parts, group, self.compactor, checkpoint_id, limiter=self._limiter
-            )
+            ran = await anyio.to_thread.run_sync(self._compact_unless_stopped, parts, group,
+                                                 checkpoint_id, limiter=self._limiter)  # fmt: skip
         except Exception as exc:
             exc.add_note(f"streamflow: file sink compaction of {group} in {parts.base} failed")
             log.error("file sink: compaction of %d files in %s failed: %r", len(group), parts.base, exc)
             if self._failure is None:
                 self._failure = exc
             return
-        self.of(bucket_id).done(group)
+        if ran:
+            self.of(bucket_id).done(group)
+
+    def _compact_unless_stopped(self, parts: PartFiles, group: list[str], checkpoint_id: int) -> bool:
+        if self._stopped:  # queued behind the thread limit when the sink closed
+            return False
+        compact_group(parts, group, self.compactor, checkpoint_id)
+        return True
 
     def cancel(self) -> None:
         for task in self._tasks:
             task.cancel()
+
+    async def stop(self) -> None:
+        """Let no queued compaction start and wait until the running ones ended: a thread
+        cannot be stopped mid-copy, and cancelling its task would leave it running while the
+        next attempt's restore moves the same files. Shielded: it runs while a failed job is
+        being cancelled."""
+        self._stopped = True
+        running = set(self._tasks)
+        if not running:
+            return
+        log.info("file sink: waiting for %d compactions to end before closing", len(running))
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait(running)
 
     # -- restore ---------------------------------------------------------------
     def restore(self, bucket_id: str, states: list[dict[str, Any]]) -> set[str]:

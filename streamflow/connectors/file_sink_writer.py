@@ -386,9 +386,13 @@ class FileSinkOperator(StreamOperator):
 
     async def close(self) -> None:
         self._close_handles()
+        if self.compaction is not None:
+            await self.compaction.stop()
 
     def dispose(self) -> None:
         self._close_handles()
+        if self.compaction is not None:
+            self.compaction.cancel()  # close() waited for them, unless it never ran
 
     # -- file moves ----------------------------------------------------------
     def _open_new(self, bucket: Bucket, now: int) -> None:
@@ -403,8 +407,6 @@ class FileSinkOperator(StreamOperator):
     def _close_handles(self) -> None:
         for bucket in self._buckets.values():
             bucket.close_handle()
-        if self.compaction is not None:
-            self.compaction.cancel()
 
     def _encode_failure(self, exc: Exception, records: list, bucket: Bucket) -> BaseException:
         """Find the record that does not encode (slow path, on failure only) and name it."""
