@@ -194,6 +194,32 @@ def test_runtime_context_task_name_with_subtasks_and_attempt_number() -> None:
         assert name.endswith(f" ({index + 1}/2)") and attempt == 0
 
 
+def test_runtime_context_task_name_is_the_chains_and_the_subtask_suffix_comes_once() -> None:
+    """Flink's TaskInfo: getTaskName() is the task's (chain's) name as the plan has it, the same
+    in every subtask; getTaskNameWithSubtasks() appends " (index + 1/parallelism)" once (PyFlink:
+    "MyTask (3/6)"). Both had the subtask suffix, the second one twice: "m -> Sink (1/2) (1/2)"."""
+    from streamflow.connectors.sinks import CollectSink
+    from streamflow.datastream.functions import MapFunction
+
+    class Names(MapFunction):
+        def open(self, runtime_context: RuntimeContext) -> None:
+            self.names = (
+                runtime_context.get_index_of_this_subtask(),
+                runtime_context.get_task_name(),
+                runtime_context.get_task_name_with_subtasks(),
+            )
+
+        def map(self, value: Any) -> Any:
+            return self.names
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    sink = CollectSink()
+    env.from_collection(list(range(8))).map(Names()).name("m").sink_to(sink)
+    env.execute()
+    expected = [(0, "m -> Sink", "m -> Sink (1/2)"), (1, "m -> Sink", "m -> Sink (2/2)")]
+    assert sorted(set(sink.results)) == expected
+
+
 def test_attempt_number_counts_restarts() -> None:
     from streamflow.common import RestartStrategies
     from streamflow.datastream.functions import MapFunction

@@ -31,7 +31,7 @@ class OperatorContext:
 
     uid: str
     name: str
-    task_name: str
+    task_name: str  # the chain's name, without the subtask (RuntimeContext.get_task_name)
     subtask_index: int
     parallelism: int
     max_parallelism: int
@@ -55,10 +55,12 @@ class RuntimeContext:
         self._ctx = ctx
 
     def get_task_name(self) -> str:
+        """The task's name as the plan has it: its chain's operator names joined by ``" -> "``,
+        the same in every subtask (Flink's ``TaskInfo.getTaskName``)."""
         return self._ctx.task_name
 
     def get_task_name_with_subtasks(self) -> str:
-        """``"name (3/6)"``: the subtask's index + 1 of the parallelism, as Flink's."""
+        """``"name (3/6)"``: the subtask's index + 1 of the parallelism, as PyFlink documents."""
         return f"{self._ctx.task_name} ({self._ctx.subtask_index + 1}/{self._ctx.parallelism})"
 
     def get_attempt_number(self) -> int:

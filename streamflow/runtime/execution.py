@@ -359,7 +359,7 @@ class Execution:
         return OperatorContext(
             uid=uid,
             name=node.name,
-            task_name=task.name,
+            task_name=g.vertex_of[node.id].name,  # the chain's name (the task's has its subtask)
             subtask_index=sub,
             parallelism=g.parallelism[node.id],
             max_parallelism=maxp,
