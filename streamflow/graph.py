@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import StreamflowError
+from .state.key_groups import default_max_parallelism as derived_max_parallelism
 
 if TYPE_CHECKING:
     from .connectors.base import Source
@@ -184,7 +185,14 @@ def build_job_graph(
         )
     nodes = _reachable_from(sinks)
     parallelism = {n.id: _parallelism(n, default_parallelism) for n in nodes}
-    max_par = {n.id: (n.inside_source or n).max_parallelism or default_max_parallelism for n in nodes}
+    # unset on the operator and the environment: derived from the parallelism, as Flink's
+    # computeDefaultMaxParallelism (128 up to parallelism 85)
+    def unset(n: StreamNode) -> int:
+        if max_parallelism_configured:
+            return default_max_parallelism
+        return derived_max_parallelism(parallelism[n.id])
+
+    max_par = {n.id: (n.inside_source or n).max_parallelism or unset(n) for n in nodes}
     consumers: dict[int, list[tuple[StreamNode, Edge]]] = {n.id: [] for n in nodes}
     for n in nodes:
         for e in n.inputs:

@@ -99,3 +99,30 @@ def test_generated_uids_are_stable_and_explicit_uids_win() -> None:
 
     assert build() == build()
     assert "my-map" in build()
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "expected"),
+    [(1, 128), (85, 128), (86, 256), (100, 256), (200, 512), (1000, 2048), (30000, 32768)],
+)
+def test_an_unset_max_parallelism_is_derived_from_the_parallelism(parallelism: int, expected: int) -> None:
+    """Flink's KeyGroupRangeAssignment.computeDefaultMaxParallelism, used when neither the
+    environment nor the operator sets one: min(max(roundUpToPowerOfTwo(p + p / 2), 128), 32768).
+    Max parallelism was 128 whatever the parallelism, so a job at parallelism 200 was refused
+    ("exceeds max parallelism 128") where Flink runs it with 512 key groups."""
+    from streamflow.state.key_groups import default_max_parallelism
+
+    assert default_max_parallelism(parallelism) == expected
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    env.from_collection([1]).map(str).name("m").print()
+    graph = env.get_job_graph()
+    (vertex,) = [v for v in graph.vertices if any(n.name == "m" for n in v.nodes)]
+    assert vertex.max_parallelism == expected and not vertex.max_parallelism_configured
+
+
+def test_a_set_max_parallelism_is_kept_whatever_the_parallelism() -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(100).set_max_parallelism(100)
+    env.from_collection([1]).map(str).name("m").rebalance().map(str).name("n").set_max_parallelism(300).print()
+    graph = env.get_job_graph()
+    by_name = {v.head.name: v for v in graph.vertices}
+    assert by_name["m"].max_parallelism == 100 and by_name["n"].max_parallelism == 300

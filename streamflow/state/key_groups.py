@@ -28,7 +28,8 @@ import struct
 import zlib
 from typing import Any
 
-DEFAULT_MAX_PARALLELISM = 128
+DEFAULT_MAX_PARALLELISM = 128  # Flink's DEFAULT_LOWER_BOUND_MAX_PARALLELISM
+UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 
 
 def stable_hash(key: Any) -> int:
@@ -95,6 +96,14 @@ def _mix(x: int) -> int:
     x = (x * 0xC4CEB9FE1A85EC53) & 0xFFFFFFFFFFFFFFFF
     x ^= x >> 33
     return x & 0xFFFFFFFF
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """The max parallelism (number of key groups) of an operator that sets none, nor its
+    environment: Flink's ``KeyGroupRangeAssignment.computeDefaultMaxParallelism``, the
+    parallelism and a half rounded up to a power of two, at least 128, at most 32768."""
+    wanted = parallelism + parallelism // 2
+    return min(max(1 << (wanted - 1).bit_length(), DEFAULT_MAX_PARALLELISM), UPPER_BOUND_MAX_PARALLELISM)
 
 
 def key_group_of(key: Any, max_parallelism: int) -> int:
