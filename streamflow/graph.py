@@ -10,8 +10,10 @@ executed. :func:`build_job_graph` then
    run in parallel;
 3. *chains*: a node joins its upstream's chain when it has exactly one input
    edge and that edge is forward with equal parallelism (or connects two
-   nodes of parallelism 1, where every partitioning is the identity), and both
-   are in the same slot sharing group (Flink's rule), unless chaining is
+   nodes of parallelism 1, where every partitioning is the identity, except in a batch
+   job with blocking exchanges: there, as in Flink, only a forward edge chains, since every
+   other edge is a blocking exchange between pipelined regions, ``runtime/regions.py``), and
+   both are in the same slot sharing group (Flink's rule), unless chaining is
    disabled. A chain becomes one task per subtask; chained
    operators call each other directly, with no channel in between.
 """
@@ -176,6 +178,7 @@ def build_job_graph(
     default_max_parallelism: int,
     chaining_enabled: bool = True,
     max_parallelism_configured: bool = False,
+    blocking_exchanges: bool = False,
 ) -> JobGraph:
     sinks = [n for n in stream_graph.nodes if n.is_sink]
     if not sinks:
@@ -203,7 +206,7 @@ def build_job_graph(
     vertex_of: dict[int, JobVertex] = {}
     vertices: list[JobVertex] = []
     for n in nodes:  # topological: inputs are created before their consumers
-        joined = _chain_target(n, parallelism, chaining_enabled)
+        joined = _chain_target(n, parallelism, chaining_enabled, blocking_exchanges)
         if joined is not None and groups[joined.id] != groups[n.id]:
             joined = None  # Flink's isChainableInput: upStreamVertex.isSameSlotSharingGroup(down)
         if joined is not None:
@@ -221,7 +224,9 @@ def is_chained(graph: JobGraph, consumer: StreamNode, edge: Edge) -> bool:
     return graph.vertex_of[consumer.id] is graph.vertex_of[edge.upstream.id]
 
 
-def _chain_target(n: StreamNode, parallelism: dict[int, int], enabled: bool) -> StreamNode | None:
+def _chain_target(
+    n: StreamNode, parallelism: dict[int, int], enabled: bool, blocking: bool = False
+) -> StreamNode | None:
     if not enabled or n.source is not None or len(n.inputs) != 1:
         return None
     if n.chaining is not Chaining.ALWAYS:
@@ -231,7 +236,7 @@ def _chain_target(n: StreamNode, parallelism: dict[int, int], enabled: bool) -> 
     if up.chaining is Chaining.NEVER:
         return None
     p, up_p = parallelism[n.id], parallelism[up.id]
-    if p == up_p == 1 or (e.partitioning is Partitioning.FORWARD and p == up_p):
+    if (p == up_p == 1 and not blocking) or (e.partitioning is Partitioning.FORWARD and p == up_p):
         return up
     return None
 

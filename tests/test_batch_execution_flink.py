@@ -81,15 +81,6 @@ class OnceFailingMapper(SuffixAttemptId):
         return super().map(value)
 
 
-REGION_FAILOVER = (
-    "Flink's batch mode restarts only the pipelined region after a blocking exchange (key_by, "
-    "rebalance, rescale) and re-reads the upstream region's persisted result; streamflow's "
-    "failover restarts every task of the job (runtime/job.py), so the operators before the "
-    "exchange run again with attempt 1"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=REGION_FAILOVER)
 def test_batch_failover_with_key_by_barrier() -> None:
     """Flink's ``DataStreamBatchExecutionITCase.batchFailoverWithKeyByBarrier``."""
     env = _failover_env()
@@ -104,7 +95,6 @@ def test_batch_failover_with_key_by_barrier() -> None:
     assert sorted(mapped.execute_and_collect()) == ["bar-a0-b0-c1-d1", "foo-a0-b0-c1-d1"]
 
 
-@pytest.mark.xfail(strict=True, reason=REGION_FAILOVER)
 def test_batch_failover_with_rebalance_barrier() -> None:
     """Flink's ``DataStreamBatchExecutionITCase.batchFailoverWithRebalanceBarrier``."""
     env = _failover_env()
@@ -119,7 +109,6 @@ def test_batch_failover_with_rebalance_barrier() -> None:
     assert sorted(mapped.execute_and_collect()) == ["bar-a0-b0-c1-d1", "foo-a0-b0-c1-d1"]
 
 
-@pytest.mark.xfail(strict=True, reason=REGION_FAILOVER)
 def test_batch_failover_with_rescale_barrier() -> None:
     """Flink's ``DataStreamBatchExecutionITCase.batchFailoverWithRescaleBarrier``."""
     env = _failover_env()
@@ -139,7 +128,7 @@ def test_batch_failover_with_rescale_barrier() -> None:
 def test_batch_failover_gives_every_record_once() -> None:
     """What the three failover cases above assert besides the attempt numbers: after the
     restart every record comes out exactly once, through every operator, with attempt 1 after
-    the exchange (streamflow re-runs the whole job, so the upstream suffixes are 1 too)."""
+    the exchange and 0 before it (only the failed pipelined region restarted)."""
     env = _failover_env()
     mapped = (
         env.from_collection(["foo", "bar"])
@@ -150,7 +139,7 @@ def test_batch_failover_gives_every_record_once() -> None:
     )
     out = sorted(mapped.execute_and_collect())
     assert [v.split("-")[0] for v in out] == ["bar", "foo"]
-    assert all(v.endswith("-c1-d1") for v in out)
+    assert all(v.endswith("-a0-c1-d1") for v in out)
 
 
 def _numbers(env: StreamExecutionEnvironment) -> Any:
@@ -507,7 +496,9 @@ async def test_the_regular_input_is_not_read_until_the_broadcast_input_ends() ->
     broadcast source does not end until the test lets it; meanwhile the regular source (far
     more records than a channel holds) stops, its channel full, and nothing reaches the sink.
     Before, the operator read the regular input and held every batch in memory: the regular
-    source ran to its end."""
+    source ran to its end. (With pipelined exchanges, ``ALL_EXCHANGES_PIPELINED``: with the
+    default blocking ones the regular source writes its whole result before the operator runs,
+    as in Flink: ``test_batch_region_failover.py``.)"""
     import asyncio
 
     n, produced, out = 200_000, [0], []
@@ -524,6 +515,7 @@ async def test_the_regular_input_is_not_read_until_the_broadcast_input_ends() ->
         await release.wait()
 
     env = _batch_env()
+    env.configure({"execution.batch-shuffle-mode": "ALL_EXCHANGES_PIPELINED"})
     broadcast = env.from_async_iterable(broadcast_side).broadcast(STATE_DESCRIPTOR)
     regular = env.from_iterable(regular_records)
     regular.connect(broadcast).process(TestBroadcastFunction()).add_sink(out.append)

@@ -17,6 +17,7 @@ from ..checkpoint.config import CheckpointingMode
 from ..checkpoint.storages import JobManagerCheckpointStorage
 from ..configuration import _parse_bool
 from ..execution_mode import RuntimeExecutionMode, TimeCharacteristic
+from ..runtime.blocking_result import DEFAULT_RESULTS_MEMORY
 from ..runtime.record_size import parse_memory_size
 from ..runtime.sort_buffer import DEFAULT_SORT_MEMORY
 from ..state.backends import EmbeddedRocksDBStateBackend, state_backend_from_config
@@ -71,8 +72,13 @@ class ConfigurationMixin:
         ``execution.sorted-inputs.enabled`` (batch mode: keyed
         operators read their input sorted by key and timestamp; default true) and
         ``execution.sorted-inputs.memory`` (the bytes of records a keyed operator sorts in memory
-        before it spills sorted runs to disk; ``runtime/sort_buffer.py``); a dict or a PyFlink
-        ``Configuration``."""
+        before it spills sorted runs to disk; ``runtime/sort_buffer.py``),
+        ``execution.batch-shuffle-mode`` (``ALL_EXCHANGES_BLOCKING``, the default: a batch job's
+        exchanges are blocking and a failure restarts only its pipelined region,
+        ``runtime/regions.py``; ``ALL_EXCHANGES_PIPELINED``: every task runs at once and a
+        failure restarts the whole job) and ``streamflow.blocking-results.memory`` (the bytes of
+        blocking results kept in memory before they spill, ``runtime/blocking_result.py``); a
+        dict or a PyFlink ``Configuration``."""
         env: Any = self  # a StreamExecutionEnvironment: its setters do the work
         if hasattr(configuration, "to_dict"):
             configuration = configuration.to_dict()
@@ -158,6 +164,11 @@ class ConfigurationMixin:
             elif key == "execution.sorted-inputs.memory":
                 memory = parse_memory_size(value, key)
                 self.runtime.sorted_inputs_memory = DEFAULT_SORT_MEMORY if memory is None else memory
+            elif key == "execution.batch-shuffle-mode":
+                self.runtime.batch_blocking = _batch_shuffle_mode(value)
+            elif key == "streamflow.blocking-results.memory":
+                memory = parse_memory_size(value, key)
+                self.runtime.blocking_results_memory = DEFAULT_RESULTS_MEMORY if memory is None else memory
             elif key.startswith(("spark.", "execution.spark.")):
                 self._spark_configuration[key] = value
             else:
@@ -228,6 +239,18 @@ def _configure_unaligned_source_splits(value: Any) -> None:
         "in streamflow: every reader aligns its splits (the Kafka reader pauses partitions) or reads "
         "one stream its task aligns, so no reader fails for lack of split alignment",
         str(allowed).lower(),
+    )
+
+
+def _batch_shuffle_mode(value: Any) -> bool:
+    """Flink's ``BatchShuffleMode``: True for ``ALL_EXCHANGES_BLOCKING``, False for
+    ``ALL_EXCHANGES_PIPELINED``; the hybrid modes are refused, naming the supported ones."""
+    mode = str(value).strip().upper()
+    if mode in ("ALL_EXCHANGES_BLOCKING", "ALL_EXCHANGES_PIPELINED"):
+        return mode == "ALL_EXCHANGES_BLOCKING"
+    raise ValueError(
+        f"execution.batch-shuffle-mode {value!r} is not supported: use ALL_EXCHANGES_BLOCKING "
+        "(the default) or ALL_EXCHANGES_PIPELINED"
     )
 
 

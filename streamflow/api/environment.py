@@ -302,8 +302,9 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         )
 
     # -- execution ---------------------------------------------------------
-    def get_job_graph(self, job_name: str = "job") -> JobGraph:
-        """The validated, chained job graph."""
+    def get_job_graph(self, job_name: str = "job", *, blocking_exchanges: bool = False) -> JobGraph:
+        """The validated, chained job graph (``blocking_exchanges``: a batch job's, whose
+        non-forward edges are blocking exchanges and never chain: ``runtime/regions.py``)."""
         for node in self._graph.nodes:
             # a source generating watermarks per partition (from_source) takes the auto-watermark
             # interval set by now, as Flink's SourceOperator reads the ExecutionConfig when it opens
@@ -318,6 +319,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             default_max_parallelism=self._max_parallelism,
             chaining_enabled=self._chaining,
             max_parallelism_configured=self._max_parallelism_configured,
+            blocking_exchanges=blocking_exchanges,
         )
 
     def execute_async(self, job_name: str = "streamflow job") -> Any:
@@ -348,7 +350,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             if runtime.checkpoint.interval_ms is not None:
                 runtime.checkpoint = copy.copy(runtime.checkpoint)
                 runtime.checkpoint.interval_ms = None
-        graph = self.get_job_graph(job_name)
+        graph = self.get_job_graph(job_name, blocking_exchanges=runtime.batch and runtime.batch_blocking)
         self._graph.clear()
         if self._engine == "spark":
             from ..spark.client import SparkJobClient

@@ -269,6 +269,11 @@ class CheckpointDriver:
                 if handle is not None:
                     handle.cancel()
 
+    def refuse_requests(self, why: str) -> None:
+        """No checkpoint will run (the driver is not run: a batch job with blocking exchanges,
+        ``runtime/regions.py``): every request fails at once, naming ``why``."""
+        self._end(why)
+
     def _end(self, why: str) -> None:
         """No event is read any more: a request made from now on, or still unread, fails."""
         if self._ended is None:

@@ -46,14 +46,14 @@ from .operator import StreamOperator
 if TYPE_CHECKING:
     from .task import Task
 
-__all__ = ["InFlightRestore", "channel_layout"]
+__all__ = ["InFlightRestore", "channel_layout", "finished_on_restore"]
 
 _log = logging.getLogger("streamflow")
 
 
 def channel_layout(g: JobGraph, nodes: list[StreamNode], sub: int) -> dict[str, list[Any]]:
     """What the channels of subtask ``sub`` of the chain ``nodes`` join, in the order the
-    task's gate and writers are built (``execution.Execution._build_task``)."""
+    task's gate and writers are built (``execution.Execution.build_task``)."""
     head = nodes[0]
     head_uid, p = g.uid_of(head), g.parallelism[head.id]
     inp: list[Any] = []
@@ -72,6 +72,37 @@ def channel_layout(g: JobGraph, nodes: list[StreamNode], sub: int) -> dict[str, 
             targets = [sub] if forward else list(range(down_p))
             out.append([g.uid_of(node), g.uid_of(consumer), consumer.inputs.index(edge), down_p, targets])
     return {"in": inp, "out": out}
+
+
+def finished_on_restore(
+    g: JobGraph, restore: RestoredCheckpoint | None, nodes: list[StreamNode], sub: int,
+    finished: dict[int, list[bool]],
+) -> bool:
+    """FLIP-147: the subtask had finished in the restored checkpoint (every operator of its
+    chain, see ``RestoredCheckpoint.finished_on_restore``) and every task upstream of it is
+    deployed finished too (so none can send it a record); logged when it runs again."""
+    if restore is None or not restore.finished:
+        return False
+    p = g.parallelism[nodes[0].id]
+    if not all(restore.finished_on_restore(g.uid_of(n), sub, p) for n in nodes):
+        if any(g.uid_of(n) in restore.finished for n in nodes):
+            _log.info(
+                "%s[%d]: not every operator of its chain had finished in checkpoint %s (or it was "
+                "rescaled while partly finished): it runs again", nodes[0].name, sub, restore.source,
+            )  # fmt: skip
+        return False
+    for e in nodes[0].inputs:
+        up = finished.get(g.vertex_of[e.upstream.id].nodes[0].id, [])
+        up_p = g.parallelism[e.upstream.id]
+        forward = effective_partitioning(e, up_p, p) is Partitioning.FORWARD
+        if len(up) == up_p and (up[sub] if forward else all(up)):
+            continue
+        _log.info(
+            "%s[%d] had finished in checkpoint %s, but a task upstream of it runs again: so does it",
+            nodes[0].name, sub, restore.source,
+        )  # fmt: skip
+        return False
+    return True
 
 
 class InFlightRestore:

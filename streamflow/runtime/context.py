@@ -41,8 +41,11 @@ class OperatorContext:
     job_parameters: dict[str, str] = field(default_factory=dict)
     keyed_backend: KeyedStateBackend | None = None
     checkpointing: bool = False  # periodic checkpoints are enabled for this job
-    attempt: int = 0  # 0, then the job's number of restarts so far
+    # 0, then the number of restarts so far: of the job, or in a batch job with blocking
+    # exchanges of the subtask's pipelined region (runtime/regions.py)
+    attempt: int = 0
     batch: bool = False  # a batch job: processing-time timers fire at the end of input
+    restarts: bool = False  # the restart strategy may restart the subtask after a failure
     # actions run once every task of this execution has finished without failure (None when
     # the operator runs outside an Execution); a failure or restart drops them (Execution.run)
     job_end: list[Callable[[], Awaitable[None]]] | None = None

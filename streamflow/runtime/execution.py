@@ -12,14 +12,13 @@ from __future__ import annotations
 import concurrent.futures.thread  # noqa: F401  (preloaded: see the comment after the imports)
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
 import anyio._backends._asyncio  # preloaded: see the comment after the imports
 
 from ..checkpoint.channel_types import declared_pickled
-from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
+from ..checkpoint.config import NoRestart
 from ..checkpoint.driver import CheckpointDriver
 from ..checkpoint.max_parallelism import fit_max_parallelism
 from ..checkpoint.restore import RestoredCheckpoint
@@ -30,19 +29,22 @@ from ..errors import StreamflowError
 from ..graph import JobGraph, Partitioning, StreamNode, effective_partitioning, is_chained
 from ..state.key_groups import key_group_range
 from ..state.keyed import IncrementalSettings, KeyedStateBackend
+from .blocking_result import BlockingResult, ResultBudget
 from .channel import ByteBudget, Channel, InputGate
-from .channel_restore import InFlightRestore, channel_layout
+from .channel_restore import InFlightRestore, channel_layout, finished_on_restore
 from .checkpoint_stats import CheckpointStatsTracker
 from .context import OperatorContext
+from .failures import primary_error as primary_error
 from .gc_policy import GC_POLICY
 from .half_sorted_input import install_half_sorted_input
 from .input_selection import plan_input_selection
-from .loop_budget import DEFAULT_LOOP_BUDGET_MS, LoopBudget
+from .loop_budget import LoopBudget
 from .metered_output import MeteredOutput
 from .metrics import MetricGroup, read_metrics
 from .operator import BatchTarget, StreamOperator
-from .sort_buffer import DEFAULT_SORT_MEMORY
-from .sort_runs import spill_opt_in
+from .regions import RegionFailure, RegionScheduler
+from .runtime_config import RuntimeConfig as RuntimeConfig
+from .sort_runs import RunCodec, spill_opt_in
 from .sorting_input import install_sorted_input
 from .source_task import SourceTask
 from .start_gate import StartGate
@@ -60,32 +62,6 @@ from .writer import ChannelWriter, create_writer
 _log = logging.getLogger("streamflow")
 
 
-@dataclass
-class RuntimeConfig:
-    batch_size: int = 512
-    channel_capacity: int = 4096
-    # in-flight bytes (estimated, see record_size.py): per channel and for the whole job; None: off
-    channel_max_bytes: int | None = 64 * 2**20
-    job_max_bytes: int | None = 512 * 2**20
-    job_parameters: dict[str, str] = field(default_factory=dict)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    restart_strategy: RestartStrategy = field(default_factory=NoRestart)
-    savepoint_path: str | None = None
-    allow_non_restored_state: bool = False
-    rest_port: int | None = None  # rest.port: serve the job page, REST API and /metrics (0: any free port)
-    rest_address: str = "127.0.0.1"  # rest.address
-    progress: bool | None = None  # streamflow.progress: None = only on a terminal
-    # execution.loop-budget: ms of continuous work after which the job lets the event loop run
-    # (shared by all tasks of the job, see loop_budget.py); None: only when it has to wait
-    loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
-    state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
-    gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
-    batch: bool = False  # a batch job (api/batch.py): keyed operators sort their input (sorting_input.py)
-    sorted_inputs: bool = True  # execution.sorted-inputs.enabled: batch mode sorts keyed inputs
-    sorted_inputs_memory: int = DEFAULT_SORT_MEMORY  # execution.sorted-inputs.memory (sort_buffer.py)
-    default_savepoint_directory: str | None = None  # trigger_savepoint() without a directory
-
-
 class Execution:
     """The physical job: tasks, channels and operator instances."""
 
@@ -100,6 +76,7 @@ class Execution:
         checkpoint_stats: CheckpointStatsTracker | None = None,
         first_checkpoint_id: int = 1,
         attempt: int = 0,
+        on_region_failure: RegionFailure | None = None,
     ):
         self.job_name = job_name
         self.attempt = attempt  # 0, then the number of restarts (RuntimeContext.get_attempt_number)
@@ -107,6 +84,12 @@ class Execution:
         # a file sink without checkpoints publishes its files only when every task has finished,
         # so a failure and restart of the job never leaves a finished subtask's output twice
         self.job_end: list[Callable[[], Awaitable[None]]] = []
+        # a batch job with blocking exchanges runs its tasks as pipelined regions, each failing
+        # over on its own (regions.py); its job-end actions are kept per task, so a restarted
+        # task's failed attempt publishes nothing
+        self.blocking = config.batch and config.batch_blocking and restore is None
+        self.task_job_end: dict[str, list[Callable[[], Awaitable[None]]]] = {}
+        self.on_region_failure = on_region_failure
         self.graph = graph
         self.config = config
         self.clock = clock
@@ -122,6 +105,7 @@ class Execution:
         self.loop_budget = LoopBudget(config.loop_budget_ms, clock)
         self.alignment = WatermarkAlignment()
         self._task_ids: list[str] = []  # parallel to tasks: "<head uid>#<subtask>"
+        self.task_slots: list[tuple[list[StreamNode], int]] = []  # parallel to tasks: (chain, subtask)
         self._spill_fallbacks: set[str] = set()  # operators whose sorted input logged a pickle fallback
         if restore is not None:
             restore.check_fits(
@@ -145,13 +129,20 @@ class Execution:
             first_checkpoint_id,
             self.checkpoint_stats,
         )
+        if self.blocking:  # no checkpoints in a batch job; the driver does not run (regions.py)
+            for task in self.tasks:
+                task.checkpointer = None
+            self.driver.refuse_requests("a batch job takes no checkpoints")
 
     # -- construction ------------------------------------------------------
     def _build(self) -> None:
         g = self.graph
         self._reads_first = plan_input_selection(g.nodes) if self.config.batch else {}
-        # channels of each non-chained edge: (consumer id, edge index) -> [up][down] channels
+        # channels of each non-chained edge: (consumer id, edge index) -> [up][down] channels;
+        # with blocking exchanges each has a result the producer writes (blocking_result.py)
         edge_channels: dict[tuple[int, int], list[list[Channel | None]]] = {}
+        self.results: dict[tuple[int, int], list[list[Any]]] = {}
+        self.edge_channels = edge_channels
         for node in g.nodes:
             for k, edge in enumerate(node.inputs):
                 if is_chained(g, node, edge):
@@ -165,65 +156,63 @@ class Execution:
                         if forward and i != j:
                             row.append(None)
                             continue
-                        ch = Channel(
-                            self.config.channel_capacity,
-                            f"{edge.upstream.name}[{j}] -> {node.name}[{i}]",
-                            max_bytes=self.config.channel_max_bytes,
-                            budget=self.byte_budget,
-                        )
-                        self.channels.append(ch)
-                        row.append(ch)
+                        row.append(self.new_channel(f"{edge.upstream.name}[{j}] -> {node.name}[{i}]"))
                     grid.append(row)
                 edge_channels[(node.id, k)] = grid
+                if self.blocking:
+                    self.results[(node.id, k)] = [
+                        [None if ch is None else BlockingResult(ch.name, self.result_budget) for ch in row]
+                        for row in grid
+                    ]
 
         finished: dict[int, list[bool]] = {}  # head node id -> its subtasks deployed finished
         for vertex in g.vertices:
             subtasks = finished[vertex.nodes[0].id] = []
             for sub in range(vertex.parallelism):
-                task = self._build_task(vertex.nodes, sub, edge_channels)
-                task.finished_on_restore = self._finished_on_restore(vertex.nodes, sub, finished)
+                task = self.build_task(vertex.nodes, sub, edge_channels, self.results or edge_channels)
+                self._task_ids.append(task.task_id)
+                self.task_slots.append((vertex.nodes, sub))
+                task.finished_on_restore = finished_on_restore(g, self.restore, vertex.nodes, sub, finished)
                 subtasks.append(task.finished_on_restore)
                 self.tasks.append(task)
+        if self.blocking:  # a region starts once its inputs are complete (regions.py)
+            self.scheduler = RegionScheduler(self)
+            return
         gate = StartGate(len(self.tasks))  # no input starts before every task opened (start_gate.py)
         for task in self.tasks:
             task.start_gate = gate
 
-    def _finished_on_restore(
-        self, nodes: list[StreamNode], sub: int, finished: dict[int, list[bool]]
-    ) -> bool:
-        """FLIP-147: the subtask had finished in the restored checkpoint (every operator of its
-        chain, see ``RestoredCheckpoint.finished_on_restore``) and every task upstream of it is
-        deployed finished too (so none can send it a record); logged when it runs again."""
-        if self.restore is None or not self.restore.finished:
-            return False
-        g = self.graph
-        p = g.parallelism[nodes[0].id]
-        if not all(self.restore.finished_on_restore(g.uid_of(n), sub, p) for n in nodes):
-            if any(g.uid_of(n) in self.restore.finished for n in nodes):
-                _log.info(
-                    "%s[%d]: not every operator of its chain had finished in checkpoint %s (or it was "
-                    "rescaled while partly finished): it runs again", nodes[0].name, sub, self.restore.source,
-                )  # fmt: skip
-            return False
-        for e in nodes[0].inputs:
-            up = finished.get(g.vertex_of[e.upstream.id].nodes[0].id, [])
-            up_p = g.parallelism[e.upstream.id]
-            forward = effective_partitioning(e, up_p, p) is Partitioning.FORWARD
-            if len(up) == up_p and (up[sub] if forward else all(up)):
-                continue
-            _log.info(
-                "%s[%d] had finished in checkpoint %s, but a task upstream of it runs again: so does it",
-                nodes[0].name, sub, self.restore.source,
-            )  # fmt: skip
-            return False
-        return True
+    def new_channel(self, name: str) -> Channel:
+        """A channel of this job (listed in ``channels`` for the metrics)."""
+        cfg = self.config
+        ch = Channel(cfg.channel_capacity, name, max_bytes=cfg.channel_max_bytes, budget=self.byte_budget)
+        self.channels.append(ch)
+        return ch
 
-    def _build_task(
+    @property
+    def result_budget(self) -> ResultBudget:
+        """The memory of this job's blocking results (blocking_result.py), made on first use."""
+        budget = getattr(self, "_result_budget", None)
+        if budget is None:
+            codec, reason, logged = self._spill_of(None)
+            run_codec = RunCodec(
+                "blocking results", self.config.blocking_results_memory, codec, reason, logged,
+                what="a blocking exchange's result", memory_key="streamflow.blocking-results.memory",
+            )  # fmt: skip
+            budget = self._result_budget = ResultBudget(self.config.blocking_results_memory, run_codec)
+        return budget
+
+    def build_task(
         self,
         nodes: list[StreamNode],
         sub: int,
         edge_channels: dict[tuple[int, int], list[list[Channel | None]]],
+        edge_outputs: dict[tuple[int, int], list[list[Any]]],
+        attempt: int | None = None,
     ) -> Task:
+        """Subtask ``sub`` of the chain ``nodes``, reading the channels of ``edge_channels``
+        and writing those (or the blocking results) of ``edge_outputs``; its operators see
+        ``attempt`` (the execution's attempt when None) as their attempt number."""
         g = self.graph
         task_name = " -> ".join(n.name for n in nodes) + (f" ({sub + 1}/{g.parallelism[nodes[0].id]})")
         ops: list[StreamOperator] = []
@@ -252,7 +241,7 @@ class Execution:
                     target: BatchTarget = self.operators[(consumer.id, sub)]
                 else:
                     k = consumer.inputs.index(edge)
-                    row = edge_channels[(consumer.id, k)][sub]
+                    row = edge_outputs[(consumer.id, k)][sub]
                     channels = [ch for ch in row if ch is not None]
                     up_p, p = g.parallelism[node.id], g.parallelism[consumer.id]
                     writer = create_writer(
@@ -273,6 +262,8 @@ class Execution:
 
         head = nodes[0]
         task_id = f"{g.uid_of(head)}#{sub}"
+        if self.blocking:
+            self.task_job_end[task_id] = []  # a new attempt's: the failed one's actions are dropped
         kw: dict[str, Any] = dict(
             operators=ops, writers=writers, clock=self.clock, batch_size=self.config.batch_size,
             budget=self.loop_budget,
@@ -308,14 +299,14 @@ class Execution:
         task.max_parallelism = g.vertex_of[head.id].max_parallelism
         task.writer_types = writer_types
         task.outputs = [(node, outputs[node.id]) for node in nodes]
-        self._task_ids.append(task_id)
+        task.task_id = task_id
         for writer in writers:
             for ch in writer.channels:
                 ch.writer = task
         for node in nodes:
             chained = self.operators.get((node.id, sub))
             if chained is not None:
-                ctx = self._context(node, sub, task)
+                ctx = self._context(node, sub, task, self.attempt if attempt is None else attempt, task_id)
                 chained.setup(ctx, outputs[node.id])
                 if node.inside_source is not None and isinstance(chained, TimestampsAndWatermarksOperator):
                     chained.alignment = self._alignment_member(node.inside_source, sub)
@@ -337,10 +328,12 @@ class Execution:
             return None
         return self.alignment.member(self.graph.uid_of(source), sub, params)
 
-    def _spill_of(self, node: StreamNode) -> tuple[Any, str | None, set[str]]:
-        """How a keyed node's sorted input writes its runs (``sort_runs.py``): the records codec,
-        why a record it refuses may be pickled, and the job's set of fallbacks logged."""
-        pickled = any(declared_pickled(e.upstream.declared_types.get(e.side_tag)) for e in node.inputs)
+    def _spill_of(self, node: StreamNode | None) -> tuple[Any, str | None, set[str]]:
+        """How a keyed node's sorted input (or, ``node`` None, the job's blocking results) writes
+        its runs (``sort_runs.py``): the records codec, why a record it refuses may be pickled,
+        and the job's set of fallbacks logged."""
+        edges = node.inputs if node is not None else [e for n in self.graph.nodes for e in n.inputs]
+        pickled = any(declared_pickled(e.upstream.declared_types.get(e.side_tag)) for e in edges)
         codec, reason = spill_opt_in(self.config.checkpoint.get_records_codec(), pickled)
         return codec, reason, self._spill_fallbacks
 
@@ -352,7 +345,7 @@ class Execution:
         groups = key_group_range(sub, maxp, g.parallelism[node.id])
         return self.restore.for_operator(g.uid_of(node), sub, groups)
 
-    def _context(self, node: StreamNode, sub: int, task: Task) -> OperatorContext:
+    def _context(self, node: StreamNode, sub: int, task: Task, attempt: int, task_id: str) -> OperatorContext:
         g = self.graph
         uid = g.uid_of(node)
         maxp = g.vertex_of[node.id].max_parallelism
@@ -369,9 +362,10 @@ class Execution:
             job_parameters=dict(self.config.job_parameters),
             keyed_backend=self._keyed_backend(uid, sub, maxp, g.parallelism[node.id]) if node.keyed else None,
             checkpointing=self.config.checkpoint.is_checkpointing_enabled(),
-            attempt=self.attempt,
+            attempt=attempt,
             batch=self.config.batch,
-            job_end=self.job_end,
+            job_end=self.task_job_end[task_id] if self.blocking else self.job_end,
+            restarts=not isinstance(self.config.restart_strategy, NoRestart),
         )
 
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
@@ -414,10 +408,13 @@ class Execution:
         try:
             async with anyio.create_task_group() as tg:
                 self.cancel_scope = tg.cancel_scope
-                for task in self.tasks:
-                    tg.start_soon(task.run, name=task.name)
-                tg.start_soon(self.driver.run, name="checkpoint driver")
-            if self.job_end:  # every task finished: the deferred publications
+                if self.blocking:
+                    tg.start_soon(self.scheduler.run, name="region scheduler")
+                else:
+                    for task in self.tasks:
+                        tg.start_soon(task.run, name=task.name)
+                    tg.start_soon(self.driver.run, name="checkpoint driver")
+            if self.job_end_actions():  # every task finished: the deferred publications
                 try:
                     await self.run_job_end()
                 except Exception as exc:
@@ -444,8 +441,12 @@ class Execution:
         """What operators deferred to the job's successful end (``OperatorContext.job_end``: a
         file sink without checkpoints publishing its files). Each action is idempotent, so a
         retry after a failure runs them all again (``JobClient``), never the tasks."""
-        for action in self.job_end:
+        for action in self.job_end_actions():
             await action()
+
+    def job_end_actions(self) -> list[Callable[[], Awaitable[None]]]:
+        """What the operators deferred to the job's end: those of each task's last attempt."""
+        return self.job_end + [a for task_id in self._task_ids for a in self.task_job_end.get(task_id, ())]
 
     def read_metrics(self) -> dict[str, float | int]:
         out = read_metrics(self.metrics)
@@ -472,19 +473,3 @@ class Execution:
 class JobEndError(StreamflowError, RuntimeError):
     """Every task finished, but an action deferred to the job's end failed (``__cause__``):
     the output is complete, so only that publication is retried, never the tasks."""
-
-
-def primary_error(group: BaseExceptionGroup) -> BaseException:
-    """The error that started a failure: the first one that is not a cancellation."""
-    cancelled = anyio.get_cancelled_exc_class()
-    fallback: BaseException | None = None
-    stack: list[BaseException] = [group]
-    while stack:
-        exc = stack.pop(0)
-        if isinstance(exc, BaseExceptionGroup):
-            stack[:0] = list(exc.exceptions)
-        elif not isinstance(exc, cancelled):
-            return exc
-        elif fallback is None:
-            fallback = exc
-    return fallback or group

@@ -97,6 +97,7 @@ class JobClient:
             self.execution = Execution(
                 job_name, graph, config, clock, self._initial_restore(), self._storage, self.checkpoint_stats,
                 self._storage.first_free_id(job_name) if self._storage is not None else 1,
+                on_region_failure=self._region_failed,
             )  # fmt: skip
         except BaseException:
             GC_POLICY.job_ended(self)
@@ -167,7 +168,9 @@ class JobClient:
                     raise
                 break
             except BaseException as exc:
-                if self._cancel_requested or not isinstance(exc, Exception):
+                if self._cancel_requested or not isinstance(exc, Exception) or self.execution.blocking:
+                    # (a batch job with blocking exchanges: its regions failed over alone, and the
+                    # restart strategy decided this failure ends the job: _region_failed)
                     self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
                     raise
                 strategy = self._config.restart_strategy
@@ -196,6 +199,7 @@ class JobClient:
                 self.execution = Execution(
                     self.job_name, self._graph, self._config, self._clock, restore, self._storage,
                     self.checkpoint_stats, first_id, attempt=self.restarts,
+                    on_region_failure=self._region_failed,
                 )  # fmt: skip
                 if restore is not None:
                     self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id
@@ -205,6 +209,30 @@ class JobClient:
                 self._status = JobStatus.RUNNING
         self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FINISHED
         _log.info("job %r %s", self.job_name, self._status.value.lower(), extra=self._log_fields())
+
+    def _region_failed(self, region: str, failure: Exception, attempt: int) -> float:
+        """A pipelined region of a batch job failed (``regions.py``): the delay before it restarts
+        alone, as the restart strategy allows (counted and logged with its cause); raises to end
+        the job: the failure itself under ``NoRestart``, else ``RestartsExhaustedError``."""
+        strategy = self._config.restart_strategy
+        delay_ms = strategy.next_delay_ms(self._clock.now_ms())
+        self.last_failure_cause = f"{type(failure).__name__}: {failure}"
+        if delay_ms is None:
+            self._status = JobStatus.FAILED
+            if isinstance(strategy, NoRestart):
+                raise failure
+            raise RestartsExhaustedError(
+                f"job {self.job_name!r} failed and is not restarted: the restart strategy {strategy!r} "
+                f"is exhausted after {self.restarts} restart(s); last failure, in {region}: {failure!r}"
+            ) from failure
+        self.restarts += 1
+        _log.warning(
+            "job %r: %s failed (%s) in attempt %d; restart %d in %d ms by the restart strategy %r: "
+            "only its pipelined region restarts, re-reading the results of the finished regions "
+            "upstream", self.job_name, region, self.last_failure_cause, attempt, self.restarts, delay_ms,
+            strategy, exc_info=failure, extra=self._log_fields(),
+        )  # fmt: skip
+        return delay_ms
 
     def get_job_status(self) -> JobStatus:
         return self._status

@@ -107,9 +107,14 @@ class RunCodec:
         codec: Codec | None = None,
         pickle_reason: str | None = None,
         logged: set[str] | None = None,
+        *,
+        what: str = "the sorted input",
+        memory_key: str = "execution.sorted-inputs.memory",
     ) -> None:
         self.where = where
         self.memory = memory
+        self.what = what  # what spills, in errors and logs
+        self.memory_key = memory_key  # the configuration key of ``memory``
         self.codec: Codec = codec if codec is not None else MsgpackCodec()
         self.pickle_reason = pickle_reason
         self._logged = logged if logged is not None else set()
@@ -134,6 +139,25 @@ class RunCodec:
         )
         return _FRAME.pack(len(body)) + body
 
+    def pack_records(self, records: list) -> tuple[_Packed, list | None]:
+        """A records column as a run writes it, with the pickled records the job opted in to
+        (``[position, pickle]`` pairs, or None): for other spill files of a batch job (a blocking
+        exchange's result, ``blocking_result.py``)."""
+        try:
+            return _pack_records(records, self.codec), None
+        except _REFUSED as exc:
+            return self._with_pickles(records, exc)
+
+    def unpack_records(self, packed: _Packed, pickles: list | None) -> list:
+        """The records :meth:`pack_records` packed."""
+        records = _unpack_records(packed, self.codec)
+        if pickles:
+            if self.pickle_reason is None:  # never: only a job that opted in writes them
+                raise ValueError(f"{self.where}: a spill file holds pickles the job did not opt in to")
+            for i, data in pickles:
+                records[i] = pickle.loads(data)  # this process's own spill file (module doc)
+        return records
+
     def _with_pickles(
         self, records: list, column_error: Exception
     ) -> tuple[bytes | list[bytes], list | None]:
@@ -146,25 +170,25 @@ class RunCodec:
             except _REFUSED as exc:
                 refused.append((i, exc))
         if not refused:  # no single record is refused: the column as a whole (e.g. too deep)
-            raise TypeError(f"{self.where}: cannot spill the sorted input: {column_error}") from column_error
+            raise TypeError(f"{self.where}: cannot spill {self.what}: {column_error}") from column_error
         first, cause = refused[0]
         record = records[first]
         if self.pickle_reason is None:
             raise TypeError(
-                f"{self.where}: batch mode sorts its keyed input on disk beyond "
-                f"execution.sorted-inputs.memory ({self.memory} bytes) with the job's records codec "
+                f"{self.where}: batch mode spills {self.what} to disk beyond "
+                f"{self.memory_key} ({self.memory} bytes) with the job's records codec "
                 f"{self.codec.name!r}, which refuses a record of type {_type_name(type(record))} "
                 f"({record!r:.200}): {cause}. Make the records a supported type (a tuple, dataclass, "
-                "namedtuple, Row...), raise execution.sorted-inputs.memory, or opt in to pickling: "
+                f"namedtuple, Row...), raise {self.memory_key}, or opt in to pickling: "
                 "env.get_checkpoint_config().set_records_codec(PickleCodec()), or declare the stream "
                 "Types.PICKLED_BYTE_ARRAY()"
             ) from None
         if self.where not in self._logged:
             self._logged.add(self.where)
             _log.warning(
-                "%s: the spill codec %r refuses records of type %s (%s): the sorted input spills "
-                "such records pickled, since %s (logged once per operator)",
-                self.where, self.codec.name, _type_name(type(record)), cause, self.pickle_reason,
+                "%s: the spill codec %r refuses records of type %s (%s): %s spills such records "
+                "pickled, since %s (logged once per operator)",
+                self.where, self.codec.name, _type_name(type(record)), cause, self.what, self.pickle_reason,
             )  # fmt: skip
         kept = list(records)
         pickles: list[list] = []
@@ -173,11 +197,11 @@ class RunCodec:
                 pickles.append([i, pickle.dumps(records[i], pickle.HIGHEST_PROTOCOL)])
             except Exception as exc:
                 raise TypeError(
-                    f"{self.where}: batch mode sorts its keyed input on disk beyond "
-                    f"execution.sorted-inputs.memory ({self.memory} bytes); a record of type "
+                    f"{self.where}: batch mode spills {self.what} to disk beyond "
+                    f"{self.memory_key} ({self.memory} bytes); a record of type "
                     f"{_type_name(type(records[i]))} ({records[i]!r:.200}) is refused by the records "
                     f"codec {self.codec.name!r} and cannot be pickled either ({exc}); raise "
-                    "execution.sorted-inputs.memory or make the records picklable"
+                    f"{self.memory_key} or make the records picklable"
                 ) from exc
             kept[i] = None
         self.pickled += len(pickles)

@@ -77,6 +77,7 @@ class Task(ChainState):
         budget: LoopBudget | None = None,
     ) -> None:
         self.name = name
+        self.task_id = ""  # "<head uid>#<subtask>" in a job (execution.py)
         self.operators = operators  # topological order, head first
         self.writers = writers
         self.clock = clock

@@ -1,0 +1,46 @@
+"""The runtime configuration of one job (``RuntimeConfig``): what ``Execution`` builds with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
+from .blocking_result import DEFAULT_RESULTS_MEMORY
+from .loop_budget import DEFAULT_LOOP_BUDGET_MS
+from .sort_buffer import DEFAULT_SORT_MEMORY
+
+__all__ = ["RuntimeConfig"]
+
+
+@dataclass
+class RuntimeConfig:
+    batch_size: int = 512
+    channel_capacity: int = 4096
+    # in-flight bytes (estimated, see record_size.py): per channel and for the whole job; None: off
+    channel_max_bytes: int | None = 64 * 2**20
+    job_max_bytes: int | None = 512 * 2**20
+    job_parameters: dict[str, str] = field(default_factory=dict)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    restart_strategy: RestartStrategy = field(default_factory=NoRestart)
+    savepoint_path: str | None = None
+    allow_non_restored_state: bool = False
+    rest_port: int | None = None  # rest.port: serve the job page, REST API and /metrics (0: any free port)
+    rest_address: str = "127.0.0.1"  # rest.address
+    progress: bool | None = None  # streamflow.progress: None = only on a terminal
+    # execution.loop-budget: ms of continuous work after which the job lets the event loop run
+    # (shared by all tasks of the job, see loop_budget.py); None: only when it has to wait
+    loop_budget_ms: float | None = DEFAULT_LOOP_BUDGET_MS
+    state_backend: Any = None  # a state.backends.StateBackend; None: the heap (HashMapStateBackend)
+    gc_freeze: bool = True  # streamflow.gc.freeze: see gc_policy.py
+    batch: bool = False  # a batch job (api/batch.py): keyed operators sort their input (sorting_input.py)
+    sorted_inputs: bool = True  # execution.sorted-inputs.enabled: batch mode sorts keyed inputs
+    sorted_inputs_memory: int = DEFAULT_SORT_MEMORY  # execution.sorted-inputs.memory (sort_buffer.py)
+    default_savepoint_directory: str | None = None  # trigger_savepoint() without a directory
+    # execution.batch-shuffle-mode: ALL_EXCHANGES_BLOCKING (True, Flink's default): a batch job's
+    # non-chained edges are blocking exchanges between pipelined regions, a failure restarts
+    # only its region (regions.py); ALL_EXCHANGES_PIPELINED (False): every task runs at once
+    # and a failure restarts the whole job
+    batch_blocking: bool = True
+    # streamflow.blocking-results.memory: bytes of blocking results kept in memory (blocking_result.py)
+    blocking_results_memory: int = DEFAULT_RESULTS_MEMORY
