@@ -251,9 +251,10 @@ def test_batch_failover_after_some_sink_subtasks_finished_publishes_each_record_
     """``BatchExecutionFileSinkITCase`` with the failure where it hurts: two of the three sink
     subtasks have finished their input when subtask 0 fails. Flink's batch failover restarts
     only the failed region (the finished ones are not run again), so every record is in the
-    finished files once. streamflow restarts the whole job; its sink therefore publishes a
-    job's files without checkpoints only once every task has finished (it published a
-    subtask's files at that subtask's end, and the restart wrote them again)."""
+    finished files once. So does streamflow's (``runtime/regions.py``); its sink publishes a
+    job's files without checkpoints only once every task has finished, and drops what a failed
+    attempt deferred (``ALL_EXCHANGES_PIPELINED`` restarts the whole job, which must not
+    publish a finished subtask's files twice either)."""
     FailAfterOthersFinished.closed = set()
     out = tmp_path / "out"
     env, builder = batch_file_sink(out, compact, restarts=1)

@@ -35,6 +35,16 @@ with nothing held.
 job from its sources and the records already handed out repeat (at-least-once), logged as a
 warning when the subtask restarts.
 
+*In a batch job whose restart strategy may restart it* (no checkpoints there) a subtask holds
+the records of its attempt and hands them to the consumer when it finishes (Flink's collect
+iterator makes a batch job's results visible only as the job ends, and discards a restarted
+sink's earlier results: ``CollectResultIterator``, ``UncheckpointedCollectResultBuffer.
+sinkRestarted``). A failure restarts only the pipelined region of the failed task
+(``runtime/regions.py``) and never a finished one, so a subtask that has handed its records
+out never runs again, and the records of a failed attempt, held by its discarded operator,
+never reach the consumer: exactly once. The held records are in memory until the subtask
+ends.
+
 The consumer's view ends when every subtask (``parallelism``, counted by subtask index, so a
 restarted subtask's end counts once) has ended, or the job has finished or failed.
 """
@@ -190,6 +200,7 @@ class _QueueSinkOperator(StreamOperator):
         self._end_sent = False
         self._restored: dict[str, Any] | None = None
         self._exactly_once = False
+        self._hold: list[list[Any]] | None = None  # a batch job's attempt (module doc)
 
     def initialize_state(self, restored: Any | None) -> None:
         restored = getattr(restored, "own", restored)
@@ -202,6 +213,14 @@ class _QueueSinkOperator(StreamOperator):
         self._exactly_once = self.ctx.checkpointing
         restarted = me in sink.started
         sink.started.add(me)
+        if self.ctx.batch and self.ctx.restarts and not self._exactly_once:
+            self._hold = []
+            if restarted:
+                log.info(
+                    "%s[%d]: restarted; the records of its failed attempt were held, never collected: "
+                    "they are dropped", self.name, me,
+                )  # fmt: skip
+            return
         if not self._exactly_once:
             if restarted:
                 log.warning(
@@ -242,7 +261,9 @@ class _QueueSinkOperator(StreamOperator):
                 await sink.put(_Ended(me))
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
-        if self._exactly_once:
+        if self._hold is not None:
+            self._hold.append(records)
+        elif self._exactly_once:
             self._epoch += records
         else:
             await self.sink.put((records, None))
@@ -274,5 +295,9 @@ class _QueueSinkOperator(StreamOperator):
     async def finish(self) -> None:
         if self._exactly_once:
             self._finished = True  # the final checkpoint releases the last epoch, then the end
-        else:
-            await self.sink.put(_Ended(self.ctx.subtask_index))
+            return
+        if self._hold is not None:  # the attempt has succeeded: its records go out
+            held, self._hold = self._hold, []
+            for records in held:
+                await self.sink.put((records, None))
+        await self.sink.put(_Ended(self.ctx.subtask_index))

@@ -424,7 +424,7 @@ class Execution:
                     ) from exc
         except BaseExceptionGroup as group:
             error = primary_error(group)
-            raise error from None
+            raise error from error.__cause__  # (its own cause kept, the group's context dropped)
         except BaseException as exc:  # cancelled before the task group started
             error = exc
             raise

@@ -1,0 +1,271 @@
+"""Batch mode's blocking exchanges and pipelined-region failover (``runtime/regions.py``,
+``runtime/blocking_result.py``), through the public API: Flink's ``RuntimeExecutionMode.BATCH``
+with its default ``execution.batch-shuffle-mode`` ``ALL_EXCHANGES_BLOCKING`` and the
+``RestartPipelinedRegionFailoverStrategy`` (the rules of Flink's
+``DataStreamBatchExecutionITCase.batchFailoverWith*Barrier``, ported in
+``test_batch_execution_flink.py``, on larger inputs, other shapes and the failure paths)."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from streamflow.common.restart_strategy import RestartStrategies
+from streamflow.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+from streamflow.datastream.functions import CoProcessFunction, MapFunction
+from streamflow.runtime.job import RestartsExhaustedError
+
+N = 2000  # several batches (512 records) per subtask: partial output exists when a task fails
+
+
+def _env(parallelism: int = 1, restarts: int = 10) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(parallelism)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 0))
+    return env
+
+
+class Tag(MapFunction):
+    """``(value, tags)`` -> ``(value, tags + name + attempt)``; counts its records per attempt."""
+
+    seen: Counter[tuple[str, int]] = Counter()
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def open(self, runtime_context: Any) -> None:
+        self.attempt = runtime_context.get_attempt_number()
+
+    def map(self, value: tuple[int, str]) -> tuple[int, str]:
+        Tag.seen[(self.name, self.attempt)] += 1
+        return value[0], f"{value[1]}{self.name}{self.attempt}"
+
+
+class FailOnce(Tag):
+    """A ``Tag`` that fails in attempt 0 of every subtask after ``after`` records."""
+
+    def __init__(self, name: str, after: int) -> None:
+        super().__init__(name)
+        self.after = after
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self.count = 0
+
+    def map(self, value: tuple[int, str]) -> tuple[int, str]:
+        self.count += 1
+        if self.attempt == 0 and self.count > self.after:
+            raise RuntimeError(f"FAILING after {self.after}")
+        return super().map(value)
+
+
+class AlwaysFail(MapFunction):
+    def map(self, value: Any) -> Any:
+        raise RuntimeError("always FAILING")
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    Tag.seen = Counter()
+
+
+def _records(n: int = N) -> list[tuple[int, str]]:
+    return [(i, "") for i in range(n)]
+
+
+def test_a_failure_upstream_of_the_exchange_restarts_only_its_region_and_each_record_arrives_once() -> None:
+    """The failing map runs before the key_by, in the source's region: that region runs again
+    (attempt 1) and its failed attempt's partial result is dropped; the region after the
+    exchange starts only once the result is complete, so it runs once (attempt 0) and sees
+    every record once."""
+    env = _env()
+    out = list(
+        env.from_collection(_records())
+        .map(FailOnce("a", after=1000))
+        .key_by(lambda v: v[0] % 7)
+        .map(Tag("c"))
+        .execute_and_collect()
+    )
+    assert sorted(out) == [(i, "a1c0") for i in range(N)]
+    assert Tag.seen == {("a", 0): 1000, ("a", 1): N, ("c", 0): N}
+
+
+def test_a_sink_region_failing_after_emitting_records_collects_each_record_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The failing map is chained to the collect sink and fails after some of its batches
+    reached the sink: those were held for the attempt and are dropped with it (Flink's collect
+    iterator discards a restarted sink's earlier results), so the consumer sees each record
+    once; the region before the exchange keeps attempt 0."""
+    env = _env()
+    stream = env.from_collection(_records()).map(Tag("a")).rebalance().map(FailOnce("d", after=1500))
+    with caplog.at_level(logging.INFO):
+        out = list(stream.execute_and_collect())
+    assert sorted(out) == [(i, "a0d1") for i in range(N)]
+    assert Tag.seen == {("a", 0): N, ("d", 0): 1500, ("d", 1): N}
+    assert any("records of its failed attempt were held" in r.getMessage() for r in caplog.records)
+
+
+class FailingCoProcess(CoProcessFunction):
+    """Tags the inputs ``x``/``y`` with its attempt; fails in attempt 0 after 1500 records."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.attempt = runtime_context.get_attempt_number()
+        self.count = 0
+
+    def _tag(self, value: tuple[int, str], name: str) -> Any:
+        self.count += 1
+        if self.attempt == 0 and self.count > 1500:
+            raise RuntimeError("co-process FAILING")
+        yield value[0], f"{value[1]}{name}{self.attempt}"
+
+    def process_element1(self, value: Any, ctx: Any) -> Any:
+        yield from self._tag(value, "x")
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:
+        yield from self._tag(value, "y")
+
+
+def test_a_two_input_region_fails_over_alone_and_reads_both_inputs_again() -> None:
+    """connect(): the two-input operator's region fails after reading part of both inputs;
+    it restarts alone and reads both complete upstream results again."""
+    env = _env(parallelism=2)
+    left = env.from_collection(_records()).map(Tag("l"))
+    right = env.from_collection([(i + N, "") for i in range(N)]).map(Tag("r"))
+    co = left.key_by(lambda v: v[0]).connect(right.key_by(lambda v: v[0])).process(FailingCoProcess())
+    out = sorted(co.execute_and_collect())
+    assert out == [(i, "l0x1") for i in range(N)] + [(i + N, "r0y1") for i in range(N)]
+    assert Tag.seen == {("l", 0): N, ("r", 0): N}
+
+
+def test_a_region_after_a_union_fails_over_alone() -> None:
+    """union() feeding a keyed exchange: the failing region after it restarts and reads the
+    results of both branches again; neither branch runs again."""
+    env = _env(parallelism=2)
+    left = env.from_collection(_records()).map(Tag("l"))
+    right = env.from_collection([(i + N, "") for i in range(N)]).map(Tag("r"))
+    out = sorted(
+        left.union(right).key_by(lambda v: v[0] % 5).map(FailOnce("u", after=700)).execute_and_collect()
+    )
+    assert out == [(i, "l0u1") for i in range(N)] + [(i + N, "r0u1") for i in range(N)]
+    assert Tag.seen == {("l", 0): N, ("r", 0): N, ("u", 0): 2 * 700, ("u", 1): 2 * N}
+
+
+def _pipeline(parallelism: int) -> list[Any]:
+    env = _env(parallelism)
+    sums = (
+        env.from_collection(_records())
+        .map(FailOnce("a", after=300))
+        .key_by(lambda v: v[0] % 13)
+        .reduce(lambda x, y: (x[0] + y[0], x[1]))
+        .rebalance()
+        .map(FailOnce("b", after=0))  # every subtask given a record fails once
+    )
+    return sorted(sums.execute_and_collect())
+
+
+def test_parallelism_one_and_four_give_the_same_output() -> None:
+    """The same job at parallelism 1 and 4, failing once in every subtask of two regions."""
+    one = _pipeline(1)
+    assert one == sorted((sum(i for i in range(N) if i % 13 == k), "a1b1") for k in range(13))
+    assert _pipeline(4) == one
+
+
+def test_the_restart_strategy_limit_ends_the_job_with_the_cause(caplog: pytest.LogCaptureFixture) -> None:
+    """Every attempt of the region fails: after the strategy's two restarts the job fails with
+    RestartsExhaustedError caused by the last failure; each restart was logged with its cause."""
+    env = _env(restarts=2)
+    env.from_collection(_records(10)).key_by(lambda v: v[0]).map(AlwaysFail()).add_sink(lambda v: None)
+    with caplog.at_level(logging.WARNING, logger="streamflow"), pytest.raises(RestartsExhaustedError) as info:
+        env.execute("exhausted")
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert str(info.value.__cause__) == "always FAILING"
+    restarts = [
+        r.getMessage() for r in caplog.records if "only its pipelined region restarts" in r.getMessage()
+    ]
+    assert len(restarts) == 2
+    assert all("RuntimeError: always FAILING" in m for m in restarts)
+    assert ["attempt 0;" in restarts[0], "attempt 1;" in restarts[1]] == [True, True]
+
+
+def test_without_restarts_the_failure_itself_ends_the_job() -> None:
+    env = _env()
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    env.from_collection(_records(10)).key_by(lambda v: v[0]).map(AlwaysFail()).add_sink(lambda v: None)
+    with pytest.raises(RuntimeError, match="always FAILING"):
+        env.execute("no restart")
+
+
+def test_each_region_restart_is_logged_with_its_cause_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    """Two subtasks of the region after the exchange fail once each: two restarts, each logged
+    at WARNING naming the subtask, the cause and the attempt, and counted in numRestarts."""
+    env = _env(parallelism=2)
+    stream = env.from_collection(_records()).rebalance().map(FailOnce("m", after=10))
+    with caplog.at_level(logging.INFO, logger="streamflow"):
+        out = list(stream.execute_and_collect())
+    assert len(out) == N
+    warnings = [r for r in caplog.records if "only its pipelined region restarts" in r.getMessage()]
+    assert len(warnings) == 2 and all(r.levelno == logging.WARNING for r in warnings)
+    assert {("(1/2)" in r.getMessage(), "(2/2)" in r.getMessage()) for r in warnings} == {
+        (True, False),
+        (False, True),
+    }
+    assert all("RuntimeError: FAILING after 10" in r.getMessage() for r in warnings)
+    restarted = [r for r in caplog.records if "restarting its pipelined region (attempt 1)" in r.getMessage()]
+    assert len(restarted) == 2
+
+
+def test_results_spilled_to_disk_are_read_again_after_a_failover(caplog: pytest.LogCaptureFixture) -> None:
+    """With a tiny streamflow.blocking-results.memory the results spill to temporary files (the
+    records codec, tuples kept tuples); the restarted region reads them from the start."""
+    env = _env()
+    env.configure({"streamflow.blocking-results.memory": "4 kb"})
+    with caplog.at_level(logging.INFO, logger="streamflow"):
+        out = list(
+            env.from_collection(_records())
+            .map(Tag("a"))
+            .key_by(lambda v: v[0] % 3)
+            .map(FailOnce("b", after=1200))
+            .execute_and_collect()
+        )
+    assert any("spilling to" in r.getMessage() for r in caplog.records)
+    assert sorted(out) == [(i, "a0b1") for i in range(N)]
+    assert all(type(v) is tuple for v in out)
+
+
+class Opaque:
+    def __init__(self, v: int) -> None:
+        self.v = v
+
+
+def test_a_record_the_spill_codec_refuses_fails_naming_the_memory_setting() -> None:
+    env = _env()
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    env.configure({"streamflow.blocking-results.memory": "1 kb"})
+    env.from_collection(list(range(500))).map(Opaque).rebalance().map(lambda o: o.v).add_sink(lambda v: None)
+    with pytest.raises(TypeError, match=r"streamflow\.blocking-results\.memory"):
+        env.execute("opaque")
+
+
+def test_pipelined_shuffle_mode_restarts_the_whole_job() -> None:
+    """execution.batch-shuffle-mode ALL_EXCHANGES_PIPELINED: every task runs at once, and a
+    failure restarts the whole job (the former behaviour; attempt 1 before the exchange too)."""
+    env = _env()
+    env.configure({"execution.batch-shuffle-mode": "ALL_EXCHANGES_PIPELINED"})
+    out = list(
+        env.from_collection(_records(10))
+        .map(Tag("a"))
+        .key_by(lambda v: v[0])
+        .map(FailOnce("b", 0))
+        .execute_and_collect()
+    )
+    assert sorted(out) == [(i, "a1b1") for i in range(10)]
+
+
+def test_an_unsupported_batch_shuffle_mode_is_refused() -> None:
+    env = _env()
+    with pytest.raises(ValueError, match=r"ALL_EXCHANGES_HYBRID_FULL.*ALL_EXCHANGES_BLOCKING"):
+        env.configure({"execution.batch-shuffle-mode": "ALL_EXCHANGES_HYBRID_FULL"})
