@@ -269,3 +269,30 @@ def test_an_unsupported_batch_shuffle_mode_is_refused() -> None:
     env = _env()
     with pytest.raises(ValueError, match=r"ALL_EXCHANGES_HYBRID_FULL.*ALL_EXCHANGES_BLOCKING"):
         env.configure({"execution.batch-shuffle-mode": "ALL_EXCHANGES_HYBRID_FULL"})
+
+
+def test_a_file_sink_region_failing_after_writing_part_files_publishes_each_record_once(
+    tmp_path: Any,
+) -> None:
+    """The FileSink is chained after the failing map; attempt 0 rolled several part files
+    (1 KiB) before it failed. Those were never published (the batch sink publishes at the
+    job's end what the last attempt of each subtask deferred), so the finished files hold every
+    record once and no hidden in-progress or pending file is left."""
+    from streamflow.common.serialization import Encoder
+    from streamflow.datastream.connectors.file_system import FileSink, RollingPolicy
+
+    out = tmp_path / "out"
+    env = _env(parallelism=2)
+    sink = (
+        FileSink.for_row_format(str(out), Encoder.simple_string_encoder())
+        .with_rolling_policy(RollingPolicy.default_rolling_policy(part_size=1024))
+        .build()
+    )
+    env.from_collection(_records()).rebalance().map(FailOnce("s", after=600)).map(lambda v: v[0]).sink_to(
+        sink
+    )
+    env.execute("file sink")
+    finished = [p for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    counts = Counter(int(line) for f in finished for line in f.read_text().splitlines())
+    assert counts == Counter(range(N))
+    assert [p.name for p in out.rglob(".*")] == []
