@@ -296,3 +296,35 @@ def test_a_file_sink_region_failing_after_writing_part_files_publishes_each_reco
     counts = Counter(int(line) for f in finished for line in f.read_text().splitlines())
     assert counts == Counter(range(N))
     assert [p.name for p in out.rglob(".*")] == []
+
+
+async def test_a_region_waiting_for_its_inputs_is_created_and_the_job_cancels_cleanly() -> None:
+    """While the source region runs, the region after the exchange is not scheduled (CREATED
+    in the metrics, as Flink's execution state); a batch job takes no checkpoint (the request
+    fails naming why); cancel() stops it."""
+    import asyncio
+
+    from streamflow.checkpoint.driver import CheckpointTriggerError
+
+    async def endless():  # type: ignore[no-untyped-def]
+        i = 0
+        while True:
+            yield i
+            i += 1
+            if i % 100 == 0:
+                await asyncio.sleep(0)
+
+    env = _env(parallelism=2)
+    env.from_async_iterable(endless).rebalance().map(lambda v: v).add_sink(lambda v: None)
+    client = await env.execute_async("waiting")
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        vertices = client.get_metrics_snapshot()["vertices"]
+        if vertices[0]["subtasks"][0]["numRecordsOut"]:
+            break
+    assert [v["status"] for v in vertices] == ["RUNNING", "CREATED"]
+    assert {s["status"] for s in vertices[1]["subtasks"]} == {"CREATED"}
+    with pytest.raises(CheckpointTriggerError, match="a batch job takes no checkpoints"):
+        await client.trigger_checkpoint()
+    await client.cancel()
+    assert client.get_job_status().value == "CANCELED"

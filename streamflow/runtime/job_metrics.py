@@ -212,7 +212,7 @@ class JobMetricsReader:
         return {
             "subtask": index,
             "name": t.name,
-            "status": "FINISHED" if t.finished else "RUNNING",
+            "status": "FINISHED" if t.finished else "RUNNING" if t.scheduled else "CREATED",
             "numRecordsIn": int(cum[0]),
             "numRecordsOut": int(cum[1]),
             **rate,
@@ -261,7 +261,11 @@ class JobMetricsReader:
 
 
 def _status(subtasks: list[Task]) -> str:
-    return "FINISHED" if all(t.finished for t in subtasks) else "RUNNING"
+    """A vertex's: FINISHED when all its subtasks are, CREATED while none is scheduled (a batch
+    job's region waiting for its inputs: runtime/regions.py), else RUNNING."""
+    if all(t.finished for t in subtasks):
+        return "FINISHED"
+    return "RUNNING" if any(t.scheduled for t in subtasks) else "CREATED"
 
 
 def _sum_subtasks(subs: list[dict[str, Any]]) -> dict[str, Any]:

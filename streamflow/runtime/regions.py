@@ -99,6 +99,7 @@ class RegionScheduler:
                     if key in execution.results:
                         region.outputs.append(key)
             self.regions.append(region)
+            execution.tasks[i].scheduled = False  # until its inputs are complete (run)
 
     async def run(self) -> None:
         """Run every region to its end (or until the job fails or is cancelled)."""
@@ -129,6 +130,7 @@ class RegionScheduler:
     async def _attempt(self, region: _Region, task: Task) -> Exception | None:
         """Run ``task`` with its inputs fed from the upstream results; its failure, or None."""
         ex = self.execution
+        task.scheduled = True
         try:
             async with anyio.create_task_group() as tg:
                 gate = getattr(task, "gate", None)  # (a source task has none, nor inputs)
@@ -161,6 +163,7 @@ class RegionScheduler:
             budget = ex.result_budget
             ex.results[key][sub] = [None if r is None else BlockingResult(r.name, budget) for r in row]
         task = ex.build_task(nodes, sub, ex.edge_channels, ex.results, attempt=region.attempt)
+        task.scheduled = False
         ex.tasks[region.index] = task
         _log.info(
             "%s: restarting its pipelined region (attempt %d), reading the complete results of %d "

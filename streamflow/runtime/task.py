@@ -93,6 +93,7 @@ class Task(ChainState):
         self._sealers: list[Callable[[], None]] = []  # keyed backends' seal_dirty (see _seal_dirty)
         self._restored_state = False  # decoded restored keyed state (_finish_restores)
         self.finished = False
+        self.scheduled = True  # False while a batch job's region waits for its inputs (regions.py)
         self.finished_on_restore = False  # had finished in the restored checkpoint (FLIP-147)
         self.is_source = False
         self.parallelism = 1  # of the job vertex this task belongs to
