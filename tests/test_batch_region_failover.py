@@ -328,3 +328,31 @@ async def test_a_region_waiting_for_its_inputs_is_created_and_the_job_cancels_cl
         await client.trigger_checkpoint()
     await client.cancel()
     assert client.get_job_status().value == "CANCELED"
+
+
+def test_a_region_whose_next_attempt_cannot_be_built_counts_that_as_a_failure(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building attempt 1 fails (here: patched to raise once): that is attempt 1's failure, the
+    strategy restarts the region again, and attempt 2 runs (Flink: a failed deployment is a
+    failure of the attempt)."""
+    from streamflow.runtime.execution import Execution
+
+    build, failed = Execution.build_task, []
+
+    def build_task(self: Execution, *args: Any, attempt: int | None = None) -> Any:
+        if attempt == 1 and not failed:
+            failed.append(attempt)
+            raise RuntimeError("cannot build attempt 1")
+        return build(self, *args, attempt=attempt)
+
+    monkeypatch.setattr(Execution, "build_task", build_task)
+    env = _env()
+    stream = env.from_collection(_records(20)).rebalance().map(FailOnce("m", after=5))
+    with caplog.at_level(logging.WARNING, logger="streamflow"):
+        out = sorted(stream.execute_and_collect())
+    assert out == [(i, "m2") for i in range(20)]
+    restarts = [
+        r.getMessage() for r in caplog.records if "only its pipelined region restarts" in r.getMessage()
+    ]
+    assert len(restarts) == 2 and "cannot build attempt 1" in restarts[1] and "attempt 1;" in restarts[1]

@@ -102,27 +102,37 @@ class RegionScheduler:
             execution.tasks[i].scheduled = False  # until its inputs are complete (run)
 
     async def run(self) -> None:
-        """Run every region to its end (or until the job fails or is cancelled)."""
+        """Run every region to its end (or until the job fails or is cancelled); then every
+        result left is released (a failed or cancelled job's, with their spill files)."""
         finished = [anyio.Event() for _ in self.regions]
-        async with anyio.create_task_group() as tg:
-            for region in self.regions:
-                name = f"region {self.execution.tasks[region.index].name}"
-                tg.start_soon(self._run_region, region, finished, name=name)
+        try:
+            async with anyio.create_task_group() as tg:
+                for region in self.regions:
+                    name = f"region {self.execution.tasks[region.index].name}"
+                    tg.start_soon(self._run_region, region, finished, name=name)
+        finally:
+            for grid in self.execution.results.values():
+                for row in grid:
+                    for result in row:
+                        if result is not None:
+                            result.release()
 
     async def _run_region(self, region: _Region, finished: list[anyio.Event]) -> None:
         for producer in region.producers:
             await finished[producer].wait()
         ex = self.execution
-        while True:
-            task = ex.tasks[region.index]
-            failure = await self._attempt(region, task)
-            if failure is None:
-                break
+        failure = await self._attempt(region, ex.tasks[region.index])
+        while failure is not None:
             if ex.on_region_failure is None:
                 raise failure
-            delay_ms = ex.on_region_failure(task.name, failure, region.attempt)
+            delay_ms = ex.on_region_failure(ex.tasks[region.index].name, failure, region.attempt)
             await anyio.sleep(delay_ms / 1000)
-            self._rebuild(region)
+            try:
+                task = self._rebuild(region)
+            except Exception as exc:  # building the next attempt failed: that attempt failed
+                failure = exc
+                continue
+            failure = await self._attempt(region, task)
         finished[region.index].set()
         for key, j in region.inputs:  # its only consumer has finished with them
             ex.results[key][j][region.sub].release()
@@ -145,7 +155,7 @@ class RegionScheduler:
             return error
         return None
 
-    def _rebuild(self, region: _Region) -> None:
+    def _rebuild(self, region: _Region) -> Task:
         """A fresh task for the region's next attempt (module doc: failover)."""
         ex = self.execution
         nodes, sub = ex.task_slots[region.index]
@@ -169,3 +179,4 @@ class RegionScheduler:
             "%s: restarting its pipelined region (attempt %d), reading the complete results of %d "
             "upstream subtask(s) again", task.name, region.attempt, len(region.producers),
         )  # fmt: skip
+        return task
