@@ -350,7 +350,8 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             if runtime.checkpoint.interval_ms is not None:
                 runtime.checkpoint = copy.copy(runtime.checkpoint)
                 runtime.checkpoint.interval_ms = None
-        graph = self.get_job_graph(job_name, blocking_exchanges=runtime.batch and runtime.batch_blocking)
+        blocking = runtime.batch and runtime.batch_blocking and self._engine != "spark"  # runtime/regions.py
+        graph = self.get_job_graph(job_name, blocking_exchanges=blocking)
         self._graph.clear()
         if self._engine == "spark":
             from ..spark.client import SparkJobClient
