@@ -93,20 +93,25 @@ def test_a_failure_upstream_of_the_exchange_restarts_only_its_region_and_each_re
     assert Tag.seen == {("a", 0): 1000, ("a", 1): N, ("c", 0): N}
 
 
+@pytest.mark.parametrize("memory", [None, "2 kb"])
 def test_a_sink_region_failing_after_emitting_records_collects_each_record_once(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, memory: str | None
 ) -> None:
     """The failing map is chained to the collect sink and fails after some of its batches
     reached the sink: those were held for the attempt and are dropped with it (Flink's collect
     iterator discards a restarted sink's earlier results), so the consumer sees each record
-    once; the region before the exchange keeps attempt 0."""
+    once; the region before the exchange keeps attempt 0. With a small
+    streamflow.blocking-results.memory the held records spill to disk and come back in order."""
     env = _env()
+    if memory is not None:
+        env.configure({"streamflow.blocking-results.memory": memory})
     stream = env.from_collection(_records()).map(Tag("a")).rebalance().map(FailOnce("d", after=1500))
     with caplog.at_level(logging.INFO):
         out = list(stream.execute_and_collect())
-    assert sorted(out) == [(i, "a0d1") for i in range(N)]
+    assert out == [(i, "a0d1") for i in range(N)]  # at parallelism 1, in order
     assert Tag.seen == {("a", 0): N, ("d", 0): 1500, ("d", 1): N}
     assert any("records of its failed attempt were held" in r.getMessage() for r in caplog.records)
+    assert any("spilling to" in r.getMessage() for r in caplog.records) is (memory is not None)
 
 
 class FailingCoProcess(CoProcessFunction):

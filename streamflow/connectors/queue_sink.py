@@ -42,8 +42,9 @@ sink's earlier results: ``CollectResultIterator``, ``UncheckpointedCollectResult
 sinkRestarted``). A failure restarts only the pipelined region of the failed task
 (``runtime/regions.py``) and never a finished one, so a subtask that has handed its records
 out never runs again, and the records of a failed attempt, held by its discarded operator,
-never reach the consumer: exactly once. The held records are in memory until the subtask
-ends.
+never reach the consumer: exactly once. The held records are kept as a blocking result is
+(``runtime/blocking_result.py``: in the job's ``streamflow.blocking-results.memory``, spilled to
+a temporary file beyond it), and dropped when a failed attempt's operator closes.
 
 The consumer's view ends when every subtask (``parallelism``, counted by subtask index, so a
 restarted subtask's end counts once) has ended, or the job has finished or failed.
@@ -200,7 +201,7 @@ class _QueueSinkOperator(StreamOperator):
         self._end_sent = False
         self._restored: dict[str, Any] | None = None
         self._exactly_once = False
-        self._hold: list[list[Any]] | None = None  # a batch job's attempt (module doc)
+        self._hold: Any = None  # a batch job's attempt: a BlockingResult (module doc)
 
     def initialize_state(self, restored: Any | None) -> None:
         restored = getattr(restored, "own", restored)
@@ -214,7 +215,8 @@ class _QueueSinkOperator(StreamOperator):
         restarted = me in sink.started
         sink.started.add(me)
         if self.ctx.batch and self.ctx.restarts and not self._exactly_once:
-            self._hold = []
+            new_buffer = self.ctx.new_buffer
+            self._hold = new_buffer(f"{self.name}[{me}] held") if new_buffer is not None else _ListBuffer()
             if restarted:
                 log.info(
                     "%s[%d]: restarted; the records of its failed attempt were held, never collected: "
@@ -262,7 +264,7 @@ class _QueueSinkOperator(StreamOperator):
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
         if self._hold is not None:
-            self._hold.append(records)
+            await self._hold.put((records, None))
         elif self._exactly_once:
             self._epoch += records
         else:
@@ -297,7 +299,28 @@ class _QueueSinkOperator(StreamOperator):
             self._finished = True  # the final checkpoint releases the last epoch, then the end
             return
         if self._hold is not None:  # the attempt has succeeded: its records go out
-            held, self._hold = self._hold, []
-            for records in held:
-                await self.sink.put((records, None))
+            for item in self._hold.read():
+                await self.sink.put(item)
+            self._hold.release()
         await self.sink.put(_Ended(self.ctx.subtask_index))
+
+    async def close(self) -> None:
+        if self._hold is not None:  # a failed attempt's records: dropped (module doc)
+            self._hold.release()
+        await super().close()
+
+
+class _ListBuffer:
+    """The held records of a subtask run outside an Execution (no job memory budget)."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[list[Any], None]] = []
+
+    async def put(self, item: tuple[list[Any], None]) -> None:
+        self._items.append(item)
+
+    def read(self) -> list[tuple[list[Any], None]]:
+        return self._items
+
+    def release(self) -> None:
+        self._items = []

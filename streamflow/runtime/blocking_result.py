@@ -174,16 +174,20 @@ class BlockingResult:
             else:
                 raise ValueError(f"{self.name}: a spill file's frame is damaged (kind {kind!r})")
 
-    async def feed(self, channel: Channel) -> None:
-        """Write the whole result into ``channel`` (the consumer's input), from its start."""
+    def read(self) -> Iterator[ChannelItem]:
+        """The whole result, from its start, in the order written (module doc)."""
         if self.released:
             raise RuntimeError(f"blocking result {self.name!r} read after it was released")
-        for item in self._spilled():
-            await channel.put(item)
+        yield from self._spilled()
         for item in list(self._items):
             if type(item) is tuple:
                 records, timestamps = item
                 item = (list(records), None if timestamps is None else list(timestamps))
+            yield item
+
+    async def feed(self, channel: Channel) -> None:
+        """Write the whole result into ``channel`` (the consumer's input), from its start."""
+        for item in self.read():
             await channel.put(item)
 
     def release(self) -> None:

@@ -46,6 +46,10 @@ class OperatorContext:
     attempt: int = 0
     batch: bool = False  # a batch job: processing-time timers fire at the end of input
     restarts: bool = False  # the restart strategy may restart the subtask after a failure
+    # a spillable buffer of records in the job's memory budget (runtime/blocking_result.py), for
+    # an operator that holds records until its subtask finished (the collect sink in a batch
+    # job); None outside an Execution
+    new_buffer: Callable[[str], Any] | None = None
     # actions run once every task of this execution has finished without failure (None when
     # the operator runs outside an Execution); a failure or restart drops them (Execution.run)
     job_end: list[Callable[[], Awaitable[None]]] | None = None

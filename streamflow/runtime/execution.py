@@ -366,6 +366,7 @@ class Execution:
             batch=self.config.batch,
             job_end=self.task_job_end[task_id] if self.blocking else self.job_end,
             restarts=not isinstance(self.config.restart_strategy, NoRestart),
+            new_buffer=lambda name: BlockingResult(name, self.result_budget),
         )
 
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:
