@@ -251,8 +251,10 @@ def test_a_record_the_spill_codec_refuses_fails_naming_the_memory_setting() -> N
     env.set_restart_strategy(RestartStrategies.no_restart())
     env.configure({"streamflow.blocking-results.memory": "1 kb"})
     env.from_collection(list(range(500))).map(Opaque).rebalance().map(lambda o: o.v).add_sink(lambda v: None)
-    with pytest.raises(TypeError, match=r"streamflow\.blocking-results\.memory"):
+    with pytest.raises(TypeError, match=r"streamflow\.blocking-results\.memory") as info:
         env.execute("opaque")
+    assert "test_batch_region_failover.Opaque" in str(info.value)
+    assert any("while spilling the blocking result 'Map[0] -> Map[0]'" in n for n in info.value.__notes__)
 
 
 def test_pipelined_shuffle_mode_restarts_the_whole_job() -> None:

@@ -135,7 +135,11 @@ class BlockingResult:
                     "%s: the blocking results passed streamflow.blocking-results.memory (%d bytes): "
                     "spilling to %s", self.name, budget.limit, budget.spill_dir or tempfile.gettempdir(),
                 )  # fmt: skip
-        frames = [self._frame(item) for item in items]
+        try:
+            frames = [self._frame(item) for item in items]
+        except TypeError as exc:  # a record the codec refuses: name the exchange too
+            exc.add_note(f"streamflow: while spilling the blocking result {self.name!r}")
+            raise
         self._file.seek(0, 2)
         self._file.writelines(frames)
 
