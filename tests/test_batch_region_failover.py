@@ -257,6 +257,28 @@ def test_a_record_the_spill_codec_refuses_fails_naming_the_memory_setting() -> N
     assert any("while spilling the blocking result 'Map[0] -> Map[0]'" in n for n in info.value.__notes__)
 
 
+def test_a_stream_declared_pickled_spills_its_refused_records_pickled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The pickle opt-in is per stream, as for the sorted runs: the exchange after a map
+    declared ``Types.PICKLED_BYTE_ARRAY()`` pickles the records the codec refuses (logged once),
+    and a restart reads them back."""
+    from streamflow.common import Types
+
+    env = _env()
+    env.configure({"streamflow.blocking-results.memory": "1 kb"})
+    out = (
+        env.from_collection(list(range(500)))
+        .map(Opaque, output_type=Types.PICKLED_BYTE_ARRAY())
+        .rebalance()
+        .map(lambda o: (o.v, ""))
+        .map(FailOnce("p", after=100))
+    )
+    with caplog.at_level(logging.WARNING):
+        assert sorted(out.execute_and_collect()) == [(i, "p1") for i in range(500)]
+    assert any("Types.PICKLED_BYTE_ARRAY()" in r.getMessage() for r in caplog.records)
+
+
 def test_pipelined_shuffle_mode_restarts_the_whole_job() -> None:
     """execution.batch-shuffle-mode ALL_EXCHANGES_PIPELINED: every task runs at once, and a
     failure restarts the whole job (the former behaviour; attempt 1 before the exchange too)."""

@@ -16,13 +16,12 @@ from streamflow.runtime.events import END_OF_INPUT, Watermark, WatermarkStatus
 from streamflow.runtime.sort_runs import RunCodec
 
 
-def _budget(limit: int, pickle_reason: str | None = None) -> ResultBudget:
-    """The job's budget; with ``pickle_reason`` the job opted in to pickling refused records."""
-    run_codec = RunCodec(
-        "results", limit, None, pickle_reason, set(),
+def _codec(pickle_reason: str | None = None) -> RunCodec:
+    """The edge's spill codec; with ``pickle_reason`` the job opted in to pickling refused records."""
+    return RunCodec(
+        "exchange 'up' -> 'down'", 0, None, pickle_reason, set(),
         what="a blocking exchange's result", memory_key="streamflow.blocking-results.memory",
     )  # fmt: skip
-    return ResultBudget(limit, run_codec)
 
 
 ITEMS: list[Any] = [
@@ -39,8 +38,8 @@ ITEMS: list[Any] = [
 
 @pytest.mark.parametrize("limit", [1 << 30, 0, 300], ids=["memory", "disk", "both"])
 async def test_what_is_written_is_read_back_whole_in_order_every_time(limit: int) -> None:
-    budget = _budget(limit)
-    result = BlockingResult("up[0] -> down[0]", budget)
+    budget = ResultBudget(limit)
+    result = BlockingResult("up[0] -> down[0]", budget, _codec())
     for item in ITEMS:
         await result.put(item)
     assert result.records_in == 11
@@ -60,7 +59,7 @@ async def test_what_is_written_is_read_back_whole_in_order_every_time(limit: int
 
 
 async def test_each_read_hands_out_its_own_lists() -> None:
-    result = BlockingResult("r", _budget(1 << 30))
+    result = BlockingResult("r", ResultBudget(1 << 30), _codec())
     await result.put(([1, 2], [5, 6]))
     first = next(result.read())
     first[0].append(3)
@@ -79,15 +78,15 @@ class Opaque:
 
 
 async def test_a_refused_record_fails_unless_the_job_opted_in_to_pickling() -> None:
-    refused = BlockingResult("up[0] -> down[1]", _budget(0))
+    refused = BlockingResult("up[0] -> down[1]", ResultBudget(0), _codec())
     with pytest.raises(TypeError, match=r"streamflow\.blocking-results\.memory") as info:
         await refused.put(([Opaque(1)], None))
     assert info.value.__notes__ == ["streamflow: while spilling the blocking result 'up[0] -> down[1]'"]
-    pickled = BlockingResult("r", _budget(0, "the job's records codec is PickleCodec()"))
+    pickled = BlockingResult("r", ResultBudget(0), _codec("the job's records codec is PickleCodec()"))
     await pickled.put(([Opaque(1), 2], None))
     assert list(pickled.read()) == [([Opaque(1), 2], None)]
 
 
 def test_a_negative_budget_is_refused() -> None:
     with pytest.raises(ValueError, match="must be >= 0"):
-        ResultBudget(-1, RunCodec("r", 0))
+        ResultBudget(-1)

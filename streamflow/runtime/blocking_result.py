@@ -56,13 +56,12 @@ DEFAULT_RESULTS_MEMORY = 256 * 2**20  # streamflow.blocking-results.memory
 class ResultBudget:
     """The bytes the blocking results of one job hold in memory, bounded by ``limit``."""
 
-    __slots__ = ("codec", "limit", "peak", "spill_dir", "spilled", "used")
+    __slots__ = ("limit", "peak", "spill_dir", "spilled", "used")
 
-    def __init__(self, limit: int, codec: RunCodec, spill_dir: str | None = None) -> None:
+    def __init__(self, limit: int, spill_dir: str | None = None) -> None:
         if limit < 0:
             raise ValueError(f"streamflow.blocking-results.memory must be >= 0, got {limit}")
         self.limit = limit
-        self.codec = codec  # how spill files are written (sort_runs.RunCodec)
         self.spill_dir = spill_dir
         self.used = 0
         self.peak = 0
@@ -70,7 +69,9 @@ class ResultBudget:
 
 
 class BlockingResult:
-    """What one producer subtask sent one consumer subtask over one edge (module doc)."""
+    """What one producer subtask sent one consumer subtask over one edge (module doc);
+    ``codec`` writes its spill file (``sort_runs.RunCodec``: the records codec and the pickle
+    opt-in of the edge's stream)."""
 
     __slots__ = (
         "_budget",
@@ -78,15 +79,17 @@ class BlockingResult:
         "_items",
         "_memory",
         "blocked_s",
+        "codec",
         "name",
         "records_in",
         "released",
         "writer",
     )
 
-    def __init__(self, name: str, budget: ResultBudget) -> None:
+    def __init__(self, name: str, budget: ResultBudget, codec: RunCodec) -> None:
         self.name = name
         self._budget = budget
+        self.codec = codec
         self._items: list[ChannelItem] = []
         self._memory = 0  # estimated bytes of _items' batches
         self._file: IO[bytes] | None = None
@@ -145,7 +148,7 @@ class BlockingResult:
 
     def _frame(self, item: ChannelItem) -> bytes:
         if type(item) is tuple:
-            packed, pickles = self._budget.codec.pack_records(item[0])
+            packed, pickles = self.codec.pack_records(item[0])
             body = msgpack.packb([0, packed, item[1], pickles], use_bin_type=True)
         elif type(item) is Watermark:
             body = msgpack.packb([1, item.timestamp])
@@ -159,7 +162,7 @@ class BlockingResult:
 
     # -- the read side ---------------------------------------------------------
     def _spilled(self) -> Iterator[ChannelItem]:
-        file, codec = self._file, self._budget.codec
+        file, codec = self._file, self.codec
         if file is None:
             return
         file.seek(0)

@@ -107,6 +107,7 @@ class Execution:
         self._task_ids: list[str] = []  # parallel to tasks: "<head uid>#<subtask>"
         self.task_slots: list[tuple[list[StreamNode], int]] = []  # parallel to tasks: (chain, subtask)
         self._spill_fallbacks: set[str] = set()  # operators whose sorted input logged a pickle fallback
+        self._result_budget: ResultBudget | None = None
         if restore is not None:
             restore.check_fits(
                 {graph.uid_of(n): graph.parallelism[n.id] for n in graph.nodes},
@@ -160,8 +161,10 @@ class Execution:
                     grid.append(row)
                 edge_channels[(node.id, k)] = grid
                 if self.blocking:
+                    codec = self._run_codec(f"exchange {edge.upstream.name!r} -> {node.name!r}", [edge])
+                    budget = self.result_budget
                     self.results[(node.id, k)] = [
-                        [None if ch is None else BlockingResult(ch.name, self.result_budget) for ch in row]
+                        [None if ch is None else BlockingResult(ch.name, budget, codec) for ch in row]
                         for row in grid
                     ]
 
@@ -192,15 +195,18 @@ class Execution:
     @property
     def result_budget(self) -> ResultBudget:
         """The memory of this job's blocking results (blocking_result.py), made on first use."""
-        budget = getattr(self, "_result_budget", None)
+        budget = self._result_budget
         if budget is None:
-            codec, reason, logged = self._spill_of(None)
-            run_codec = RunCodec(
-                "blocking results", self.config.blocking_results_memory, codec, reason, logged,
-                what="a blocking exchange's result", memory_key="streamflow.blocking-results.memory",
-            )  # fmt: skip
-            budget = self._result_budget = ResultBudget(self.config.blocking_results_memory, run_codec)
+            budget = self._result_budget = ResultBudget(self.config.blocking_results_memory)
         return budget
+
+    def _run_codec(self, where: str, edges: list[Any]) -> RunCodec:
+        """How a blocking result of ``edges``' stream (or records an operator holds) spills."""
+        codec, reason, logged = self._spill_of(edges)
+        return RunCodec(
+            where, self.config.blocking_results_memory, codec, reason, logged,
+            what="a blocking exchange's result", memory_key="streamflow.blocking-results.memory",
+        )  # fmt: skip
 
     def build_task(
         self,
@@ -221,12 +227,13 @@ class Execution:
                 op = node.operator_factory.create(sub)
                 if node.keyed and self.config.batch and self.config.sorted_inputs:  # sorting_input.py
                     install_sorted_input(
-                        op, self.config.sorted_inputs_memory, self.config.batch_size, self._spill_of(node)
-                    )
+                        op, self.config.sorted_inputs_memory, self.config.batch_size,
+                        self._spill_of(node.inputs),
+                    )  # fmt: skip
                 elif node.half_keys is not None and self.config.batch and self.config.sorted_inputs:
                     install_half_sorted_input(
                         op, node.half_keys, self.config.sorted_inputs_memory, self.config.batch_size,
-                        self._spill_of(node),
+                        self._spill_of(node.inputs),
                     )  # fmt: skip
                 self.operators[(node.id, sub)] = op
                 ops.append(op)
@@ -328,11 +335,10 @@ class Execution:
             return None
         return self.alignment.member(self.graph.uid_of(source), sub, params)
 
-    def _spill_of(self, node: StreamNode | None) -> tuple[Any, str | None, set[str]]:
-        """How a keyed node's sorted input (or, ``node`` None, the job's blocking results) writes
-        its runs (``sort_runs.py``): the records codec, why a record it refuses may be pickled,
-        and the job's set of fallbacks logged."""
-        edges = node.inputs if node is not None else [e for n in self.graph.nodes for e in n.inputs]
+    def _spill_of(self, edges: list[Any]) -> tuple[Any, str | None, set[str]]:
+        """How records of ``edges`` spill (a keyed node's sorted input writes its runs,
+        ``sort_runs.py``; a blocking result its file): the records codec, why a record it
+        refuses may be pickled, and the job's set of fallbacks logged."""
         pickled = any(declared_pickled(e.upstream.declared_types.get(e.side_tag)) for e in edges)
         codec, reason = spill_opt_in(self.config.checkpoint.get_records_codec(), pickled)
         return codec, reason, self._spill_fallbacks
@@ -366,7 +372,9 @@ class Execution:
             batch=self.config.batch,
             job_end=self.task_job_end[task_id] if self.blocking else self.job_end,
             restarts=not isinstance(self.config.restart_strategy, NoRestart),
-            new_buffer=lambda name: BlockingResult(name, self.result_budget),
+            new_buffer=lambda name: BlockingResult(
+                name, self.result_budget, self._run_codec(f"operator {node.name!r}", node.inputs)
+            ),
         )
 
     def _keyed_backend(self, uid: str, sub: int, maxp: int, parallelism: int) -> KeyedStateBackend:

@@ -170,8 +170,10 @@ class RegionScheduler:
             for result in row:
                 if result is not None:
                     result.release()  # the failed attempt's partial output
-            budget = ex.result_budget
-            ex.results[key][sub] = [None if r is None else BlockingResult(r.name, budget) for r in row]
+            budget = ex.result_budget  # the same edge's codec (its records codec and pickle opt-in)
+            ex.results[key][sub] = [
+                None if r is None else BlockingResult(r.name, budget, r.codec) for r in row
+            ]
         task = ex.build_task(nodes, sub, ex.edge_channels, ex.results, attempt=region.attempt)
         task.scheduled = False
         ex.tasks[region.index] = task
