@@ -279,6 +279,21 @@ def test_a_stream_declared_pickled_spills_its_refused_records_pickled(
     assert any("Types.PICKLED_BYTE_ARRAY()" in r.getMessage() for r in caplog.records)
 
 
+def test_the_pickle_opt_in_of_one_stream_does_not_cover_another_exchange() -> None:
+    """One stream declared pickled opts in only its own exchange: Opaque records on another,
+    undeclared exchange still fail naming the setting (the same rule as the sorted runs)."""
+    from streamflow.common import Types
+
+    env = _env()
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    env.configure({"streamflow.blocking-results.memory": "1 kb"})
+    declared = env.from_collection(list(range(300))).map(Opaque, output_type=Types.PICKLED_BYTE_ARRAY())
+    declared.rebalance().map(lambda o: o.v).add_sink(lambda v: None)
+    env.from_collection(list(range(300))).map(Opaque).rebalance().map(lambda o: o.v).add_sink(lambda v: None)
+    with pytest.raises(TypeError, match=r"streamflow\.blocking-results\.memory"):
+        env.execute("one opted in")
+
+
 def test_pipelined_shuffle_mode_restarts_the_whole_job() -> None:
     """execution.batch-shuffle-mode ALL_EXCHANGES_PIPELINED: every task runs at once, and a
     failure restarts the whole job (the former behaviour; attempt 1 before the exchange too)."""
