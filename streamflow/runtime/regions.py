@@ -25,9 +25,12 @@ subtask of one chain, which is one task here (a batch job chains only forward ed
   its outputs (the failed attempt's partial results are released: its consumers never saw
   them) and new input channels, fed again from the start of the upstream results, which are
   complete and kept. No other region is touched: its producers stay finished (their
-  operators keep attempt 0), its consumers have not started, other branches go on.
+  operators keep attempt 0), its consumers have not started, other branches go on. A
+  failure to build the next attempt is that attempt's failure (the strategy decides again).
+  The strategy is the job's, shared by all regions, as Flink's restart back-off strategy is.
 * **Release.** When a region has finished, the results it read are released: every result
-  has exactly one consumer subtask (Flink releases a blocking partition once consumed).
+  has exactly one consumer subtask (Flink releases a blocking partition once consumed). When
+  the scheduler ends (finished, failed, cancelled) every result left is released.
 * **Side effects.** What a failed attempt's operators deferred to the job's end (a file
   sink's batch publication, ``OperatorContext.job_end``) is dropped with the attempt
   (``Execution.task_job_end`` is per task); the collect sink holds an attempt's records
