@@ -435,3 +435,36 @@ async def test_bounded_read_of_a_transactional_topic_ends(kafka, isolation):
     src = (source(bs, topic).set_property("isolation.level", isolation)
            .set_bounded(KafkaOffsetsInitializer.latest()).build())
     assert sorted(map(int, await run_bounded(src))) == list(range(20))
+
+
+class FailAfterSome(sf.MapFunction):
+    """Attempt 0 of every subtask fails after ``after`` records (some already sent to Kafka)."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+
+    def open(self, runtime_context) -> None:
+        self.attempt, self.count = runtime_context.get_attempt_number(), 0
+
+    def map(self, value: str) -> str:
+        self.count += 1
+        if self.attempt == 0 and self.count > self.after:
+            raise RuntimeError("injected failure")
+        return value
+
+
+async def test_exactly_once_in_batch_mode_through_a_region_failover(kafka):
+    """BATCH execution (no checkpoints): the sink's region fails after its producer sent records
+    in its transaction; only that region restarts (runtime/regions.py), its new producer
+    (same transactional id) aborts the failed attempt's transaction, and the records committed
+    at the end of input are each once."""
+    bs, topic = kafka.bootstrap_servers, topic_name("batch-region")
+    await create_topic(bs, topic, 2)
+    env = sf.StreamExecutionEnvironment().set_runtime_mode(RuntimeExecutionMode.BATCH).set_parallelism(2)
+    env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
+    (env.from_collection([str(i) for i in range(3000)]).rebalance().map(FailAfterSome(1000))
+     .sink_to(string_sink(bs, topic, DeliveryGuarantee.EXACTLY_ONCE, topic_name("region-tx"))))
+    client = await env.execute_async("batch region")
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    assert client.restarts == 2  # one per sink subtask
+    assert sorted(map(int, await values(bs, topic))) == list(range(3000))
