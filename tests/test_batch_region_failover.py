@@ -309,6 +309,63 @@ def test_pipelined_shuffle_mode_restarts_the_whole_job() -> None:
     assert sorted(out) == [(i, "a1b1") for i in range(10)]
 
 
+class MarkClosed(MapFunction):
+    """Passes records on; attempt 0 marks its subtask's normal end (``closed``)."""
+
+    closed: set[str] = set()
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def open(self, runtime_context: Any) -> None:
+        self.attempt = runtime_context.get_attempt_number()
+
+    def map(self, value: Any) -> Any:
+        return value
+
+    def close(self) -> None:
+        if self.attempt == 0:
+            MarkClosed.closed.add(self.name)
+
+
+class FailWhenClosed(MapFunction):
+    """Attempt 0 fails once ``MarkClosed`` has seen ``name`` end (waiting up to 10 s)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def open(self, runtime_context: Any) -> None:
+        self.attempt = runtime_context.get_attempt_number()
+
+    async def map(self, value: Any) -> Any:
+        import asyncio
+
+        if self.attempt == 0:
+            for _ in range(2000):
+                if self.name in MarkClosed.closed:
+                    raise RuntimeError("FAILING after the collect subtask finished")
+                await asyncio.sleep(0.005)
+            raise AssertionError("the collect subtask did not finish within 10 s")
+        return value
+
+
+@pytest.mark.parametrize("mode", ["ALL_EXCHANGES_BLOCKING", "ALL_EXCHANGES_PIPELINED"])
+def test_a_finished_collect_subtask_hands_its_records_out_once_whatever_restarts_after(mode: str) -> None:
+    """The collect subtask finishes, then another branch of the job fails. With blocking
+    exchanges only that branch's region restarts; with pipelined ones the whole job does, and
+    the collect subtask runs again. Either way the consumer sees each record once: the held
+    records go out at the job's end (Flink's collect iterator shows a batch job's results when
+    it ends), a failed execution's never. (Handed out at the subtask's end, the pipelined case
+    hung: the consumer's view had closed with the first execution's end of the subtask, and the
+    second execution's collect subtask waited forever for room in the channel.)"""
+    MarkClosed.closed = set()
+    env = _env()
+    env.configure({"execution.batch-shuffle-mode": mode})
+    env.from_collection(list(range(50))).rebalance().map(FailWhenClosed("collect")).add_sink(lambda v: None)
+    collected = env.from_collection(list(range(N))).rebalance().map(MarkClosed("collect"))
+    assert sorted(collected.execute_and_collect()) == list(range(N))  # more than its channel holds
+
+
 def test_an_unsupported_batch_shuffle_mode_is_refused() -> None:
     env = _env()
     with pytest.raises(ValueError, match=r"ALL_EXCHANGES_HYBRID_FULL.*ALL_EXCHANGES_BLOCKING"):

@@ -36,13 +36,14 @@ job from its sources and the records already handed out repeat (at-least-once), 
 warning when the subtask restarts.
 
 *In a batch job whose restart strategy may restart it* (no checkpoints there) a subtask holds
-the records of its attempt and hands them to the consumer when it finishes (Flink's collect
-iterator makes a batch job's results visible only as the job ends, and discards a restarted
-sink's earlier results: ``CollectResultIterator``, ``UncheckpointedCollectResultBuffer.
-sinkRestarted``). A failure restarts only the pipelined region of the failed task
-(``runtime/regions.py``) and never a finished one, so a subtask that has handed its records
-out never runs again, and the records of a failed attempt, held by its discarded operator,
-never reach the consumer: exactly once. The held records are kept as a blocking result is
+the records of its attempt, and the job hands them to the consumer, then the subtask's end,
+once every task has finished (``OperatorContext.job_end``): Flink's collect iterator makes a
+batch job's results visible only as the job ends and discards a restarted sink's earlier
+results (``CollectResultIterator``, ``UncheckpointedCollectResultBuffer.sinkRestarted``). The
+records of a failed attempt, held by its discarded operator, never reach the consumer, whether
+only its pipelined region restarts (``runtime/regions.py``, which drops a failed attempt's
+job-end actions) or, with ``ALL_EXCHANGES_PIPELINED``, the whole job (a new execution, new
+job-end actions): exactly once. The held records are kept as a blocking result is
 (``runtime/blocking_result.py``: in the job's ``streamflow.blocking-results.memory``, spilled to
 a temporary file beyond it), and dropped when a failed attempt's operator closes.
 
@@ -202,6 +203,7 @@ class _QueueSinkOperator(StreamOperator):
         self._restored: dict[str, Any] | None = None
         self._exactly_once = False
         self._hold: Any = None  # a batch job's attempt: a BlockingResult (module doc)
+        self._held_to_job_end = False  # finished: the job's end hands the held records out
 
     def initialize_state(self, restored: Any | None) -> None:
         restored = getattr(restored, "own", restored)
@@ -298,14 +300,27 @@ class _QueueSinkOperator(StreamOperator):
         if self._exactly_once:
             self._finished = True  # the final checkpoint releases the last epoch, then the end
             return
-        if self._hold is not None:  # the attempt has succeeded: its records go out
-            for item in self._hold.read():
-                await self.sink.put(item)
-            self._hold.release()
+        if self._hold is None:
+            await self.sink.put(_Ended(self.ctx.subtask_index))
+            return
+        self._held_to_job_end = True  # the attempt succeeded: its records go out at the job's end
+        if self.ctx.job_end is None:  # (outside an Execution: now)
+            await self._hand_out()
+        else:
+            self.ctx.job_end.append(self._hand_out)
+
+    async def _hand_out(self) -> None:
+        """The held records, then this subtask's end; once (a retried job end repeats nothing)."""
+        hold = self._hold
+        if hold is None or hold.released:
+            return
+        for item in hold.read():
+            await self.sink.put(item)
+        hold.release()
         await self.sink.put(_Ended(self.ctx.subtask_index))
 
     async def close(self) -> None:
-        if self._hold is not None:  # a failed attempt's records: dropped (module doc)
+        if self._hold is not None and not self._held_to_job_end:  # a failed attempt's: dropped
             self._hold.release()
         await super().close()
 
@@ -315,6 +330,7 @@ class _ListBuffer:
 
     def __init__(self) -> None:
         self._items: list[tuple[list[Any], None]] = []
+        self.released = False
 
     async def put(self, item: tuple[list[Any], None]) -> None:
         self._items.append(item)
@@ -324,3 +340,4 @@ class _ListBuffer:
 
     def release(self) -> None:
         self._items = []
+        self.released = True
