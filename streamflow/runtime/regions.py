@@ -34,8 +34,8 @@ subtask of one chain, which is one task here (a batch job chains only forward ed
 * **Side effects.** What a failed attempt's operators deferred to the job's end (a file
   sink's batch publication, ``OperatorContext.job_end``) is dropped with the attempt
   (``Execution.task_job_end`` is per task); the collect sink holds an attempt's records
-  until its subtask has finished when the job may restart (``connectors/queue_sink.py``),
-  so the consumer sees no record of a failed attempt.
+  for the job's end when the job may restart (``connectors/queue_sink.py``), so the
+  consumer sees no record of a failed attempt.
 * A cancellation (of the job, or the whole job failing) is never a region failure: it
   propagates and every region stops.
 """
