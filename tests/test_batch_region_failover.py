@@ -457,3 +457,44 @@ def test_a_region_whose_next_attempt_cannot_be_built_counts_that_as_a_failure(
         r.getMessage() for r in caplog.records if "only its pipelined region restarts" in r.getMessage()
     ]
     assert len(restarts) == 2 and "cannot build attempt 1" in restarts[1] and "attempt 1;" in restarts[1]
+
+
+async def test_a_batch_job_restored_from_a_savepoint_runs_pipelined_and_says_so(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restore is per task of the whole job, so a batch job restored from a savepoint runs
+    with pipelined exchanges (logged with the savepoint), and its output is complete."""
+    import asyncio
+
+    import streamflow as sf
+
+    release = asyncio.Event()
+
+    async def numbers():  # type: ignore[no-untyped-def]
+        for i in range(10):
+            yield i
+        await release.wait()
+
+    env = sf.StreamExecutionEnvironment()
+    seen: list[int] = []
+    env.from_async_iterable(numbers).uid("src").key_by(lambda v: v % 2).map(lambda v: v).uid("m").add_sink(
+        seen.append
+    )
+    client = await env.execute_async("restore-batch")
+    for _ in range(2000):
+        if len(seen) == 10:
+            break
+        await asyncio.sleep(0.005)
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await asyncio.wait_for(client.cancel(), 30)
+
+    batch = sf.StreamExecutionEnvironment().set_runtime_mode(RuntimeExecutionMode.BATCH)
+    batch.configure({"execution.savepoint.path": path})
+    out: list[int] = []
+    batch.from_collection(list(range(15))).uid("src").key_by(lambda v: v % 2).map(lambda v: v).uid(
+        "m"
+    ).add_sink(out.append)
+    with caplog.at_level(logging.INFO, logger="streamflow"):
+        await (await batch.execute_async("restore-batch")).get_job_execution_result()
+    assert sorted(out) == list(range(10, 15))  # the collection source resumes at its position
+    assert any("runs with pipelined exchanges" in r.getMessage() for r in caplog.records)

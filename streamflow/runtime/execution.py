@@ -88,6 +88,11 @@ class Execution:
         # over on its own (regions.py); its job-end actions are kept per task, so a restarted
         # task's failed attempt publishes nothing
         self.blocking = config.batch and config.batch_blocking and restore is None
+        if config.batch and config.batch_blocking and restore is not None:
+            _log.info(
+                "job %r: a batch job restored from %s runs with pipelined exchanges (the restore "
+                "is per task of the whole job); a failure restarts the whole job", job_name, restore.source,
+            )  # fmt: skip
         self.task_job_end: dict[str, list[Callable[[], Awaitable[None]]]] = {}
         self.on_region_failure = on_region_failure
         self.graph = graph
