@@ -247,14 +247,29 @@ class Opaque:
 
 
 def test_a_record_the_spill_codec_refuses_fails_naming_the_memory_setting() -> None:
-    env = _env()
-    env.set_restart_strategy(RestartStrategies.no_restart())
+    """(A restart strategy with no attempt left: without one the exchanges run pipelined.)"""
+    env = _env(restarts=0)
     env.configure({"streamflow.blocking-results.memory": "1 kb"})
     env.from_collection(list(range(500))).map(Opaque).rebalance().map(lambda o: o.v).add_sink(lambda v: None)
-    with pytest.raises(TypeError, match=r"streamflow\.blocking-results\.memory") as info:
+    with pytest.raises(RestartsExhaustedError) as info:
         env.execute("opaque")
-    assert "test_batch_region_failover.Opaque" in str(info.value)
-    assert any("while spilling the blocking result 'Map[0] -> Map[0]'" in n for n in info.value.__notes__)
+    cause = info.value.__cause__
+    assert isinstance(cause, TypeError) and "streamflow.blocking-results.memory" in str(cause)
+    assert "test_batch_region_failover.Opaque" in str(cause)
+    assert any("while spilling the blocking result 'Map[0] -> Map[0]'" in n for n in cause.__notes__)
+
+
+def test_without_a_restart_strategy_a_batch_job_runs_pipelined() -> None:
+    """No restart strategy (the default): a failure ends the job, so there is no region to fail
+    over and the exchanges run pipelined, unmaterialised (the same records, the old cost): the
+    codec is never asked to spill, and the p=1 key_by chains (one task)."""
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.configure({"streamflow.blocking-results.memory": "1 kb"})
+    out: list[int] = []
+    env.from_collection(list(range(500))).map(Opaque).rebalance().map(lambda o: o.v).add_sink(out.append)
+    env.execute("pipelined")
+    assert sorted(out) == list(range(500))
 
 
 def test_a_stream_declared_pickled_spills_its_refused_records_pickled(
@@ -284,14 +299,14 @@ def test_the_pickle_opt_in_of_one_stream_does_not_cover_another_exchange() -> No
     undeclared exchange still fail naming the setting (the same rule as the sorted runs)."""
     from streamflow.common import Types
 
-    env = _env()
-    env.set_restart_strategy(RestartStrategies.no_restart())
+    env = _env(restarts=0)
     env.configure({"streamflow.blocking-results.memory": "1 kb"})
     declared = env.from_collection(list(range(300))).map(Opaque, output_type=Types.PICKLED_BYTE_ARRAY())
     declared.rebalance().map(lambda o: o.v).add_sink(lambda v: None)
     env.from_collection(list(range(300))).map(Opaque).rebalance().map(lambda o: o.v).add_sink(lambda v: None)
-    with pytest.raises(TypeError, match=r"streamflow\.blocking-results\.memory"):
+    with pytest.raises(RestartsExhaustedError) as info:
         env.execute("one opted in")
+    assert "streamflow.blocking-results.memory" in str(info.value.__cause__)
 
 
 def test_pipelined_shuffle_mode_restarts_the_whole_job() -> None:
@@ -489,6 +504,7 @@ async def test_a_batch_job_restored_from_a_savepoint_runs_pipelined_and_says_so(
     await asyncio.wait_for(client.cancel(), 30)
 
     batch = sf.StreamExecutionEnvironment().set_runtime_mode(RuntimeExecutionMode.BATCH)
+    batch.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     batch.configure({"execution.savepoint.path": path})
     out: list[int] = []
     batch.from_collection(list(range(15))).uid("src").key_by(lambda v: v % 2).map(lambda v: v).uid(

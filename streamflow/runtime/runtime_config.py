@@ -40,7 +40,8 @@ class RuntimeConfig:
     # execution.batch-shuffle-mode: ALL_EXCHANGES_BLOCKING (True, Flink's default): a batch job's
     # non-chained edges are blocking exchanges between pipelined regions, a failure restarts
     # only its region (regions.py); ALL_EXCHANGES_PIPELINED (False): every task runs at once
-    # and a failure restarts the whole job
+    # and a failure restarts the whole job. A job without restarts (NoRestart) runs pipelined:
+    # nothing to fail over (StreamExecutionEnvironment.execute_async)
     batch_blocking: bool = True
     # streamflow.blocking-results.memory: bytes of blocking results kept in memory (blocking_result.py)
     blocking_results_memory: int = DEFAULT_RESULTS_MEMORY
