@@ -1,22 +1,47 @@
 """Values kept in state never share an object with a record that flows on.
 
-A reduce function may change its first argument in place and return it, as PyFlink's own
-``KeyedStream._accumulate`` does for ``Row`` and ``list`` records (``v1[pos] = ...; return
-v1``), and as Java's ``ReduceFunction`` contract allows. In Flink that is harmless: state
-and records are serialized copies (PyFlink serializes every record it emits, the state
-backends serialize what they keep), so a result already emitted, the element received, and
-another window's copy of the same element never change afterwards. streamflow passes
-records by reference, so an operator that folds records into state keeps in state a copy
-of what it received or emitted, made here:
+Flink's rule: a record is a copy. PyFlink serializes every record a Python function emits,
+Flink's default (object reuse disabled) copies records between chained operators, and the
+RocksDB state backend keeps serialized copies: so a record already emitted never changes
+afterwards, whatever the function does next with the object it emitted or with its state.
+streamflow hands records on by reference (copying every record would cost every job a copy
+per record), so where an object crosses between a function's records and the state kept for
+it, the state side takes its own copy, made here:
 
-* a value of an immutable type (numbers, strings, bytes, ``None``, ``Decimal``, dates,
-  UUIDs, enums) or a tuple of such values is its own copy (no cost beyond a type check);
-* anything else is deep-copied, as serializing and reading it back would.
+* the keyed ``reduce`` and window ``reduce``/``aggregate`` operators keep a copy of what
+  they received or emitted: a reduce function may change its first argument in place and
+  return it (PyFlink's own ``KeyedStream._accumulate`` idiom for ``Row`` and ``list``
+  records, and Java's ``ReduceFunction`` contract allows it);
+* the state objects user functions hold (``state/state_objects.py``: ``ValueState``,
+  ``ListState``, ``MapState``, ``ReducingState``, ``AggregatingState``; their time-to-live
+  forms, ``state/ttl_state.py``; a ``ProcessWindowFunction``'s per-window state; broadcast
+  state) keep a copy of every value written (``update``, ``add``, ``add_all``, ``put``,
+  ``put_all``): *copy on write*. A function that appends to a list kept in ``ValueState``,
+  writes it back and emits it (a common PyFlink pattern) emits an object the state no longer
+  holds, so the next element's append does not change the record already emitted.
+
+Copy on write, not on read, by cost: a copy is paid per write, which the function chooses and
+which Flink pays too (serializing on RocksDB); a copy on every read would also charge
+functions that only read a large value per record (a lookup table, a set of seen ids).
+
+What a copy is: a value of an immutable type (numbers, strings, bytes, ``None``,
+``Decimal``, dates, UUIDs, enums) or a tuple of such values is its own copy (a type check);
+lists, dicts, sets and tuples are rebuilt (their immutable elements shared, C speed when all
+are); anything else (a ``Row``, a dataclass, nesting deeper than :data:`_DEPTH`, a cycle)
+goes to ``copy.deepcopy``. As with a serializer, an object appearing twice inside a value
+is copied twice.
 
 Operators whose functions cannot change their arguments (the built-in aggregations, reduce
-expressions inlined by ``fold.py``) do not call it. What this does not cover: a function
-changing its *second* argument (the record it was handed) changes that record, as any
-function changing a record it received does, since records are shared between operators.
+expressions inlined by ``fold.py``) and the window contents a ``ProcessWindowFunction`` reads
+(the records as received) do not call it. What this does not cover: a function changing a
+record it was handed changes that record (records are shared between operators), and a
+function changing an object it emitted and still holds changes the record already emitted
+(a reused buffer; ``tests/test_emitted_records_flink.py``). A value *read* from state is the
+state's own object: changing it in place without ``update`` (outside Flink's contract, which
+requires the write) changes the state on both backends (on RocksDB while the key is cached:
+``state/rocksdb_table.py``), and emitting it and later changing it in place before the
+``update`` changes the record emitted: emit a value you will go on changing only after
+writing it back, or emit a copy.
 """
 
 from __future__ import annotations
@@ -28,27 +53,74 @@ import enum
 import uuid
 from typing import Any
 
-__all__ = ["detached"]
+__all__ = ["IMMUTABLE", "detached", "detached_all"]
 
-_IMMUTABLE = frozenset(
+IMMUTABLE = frozenset(
     {
         int, float, complex, bool, str, bytes, type(None), decimal.Decimal, uuid.UUID,
         datetime.datetime, datetime.date, datetime.time, datetime.timedelta, range, frozenset,
     }
 )  # fmt: skip
+_is_immutable_type = IMMUTABLE.__contains__
+_DEPTH = 24  # nesting copied structurally; deeper (or cyclic) values go to copy.deepcopy
+
+
+class _TooDeep(Exception):
+    pass
 
 
 def detached(value: Any) -> Any:
     """``value`` itself if nothing in it can change in place, else a deep copy of it."""
     kind = type(value)
-    if kind in _IMMUTABLE:
+    if kind in IMMUTABLE:
         return value
     if kind is tuple:
         for item in value:
-            if type(item) not in _IMMUTABLE:
+            if type(item) not in IMMUTABLE:
                 break
         else:
             return value
     elif isinstance(value, enum.Enum):
+        return value
+    try:
+        return _copied(value, 0)
+    except _TooDeep:  # a cycle, or nesting too deep to copy by recursion
+        return copy.deepcopy(value)
+
+
+def detached_all(values: list) -> list:
+    """``values`` (a list the caller owns) with each element :func:`detached`, in place."""
+    if all(map(_is_immutable_type, map(type, values))):
+        return values
+    for i, v in enumerate(values):
+        if type(v) not in IMMUTABLE:
+            values[i] = detached(v)
+    return values
+
+
+def _copied(value: Any, depth: int) -> Any:
+    """A copy of ``value`` in which nothing is shared with it that could change in place:
+    lists, dicts, sets and tuples rebuilt (their immutable elements shared), anything else
+    by ``copy.deepcopy``."""
+    kind = type(value)
+    if kind in IMMUTABLE:
+        return value
+    if depth > _DEPTH:
+        raise _TooDeep
+    if kind is list:
+        if all(map(_is_immutable_type, map(type, value))):
+            return value[:]
+        return [_copied(v, depth + 1) for v in value]
+    if kind is dict:
+        if all(map(_is_immutable_type, map(type, value.values()))):
+            return value.copy()
+        return {k: _copied(v, depth + 1) for k, v in value.items()}
+    if kind is tuple:
+        if all(map(_is_immutable_type, map(type, value))):
+            return value
+        return tuple(_copied(v, depth + 1) for v in value)
+    if kind is set:
+        return value.copy()  # set elements are hashable: copied as they are
+    if isinstance(value, enum.Enum):
         return value
     return copy.deepcopy(value)

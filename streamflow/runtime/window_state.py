@@ -10,6 +10,11 @@ checkpointed and restored (also at another parallelism) as any map state is. A t
 (a named tuple) is its own map key; a global or count window, which the state codec cannot
 encode, is keyed by the window operator's plain form of it (``encode_namespace``).
 
+Every value written is the state's own copy, as for keyed state (``runtime/detach.py``): a
+new list or map is built for each write from copies of what is added (``MapState.put_owned``),
+so each write copies only what it adds, and ``get`` of reducing and aggregating state returns a
+copy of a mutable result, which the next ``add`` may change in place.
+
 As in Flink, the function clears window state itself (in ``clear(context)``, called when
 the window is purged); per-window state is refused with a merging (session) assigner,
 where Flink refuses it too ("Per-window state is not allowed when using merging windows").
@@ -29,10 +34,11 @@ from ..state.keyed import (
     StateDescriptor,
     ValueStateDescriptor,
 )
-from ..state.state_objects import NULL_ELEMENT, checked_list
+from ..state.state_objects import NULL_ELEMENT, checked_list, detached_items
 from ..windowing.count import CountWindow
 from ..windowing.windows import GlobalWindow
 from .context import RuntimeContext
+from .detach import IMMUTABLE, detached, detached_all
 
 if TYPE_CHECKING:
     from .window_operator import WindowOperator
@@ -104,7 +110,7 @@ class WindowValueState(_WindowState):
         return self._get()
 
     def update(self, value: Any) -> None:
-        self._table.put(self._window, value)
+        self._table.put(self._window, value)  # MapState.put: the state's own copy
 
 
 class WindowListState(_WindowState):
@@ -117,13 +123,13 @@ class WindowListState(_WindowState):
     def add(self, value: Any) -> None:
         if value is None:
             raise TypeError(NULL_ELEMENT)
-        self._table.put(self._window, [*self._get(()), value])
+        self._table.put_owned(self._window, [*self._get(()), detached(value)])
 
     def add_all(self, values: Iterable[Any]) -> None:
-        self._table.put(self._window, [*self._get(()), *checked_list(values)])
+        self._table.put_owned(self._window, [*self._get(()), *detached_all(checked_list(values))])
 
     def update(self, values: Iterable[Any]) -> None:
-        self._table.put(self._window, checked_list(values))
+        self._table.put_owned(self._window, detached_all(checked_list(values)))
 
 
 class WindowMapState(MapViews, _WindowState):
@@ -131,15 +137,15 @@ class WindowMapState(MapViews, _WindowState):
         return dict(self._get({}))
 
     def put(self, key: Any, value: Any) -> None:
-        self._table.put(self._window, {**self._map(), key: value})
+        self._table.put_owned(self._window, {**self._map(), key: detached(value)})
 
     def put_all(self, mapping: dict) -> None:
-        self._table.put(self._window, {**self._map(), **dict(mapping)})
+        self._table.put_owned(self._window, {**self._map(), **detached_items(mapping)})
 
     def remove(self, key: Any) -> None:
         entries = self._map()
         entries.pop(key, None)
-        self._table.put(self._window, entries)
+        self._table.put_owned(self._window, entries)
 
 
 class WindowReducingState(_WindowState):
@@ -148,11 +154,13 @@ class WindowReducingState(_WindowState):
         self._reduce = reduce
 
     def get(self) -> Any:
-        return self._get()
+        value = self._get()
+        return value if type(value) in IMMUTABLE else detached(value)
 
     def add(self, value: Any) -> None:
         current = self._table.get(self._window)
-        self._table.put(self._window, value if current is None else self._reduce(current, value))
+        result = value if current is None else self._reduce(current, value)
+        self._table.put_owned(self._window, detached(value) if result is value else result)
 
 
 class WindowAggregatingState(_WindowState):
@@ -162,10 +170,11 @@ class WindowAggregatingState(_WindowState):
 
     def get(self) -> Any:
         acc = self._table.get(self._window)
-        return None if acc is None else self._agg.get_result(acc)
+        return None if acc is None else detached(self._agg.get_result(acc))
 
     def add(self, value: Any) -> None:
         acc = self._table.get(self._window)
         if acc is None:
             acc = self._agg.create_accumulator()
-        self._table.put(self._window, self._agg.add(value, acc))
+        acc = self._agg.add(value, acc)
+        self._table.put_owned(self._window, detached(value) if acc is value else acc)

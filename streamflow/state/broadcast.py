@@ -10,12 +10,18 @@ of the ``n`` copies the old subtasks stored, in subtask order (``repartitionBroa
 a subtask that stored none is not counted). On a scale-up the old copies are thus spread
 round robin, so copies that diverged (a function that wrote per-subtask values) keep their
 proportions instead of all new subtasks taking subtask 0's.
+
+A value written is the subtask's own copy (``runtime/detach.py``): a broadcast element reaches
+every subtask as the same object, so a stored reference would be shared by all their states
+(and by the records they emit), where each of Flink's subtasks deserializes its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+from ..runtime.detach import detached
 
 __all__ = ["BroadcastState", "BroadcastStateStore", "ReadOnlyBroadcastState"]
 
@@ -66,10 +72,10 @@ class BroadcastState(ReadOnlyBroadcastState):
     __slots__ = ()
 
     def put(self, key: Any, value: Any) -> None:
-        self._map[key] = value
+        self._map[key] = detached(value)  # the state's own copy (runtime/detach.py)
 
     def put_all(self, mapping: dict) -> None:
-        self._map.update(mapping)
+        self._map.update({k: detached(v) for k, v in dict(mapping).items()})
 
     def remove(self, key: Any) -> None:
         self._map.pop(key, None)
@@ -78,7 +84,7 @@ class BroadcastState(ReadOnlyBroadcastState):
         self._map.clear()
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._map[key] = value
+        self.put(key, value)
 
     def __delitem__(self, key: Any) -> None:
         del self._map[key]

@@ -7,6 +7,14 @@ backend's ``current_key``, set by the operator before it calls user code, and re
 each write in the table's log of changes when the backend checkpoints incrementally
 (``incremental.Changes``; None otherwise). ``MapViews`` is the read side and dict
 protocol of a map state, shared with the window's per-window map state.
+
+Every value written is the state's own copy (``runtime/detach.py``: an immutable value is
+its own copy, at the cost of a type check): a function that writes an object and emits it
+(``current.append(v); state.update(current); yield current``) can go on changing its state
+without changing the record it emitted, as in Flink, where records and state are
+serialized copies. A value read is the state's own object (no copy per read): changed in
+place, it changes the state without ``update``, which Flink's contract requires anyway
+(Flink's RocksDB backend loses such a change).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..functions import AggregateFunction, ReduceFunction
+from ..runtime.detach import IMMUTABLE, detached, detached_all
 from . import incremental as _inc
 
 if TYPE_CHECKING:
@@ -149,6 +158,8 @@ class ValueState(_KeyedState):
         if value is None:
             self.clear()
         else:
+            if type(value) not in IMMUTABLE:
+                value = detached(value)  # the state's own copy (module doc)
             key = self._backend.current_key
             self._table[key] = value
             if self._dirty is not None:
@@ -171,19 +182,21 @@ class ListState(_KeyedState):
     def add(self, value: Any) -> None:
         if value is None:
             raise TypeError(NULL_ELEMENT)
+        if type(value) not in IMMUTABLE:
+            value = detached(value)
         key = self._backend.current_key
         self._table.setdefault(key, []).append(value)
         self._written(key)
 
     def add_all(self, values: Iterable[Any]) -> None:
-        values = checked_list(values)
+        values = detached_all(checked_list(values))
         if values:  # adding nothing gives the key no state (Flink's addAll)
             key = self._backend.current_key
             self._table.setdefault(key, []).extend(values)
             self._written(key)
 
     def update(self, values: Iterable[Any]) -> None:
-        values = checked_list(values)
+        values = detached_all(checked_list(values))
         if values:
             key = self._backend.current_key
             self._table[key] = values
@@ -197,7 +210,7 @@ NULL_LIST = "List of values to add cannot be null."
 
 
 def checked_list(values: Iterable[Any] | None) -> list:
-    """``values`` as a list, refusing null as the list or as an element (Flink's messages)."""
+    """``values`` as a new list, refusing null as the list or as an element (Flink's messages)."""
     if values is None:
         raise TypeError(NULL_LIST)
     values = list(values)
@@ -263,13 +276,22 @@ class MapState(MapViews, _KeyedState):
         return self._table.get(self._backend.current_key) or {}
 
     def put(self, key: Any, value: Any) -> None:
+        if type(value) not in IMMUTABLE:
+            value = detached(value)
         current = self._backend.current_key
         self._table.setdefault(current, {})[key] = value
         self._written(current)
 
     def put_all(self, mapping: dict) -> None:
         current = self._backend.current_key
-        self._table.setdefault(current, {}).update(mapping)
+        self._table.setdefault(current, {}).update(detached_items(mapping))
+        self._written(current)
+
+    def put_owned(self, key: Any, value: Any) -> None:
+        """``put`` of a value that is already the state's own (no copy): a window's per-window
+        state (``runtime/window_state.py``) builds each new value from copies itself."""
+        current = self._backend.current_key
+        self._table.setdefault(current, {})[key] = value
         self._written(current)
 
     def remove(self, key: Any) -> None:
@@ -283,7 +305,21 @@ class MapState(MapViews, _KeyedState):
                 self._written(current)
 
 
+def detached_items(mapping: Any) -> dict:
+    """``mapping`` as a new dict whose values are the state's own copies (``runtime/detach.py``)."""
+    entries = dict(mapping)
+    if not all(type(v) in IMMUTABLE for v in entries.values()):
+        for k, v in entries.items():
+            entries[k] = detached(v)
+    return entries
+
+
 class ReducingState(_KeyedState):
+    """The accumulator is the state's own object: the reduce function may change its first
+    argument in place and return it (``runtime/detach.py``); a value stored as it came (the
+    first, or one the function returned) is copied, and ``get`` returns a copy of a mutable
+    accumulator, which the next ``add`` may change in place (Flink's ``get`` deserializes)."""
+
     __slots__ = ("_reduce",)
 
     def __init__(
@@ -293,16 +329,24 @@ class ReducingState(_KeyedState):
         self._reduce = reduce
 
     def get(self) -> Any:
-        return self._table.get(self._backend.current_key)
+        value = self._table.get(self._backend.current_key)
+        return value if type(value) in IMMUTABLE else detached(value)
 
     def add(self, value: Any) -> None:
         key = self._backend.current_key
         prev = self._table.get(key, _MISSING)
-        self._table[key] = value if prev is _MISSING else self._reduce(prev, value)
+        result = value if prev is _MISSING else self._reduce(prev, value)
+        if result is value and type(value) not in IMMUTABLE:
+            result = detached(value)
+        self._table[key] = result
         self._written(key)
 
 
 class AggregatingState(_KeyedState):
+    """``get`` returns a copy of a mutable result (``get_result`` may return the accumulator,
+    which the next ``add`` changes in place); an accumulator ``add`` returns as the value it
+    was given is copied (as ``ReducingState``)."""
+
     __slots__ = ("_agg",)
 
     def __init__(
@@ -313,12 +357,18 @@ class AggregatingState(_KeyedState):
 
     def get(self) -> Any:
         acc = self._table.get(self._backend.current_key, _MISSING)
-        return None if acc is _MISSING else self._agg.get_result(acc)
+        if acc is _MISSING:
+            return None
+        result = self._agg.get_result(acc)
+        return result if type(result) in IMMUTABLE else detached(result)
 
     def add(self, value: Any) -> None:
         key = self._backend.current_key
         acc = self._table.get(key, _MISSING)
         if acc is _MISSING:
             acc = self._agg.create_accumulator()
-        self._table[key] = self._agg.add(value, acc)
+        acc = self._agg.add(value, acc)
+        if acc is value and type(value) not in IMMUTABLE:
+            acc = detached(value)
+        self._table[key] = acc
         self._written(key)

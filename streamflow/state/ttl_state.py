@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..runtime.detach import detached, detached_all
 from . import incremental as _inc
 from .state_objects import NULL_ELEMENT, checked_list
 from .ttl import StateTtlConfig
@@ -125,7 +126,7 @@ class TtlValueState(_Ttl):
         if value is None:
             self.clear()
         else:
-            self._table[self._backend.current_key] = (value, self._now())
+            self._table[self._backend.current_key] = (detached(value), self._now())  # runtime/detach.py
             self._written()
 
 
@@ -167,14 +168,14 @@ class TtlListState(_Ttl):
             raise TypeError(NULL_ELEMENT)
         if self._on_access is not None:
             self._on_access()
-        self._table.setdefault(self._backend.current_key, []).append((value, self._now()))
+        self._table.setdefault(self._backend.current_key, []).append((detached(value), self._now()))
         self._written()
 
     def add_all(self, values: Iterable[Any]) -> None:
         if self._on_access is not None:
             self._on_access()
         now = self._now()
-        entries = [(v, now) for v in checked_list(values)]
+        entries = [(v, now) for v in detached_all(checked_list(values))]
         if entries:  # adding nothing gives the key no state (Flink's addAll)
             self._table.setdefault(self._backend.current_key, []).extend(entries)
             self._written()
@@ -183,7 +184,7 @@ class TtlListState(_Ttl):
         if self._on_access is not None:
             self._on_access()
         now = self._now()
-        entries = [(v, now) for v in checked_list(values)]
+        entries = [(v, now) for v in detached_all(checked_list(values))]
         if entries:
             self._table[self._backend.current_key] = entries
             self._written()
@@ -222,7 +223,7 @@ class TtlMapState(_Ttl):
     def put(self, user_key: Any, value: Any) -> None:
         if self._on_access is not None:
             self._on_access()
-        self._table.setdefault(self._backend.current_key, {})[user_key] = (value, self._now())
+        self._table.setdefault(self._backend.current_key, {})[user_key] = (detached(value), self._now())
         self._written()
 
     def put_all(self, mapping: dict) -> None:
@@ -230,7 +231,7 @@ class TtlMapState(_Ttl):
             self._on_access()
         now = self._now()
         self._table.setdefault(self._backend.current_key, {}).update(
-            {k: (v, now) for k, v in mapping.items()}
+            {k: (detached(v), now) for k, v in mapping.items()}
         )
         self._written()
 
@@ -312,13 +313,14 @@ class TtlReducingState(_TtlAccumulating):
             self._on_access()
         acc = self._acc()
         self._after_read()
-        return None if acc is _MISSING else acc
+        return None if acc is _MISSING else detached(acc)  # the next add may change it in place
 
     def add(self, value: Any) -> None:
         if self._on_access is not None:
             self._on_access()
         acc = self._acc()
-        self._store(value if acc is _MISSING else self._reduce(acc, value))
+        result = value if acc is _MISSING else self._reduce(acc, value)
+        self._store(detached(value) if result is value else result)
 
 
 class TtlAggregatingState(_TtlAccumulating):
@@ -333,13 +335,14 @@ class TtlAggregatingState(_TtlAccumulating):
             self._on_access()
         acc = self._acc()
         self._after_read()
-        return None if acc is _MISSING else self._agg.get_result(acc)
+        return None if acc is _MISSING else detached(self._agg.get_result(acc))
 
     def add(self, value: Any) -> None:
         if self._on_access is not None:
             self._on_access()
         acc = self._acc()
-        self._store(self._agg.add(value, self._agg.create_accumulator() if acc is _MISSING else acc))
+        acc = self._agg.add(value, self._agg.create_accumulator() if acc is _MISSING else acc)
+        self._store(detached(value) if acc is value else acc)
 
 
 def ttl_state(backend: Any, descriptor: Any, now: Callable[[], int]) -> Any:

@@ -1,0 +1,280 @@
+"""A record emitted from a state value does not change when the function changes its state.
+
+Flink's rule: records and state are copies. PyFlink serializes every record a Python function
+emits, and Flink's RocksDB backend serializes what it stores, so a ``KeyedProcessFunction``
+that keeps a list in ``ValueState``, appends to it, writes it back and emits it (a common
+PyFlink pattern) emits ``[1]``, then ``[1, 2]``, then ``[1, 2, 3]``. streamflow hands records
+on by reference; its state keeps its own copy of every value written (``runtime/detach.py``),
+so the same holds here, on both state backends, at any parallelism, and across a savepoint
+and restore. The cases: ``ValueState``, ``ListState`` (elements changed in place and written
+back), ``MapState``, ``ReducingState`` with a reduce function that changes its first argument
+in place (PyFlink's ``_accumulate`` idiom), ``AggregatingState`` whose ``get_result``
+returns its accumulator, a ``ProcessWindowFunction``'s per-window state, broadcast state, and
+``ValueState`` with a time-to-live.
+
+What is left: a value *read* from ``ValueState`` is the state's own object (no copy per read),
+so a function that emits it without writing it back and later changes it in place before
+``update`` changes the record emitted (a strict xfail below; ``runtime/detach.py`` says why).
+
+Sources: the contract of Flink's ``ExecutionConfig.enableObjectReuse`` (records are copies
+by default) and ``ValueState#update`` (a change is kept only once written back: Flink's
+RocksDB state backend); PyFlink's ``KeyedProcessFunction`` examples keeping lists in state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from state_backend_harness import BACKENDS, savepoint_then_restore, set_backend
+
+import streamflow as sf
+from streamflow.common import Time
+from streamflow.datastream import (
+    AggregateFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedProcessFunction,
+    ProcessWindowFunction,
+)
+from streamflow.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateTtlConfig,
+    ValueStateDescriptor,
+)
+
+KEYS = ["a", "b", "c", "d", "e"]
+DATA = [(k, i) for i in range(1, 4) for k in KEYS]  # every key gets 1, 2, 3
+
+
+class _Value(KeyedProcessFunction):
+    """The key's values in a list in ValueState, emitted after each one (the PyFlink pattern)."""
+
+    def __init__(self, ttl: bool = False) -> None:
+        self.ttl = ttl
+
+    def open(self, runtime_context: Any) -> None:
+        descriptor = ValueStateDescriptor("values", None)
+        if self.ttl:
+            descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+        self.values = runtime_context.get_state(descriptor)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        current = self.values.value() or []
+        current.append(value[1])
+        self.values.update(current)
+        yield (value[0], current)
+
+
+class _List(KeyedProcessFunction):
+    """Entries in ListState: each element counts itself in every entry before it, in place,
+    writes the list back, and emits its own new entry."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.entries = runtime_context.get_list_state(ListStateDescriptor("entries", None))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        entries = list(self.entries.get())
+        for e in entries:
+            e["later"] += 1
+        entry = {"v": value[1], "later": 0}
+        entries.append(entry)
+        self.entries.update(entries)
+        yield (value[0], entry)
+
+
+class _Map(KeyedProcessFunction):
+    """The key's values in a list under one MapState key, emitted after each one."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.map = runtime_context.get_map_state(MapStateDescriptor("map", None, None))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        current = self.map.get("all") or []
+        current.append(value[1])
+        self.map.put("all", current)
+        yield (value[0], current)
+
+
+def _extend(a: list, b: list) -> list:
+    a.extend(b)  # in place, returning its first argument (PyFlink's _accumulate idiom)
+    return a
+
+
+class _Reducing(KeyedProcessFunction):
+    def open(self, runtime_context: Any) -> None:
+        self.acc = runtime_context.get_reducing_state(ReducingStateDescriptor("acc", _extend))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.acc.add([value[1]])
+        yield (value[0], self.acc.get())
+
+
+class _Collect(AggregateFunction):
+    """A list accumulator that ``get_result`` returns as it is."""
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def add(self, value: Any, accumulator: list) -> list:
+        accumulator.append(value)
+        return accumulator
+
+    def get_result(self, accumulator: list) -> list:
+        return accumulator
+
+    def merge(self, a: list, b: list) -> list:
+        return a + b
+
+
+class _Aggregating(KeyedProcessFunction):
+    def open(self, runtime_context: Any) -> None:
+        self.acc = runtime_context.get_aggregating_state(AggregatingStateDescriptor("acc", _Collect(), None))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.acc.add(value[1])
+        yield (value[0], self.acc.get())
+
+
+FUNCTIONS = {"value": _Value, "list": _List, "map": _Map, "reducing": _Reducing, "aggregating": _Aggregating}
+
+
+def _expected(kind: str, keys: list[str], values: list[int]) -> dict[str, list]:
+    if kind == "list":
+        per_key = [{"v": v, "later": 0} for v in values]
+    else:
+        per_key = [values[: i + 1] for i in range(len(values))]
+    return {k: per_key for k in keys}
+
+
+def _by_key(records: list) -> dict[str, list]:
+    out: dict[str, list] = defaultdict(list)
+    for key, value in records:
+        out[key].append(value)
+    return dict(out)
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", list(FUNCTIONS))
+def test_records_emitted_from_state_do_not_change(
+    kind: str, backend: str, parallelism: int, tmp_path: Path
+) -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection(DATA).key_by(lambda v: v[0]).process(FUNCTIONS[kind]())
+    got = _by_key(list(stream.execute_and_collect()))
+    assert got == _expected(kind, KEYS, [1, 2, 3])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_value_state_with_a_time_to_live_emitted_then_changed(backend: str, tmp_path: Path) -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection(DATA).key_by(lambda v: v[0]).process(_Value(ttl=True))
+    assert _by_key(list(stream.execute_and_collect())) == _expected("value", KEYS, [1, 2, 3])
+
+
+@pytest.mark.parametrize(("before", "after"), [((1, "heap"), (4, "heap")), ((4, "rocksdb"), (1, "rocksdb"))])
+@pytest.mark.parametrize("kind", ["value", "list", "map"])
+def test_records_emitted_from_restored_state_do_not_change(
+    kind: str, before: tuple[int, str], after: tuple[int, str], tmp_path: Path
+) -> None:
+    writes = [(k, i) for i in (1, 2) for k in KEYS]
+    reads = [(k, i) for i in (3, 4) for k in KEYS]
+    out = asyncio.run(
+        savepoint_then_restore(tmp_path, before, after, FUNCTIONS[kind], writes, reads, key=lambda v: v[0])
+    )
+    expected = _expected(kind, KEYS, [1, 2, 3, 4])
+    assert _by_key(out) == {k: v[2:] for k, v in expected.items()}
+
+
+class _WindowList(ProcessWindowFunction):
+    """Per-window state: a list of the firings' counts, emitted at each firing."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        state = context.window_state().get_state(ValueStateDescriptor("firings", None))
+        firings = state.value() or []
+        firings.append(len(list(elements)))
+        state.update(firings)
+        yield (key, firings)
+
+    def clear(self, context: Any) -> None:
+        context.window_state().get_state(ValueStateDescriptor("firings", None)).clear()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_window_state_emitted_then_changed_by_the_next_firing(backend: str, tmp_path: Path) -> None:
+    """A count trigger fires one global window per key three times."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    set_backend(env, backend, tmp_path)
+    stream = (
+        env.from_collection(DATA)
+        .key_by(lambda v: v[0])
+        .window(sf.GlobalWindows.create())
+        .trigger(sf.CountTrigger.of(1))
+        .process(_WindowList())
+    )
+    assert _by_key(list(stream.execute_and_collect())) == {k: [[1], [1, 2], [1, 2, 3]] for k in KEYS}
+
+
+class _BroadcastRules(KeyedBroadcastProcessFunction):
+    """The broadcast side keeps a list of the rules seen, extended in place and written back;
+    the keyed side emits it when its element arrives."""
+
+    DESCRIPTOR = MapStateDescriptor("rules", None, None)
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+        state = ctx.get_broadcast_state(self.DESCRIPTOR)
+        rules = state.get("rules") or []
+        rules.append(value)
+        state.put("rules", rules)
+        yield ("broadcast", rules)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        return iter(())
+
+
+def test_broadcast_state_emitted_then_changed_by_the_next_broadcast_element() -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    keyed = env.from_collection([("a", 1)]).key_by(lambda v: v[0])
+    rules = env.from_collection(["r1", "r2", "r3"]).broadcast(_BroadcastRules.DESCRIPTOR)
+    got = list(keyed.connect(rules).process(_BroadcastRules()).execute_and_collect())
+    assert [v for k, v in got if k == "broadcast"] == [["r1"], ["r1", "r2"], ["r1", "r2", "r3"]]
+
+
+class _EmitsWhatItRead(KeyedProcessFunction):
+    """Emits the state's list as read (no update), then the next element appends to it."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.values = runtime_context.get_state(ValueStateDescriptor("values", None))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        current = self.values.value()
+        if current is None:
+            self.values.update([value[1]])
+            return
+        yield (value[0], current)  # emitted as read
+        current.append(value[1])  # ... then changed in place and written back
+        self.values.update(current)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a value read from state is the state's own object (copy on write, not on read: "
+        "runtime/detach.py): emitted as read and then changed in place before update(), it "
+        "changes the record emitted; Flink's records are copies"
+    ),
+)
+def test_a_state_value_emitted_as_read_then_changed_in_place() -> None:
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    data = [("a", 1), ("a", 2), ("a", 3)]
+    stream = env.from_collection(data).key_by(lambda v: v[0]).process(_EmitsWhatItRead())
+    got = list(stream.execute_and_collect())
+    assert got == [("a", [1]), ("a", [1, 2])]
