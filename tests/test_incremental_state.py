@@ -268,6 +268,51 @@ def test_capture_is_immune_to_later_mutation() -> None:
     assert restored._tables["m"] == {"c": {"x": [1]}}
 
 
+@pytest.mark.parametrize("incremental_", [True, False], ids=["incremental", "full"])
+def test_a_capture_in_slices_is_not_torn_by_a_written_object_changed_meanwhile(incremental_: bool) -> None:
+    """A capture encodes in slices and lets the loop run between them (other tasks go on);
+    an object a function wrote to state and still holds (it emitted it: another task may hold
+    it too) is changed meanwhile. State keeps its own copy of what was written
+    (``runtime/detach.py``), so the snapshot is the state as of the barrier; before, later
+    slices encoded the changed objects."""
+    n = incremental.CHUNK * 2 + 10
+    files = Files()
+    if incremental_:
+        backend = KeyedStateBackend(MAXP, dataclasses.replace(settings(), snapshot_process="off"))
+    else:
+        backend = KeyedStateBackend(MAXP, codec=CODEC, key_groups=key_group_range(0, MAXP, 1))
+    state = backend.get_state(VALUE)
+    emitted = []
+    for k in range(n):
+        backend.current_key = k
+        value = [k]
+        state.update(value)
+        emitted.append(value)
+
+    async def run() -> dict:
+        done = False
+
+        async def meanwhile() -> None:  # another task, between the capture's slices
+            while not done:
+                for value in emitted:
+                    value.append(-1)
+                await asyncio.sleep(0)
+
+        other = asyncio.ensure_future(meanwhile())  # runs from the capture's first pause
+        upload = await backend.capture(1, False)
+        done = True
+        await other
+        assert upload is not None
+        descriptor = backend.snapshot()
+        files.files.update((name, _data(d)) for name, d in (await upload.produce()).items())
+        return descriptor
+
+    descriptor = asyncio.run(run())
+    assert max(map(len, emitted)) > 2  # the other task ran during the capture
+    restored = files.restore([descriptor])
+    assert restored._tables["v"] == {k: [k] for k in range(n)}
+
+
 def test_chain_materialises_every_max_chain_deltas() -> None:
     files, backend = Files(), KeyedStateBackend(MAXP, settings(max_chain=2))
     lengths = []
