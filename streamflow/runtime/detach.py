@@ -26,9 +26,9 @@ functions that only read a large value per record (a lookup table, a set of seen
 
 What a copy is: a value of an immutable type (numbers, strings, bytes, ``None``,
 ``Decimal``, dates, UUIDs, enums) or a tuple of such values is its own copy (a type check);
-lists, dicts, sets and tuples are rebuilt (their immutable elements shared, C speed when all
-are); anything else (a ``Row``, a dataclass, nesting deeper than :data:`_DEPTH`, a cycle)
-goes to ``copy.deepcopy``. As with a serializer, an object appearing twice inside a value
+lists, dicts, sets, tuples and ``Row`` are rebuilt (their immutable elements shared, C speed
+when all are); anything else (a dataclass, nesting deeper than :data:`_DEPTH`, a cycle) goes to
+``copy.deepcopy``. As with a serializer, an object appearing twice inside a value
 is copied twice.
 
 Operators whose functions cannot change their arguments (the built-in aggregations, reduce
@@ -53,6 +53,8 @@ import enum
 import uuid
 from typing import Any
 
+from ..types.row import Row
+
 __all__ = ["IMMUTABLE", "detached", "detached_all"]
 
 IMMUTABLE = frozenset(
@@ -75,10 +77,7 @@ def detached(value: Any) -> Any:
     if kind in IMMUTABLE:
         return value
     if kind is tuple:
-        for item in value:
-            if type(item) not in IMMUTABLE:
-                break
-        else:
+        if all(map(_is_immutable_type, map(type, value))):
             return value
     elif isinstance(value, enum.Enum):
         return value
@@ -100,27 +99,44 @@ def detached_all(values: list) -> list:
 
 def _copied(value: Any, depth: int) -> Any:
     """A copy of ``value`` in which nothing is shared with it that could change in place:
-    lists, dicts, sets and tuples rebuilt (their immutable elements shared), anything else
-    by ``copy.deepcopy``."""
+    lists, dicts, sets, tuples and ``Row`` rebuilt (their immutable elements, and tuples of
+    immutable values, shared), anything else by ``copy.deepcopy``."""
     kind = type(value)
     if kind in IMMUTABLE:
         return value
     if depth > _DEPTH:
         raise _TooDeep
     if kind is list:
-        if all(map(_is_immutable_type, map(type, value))):
-            return value[:]
-        return [_copied(v, depth + 1) for v in value]
+        out = value[:]
+        if not all(map(_is_immutable_type, map(type, value))):
+            for i, item in enumerate(out):
+                if type(item) not in IMMUTABLE and not _frozen_tuple(item):
+                    out[i] = _copied(item, depth + 1)
+        return out
     if kind is dict:
         if all(map(_is_immutable_type, map(type, value.values()))):
             return value.copy()
-        return {k: _copied(v, depth + 1) for k, v in value.items()}
+        return {k: v if _frozen_tuple(v) else _copied(v, depth + 1) for k, v in value.items()}
     if kind is tuple:
         if all(map(_is_immutable_type, map(type, value))):
             return value
         return tuple(_copied(v, depth + 1) for v in value)
+    if kind is Row:
+        row = object.__new__(Row)
+        object.__setattr__(row, "_values", _copied(value._values, depth + 1))
+        object.__setattr__(row, "_from_dict", value._from_dict)
+        object.__setattr__(row, "_row_kind", value._row_kind)
+        fields = value._field_names()
+        if fields is not None:
+            object.__setattr__(row, "_fields", list(fields))
+        return row
     if kind is set:
         return value.copy()  # set elements are hashable: copied as they are
     if isinstance(value, enum.Enum):
         return value
     return copy.deepcopy(value)
+
+
+def _frozen_tuple(value: Any) -> bool:
+    """Whether ``value`` is a tuple of immutable values (its own copy)."""
+    return type(value) is tuple and all(map(_is_immutable_type, map(type, value)))
