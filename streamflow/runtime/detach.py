@@ -38,10 +38,11 @@ record it was handed changes that record (records are shared between operators),
 function changing an object it emitted and still holds changes the record already emitted
 (a reused buffer; ``tests/test_emitted_records_flink.py``). A value *read* from state is the
 state's own object: changing it in place without ``update`` (outside Flink's contract, which
-requires the write) changes the state on both backends (on RocksDB while the key is cached:
-``state/rocksdb_table.py``), and emitting it and later changing it in place before the
-``update`` changes the record emitted: emit a value you will go on changing only after
-writing it back, or emit a copy.
+requires the write) changes the state on both backends (RocksDB writes back a mutable value
+it handed out: ``state/rocksdb_table.py``; a heap incremental checkpoint holds the change
+only if the key was written since the last one), and emitting it and later changing it in
+place before the ``update`` changes the record emitted: emit a value you will go on changing
+only after writing it back, or emit a copy.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ its own copy, at the cost of a type check): a function that writes an object and
 without changing the record it emitted, as in Flink, where records and state are
 serialized copies. A value read is the state's own object (no copy per read): changed in
 place, it changes the state without ``update``, which Flink's contract requires anyway
-(Flink's RocksDB backend loses such a change).
+(Flink's RocksDB backend loses such a change; an incremental checkpoint here holds it only
+if the key was written since the last checkpoint, since reads are not logged).
 """
 
 from __future__ import annotations
