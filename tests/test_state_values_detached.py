@@ -310,3 +310,33 @@ def test_a_change_without_update_is_kept_alike_on_both_backends(
     set_backend(env, backend, tmp_path)
     stream = env.from_collection(DATA).key_by(lambda v: v[0]).process(_ChangesWithoutUpdate())
     assert _by_key(list(stream.execute_and_collect())) == {k: [1, 2, 3] for k in KEYS}
+
+
+class _AppendsToTheDefault(KeyedProcessFunction):
+    """ValueState with a mutable default (``[]``), appended to and written back."""
+
+    def __init__(self, ttl: bool = False) -> None:
+        self.ttl = ttl
+
+    def open(self, runtime_context: Any) -> None:
+        descriptor = ValueStateDescriptor("values", None, [])
+        if self.ttl:
+            descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+        self.values = runtime_context.get_state(descriptor)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        current = self.values.value()
+        current.append(value[1])
+        self.values.update(current)
+        yield (value[0], current)
+
+
+@pytest.mark.parametrize("ttl", [False, True], ids=["plain", "ttl"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_mutable_default_value_is_each_keys_own(backend: str, ttl: bool, tmp_path: Path) -> None:
+    """Flink's ``StateDescriptor#getDefaultValue`` returns a copy of the default: appending to
+    it for one key leaves the next key's default empty."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection(DATA).key_by(lambda v: v[0]).process(_AppendsToTheDefault(ttl))
+    assert _by_key(list(stream.execute_and_collect())) == _expected("value", KEYS, [1, 2, 3])

@@ -196,7 +196,7 @@ class KeyedStateBackend:
     def get_state(self, descriptor: StateDescriptor) -> Any:
         table, dirty = self.tracked_table(descriptor.name, descriptor.kind)
         if isinstance(descriptor, ValueStateDescriptor):
-            return ValueState(self, table, dirty, descriptor.default)
+            return ValueState.of(self, table, dirty, descriptor.default)
         if isinstance(descriptor, ListStateDescriptor):
             return ListState(self, table, dirty)
         if isinstance(descriptor, MapStateDescriptor):

@@ -155,6 +155,13 @@ class ValueState(_KeyedState):
     def value(self) -> Any:
         return self._table.get(self._backend.current_key, self._default)
 
+    @staticmethod
+    def of(backend: KeyedStateBackend, table: dict, dirty: _inc.Changes | None, default: Any) -> ValueState:
+        """The value state for a descriptor's ``default``: a mutable default is copied for
+        each key that reads it (``MutableDefaultValueState``)."""
+        kind = ValueState if type(default) in IMMUTABLE else MutableDefaultValueState
+        return kind(backend, table, dirty, default)
+
     def update(self, value: Any) -> None:
         if value is None:
             self.clear()
@@ -165,6 +172,19 @@ class ValueState(_KeyedState):
             self._table[key] = value
             if self._dirty is not None:
                 self._dirty.put(key, value)
+
+
+class MutableDefaultValueState(ValueState):
+    """A ``ValueState`` whose descriptor's default is mutable (``ValueStateDescriptor(name,
+    type, [])``): a key without a value reads a copy of it, as Flink's
+    ``StateDescriptor#getDefaultValue`` returns ``serializer.copy(defaultValue)``; handing out
+    the descriptor's own object let one key's ``value().append(x)`` change every key's default."""
+
+    __slots__ = ()
+
+    def value(self) -> Any:
+        value = self._table.get(self._backend.current_key, _MISSING)
+        return detached(self._default) if value is _MISSING else value
 
 
 class ListState(_KeyedState):

@@ -118,7 +118,7 @@ class TtlValueState(_Ttl):
         key, table = self._backend.current_key, self._table
         value = self._read(table.get(key), lambda: table.pop(key, None), lambda e: table.__setitem__(key, e))
         self._after_read()
-        return self._default if value is _MISSING else value
+        return detached(self._default) if value is _MISSING else value  # a mutable default: a copy
 
     def update(self, value: Any) -> None:
         if self._on_access is not None:
