@@ -10,7 +10,9 @@ and restore. The cases: ``ValueState``, ``ListState`` (elements changed in place
 back), ``MapState``, ``ReducingState`` with a reduce function that changes its first argument
 in place (PyFlink's ``_accumulate`` idiom), ``AggregatingState`` whose ``get_result``
 returns its accumulator, a ``ProcessWindowFunction``'s per-window state, broadcast state, and
-``ValueState`` with a time-to-live.
+``ValueState`` with a time-to-live. Two neighbours: a mutable default of a ``ValueStateDescriptor``
+is each key's own copy (Flink's ``StateDescriptor#getDefaultValue`` copies it), and a change
+made in place without ``update`` (outside Flink's contract) is kept alike on both backends.
 
 What is left: a value *read* from ``ValueState`` is the state's own object (no copy per read),
 so a function that emits it without writing it back and later changes it in place before
