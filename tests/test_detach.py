@@ -12,12 +12,22 @@ import datetime
 import decimal
 import enum
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from streamflow.common import Row, RowKind
 from streamflow.runtime.detach import detached, detached_all
+from streamflow.state.codec import MsgpackCodec
+from streamflow.state.keyed import (
+    KeyedStateBackend,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from streamflow.state.rocksdb_backend import RocksDBKeyedStateBackend
 
 
 class Colour(enum.Enum):
@@ -96,3 +106,40 @@ def test_detached_all_copies_only_the_mutable_elements() -> None:
     values = [1, ("a", 2), inner]
     out = detached_all(values)
     assert out is values and out[1] == ("a", 2) and out[2] == [1] and out[2] is not inner
+
+
+WRITES: dict[str, Any] = {
+    # (descriptor, write the object, read back what the state holds)
+    "value.update": (ValueStateDescriptor("v"), lambda s, o: s.update(o), lambda s: s.value()),
+    "list.add": (ListStateDescriptor("l"), lambda s, o: s.add(o), lambda s: s.get()[0]),
+    "list.add_all": (ListStateDescriptor("l"), lambda s, o: s.add_all([o]), lambda s: s.get()[0]),
+    "list.update": (ListStateDescriptor("l"), lambda s, o: s.update([o]), lambda s: s.get()[0]),
+    "map.put": (MapStateDescriptor("m"), lambda s, o: s.put("k", o), lambda s: s.get("k")),
+    "map.put_all": (MapStateDescriptor("m"), lambda s, o: s.put_all({"k": o}), lambda s: s.get("k")),
+    "map.setitem": (MapStateDescriptor("m"), lambda s, o: s.__setitem__("k", o), lambda s: s.get("k")),
+    "reducing.add": (ReducingStateDescriptor("r", lambda a, b: b), lambda s, o: s.add(o), lambda s: s.get()),
+}
+
+
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+@pytest.mark.parametrize("write", list(WRITES))
+def test_every_write_keeps_its_own_copy(write: str, backend: str, tmp_path: Path) -> None:
+    """Each write method of the state objects, on both backends: the object written, changed
+    afterwards, leaves the state as written."""
+    descriptor, put, read = WRITES[write]
+    if backend == "heap":
+        keyed = KeyedStateBackend(128)
+    else:
+        keyed = RocksDBKeyedStateBackend(
+            128, range(128), operator_id="op", subtask=0, codec=MsgpackCodec(), local_dir=str(tmp_path)
+        )
+    try:
+        keyed.current_key = "key"
+        state = keyed.get_state(descriptor)
+        obj = {"n": [1]}
+        put(state, obj)
+        obj["n"].append(2)
+        assert read(state) == {"n": [1]}
+    finally:
+        if backend == "rocksdb":
+            keyed.close()

@@ -329,7 +329,7 @@ class MapState(MapViews, _KeyedState):
 def detached_items(mapping: Any) -> dict:
     """``mapping`` as a new dict whose values are the state's own copies (``runtime/detach.py``)."""
     entries = dict(mapping)
-    if not all(type(v) in IMMUTABLE for v in entries.values()):
+    if not all(map(IMMUTABLE.__contains__, map(type, entries.values()))):
         for k, v in entries.items():
             entries[k] = detached(v)
     return entries
