@@ -49,6 +49,7 @@ from streamflow.datastream.state import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
+from streamflow.testing import Record, ScriptedSource
 
 KEYS = ["a", "b", "c", "d", "e"]
 DATA = [(k, i) for i in range(1, 4) for k in KEYS]  # every key gets 1, 2, 3
@@ -342,3 +343,46 @@ def test_a_mutable_default_value_is_each_keys_own(backend: str, ttl: bool, tmp_p
     set_backend(env, backend, tmp_path)
     stream = env.from_collection(DATA).key_by(lambda v: v[0]).process(_AppendsToTheDefault(ttl))
     assert _by_key(list(stream.execute_and_collect())) == _expected("value", KEYS, [1, 2, 3])
+
+
+class _EmitsItsElements(ProcessWindowFunction):
+    """Emits the ``elements`` it is handed, as they are."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield (key, elements)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_window_elements_emitted_then_appended_to_by_the_next_element(backend: str, tmp_path: Path) -> None:
+    """A count trigger fires a global window per element without purging: the elements list a
+    firing emitted is not the window contents the next element is appended to (PyFlink hands
+    the function a fresh list per firing)."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(2)
+    set_backend(env, backend, tmp_path)
+    stream = (
+        env.from_collection(DATA)
+        .key_by(lambda v: v[0])
+        .window(sf.GlobalWindows.create())
+        .trigger(sf.CountTrigger.of(1))
+        .process(_EmitsItsElements())
+    )
+    got = {k: [[v for _, v in elements] for elements in firings] for k, firings in _by_key(
+        list(stream.execute_and_collect())
+    ).items()}  # fmt: skip
+    assert got == {k: [[1], [1, 2], [1, 2, 3]] for k in KEYS}
+
+
+def test_window_elements_emitted_then_appended_to_by_a_late_element() -> None:
+    """An event-time tumbling window with allowed lateness keeps its pane after firing; a late
+    element fires it again: the list the first firing emitted stays as it was."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    script = [Record(("a", 1), 100), Record(("a", 2), 200), sf.Watermark(1_500), Record(("a", 3), 300)]
+    stream = (
+        env.from_source(ScriptedSource(script), None, "scripted")
+        .key_by(lambda v: v[0])
+        .window(sf.TumblingEventTimeWindows.of(Time.seconds(1)))
+        .allowed_lateness(10_000)
+        .process(_EmitsItsElements())
+    )
+    got = [[v[1] for v in elements] for _key, elements in stream.execute_and_collect()]
+    assert got == [[1, 2], [1, 2, 3]]

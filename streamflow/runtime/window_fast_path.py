@@ -173,8 +173,8 @@ def _emit_pane(op: WindowOperator, window: TimeWindow, pane: dict[Any, Any], key
             values = [result(acc) if take else detached(result(acc))]
         elif reduce is not None:  # a pane kept for late elements may change its value in place
             values = [acc if take else detached(acc)]
-        else:
-            values = acc
+        else:  # a kept pane's element list is appended to by late elements (window_operator._emit)
+            values = acc if take or process is None else list(acc)
         if process is None:
             add(values, ts)
         else:

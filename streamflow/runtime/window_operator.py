@@ -240,7 +240,7 @@ class WindowOperator(WindowTables):
         if result.is_fire():
             acc = None if wins is None else wins.get(state_window, _MISSING)
             if acc is not None and acc is not _MISSING:
-                self._emit(key, window, acc)
+                self._emit(key, window, acc, kept=not purge)
                 # an evictor that kept nothing empties the window: no firing until an element
                 # comes (Flink re-adds the kept elements to a cleared ListState)
                 purge = purge or (self.evictor is not None and not acc)
@@ -249,7 +249,11 @@ class WindowOperator(WindowTables):
             if not wins:
                 del self.contents[key]
 
-    def _emit(self, key: Any, window: Any, acc: Any) -> None:
+    def _emit(self, key: Any, window: Any, acc: Any, kept: bool = True) -> None:
+        """Fire ``window`` of ``key`` with its contents ``acc``. ``kept``: the contents stay in
+        state after this firing (no purge), so a process function gets a copy of the element
+        list (``runtime/detach.py``): one it emitted or changed must not be the list the next
+        element is appended to (PyFlink hands it a fresh list per firing)."""
         fn = self.fn
         ctx = WindowContext(self, key, window)
         if self.evictor is not None:
@@ -270,7 +274,7 @@ class WindowOperator(WindowTables):
         elif fn.aggregate is not None:  # a result may be the accumulator, which later adds change
             values = [detached(fn.aggregate.get_result(acc))]
         else:
-            values = acc
+            values = list(acc) if kept and fn.process is not None else acc
         results = fn.process(key, ctx, values) if fn.process is not None else values
         self.out.add(results, window.max_timestamp())
 
