@@ -32,8 +32,10 @@ when all are); anything else (a dataclass, nesting deeper than :data:`_DEPTH`, a
 is copied twice.
 
 Operators whose functions cannot change their arguments (the built-in aggregations, reduce
-expressions inlined by ``fold.py``) and the window contents a ``ProcessWindowFunction`` reads
-(the records as received) do not call it. What this does not cover: a function changing a
+expressions inlined by ``fold.py``) do not call it. A ``ProcessWindowFunction`` gets a fresh
+list of its window's elements when the contents stay after the firing (``window_operator.
+_emit``), so the list it emits is not the one later elements are appended to; the elements
+themselves are the records as received. What this does not cover: a function changing a
 record it was handed changes that record (records are shared between operators), and a
 function changing an object it emitted and still holds changes the record already emitted
 (a reused buffer; ``tests/test_emitted_records_flink.py``). A value *read* from state is the
