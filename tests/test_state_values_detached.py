@@ -26,6 +26,7 @@ RocksDB state backend); PyFlink's ``KeyedProcessFunction`` examples keeping list
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -386,3 +387,38 @@ def test_window_elements_emitted_then_appended_to_by_a_late_element() -> None:
     )
     got = [[v[1] for v in elements] for _key, elements in stream.execute_and_collect()]
     assert got == [[1, 2], [1, 2, 3]]
+
+
+_AT_EMISSION: list[Any] = []  # what each record of _EnrichWithRules held when it was emitted
+
+
+class _EnrichWithRules(KeyedBroadcastProcessFunction):
+    """The keyed side emits its element with the rules as read from broadcast state; the
+    broadcast side changes what it reads in place (a count of the rules) and writes it back."""
+
+    DESCRIPTOR = MapStateDescriptor("counted", None, None)
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+        state = ctx.get_broadcast_state(self.DESCRIPTOR)
+        rules = state.get("rules")
+        if rules is None:
+            rules = {"count": 0}
+        rules["count"] += 1  # in place, then written back
+        state.put("rules", rules)
+        return iter(())
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        rules = ctx.get_broadcast_state(self.DESCRIPTOR).get("rules")
+        _AT_EMISSION.append((value, copy.deepcopy(rules)))
+        yield (value, rules)
+
+
+def test_broadcast_state_read_by_the_keyed_side_then_changed_by_the_broadcast_side() -> None:
+    """Every record the keyed side emitted still holds the rules as they were when it was
+    emitted, however the two inputs interleave (the broadcast side reads copies)."""
+    _AT_EMISSION.clear()
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    rules = env.from_collection([f"r{i}" for i in range(5_000)]).broadcast(_EnrichWithRules.DESCRIPTOR)
+    keyed = env.from_collection([f"e{i}" for i in range(5_000)]).key_by(lambda v: v)
+    got = list(keyed.connect(rules).process(_EnrichWithRules()).execute_and_collect())
+    assert len(got) == 5_000 and sorted(got, key=repr) == sorted(_AT_EMISSION, key=repr)

@@ -13,7 +13,8 @@ proportions instead of all new subtasks taking subtask 0's.
 
 A value written is the subtask's own copy (``runtime/detach.py``): a broadcast element reaches
 every subtask as the same object, so a stored reference would be shared by all their states
-(and by the records they emit), where each of Flink's subtasks deserializes its own.
+(and by the records they emit), where each of Flink's subtasks deserializes its own. The
+broadcast side also reads copies (:class:`BroadcastState`).
 """
 
 from __future__ import annotations
@@ -67,9 +68,26 @@ class ReadOnlyBroadcastState:
 
 
 class BroadcastState(ReadOnlyBroadcastState):
-    """The broadcast side's view: reads and writes."""
+    """The broadcast side's view: reads and writes. Its reads return copies of mutable values
+    (``runtime/detach.py``): the other side may have emitted the stored object (enriching its
+    records with a rule), so the broadcast side changing what it read in place before ``put``
+    would change those records. Broadcast elements are few, so this costs little; the other
+    side's reads, one per record, return the stored objects (it must not change them: Flink's
+    read-only contract)."""
 
     __slots__ = ()
+
+    def get(self, key: Any) -> Any:
+        return detached(self._map.get(key))
+
+    def items(self) -> list:
+        return [(k, detached(v)) for k, v in self._map.items()]
+
+    def values(self) -> list:
+        return [detached(v) for v in self._map.values()]
+
+    def __getitem__(self, key: Any) -> Any:
+        return detached(self._map[key])
 
     def put(self, key: Any, value: Any) -> None:
         self._map[key] = detached(value)  # the state's own copy (runtime/detach.py)
