@@ -5,14 +5,16 @@ emits, and Flink's RocksDB backend serializes what it stores, so a ``KeyedProces
 that keeps a list in ``ValueState``, appends to it, writes it back and emits it (a common
 PyFlink pattern) emits ``[1]``, then ``[1, 2]``, then ``[1, 2, 3]``. streamflow hands records
 on by reference; its state keeps its own copy of every value written (``runtime/detach.py``),
-so the same holds here, on both state backends, at any parallelism, and across a savepoint
-and restore. The cases: ``ValueState``, ``ListState`` (elements changed in place and written
-back), ``MapState``, ``ReducingState`` with a reduce function that changes its first argument
-in place (PyFlink's ``_accumulate`` idiom), ``AggregatingState`` whose ``get_result``
-returns its accumulator, a ``ProcessWindowFunction``'s per-window state, broadcast state, and
-``ValueState`` with a time-to-live. Two neighbours: a mutable default of a ``ValueStateDescriptor``
-is each key's own copy (Flink's ``StateDescriptor#getDefaultValue`` copies it), and a change
-made in place without ``update`` (outside Flink's contract) is kept alike on both backends.
+so the same holds here, on both state backends, at any parallelism, across a savepoint and
+restore, and across a failover restoring a checkpoint. The cases: ``ValueState``,
+``ListState`` (elements changed in place and written back), ``MapState``, ``ReducingState``
+with a reduce function that changes its first argument in place (PyFlink's ``_accumulate``
+idiom), ``AggregatingState`` whose ``get_result`` returns its accumulator, a
+``ProcessWindowFunction``'s per-window state and the element list it is handed, broadcast
+state (both sides), and ``ValueState`` with a time-to-live. Two neighbours: a mutable default
+of a ``ValueStateDescriptor`` is each key's own copy (Flink's
+``StateDescriptor#getDefaultValue`` copies it), and a change made in place without ``update``
+(outside Flink's contract) is kept alike on both backends.
 
 What is left: a value *read* from ``ValueState`` is the state's own object (no copy per read),
 so a function that emits it without writing it back and later changes it in place before
@@ -422,3 +424,62 @@ def test_broadcast_state_read_by_the_keyed_side_then_changed_by_the_broadcast_si
     keyed = env.from_collection([f"e{i}" for i in range(5_000)]).key_by(lambda v: v)
     got = list(keyed.connect(rules).process(_EnrichWithRules()).execute_and_collect())
     assert len(got) == 5_000 and sorted(got, key=repr) == sorted(_AT_EMISSION, key=repr)
+
+
+_FAILED: set[str] = set()
+
+
+class _FailOnceAt(sf.MapFunction):
+    """Raises the first time it meets ``poison`` (once per ``name`` across restarts)."""
+
+    def __init__(self, name: str, poison: Any) -> None:
+        self.name, self.poison = name, poison
+
+    def map(self, value: Any) -> Any:
+        if value == self.poison and self.name not in _FAILED:
+            _FAILED.add(self.name)
+            raise RuntimeError(f"injected failure at {value!r}")
+        return value
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_records_emitted_from_state_restored_by_a_failover(backend: str, tmp_path: Path) -> None:
+    """A checkpoint completes halfway, the job fails, restores it and replays the rest: every
+    record emitted, before and after the failover, is the key's list as it was when emitted
+    (a replayed record may repeat)."""
+    data = [(k, i) for i in range(1, 21) for k in KEYS]
+    half = len(data) // 2
+    chk = tmp_path / "chk"
+
+    async def records() -> Any:
+        for i, record in enumerate(data):
+            if i == half:  # a checkpoint completed before the rest (at once after the restore)
+                for _ in range(3000):
+                    if any(chk.glob("chk-*/_metadata")):
+                        break
+                    await asyncio.sleep(0.01)
+            yield record
+            await asyncio.sleep(0)
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(4)
+    env.enable_checkpointing(10)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(chk)
+    env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
+    set_backend(env, backend, tmp_path)
+    out: list = []
+    (
+        env.from_async_iterable(records)
+        .uid("src")
+        .map(_FailOnceAt(str(tmp_path), data[half + 2]))
+        .uid("fail")
+        .set_parallelism(1)
+        .key_by(lambda v: v[0])
+        .process(_Value())
+        .uid("fn")
+        .add_sink(out.append)
+    )
+    result = env.execute("failover")
+    assert result.metrics["job.numRestarts"] == 1
+    for key, emitted in _by_key(out).items():
+        assert all(values == list(range(1, len(values) + 1)) for values in emitted), key
+        assert sorted({len(values) for values in emitted}) == list(range(1, 21)), key
