@@ -16,7 +16,8 @@ Also window and interval joins of the stream with a stateless variant of itself.
 seed compares: the multiset of output records; for a running sum (order-dependent between
 keys and, after an exchange, within one), the number of outputs per key and each key's final
 sum. The failure variant runs with the heap backend and aligned checkpoints, and with
-incremental RocksDB and unaligned checkpoints. ``STREAMFLOW_RANDOM_PIPELINES=400`` runs more
+incremental RocksDB and unaligned checkpoints; the batch variant in BATCH mode with a region
+failover (a running sum then emits one result per key). ``STREAMFLOW_RANDOM_PIPELINES=400`` runs more
 seeds (400 and 200 with failures passed when this was written; the suite runs 40).
 """
 
@@ -36,6 +37,7 @@ import pytest
 import streamflow as sf
 from streamflow.api.joins import ProcessJoinFunction
 from streamflow.connectors.base import END, Source, SourceReader
+from streamflow.datastream import RuntimeExecutionMode
 from streamflow.windowing import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
 
 KEYS = 5
@@ -301,12 +303,14 @@ def model(events: list[Rec], stages: list[tuple]) -> list[tuple[Rec, int]]:
     return recs
 
 
-def _expected(events: list[Rec], stages: list[tuple]) -> Any:
+def _expected(events: list[Rec], stages: list[tuple], batch: bool = False) -> Any:
+    """The model's answer as :func:`_observed` gives it; in batch mode a running sum emits one
+    final result per key (Flink's ``BatchGroupedReduceOperator``)."""
     if stages[-1] == ("running_sum",):
         recs = [r for r, _ in model(events, stages[:-1])]
-        return Counter(r[0] for r in recs), {
-            k: sum(r[1] for r in recs if r[0] == k) for k in {r[0] for r in recs}
-        }
+        keys = {r[0] for r in recs}
+        counts = Counter(keys) if batch else Counter(r[0] for r in recs)
+        return counts, {k: sum(r[1] for r in recs if r[0] == k) for k in keys}
     return Counter(r for r, _ in model(events, stages))
 
 
@@ -320,17 +324,24 @@ def _observed(out: list[Rec], stages: list[tuple]) -> Any:
 
 class _FailOnce(sf.MapFunction):
     """Fails once: at the first record at or after ``at`` once a checkpoint has completed in
-    ``chk`` (so the restart restores one)."""
+    ``chk`` (so the restart restores one); without ``chk`` at the fifth record it sees."""
 
     failed: set[str] = set()
+    seen: Counter[str] = Counter()
 
-    def __init__(self, chk: Path, at: int) -> None:
-        self.chk, self.at = chk, at
+    def __init__(self, tag: str, at: int, chk: Path | None = None) -> None:
+        self.tag, self.at, self.chk = tag, at, chk
 
     def map(self, value: Rec) -> Rec:
-        tag = str(self.chk)
-        if value[2] >= self.at and tag not in _FailOnce.failed and any(self.chk.glob("chk-*/_metadata")):
-            _FailOnce.failed.add(tag)
+        if self.tag in _FailOnce.failed:
+            return value
+        if self.chk is None:
+            _FailOnce.seen[self.tag] += 1
+            due = _FailOnce.seen[self.tag] == 5
+        else:
+            due = value[2] >= self.at and any(self.chk.glob("chk-*/_metadata"))
+        if due:
+            _FailOnce.failed.add(self.tag)
             raise RuntimeError("injected failure")
         return value
 
@@ -396,7 +407,21 @@ def _run(
     stream = source.assign_timestamps_and_watermarks(strategy)
     for i, stage in enumerate(stages):
         if chk is not None and i == len(stages) // 2:
-            stream = stream.map(_FailOnce(chk, events[len(events) // 2][2]))
+            stream = stream.map(_FailOnce(str(chk), events[len(events) // 2][2], chk))
+        stream = _apply(stream, stage)
+    with stream.execute_and_collect() as results:
+        return list(results)
+
+
+def _run_batch(events: list[Rec], stages: list[tuple], tag: str) -> list:
+    """The pipeline in BATCH mode at parallelism 4, failing once (its region restarts)."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(4).set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(2, 0))
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _ts: e[2])
+    stream = env.from_collection(events).assign_timestamps_and_watermarks(strategy)
+    for i, stage in enumerate(stages):
+        if i == len(stages) // 2:
+            stream = stream.map(_FailOnce(tag, 0))
         stream = _apply(stream, stage)
     with stream.execute_and_collect() as results:
         return list(results)
@@ -428,3 +453,18 @@ def test_a_random_pipeline_answers_as_the_model_across_a_failure(
         got = _observed(_run(events, stages, 4, tmp_path / "chk", setup), stages)
     assert got == _expected(events, stages), f"seed {seed}, {setup}, stages {stages}"
     assert re.search(r"restarted from \S+chk-\d+", caplog.text)
+
+
+@pytest.mark.parametrize("seed", SEEDS[::4])
+def test_a_random_pipeline_answers_as_the_model_in_batch_mode_across_a_region_failover(
+    seed: int, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """BATCH mode (sorted keyed inputs, event time at the end, blocking exchanges) at
+    parallelism 4 with one failure: only the failed region restarts, and the answer is the
+    model's (a running sum: one final result per key)."""
+    rng = random.Random(seed)
+    events, stages = _events(rng), _pipeline(rng)
+    with caplog.at_level(logging.WARNING, logger="streamflow"):
+        got = _observed(_run_batch(events, stages, str(tmp_path)), stages)
+    assert got == _expected(events, stages, batch=True), f"seed {seed}, stages {stages}"
+    assert str(tmp_path) in _FailOnce.failed and "only its pipelined region restarts" in caplog.text
