@@ -6,7 +6,9 @@ input: what batch mode did before), measured in the same run, interleaved (A B A
 CPU time of the process, medians. Jobs: a keyed ``reduce`` (one result per key) and a
 ``KeyedProcessFunction`` with a ValueState and an event-time timer per record, over
 ``--records`` records with ``--keys`` keys in random timestamp order, parallelism 1, plus the
-reduce with a sort buffer small enough to spill (``--spill-kb``) to show the disk path.
+reduce with a sort buffer small enough to spill (``--spill-kb``) to show the disk path, and
+the reduce with a restart strategy (blocking exchanges between pipelined regions, which fail
+over alone: ``runtime/regions.py``; without one the exchanges run pipelined).
 
     python bench/batch_sorted.py [--records 200000] [--keys 20000] [--runs 5]
     python bench/batch_sorted.py --spill-only [--spill-kb 512]
@@ -38,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import machine, median, target
 
 from streamflow.common import WatermarkStrategy
+from streamflow.common.restart_strategy import RestartStrategies
 from streamflow.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 from streamflow.datastream.functions import KeyedProcessFunction
 from streamflow.datastream.state import ValueStateDescriptor
@@ -67,9 +70,13 @@ def _rich(data: list[tuple[str, int, int]]) -> list[tuple]:
     return [(k, ts, v, decimal.Decimal(v) / 100, epoch + datetime.timedelta(seconds=v)) for k, ts, v in data]
 
 
-def run(job: str, data: list, sorted_inputs: bool, memory: str | None = None) -> tuple[float, int]:
+def run(
+    job: str, data: list, sorted_inputs: bool, memory: str | None = None, restarts: bool = False
+) -> tuple[float, int]:
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    if restarts:  # blocking exchanges between pipelined regions (runtime/regions.py)
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
     config: dict[str, Any] = {"execution.sorted-inputs.enabled": sorted_inputs, "streamflow.progress": False}
     if memory is not None:
         config["execution.sorted-inputs.memory"] = memory
@@ -120,6 +127,13 @@ def main() -> None:
         print(line)
     spill = [run("reduce", data, True, f"{args.spill_kb} kb")[0] for _ in range(max(1, args.runs // 2))]
     print(f"  reduce spilling beyond {args.spill_kb} KiB: {median(spill):.2f} s CPU (reported, not targeted)")
+    piped, blocking = [], []
+    for _ in range(max(1, args.runs // 2)):
+        piped.append(run("reduce", data, True)[0])
+        blocking.append(run("reduce", data, True, restarts=True)[0])
+    ratio = median(blocking) / median(piped)
+    print(f"  reduce with a restart strategy (blocking exchanges, region failover): {median(blocking):.2f} "
+          f"s CPU, {ratio:.2f}x the pipelined run's (reported, not targeted)")  # fmt: skip
     print(f"  {machine('at end')}")
     print("PASS" if ok else "MISS")
 
