@@ -78,8 +78,7 @@ ABSENT: dict[tuple[str, str], str] = {
         "a JSON schema string is not turned into a row type: declare type_info()"
     ),
 }
-for _member in ("stop_with_savepoint", "get_accumulators"):
-    ABSENT["pyflink.common.JobClient", _member] = _JOB
+ABSENT["pyflink.common.JobClient", "get_accumulators"] = _JOB
 for _member in ("FAILING", "CANCELLING", "SUSPENDED", "RECONCILING", "is_globally_terminal_state",
                 "is_terminal_state"):  # fmt: skip
     ABSENT["pyflink.common.JobStatus", _member] = _JOB

@@ -1,17 +1,14 @@
-"""Stop-with-savepoint with ``advance_to_end_of_event_time`` (``--drain``): a divergence kept.
+"""Stop-with-savepoint with ``advance_to_end_of_event_time`` (``--drain``) through PyFlink's
+blocking ``JobClient``.
 
 Flink's ``JobClient.stopWithSavepoint(advanceToEndOfEventTime, dir)`` (PyFlink's
 ``JobClient.stop_with_savepoint``): with the flag, the sources inject ``MAX_WATERMARK`` before the
 final savepoint, so every event-time timer fires and every open event-time window emits its
-result before the job stops (Flink's docs, "Stopping a job with savepoint": ``--drain``).
-streamflow's PyFlink-style client takes a savepoint and cancels the job, and only logs the flag
-(``api/blocking_client.py``): the open windows of a drained job never fire, so their results are
-missing from the output, and restoring the savepoint does not bring them either (the next run
-fires them only if its input ends). The strict xfail below is Flink's outcome.
-
-Why not fixed here: draining needs every source to end its input on request (so that the final
-watermark flows and the job finishes before its last savepoint), a hook the source readers do not
-have yet.
+result before the job stops (Flink's docs, "Stopping a job with savepoint": ``--drain``), and the
+job ends FINISHED. streamflow's client used to take a savepoint and cancel the job, only logging
+the flag: the open windows never fired. Now the sources halt at a synchronous savepoint's barrier
+after the maximum watermark (``runtime/source_task.py``, ``JobClient.stop_with_savepoint``); the
+rest of the semantics is in ``test_stop_with_savepoint.py``.
 """
 
 from __future__ import annotations
@@ -19,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any
-
-import pytest
 
 from streamflow.common import WatermarkStrategy
 from streamflow.common.watermark_strategy import TimestampAssigner
@@ -33,13 +28,6 @@ class _Ts(TimestampAssigner):
         return int(value[1])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="divergence kept: stop_with_savepoint(advance_to_end_of_event_time=True) only logs the "
-    "flag (savepoint, then cancel): no final watermark, so open event-time windows never fire "
-    "(Flink's --drain fires them before the savepoint); the sources have no end-input-on-request "
-    "hook yet",
-)
 def test_a_drained_stop_fires_the_open_windows(tmp_path: Any) -> None:
     async def endless() -> Any:
         for i in range(6):
@@ -61,6 +49,7 @@ def test_a_drained_stop_fires_the_open_windows(tmp_path: Any) -> None:
     while len(seen) < 6:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    client.stop_with_savepoint(True).result(timeout=60)
-    client.get_job_execution_result().result(timeout=60)
+    path = client.stop_with_savepoint(True).result(timeout=60)
+    assert client.get_job_execution_result().result(timeout=60).status.value == "FINISHED"
+    assert path.startswith(str(tmp_path / "sp"))
     assert out == [("k", 1500)]  # the window [0, 1000) of the six elements fired at the drain

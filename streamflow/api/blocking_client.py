@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -26,9 +25,6 @@ if TYPE_CHECKING:
     from .environment import StreamExecutionEnvironment
 
 __all__ = ["BlockingJobClient"]
-
-_log = logging.getLogger(__name__)
-
 
 class BlockingJobClient:
     """A job started by ``execute_async()`` outside an event loop (PyFlink's ``JobClient``)."""
@@ -87,13 +83,8 @@ class BlockingJobClient:
     def stop_with_savepoint(
         self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
     ) -> concurrent.futures.Future[Any]:
-        """A savepoint, then the job is cancelled (``advance_to_end_of_event_time`` is logged:
-        the job ends without the final watermark)."""
-        if advance_to_end_of_event_time:
-            _log.info("stop_with_savepoint: advance_to_end_of_event_time is not applied (no final watermark)")
-        async def stop() -> str:
-            path = await self._client.trigger_savepoint(savepoint_directory)
-            await self._client.cancel()
-            return str(path)
-
-        return self._submit(stop())
+        """Stop the job with a synchronous savepoint (``JobClient.stop_with_savepoint``): the
+        sources halt at its barrier, with drain after the maximum watermark; the job ends
+        FINISHED once its sinks are notified. The future resolves to the savepoint's path."""
+        stop = self._client.stop_with_savepoint(advance_to_end_of_event_time, savepoint_directory)
+        return self._submit(stop)

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 
 from ..errors import StreamflowError
-from .events import CheckpointType
+from .events import CheckpointType, StopMode
 
 
 class AbortReason(enum.Enum):
@@ -46,6 +46,7 @@ class TriggerCheckpoint:
     target: str | None = None
     request_id: int | None = None  # set for manual triggers, None for periodic ones
     tasks: frozenset[str] = field(default=frozenset(), compare=False)
+    stop: StopMode | None = None  # a stop-with-savepoint's synchronous savepoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,7 @@ class TriggerQueued:
     request_id: int
     kind: CheckpointType
     target: str | None
+    stop: StopMode | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,11 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint``,
   checkpoint, so a commit at a savepoint would publish output twice.
   ``confirm_completed``/``persist_failed`` for a checkpoint subsumed while
   PERSISTING are ignored.
+* The synchronous savepoint of a stop-with-savepoint (``trigger(..., stop=StopMode)``, Flink's
+  FLIP-34 ``SavepointType.suspend``/``terminate``) is a savepoint that does notify: its sources
+  emit nothing after its barrier, so no output follows it, and its sinks commit at its
+  completion (Flink's ``CheckpointCoordinator`` notifies a synchronous savepoint); it subsumes
+  nothing and counts no failure, as any savepoint.
 * ``job_ending(detail)``: the job ends (cancel, failure, failover): PENDING
   checkpoints abort with ``JOB_ENDED`` (never counted), queued requests fail,
   nothing is triggered again; PERSISTING ones stay until the driver reports how
@@ -79,7 +84,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from streamflow.checkpoint.events import CheckpointType
+from streamflow.checkpoint.events import CheckpointType, StopMode
 from streamflow.clock import Clock
 
 from .actions import (
@@ -136,6 +141,7 @@ class _Checkpoint:
     states: dict[str, object] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)  # tasks whose final state it holds
     persisting: bool = False
+    stop: StopMode | None = None  # the synchronous savepoint of a stop-with-savepoint
 
 
 class CheckpointCoordinator:
@@ -243,11 +249,15 @@ class CheckpointCoordinator:
         return actions
 
     def trigger(
-        self, kind: CheckpointType = CheckpointType.CHECKPOINT, target: str | None = None
+        self, kind: CheckpointType = CheckpointType.CHECKPOINT, target: str | None = None,
+        stop: StopMode | None = None,
     ) -> list[Action]:
-        """Manually request a checkpoint, or a savepoint to ``target``; see the module rules."""
+        """Manually request a checkpoint, or a savepoint to ``target`` (with ``stop``: the
+        synchronous savepoint of a stop-with-savepoint); see the module rules."""
         if not isinstance(kind, CheckpointType):
             raise TypeError(f"kind must be a CheckpointType, got {kind!r}")
+        if stop is not None and kind is not CheckpointType.SAVEPOINT:
+            raise ValueError(f"only a savepoint stops the job, got {kind!r} with {stop!r}")
         if kind is CheckpointType.SAVEPOINT and not target:
             raise ValueError("a savepoint needs a target path")
         if kind is CheckpointType.CHECKPOINT and target is not None:
@@ -263,8 +273,8 @@ class CheckpointCoordinator:
             )
         request_id = self._schedule.new_request_id()
         if self._has_free_slot():
-            return [self._start(kind, target, request_id)]
-        queued_request = TriggerQueued(request_id, kind, target)
+            return [self._start(kind, target, request_id, stop)]
+        queued_request = TriggerQueued(request_id, kind, target, stop)
         self._schedule.enqueue(queued_request)
         return [queued_request]
 
@@ -341,6 +351,7 @@ class CheckpointCoordinator:
                     if old.persisting:
                         self._subsumed_while_persisting.add(old.checkpoint_id)
                     self._abort(old, AbortReason.SUBSUMED, f"subsumed by {checkpoint_id}", actions)
+        if c.kind is CheckpointType.CHECKPOINT or c.stop is not None:
             actions.append(NotifyComplete(checkpoint_id))
             for task_id in sorted(c.finished & self._unreleased):
                 self._unreleased.discard(task_id)
@@ -419,19 +430,21 @@ class CheckpointCoordinator:
             raise ValueError(f"checkpoint {checkpoint_id} is not being persisted ({state})")
         return False
 
-    def _start(self, kind: CheckpointType, target: str | None, request_id: int | None) -> Action:
+    def _start(
+        self, kind: CheckpointType, target: str | None, request_id: int | None, stop: StopMode | None = None
+    ) -> Action:
         now = self._now()
         running = frozenset(self._running_tasks())
         plan = frozenset(t for t in running if not (self._upstream[t] & running))
         cid = self._next_id
         self._next_id += 1
         self._schedule.last_trigger_ms = now
-        c = _Checkpoint(cid, kind, target, now, running, set(running))
+        c = _Checkpoint(cid, kind, target, now, running, set(running), stop=stop)
         for task_id, state in self._final_states.items():  # finished before the trigger
             c.states[task_id] = state
             c.finished.add(task_id)
         self._in_flight[cid] = c
-        return TriggerCheckpoint(cid, self._clock.now_ms(), kind, target, request_id, plan)
+        return TriggerCheckpoint(cid, self._clock.now_ms(), kind, target, request_id, plan, stop)
 
     def _ack(self, c: _Checkpoint, task_id: str, state: object) -> list[Action]:
         c.awaiting.discard(task_id)
@@ -463,7 +476,7 @@ class CheckpointCoordinator:
         if self._trigger_blocker() is not None:
             return
         while self._has_free_slot() and (r := self._schedule.next_request()) is not None:
-            actions.append(self._start(r.kind, r.target, r.request_id))
+            actions.append(self._start(r.kind, r.target, r.request_id, r.stop))
 
     def _maybe_final_checkpoint(self, actions: list[Action]) -> None:
         """Every task finished, nothing in flight, final states not all committed: complete

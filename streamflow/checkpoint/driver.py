@@ -17,7 +17,8 @@ nothing itself:
   incremental snapshots wrote and referenced (``uploads.py``); then
   ``confirm_completed`` or ``persist_failed``;
 * ``NotifyComplete`` -> mail to every task to call ``notify_checkpoint_complete``
-  (where sinks commit); ``ReleaseTask`` -> a finished task may end;
+  (where sinks commit); ``ReleaseTask`` -> a finished task may end; the request of a
+  stop-with-savepoint (``stop_with_savepoint``) resolves only once every task ran it;
 * ``AbortCheckpoint`` -> a WARNING with the cause, ``notify_checkpoint_aborted``;
 * ``FailJob`` -> raise :class:`CheckpointFailureError`: the job fails (over).
 
@@ -62,7 +63,7 @@ from .actions import (
 from .barrier_handler import barrier_alignment
 from .config import CheckpointConfig
 from .coordinator import CheckpointCoordinator
-from .events import CheckpointBarrier, CheckpointType
+from .events import CheckpointBarrier, CheckpointType, StopMode
 from .storage import FileSystemCheckpointStorage
 from .task_checkpointer import CheckpointedTask, TaskCheckpointer
 from .uploads import SharedUpload, produce_all
@@ -145,6 +146,7 @@ class CheckpointDriver:
         self._releases: dict[str, asyncio.Future[None]] = {}  # finished task -> released
         self._released: set[str] = set()  # tasks whose operators are closed: no more mail
         self._requests: dict[int, asyncio.Future[str]] = {}
+        self._stops: dict[int, str] = {}  # stop-with-savepoint checkpoint -> its path once written
         self._request_of_checkpoint: dict[int, int] = {}
         self._settled = False
         self._end_cause: BaseException | None = None
@@ -217,8 +219,10 @@ class CheckpointDriver:
         self._post(lambda: self.coordinator.task_finished(task_id, final_state))
         return released
 
-    async def request(self, kind: CheckpointType, target: str | None) -> str:
-        """A manual checkpoint or savepoint; resolves to its path once complete."""
+    async def request(self, kind: CheckpointType, target: str | None, stop: StopMode | None = None) -> str:
+        """A manual checkpoint or savepoint; resolves to its path once complete. With ``stop``:
+        the synchronous savepoint of a stop-with-savepoint, resolved once every task has run its
+        completion notification (its sinks committed): the job may end then."""
         if self._ended is not None:
             raise CheckpointTriggerError(AbortReason.JOB_ENDED, f"cannot trigger: {self._ended}")
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -229,7 +233,7 @@ class CheckpointDriver:
             if fut.done():  # failed by _end: the job ended first
                 return []
             try:
-                actions = self.coordinator.trigger(kind, target)
+                actions = self.coordinator.trigger(kind, target, stop)
             except Exception as exc:
                 fut.set_exception(exc)
                 return []
@@ -295,9 +299,13 @@ class CheckpointDriver:
         elif isinstance(action, NotifyComplete):
             if faults.ARMED:
                 faults.point("notify", action.checkpoint_id)
-            for task_id, task in self.tasks.items():
-                if task_id not in self._released:
-                    task.post(functools.partial(task.notify_checkpoint_complete, action.checkpoint_id))
+            cid = action.checkpoint_id
+            notified = [task for task_id, task in self.tasks.items() if task_id not in self._released]
+            if cid in self._stops:
+                self._notify_stop(cid, notified)
+            else:
+                for task in notified:
+                    task.post(functools.partial(task.notify_checkpoint_complete, cid))
         elif isinstance(action, ReleaseTask):
             self._released.add(action.task_id)
             released = self._releases.get(action.task_id)
@@ -327,10 +335,14 @@ class CheckpointDriver:
             faults.point("trigger", action.checkpoint_id)
         if action.request_id is not None:  # a manual checkpoint or savepoint: someone waits
             self._request_of_checkpoint[action.checkpoint_id] = action.request_id
+        if action.stop is not None:
+            self._stops[action.checkpoint_id] = ""
         alignment = barrier_alignment(
             action.kind, unaligned=self.config.unaligned, aligned_timeout_ms=self.config.aligned_timeout_ms
         )
-        barrier = CheckpointBarrier(action.checkpoint_id, action.timestamp_ms, action.kind, alignment)
+        barrier = CheckpointBarrier(
+            action.checkpoint_id, action.timestamp_ms, action.kind, alignment, action.stop
+        )
         if self.stats is not None:
             running = sum(1 for t in self.tasks.values() if not t.finished)
             self.stats.triggered(action.checkpoint_id, action.kind is CheckpointType.SAVEPOINT, running)
@@ -343,6 +355,7 @@ class CheckpointDriver:
         """Report an aborted checkpoint with its cause (the stats tracker logs it at WARNING:
         one line per failed checkpoint); fail the request waiting for it."""
         cid, reason = action.checkpoint_id, action.reason
+        self._stops.pop(cid, None)
         cause = f"{reason.value}: {action.detail}".rstrip(": ")
         if reason not in (AbortReason.JOB_ENDED, AbortReason.SUBSUMED):
             cause += (
@@ -386,10 +399,10 @@ class CheckpointDriver:
         await self._completed(cid, path, action.kind)
 
     async def _completed(self, cid: int, path: str, kind: CheckpointType) -> None:
-        rid = self._request_of_checkpoint.pop(cid, None)
-        fut = self._requests.pop(rid, None) if rid is not None else None
-        if fut is not None and not fut.done():
-            fut.set_result(path)
+        if cid in self._stops:
+            self._stops[cid] = path  # the request resolves once every task was notified
+        else:
+            self._resolve(cid, path)
         self.num_completed += 1
         actions = self.coordinator.confirm_completed(cid)
         stats = self.coordinator.stats
@@ -397,6 +410,29 @@ class CheckpointDriver:
             self.durations_ms.append(stats.last_duration_ms)
         for a in actions:
             await self._carry_out(a)
+
+    def _resolve(self, cid: int, path: str) -> None:
+        rid = self._request_of_checkpoint.pop(cid, None)
+        fut = self._requests.pop(rid, None) if rid is not None else None
+        if fut is not None and not fut.done():
+            fut.set_result(path)
+
+    def _notify_stop(self, cid: int, tasks: list[CheckpointedTask]) -> None:
+        """The savepoint of a stop-with-savepoint completed: notify every task (its sinks
+        commit), then resolve the request with the savepoint's path."""
+        path = self._stops.pop(cid)
+        remaining = [len(tasks)]
+
+        async def notify(task: CheckpointedTask) -> None:
+            await task.notify_checkpoint_complete(cid)
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                self._resolve(cid, path)
+
+        if not tasks:
+            self._resolve(cid, path)
+        for task in tasks:
+            task.post(functools.partial(notify, task))
 
     # -- the job's end -------------------------------------------------------
     async def settle(self, detail: str, cause: BaseException | None) -> None:

@@ -15,6 +15,16 @@ class CheckpointType(enum.Enum):
     SAVEPOINT = "savepoint"
 
 
+class StopMode(enum.Enum):
+    """The synchronous savepoint of a stop-with-savepoint (Flink's ``SavepointType.suspend`` and
+    ``.terminate``, FLIP-34): the sources emit nothing after its barrier. ``TERMINATE``
+    (``advance_to_end_of_event_time``, ``--drain``): the sources first emit the maximum
+    watermark, so every event-time timer and window fires before the barrier."""
+
+    SUSPEND = "suspend"
+    TERMINATE = "terminate"
+
+
 class AlignmentType(enum.Enum):
     ALIGNED = "aligned"
     UNALIGNED = "unaligned"
@@ -28,6 +38,7 @@ class CheckpointBarrier:
     timestamp: int
     checkpoint_type: CheckpointType = CheckpointType.CHECKPOINT
     alignment: AlignmentType = AlignmentType.ALIGNED
+    stop: StopMode | None = None  # the savepoint of a stop-with-savepoint (synchronous)
 
     @property
     def is_savepoint(self) -> bool:
@@ -35,7 +46,7 @@ class CheckpointBarrier:
 
     def as_unaligned(self) -> CheckpointBarrier:
         return CheckpointBarrier(
-            self.checkpoint_id, self.timestamp, self.checkpoint_type, AlignmentType.UNALIGNED
+            self.checkpoint_id, self.timestamp, self.checkpoint_type, AlignmentType.UNALIGNED, self.stop
         )
 
 

@@ -4,7 +4,9 @@ Theory of operation
 -------------------
 A source task is triggered by the job's :class:`CheckpointDriver` (as mail, so
 between two batches): it snapshots its reader position and its chained
-operators, forwards barrier n on every output channel and acknowledges.
+operators, forwards barrier n on every output channel and acknowledges. The
+barrier of a stop-with-savepoint first halts the source (``halt_for_savepoint``:
+it emits nothing more, and with drain the maximum watermark first).
 
 Any other task feeds the barriers, cancel markers and ends of input of its
 channels to a :class:`BarrierHandler` and carries out the actions it returns:
@@ -51,7 +53,7 @@ from .barrier_handler import (
 from .barrier_tracker import BarrierTracker
 from .channel_types import pickle_channels
 from .config import CheckpointingMode
-from .events import CancelCheckpointMarker, CheckpointBarrier
+from .events import CancelCheckpointMarker, CheckpointBarrier, StopMode
 from .restore import encode_channel_state
 from .uploads import SharedUpload, produce_all
 
@@ -88,6 +90,7 @@ class CheckpointedTask(Protocol):
     ) -> list[SharedUpload]: ...
     def chain_uids(self) -> list[str]: ...
     async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
+    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None: ...
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
 
@@ -209,6 +212,8 @@ class TaskCheckpointer:
                 ch.put_before_end(barrier)
             self.task.gate.wake()
             return
+        if barrier.stop is not None:  # a stop-with-savepoint: nothing is emitted after the barrier
+            await self.task.halt_for_savepoint(barrier.checkpoint_id, barrier.stop is StopMode.TERMINATE)
         await self.task.prepare_snapshot(barrier.checkpoint_id)
         ops, uploads = await self.snapshot_operators(barrier.checkpoint_id, barrier.is_savepoint)
         unaligned = barrier.alignment.value == "unaligned" and not barrier.is_savepoint

@@ -15,6 +15,7 @@ from ..checkpoint.events import AlignmentType as AlignmentType
 from ..checkpoint.events import CancelCheckpointMarker as CancelCheckpointMarker
 from ..checkpoint.events import CheckpointBarrier as CheckpointBarrier
 from ..checkpoint.events import CheckpointType as CheckpointType
+from ..checkpoint.events import StopMode as StopMode
 
 MIN_WATERMARK = -(2**63)
 MAX_WATERMARK = 2**63 - 1

@@ -18,7 +18,7 @@ from ..clock import Clock
 from ..errors import StreamflowError
 from ..graph import JobGraph
 from .checkpoint_stats import CheckpointStatsTracker
-from .events import CheckpointType
+from .events import CheckpointType, StopMode
 from .execution import Execution, JobEndError, RuntimeConfig
 from .gc_policy import GC_POLICY
 from .job_metrics import JobMetricsReader
@@ -91,6 +91,8 @@ class JobClient:
         self._metrics_reader = JobMetricsReader(self)
         self._status = JobStatus.RUNNING
         self._cancel_requested = False
+        self._stop: StopMode | None = None  # a stop-with-savepoint in progress
+        self._stopped = False  # its savepoint completed: the job ends FINISHED
         self._started = clock.monotonic()
         GC_POLICY.job_started(self, freeze=config.gc_freeze)
         try:
@@ -164,14 +166,14 @@ class JobClient:
                 try:
                     await self._retry_job_end(exc)
                 except BaseException:
-                    self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
+                    self._status = self._ended_status(JobStatus.FAILED)
                     raise
                 break
             except BaseException as exc:
                 if self._cancel_requested or not isinstance(exc, Exception) or self.execution.blocking:
                     # (a batch job with blocking exchanges: its regions failed over alone, and the
                     # restart strategy decided this failure ends the job: _region_failed)
-                    self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FAILED
+                    self._status = self._ended_status(JobStatus.FAILED)
                     raise
                 strategy = self._config.restart_strategy
                 delay_ms = strategy.next_delay_ms(self._clock.now_ms())
@@ -207,8 +209,13 @@ class JobClient:
                     fields = self._log_fields()
                     _log.info("job %r restarted from %s", self.job_name, restore.source, extra=fields)
                 self._status = JobStatus.RUNNING
-        self._status = JobStatus.CANCELED if self._cancel_requested else JobStatus.FINISHED
+        self._status = self._ended_status(JobStatus.FINISHED)
         _log.info("job %r %s", self.job_name, self._status.value.lower(), extra=self._log_fields())
+
+    def _ended_status(self, otherwise: JobStatus) -> JobStatus:
+        if self._stopped:
+            return JobStatus.FINISHED  # stop-with-savepoint: Flink's job ends FINISHED
+        return JobStatus.CANCELED if self._cancel_requested else otherwise
 
     def _region_failed(self, region: str, failure: Exception, attempt: int) -> float:
         """A pipelined region of a batch job failed (``regions.py``): the delay before it restarts
@@ -300,6 +307,52 @@ class JobClient:
                 "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
             )
         return await self.execution.driver.request(CheckpointType.SAVEPOINT, str(directory))
+
+    async def stop_with_savepoint(
+        self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
+    ) -> str:
+        """Stop the job with a synchronous savepoint (Flink's ``stopWithSavepoint``, FLIP-34);
+        returns its path once the job has ended FINISHED.
+
+        The sources halt at the savepoint's barrier: no record after it is processed anywhere,
+        so nothing a sink wrote is replayed when the job resumes from it. With
+        ``advance_to_end_of_event_time`` (``--drain``) they first emit the maximum watermark:
+        every event-time timer and window fires before the barrier (``source_task.py``). Once
+        the savepoint is written every task is notified of its completion (sinks commit), then
+        the tasks end. If the savepoint fails the job keeps running (logged at WARNING) and
+        this raises; a drained job fails over instead, as Flink's (its sources already
+        advanced event time to the end). Divergence: operators are not ``finish()``-ed before
+        a drained savepoint; they close when the job ends."""
+        directory = savepoint_directory or self._config.default_savepoint_directory
+        if directory is None:
+            raise ValueError(
+                "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
+            )
+        if self._stop is not None or self._stopped:
+            raise RuntimeError(f"job {self.job_name!r} is already stopping with a savepoint")
+        if self._task.done() or self._status is not JobStatus.RUNNING:
+            status = self._status.value
+            raise RuntimeError(f"job {self.job_name!r} is {status}: it cannot stop with a savepoint")
+        mode = StopMode.TERMINATE if advance_to_end_of_event_time else StopMode.SUSPEND
+        self._stop = mode
+        try:
+            path = await self.execution.driver.request(CheckpointType.SAVEPOINT, str(directory), mode)
+        except Exception as exc:
+            _log.warning(
+                "job %r: stop-with-savepoint (%s) failed, the job %s: %s", self.job_name, mode.value,
+                "fails over" if mode is StopMode.TERMINATE else "keeps running", exc,
+                extra=self._log_fields(),
+            )  # fmt: skip
+            raise
+        finally:
+            self._stop = None
+        self._stopped = True
+        _log.info(
+            "job %r stopped with the savepoint %s (%s); its tasks end", self.job_name, path, mode.value,
+            extra=self._log_fields(),
+        )  # fmt: skip
+        await self.cancel()
+        return path
 
     async def get_job_execution_result(self) -> JobExecutionResult:
         """Wait for the job to end; raises the job's error if it failed."""

@@ -19,20 +19,32 @@ Flink's ``WatermarkToDataOutput`` (flink-streaming-java,
 * IDLE and ACTIVE pass only when they change the output's status.
 
 Watermark alignment (``watermark_alignment.py``) follows what passes.
+
+Stop-with-savepoint (Flink's FLIP-34 synchronous savepoint, ``SourceOperator.stop``): the
+savepoint's trigger halts the source (``halt_for_savepoint``) before it snapshots and emits the
+barrier: from then on it polls nothing, serving mail only, so no record follows the barrier
+anywhere in the job. With drain (``StopMode.TERMINATE``) it first emits the maximum watermark:
+every event-time timer and window downstream fires, and its output precedes the barrier. When
+the savepoint completes the job ends (``JobClient.stop_with_savepoint``); when it is aborted a
+suspended source polls again (Flink: the job continues), while a drained one fails its task,
+as Flink fails a drained job over (its event time already reached the end).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from ..connectors.base import DEAD_LETTER, END, DeadLetter, MalformedRecordError, SourceReader
+from ..errors import StreamflowError
 from .channel import Waker
 from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark, WatermarkStatus
 from .operator import Output, attribute_error
 from .task import Task
 from .watermark_alignment import AlignmentMember
 
+_log = logging.getLogger(__name__)
 _ACTIVE = WatermarkStatus.ACTIVE
 _IDLE = WatermarkStatus.IDLE
 
@@ -69,6 +81,11 @@ class SourceWatermarkOutput:
         return True
 
 
+class StopWithSavepointAbortedError(StreamflowError, RuntimeError):
+    """The savepoint of a stop-with-savepoint with drain was aborted after the source had
+    emitted the maximum watermark: the job fails over (as Flink's does)."""
+
+
 class SourceTask(Task):
     """Polls a source reader and pushes its batches into the chain."""
 
@@ -82,6 +99,7 @@ class SourceTask(Task):
         self.records_out = 0
         self.records_malformed = 0
         self.alignment: AlignmentMember | None = None  # watermark alignment (watermark_alignment.py)
+        self.halted: tuple[int, bool] | None = None  # (savepoint id, drained) of a stop-with-savepoint
 
     async def _start(self) -> None:
         try:
@@ -118,6 +136,36 @@ class SourceTask(Task):
     def chain_uids(self) -> list[str]:
         return [self.source_uid, *super().chain_uids()]
 
+    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None:
+        """The savepoint of a stop-with-savepoint: poll nothing more; with drain, first the
+        maximum watermark (see the module docstring)."""
+        self.halted = (checkpoint_id, drain)
+        _log.info(
+            "source %s halts for the savepoint %d of a stop-with-savepoint (%s)", self.name,
+            checkpoint_id, "drain: maximum watermark first" if drain else "suspend",
+        )  # fmt: skip
+        if drain:
+            if self.alignment is not None:
+                self.alignment.finish()
+            await self.watermarks.emit_watermark(Watermark(MAX_WATERMARK))
+
+    async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        await super().notify_checkpoint_aborted(checkpoint_id)
+        halted = self.halted
+        if halted is None or halted[0] != checkpoint_id:
+            return
+        if halted[1]:
+            raise StopWithSavepointAbortedError(
+                f"source {self.name!r}: the savepoint {checkpoint_id} of a stop-with-savepoint with "
+                "drain was aborted after the maximum watermark was emitted; the job fails over"
+            )
+        self.halted = None
+        _log.warning(
+            "source %s: the savepoint %d of a stop-with-savepoint was aborted; the source polls "
+            "again and the job continues", self.name, checkpoint_id,
+        )  # fmt: skip
+        self.wake()
+
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         self.reader.notify_checkpoint_complete(checkpoint_id)
         await super().notify_checkpoint_complete(checkpoint_id)
@@ -129,6 +177,10 @@ class SourceTask(Task):
         while True:
             if self.mailbox or self.processing_time.has_due():
                 await self._run_mail()
+            if self.halted is not None:  # stop-with-savepoint: mail only, nothing is polled
+                if not self.has_mail():
+                    await self._idle(waker.wait())
+                continue
             if alignment is not None:
                 if alignment.waiting():  # ahead of its group: mail only
                     if not self.has_mail():

@@ -26,6 +26,7 @@ __all__ = ["ChainState"]
 class ChainState:
     """The chain's state side of a task (``operators``: head first, set by ``Task``)."""
 
+    name: str
     operators: list[StreamOperator]
     _restored_state: bool
 
@@ -91,6 +92,10 @@ class ChainState:
                 await op.prepare_snapshot_pre_barrier(checkpoint_id)
             except Exception as exc:
                 raise op.failure(exc) from None
+
+    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None:
+        """Only a source halts for a stop-with-savepoint (``source_task.py``)."""
+        raise TypeError(f"task {self.name!r} is not a source: it cannot halt for savepoint {checkpoint_id}")
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         for op in self.operators:

@@ -1,0 +1,218 @@
+"""Stop-with-savepoint with Flink's semantics (FLIP-34 synchronous savepoints; Flink 1.15+).
+
+Flink's ``JobClient.stopWithSavepoint(advanceToEndOfEventTime, dir)``: the sources halt at the
+savepoint's barrier, so no record after it is processed anywhere; with
+``advanceToEndOfEventTime`` (drain) they first emit ``MAX_WATERMARK``, so every event-time window
+fires before the barrier, without it (suspend) none fires; the sinks are notified of the
+savepoint's completion (two-phase-commit sinks commit) and the job ends FINISHED; a failed
+savepoint leaves a suspended job running. Ported from Flink's ``SavepointITCase``
+(``testStopWithSavepointForFlip27SourceWithDrain``, ``...WithoutDrain``,
+``testStopWithSavepointFailsOverToSavepoint``-style abort cases) and ``StopWithSavepointITCase``
+(flink-tests, ``test/checkpointing``), through the public API.
+
+The old client took a savepoint and then cancelled the job: records processed between the two
+reached the sinks and came again after a resume from the savepoint (duplicates), the job ended
+CANCELED, and drain was only logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.common import WatermarkStrategy
+from streamflow.common.watermark_strategy import TimestampAssigner
+from streamflow.connectors.base import SourceReader
+from streamflow.connectors.collection import AsyncIterableSource
+from streamflow.datastream import StreamExecutionEnvironment
+from streamflow.datastream.window import TumblingEventTimeWindows
+from streamflow.runtime.job import JobStatus
+
+_ids = itertools.count()
+
+
+class _Ts(TimestampAssigner):
+    def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        return int(value[1])
+
+
+class _Numbers(AsyncIterableSource):
+    """Subtask ``i`` of ``p`` yields ``(key, ts, n)`` for ``n`` in ``range(i, count, p)``: paced
+    (a few records a millisecond, so records flow when the job is stopped), then, if ``hold``,
+    it waits forever (an unbounded source); replayable (its position is the count emitted)."""
+
+    supports_parallelism = True
+
+    def __init__(self, count: int, paced: bool, hold: bool = False) -> None:
+        super().__init__(self._numbers)
+        self.count, self.paced, self.hold = count, paced, hold
+
+    async def _numbers(self, i: int = 0, p: int = 1) -> AsyncIterator[Any]:
+        for n in range(i, self.count, p):
+            yield (f"k{n % 3}", n * 10, n)
+            if self.paced and n % 4 == i % 4:
+                await asyncio.sleep(0.002)
+        if self.hold:
+            await asyncio.sleep(3600)
+
+    def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
+        make: Callable[[], AsyncIterator[Any]] = lambda: self._numbers(subtask_index, parallelism)  # noqa: E731
+        return AsyncIterableSource(make).create_reader(subtask_index, parallelism)
+
+
+def _env(tmp_path: Path, parallelism: int, restore: str | None = None) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    env.set_default_savepoint_directory(str(tmp_path / f"sp{next(_ids)}"))
+    if restore is not None:
+        env.configure({"execution.savepoint.path": restore})
+    return env
+
+
+async def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(3000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _numbers_job(env: StreamExecutionEnvironment, source: _Numbers, out: list) -> None:
+    (env.from_source(source, None, "numbers").uid("numbers").map(lambda v: v[2]).uid("value")
+        .add_sink(out.append).uid("sink"))  # fmt: skip
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+@pytest.mark.parametrize("drain", [False, True])
+async def test_no_record_after_the_savepoint_reaches_a_sink(
+    tmp_path: Path, parallelism: int, drain: bool
+) -> None:
+    """Records flow while the job stops; after a resume from its savepoint a plain
+    (non-transactional) sink has seen every record exactly once: nothing after the barrier was
+    processed in the first run. The stopped job ends FINISHED (Flink: FINISHED, not CANCELED)."""
+    count = 4000
+    first: list = []
+    env = _env(tmp_path, parallelism)
+    _numbers_job(env, _Numbers(count, paced=True, hold=True), first)
+    client = await env.execute_async("stop-dup")
+    await _wait_for(lambda: len(first) >= 200, "records in the sink")
+    path = await asyncio.wait_for(client.stop_with_savepoint(drain), 60)
+    result = await asyncio.wait_for(client.get_job_execution_result(), 60)
+    assert result.status is JobStatus.FINISHED and client.get_job_status() is JobStatus.FINISHED
+    seen = len(first)
+    await asyncio.sleep(0.1)
+    assert len(first) == seen  # nothing after the stop
+    assert seen < count
+    second: list = []
+    env2 = _env(tmp_path, parallelism, restore=path)
+    _numbers_job(env2, _Numbers(count, paced=False), second)
+    await asyncio.wait_for((await env2.execute_async("stop-dup-2")).get_job_execution_result(), 60)
+    assert sorted(first + second) == list(range(count))
+
+
+def _windows_job(env: StreamExecutionEnvironment, source: _Numbers, out: list, seen: list) -> None:
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(_Ts())
+    stream = env.from_source(source, strategy, "numbers").uid("numbers")
+    stream.map(lambda v: v).uid("seen").add_sink(seen.append).uid("seen-sink")
+    (stream.key_by(lambda v: v[0]).window(TumblingEventTimeWindows.of(1000))
+        .reduce(lambda a, b: (a[0], max(a[1], b[1]), a[2] + b[2])).uid("windows")
+        .add_sink(out.append).uid("sink"))  # fmt: skip
+
+
+class _Gated(_Numbers):
+    """The first ``count`` records at once, then (``hold``) nothing: the stop comes when the
+    job has processed them all, with their windows open."""
+
+    def __init__(self, count: int, hold: bool) -> None:
+        super().__init__(count, paced=False, hold=hold)
+
+
+@pytest.mark.parametrize("parallelism", [1, 4])
+async def test_drain_fires_the_open_windows_and_suspend_does_not(tmp_path: Path, parallelism: int) -> None:
+    """Flink's ``--drain``: MAX_WATERMARK before the savepoint, every open window fires and its
+    output is in the first run; without drain no open window fires, and the windows restored
+    from the savepoint fire after the resume (here when the resumed input ends): the union of
+    both runs is then the result of one uninterrupted run."""
+    count = 150  # timestamps 0..1490: windows [0, 1000) and [1000, 2000), three keys each
+    expected: dict[tuple[str, int], int] = {}
+    for n in range(count):
+        key = (f"k{n % 3}", n * 10 // 1000)
+        expected[key] = expected.get(key, 0) + n
+
+    def sums(out: list) -> dict[tuple[str, int], int]:
+        return {(k, ts // 1000): total for k, ts, total in out}
+
+    for drain in (True, False):
+        out: list = []
+        seen: list = []
+        read, fired = (lambda seen=seen: len(seen) >= count), (lambda out=out: len(out) >= 3)
+        env = _env(tmp_path, parallelism)
+        _windows_job(env, _Gated(count, hold=True), out, seen)
+        client = await env.execute_async(f"windows-{drain}")
+        await _wait_for(read, "every record read")
+        # the periodic watermark (1490 - 1) closes the windows [0, 1000) in the run
+        await _wait_for(fired, "the windows [0, 1000) fired")
+        path = await asyncio.wait_for(client.stop_with_savepoint(drain), 60)
+        assert (await asyncio.wait_for(client.get_job_execution_result(), 60)).status is JobStatus.FINISHED
+        if drain:
+            assert sums(out) == expected  # every window fired at the drain
+            continue
+        # suspend: no MAX_WATERMARK; only the windows the watermark had passed fired, the open
+        # ones [1000, 2000) did not
+        assert {window for _, window in sums(out)} == {0} and len(out) == 3
+        resumed: list = []
+        env2 = _env(tmp_path, parallelism, restore=path)
+        _windows_job(env2, _Gated(count, hold=False), resumed, [])
+        await asyncio.wait_for((await env2.execute_async("windows-2")).get_job_execution_result(), 60)
+        assert {window for _, window in sums(resumed)} == {1}  # the restored windows fired
+        assert sums(out) | sums(resumed) == expected and len(out) + len(resumed) == len(expected)
+
+
+async def test_a_failed_savepoint_leaves_a_suspended_job_running(tmp_path: Path) -> None:
+    """Flink: when the savepoint of a stop-with-savepoint fails the job continues (the halted
+    sources resume); the request raises, and a later stop succeeds, without duplicates."""
+    count = 4000
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    first: list = []
+    env = _env(tmp_path, 2)
+    _numbers_job(env, _Numbers(count, paced=True, hold=True), first)
+    client = await env.execute_async("stop-fails")
+    await _wait_for(lambda: len(first) >= 100, "records in the sink")
+    with pytest.raises(Exception):  # noqa: B017 - the write error, whatever the platform names it
+        await asyncio.wait_for(client.stop_with_savepoint(False, str(blocker / "sp")), 60)
+    assert client.get_job_status() is JobStatus.RUNNING
+    before = len(first)
+    await _wait_for(lambda: len(first) > before + 100, "records after the failed stop")  # resumed
+    path = await asyncio.wait_for(client.stop_with_savepoint(False), 60)
+    assert (await asyncio.wait_for(client.get_job_execution_result(), 60)).status is JobStatus.FINISHED
+    second: list = []
+    env2 = _env(tmp_path, 2, restore=path)
+    _numbers_job(env2, _Numbers(count, paced=False), second)
+    await asyncio.wait_for((await env2.execute_async("stop-fails-2")).get_job_execution_result(), 60)
+    assert sorted(first + second) == list(range(count))
+
+
+async def test_a_failed_drained_savepoint_fails_the_job_over(tmp_path: Path) -> None:
+    """Flink (``SavepointITCase#testStopWithSavepointWithDrainGlobalFailoverIfSavepointAborted``):
+    a drained stop whose savepoint is aborted fails the job over, its sources having advanced
+    event time to the end; without a restart strategy the job fails, naming the cause."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    first: list = []
+    env = _env(tmp_path, 1)
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    _numbers_job(env, _Numbers(4000, paced=True, hold=True), first)
+    client = await env.execute_async("drain-fails")
+    await _wait_for(lambda: len(first) >= 50, "records in the sink")
+    with pytest.raises(Exception):  # noqa: B017
+        await asyncio.wait_for(client.stop_with_savepoint(True, str(blocker / "sp")), 60)
+    with pytest.raises(Exception, match="stop-with-savepoint with drain was aborted"):
+        await asyncio.wait_for(client.get_job_execution_result(), 60)
+    assert client.get_job_status() is JobStatus.FAILED
