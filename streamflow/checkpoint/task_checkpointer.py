@@ -6,7 +6,9 @@ A source task is triggered by the job's :class:`CheckpointDriver` (as mail, so
 between two batches): it snapshots its reader position and its chained
 operators, forwards barrier n on every output channel and acknowledges. The
 barrier of a stop-with-savepoint first halts the source (``halt_for_savepoint``:
-it emits nothing more, and with drain the maximum watermark first).
+it emits nothing more, and with drain the maximum watermark first); with drain
+every task finishes its operators (``finish_for_savepoint``) before it
+snapshots, as Flink's tasks do before a terminating savepoint's barrier.
 
 Any other task feeds the barriers, cancel markers and ends of input of its
 channels to a :class:`BarrierHandler` and carries out the actions it returns:
@@ -91,6 +93,7 @@ class CheckpointedTask(Protocol):
     def chain_uids(self) -> list[str]: ...
     async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
     async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None: ...
+    async def finish_for_savepoint(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
 
@@ -214,6 +217,8 @@ class TaskCheckpointer:
             return
         if barrier.stop is not None:  # a stop-with-savepoint: nothing is emitted after the barrier
             await self.task.halt_for_savepoint(barrier.checkpoint_id, barrier.stop is StopMode.TERMINATE)
+            if barrier.stop is StopMode.TERMINATE:
+                await self.task.finish_for_savepoint(barrier.checkpoint_id)
         await self.task.prepare_snapshot(barrier.checkpoint_id)
         ops, uploads = await self.snapshot_operators(barrier.checkpoint_id, barrier.is_savepoint)
         unaligned = barrier.alignment.value == "unaligned" and not barrier.is_savepoint
@@ -304,6 +309,8 @@ class TaskCheckpointer:
                 task.gate.resume_all()
             elif kind is SnapshotState:
                 cid = action.barrier.checkpoint_id
+                if action.barrier.stop is StopMode.TERMINATE:  # drain: finish, then snapshot
+                    await task.finish_for_savepoint(cid)
                 await task.prepare_snapshot(cid)
                 ops, uploads = await self.snapshot_operators(cid, action.barrier.is_savepoint)
                 out = await self._forward(action.barrier, action.unaligned)

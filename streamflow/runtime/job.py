@@ -317,12 +317,12 @@ class JobClient:
         The sources halt at the savepoint's barrier: no record after it is processed anywhere,
         so nothing a sink wrote is replayed when the job resumes from it. With
         ``advance_to_end_of_event_time`` (``--drain``) they first emit the maximum watermark:
-        every event-time timer and window fires before the barrier (``source_task.py``). Once
+        every event-time timer and window fires, and every operator finishes, before the barrier
+        (``source_task.py``, ``task_checkpointer.py``). Once
         the savepoint is written every task is notified of its completion (sinks commit), then
         the tasks end. If the savepoint fails the job keeps running (logged at WARNING) and
         this raises; a drained job fails over instead, as Flink's (its sources already
-        advanced event time to the end). Divergence: operators are not ``finish()``-ed before
-        a drained savepoint; they close when the job ends."""
+        advanced event time to the end, its operators finished)."""
         directory = savepoint_directory or self._config.default_savepoint_directory
         if directory is None:
             raise ValueError(

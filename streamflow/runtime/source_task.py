@@ -24,7 +24,8 @@ Stop-with-savepoint (Flink's FLIP-34 synchronous savepoint, ``SourceOperator.sto
 savepoint's trigger halts the source (``halt_for_savepoint``) before it snapshots and emits the
 barrier: from then on it polls nothing, serving mail only, so no record follows the barrier
 anywhere in the job. With drain (``StopMode.TERMINATE``) it first emits the maximum watermark:
-every event-time timer and window downstream fires, and its output precedes the barrier. When
+every event-time timer and window downstream fires, and its output precedes the barrier (then
+every task finishes its operators before it snapshots: ``task_checkpointer.py``). When
 the savepoint completes the job ends (``JobClient.stop_with_savepoint``); when it is aborted a
 suspended source polls again (Flink: the job continues), while a drained one fails its task,
 as Flink fails a drained job over (its event time already reached the end).

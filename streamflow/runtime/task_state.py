@@ -93,6 +93,17 @@ class ChainState:
             except Exception as exc:
                 raise op.failure(exc) from None
 
+    async def finish_for_savepoint(self, checkpoint_id: int) -> None:
+        """The drained savepoint of a stop-with-savepoint: every operator's ``finish``, head
+        first, before the snapshot (Flink's ``endInput``/``finish`` before a terminating
+        savepoint's barrier): what they flush precedes the barrier and its state is in the
+        savepoint; the job ends once the savepoint completed (no record follows)."""
+        for op in self.operators:
+            try:
+                await op.finish()
+            except Exception as exc:
+                raise op.failure(exc) from None
+
     async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None:
         """Only a source halts for a stop-with-savepoint (``source_task.py``)."""
         raise TypeError(f"task {self.name!r} is not a source: it cannot halt for savepoint {checkpoint_id}")
