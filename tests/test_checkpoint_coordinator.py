@@ -29,7 +29,7 @@ from streamflow.checkpoint.coordinator import (
     TriggerQueued,
     TriggerRequestFailed,
 )
-from streamflow.runtime.events import CheckpointType
+from streamflow.runtime.events import CheckpointType, StopMode
 from streamflow.testing import ManualClock
 
 CP = CheckpointType.CHECKPOINT
@@ -84,6 +84,15 @@ def poll(*expected):
 
 def trig(*expected, kind=CP, target=None):
     return ("trigger", (kind, target), list(expected))
+
+
+def stop(*expected, mode=StopMode.SUSPEND, target="/sp"):
+    """A stop-with-savepoint's request: a savepoint to ``target`` with ``mode``."""
+    return ("trigger", (SP, target, mode), list(expected))
+
+
+def TS(cid: int, ts: int, req: int, mode=StopMode.SUSPEND, target="/sp"):
+    return TriggerCheckpoint(cid, ts, SP, target, req, frozenset(), mode)
 
 
 def ack(cid: int, task: str, *expected, state: object = None):
@@ -377,6 +386,38 @@ CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
         [adv(5), trig(T(1, 5, SP, "/sp", 1), kind=SP, target="/sp"), ack(1, "a"),
          ack(1, "b", C(1, S(1, "a", "b"), SP, "/sp")), confirm(1),
          stats(last_completed_id=1, num_completed=1, in_flight=())],
+    ),
+    (
+        # FLIP-34: the synchronous savepoint of a stop-with-savepoint notifies (its sinks commit)
+        "stop_with_savepoint_notifies",
+        {},
+        [adv(5), stop(TS(1, 5, 1)), ack(1, "a"), ack(1, "b", C(1, S(1, "a", "b"), SP, "/sp")),
+         confirm(1, N(1)), stats(last_completed_id=1, num_completed=1, in_flight=())],
+    ),
+    (
+        "stop_with_savepoint_drain_notifies_too",
+        {},
+        [stop(TS(1, 0, 1, StopMode.TERMINATE), mode=StopMode.TERMINATE), *complete(1, "a", "b")[:1],
+         ack(1, "b", C(1, S(1, "a", "b"), SP, "/sp")), confirm(1, N(1))],
+    ),
+    (
+        # Flink stops the checkpoint scheduler for a stop-with-savepoint, restarts it on failure
+        "stop_with_savepoint_pauses_periodic_checkpoints_until_it_fails",
+        {"interval_ms": 100, "timeout_ms": 1000, "max_concurrent": 2},
+        [adv(50), stop(TS(1, 50, 1)), deadline(1050), adv(100), poll(), ack(1, "a"),
+         decline(1, "b", A(1, R.DECLINED)), deadline(150), poll(T(2, 150))],
+    ),
+    (
+        "stop_with_savepoint_stops_periodic_checkpoints_after_it_completed",
+        {"interval_ms": 100},
+        [adv(50), stop(TS(1, 50, 1)), *complete(1, "a", "b")[:1],
+         ack(1, "b", C(1, S(1, "a", "b"), SP, "/sp")), confirm(1, N(1)), deadline(None),
+         adv(500), poll()],
+    ),
+    (
+        "only_a_savepoint_stops_the_job",
+        {},
+        [raises(ValueError, "trigger", CP, None, StopMode.SUSPEND)],
     ),
     (
         "savepoint_ignores_interval_and_min_pause",

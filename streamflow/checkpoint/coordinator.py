@@ -63,11 +63,9 @@ ported from Flink's ``CheckpointCoordinator``, ``PendingCheckpoint``,
   checkpoint, so a commit at a savepoint would publish output twice.
   ``confirm_completed``/``persist_failed`` for a checkpoint subsumed while
   PERSISTING are ignored.
-* The synchronous savepoint of a stop-with-savepoint (``trigger(..., stop=StopMode)``, Flink's
-  FLIP-34 ``SavepointType.suspend``/``terminate``) is a savepoint that does notify: its sources
-  emit nothing after its barrier, so no output follows it, and its sinks commit at its
-  completion (Flink's ``CheckpointCoordinator`` notifies a synchronous savepoint); it subsumes
-  nothing and counts no failure, as any savepoint.
+* A stop-with-savepoint's synchronous savepoint (``trigger(..., stop=...)``, FLIP-34) notifies
+  (its sinks commit; no output follows its barrier). Its request stops periodic checkpoints, its
+  abort restarts them (Flink's ``stopCheckpointScheduler``, ``StopWithSavepointTerminationHandlerImpl``).
 * ``job_ending(detail)``: the job ends (cancel, failure, failover): PENDING
   checkpoints abort with ``JOB_ENDED`` (never counted), queued requests fail,
   nothing is triggered again; PERSISTING ones stay until the driver reports how
@@ -272,6 +270,7 @@ class CheckpointCoordinator:
                 f"{queued} checkpoint requests are already queued (max {MAX_QUEUED_REQUESTS})",
             )
         request_id = self._schedule.new_request_id()
+        self._schedule.stopping = self._schedule.stopping or stop is not None
         if self._has_free_slot():
             return [self._start(kind, target, request_id, stop)]
         queued_request = TriggerQueued(request_id, kind, target, stop)
@@ -459,6 +458,7 @@ class CheckpointCoordinator:
     ) -> None:
         del self._in_flight[c.checkpoint_id]
         self._num_aborted += 1
+        self._schedule.stopping = self._schedule.stopping and c.stop is None
         fail = counts and self._failures.failed(c.checkpoint_id, reason, c.kind is CheckpointType.SAVEPOINT)
         actions.append(AbortCheckpoint(c.checkpoint_id, reason, detail, self._failures.consecutive))
         if fail and self._stopped is None:

@@ -11,7 +11,8 @@ ending); this schedule holds what decides *when* the next one starts:
   the last trigger of any kind (since construction before the first), ``min_pause_ms``
   since the last *completed* checkpoint (Flink: an abort does not delay the next one),
   a free slot, a running task, no failed one (:meth:`TriggerSchedule.periodic_due_ms`
-  is the first of these; the coordinator checks the others).
+  is the first of these; the coordinator checks the others); none while a
+  stop-with-savepoint is requested (``stopping``: Flink stops its checkpoint scheduler).
 * Manual ``trigger()`` ignores the interval and min pause (Flink: only periodic requests
   honour them). **Decision:** where Flink forces a savepoint past ``max_concurrent``, here
   a manual request waits for a free slot: it starts at once if one is free, else it is
@@ -45,13 +46,14 @@ class TriggerSchedule:
     min_pause_ms: int
     last_trigger_ms: int  # monotonic ms of the last trigger (of construction before the first)
     last_completed_ms: int | None = None
+    stopping: bool = False  # a stop-with-savepoint was requested: no periodic trigger (Flink)
     _next_request_id: int = 1
     _queued_savepoints: deque[TriggerQueued] = field(default_factory=deque)
     _queued_checkpoints: deque[TriggerQueued] = field(default_factory=deque)
 
     def periodic_due_ms(self) -> int | None:
         """When the next periodic checkpoint is due (interval and min pause), None if none is."""
-        if self.interval_ms is None:
+        if self.interval_ms is None or self.stopping:  # (no periodic one while the job stops)
             return None
         due = self.last_trigger_ms + self.interval_ms
         if self.last_completed_ms is not None:
