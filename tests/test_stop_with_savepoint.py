@@ -216,3 +216,65 @@ async def test_a_failed_drained_savepoint_fails_the_job_over(tmp_path: Path) -> 
     with pytest.raises(Exception, match="stop-with-savepoint with drain was aborted"):
         await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert client.get_job_status() is JobStatus.FAILED
+
+
+async def test_a_held_processing_time_service_runs_no_callback_until_released() -> None:
+    """After a stop-with-savepoint's barrier a task runs no processing-time callback (a periodic
+    watermark or a timer would emit after the barrier: a window fired then would fire again
+    after the resume); when the savepoint is aborted the callbacks due meanwhile run."""
+    from streamflow.runtime.processing_time import ProcessingTimeService
+    from streamflow.testing import ManualClock
+
+    clock, wakes, ran = ManualClock(0), [], []
+    service = ProcessingTimeService(clock, lambda: wakes.append(clock.now_ms()))
+
+    async def callback(at: int) -> None:
+        ran.append(at)
+
+    service.register(100, callback)
+    service.hold()
+    clock.advance(150)
+    assert (service.has_due(), wakes) == (False, [])  # the alarm found it held: no wake-up
+    await service.run_due()
+    assert ran == []
+    service.release()
+    assert (service.has_due(), wakes) == (True, [150])  # woken at the release
+    await service.run_due()
+    assert ran == [100]
+
+
+async def test_no_watermark_after_a_suspended_stop_barrier(tmp_path: Path) -> None:
+    """The source's periodic watermark is a processing-time callback: held from the barrier on,
+    it cannot advance event time while the savepoint completes (a window fired after the barrier
+    was sent to the sink, then fired again after the resume). Here the watermark would fire the
+    window [0, 1000) 300 ms after the last record, while the savepoint's completion is held
+    back as long: nothing fires in the first run, the window fires once, after the resume."""
+    from streamflow.checkpoint import driver as driver_module
+
+    slow = driver_module.CheckpointDriver._notify_stop
+
+    def late_notify(self: Any, cid: int, tasks: list) -> None:
+        asyncio.get_running_loop().call_later(0.6, slow, self, cid, tasks)
+
+    count = 150
+    out: list = []
+    seen: list = []
+    env = _env(tmp_path, 1)
+    env.get_config().set_auto_watermark_interval(300)
+    _windows_job(env, _Gated(count, hold=True), out, seen)
+    client = await env.execute_async("late-watermark")
+    await _wait_for(lambda: len(seen) >= count, "every record read")
+    driver_module.CheckpointDriver._notify_stop = late_notify  # type: ignore[method-assign]
+    try:
+        path = await asyncio.wait_for(client.stop_with_savepoint(False), 60)
+    finally:
+        driver_module.CheckpointDriver._notify_stop = slow  # type: ignore[method-assign]
+    await asyncio.wait_for(client.get_job_execution_result(), 60)
+    first = list(out)
+    resumed: list = []
+    env2 = _env(tmp_path, 1, restore=path)
+    _windows_job(env2, _Gated(count, hold=False), resumed, [])
+    await asyncio.wait_for((await env2.execute_async("late-watermark-2")).get_job_execution_result(), 60)
+    windows = sorted((k, ts // 1000) for k, ts, _ in first + resumed)
+    assert windows == sorted({(k, ts // 1000) for k, ts, _ in first + resumed})  # each fired once
+    assert len(windows) == 6

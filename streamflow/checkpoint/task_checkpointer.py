@@ -309,6 +309,8 @@ class TaskCheckpointer:
                 task.gate.resume_all()
             elif kind is SnapshotState:
                 cid = action.barrier.checkpoint_id
+                if action.barrier.stop is not None:  # a stop-with-savepoint: nothing after it
+                    await task.halt_for_savepoint(cid, action.barrier.stop is StopMode.TERMINATE)
                 if action.barrier.stop is StopMode.TERMINATE:  # drain: finish, then snapshot
                     await task.finish_for_savepoint(cid)
                 await task.prepare_snapshot(cid)

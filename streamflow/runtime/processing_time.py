@@ -13,6 +13,11 @@ callback (woken by a record) before the alarm for it is delivered, and a real
 clock's alarm may be delivered a little early. So ``_arm`` replaces an alarm
 that is not for the current head, and an alarm that finds nothing due re-arms
 instead of waking.
+
+Held (``hold``, by a task that snapshotted the savepoint of a stop-with-savepoint): nothing is
+due, so no callback runs (no periodic watermark, no processing-time timer: nothing may follow
+the savepoint's barrier); ``release`` (the savepoint was aborted) re-arms and wakes the task
+if a callback is due meanwhile.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class ProcessingTimeService:
         self._seq = itertools.count()
         self._alarm: Cancellable | None = None
         self._alarm_at: int | None = None
+        self._held = False
 
     def current_processing_time(self) -> int:
         return self._clock.now_ms()
@@ -57,18 +63,34 @@ class ProcessingTimeService:
     def _fire(self) -> None:
         self._alarm = None
         self._alarm_at = None
+        if self._held:
+            return  # release() re-arms
         if self.has_due():
             self._wake()
         else:
             self._arm()  # delivered early, or its callback already ran: wait for the next one
 
     def has_due(self) -> bool:
-        return bool(self._heap) and self._heap[0][0] <= self._clock.now_ms()
+        return not self._held and bool(self._heap) and self._heap[0][0] <= self._clock.now_ms()
+
+    def hold(self) -> None:
+        """Run no callback until ``release`` (see the module docstring)."""
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        self._fire_at_release()
+
+    def _fire_at_release(self) -> None:
+        if self.has_due():
+            self._wake()
+        else:
+            self._arm()
 
     async def run_due(self) -> None:
         now = self._clock.now_ms()
         heap = self._heap
-        while heap and heap[0][0] <= now:
+        while heap and heap[0][0] <= now and not self._held:
             at, _, callback = heapq.heappop(heap)
             await callback(at)
         self._arm()

@@ -100,7 +100,7 @@ class SourceTask(Task):
         self.records_out = 0
         self.records_malformed = 0
         self.alignment: AlignmentMember | None = None  # watermark alignment (watermark_alignment.py)
-        self.halted: tuple[int, bool] | None = None  # (savepoint id, drained) of a stop-with-savepoint
+        self.drained = False  # halted for a stop-with-savepoint with drain (halted_for: its id)
 
     async def _start(self) -> None:
         try:
@@ -139,8 +139,9 @@ class SourceTask(Task):
 
     async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None:
         """The savepoint of a stop-with-savepoint: poll nothing more; with drain, first the
-        maximum watermark (see the module docstring)."""
-        self.halted = (checkpoint_id, drain)
+        maximum watermark (see the module docstring); no processing-time callback runs."""
+        await super().halt_for_savepoint(checkpoint_id, drain)
+        self.drained = drain
         _log.info(
             "source %s halts for the savepoint %d of a stop-with-savepoint (%s)", self.name,
             checkpoint_id, "drain: maximum watermark first" if drain else "suspend",
@@ -151,16 +152,15 @@ class SourceTask(Task):
             await self.watermarks.emit_watermark(Watermark(MAX_WATERMARK))
 
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
-        await super().notify_checkpoint_aborted(checkpoint_id)
-        halted = self.halted
-        if halted is None or halted[0] != checkpoint_id:
+        halted = self.halted_for == checkpoint_id
+        await super().notify_checkpoint_aborted(checkpoint_id)  # (releases the timers)
+        if not halted:
             return
-        if halted[1]:
+        if self.drained:
             raise StopWithSavepointAbortedError(
                 f"source {self.name!r}: the savepoint {checkpoint_id} of a stop-with-savepoint with "
                 "drain was aborted after the maximum watermark was emitted; the job fails over"
             )
-        self.halted = None
         _log.warning(
             "source %s: the savepoint %d of a stop-with-savepoint was aborted; the source polls "
             "again and the job continues", self.name, checkpoint_id,
@@ -178,7 +178,7 @@ class SourceTask(Task):
         while True:
             if self.mailbox or self.processing_time.has_due():
                 await self._run_mail()
-            if self.halted is not None:  # stop-with-savepoint: mail only, nothing is polled
+            if self.halted_for is not None:  # stop-with-savepoint: mail only, nothing is polled
                 if not self.has_mail():
                     await self._idle(waker.wait())
                 continue

@@ -19,6 +19,7 @@ from typing import Any
 
 from .loop_budget import yield_point
 from .operator import StreamOperator
+from .processing_time import ProcessingTimeService
 
 __all__ = ["ChainState"]
 
@@ -28,6 +29,8 @@ class ChainState:
 
     name: str
     operators: list[StreamOperator]
+    processing_time: ProcessingTimeService
+    halted_for: int | None = None  # the stop-with-savepoint this task halted for (no timers)
     _restored_state: bool
 
     def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
@@ -105,8 +108,12 @@ class ChainState:
                 raise op.failure(exc) from None
 
     async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None:
-        """Only a source halts for a stop-with-savepoint (``source_task.py``)."""
-        raise TypeError(f"task {self.name!r} is not a source: it cannot halt for savepoint {checkpoint_id}")
+        """The savepoint of a stop-with-savepoint: this task runs no processing-time callback
+        from its barrier on (a timer or periodic watermark would emit after the barrier), until
+        the savepoint is aborted (``notify_checkpoint_aborted``); a source also stops polling
+        (``source_task.py``)."""
+        self.halted_for = checkpoint_id
+        self.processing_time.hold()
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         for op in self.operators:
@@ -118,6 +125,9 @@ class ChainState:
                 raise op.failure(exc) from None
 
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self.halted_for == checkpoint_id:  # a stop-with-savepoint failed: the job continues
+            self.halted_for = None
+            self.processing_time.release()
         for op in self.operators:
             try:
                 op.notify_checkpoint_aborted(checkpoint_id)
