@@ -7,6 +7,7 @@ Subcommands::
     streamflow checkpoints inspect PATH            one checkpoint or savepoint in detail
     streamflow savepoint JOB_URL [DIR]             take a savepoint of a running job
     streamflow cancel JOB_URL [--with-savepoint DIR]
+    streamflow stop JOB_URL DIR [--drain]         stop a running job with a savepoint
     streamflow kafka record|replay ...             (needs streamflow.connectors.kafka_replay)
 
 ``run`` passes its settings to every ``StreamExecutionEnvironment`` the script
@@ -222,6 +223,18 @@ def _cmd_savepoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_stop(args: argparse.Namespace) -> int:
+    from .tools.rest_client import RestError, stop_with_savepoint
+
+    target = str(Path(args.dir).absolute())
+    try:
+        location = stop_with_savepoint(args.job_url, target, args.drain, timeout_s=args.timeout)
+    except RestError as e:
+        raise CommandError(str(e)) from None
+    _out(f"savepoint completed: {location}; job finished")
+    return 0
+
+
 def _cmd_cancel(args: argparse.Namespace) -> int:
     from .tools.rest_client import RestError, cancel, trigger_savepoint
 
@@ -354,6 +367,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait (default 120)"
     )
     cancel.set_defaults(func=_cmd_cancel)
+
+    stop = sub.add_parser(
+        "stop",
+        help="stop a running job with a savepoint",
+        description="Stop a running job with a synchronous savepoint (Flink's 'flink stop'): its sources "
+        "halt at the savepoint, its sinks commit it, the job ends FINISHED.",
+    )
+    stop.add_argument("job_url", metavar="JOB_URL", help="e.g. http://127.0.0.1:8081 or .../jobs/<id>")
+    stop.add_argument("dir", metavar="DIR", help="directory the savepoint is written into")
+    stop.add_argument("--drain", action="store_true",
+                      help="emit the maximum watermark first: every event-time window fires")  # fmt: skip
+    stop.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait (default 120)"
+    )
+    stop.set_defaults(func=_cmd_stop)
 
     kafka = sub.add_parser(
         "kafka",

@@ -278,3 +278,29 @@ async def test_no_watermark_after_a_suspended_stop_barrier(tmp_path: Path) -> No
     windows = sorted((k, ts // 1000) for k, ts, _ in first + resumed)
     assert windows == sorted({(k, ts // 1000) for k, ts, _ in first + resumed})  # each fired once
     assert len(windows) == 6
+
+
+@pytest.mark.parametrize("drain", [False, True])
+async def test_stop_over_rest_as_flinks_stop_endpoint(tmp_path: Path, drain: bool) -> None:
+    """Flink's ``POST /jobs/<id>/stop`` ``{"targetDirectory", "drain"}`` (``flink stop [--drain]``),
+    its status at ``/jobs/<id>/savepoints/<request-id>``: through streamflow's REST client (what
+    ``streamflow stop`` calls); the job ends FINISHED and the savepoint resumes without
+    duplicates."""
+    from streamflow.tools.rest_client import stop_with_savepoint
+
+    count = 4000
+    first: list = []
+    env = _env(tmp_path, 2)
+    env.configure({"rest.port": 0})
+    _numbers_job(env, _Numbers(count, paced=True, hold=True), first)
+    client = await env.execute_async("stop-rest")
+    await _wait_for(lambda: len(first) >= 100, "records in the sink")
+    target = str(tmp_path / "stops")
+    location = await asyncio.to_thread(stop_with_savepoint, client.rest.url, target, drain, 60.0)
+    assert Path(location).parent == Path(target)
+    assert (await asyncio.wait_for(client.get_job_execution_result(), 60)).status is JobStatus.FINISHED
+    second: list = []
+    env2 = _env(tmp_path, 2, restore=location)
+    _numbers_job(env2, _Numbers(count, paced=False), second)
+    await asyncio.wait_for((await env2.execute_async("stop-rest-2")).get_job_execution_result(), 60)
+    assert sorted(first + second) == list(range(count))

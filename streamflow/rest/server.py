@@ -18,7 +18,11 @@ Routes (Flink's REST API shapes where Flink has the route):
   ``GET /jobs/<id>/savepoints/<request-id>``: Flink's asynchronous operation
   (``IN_PROGRESS``, then ``COMPLETED`` with ``location`` or ``failure-cause``);
   the savepoint goes to a new ``savepoint-<job id prefix>-<random>`` directory
-  inside the target directory, as Flink names them;
+  inside the target directory, as Flink names them (``cancel-job``: Flink's deprecated
+  cancel-with-savepoint, a savepoint and then a cancel);
+* ``POST /jobs/<id>/stop`` ``{"targetDirectory", "drain"}`` -> ``{"request-id"}``: Flink's
+  stop-with-savepoint (``JobClient.stop_with_savepoint``: a synchronous savepoint, the job ends
+  FINISHED), its status at ``GET /jobs/<id>/savepoints/<request-id>``;
 * ``PATCH /jobs/<id>?mode=cancel`` (Flink) and ``POST /jobs/<id>/cancel``;
 * ``GET /jobs/<id>/snapshot``: everything the page draws, in one response (streamflow's own);
 * ``GET /metrics``: Prometheus text.
@@ -84,6 +88,7 @@ class RestServer:
         r.add_get("/jobs/{jid}/checkpoints/config", self._checkpoint_config)
         r.add_post("/jobs/{jid}/savepoints", self._trigger_savepoint)
         r.add_get("/jobs/{jid}/savepoints/{rid}", self._savepoint_status)
+        r.add_post("/jobs/{jid}/stop", self._stop_with_savepoint)
         r.add_get("/jobs/{jid}/vertices/{vid}", self._vertex)
         r.add_get("/jobs/{jid}/vertices/{vid}/backpressure", self._backpressure)
         r.add_get("/jobs/{jid}/vertices/{vid}/watermarks", self._watermarks)
@@ -316,6 +321,28 @@ class RestServer:
             self._reported.clear()
         self._savepoints[request_id] = asyncio.get_running_loop().create_task(
             self._savepoint(str(path), cancel_job)
+        )
+        return web.json_response({"request-id": request_id}, status=202)
+
+    async def _stop_with_savepoint(self, request: web.Request) -> web.Response:
+        """Flink's ``POST /jobs/<id>/stop`` (``StopWithSavepointRequestBody``)."""
+        self._check_job(request)
+        try:
+            body = await request.json() if request.can_read_body else {}
+        except ValueError:
+            return _error(400, "the request body must be JSON")
+        target = body.get("targetDirectory")
+        if not target:
+            return _error(400, "targetDirectory is required (there is no default savepoint directory)")
+        path = Path(target) / f"savepoint-{self.client.job_id[:6]}-{secrets.token_hex(6)}"
+        drain = bool(body.get("drain", False))
+        _log.info("job %r: stop-with-savepoint to %s (drain: %s) requested over REST", self.client.job_name,
+                  path, drain)  # fmt: skip
+        request_id = secrets.token_hex(16)
+        self._unreported.add(request_id)  # the job ends: the caller must still learn the location
+        self._reported.clear()
+        self._savepoints[request_id] = asyncio.get_running_loop().create_task(
+            self.client.stop_with_savepoint(drain, str(path))
         )
         return web.json_response({"request-id": request_id}, status=202)
 

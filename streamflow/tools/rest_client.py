@@ -67,7 +67,17 @@ def trigger_savepoint(url: str, target_directory: str | None, cancel_job: bool, 
     if target_directory is not None:
         body["target-directory"] = target_directory
     trigger = _request("POST", f"{job}/savepoints", body)
-    request_id = trigger["request-id"]
+    return _wait_for_savepoint(job, trigger["request-id"], timeout_s)
+
+
+def stop_with_savepoint(url: str, target_directory: str, drain: bool, timeout_s: float) -> str:
+    """Stop the job with a savepoint (Flink's POST /jobs/<id>/stop), wait for it; its location."""
+    job = job_url(url)
+    trigger = _request("POST", f"{job}/stop", {"targetDirectory": target_directory, "drain": drain})
+    return _wait_for_savepoint(job, trigger["request-id"], timeout_s)
+
+
+def _wait_for_savepoint(job: str, request_id: str, timeout_s: float) -> str:
     deadline = time.monotonic() + timeout_s
     while True:
         status = _request("GET", f"{job}/savepoints/{request_id}")
