@@ -304,3 +304,13 @@ async def test_stop_over_rest_as_flinks_stop_endpoint(tmp_path: Path, drain: boo
     _numbers_job(env2, _Numbers(count, paced=False), second)
     await asyncio.wait_for((await env2.execute_async("stop-rest-2")).get_job_execution_result(), 60)
     assert sorted(first + second) == list(range(count))
+
+
+async def test_the_spark_engine_refuses_a_stop_with_savepoint_naming_why() -> None:
+    """Spark has no savepoints: the Spark engine's client refuses, as it refuses
+    ``trigger_savepoint`` (the PyFlink-style client used to fall back to a savepoint request)."""
+    from streamflow.spark.client import SparkJobClient
+
+    client = object.__new__(SparkJobClient)  # (no Spark session: the refusal needs none)
+    with pytest.raises(RuntimeError, match="not supported on the Spark engine"):
+        await client.stop_with_savepoint(True, "/tmp/never")

@@ -236,6 +236,14 @@ class SparkJobClient:
     async def trigger_savepoint(self, savepoint_directory: str) -> str:
         raise RuntimeError("savepoints are not supported on the Spark engine (Spark has none)")
 
+    async def stop_with_savepoint(
+        self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
+    ) -> str:
+        raise RuntimeError(
+            "stop-with-savepoint is not supported on the Spark engine (Spark has no savepoints): "
+            "cancel() stops the queries, and a restart resumes from the checkpoint location"
+        )
+
     async def get_job_execution_result(self) -> JobExecutionResult:
         await asyncio.shield(self._done)
         return JobExecutionResult(
