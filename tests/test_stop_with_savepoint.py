@@ -314,3 +314,35 @@ async def test_the_spark_engine_refuses_a_stop_with_savepoint_naming_why() -> No
     client = object.__new__(SparkJobClient)  # (no Spark session: the refusal needs none)
     with pytest.raises(RuntimeError, match="not supported on the Spark engine"):
         await client.stop_with_savepoint(True, "/tmp/never")
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+async def test_a_stop_after_a_bounded_pipeline_finished(tmp_path: Path, checkpointing: bool) -> None:
+    """FLIP-147 with a stop (Flink's ``SavepointITCase`` with finished tasks): a bounded source
+    that finished before the stop is in the savepoint as finished, so after the resume it emits
+    nothing again, while the unbounded pipeline goes on from its position, each once."""
+    count = 4000
+
+    def job(env: StreamExecutionEnvironment, source: _Numbers, bounded: list, unbounded: list) -> None:
+        if checkpointing:
+            env.enable_checkpointing(600_000)
+            env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / f"chk{next(_ids)}"))
+        (env.from_collection(list(range(50))).uid("bounded").map(lambda v: v).uid("b-map")
+            .add_sink(bounded.append).uid("b-sink"))  # fmt: skip
+        _numbers_job(env, source, unbounded)
+
+    bounded: list = []
+    first: list = []
+    env = _env(tmp_path, 2)
+    job(env, _Numbers(count, paced=True, hold=True), bounded, first)
+    client = await env.execute_async("finished-then-stop")
+    await _wait_for(lambda: len(bounded) == 50 and len(first) >= 200, "the bounded pipeline done")
+    path = await asyncio.wait_for(client.stop_with_savepoint(False), 60)
+    assert (await asyncio.wait_for(client.get_job_execution_result(), 60)).status is JobStatus.FINISHED
+    again: list = []
+    second: list = []
+    env2 = _env(tmp_path, 2, restore=path)
+    job(env2, _Numbers(count, paced=False), again, second)
+    await asyncio.wait_for((await env2.execute_async("finished-then-stop-2")).get_job_execution_result(), 60)
+    assert sorted(bounded) == list(range(50)) and again == []
+    assert sorted(first + second) == list(range(count))
