@@ -105,6 +105,8 @@ async def test_no_record_after_the_savepoint_reaches_a_sink(
     path = await asyncio.wait_for(client.stop_with_savepoint(drain), 60)
     result = await asyncio.wait_for(client.get_job_execution_result(), 60)
     assert result.status is JobStatus.FINISHED and client.get_job_status() is JobStatus.FINISHED
+    latest = client.checkpoint_stats.latest_savepoint
+    assert latest is not None and latest.to_json()["checkpoint_type"] == "SYNC_SAVEPOINT"  # Flink's REST name
     seen = len(first)
     await asyncio.sleep(0.1)
     assert len(first) == seen  # nothing after the stop

@@ -75,7 +75,9 @@ _log = logging.getLogger(__name__)
 class CheckpointStats(Protocol):
     """Where the driver reports each checkpoint's life (``runtime/checkpoint_stats.py``)."""
 
-    def triggered(self, checkpoint_id: int, is_savepoint: bool, num_subtasks: int) -> None: ...
+    def triggered(
+        self, checkpoint_id: int, is_savepoint: bool, num_subtasks: int, sync: bool = False
+    ) -> None: ...
     def completed(
         self, checkpoint_id: int, *, path: str, state_size: int, async_ms: int,
         tasks: dict[str, dict[str, int]], is_savepoint: bool = False,
@@ -345,7 +347,8 @@ class CheckpointDriver:
         )
         if self.stats is not None:
             running = sum(1 for t in self.tasks.values() if not t.finished)
-            self.stats.triggered(action.checkpoint_id, action.kind is CheckpointType.SAVEPOINT, running)
+            is_savepoint = action.kind is CheckpointType.SAVEPOINT
+            self.stats.triggered(action.checkpoint_id, is_savepoint, running, sync=action.stop is not None)
         for task_id in sorted(action.tasks):
             cp = self.tasks[task_id].checkpointer
             assert cp is not None

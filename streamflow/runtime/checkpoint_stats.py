@@ -38,11 +38,14 @@ class CheckpointRecord:
     external_path: str | None = None
     failure_message: str | None = None
     tasks: dict[str, dict[str, int]] = field(default_factory=dict)  # task id -> timings
+    sync: bool = False  # the synchronous savepoint of a stop-with-savepoint
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["id"] = d.pop("checkpoint_id")
-        d["checkpoint_type"] = "SAVEPOINT" if self.is_savepoint else "CHECKPOINT"
+        # Flink's RestAPICheckpointType: a stop-with-savepoint's savepoint is SYNC_SAVEPOINT
+        kind = "SAVEPOINT" if self.is_savepoint else "CHECKPOINT"
+        d["checkpoint_type"] = f"SYNC_{kind}" if d.pop("sync") else kind
         return d
 
 
@@ -59,9 +62,11 @@ class CheckpointStatsTracker:
         self.restored_checkpoint_id: int | None = None
 
     # -- reports from the driver -------------------------------------------
-    def triggered(self, checkpoint_id: int, is_savepoint: bool, num_subtasks: int) -> None:
+    def triggered(
+        self, checkpoint_id: int, is_savepoint: bool, num_subtasks: int, sync: bool = False
+    ) -> None:
         record = CheckpointRecord(
-            checkpoint_id, is_savepoint, self._clock.now_ms(), num_subtasks=num_subtasks
+            checkpoint_id, is_savepoint, self._clock.now_ms(), num_subtasks=num_subtasks, sync=sync
         )
         self._history[checkpoint_id] = record
         self._start_mono[checkpoint_id] = self._clock.monotonic()
