@@ -96,7 +96,7 @@ async def test_no_record_after_the_savepoint_reaches_a_sink(
     """Records flow while the job stops; after a resume from its savepoint a plain
     (non-transactional) sink has seen every record exactly once: nothing after the barrier was
     processed in the first run. The stopped job ends FINISHED (Flink: FINISHED, not CANCELED)."""
-    count = 4000
+    count = 20_000  # paced: 10 s at least, the stop comes after 0.1 s
     first: list = []
     env = _env(tmp_path, parallelism)
     _numbers_job(env, _Numbers(count, paced=True, hold=True), first)
@@ -179,7 +179,7 @@ async def test_drain_fires_the_open_windows_and_suspend_does_not(tmp_path: Path,
 async def test_a_failed_savepoint_leaves_a_suspended_job_running(tmp_path: Path) -> None:
     """Flink: when the savepoint of a stop-with-savepoint fails the job continues (the halted
     sources resume); the request raises, and a later stop succeeds, without duplicates."""
-    count = 4000
+    count = 20_000  # paced: 10 s at least, the stop comes after 0.1 s
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     first: list = []
@@ -210,7 +210,7 @@ async def test_a_failed_drained_savepoint_fails_the_job_over(tmp_path: Path) -> 
     first: list = []
     env = _env(tmp_path, 1)
     env.set_restart_strategy(sf.RestartStrategies.no_restart())
-    _numbers_job(env, _Numbers(4000, paced=True, hold=True), first)
+    _numbers_job(env, _Numbers(20_000, paced=True, hold=True), first)
     client = await env.execute_async("drain-fails")
     await _wait_for(lambda: len(first) >= 50, "records in the sink")
     with pytest.raises(Exception):  # noqa: B017
@@ -290,7 +290,7 @@ async def test_stop_over_rest_as_flinks_stop_endpoint(tmp_path: Path, drain: boo
     duplicates."""
     from streamflow.tools.rest_client import stop_with_savepoint
 
-    count = 4000
+    count = 20_000  # paced: 10 s at least, the stop comes after 0.1 s
     first: list = []
     env = _env(tmp_path, 2)
     env.configure({"rest.port": 0})
@@ -323,7 +323,7 @@ async def test_a_stop_after_a_bounded_pipeline_finished(tmp_path: Path, checkpoi
     """FLIP-147 with a stop (Flink's ``SavepointITCase`` with finished tasks): a bounded source
     that finished before the stop is in the savepoint as finished, so after the resume it emits
     nothing again, while the unbounded pipeline goes on from its position, each once."""
-    count = 4000
+    count = 20_000  # paced: 10 s at least, the stop comes after 0.1 s
 
     def job(env: StreamExecutionEnvironment, source: _Numbers, bounded: list, unbounded: list) -> None:
         if checkpointing:

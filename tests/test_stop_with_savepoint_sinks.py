@@ -30,7 +30,7 @@ from streamflow.runtime.job import JobStatus
 from streamflow.testing.kafka_broker import create_topic, read_topic
 
 _ids = itertools.count()
-COUNT = 4000
+COUNT = 20_000  # paced: 10 s at least, the stop comes after 0.1 s
 
 
 def _env(tmp_path: Path, parallelism: int, restore: str | None = None) -> StreamExecutionEnvironment:
