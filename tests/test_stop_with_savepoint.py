@@ -348,3 +348,30 @@ async def test_a_stop_after_a_bounded_pipeline_finished(tmp_path: Path, checkpoi
     await asyncio.wait_for((await env2.execute_async("finished-then-stop-2")).get_job_execution_result(), 60)
     assert sorted(bounded) == list(range(50)) and again == []
     assert sorted(first + second) == list(range(count))
+
+
+async def test_a_barrier_read_after_its_savepoints_abort_halts_nothing() -> None:
+    """A task may be told of a stop's abort (another task declined) before it reads the
+    savepoint's barrier, queued behind data: it must not halt then, or its processing-time
+    callbacks would stay held while the job runs on."""
+    from streamflow.runtime.processing_time import ProcessingTimeService
+    from streamflow.runtime.task_state import ChainState
+    from streamflow.testing import ManualClock
+
+    class Chain(ChainState):
+        def __init__(self) -> None:
+            self.name, self.operators = "chain", []
+            self.processing_time = ProcessingTimeService(ManualClock(0), lambda: None)
+
+    async def tick(at: int) -> None:
+        pass
+
+    chain = Chain()
+    chain.processing_time.register(0, tick)
+    await chain.notify_checkpoint_aborted(5)
+    assert await chain.halt_for_savepoint(5, drain=False) is False
+    assert chain.halted_for is None and chain.processing_time.has_due()
+    assert await chain.halt_for_savepoint(6, drain=False) is True
+    assert chain.halted_for == 6 and not chain.processing_time.has_due()
+    await chain.notify_checkpoint_aborted(6)
+    assert chain.halted_for is None and chain.processing_time.has_due()

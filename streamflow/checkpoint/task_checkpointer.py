@@ -92,7 +92,7 @@ class CheckpointedTask(Protocol):
     ) -> list[SharedUpload]: ...
     def chain_uids(self) -> list[str]: ...
     async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
-    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None: ...
+    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> bool: ...
     async def finish_for_savepoint(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None: ...
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None: ...
@@ -216,8 +216,8 @@ class TaskCheckpointer:
             self.task.gate.wake()
             return
         if barrier.stop is not None:  # a stop-with-savepoint: nothing is emitted after the barrier
-            await self.task.halt_for_savepoint(barrier.checkpoint_id, barrier.stop is StopMode.TERMINATE)
-            if barrier.stop is StopMode.TERMINATE:
+            drain = barrier.stop is StopMode.TERMINATE
+            if await self.task.halt_for_savepoint(barrier.checkpoint_id, drain) and drain:
                 await self.task.finish_for_savepoint(barrier.checkpoint_id)
         await self.task.prepare_snapshot(barrier.checkpoint_id)
         ops, uploads = await self.snapshot_operators(barrier.checkpoint_id, barrier.is_savepoint)
@@ -310,9 +310,9 @@ class TaskCheckpointer:
             elif kind is SnapshotState:
                 cid = action.barrier.checkpoint_id
                 if action.barrier.stop is not None:  # a stop-with-savepoint: nothing after it
-                    await task.halt_for_savepoint(cid, action.barrier.stop is StopMode.TERMINATE)
-                if action.barrier.stop is StopMode.TERMINATE:  # drain: finish, then snapshot
-                    await task.finish_for_savepoint(cid)
+                    drain = action.barrier.stop is StopMode.TERMINATE
+                    if await task.halt_for_savepoint(cid, drain) and drain:  # finish, then snapshot
+                        await task.finish_for_savepoint(cid)
                 await task.prepare_snapshot(cid)
                 ops, uploads = await self.snapshot_operators(cid, action.barrier.is_savepoint)
                 out = await self._forward(action.barrier, action.unaligned)

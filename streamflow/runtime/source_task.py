@@ -137,10 +137,11 @@ class SourceTask(Task):
     def chain_uids(self) -> list[str]:
         return [self.source_uid, *super().chain_uids()]
 
-    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None:
+    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> bool:
         """The savepoint of a stop-with-savepoint: poll nothing more; with drain, first the
         maximum watermark (see the module docstring); no processing-time callback runs."""
-        await super().halt_for_savepoint(checkpoint_id, drain)
+        if not await super().halt_for_savepoint(checkpoint_id, drain):
+            return False
         self.drained = drain
         _log.info(
             "source %s halts for the savepoint %d of a stop-with-savepoint (%s)", self.name,
@@ -150,6 +151,7 @@ class SourceTask(Task):
             if self.alignment is not None:
                 self.alignment.finish()
             await self.watermarks.emit_watermark(Watermark(MAX_WATERMARK))
+        return True
 
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         halted = self.halted_for == checkpoint_id

@@ -31,6 +31,7 @@ class ChainState:
     operators: list[StreamOperator]
     processing_time: ProcessingTimeService
     halted_for: int | None = None  # the stop-with-savepoint this task halted for (no timers)
+    last_aborted: int = 0  # the newest checkpoint id whose abort this task was told of
     _restored_state: bool
 
     def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
@@ -107,13 +108,17 @@ class ChainState:
             except Exception as exc:
                 raise op.failure(exc) from None
 
-    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> None:
+    async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> bool:
         """The savepoint of a stop-with-savepoint: this task runs no processing-time callback
         from its barrier on (a timer or periodic watermark would emit after the barrier), until
         the savepoint is aborted (``notify_checkpoint_aborted``); a source also stops polling
-        (``source_task.py``)."""
+        (``source_task.py``). A barrier read after its savepoint's abort was notified (it
+        waited behind data while another task declined) halts nothing: False."""
+        if checkpoint_id <= self.last_aborted:
+            return False
         self.halted_for = checkpoint_id
         self.processing_time.hold()
+        return True
 
     async def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         for op in self.operators:
@@ -125,6 +130,7 @@ class ChainState:
                 raise op.failure(exc) from None
 
     async def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self.last_aborted = max(self.last_aborted, checkpoint_id)
         if self.halted_for == checkpoint_id:  # a stop-with-savepoint failed: the job continues
             self.halted_for = None
             self.processing_time.release()
