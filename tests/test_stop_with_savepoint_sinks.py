@@ -25,9 +25,14 @@ from streamflow.common.serialization import SimpleStringSchema
 from streamflow.datastream import StreamExecutionEnvironment
 from streamflow.datastream.connectors.base import DeliveryGuarantee
 from streamflow.datastream.connectors.file_system import FileSink
-from streamflow.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetsInitializer,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+    KafkaSource,
+)
 from streamflow.runtime.job import JobStatus
-from streamflow.testing.kafka_broker import create_topic, read_topic
+from streamflow.testing.kafka_broker import create_topic, produce, read_topic
 
 _ids = itertools.count()
 COUNT = 20_000  # paced: 10 s at least, the stop comes after 0.1 s
@@ -115,3 +120,48 @@ async def test_the_file_sink_at_the_stop(tmp_path: Path, parallelism: int, drain
     else:
         assert set(after_stop) <= set(seen) and len(after_stop) == len(set(after_stop))
     assert after_resume == list(range(COUNT))
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+async def test_a_kafka_source_stopped_while_records_arrive_resumes_exactly_once(
+    kafka: Any, tmp_path: Path, parallelism: int
+) -> None:
+    """An unbounded KafkaSource halts at the stop's barrier with its partitions' offsets in the
+    savepoint: the resumed job (bounded to the latest offsets) reads on from there, so a plain
+    sink sees every record once, while records kept arriving during the stop."""
+    bs, topic = kafka.bootstrap_servers, f"stop-src-{next(_ids)}-{id(object())}"
+    await create_topic(bs, topic, 2)
+
+    def job(env: StreamExecutionEnvironment, out: list, bounded: bool) -> None:
+        builder = (KafkaSource.builder().set_bootstrap_servers(bs).set_topics(topic)
+                   .set_group_id(f"g-{topic}").set_starting_offsets(KafkaOffsetsInitializer.earliest())
+                   .set_value_only_deserializer(SimpleStringSchema()))  # fmt: skip
+        if bounded:
+            builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
+        (env.from_source(builder.build(), None, "kafka").uid("kafka").map(int).uid("value")
+            .add_sink(out.append).uid("sink"))  # fmt: skip
+
+    async def keep_producing(stop: asyncio.Event) -> int:
+        n = 0
+        while not stop.is_set() or n < 600:
+            await produce(bs, topic, [str(i).encode() for i in range(n, n + 20)])
+            n += 20
+        return n
+
+    done = asyncio.Event()
+    producer = asyncio.create_task(keep_producing(done))
+    first: list = []
+    env = _env(tmp_path, parallelism)
+    job(env, first, bounded=False)
+    client = await env.execute_async(f"stop-kafka-src-{next(_ids)}")
+    await _wait_for(lambda: len(first) >= 100, "records read")
+    path = await asyncio.wait_for(client.stop_with_savepoint(False), 60)
+    assert (await asyncio.wait_for(client.get_job_execution_result(), 60)).status is JobStatus.FINISHED
+    done.set()
+    total = await asyncio.wait_for(producer, 60)
+    second: list = []
+    env2 = _env(tmp_path, parallelism, restore=path)
+    job(env2, second, bounded=True)
+    await asyncio.wait_for((await env2.execute_async("stop-kafka-src-2")).get_job_execution_result(), 60)
+    assert 0 < len(first) < total
+    assert sorted(first + second) == list(range(total))
