@@ -415,6 +415,14 @@ CASES: list[tuple[str, dict[str, Any], list[Any]]] = [
          adv(500), poll()],
     ),
     (
+        # queued behind a checkpoint in flight, the stop keeps its mode; nothing periodic meanwhile
+        "stop_with_savepoint_queued_keeps_its_mode",
+        {"interval_ms": 100},
+        [adv(100), poll(T(1, 100)), stop(Q(1, SP, "/sp", StopMode.TERMINATE), mode=StopMode.TERMINATE),
+         *complete(1, "a", "b"), adv(150), confirm(1, N(1), TS(2, 250, 1, StopMode.TERMINATE)),
+         poll(), deadline(600_250)],  # only its timeout: no periodic one
+    ),
+    (
         "only_a_savepoint_stops_the_job",
         {},
         [raises(ValueError, "trigger", CP, None, StopMode.SUSPEND)],
