@@ -406,3 +406,26 @@ async def test_async_results_completing_after_the_barrier_are_not_emitted(tmp_pa
     job(env2, _Numbers(count, paced=False), second)
     await asyncio.wait_for((await env2.execute_async("stop-async-2")).get_job_execution_result(), 60)
     assert sorted(first + second) == list(range(count))
+
+
+async def test_streamflow_stop_command(tmp_path: Path) -> None:
+    """``streamflow stop JOB_URL DIR --drain`` (Flink's ``flink stop --drain``) stops the job
+    with a savepoint and prints its location; the job ends FINISHED."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    first: list = []
+    env = _env(tmp_path, 1)
+    env.configure({"rest.port": 0})
+    _numbers_job(env, _Numbers(20_000, paced=True, hold=True), first)
+    client = await env.execute_async("stop-cli")
+    await _wait_for(lambda: len(first) >= 50, "records in the sink")
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "streamflow", "stop", client.rest.url, str(tmp_path / "stops"),
+                         "--drain", "--timeout", "60"],
+        capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "job finished" in done.stdout and str(tmp_path / "stops") in done.stdout
+    assert (await asyncio.wait_for(client.get_job_execution_result(), 60)).status is JobStatus.FINISHED
