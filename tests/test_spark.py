@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_jvm import driver_env
 
 from streamflow import (
     AggregateFunction,
@@ -433,7 +434,7 @@ def _run_kill_job(tmp: Path, kill_after: int | None, hook: str = "STREAMFLOW_SPA
                   n: int = 2000, chained: bool = False) -> subprocess.CompletedProcess[str]:
     """tests/spark_kill_job.py on ``tmp``'s output and checkpoint directories; with ``kill_after``,
     the driver SIGKILLs itself after micro-batch ``kill_after`` of the query ``hook`` names."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = driver_env()
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_BATCH", None)
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", None)
     if kill_after is not None:
@@ -558,7 +559,7 @@ def test_streamflow_run_engine_spark_runs_the_unchanged_script(tmp_path: Path) -
     import json
 
     script = HERE / "scripts" / "cli_pipeline.py"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = driver_env()
     seen = {}
     for engine in ("asyncio", "spark"):
         out = tmp_path / f"{engine}.json"

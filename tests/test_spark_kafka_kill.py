@@ -40,6 +40,7 @@ from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_tran
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from kafka_kill_job import data, expected  # noqa: E402
+from spark_jvm import driver_env  # noqa: E402
 
 N = 500
 PER_BATCH = 100  # micro-batches 0..4 (the last one also carries the end of input)
@@ -65,7 +66,7 @@ class Job:
         await create_topic(self.bs, self.out_topic, 2)
 
     def start(self, **faults: str) -> tuple[subprocess.Popen[bytes], Path]:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = driver_env()
         for name in ("STREAMFLOW_KILL_AT", "STREAMFLOW_SPARK_KILL_AFTER_BATCH"):
             env.pop(name, None)
         env.update(faults)
