@@ -8,7 +8,8 @@ override these defaults, and ``execution.spark.master`` chooses the master (``lo
 default; a cluster's master URL when the script is submitted with ``spark-submit``, where
 the session already exists and is reused as it is). A local session's JVM starts from a
 Spark home without pip's ``pyspark.zip``, so that Spark's Python processes import pyspark from
-cached bytecode instead of compiling it anew each (:mod:`.spark_home`).
+cached bytecode instead of compiling it anew each (:mod:`.spark_home`), and its Python workers
+fork from a daemon that already imported streamflow (:mod:`.daemon`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def get_session(configuration: dict[str, Any] | None = None) -> Any:
     builder = SparkSession.builder.master(master)
     builder = builder.appName(str(conf.pop("pipeline.name", "streamflow")))
     settings = {**DEFAULTS, "spark.executorEnv.PYTHONPATH": path}
+    if master.startswith("local"):  # its workers fork from a daemon that imported streamflow (.daemon)
+        settings["spark.python.daemon.module"] = "streamflow.spark.daemon"
     settings.update({k: str(v) for k, v in conf.items() if k.startswith("spark.")})
     for key, value in settings.items():
         builder = builder.config(key, value)
