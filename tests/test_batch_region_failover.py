@@ -417,7 +417,10 @@ def test_a_file_sink_region_failing_after_writing_part_files_publishes_each_reco
 async def test_a_region_waiting_for_its_inputs_is_created_and_the_job_cancels_cleanly() -> None:
     """While the source region runs, the region after the exchange is not scheduled (CREATED
     in the metrics, as Flink's execution state); a batch job takes no checkpoint (the request
-    fails naming why); cancel() stops it."""
+    fails naming why); cancel() stops it at once. (It took 12-16 s: the source task, fed by its
+    reader's pump and writing a blocking result that never blocks, always had its waiter resolved
+    before anyio looked, so anyio never delivered the cancellation until the result spilled;
+    Task._idle checks for it now.)"""
     import asyncio
 
     from streamflow.checkpoint.driver import CheckpointTriggerError
@@ -442,7 +445,7 @@ async def test_a_region_waiting_for_its_inputs_is_created_and_the_job_cancels_cl
     assert {s["status"] for s in vertices[1]["subtasks"]} == {"CREATED"}
     with pytest.raises(CheckpointTriggerError, match="a batch job takes no checkpoints"):
         await client.trigger_checkpoint()
-    await client.cancel()
+    await asyncio.wait_for(client.cancel(), 5)
     assert client.get_job_status().value == "CANCELED"
 
 

@@ -421,7 +421,7 @@ class Execution:
         error: BaseException | None = None
         try:
             async with anyio.create_task_group() as tg:
-                self.cancel_scope = tg.cancel_scope
+                self.cancel_scope = self.loop_budget.job_scope = tg.cancel_scope
                 if self.blocking:
                     tg.start_soon(self.scheduler.run, name="region scheduler")
                 else:

@@ -65,6 +65,8 @@ import math
 import re
 from collections.abc import Callable
 
+import anyio
+
 from ..clock import Clock
 
 DEFAULT_LOOP_BUDGET_MS = 10.0
@@ -144,6 +146,7 @@ class LoopBudget:
         "budget_s",
         "chores",
         "deadline",
+        "job_scope",
         "running",
         "slices",
         "waits",
@@ -161,6 +164,9 @@ class LoopBudget:
         self.slices = 0
         self.waits = 0
         self.chores: list[Callable[[], None]] = []  # run once per pause (module doc)
+        # the job's cancel scope while it runs (Execution.run): a task resuming from a wait
+        # checks it (Task._idle), as anyio may never catch it waiting
+        self.job_scope: anyio.CancelScope | None = None
         self._chores_s = 0.0  # what the last pause's chores took: the next slice is that shorter
 
     def now(self) -> float:

@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 
 from ..clock import Clock
 from .channel import InputGate, Waker
@@ -191,6 +192,13 @@ class Task(ChainState):
         finally:
             self.budget.task_wakes()
             self.idle_s += loop.time() - started
+        # anyio cancels a task only while its waiter is pending; a waiter another task resolves
+        # every time before anyio looks (a source fed by its reader's pump, writing a batch job's
+        # blocking result that never blocks) would never be cancelled: look here (one attribute
+        # read while the job runs; anyio's own check costs microseconds)
+        scope = self.budget.job_scope
+        if scope is not None and scope.cancel_called:
+            await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def run(self) -> None:
         error: BaseException | None = None
