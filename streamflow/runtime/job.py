@@ -222,16 +222,11 @@ class JobClient:
         alone, as the restart strategy allows (counted and logged with its cause); raises to end
         the job: the failure itself under ``NoRestart``, else ``RestartsExhaustedError``."""
         strategy = self._config.restart_strategy
-        delay_ms = strategy.next_delay_ms(self._clock.now_ms())
-        self.last_failure_cause = f"{type(failure).__name__}: {failure}"
-        if delay_ms is None:
-            self._status = JobStatus.FAILED
-            if isinstance(strategy, NoRestart):
-                raise failure
-            raise RestartsExhaustedError(
-                f"job {self.job_name!r} failed and is not restarted: the restart strategy {strategy!r} "
-                f"is exhausted after {self.restarts} restart(s); last failure, in {region}: {failure!r}"
-            ) from failure
+        delay_ms = self._delay_or_fail(
+            failure, failure,
+            f"job {self.job_name!r} failed and is not restarted: the restart strategy {strategy!r} is "
+            f"exhausted after {self.restarts} restart(s); last failure, in {region}: {failure!r}",
+        )  # fmt: skip
         self.restarts += 1
         _log.warning(
             "job %r: %s failed (%s) in attempt %d; restart %d in %d ms by the restart strategy %r: "
@@ -239,6 +234,20 @@ class JobClient:
             "upstream", self.job_name, region, self.last_failure_cause, attempt, self.restarts, delay_ms,
             strategy, exc_info=failure, extra=self._log_fields(),
         )  # fmt: skip
+        return delay_ms
+
+    def _delay_or_fail(self, failure: Exception, raised: Exception, exhausted: str) -> float:
+        """The restart strategy's delay before trying again after ``failure`` (recorded as the
+        last cause), or the job fails: with ``raised`` under ``NoRestart``, else with a
+        ``RestartsExhaustedError(exhausted)`` caused by ``failure``."""
+        strategy = self._config.restart_strategy
+        delay_ms = strategy.next_delay_ms(self._clock.now_ms())
+        self.last_failure_cause = f"{type(failure).__name__}: {failure}"
+        if delay_ms is None:
+            self._status = JobStatus.FAILED
+            if isinstance(strategy, NoRestart):
+                raise raised
+            raise RestartsExhaustedError(exhausted) from failure
         return delay_ms
 
     def get_job_status(self) -> JobStatus:
@@ -255,16 +264,11 @@ class JobClient:
         strategy = self._config.restart_strategy
         failure: Exception = error
         while True:
-            delay_ms = strategy.next_delay_ms(self._clock.now_ms())
-            self.last_failure_cause = f"{type(failure).__name__}: {failure}"
-            if delay_ms is None:
-                self._status = JobStatus.FAILED
-                if isinstance(strategy, NoRestart):
-                    raise error
-                raise RestartsExhaustedError(
-                    f"job {self.job_name!r}: publishing its output at the job's end failed and the "
-                    f"restart strategy {strategy!r} allows no further retry; last failure: {failure!r}"
-                ) from failure
+            delay_ms = self._delay_or_fail(
+                failure, error,
+                f"job {self.job_name!r}: publishing its output at the job's end failed and the "
+                f"restart strategy {strategy!r} allows no further retry; last failure: {failure!r}",
+            )  # fmt: skip
             self.publish_retries += 1
             _log.warning(
                 "job %r: %s; retry %d of the publication in %d ms by the restart strategy %r (the "
