@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint.config import CheckpointConfig, CheckpointingMode, NoRestart, RestartStrategy
+from ..checkpoint.config import CheckpointConfig, CheckpointingMode, RestartStrategy
 from ..clock import SYSTEM_CLOCK, Clock
 from ..connectors.base import Source
 from ..connectors.collection import AsyncIterableSource, CollectionSource
@@ -350,12 +350,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             if runtime.checkpoint.interval_ms is not None:
                 runtime.checkpoint = copy.copy(runtime.checkpoint)
                 runtime.checkpoint.interval_ms = None
-        if runtime.batch and runtime.batch_blocking and isinstance(runtime.restart_strategy, NoRestart):
-            # no restart: a failure ends the job, so there is no region to fail over alone and
-            # blocking exchanges would only cost their materialisation: the tasks run pipelined
-            runtime = copy.copy(runtime)
-            runtime.batch_blocking = False
-        blocking = runtime.batch and runtime.batch_blocking and self._engine != "spark"  # runtime/regions.py
+        blocking = runtime.blocking_exchanges and self._engine != "spark"  # runtime/regions.py
         graph = self.get_job_graph(job_name, blocking_exchanges=blocking)
         self._graph.clear()
         if self._engine == "spark":

@@ -87,8 +87,8 @@ class Execution:
         # a batch job with blocking exchanges runs its tasks as pipelined regions, each failing
         # over on its own (regions.py); its job-end actions are kept per task, so a restarted
         # task's failed attempt publishes nothing
-        self.blocking = config.batch and config.batch_blocking and restore is None
-        if config.batch and config.batch_blocking and restore is not None:
+        self.blocking = config.blocking_exchanges and restore is None
+        if config.blocking_exchanges and restore is not None:
             _log.info(
                 "job %r: a batch job restored from %s runs with pipelined exchanges (the restore "
                 "is per task of the whole job); a failure restarts the whole job", job_name, restore.source,

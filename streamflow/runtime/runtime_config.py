@@ -41,7 +41,15 @@ class RuntimeConfig:
     # non-chained edges are blocking exchanges between pipelined regions, a failure restarts
     # only its region (regions.py); ALL_EXCHANGES_PIPELINED (False): every task runs at once
     # and a failure restarts the whole job. A job without restarts (NoRestart) runs pipelined:
-    # nothing to fail over (StreamExecutionEnvironment.execute_async)
+    # nothing to fail over (blocking_exchanges)
     batch_blocking: bool = True
     # streamflow.blocking-results.memory: bytes of blocking results kept in memory (blocking_result.py)
     blocking_results_memory: int = DEFAULT_RESULTS_MEMORY
+
+    @property
+    def blocking_exchanges(self) -> bool:
+        """Whether a job with this configuration runs as pipelined regions over blocking
+        exchanges (``regions.py``): a batch job in ``ALL_EXCHANGES_BLOCKING`` mode whose restart
+        strategy may restart it (without restarts a failure ends the job: there is no region to
+        fail over alone, and materialising every result would only cost)."""
+        return self.batch and self.batch_blocking and not isinstance(self.restart_strategy, NoRestart)
