@@ -118,6 +118,16 @@ def test_an_unset_max_parallelism_is_derived_from_the_parallelism(parallelism: i
     graph = env.get_job_graph()
     (vertex,) = [v for v in graph.vertices if any(n.name == "m" for n in v.nodes)]
     assert vertex.max_parallelism == expected and not vertex.max_parallelism_configured
+    assert env.get_max_parallelism() == env.get_config().get_max_parallelism() == -1  # Flink's unset
+
+
+def test_get_max_parallelism_answers_what_was_set() -> None:
+    """StreamExecutionEnvironment.getMaxParallelism: -1 until set (PipelineOptions.MAX_PARALLELISM's
+    default), then the value set, through the environment or its ExecutionConfig."""
+    env = sf.StreamExecutionEnvironment()
+    assert env.get_max_parallelism() == -1
+    env.get_config().set_max_parallelism(256)
+    assert env.get_max_parallelism() == 256
 
 
 def test_a_set_max_parallelism_is_kept_whatever_the_parallelism() -> None:

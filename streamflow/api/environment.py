@@ -108,7 +108,10 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         return self
 
     def get_max_parallelism(self) -> int:
-        return self._max_parallelism
+        """The configured max parallelism, or -1 when unset (Flink's PipelineOptions.MAX_PARALLELISM
+        default): each keyed operator then derives its own from its parallelism, as Flink's
+        ``KeyGroupRangeAssignment.computeDefaultMaxParallelism``."""
+        return self._max_parallelism if self._max_parallelism_configured else -1
 
     def disable_operator_chaining(self) -> StreamExecutionEnvironment:
         self._chaining = False
