@@ -105,6 +105,10 @@ class StreamNode:
     parallelism_of: StreamNode | None = None
     has_committer: bool = False  # a two-phase sink: Flink's plan shows its Writer and Committer
     non_parallel: bool = False  # force_non_parallel() (window_all): set_parallelism(p != 1) refused
+    # the environment's parallelism when the node was made, if one was set then: Flink's
+    # transformations take env.getParallelism() when created, so a later env.set_parallelism()
+    # leaves them (None: the parallelism the environment has at build)
+    created_parallelism: int | None = None
 
     def can_be_parallel(self) -> bool:
         """Flink's Transformation.isParallel: False for forced non-parallel operators and sources
@@ -156,8 +160,10 @@ class StreamGraph:
     def __init__(self) -> None:
         self.nodes: list[StreamNode] = []
         self._ids = itertools.count(1)
+        self.parallelism: int | None = None  # the environment's, once set: new nodes take it
 
     def add(self, node_name: str, factory: OperatorFactory | None, **kw: Any) -> StreamNode:
+        kw.setdefault("created_parallelism", self.parallelism)
         node = StreamNode(next(self._ids), node_name, factory, **kw)
         self.nodes.append(node)
         return node
@@ -275,7 +281,7 @@ def _parallelism(n: StreamNode, default: int) -> int:
         return _parallelism(n.parallelism_of, default)
     if n.source is not None and not n.source.supports_parallelism:
         return 1
-    return default
+    return default if n.created_parallelism is None else n.created_parallelism
 
 
 def _reachable_from(sinks: list[StreamNode]) -> list[StreamNode]:

@@ -265,12 +265,6 @@ def test_non_parallel_operators_refuse_another_parallelism() -> None:
     assert mapped.set_parallelism(3) is mapped
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="divergence: streamflow resolves an operator's default parallelism when the job is "
-    "built; Flink (and PyFlink) fix it from env.getParallelism() when the operator is created, so "
-    "a later env.set_parallelism(7) leaves it at 10",
-)
 def test_operator_parallelism_is_fixed_when_created() -> None:
     """DataStreamTest.testParallelism: after env.setParallelism(10) the map gets 10; a later
     env.setParallelism(7) does not change it."""

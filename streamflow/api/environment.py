@@ -94,7 +94,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
         if parallelism < 1:
             raise ValueError(f"parallelism must be >= 1, got {parallelism}")
-        self._parallelism = parallelism
+        self._parallelism = self._graph.parallelism = parallelism
         return self
 
     def get_parallelism(self) -> int:
