@@ -18,6 +18,7 @@ from streamflow.datastream.functions import (
     BroadcastProcessFunction,
     CoMapFunction,
     KeyedBroadcastProcessFunction,
+    MapFunction,
 )
 from streamflow.execution_mode import RuntimeExecutionMode
 from streamflow.spark.sources import SparkTranslationError
@@ -134,8 +135,50 @@ def test_broadcast_state_in_batch_mode_same_on_both_engines() -> None:
     assert Counter(map(repr, batch_job("spark"))) == Counter(map(repr, expected))
 
 
-def test_broadcast_partitioning_elsewhere_is_refused() -> None:
+class Indexed(MapFunction):
+    """Tags each record with the subtask that maps it (its runtime context's index)."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.index = runtime_context.get_index_of_this_subtask()
+        self.count = runtime_context.get_number_of_parallel_subtasks()
+
+    def map(self, value: Any) -> Any:
+        return (value[0], value[1], self.index, self.count)
+
+
+def replicated_job(engine: str) -> dict[str, list]:
+    """``broadcast()`` into one-input operators (and a sink) of parallelism 1 and 3: every
+    record once per subtask, each copy mapped by that subtask (Flink's BroadcastPartitioner)."""
+    env = _env(engine).set_parallelism(PARALLELISM)
+    data = events(300)
+    sinks = {name: ListSink() for name in ("p1", "p3", "fused", "keyed", "sink")}
+    main = env.from_collection(data)
+    main.broadcast().map(Indexed()).set_parallelism(1).sink_to(sinks["p1"])
+    mapped = main.broadcast().map(Indexed())
+    mapped.sink_to(sinks["p3"])
+    # chained after the broadcast consumer: the same subtask's copy (its index too)
+    main.broadcast().flat_map(lambda e: [e] * (e[1] % 3)).map(Indexed()).filter(
+        lambda r: r[1] % 2 == 0).sink_to(sinks["fused"])
+    mapped.key_by(lambda r: r[2]).reduce(lambda a, b: (a[0], a[1] + b[1], a[2], a[3])).sink_to(sinks["keyed"])
+    main.filter(lambda e: e[1] < 5).broadcast().sink_to(sinks["sink"])
+    env.execute(f"broadcast partitioning on {engine}")
+    return {name: sink.results for name, sink in sinks.items()}
+
+
+def test_broadcast_partitioning_into_one_input_operators_same_on_both_engines() -> None:
+    expected, actual = replicated_job("asyncio"), replicated_job("spark")
+    assert Counter(r[2:] for r in expected["p1"]) == {(0, 1): 300}
+    assert Counter(r[2:] for r in expected["p3"]) == {(i, PARALLELISM): 300 for i in range(PARALLELISM)}
+    assert {r[2] for r in expected["fused"]} == set(range(PARALLELISM))
+    assert len(expected["sink"]) == PARALLELISM * sum(e[1] < 5 for e in events(300))
+    for name in expected:
+        assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name
+
+
+def test_broadcast_into_the_first_input_is_refused() -> None:
     env = _env("spark")
-    env.from_collection([1, 2, 3]).broadcast().map(lambda v: v).name("every subtask maps").sink_to(ListSink())
-    with pytest.raises(SparkTranslationError, match="every subtask maps"):
+    first = env.from_collection([(1, 2)])
+    first.broadcast().connect(env.from_collection([(3, 4)])).map(Sides()).name("broadcast first").sink_to(
+        ListSink())
+    with pytest.raises(SparkTranslationError, match="broadcast first"):
         env.execute("refused")

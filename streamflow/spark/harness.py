@@ -22,17 +22,30 @@ encoded by the job's state codec; never pickled unless the user chose the pickle
   head gets each row on the input its ``tag`` names (``"1"``: the second).
 * Keyed stages (``applyInPandasWithState``) are :class:`.keyed.KeyedRunner`'s, and
   natively translated windows :mod:`.windows`'; both host operators with this module.
+* **Async I/O** (``AsyncDataStream.ordered_wait``/``unordered_wait`` and their ``_with_retry``
+  and ``_batch`` forms, ``async def`` map/filter/flat_map) runs the asyncio engine's
+  ``AsyncQueueOperator`` in the worker's event loop: every input batch starts its requests
+  (at most ``capacity`` in flight; each under its timeout, retried by its strategy, all in
+  the operator), and the stage then *quiesces* (:meth:`_Stage.quiesce`): it waits for every
+  request still queued, so a batch's outputs are complete when it is answered (ordered mode
+  in input order, unordered in completion order). The queue's own drains are posted as
+  processing-time mail in the asyncio engine; here they are dropped (:class:`_Quiesced`):
+  the stage drains the queue itself, in ``process_batch`` when the queue is full and at the
+  quiesce. An async batch function's ``batch_timeout`` timer is dropped too: the partial
+  batch is called at the quiesce.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import SystemClock
 from ..errors import StreamflowError
+from ..runtime.async_wait import AsyncQueueOperator
 from ..runtime.context import OperatorContext
 from ..runtime.events import Watermark, WatermarkStatus
 from ..runtime.factory import OperatorFactory
@@ -103,6 +116,15 @@ class _NoProcessingTime(ProcessingTimeService):
         )
 
 
+class _Quiesced(ProcessingTimeService):
+    """An async I/O operator's processing-time service: its drain mail (and an async batch
+    function's ``batch_timeout``) is dropped, as the stage quiesces the operator after every
+    input batch (module doc)."""
+
+    def register(self, at_ms: int, callback: Any) -> None:
+        return None
+
+
 def _create(spec: NodeSpec) -> StreamOperator:
     op = spec.factory.create(0)
     if not isinstance(op, StreamOperator):
@@ -110,8 +132,9 @@ def _create(spec: NodeSpec) -> StreamOperator:
     return op
 
 
-def _context(spec: NodeSpec, metrics: dict[str, object]) -> OperatorContext:
+def _context(spec: NodeSpec, metrics: dict[str, object], quiesced: bool = False) -> OperatorContext:
     clock = SystemClock()
+    time_service = _Quiesced if quiesced else _NoProcessingTime
     return OperatorContext(
         uid=spec.uid,
         name=spec.name,
@@ -121,7 +144,7 @@ def _context(spec: NodeSpec, metrics: dict[str, object]) -> OperatorContext:
         max_parallelism=spec.max_parallelism,
         clock=clock,
         metrics=MetricGroup(spec.uid, metrics),
-        processing_time=_NoProcessingTime(clock, lambda: None),
+        processing_time=time_service(clock, lambda: None),
         keyed_backend=KeyedStateBackend(spec.max_parallelism) if spec.keyed else None,
     )
 
@@ -149,9 +172,10 @@ class _Stage:
         self.ops: list[StreamOperator] = [_create(s) for s in specs]
         output = Output([self.main], {tag: [c] for tag, c in self.side.items()})
         for spec, op in reversed(list(zip(specs, self.ops, strict=True))):
-            op.setup(_context(spec, self.metrics), output)
+            op.setup(_context(spec, self.metrics, isinstance(op, AsyncQueueOperator)), output)
             output = Output([op], {})
         self.head = self.ops[0]
+        self.waiting = [op for op in self.ops if isinstance(op, AsyncQueueOperator)]  # (async I/O)
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -168,6 +192,12 @@ class _Stage:
             for op in self.ops:
                 op.dispose()
 
+    async def quiesce(self) -> None:
+        """Wait for the requests of the stage's async I/O operators, in chain order (an
+        operator's results feed the next one's requests)."""
+        for op in self.waiting:
+            await op.finish()
+
     def outputs(self) -> list[tuple[str | None, list[Any], list[int | None]]]:
         out: list[tuple[str | None, list[Any], list[int | None]]] = [(None, *self.main.take())]
         out.extend((tag, *c.take()) for tag, c in self.side.items())
@@ -182,12 +212,15 @@ class ChainRunner:
 
     def __init__(self, specs: list[NodeSpec], encode: Callable[[Any], bytes],
                  decode: Callable[[bytes], Any], ordered_input: bool, layout: Any = None,
-                 two_input: bool = False) -> None:
+                 two_input: bool = False, replicas: int = 0) -> None:
         self.specs = specs
         self.encode, self.decode = encode, decode
-        self.ordered_input = ordered_input
+        self.ordered_input = ordered_input and not replicas
         self.layout = layout  # a .native.Layout when the input rows hold typed record columns
         self.two_input = two_input  # the head is a connect(): a row's ``tag`` "1" feeds its second input
+        # broadcast partitioning into the head (.replicate): a row's ``tag`` is the subtask it
+        # goes to, and each subtask index has a stage of its own (0: one stage, no such tags)
+        self.replicas = replicas
 
     def _records(self, data: Any) -> list:
         """The decoded records of an Arrow batch (or table) of data rows."""
@@ -201,15 +234,14 @@ class ChainRunner:
         from .encoding import batch_codec
 
         self.encode_many, self.decode_many = batch_codec(self.encode, self.decode)
-        stage = _Stage(self.specs)
-        stage.open()
+        stages = _Subtasks(self.specs, self.replicas)
         try:
             for batch in batches:
-                yield from self._run(stage, batch)
+                yield from self._run(stages, batch)
         finally:
-            stage.close()
+            stages.close()
 
-    def _run(self, stage: _Stage, batch: Any) -> Iterator[Any]:
+    def _run(self, stages: _Subtasks, batch: Any) -> Iterator[Any]:
         """One Arrow batch: its outputs (Arrow batches), then its end-of-input rows."""
         import numpy as np
         import pyarrow as pa
@@ -219,10 +251,13 @@ class ChainRunner:
         eof = batch.column("eof").to_numpy(zero_copy_only=False)
         data = np.flatnonzero(~eof)
         if len(data) and self.ordered_input:  # one streamflow batch; outputs numbered in order
+            stage = stages.of(0)
             rows = batch if len(data) == len(batch) else batch.take(pa.array(data))
             ts = rows.column("ts")
             timestamps = ts.to_pylist() if ts.null_count == 0 else None
             stage.run(stage.head.process_batch(self._records(rows), timestamps))
+            if stage.waiting:
+                stage.run(stage.quiesce())
             base = batch.column("order")[int(data[0])].as_py()
             schema = row_schema()
             for tag, recs, rts in stage.outputs():
@@ -235,11 +270,14 @@ class ChainRunner:
         elif len(data):
             picked = batch.take(pa.array(data))
             records = self._records(picked)
-            seconds = ([t == "1" for t in picked.column("tag").to_pylist()] if self.two_input
-                       else [False] * len(records))
-            rows = stage.run(self._one_by_one(stage, list(zip(picked.column("order").to_pylist(),
-                                                                picked.column("ts").to_pylist(), records,
-                                                                seconds, strict=True))))
+            tags = picked.column("tag").to_pylist()
+            seconds = [t == "1" for t in tags] if self.two_input else [False] * len(records)
+            subtasks = [int(t) for t in tags] if self.replicas else [0] * len(records)
+            for subtask in sorted(set(subtasks)):  # (opened outside the loop pass below)
+                stages.of(subtask)
+            rows = _worker_loop().run_until_complete(self._one_by_one(stages, list(zip(
+                picked.column("order").to_pylist(), picked.column("ts").to_pylist(), records, seconds,
+                subtasks, strict=True))))
             if rows:
                 yield rows_to_arrow(rows)
         if len(data) < len(batch):
@@ -248,15 +286,50 @@ class ChainRunner:
                                  zip(ends.column("order").to_pylist(), ends.column("ts").to_pylist(),
                                      strict=True)])
 
-    async def _one_by_one(self, stage: _Stage, rows: list[tuple]) -> list[Row]:
+    async def _one_by_one(self, stages: _Subtasks, rows: list[tuple]) -> list[Row]:
         """Record by record (each output's order extends its own input's), in one loop pass;
-        a row ``(order, ts, record, second)`` with ``second`` feeds the head's second input."""
-        encode, head = self.encode, stage.head
-        feed = (head.process_batch, getattr(head, "process_batch2", head.process_batch))
+        a row ``(order, ts, record, second, subtask)`` with ``second`` feeds the head's second
+        input, of the stage playing ``subtask``."""
+        encode = self.encode
         out: list[Row] = []
-        for o, ts, record, second in rows:
-            await feed[second]([record], None if ts is None else [ts])
+        for o, ts, record, second, subtask in rows:
+            stage = stages.stages[subtask]
+            head = stage.head
+            feed = getattr(head, "process_batch2", head.process_batch) if second else head.process_batch
+            await feed([record], None if ts is None else [ts])
+            await stage.quiesce()
             for tag, recs, rts in stage.outputs():
                 out.extend(([*o, j], t, tag, False, encode(r)) for j, (r, t) in
                            enumerate(zip(recs, rts, strict=True)))
         return out
+
+
+class _Subtasks:
+    """The stages of a stateless stage, opened when first used: one (subtask 0) as a rule; with
+    broadcast partitioning into the head (``replicas`` > 0: :mod:`.replicate`) one per subtask
+    index, each operator of the chain playing that subtask, as the asyncio engine runs one
+    chained task per subtask of the broadcast consumer."""
+
+    def __init__(self, specs: list[NodeSpec], replicas: int) -> None:
+        self.specs, self.replicas = specs, replicas
+        self.stages: dict[int, _Stage] = {}
+
+    def of(self, subtask: int) -> _Stage:
+        stage = self.stages.get(subtask)
+        if stage is None:
+            specs = self.specs
+            if self.replicas:
+                specs = [dataclasses.replace(s, subtask_index=subtask % s.parallelism) for s in specs]
+            stage = self.stages[subtask] = _Stage(specs)
+            stage.open()
+        return stage
+
+    def close(self) -> None:
+        errors = []
+        for stage in self.stages.values():
+            try:
+                stage.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]

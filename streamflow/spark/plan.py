@@ -23,8 +23,7 @@ the user's code paths) and builds one streaming DataFrame per node output:
 * **union** is ``unionByName``; before a keyed stage each input gets a watermark of its own and
   the union's is their minimum (:mod:`.watermarks`). A **side output** is a filter on the ``tag``
   column.
-* Every **sink** becomes one query with ``foreachBatch`` (see :mod:`.sinks`), checkpointed
-  at ``<checkpoint dir>/spark/<sink uid>``.
+* Every **sink** is a query with ``foreachBatch`` (:mod:`.sinks`), checkpointed at its uid.
 * Spark runs one stateful operator per query: a stateful stage (keyed operator, native
   window, rolling reduce) that feeds another is written by a query of its own and read back
   by the next one (:mod:`.exchange`); each :class:`Stream` counts the stateful operators in its
@@ -42,15 +41,14 @@ feeds a row to ``process_batch`` or ``process_batch2``; the two inputs' watermar
 union's minimum, as in the asyncio engine's valve. A non-keyed one (co-map, co-process) is a
 stateless stage over the same tagged union (:class:`~.harness.ChainRunner`).
 
-A two-input operator whose second input is **broadcast** (``connect(b.broadcast(...))``:
-broadcast state) runs one group per subtask it would have in the asyncio engine, every group
-seeing every broadcast row (:mod:`.broadcast`).
+A two-input operator whose second input is **broadcast** (broadcast state) runs one group
+per subtask, every group seeing every broadcast row (:mod:`.broadcast`).
 
-What cannot be expressed is refused at translation time with
-:class:`SparkTranslationError` naming the operator: broadcast partitioning anywhere else
-(``broadcast().map(...)``), custom watermark generators (Spark's watermark is a
-fixed delay) and async functions. Processing-time timers
-are refused when registered (they are known only at run time).
+``broadcast().map(...)`` (or a sink) replicates each row once per subtask (:mod:`.replicate`);
+async I/O runs in a stateless stage's event loop (:mod:`.harness`). What cannot be expressed
+is refused at translation time (:class:`SparkTranslationError` naming the operator):
+broadcast partitioning into a first input, custom watermark generators (Spark's watermark is
+a fixed delay). Processing-time timers are refused when registered (known only at run time).
 """
 
 from __future__ import annotations
@@ -85,6 +83,7 @@ from .native import (
     to_column,
     truthy,
 )
+from .replicate import is_replicated, replicate, sink_input
 from .rolling import recognise_rolling, rolling_frame
 from .sources import SparkTranslationError, ToBinary, materialize
 from .watermarks import SETTINGS, hold_back, stage_event_time, timestamps_expr, watermark_delay
@@ -112,6 +111,7 @@ class Stream:
     stateful: int = 0  # stateful Spark operators in ``df`` since the last exchange (Spark allows one)
     reads: frozenset[str] = frozenset()  # the exchanges ``df`` reads (their queries run first)
     sides: bool = False  # the input of a two-input operator: a row's ``tag`` is its input, "0"/"1"
+    replicas: int = 0  # broadcast partitioning: each row once per subtask, ``tag`` its index (.replicate)
 
 
 class Translation:
@@ -140,7 +140,7 @@ class Translation:
         for node in self.graph.nodes:
             if node.is_sink:
                 self._check_inputs(node)
-                out.append((node, self._input_of(node)))
+                out.append((node, sink_input(node, self._input_of(node), self.graph.parallelism[node.id])))
         return out
 
     def spec(self, node: StreamNode, side_tags: list[str] | None = None) -> NodeSpec:
@@ -203,7 +203,7 @@ class Translation:
             return native
         stream, specs = self._chain(node)
         runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered, stream.layout,
-                             stream.sides)
+                             stream.sides, stream.replicas)
         df = stream.df.mapInArrow(runner, ROW_DDL)
         return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner), **_carried(stream))
 
@@ -264,12 +264,17 @@ class Translation:
         spec = self.spec(node, self._side_tags(node))
         spec_delay = watermark_delay(node)
         up = self._fusable_upstream(node)
-        if (
+        if is_replicated(node):  # a chain of its own, one copy per subtask (.replicate)
+            spec.parallelism = self.graph.parallelism[node.id]
+            result = (replicate(_with_delay(self._input_of(node), spec_delay), spec.parallelism), [spec])
+        elif (
             up is not None
             and node.inputs[0].partitioning is not Partitioning.HASH
             and not self._output(up).native
         ):
             stream, specs = self._chain(up)
+            if stream.replicas:  # fused after a broadcast consumer: plays its subtask (.replicate)
+                spec.parallelism = self.graph.parallelism[node.id]
             result = (_with_delay(stream, spec_delay), [*specs, spec])
         else:
             result = (_with_delay(self._input_of(node), spec_delay), [spec])
@@ -468,13 +473,11 @@ class Translation:
 
     def _check_inputs(self, node: StreamNode) -> None:
         broadcast = any(e.partitioning is Partitioning.BROADCAST for e in node.inputs)
-        if broadcast and not is_broadcast_stage(node):
+        if broadcast and not is_broadcast_stage(node) and not is_replicated(node):
             raise SparkTranslationError(
-                f"operator {node.name!r}: broadcast partitioning has a Spark equivalent only as the second "
-                "input of a two-input operator (connect(stream.broadcast(...)))"
+                f"operator {node.name!r}: broadcast partitioning has a Spark equivalent only into a "
+                "one-input operator or sink, or as the second input of a two-input operator"
             )
-        if getattr(node.operator_factory, "is_async", False):
-            raise SparkTranslationError(f"operator {node.name!r}: async functions cannot run on Spark")
 
 
 def _two_input(node: StreamNode) -> bool:
