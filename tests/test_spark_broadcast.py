@@ -2,7 +2,10 @@
 KeyedBroadcastProcessFunction with keyed state, event-time timers and rules looked up by event
 time, a non-keyed BroadcastProcessFunction, a co-map over a broadcast stream, and a batch job
 give the asyncio engine's answers at the same parallelism, including the copy of every
-broadcast-side output that each subtask emits."""
+broadcast-side output that each subtask emits; in a batch job the operator sees what the asyncio
+engine's does (every rule first, a keyed input key by key in timestamp order with each key's timers
+at its end, a non-keyed one's regular input as it arrives). ``broadcast()`` into one-input operators
+(every record to every subtask) gives the same copies on both engines."""
 
 from __future__ import annotations
 
@@ -118,21 +121,74 @@ def test_broadcast_state_same_on_both_engines() -> None:
         assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name
 
 
-def batch_job(engine: str) -> list:
+class KeyRuns(KeyedBroadcastProcessFunction):
+    """What a batch job's keyed broadcast operator has seen at each record (counted in ``self``):
+    every rule first, then key by key (each key once), a key's records in timestamp order, and its
+    timer at its end (after its last record, before the next key's first)."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.seen = 0
+        self.keys: list[str] = []
+        self.last: dict[str, int] = {}
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.seen += 1
+        key = ctx.get_current_key()
+        if not self.keys or self.keys[-1] != key:
+            self.keys.append(key)
+        in_order = self.last.get(key, -1) <= ctx.timestamp()
+        self.last[key] = ctx.timestamp()
+        ctx.timer_service().register_event_time_timer(0)
+        yield (key, value[1], self.seen, len(self.keys), in_order, len(ctx.get_broadcast_state(RULES).keys()))
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(RULES).put(value[0], value[1])
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield ("timer", ctx.get_current_key(), self.seen)
+
+
+class Arrivals(BroadcastProcessFunction):
+    """A non-keyed one reads every rule first, then its regular input as it arrives (unsorted)."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.seen = 0
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.seen += 1
+        yield (value[1], value[2], self.seen, len(ctx.get_broadcast_state(RULES).keys()))
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(RULES).put(value[0], value[1])
+
+
+def batch_job(engine: str) -> dict[str, list]:
     env = _env(engine).set_parallelism(PARALLELISM)
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    sink = ListSink()
+    sinks = {name: ListSink() for name in ("factors", "key_runs", "key_runs_p1", "arrivals")}
     ruled = env.from_collection(rules(3000)[:4])
-    env.from_collection(events(1000)).key_by(lambda e: e[0]).connect(ruled.broadcast(RULES)).process(
-        Factors()).sink_to(sink)
+    data = env.from_collection(events(1000))
+    data.key_by(lambda e: e[0]).connect(ruled.broadcast(RULES)).process(Factors()).sink_to(sinks["factors"])
+    timed = data.assign_timestamps_and_watermarks(_strategy()).key_by(lambda e: e[0])
+    timed.connect(ruled.broadcast(RULES)).process(KeyRuns()).sink_to(sinks["key_runs"])
+    for name, stream in (("key_runs_p1", timed.connect(ruled.broadcast(RULES)).process(KeyRuns())),
+                         ("arrivals", data.connect(ruled.broadcast(RULES)).process(Arrivals()))):
+        stream.set_parallelism(1).sink_to(sinks[name]).set_parallelism(1)  # one subtask, in order
     env.execute(f"broadcast state in batch mode on {engine}")
-    return sink.results
+    return {name: sink.results for name, sink in sinks.items()}
 
 
 def test_broadcast_state_in_batch_mode_same_on_both_engines() -> None:
-    expected = batch_job("asyncio")
-    assert len(expected) == 1000 and {r[2] for r in expected} == {4}
-    assert Counter(map(repr, batch_job("spark"))) == Counter(map(repr, expected))
+    expected, actual = batch_job("asyncio"), batch_job("spark")
+    assert len(expected["factors"]) == 1000 and {r[2] for r in expected["factors"]} == {4}
+    runs = [r for r in expected["key_runs_p1"] if r[0] != "timer"]
+    assert [r[2] for r in runs] == list(range(1, 1001)) and {(r[4], r[5]) for r in runs} == {(True, 4)}
+    assert max(r[3] for r in runs) == 10  # ten keys, each once
+    assert [r[2] for r in expected["arrivals"]] == list(range(1, 1001))
+    for name in ("key_runs_p1", "arrivals"):  # one subtask: the same order too
+        assert actual[name] == expected[name], name
+    for name in ("factors", "key_runs"):
+        assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name
 
 
 class Indexed(MapFunction):

@@ -1,7 +1,9 @@
 """Two-input operators on the Spark engine: ``connect()`` of keyed streams (co-process with state,
 event-time timers and a side output; keyed co-map), the interval join, and non-keyed co-map and
-co-process give the asyncio engine's answers, in streaming and in batch mode. Broadcast state
-stays refused (``test_spark.py::test_untranslatable_operator_is_refused_with_its_name``)."""
+co-process give the asyncio engine's answers, in streaming and in batch mode; in batch mode a
+non-keyed two-input operator with one keyed input (``keyed.connect(plain)``, either side) reads
+the plain input in full first, then the keyed one key by key in timestamp order, on both engines
+(``spark/half_sorted.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 from test_spark import _env, _strategy, events
 
-from streamflow import MapStateDescriptor, OutputTag
+from streamflow import MapStateDescriptor, OutputTag, ValueStateDescriptor
 from streamflow.common import Types
 from streamflow.datastream.functions import CoMapFunction, CoProcessFunction, KeyedCoProcessFunction
 from streamflow.execution_mode import RuntimeExecutionMode
@@ -66,6 +68,59 @@ class Stamped(CoProcessFunction):
             yield ("second", value[1], ctx.timestamp())
 
 
+class PlainFirst(CoProcessFunction):
+    """``keyed.connect(plain)`` in a batch job: what the operator has seen when each keyed record
+    comes, the plain records counted in ``self`` (all of them: they come first), whether the key's
+    records come in timestamp order, and how many keys came so far (key by key: each key once)."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.plain = 0
+        self.last: dict[str, int] = {}
+        self.keys: list[str] = []
+
+    def process_element1(self, value: Any, ctx: Any) -> Any:  # the keyed input
+        key = value[0]
+        if not self.keys or self.keys[-1] != key:
+            self.keys.append(key)
+        in_order = self.last.get(key, -1) <= ctx.timestamp()
+        self.last[key] = ctx.timestamp()
+        yield ("keyed", key, value[1], ctx.timestamp(), self.plain, in_order, len(self.keys))
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:  # the plain input
+        self.plain += 1
+        if self.plain % 500 == 0:
+            yield ("plain", self.plain, len(self.keys))
+
+
+class KeyedSecond(PlainFirst):
+    """``plain.connect(keyed)``: the same with the inputs swapped."""
+
+    def process_element1(self, value: Any, ctx: Any) -> Any:
+        return PlainFirst.process_element2(self, value, ctx)
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:
+        return PlainFirst.process_element1(self, value, ctx)
+
+
+class Positions(KeyedCoProcessFunction):
+    """Each record's position among its key's records (keyed state): on equal timestamps a batch
+    job reads the first input's records before the second's (``runtime/sort_buffer.py``)."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def _next(self) -> int:
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        return n
+
+    def process_element1(self, value: Any, ctx: Any) -> Any:
+        yield ("first", value[1], ctx.timestamp(), self._next())
+
+    def process_element2(self, value: Any, ctx: Any) -> Any:
+        yield ("second", value[1], ctx.timestamp(), self._next())
+
+
 def two_input_jobs(engine: str, batch: bool = False) -> dict[str, list]:
     env = _env(engine)
     if batch:
@@ -101,6 +156,17 @@ def two_input_jobs(engine: str, batch: bool = False) -> dict[str, list]:
     running = first.key_by(lambda e: e[0]).reduce(lambda x, y: (x[0], x[1] + y[1], max(x[2], y[2])))
     keyed = running.connect(second).key_by(lambda e: e[0], lambda e: e[0])
     keyed.process(BucketSums()).sink_to(sinks["after_a_keyed_stage"])
+    if batch:  # (streaming: the answer depends on how the inputs interleave, on either engine)
+        for name, connected in (("half_keyed", first.key_by(lambda e: e[0]).connect(second)),
+                                ("half_keyed_second", first.connect(second.key_by(lambda e: e[0])))):
+            sinks[name] = ListSink()
+            function = PlainFirst() if name == "half_keyed" else KeyedSecond()
+            connected.process(function).set_parallelism(1).sink_to(sinks[name])
+        sinks["equal_timestamps"] = ListSink()
+        # the first input's records again, in reverse (equal timestamps, the input positions reversed)
+        reverse = env.from_collection([(k, -v, t) for k, v, t in reversed(data[::2])])
+        mirrored = reverse.assign_timestamps_and_watermarks(_strategy()).key_by(lambda e: e[0])
+        first.key_by(lambda e: e[0]).connect(mirrored).process(Positions()).sink_to(sinks["equal_timestamps"])
     env.execute(f"two-input operators on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
 
@@ -111,6 +177,12 @@ def _check(expected: dict[str, list], actual: dict[str, list], batch: bool = Fal
     assert len(expected["after_a_keyed_stage"]) == (5 + 5 * 3 if batch else 10 * 3)
     assert len(expected["co_process"]) == 2 * 3  # two keys, three seconds
     assert expected["right_heavy"] and len(expected["interval_join"]) > 500
+    if batch:  # every plain record first, then key by key (each key once) in timestamp order
+        for name in ("half_keyed", "half_keyed_second"):
+            keyed = [r for r in expected[name] if r[0] == "keyed"]
+            assert len(keyed) == 1500 and {(r[4], r[5]) for r in keyed} == {(1500, True)}
+            assert max(r[6] for r in keyed) == 5  # (each input holds five of the ten keys)
+        assert {r[0] for r in expected["equal_timestamps"] if r[3] % 2} == {"first"}
     for name in expected:
         assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name
 

@@ -25,8 +25,15 @@ subtask of the operator, which plays that subtask exactly:
 Within a micro-batch a group processes the broadcast rows first (in input order), then the
 other input's rows: the asyncio engine interleaves the two inputs as they arrive, so a job
 whose answer depends on that interleaving has none defined; with rules that arrive before
-the data they govern (or are looked up by event time) both engines agree. A batch job feeds
-the broadcast input in full first, as the asyncio engine's sorted input does. The cost: a
+the data they govern (or are looked up by event time) both engines agree.
+
+A batch job (``KeyedRunner``'s batch path: a group keeps its rows until the end of input)
+feeds the broadcast input in full first, then the other input in input order, to an operator
+built as the asyncio engine builds it: a keyed one with its sorted input in front
+(``runtime/sorting_input.py``'s ``install_sorted_input``), which drains it key by key, each
+key's records in timestamp order and its timers at its end; a non-keyed one reads its regular
+input as it arrives (as the asyncio engine's input selection does). The outputs are numbered
+in the order the operator emitted them (``[subtask, i]``). The cost: a
 group's whole state is decoded and encoded once per micro-batch in which it has rows or a
 timer, so this suits the broadcast pattern's usual shape, modest keyed state per subtask.
 """
@@ -40,7 +47,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..graph import Partitioning, StreamNode
-from ..runtime.events import MIN_WATERMARK
+from ..runtime.sorting_input import install_sorted_input
 from ..state.codec import Codec
 from ..state.key_groups import key_group_of, subtask_of_key_group
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL
@@ -113,7 +120,10 @@ class BroadcastRunner(KeyedRunner):
         """A fresh operator playing this call's subtask (never the worker's cached one: its
         context names one subtask)."""
         spec = dataclasses.replace(self.spec, subtask_index=self._subtask, parallelism=self.parallelism)
-        return _Stage([spec]), False
+        stage = _Stage([spec])
+        if self.batch and self.sorted_input and spec.keyed:  # key by key, as the asyncio engine
+            install_sorted_input(stage.head)
+        return stage, False
 
     def _rows(self, frames: list[Any]) -> tuple[list[list[int]], list[int | None], list[Any], list[bool]]:
         """The broadcast rows first (input order), then the other input's; a broadcast row's
@@ -124,10 +134,14 @@ class BroadcastRunner(KeyedRunner):
         return orders, [tss[i] for i in idx], [values[i] for i in idx], [seconds[i] for i in idx]
 
     def _batch_order(self, row: tuple) -> tuple:
-        """A batch job reads the broadcast input in full first (runtime/sorting_input.py)."""
-        if row[3]:
-            return (0, MIN_WATERMARK, row[0])
-        return (1, *super()._batch_order(row))
+        """A batch job reads the broadcast input in full first (runtime/sorting_input.py), then
+        the other in input order (a keyed operator's sorted front sorts it: :meth:`_stage`)."""
+        return (not row[3], row[0])
+
+    def _run_batch(self, frames: list[Any], state: Any) -> tuple[list, list, list, list]:
+        """As a keyed stage's, the outputs numbered in the order the operator emitted them."""
+        orders, tss, tags, values = super()._run_batch(frames, state)
+        return [[self._subtask, i] for i in range(len(orders))], tss, tags, values
 
 
 def broadcast_stage(translation: Translation, node: StreamNode) -> Stream:

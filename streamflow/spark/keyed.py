@@ -192,9 +192,10 @@ class KeyedRunner:
 
     def _batch_order(self, row: tuple) -> tuple:
         """A batch job's order of a key's buffered ``(order, ts, value, second)`` rows: the
-        sorter's, by timestamp (none first), then input order; or input order (unsorted)."""
+        sorter's, by timestamp (none first), then input (the first input's before the second's,
+        ``runtime/sort_buffer.py``), then input order; or input order (unsorted)."""
         if self.sorted_input:
-            return (MIN_WATERMARK if row[1] is None else row[1], row[0])
+            return (MIN_WATERMARK if row[1] is None else row[1], row[3], row[0])
         return (row[0],)
 
     def _rows(self, frames: list[Any]) -> tuple[list[list[int]], list[int | None], list[Any], list[bool]]:

@@ -42,7 +42,8 @@ union's minimum, as in the asyncio engine's valve. A non-keyed one (co-map, co-p
 stateless stage over the same tagged union (:class:`~.harness.ChainRunner`).
 
 A two-input operator whose second input is **broadcast** (broadcast state) runs one group
-per subtask, every group seeing every broadcast row (:mod:`.broadcast`).
+per subtask, every group seeing every broadcast row (:mod:`.broadcast`); so does a batch
+job's ``keyed.connect(plain)``, its keyed input sorted (:mod:`.half_sorted`).
 
 ``broadcast().map(...)`` (or a sink) replicates each row once per subtask (:mod:`.replicate`);
 async I/O runs in a stateless stage's event loop (:mod:`.harness`). What cannot be expressed
@@ -69,6 +70,7 @@ from ..state.codec import Codec
 from .broadcast import broadcast_stage, is_broadcast_stage
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL
 from .exchange import Exchange
+from .half_sorted import half_sorted, half_sorted_stage
 from .harness import ChainRunner, NodeSpec
 from .key_column import Fused, KeyColumn
 from .keyed import KeyedRunner
@@ -196,6 +198,8 @@ class Translation:
         self._check_inputs(node)
         if is_broadcast_stage(node):
             return broadcast_stage(self, node)
+        if half_sorted(node, self.batch, self.sorted_inputs):  # keyed.connect(plain) in a batch job
+            return half_sorted_stage(self, node)
         if node.keyed:
             return self._keyed(node)
         native = self._native(node)
