@@ -68,7 +68,7 @@ async def tagged(value: Any) -> Any:
 def async_job(engine: str) -> dict[str, list]:
     env = _env(engine).set_parallelism(1)
     sinks = {name: ListSink() for name in ("ordered", "unordered", "retried", "batched", "async_def",
-                                            "unordered_p2")}
+                                            "unordered_p2", "after_a_shuffle")}
     data = env.from_collection(events(400))
     AsyncDataStream.ordered_wait(data, Lookup(), TIMEOUT_MS, capacity=8).sink_to(sinks["ordered"])
     AsyncDataStream.unordered_wait(data, Lookup(), TIMEOUT_MS, capacity=8).sink_to(sinks["unordered"])
@@ -78,6 +78,9 @@ def async_job(engine: str) -> dict[str, list]:
     data.map(tagged).sink_to(sinks["async_def"])
     unordered = AsyncDataStream.unordered_wait(data.rebalance(), Lookup(), TIMEOUT_MS, capacity=4)
     unordered.set_parallelism(2).sink_to(sinks["unordered_p2"])
+    # rows that reach the stage after a shuffle (not in input order) are fed one at a time
+    shuffled = data.key_by(lambda e: e[0])
+    AsyncDataStream.ordered_wait(shuffled, Lookup(), TIMEOUT_MS, capacity=8).sink_to(sinks["after_a_shuffle"])
     env.execute(f"async i/o on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
 
@@ -87,7 +90,7 @@ def test_async_io_same_on_both_engines() -> None:
     timeouts = sum(e[1] % 47 == 0 for e in events(400))
     assert sum(r[0] == "timeout" for r in expected["ordered"]) == timeouts > 0
     assert {r[2] for r in expected["retried"]} == {1, 3}
-    for name in ("ordered", "retried", "batched", "async_def"):  # input order on both engines
+    for name in ("ordered", "retried", "batched", "async_def", "after_a_shuffle"):  # input order on both
         assert actual[name] == expected[name], name
     for name in ("unordered", "unordered_p2"):
         assert Counter(map(repr, actual[name])) == Counter(map(repr, expected[name])), name
