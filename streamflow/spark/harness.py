@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,8 @@ from ..runtime.operator import BatchTarget, Output, StreamOperator
 from ..runtime.processing_time import ProcessingTimeService
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.keyed import KeyedStateBackend
+
+_log = logging.getLogger(__name__)
 
 EOF_TS = 9_000_000_000_000  # ms, the year 2255: below pandas' nanosecond limit (2262)
 EOF_ORDER = [2**62]
@@ -325,11 +328,14 @@ class _Subtasks:
         return stage
 
     def close(self) -> None:
-        errors = []
-        for stage in self.stages.values():
+        """Close every stage; the first failure is raised, the others are logged."""
+        errors: list[Exception] = []
+        for subtask, stage in self.stages.items():
             try:
                 stage.close()
             except Exception as exc:
+                if errors:
+                    _log.error("closing %s (subtask %d) failed too: %r", self.specs[0].name, subtask, exc)
                 errors.append(exc)
         if errors:
             raise errors[0]
