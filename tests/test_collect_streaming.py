@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import streamflow as sf
+from streamflow.common import Row
 from streamflow.datastream import MapFunction
 
 
@@ -75,6 +76,23 @@ def test_limit_returns_the_first_records_and_stops_the_job() -> None:
     results = env.from_collection(lambda: itertools.count()).map(Counting()).execute_and_collect(limit=7)
     assert Counting.closed == closed + 1
     assert list(results) == list(range(7))
+
+
+def test_limit_returns_a_list_as_pyflink() -> None:
+    """PyFlink's ``DataStream.execute_and_collect(limit=n)`` (flink-python/pyflink/datastream/
+    data_stream.py) returns a ``list`` of the first n records, not an iterator: a PyFlink program
+    indexes it, takes its ``len`` or compares it with a list. Returned as a CloseableIterator,
+    ``results == [...]`` was silently False. It still closes as a context manager (a no-op)."""
+    env = sf.StreamExecutionEnvironment()
+    data = ["pyflink", "datastream", "execute", "collect"]
+    results = env.from_collection(data).execute_and_collect(limit=3)
+    assert isinstance(results, list)
+    assert results == ["pyflink", "datastream", "execute"]
+    assert len(results) == 3 and results[0] == "pyflink"
+    keyed = env.from_collection([("a", 1), ("b", 2)]).key_by(lambda r: r[0]).execute_and_collect(limit=1)
+    assert keyed == [Row(f0="a", f1=("a", 1))]
+    with env.from_collection([1, 2]).execute_and_collect(limit=5) as everything:
+        assert everything == [1, 2]
 
 
 def test_a_failure_is_raised_from_the_iteration() -> None:

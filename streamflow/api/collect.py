@@ -8,7 +8,8 @@ belongs to the iterator (an :class:`asyncio.Runner` with asyncio's own loop, see
 and that runs only while the caller asks for more:
 
 * ``execute_and_collect()`` builds and starts the job in that loop (graph errors are
-  raised there, at the call) and returns a :class:`~streamflow.api.surface.CloseableIterator`.
+  raised there, at the call) and returns a :class:`~streamflow.api.surface.CloseableIterator`
+  (with a ``limit``, as PyFlink, a list of the first records: :class:`~streamflow.api.surface.CollectedList`).
 * Each step runs the loop until the collect sink's channel (a :class:`QueueSink`, capacity
   ``CHANNEL_RECORDS``) holds ``STEP_RECORDS`` records, or a writer waits for room, or the
   job ended (``QueueSink.wait_ready``); the loop stops, and what the channel holds is taken
@@ -63,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..connectors.queue_sink import QueueSink
 from .blocking import refuse_running_loop
-from .surface import CloseableIterator
+from .surface import CloseableIterator, CollectedList
 
 if TYPE_CHECKING:
     from ..runtime.job import JobClient
@@ -77,7 +78,9 @@ CHANNEL_RECORDS = 1024  # the collect sink's channel: the records in flight at m
 _EMPTY: Iterator[Any] = iter([])  # a list iterator over nothing (``__setstate__`` is a no-op on it)
 
 
-def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) -> CloseableIterator:
+def execute_and_collect(
+    stream: DataStream, job_name: str, limit: int | None
+) -> CloseableIterator | CollectedList:
     refuse_running_loop(
         "execute_and_collect() runs the job in an event loop of its own and cannot be called "
         "inside a running event loop; use `async for record in stream.execute_and_collect_async()`"
@@ -96,11 +99,10 @@ def execute_and_collect(stream: DataStream, job_name: str, limit: int | None) ->
     results = _Results(runner, client, sink)
     if limit is None:
         return CloseableIterator(chain.from_iterable(results.batches()), results.close)
-    try:
-        head = list(islice(chain.from_iterable(results.batches()), limit))
+    try:  # PyFlink returns the first ``limit`` records as a list
+        return CollectedList(islice(chain.from_iterable(results.batches()), limit))
     finally:
         results.close()
-    return CloseableIterator(iter(head), head.clear)
 
 
 class _Results:

@@ -40,7 +40,13 @@ from ..types.row import Row
 from .batch import batch_watermarks, is_batch, reduce_operator_class
 from .stream_ends import DataStreamSink as DataStreamSink
 from .stream_ends import StreamEnds
-from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals, OperatorSettingsRefusals
+from .surface import (
+    CloseableIterator,
+    CollectedList,
+    DataStreamSurface,
+    KeyedStreamRefusals,
+    OperatorSettingsRefusals,
+)
 from .typed import typed, typed_key_selector, with_output_type
 
 if TYPE_CHECKING:
@@ -374,7 +380,7 @@ class KeyedStream(KeyedStreamRefusals, OperatorSettingsRefusals, DataStream):
 
     def execute_and_collect(
         self, job_execution_name: str = "collect", limit: int | None = None
-    ) -> CloseableIterator:
+    ) -> CloseableIterator | CollectedList:
         """As PyFlink's: a keyed stream's records come as ``Row(f0=key, f1=record)``."""
         key_of = self.key_selector
         return (

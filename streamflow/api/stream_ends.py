@@ -22,7 +22,7 @@ from ..graph import Chaining, Edge, StreamNode
 from ..runtime.basic_operators import SinkOperator, resolve_function
 from ..runtime.factory import OperatorFactory
 from .collect import execute_and_collect
-from .surface import CloseableIterator, checked_uid_hash
+from .surface import CloseableIterator, CollectedList, checked_uid_hash
 from .typed import TypedPrintSink, configure_input_type
 
 if TYPE_CHECKING:
@@ -79,9 +79,10 @@ class StreamEnds:
 
     def execute_and_collect(
         self, job_execution_name: str = "collect", limit: int | None = None
-    ) -> CloseableIterator:
+    ) -> CloseableIterator | CollectedList:
         """Start the job and iterate over this stream's records as it runs (also a context
-        manager; closing it early cancels the job): see ``api/collect.py``."""
+        manager; closing it early cancels the job): see ``api/collect.py``. With a ``limit``,
+        as PyFlink, the first ``limit`` records as a list (the job is stopped then)."""
         return execute_and_collect(self, job_execution_name, limit)  # type: ignore[arg-type]  # a DataStream
 
     async def execute_and_collect_async(

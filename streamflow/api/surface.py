@@ -140,6 +140,21 @@ class SlotSharingGroup:
             return SlotSharingGroup(self._name, resources)
 
 
+class CollectedList(list[Any]):
+    """``execute_and_collect(limit=n)``'s result: the first n records as a ``list``, as
+    PyFlink returns them (indexable, sized, equal to a list); ``close()`` and the context
+    manager are kept for programs written against the iterator (the job has already ended)."""
+
+    def close(self) -> None:
+        """Nothing to release: the job was stopped when the limit was reached."""
+
+    def __enter__(self) -> CollectedList:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class CloseableIterator:
     """``execute_and_collect()``'s result: an iterator that is also a context manager.
 
