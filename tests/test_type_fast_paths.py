@@ -38,6 +38,7 @@ TYPES = [
     Types.BOOLEAN(), Types.FLOAT(), Types.DOUBLE(), Types.BIG_DEC(), Types.PICKLED_BYTE_ARRAY(),
     Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()]),
     Types.TUPLE([Types.STRING(), Types.FLOAT(), Types.LONG()]),
+    Types.TUPLE([Types.STRING(), Types.DOUBLE(), Types.LONG()]),
     Types.TUPLE([Types.STRING(), Types.BOOLEAN(), Types.LONG()]),
     Types.TUPLE([Types.STRING(), Types.TUPLE([Types.INT(), Types.INT()])]),
     Types.ROW([Types.STRING(), Types.INT(), Types.LONG()]),
@@ -79,6 +80,10 @@ def test_batch_converter_matches_convert(type_info: object) -> None:
         [("a", 1, 2)] * 3 + [("a", 1.25, 2)],
         [("a", (1, 2)), ("b", [3, 4])],
         [[1, 2], [3]],
+        [("a", 1.5, 2), ("b", 2.0, 3)],  # doubles that are floats: the batch itself
+        [("a", 1.5, 2), ("b", 2, 3), ("c", True, 4)],  # an int for a double: a float
+        [1.5, 2.5],
+        [1.5, 2, None],
     ]
     for batch in batches:
         try:
@@ -146,3 +151,13 @@ def test_execute_and_collect_iterates_and_closes() -> None:
     assert list(it) == []  # closed: every iterator over the results ends
     limited = env.from_collection(list(range(5))).execute_and_collect(limit=2)
     assert list(limited) == [0, 1]
+
+
+def test_doubles_that_are_floats_are_their_own_conversion() -> None:
+    """A batch whose DOUBLE values (alone or as tuple fields) are all floats is returned as it
+    is; an int among them makes the batch convert (to a float, as PyFlink's serializer)."""
+    doubles, pairs = Types.DOUBLE(), Types.TUPLE([Types.STRING(), Types.DOUBLE()])
+    floats, tuples = [1.5, 2.0], [("a", 1.5), ("b", 2.0)]
+    assert batch_converter(doubles)(floats) is floats  # type: ignore[misc]
+    assert batch_converter(pairs)(tuples) is tuples  # type: ignore[misc]
+    assert batch_converter(pairs)([("a", 1)]) == [("a", 1.0)]  # type: ignore[misc]

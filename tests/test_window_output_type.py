@@ -270,3 +270,42 @@ def test_a_declared_key_type_converts_the_key() -> None:
     assert source.key_by(word, key_type=Types.STRING()).get_key_selector() is word  # converts nothing
     with pytest.raises(TypeError, match=r"key_by\(key_type=...\): expected a TypeInformation"):
         source.key_by(word, key_type="STRING")
+
+
+def test_an_integer_declared_double_or_float_becomes_a_float(capsys: pytest.CaptureFixture[str]) -> None:
+    """PyFlink's DOUBLE and FLOAT serializers (``DoubleCoderImpl``/``FloatCoderImpl``,
+    flink-python/pyflink/fn_execution/coder_impl_fast.pyx: ``write_double(double v)``) take a
+    Python int and hand on a float, so ``map(lambda x: x * 2, output_type=Types.DOUBLE())``
+    over ints prints ``4.0`` (Java's ``Double.toString``) and the next function gets ``4.0``;
+    the int went through unchanged (printed ``4``), in fields of a tuple too, and in value state
+    declared DOUBLE. Floats keep their value (a FLOAT one rounded to 32 bits, as before)."""
+    from streamflow.datastream.state import ValueStateDescriptor
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    ints = env.from_collection([1, 2], type_info=Types.INT())
+    ints.map(lambda x: x * 2, output_type=Types.DOUBLE()).print()
+    ints.map(lambda x: (x, x * 2), output_type=Types.TUPLE([Types.INT(), Types.DOUBLE()])).print()
+    ints.map(lambda x: x, output_type=Types.FLOAT()).print()
+    env.execute()
+    lines = capsys.readouterr().out.split()
+    assert sorted(lines) == sorted(["2.0", "4.0", "(1,2.0)", "(2,4.0)", "1.0", "2.0"])
+
+    class Keep(KeyedProcessFunction):
+        def open(self, ctx: Any) -> None:
+            self.last = ctx.get_state(ValueStateDescriptor("last", Types.DOUBLE()))
+
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            previous = self.last.value()
+            self.last.update(value)
+            yield previous
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    got = (
+        env.from_collection([1, 2, 0.5])
+        .map(lambda x: x, output_type=Types.DOUBLE())
+        .map(lambda x: (x, type(x).__name__))
+        .execute_and_collect()
+    )
+    assert list(got) == [(1.0, "float"), (2.0, "float"), (0.5, "float")]
+    states = env.from_collection([3, 4]).key_by(lambda x: 0).process(Keep()).execute_and_collect()
+    assert [(v, type(v).__name__) for v in states] == [(None, "NoneType"), (3.0, "float")]

@@ -80,13 +80,18 @@ class TypeInformation:
         return type(self).__name__
 
 
+#: The floating-point types: PyFlink's serializers make a float of an int given for them
+#: (``write_float``/``write_double`` take a C float/double), as ``convert`` does.
+_FLOATING = frozenset({"Float", "Double"})
+
+
 class BasicTypeInfo(TypeInformation):
     def __init__(self, name: str, python_type: type | tuple[type, ...] | None = None) -> None:
         self.name = name
         self.python_type = python_type
 
     def converts(self) -> bool:
-        return self.name == "Float"
+        return self.name in _FLOATING
 
     def format(self, value: Any) -> str:
         if self.name == "Float" and isinstance(value, float):
@@ -94,6 +99,10 @@ class BasicTypeInfo(TypeInformation):
         return java_string(value)
 
     def convert(self, value: Any) -> Any:
+        if self.name not in _FLOATING:
+            return value
+        if type(value) is not float and isinstance(value, int):  # PyFlink's coder: write_double(v)
+            value = float(value)
         if self.name == "Float" and isinstance(value, float):  # a Java float: 32 bits
             return F32.unpack(F32.pack(value))[0]
         return value
