@@ -278,7 +278,8 @@ def test_an_integer_declared_double_or_float_becomes_a_float(capsys: pytest.Capt
     Python int and hand on a float, so ``map(lambda x: x * 2, output_type=Types.DOUBLE())``
     over ints prints ``4.0`` (Java's ``Double.toString``) and the next function gets ``4.0``;
     the int went through unchanged (printed ``4``), in fields of a tuple too, and in value state
-    declared DOUBLE. Floats keep their value (a FLOAT one rounded to 32 bits, as before)."""
+    declared DOUBLE. Floats keep their value (a FLOAT one rounded to 32 bits, as before). An int
+    declared BOOLEAN comes back a bool (``write_byte``, read as ``not not b``): prints ``true``."""
     from streamflow.datastream.state import ValueStateDescriptor
 
     env = sf.StreamExecutionEnvironment().set_parallelism(1)
@@ -286,9 +287,10 @@ def test_an_integer_declared_double_or_float_becomes_a_float(capsys: pytest.Capt
     ints.map(lambda x: x * 2, output_type=Types.DOUBLE()).print()
     ints.map(lambda x: (x, x * 2), output_type=Types.TUPLE([Types.INT(), Types.DOUBLE()])).print()
     ints.map(lambda x: x, output_type=Types.FLOAT()).print()
+    ints.map(lambda x: x - 1, output_type=Types.BOOLEAN()).print()  # BooleanCoderImpl: not not b
     env.execute()
     lines = capsys.readouterr().out.split()
-    assert sorted(lines) == sorted(["2.0", "4.0", "(1,2.0)", "(2,4.0)", "1.0", "2.0"])
+    assert sorted(lines) == sorted(["2.0", "4.0", "(1,2.0)", "(2,4.0)", "1.0", "2.0", "false", "true"])
 
     class Keep(KeyedProcessFunction):
         def open(self, ctx: Any) -> None:

@@ -81,7 +81,8 @@ class TypeInformation:
 
 
 #: The floating-point types: PyFlink's serializers make a float of an int given for them
-#: (``write_float``/``write_double`` take a C float/double), as ``convert`` does.
+#: (``write_float``/``write_double`` take a C float/double), as ``convert`` does; its BOOLEAN
+#: serializer writes an int as a byte and reads it back as a bool (``convert`` too).
 _FLOATING = frozenset({"Float", "Double"})
 
 
@@ -91,7 +92,7 @@ class BasicTypeInfo(TypeInformation):
         self.python_type = python_type
 
     def converts(self) -> bool:
-        return self.name in _FLOATING
+        return self.name in _FLOATING or self.name == "Boolean"
 
     def format(self, value: Any) -> str:
         if self.name == "Float" and isinstance(value, float):
@@ -100,6 +101,8 @@ class BasicTypeInfo(TypeInformation):
 
     def convert(self, value: Any) -> Any:
         if self.name not in _FLOATING:
+            if type(value) is int and self.name == "Boolean":  # write_byte(v), read as `not not b`
+                return value != 0
             return value
         if type(value) is not float and isinstance(value, int):  # PyFlink's coder: write_double(v)
             value = float(value)
