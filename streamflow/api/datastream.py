@@ -40,14 +40,8 @@ from ..types.row import Row
 from .batch import batch_watermarks, is_batch, reduce_operator_class
 from .stream_ends import DataStreamSink as DataStreamSink
 from .stream_ends import StreamEnds
-from .surface import (
-    CloseableIterator,
-    CollectedList,
-    DataStreamSurface,
-    KeyedStreamRefusals,
-    OperatorSettingsRefusals,
-)
-from .typed import typed, typed_key_selector, with_output_type
+from .surface import CloseableIterator, DataStreamSurface, KeyedStreamRefusals, OperatorSettingsRefusals
+from .typed import side_converted, typed, typed_key_selector, with_output_type
 
 if TYPE_CHECKING:
     from ..eventtime import WatermarkStrategy
@@ -270,6 +264,7 @@ class DataStream(DataStreamSurface, StreamEnds):
         # the stream takes the tag's type (PyFlink: ``OutputTag(tag_id, type_info)``); one id, one
         # type (Flink's SingleOutputStreamOperator#getSideOutput refuses a second type)
         node, tag_id = self._node, output_tag.tag_id
+        side_converted(node, tag_id, output_tag.type_info)  # its records take the tag's type
         requested = node.requested_side_outputs.setdefault(tag_id, output_tag.type_info)
         if requested != output_tag.type_info:
             raise GraphError(
@@ -380,7 +375,7 @@ class KeyedStream(KeyedStreamRefusals, OperatorSettingsRefusals, DataStream):
 
     def execute_and_collect(
         self, job_execution_name: str = "collect", limit: int | None = None
-    ) -> CloseableIterator | CollectedList:
+    ) -> CloseableIterator | list[Any]:
         """As PyFlink's: a keyed stream's records come as ``Row(f0=key, f1=record)``."""
         key_of = self.key_selector
         return (

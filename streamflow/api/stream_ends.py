@@ -22,7 +22,7 @@ from ..graph import Chaining, Edge, StreamNode
 from ..runtime.basic_operators import SinkOperator, resolve_function
 from ..runtime.factory import OperatorFactory
 from .collect import execute_and_collect
-from .surface import CloseableIterator, CollectedList, checked_uid_hash
+from .surface import CloseableIterator, checked_uid_hash
 from .typed import TypedPrintSink, configure_input_type
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class StreamEnds:
 
     def execute_and_collect(
         self, job_execution_name: str = "collect", limit: int | None = None
-    ) -> CloseableIterator | CollectedList:
+    ) -> CloseableIterator | list[Any]:
         """Start the job and iterate over this stream's records as it runs (also a context
         manager; closing it early cancels the job): see ``api/collect.py``. With a ``limit``,
         as PyFlink, the first ``limit`` records as a list (the job is stopped then)."""

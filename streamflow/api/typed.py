@@ -226,6 +226,28 @@ def converted(stream: Any, output_type: Any, where: str) -> Any:
     return typed(stream, info)
 
 
+def side_converted(node: Any, tag_id: str, type_info: Any) -> None:
+    """``get_side_output(tag)``: the side output's records take the tag's type (PyFlink maps the
+    side output with ``output_type=tag.type_info``; the records cross the JVM with that type's
+    serializer), converted a batch at a time where they are emitted
+    (``StreamOperator.convert_side``). Applied at the first request of the tag on ``node`` (a
+    second is the same type, or refused); a type that converts nothing costs nothing."""
+    if tag_id in node.requested_side_outputs:
+        return
+    convert = batch_converter(declared_type(type_info))
+    factory = getattr(node, "operator_factory", None)
+    if convert is None or factory is None:
+        return
+    build = factory.build
+
+    def converting(*user_objects: Any) -> StreamOperator:
+        operator = build(*user_objects)
+        operator.convert_side = {**(operator.convert_side or {}), tag_id: convert}
+        return operator
+
+    factory.build = converting
+
+
 def typed_key_selector(selector: Callable[[Any], Any], key_type: Any) -> Callable[[Any], Any]:
     """``key_by(selector, key_type=...)``: PyFlink serializes the key with ``key_type``, so a
     declared row type makes the key a ``Row`` (a tuple type a tuple, ...) before keyed state and

@@ -75,26 +75,41 @@ class Output:
 
 
 class ConvertingOutput(Output):
-    """An output whose main records are converted a batch at a time (a declared
-    ``output_type=`` of an operator whose functions are not wrapped to convert: windows,
-    connected and broadcast streams; ``api/typed.py``); side outputs pass unchanged."""
+    """An output whose records are converted a batch at a time: the main records to a declared
+    ``output_type=`` of an operator whose functions are not wrapped to convert (windows,
+    connected and broadcast streams; ``api/typed.py``), and the records of a side output to its
+    ``OutputTag``'s type (PyFlink's ``get_side_output`` maps with the tag's type); records of
+    other side outputs pass unchanged."""
 
-    __slots__ = ("_convert", "_inner", "_op")
+    __slots__ = ("_convert", "_inner", "_op", "_sides")
 
-    def __init__(self, inner: Output, convert: Callable[[list], list], op: StreamOperator) -> None:
-        self._inner, self._convert, self._op = inner, convert, op
+    def __init__(
+        self,
+        inner: Output,
+        convert: Callable[[list], list] | None,
+        op: StreamOperator,
+        sides: dict[str, Callable[[list], list]] | None = None,
+    ) -> None:
+        self._inner, self._convert, self._op, self._sides = inner, convert, op, sides or {}
 
     async def push(self, records: list, timestamps: list[int] | None) -> None:
-        try:
-            records = self._convert(records)
-        except Exception as exc:  # a result the declared type cannot hold: the operator fails
-            raise self._op.failure(exc) from None
+        if self._convert is not None:
+            try:
+                records = self._convert(records)
+            except Exception as exc:  # a result the declared type cannot hold: the operator fails
+                raise self._op.failure(exc) from None
         await self._inner.push(records, timestamps)
 
     def has_side(self, tag_id: str) -> bool:
         return self._inner.has_side(tag_id)
 
     async def push_side(self, tag_id: str, records: list, timestamps: list[int] | None) -> None:
+        convert = self._sides.get(tag_id)
+        if convert is not None:
+            try:
+                records = convert(records)
+            except Exception as exc:  # a record its tag's type cannot hold: the operator fails
+                raise self._op.failure(exc) from None
         await self._inner.push_side(tag_id, records, timestamps)
 
     async def emit_watermark(self, watermark: Watermark) -> None:
@@ -120,6 +135,7 @@ class StreamOperator(BatchTarget):
     functions: tuple[Any, ...] = ()
     _opened_functions: tuple[Function, ...] = ()
     convert_output: Callable[[list], list] | None = None  # set by api/typed.py: converted()
+    convert_side: dict[str, Callable[[list], list]] | None = None  # tag id -> its type's (typed.py)
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -130,8 +146,11 @@ class StreamOperator(BatchTarget):
         self.ctx = ctx
         self.name = ctx.name
         self.uid = ctx.uid
-        convert = self.convert_output
-        self.output = output if convert is None else ConvertingOutput(output, convert, self)
+        convert, sides = self.convert_output, self.convert_side
+        if convert is None and not sides:
+            self.output = output
+        else:
+            self.output = ConvertingOutput(output, convert, self, sides)
 
     def initialize_state(self, restored: Any | None) -> None:
         """Restore from the operator's snapshot (None on a fresh start)."""
