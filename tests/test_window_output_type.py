@@ -311,3 +311,40 @@ def test_an_integer_declared_double_or_float_becomes_a_float(capsys: pytest.Capt
     assert list(got) == [(1.0, "float"), (2.0, "float"), (0.5, "float")]
     states = env.from_collection([3, 4]).key_by(lambda x: 0).process(Keep()).execute_and_collect()
     assert [(v, type(v).__name__) for v in states] == [(None, "NoneType"), (3.0, "float")]
+
+
+def test_list_and_map_state_store_their_declared_types() -> None:
+    """PyFlink serializes a list state's elements and a map state's keys and values with the
+    descriptor's types (pyflink/fn_execution/state_impl.py, the element/key/value coders), as it
+    does a value state's value: a ``Types.ROW`` element comes back a ``Row``, a ``Types.DOUBLE()``
+    one a float, and a map key is looked up as its declared type. Only value state converted;
+    list and map state handed back the tuples and ints as added."""
+    from streamflow.datastream.state import ListStateDescriptor
+
+    row = Types.ROW([Types.STRING(), Types.INT()])
+
+    class Keep(KeyedProcessFunction):
+        def open(self, ctx: Any) -> None:
+            self.rows = ctx.get_list_state(ListStateDescriptor("rows", row))
+            self.doubles = ctx.get_list_state(ListStateDescriptor("doubles", Types.DOUBLE()))
+            self.by_row = ctx.get_map_state(MapStateDescriptor("by_row", row, Types.DOUBLE()))
+
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            self.rows.add(("a", value))
+            self.doubles.update([value, value + 1])
+            self.by_row.put(("k", value), value)
+            [(key, total)] = self.by_row.items()
+            self.by_row.remove(("k", value))
+            yield (
+                [(r.f0, r.f1) for r in self.rows.get()],
+                [(d, type(d).__name__) for d in self.doubles.get()],
+                (key.f0, key.f1, total, type(total).__name__),
+                self.by_row.is_empty(),
+            )
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    got = env.from_collection([1, 2]).key_by(lambda x: 0).process(Keep()).execute_and_collect()
+    assert list(got) == [
+        ([("a", 1)], [(1.0, "float"), (2.0, "float")], ("k", 1, 1.0, "float"), True),
+        ([("a", 1), ("a", 2)], [(2.0, "float"), (3.0, "float")], ("k", 2, 2.0, "float"), True),
+    ]

@@ -18,7 +18,7 @@ from ..state.keyed import (
 )
 from ..state.ttl_migration import on_register
 from ..state.ttl_state import ttl_state
-from ..state.typed import declare, typed_value_state
+from ..state.typed import declare, typed_list_state, typed_map_state, typed_value_state
 from .metrics import MetricGroup
 
 if TYPE_CHECKING:
@@ -112,10 +112,10 @@ class RuntimeContext:
         return typed_value_state(self._state(state_descriptor), state_descriptor)
 
     def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
-        return self._state(state_descriptor)
+        return typed_list_state(self._state(state_descriptor), state_descriptor)
 
     def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
-        return self._state(state_descriptor)
+        return typed_map_state(self._state(state_descriptor), state_descriptor)
 
     def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
         return self._state(state_descriptor)
@@ -131,4 +131,8 @@ def keyed_state(ctx: OperatorContext, descriptor: StateDescriptor) -> Any:
     context = RuntimeContext(ctx)
     if isinstance(descriptor, ValueStateDescriptor):
         return context.get_state(descriptor)
+    if isinstance(descriptor, ListStateDescriptor):
+        return context.get_list_state(descriptor)
+    if isinstance(descriptor, MapStateDescriptor):
+        return context.get_map_state(descriptor)
     return context._state(descriptor)

@@ -2,9 +2,11 @@
 
 PyFlink serializes a state value with the descriptor's type on every
 ``update``: a ``Types.FLOAT()`` value comes back as a 32-bit float, a row type
-comes back as a ``Row``. Types that convert (``TypeInformation.convert`` is not
-the identity) get the :class:`TypedValueState` wrapper; other descriptors get
-the plain state.
+comes back as a ``Row``; so are a list state's elements and a map state's keys
+and values. Types that convert (``TypeInformation.convert`` is not the identity)
+get the :class:`TypedValueState`, :class:`TypedListState` or :class:`TypedMapState`
+wrapper; other descriptors get the plain state. (Reducing and aggregating states
+keep what their functions return.)
 
 The declared type also names the codec of the state in checkpoints:
 
@@ -45,6 +47,8 @@ __all__ = [
     "pickle_entries",
     "pickles",
     "restored_entries",
+    "typed_list_state",
+    "typed_map_state",
     "typed_value_state",
 ]
 
@@ -71,13 +75,121 @@ class TypedValueState:
         self._inner.clear()
 
 
-def typed_value_state(state: Any, descriptor: Any) -> Any:
+class TypedListState:
+    """A list state whose elements are stored as the descriptor's element type declares them."""
+
+    __slots__ = ("_convert", "_inner")
+
+    def __init__(self, inner: Any, convert: Any) -> None:
+        self._inner = inner
+        self._convert = convert
+
+    def get(self) -> Any:
+        return self._inner.get()
+
+    def __iter__(self) -> Any:
+        return iter(self._inner.get())
+
+    def add(self, value: Any) -> None:
+        self._inner.add(self._convert(value))  # None stays None: refused by the list state
+
+    def add_all(self, values: Any) -> None:
+        self._inner.add_all(None if values is None else [self._convert(v) for v in values])
+
+    def update(self, values: Any) -> None:
+        self._inner.update(None if values is None else [self._convert(v) for v in values])
+
+    def clear(self) -> None:
+        self._inner.clear()
+
+
+class TypedMapState:
+    """A map state whose keys and values are stored as the descriptor's key and value types
+    declare them; a key is converted for look-ups too (PyFlink serializes it with the key type)."""
+
+    __slots__ = ("_inner", "_key", "_value")
+
+    def __init__(self, inner: Any, key: Any, value: Any) -> None:
+        self._inner, self._key, self._value = inner, key, value
+
+    def get(self, key: Any) -> Any:
+        return self._inner.get(self._key(key))
+
+    def put(self, key: Any, value: Any) -> None:
+        self._inner.put(self._key(key), self._value(value))
+
+    def put_all(self, mapping: Any) -> None:
+        self._inner.put_all({self._key(k): self._value(v) for k, v in mapping.items()})
+
+    def remove(self, key: Any) -> None:
+        self._inner.remove(self._key(key))
+
+    def contains(self, key: Any) -> bool:
+        return bool(self._inner.contains(self._key(key)))
+
+    def keys(self) -> Any:
+        return self._inner.keys()
+
+    def values(self) -> Any:
+        return self._inner.values()
+
+    def items(self) -> Any:
+        return self._inner.items()
+
+    def is_empty(self) -> bool:
+        return bool(self._inner.is_empty())
+
+    def clear(self) -> None:
+        self._inner.clear()
+
+    def __iter__(self) -> Any:
+        return iter(self._inner.keys())
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
+
+
+def _converter(type_info: Any) -> Any:
     from ..types.typeinfo import TypeInformation
 
-    type_info = getattr(descriptor, "type_info", None)
     if isinstance(type_info, TypeInformation) and type_info.converts():
-        return TypedValueState(state, type_info.convert)
-    return state
+        return type_info.convert
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def typed_value_state(state: Any, descriptor: Any) -> Any:
+    convert = _converter(getattr(descriptor, "type_info", None))
+    return state if convert is None else TypedValueState(state, convert)
+
+
+def typed_list_state(state: Any, descriptor: Any) -> Any:
+    """PyFlink serializes each element with the descriptor's element type: a row type gives
+    ``Row``s back, a ``Types.DOUBLE()`` floats (as :func:`typed_value_state` for a value)."""
+    convert = _converter(getattr(descriptor, "type_info", None))
+    return state if convert is None else TypedListState(state, convert)
+
+
+def typed_map_state(state: Any, descriptor: Any) -> Any:
+    """As :func:`typed_list_state`, for a map state's keys and values."""
+    types = getattr(descriptor, "type_info", None)
+    key_type, value_type = types if isinstance(types, tuple) else (None, None)
+    key, value = _converter(key_type), _converter(value_type)
+    if key is None and value is None:
+        return state
+    return TypedMapState(state, key or _same, value or _same)
 
 
 # ---------------------------------------------------------------- the state codec named by the type
