@@ -119,7 +119,7 @@ class TypedMapState:
         self._inner.put(self._key(key), self._value(value))
 
     def put_all(self, mapping: Any) -> None:
-        self._inner.put_all({self._key(k): self._value(v) for k, v in mapping.items()})
+        self._inner.put_all({self._key(k): self._value(v) for k, v in dict(mapping).items()})
 
     def remove(self, key: Any) -> None:
         self._inner.remove(self._key(key))
