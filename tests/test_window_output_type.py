@@ -348,3 +348,38 @@ def test_list_and_map_state_store_their_declared_types() -> None:
         ([("a", 1)], [(1.0, "float"), (2.0, "float")], ("k", 1, 1.0, "float"), True),
         ([("a", 1), ("a", 2)], [(2.0, "float"), (3.0, "float")], ("k", 2, 2.0, "float"), True),
     ]
+
+
+def test_broadcast_state_stores_its_declared_types() -> None:
+    """PyFlink's broadcast state holds its keys and values with the MapStateDescriptor's types
+    (the embedded runtime's ``BroadcastStateImpl`` converts them to and from the JVM's: pyflink/
+    fn_execution/embedded/state_impl.py): a ``Types.ROW`` value put as a tuple is read back a
+    ``Row`` on both sides, a ``Types.DOUBLE()`` key put as an int is found as 1 or 1.0. They were
+    handed back as put."""
+    from streamflow.state.broadcast import BroadcastStateStore
+
+    row = Types.ROW([Types.STRING(), Types.INT()])
+    rules = MapStateDescriptor("rules", Types.DOUBLE(), row)
+    store = BroadcastStateStore(["rules"])
+    store.writable(rules).put(1, ("rule", 1))
+    read = store.read_only(rules)
+    assert read.get(1).f0 == "rule" and type(read.get(1.0)).__name__ == "Row" and read.contains(1)
+    assert [type(k).__name__ for k in read] == ["float"]
+
+    class Enrich(BroadcastProcessFunction):
+        def process_element(self, value: Any, ctx: Any) -> Any:
+            rule = ctx.get_broadcast_state(rules).get(value)
+            if rule is not None:  # (the broadcast element may come second)
+                yield ("main", rule.f0, type(rule).__name__)
+
+        def process_broadcast_element(self, value: Any, ctx: Any) -> Any:
+            state = ctx.get_broadcast_state(rules)
+            state.put(value, ("rule", value))
+            yield ("broadcast", state.get(value).f0, type(state.get(float(value))).__name__)
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    broadcast = env.from_collection([1]).broadcast(rules)
+    main = env.from_collection([1] * 50).map(lambda x: x)
+    got = list(main.connect(broadcast).process(Enrich()).execute_and_collect())
+    assert ("broadcast", "rule", "Row") in got
+    assert set(got) <= {("broadcast", "rule", "Row"), ("main", "rule", "Row")}

@@ -15,6 +15,12 @@ A value written is the subtask's own copy (``runtime/detach.py``): a broadcast e
 every subtask as the same object, so a stored reference would be shared by all their states
 (and by the records they emit), where each of Flink's subtasks deserializes its own. The
 broadcast side also reads copies (:class:`BroadcastState`).
+
+Keys and values are stored as the descriptor's declared types make them (PyFlink holds them
+serialized with those types): where a type converts (``TypeInformation.converts``: rows,
+tuples, floats, ...) the views are :class:`TypedBroadcastState` and
+:class:`TypedReadOnlyBroadcastState`, which convert what is written and the keys looked up;
+a descriptor whose types convert nothing gets the plain views (no cost per read).
 """
 
 from __future__ import annotations
@@ -24,7 +30,13 @@ from typing import Any
 
 from ..runtime.detach import detached
 
-__all__ = ["BroadcastState", "BroadcastStateStore", "ReadOnlyBroadcastState"]
+__all__ = [
+    "BroadcastState",
+    "BroadcastStateStore",
+    "ReadOnlyBroadcastState",
+    "TypedBroadcastState",
+    "TypedReadOnlyBroadcastState",
+]
 
 
 class ReadOnlyBroadcastState:
@@ -108,6 +120,80 @@ class BroadcastState(ReadOnlyBroadcastState):
         del self._map[key]
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+class TypedReadOnlyBroadcastState(ReadOnlyBroadcastState):
+    """A read-only view whose keys are looked up as the descriptor's key type declares them."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, mapping: dict, key: Any) -> None:
+        super().__init__(mapping)
+        self._key = key
+
+    def get(self, key: Any) -> Any:
+        return self._map.get(self._key(key))
+
+    def contains(self, key: Any) -> bool:
+        return self._key(key) in self._map
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._map[self._key(key)]
+
+    def __contains__(self, key: Any) -> bool:
+        return self._key(key) in self._map
+
+
+class TypedBroadcastState(BroadcastState):
+    """The broadcast side's view storing keys and values as the descriptor's key and value
+    types declare them (PyFlink's broadcast state holds them serialized with those types: a
+    ``Types.ROW`` value comes back a ``Row``, a ``Types.DOUBLE()`` one a float)."""
+
+    __slots__ = ("_key", "_value")
+
+    def __init__(self, mapping: dict, key: Any, value: Any) -> None:
+        super().__init__(mapping)
+        self._key, self._value = key, value
+
+    def get(self, key: Any) -> Any:
+        return super().get(self._key(key))
+
+    def contains(self, key: Any) -> bool:
+        return self._key(key) in self._map
+
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(self._key(key))
+
+    def __contains__(self, key: Any) -> bool:
+        return self._key(key) in self._map
+
+    def put(self, key: Any, value: Any) -> None:
+        super().put(self._key(key), self._value(value))
+
+    def put_all(self, mapping: dict) -> None:
+        super().put_all({self._key(k): self._value(v) for k, v in dict(mapping).items()})
+
+    def remove(self, key: Any) -> None:
+        super().remove(self._key(key))
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(self._key(key))
+
+
+def _converters(descriptor: Any) -> tuple[Any, Any] | None:
+    """The key and value conversions of a ``MapStateDescriptor``'s declared types, or None
+    when neither converts (``TypeInformation.converts``)."""
+    from ..types.typeinfo import TypeInformation
+
+    types = getattr(descriptor, "type_info", None)
+    if not isinstance(types, tuple):
+        return None
+    key, value = (t.convert if isinstance(t, TypeInformation) and t.converts() else None for t in types)
+    return None if key is None and value is None else (key or _same, value or _same)
+
+
 class BroadcastStateStore:
     """One operator subtask's broadcast states, by descriptor name."""
 
@@ -124,10 +210,16 @@ class BroadcastStateStore:
         return self.maps[name]
 
     def writable(self, descriptor: Any) -> BroadcastState:
-        return BroadcastState(self._map(descriptor))
+        convert = _converters(descriptor)
+        if convert is None:
+            return BroadcastState(self._map(descriptor))
+        return TypedBroadcastState(self._map(descriptor), *convert)
 
     def read_only(self, descriptor: Any) -> ReadOnlyBroadcastState:
-        return ReadOnlyBroadcastState(self._map(descriptor))
+        convert = _converters(descriptor)
+        if convert is None or convert[0] is _same:  # values were converted when written
+            return ReadOnlyBroadcastState(self._map(descriptor))
+        return TypedReadOnlyBroadcastState(self._map(descriptor), convert[0])
 
     def snapshot(self) -> dict[str, list]:
         return {name: list(m.items()) for name, m in self.maps.items()}
