@@ -18,7 +18,14 @@ from ..state.keyed import (
 )
 from ..state.ttl_migration import on_register
 from ..state.ttl_state import ttl_state
-from ..state.typed import declare, typed_list_state, typed_map_state, typed_value_state
+from ..state.typed import (
+    TypedReducingState,
+    declare,
+    typed_list_state,
+    typed_map_state,
+    typed_reducing_descriptor,
+    typed_value_state,
+)
 from .metrics import MetricGroup
 
 if TYPE_CHECKING:
@@ -118,10 +125,12 @@ class RuntimeContext:
         return typed_map_state(self._state(state_descriptor), state_descriptor)
 
     def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> Any:
-        return self._state(state_descriptor)
+        typed, convert = typed_reducing_descriptor(state_descriptor)
+        state = self._state(typed)
+        return state if convert is None else TypedReducingState(state, convert)
 
     def get_aggregating_state(self, state_descriptor: AggregatingStateDescriptor) -> Any:
-        return self._state(state_descriptor)
+        return self._state(typed_reducing_descriptor(state_descriptor)[0])
 
 
 def keyed_state(ctx: OperatorContext, descriptor: StateDescriptor) -> Any:
@@ -135,4 +144,8 @@ def keyed_state(ctx: OperatorContext, descriptor: StateDescriptor) -> Any:
         return context.get_list_state(descriptor)
     if isinstance(descriptor, MapStateDescriptor):
         return context.get_map_state(descriptor)
+    if isinstance(descriptor, ReducingStateDescriptor):
+        return context.get_reducing_state(descriptor)
+    if isinstance(descriptor, AggregatingStateDescriptor):
+        return context.get_aggregating_state(descriptor)
     return context._state(descriptor)

@@ -5,8 +5,9 @@ PyFlink serializes a state value with the descriptor's type on every
 comes back as a ``Row``; so are a list state's elements and a map state's keys
 and values. Types that convert (``TypeInformation.convert`` is not the identity)
 get the :class:`TypedValueState`, :class:`TypedListState` or :class:`TypedMapState`
-wrapper; other descriptors get the plain state. (Reducing and aggregating states
-keep what their functions return.)
+wrapper; a reducing state stores its first value and its reduce function's results
+converted, an aggregating state its accumulators (:func:`typed_reducing_descriptor`);
+other descriptors get the plain state.
 
 The declared type also names the codec of the state in checkpoints:
 
@@ -35,6 +36,7 @@ naming the state. A checkpoint alone can never make a job unpickle.
 
 from __future__ import annotations
 
+import copy
 import pickle
 from typing import Any
 
@@ -43,12 +45,14 @@ from ..errors import StreamflowError
 __all__ = [
     "Pickled",
     "StateMigrationError",
+    "TypedReducingState",
     "declare",
     "pickle_entries",
     "pickles",
     "restored_entries",
     "typed_list_state",
     "typed_map_state",
+    "typed_reducing_descriptor",
     "typed_value_state",
 ]
 
@@ -156,6 +160,61 @@ class TypedMapState:
 
     def __contains__(self, key: Any) -> bool:
         return self.contains(key)
+
+
+class TypedReducingState:
+    """A reducing state whose value is stored as the descriptor's type declares it: the first
+    value added and each result of the reduce function (:func:`typed_reducing_descriptor`)."""
+
+    __slots__ = ("_convert", "_inner")
+
+    def __init__(self, inner: Any, convert: Any) -> None:
+        self._inner = inner
+        self._convert = convert
+
+    def get(self) -> Any:
+        return self._inner.get()
+
+    def add(self, value: Any) -> None:
+        self._inner.add(self._convert(value))
+
+    def clear(self) -> None:
+        self._inner.clear()
+
+
+class _TypedAggregate:
+    """An AggregateFunction whose accumulators are stored as the state's declared type."""
+
+    def __init__(self, agg: Any, convert: Any) -> None:
+        self._agg, self._convert = agg, convert
+
+    def create_accumulator(self) -> Any:
+        return self._convert(self._agg.create_accumulator())
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        return self._convert(self._agg.add(value, accumulator))
+
+    def get_result(self, accumulator: Any) -> Any:
+        return self._agg.get_result(accumulator)
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        return self._convert(self._agg.merge(acc_a, acc_b))
+
+
+def typed_reducing_descriptor(descriptor: Any) -> tuple[Any, Any]:
+    """``descriptor`` with its reduce function's results (or, for an aggregating state, its
+    accumulators) converted to the declared type, as PyFlink stores them serialized with it,
+    and the conversion (None, and ``descriptor`` itself, when the type converts nothing)."""
+    convert = _converter(getattr(descriptor, "type_info", None))
+    if convert is None:
+        return descriptor, None
+    typed = copy.copy(descriptor)
+    if hasattr(descriptor, "agg_function"):
+        typed.agg_function = _TypedAggregate(descriptor.agg_function, convert)
+    else:
+        reduce = descriptor.reduce
+        typed.reduce = lambda a, b: convert(reduce(a, b))
+    return typed, convert
 
 
 def _converter(type_info: Any) -> Any:
