@@ -206,6 +206,7 @@ class Task(ChainState):
         self.budget.task_started()
         bind(self.budget)  # long steps of this task yield through the job's budget
         try:
+            await self._start_backends()  # RocksDB: opened and restored in worker threads
             if self.finished_on_restore:
                 await self._run_finished_on_restore()
                 return
@@ -296,6 +297,10 @@ class Task(ChainState):
         self._opened.clear()
         try:
             await self._stop()
+        except Exception as exc:
+            late.append(exc)
+        try:  # RocksDB: closed in worker threads (each after its thread work still running)
+            await self._close_backends()
         except Exception as exc:
             late.append(exc)
         for op in self.operators:

@@ -10,14 +10,17 @@ chain's state by operator uid. A finished task (FLIP-147) leaves keyed state out
 Completion and abort notices go to every operator; an operator's failure is
 raised as its own (``StreamOperator.failure``). After a restore,
 ``_finish_restores`` decodes the restored keyed state and timers a frame at a
-time between loop budget pauses, before the operators open.
+time between loop budget pauses, before the operators open. Before all that,
+``_start_backends`` opens (and restores) the RocksDB backends in worker threads;
+``_close_backends`` closes them so at the task's end.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .loop_budget import yield_point
+from ..state.rocksdb_lifecycle import close_all, start_all
+from .loop_budget import LoopBudget, yield_point
 from .operator import StreamOperator
 from .processing_time import ProcessingTimeService
 
@@ -33,6 +36,7 @@ class ChainState:
     halted_for: int | None = None  # the stop-with-savepoint this task halted for (no timers)
     last_aborted: int = 0  # the newest checkpoint id whose abort this task was told of
     _restored_state: bool
+    budget: LoopBudget
 
     def snapshot_operators(self, checkpoint_id: int, final: bool = False) -> dict[str, Any]:
         """State by operator uid; stateless operators (None) are left out, as in Flink.
@@ -139,6 +143,23 @@ class ChainState:
                 op.notify_checkpoint_aborted(checkpoint_id)
             except Exception as exc:
                 raise op.failure(exc) from None
+
+    async def _start_backends(self) -> None:
+        """Open the keyed backends that open off the loop (RocksDB: open and restore in worker
+        threads, all of the task's at once: ``state/rocksdb_lifecycle.py``), not holding the
+        job's loop budget meanwhile; before anything reads them."""
+        backends = [b for b in self._keyed_backends() if getattr(b, "start_pending", False)]
+        if not backends:
+            return
+        self.budget.task_waits()
+        try:
+            await start_all(backends)
+        finally:
+            self.budget.task_wakes()
+
+    async def _close_backends(self) -> None:
+        """Close the keyed backends that close off the loop (RocksDB), at the task's end."""
+        await close_all(self._keyed_backends())
 
     async def _finish_restores(self) -> None:
         """Decode the keyed state restored for this task's operators (read at build time), a

@@ -47,6 +47,7 @@ class TimerOperator(StreamOperator):
         self.timers = TimerService()
         self._timer_ck: TimerCheckpoints | None = None  # incremental timer checkpoints (heap)
         self._timer_restore: TimerRestore | None = None  # restored timers not registered yet
+        self._rocks_restore: tuple[list[Any], Any] | None = None  # timers once RocksDB restored
         self._full_timers: dict[str, Any] | None = None  # captured for a full snapshot (capture_shared)
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
@@ -237,10 +238,6 @@ class TimerOperator(StreamOperator):
             return
         maxp = self.ctx.max_parallelism
         groups = restored.key_groups
-
-        def owns_key(key: Any) -> bool:
-            return key_group_of(key, maxp) in groups
-
         states = [s for s in restored.all if s is not None]
         for s in states:
             self.backend.restored_types.update(s.get("types", {}))
@@ -249,6 +246,9 @@ class TimerOperator(StreamOperator):
         if rocks is not None:
             files = getattr(restored, "shared_path", None), getattr(restored, "read_shared", None)
             rocks.restore([s["keyed"] for s in states], lambda g: g in groups, *files)
+            if rocks.start_pending:  # restored when the task starts it, off the loop: timers then
+                self._rocks_restore = (states, restored)
+                return
             cast(Any, self.timers).reset(restored=True)
         else:
             if any(s["keyed"].get("rocksdb") for s in states):  # a job moving from RocksDB to the heap
@@ -260,6 +260,14 @@ class TimerOperator(StreamOperator):
                 read_shared=getattr(restored, "read_shared", None),
                 codec=getattr(restored, "codec", None),
             )
+        self._restore_timers(states, restored)
+
+    def _restore_timers(self, states: list[Any], restored: Any) -> None:
+        maxp, groups = self.ctx.max_parallelism, restored.key_groups
+
+        def owns_key(key: Any) -> bool:
+            return key_group_of(key, maxp) in groups
+
         dec, codec = self.decode_namespace, getattr(restored, "codec", None)
         for s in states:
             if is_incremental(s["timers"]):
@@ -284,7 +292,12 @@ class TimerOperator(StreamOperator):
             restore.finish_now()
 
     async def finish_restore(self) -> None:
-        """The task, before opening its operators: register restored timers in slices."""
+        """The task, before opening its operators (after starting the keyed backend): register
+        restored timers in slices; RocksDB's: those its DB holds now."""
+        rocks_restore, self._rocks_restore = self._rocks_restore, None
+        if rocks_restore is not None:
+            cast(Any, self.timers).reset(restored=True)
+            self._restore_timers(*rocks_restore)
         restore, self._timer_restore = self._timer_restore, None
         if restore is not None:
             await restore.finish()

@@ -181,6 +181,7 @@ class EmbeddedRocksDBStateBackend(StateBackend):
             local_dir=self._paths[0] if self._paths else None,
             cache_entries=self.cache_entries,
             flush_entries=self.flush_entries,
+            defer_open=True,  # opened and restored by its task, off the loop (rocksdb_lifecycle.py)
         )
 
     def __repr__(self) -> str:

@@ -40,10 +40,24 @@ writes join the flush's WriteBatch, so a checkpoint's files hold them.
 A new *session* id is drawn on every open (restored or not), so a file created
 after a restore never takes a shared name that an abandoned run used for
 other content.
+
+**Off the event loop** (``rocksdb_lifecycle.py``). Creating the working directory, opening
+the DB, a restore (linking or copying files, clipping, ingesting), a RocksDB checkpoint and
+closing (the memtable flush, the directory's removal) each cost file system work and fsyncs,
+tens of milliseconds: a job built in an embedding service's loop must not hold it that long.
+A backend created for a job (``defer_open``) does none of it at build: ``restore`` only
+records what to restore, and the task that owns the backend runs :meth:`start` (the open
+and the restore in a worker thread, every backend of the task at once) before its operators
+open; :meth:`aclose` closes in a worker thread too. One lock (``_io``) serialises the
+thread work of a backend, so a close waits for an open, a restore or a checkpoint still
+running (a task cancelled while it waited for one). Whoever touches the DB before
+:meth:`start` ran (a tool, a test) opens it synchronously first (:attr:`db`): nothing reads
+a DB that is not open.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -52,6 +66,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -61,10 +76,9 @@ import rocksdict
 
 from ..errors import StreamflowError
 from . import codec as _codec
-from .full_snapshot import entries_of
-from .key_groups import key_group_of
 from .keyed import KeyedStateBackend, _key_kind
-from .rocksdb_setup import PID_MARK, options, remove_abandoned, write_options
+from .rocksdb_lifecycle import make_working_dir
+from .rocksdb_setup import options, write_options
 from .rocksdb_table import RocksTable
 
 log = logging.getLogger(__name__)
@@ -93,6 +107,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         local_dir: str | None = None,
         cache_entries: int = 100_000,
         flush_entries: int = 4096,
+        defer_open: bool = False,
     ) -> None:
         self._flush_pending = False
         self._evict_pending = False
@@ -113,24 +128,56 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._pending_shared: dict[int, dict[str, Path]] = {}
         self._confirmed: set[str] = set()  # shared names a completed checkpoint holds
         self._ever_referenced: dict[int, set[str]] = {}
-        try:
-            root = Path(local_dir) if local_dir else Path(tempfile.gettempdir())
-            root.mkdir(parents=True, exist_ok=True)
-            # the owner's pid is in the name, so a process killed right after creating it is
-            # still known as its owner (an owner file would leave a window without one)
-            prefix = f"streamflow-{self._name_prefix}-{PID_MARK}{os.getpid()}-"
-            self.root = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
-            remove_abandoned(root, self.root)
-        except OSError as e:
-            raise RocksDBStateError(
-                f"cannot create the RocksDB working directory under {local_dir}: {e}"
-            ) from e
-        self.db_path = self.root / "db"
+        self.what = f"operator {operator_id!r} subtask {subtask}"
+        self._local_dir = local_dir
+        self.root: Path | None = None  # the working directory, once created
         self._db: rocksdict.Rdict | None = None
         self._write_opts = write_options()
-        self._open()
+        self._io = threading.Lock()  # the thread work of this backend, one at a time
+        self._pending_restore: tuple[Any, ...] | None = None  # restore() before start()
+        self._closed = False
+        self.start_pending = True  # not open yet: start() (the task) or the first use of db
+        if not defer_open:
+            self._start()
 
     # -- the DB --------------------------------------------------------------
+    @property
+    def db_path(self) -> Path:
+        if self.root is not None:
+            return self.root / "db"
+        base = Path(self._local_dir) if self._local_dir else Path(tempfile.gettempdir())
+        return base / f"streamflow-{self._name_prefix}-(not created yet)" / "db"
+
+    def _start(self) -> None:
+        """Create the working directory, open the DB and run a pending restore (in a worker
+        thread when the task starts the backend: :meth:`start`)."""
+        with self._io:
+            if not self.start_pending or self._closed:
+                return  # started meanwhile, or closed before it started (a job cancelled at once)
+            try:
+                self.root = make_working_dir(self._local_dir, self._name_prefix)
+            except OSError as e:
+                raise RocksDBStateError(
+                    f"cannot create the RocksDB working directory under {self._local_dir}: {e}"
+                ) from e
+            pending, self._pending_restore = self._pending_restore, None
+            if pending is None or not any(s.get("rocksdb") and self._overlaps(s) for s in pending[0]):
+                self._open()  # (a restore of RocksDB files opens the DB on them: _restore_files)
+            self.start_pending = False
+            if pending is not None:
+                self._restore_now(*pending)
+
+    async def start(self) -> None:
+        """Open the DB and restore its state in a worker thread (see the module doc); a failure
+        names the path and the cause, and this operator subtask."""
+        if not self.start_pending:
+            return
+        try:
+            await asyncio.to_thread(self._start)
+        except Exception as exc:
+            exc.add_note(f"while opening the RocksDB state of {self.what} at {self.db_path}")
+            raise
+
     def _open(self) -> None:
         try:
             self._db = rocksdict.Rdict(str(self.db_path), options())
@@ -140,6 +187,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     @property
     def db(self) -> rocksdict.Rdict:
+        if self._db is None and self.start_pending and not self._closed:
+            log.debug("RocksDB state of %s used before its task started it: opened now", self.what)
+            self._start()
         if self._db is None:
             raise RocksDBStateError(f"the RocksDB state backend at {self.db_path} is closed")
         return self._db
@@ -250,7 +300,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """Flush the caches now; return the RocksDB checkpoint to run (in a worker thread while the
         task waits: no record is processed in between) before :meth:`snapshot`."""
         self.flush()
-        target = self.root / f"chk-{checkpoint_id}"
+        target = cast(Path, self.root) / f"chk-{checkpoint_id}"
         db = self.db
 
         def create() -> None:
@@ -259,10 +309,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             rocksdict.Checkpoint(db).create_checkpoint(str(target))
 
         def run() -> None:
-            try:
-                create()
-            except Exception as e:
-                raise RocksDBStateError(f"RocksDB checkpoint into {target} failed: {e}") from e
+            with self._io:  # a close waits for it
+                if self._db is not db:
+                    raise RocksDBStateError(f"RocksDB checkpoint into {target}: the DB was closed meanwhile")
+                try:
+                    create()
+                except Exception as e:
+                    raise RocksDBStateError(f"RocksDB checkpoint into {target} failed: {e}") from e
             self._checkpoints[checkpoint_id] = target
 
         return run
@@ -335,84 +388,46 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         shared_path: Callable[[str], Path] | None = None,
         read_shared: Callable[[str], bytes] | None = None,
     ) -> None:
-        snaps = list(snapshots)
-        mine = [self.key_groups.start, self.key_groups.stop]
-        for snap in snaps:
-            for name, kind in snap.get("kinds", {}).items():
-                self.table(name, kind)
-            stored = snap.get("key_types") or ([snap["key_type"]] if snap.get("key_type") else [])
-            if stored:
-                self.restored_key_types = (self.restored_key_types or set()) | set(stored)
-        rocks = [s for s in snaps if s.get("rocksdb") and self._overlaps(s)]
-        if rocks and shared_path is None:
-            raise RocksDBStateError("this checkpoint holds RocksDB state but its files cannot be found")
-        if rocks:
-            assert shared_path is not None
-            from .rocksdb_restore import clip, ingest_key_groups, overlap
+        """Restore the snapshots' state of this subtask's key groups: now if the DB is open,
+        else when it opens (:meth:`start`, in a worker thread)."""
+        if self.start_pending:
+            self._pending_restore = (list(snapshots), owns, shared_path, read_shared)
+            return
+        self._restore_now(snapshots, owns, shared_path, read_shared)
 
-            # the largest overlap becomes this DB (its files linked); a stable choice on ties
-            base = max(rocks, key=lambda s: (overlap(s, self.key_groups), -s["key_groups"][0]))
-            self._restore_files(base, shared_path)
-            if list(base["key_groups"]) != mine:
-                clip(self, base)
-            for snap in rocks:
-                if snap is not base:
-                    ingest_key_groups(self, snap, shared_path)
-        for snap in snaps:
-            if not snap.get("rocksdb"):  # a heap backend's (a job moving to RocksDB)
-                for name, entries in self._heap_entries(snap, owns, read_shared):
-                    t = self._rtables[name]
-                    conv = t._from_plain
-                    t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
-        self.flush()
+    def _restore_now(
+        self,
+        snapshots: Iterable[dict[str, Any]],
+        owns: Callable[[int], bool],
+        shared_path: Callable[[str], Path] | None,
+        read_shared: Callable[[str], bytes] | None,
+    ) -> None:
+        from .rocksdb_restore import restore_into
 
-    def _heap_entries(
-        self, snap: dict[str, Any], owns: Callable[[int], bool], read_shared: Callable[[str], bytes] | None
-    ) -> Iterable[tuple[str, dict]]:
-        """``(state, {key: value})`` of this subtask's key groups in a heap backend's snapshot:
-        a full one (inline or in a shared file), or an incremental chain of shared files."""
-        if "incremental" not in snap:
-            return entries_of(snap, owns, self.max_parallelism, self.codec, read_shared)
-        if read_shared is None:
-            raise RocksDBStateError("this checkpoint's heap state is in shared files, which cannot be read")
-        from .rocksdb_restore import read_heap_chain
-
-        maxp = self.max_parallelism
-        tables, kinds = read_heap_chain(
-            snap["chain"], read_shared, self.codec, self.key_groups, lambda k: key_group_of(k, maxp)
-        )
-        if kinds:
-            self.restored_key_types = (self.restored_key_types or set()) | kinds
-        return tables.items()
+        restore_into(self, list(snapshots), owns, shared_path, read_shared)
 
     def _overlaps(self, snap: dict[str, Any]) -> bool:
         start, stop = snap["key_groups"]
         return bool(stop > self.key_groups.start and start < self.key_groups.stop)
 
-    def _restore_files(self, snap: dict[str, Any], shared_path: Callable[[str], Path]) -> None:
-        """Same key groups: the old DB's files become this one's (hard links when possible)."""
-        from .rocksdb_restore import materialise
-
-        self.close_db()
-        shutil.rmtree(self.db_path, ignore_errors=True)
-        materialise(snap, shared_path, self.db_path)
-        # the files keep their names, but the first checkpoint of this run gives them again
-        # (a savepoint's, or another job's, are not in this job's shared files; storage links a
-        # file it already holds under that name only once)
-        self._shared_names.update(snap["files"])
-        self._open()
-        self.name_table_ids(snap["state_ids"])
-
     def name_table_ids(self, state_ids: dict[str, int]) -> None:
-        """Adopt a restored DB's state ids (the same names keep their ids)."""
-        tables = {name: RocksTable(self, name, sid) for name, sid in state_ids.items()}
-        used = set(state_ids.values())
-        for name, t in self._rtables.items():
-            if name not in tables:
-                sid = next(i for i in range(1, 0x10000) if i not in used)
+        """Adopt a restored DB's state ids (the same names keep their ids; the others get free
+        ones). The tables keep their objects: an operator holds on to the tables it took at
+        setup (a window operator's), which must stay the ones flushed and checkpointed."""
+        ids = dict(state_ids)
+        used = set(ids.values())
+        for name in self._rtables:
+            if name not in ids:
+                ids[name] = sid = next(i for i in range(1, 0x10000) if i not in used)
                 used.add(sid)
-                tables[name] = RocksTable(self, name, sid)
-            tables[name].set_value_transform(t._to_plain, t._from_plain)
+        tables = {}
+        for name, sid in ids.items():
+            t = self._rtables.get(name)
+            if t is None:
+                t = RocksTable(self, name, sid)
+            else:
+                t.renumber(sid)
+            tables[name] = t
         self._rtables = tables
 
     def sid_of(self, name: str, kind: str) -> int:
@@ -428,11 +443,27 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             del db
 
     def close(self) -> None:
-        """Close the DB and remove the working directory (state lives on in checkpoints)."""
+        """Close the DB and remove the working directory (state lives on in checkpoints), after
+        any thread work still running (:meth:`aclose`: in a worker thread)."""
+        self._closing()
+        self._close_files()
+
+    async def aclose(self) -> None:
+        """:meth:`close` with the file work in a worker thread."""
+        self._closing()
+        await asyncio.to_thread(self._close_files)
+
+    def _closing(self) -> None:
+        self._closed = True
         for t in self._rtables.values():
             t.drop_cache()
-        self.close_db()
-        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _close_files(self) -> None:
+        with self._io:
+            self.close_db()
+            root, self.root = self.root, None
+            if root is not None:
+                shutil.rmtree(root, ignore_errors=True)
 
 
 def _fast_decoder(codec: Any) -> Callable[[bytes], Any]:

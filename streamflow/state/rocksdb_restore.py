@@ -39,7 +39,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -47,7 +47,9 @@ import rocksdict
 
 from ..checkpoint.storage import CorruptCheckpointError
 from .codec import Codec
+from .full_snapshot import entries_of
 from .incremental import apply_file
+from .key_groups import key_group_of
 from .rocksdb_setup import options
 
 if TYPE_CHECKING:
@@ -249,3 +251,81 @@ def read_heap_chain(
     for name in chain:
         kinds |= apply_file(read_shared(name), table, codec, groups, key_group_of)
     return tables, kinds
+
+
+def restore_into(
+    backend: RocksDBKeyedStateBackend,
+    snaps: list[dict[str, Any]],
+    owns: Callable[[int], bool],
+    shared_path: Callable[[str], Path] | None,
+    read_shared: Callable[[str], bytes] | None,
+) -> None:
+    """Restore ``snaps`` (old subtasks' snapshots) into ``backend``'s DB, of its key groups: the
+    RocksDB ones by their files (see the module doc), a heap backend's by its entries."""
+    from .rocksdb_backend import RocksDBStateError
+
+    mine = [backend.key_groups.start, backend.key_groups.stop]
+    for snap in snaps:
+        for name, kind in snap.get("kinds", {}).items():
+            backend.table(name, kind)
+        stored = snap.get("key_types") or ([snap["key_type"]] if snap.get("key_type") else [])
+        if stored:
+            backend.restored_key_types = (backend.restored_key_types or set()) | set(stored)
+    rocks = [s for s in snaps if s.get("rocksdb") and backend._overlaps(s)]
+    if rocks and shared_path is None:
+        raise RocksDBStateError("this checkpoint holds RocksDB state but its files cannot be found")
+    if rocks:
+        assert shared_path is not None
+        # the largest overlap becomes this DB (its files linked); a stable choice on ties
+        base = max(rocks, key=lambda s: (overlap(s, backend.key_groups), -s["key_groups"][0]))
+        _restore_files(backend, base, shared_path)
+        if list(base["key_groups"]) != mine:
+            clip(backend, base)
+        for snap in rocks:
+            if snap is not base:
+                ingest_key_groups(backend, snap, shared_path)
+    for snap in snaps:
+        if not snap.get("rocksdb"):  # a heap backend's (a job moving to RocksDB)
+            for name, entries in _heap_entries(backend, snap, owns, read_shared):
+                t = backend._rtables[name]
+                conv = t._from_plain
+                t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})
+    backend.flush()
+
+
+def _heap_entries(
+    backend: RocksDBKeyedStateBackend,
+    snap: dict[str, Any],
+    owns: Callable[[int], bool],
+    read_shared: Callable[[str], bytes] | None,
+) -> Iterable[tuple[str, dict]]:
+    """``(state, {key: value})`` of this subtask's key groups in a heap backend's snapshot:
+    a full one (inline or in a shared file), or an incremental chain of shared files."""
+    if "incremental" not in snap:
+        return entries_of(snap, owns, backend.max_parallelism, backend.codec, read_shared)
+    if read_shared is None:
+        from .rocksdb_backend import RocksDBStateError
+
+        raise RocksDBStateError("this checkpoint's heap state is in shared files, which cannot be read")
+    maxp = backend.max_parallelism
+    tables, kinds = read_heap_chain(
+        snap["chain"], read_shared, backend.codec, backend.key_groups, lambda k: key_group_of(k, maxp)
+    )
+    if kinds:
+        backend.restored_key_types = (backend.restored_key_types or set()) | kinds
+    return tables.items()
+
+
+def _restore_files(
+    backend: RocksDBKeyedStateBackend, snap: dict[str, Any], shared_path: Callable[[str], Path]
+) -> None:
+    """Same key groups: the old DB's files become this one's (hard links when possible)."""
+    backend.close_db()
+    shutil.rmtree(backend.db_path, ignore_errors=True)
+    materialise(snap, shared_path, backend.db_path)
+    # the files keep their names, but the first checkpoint of this run gives them again
+    # (a savepoint's, or another job's, are not in this job's shared files; storage links a
+    # file it already holds under that name only once)
+    backend._shared_names.update(snap["files"])
+    backend._open()
+    backend.name_table_ids(snap["state_ids"])

@@ -124,6 +124,13 @@ class RocksTable:
     ) -> None:
         self._to_plain, self._from_plain = to_plain, from_plain
 
+    def renumber(self, sid: int) -> None:
+        """Take state id ``sid`` (a restored DB's): the cache is dropped (nothing is dirty
+        before a restore)."""
+        self.sid = sid
+        self._prefix = sid.to_bytes(2, "big")
+        self.drop_cache()
+
     # -- keys ----------------------------------------------------------------
     def rkey(self, key: Any) -> bytes:
         """The RocksDB key of ``key`` (a canonical key), memoised while the key is cached."""
