@@ -373,16 +373,14 @@ def test_multiple_keys(make, kind: Kind) -> None:  # type: ignore[no-untyped-def
     _multiple_keys(make(kind), kind, False)
 
 
-@pytest.mark.parametrize("backend_kind", ["heap"], indirect=True)
 @pytest.mark.parametrize("kind", KINDS, ids=repr)
 def test_multiple_keys_with_snapshot_cleanup(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testMultipleKeysWithSnapshotCleanup: full-snapshot cleanup drops what
     has expired at snapshot time, so turning the clock back after the restore does not revive it.
 
     Flink runs it only when the snapshot is a full one (``assumeThat(isSavepoint())``);
-    RocksDB's snapshots here are its incremental checkpoints (SST files), to which Flink's
-    cleanupFullSnapshot does not apply (StateTtlConfig#cleanupFullSnapshot's documentation): heap
-    only (test_cleanup_without_effect_is_logged covers RocksDB)."""
+    RocksDB's snapshots here are its files, from which streamflow removes the state's expired
+    entries before each one is taken (``state/rocksdb_ttl_cleanup.py``): both backends."""
     config = StateTtlConfig.new_builder(Time.milliseconds(TTL)).cleanup_full_snapshot().build()
     _multiple_keys(make(kind, config), kind, True)
 
@@ -419,19 +417,21 @@ def test_snapshot_change_restore(make, kind: Kind) -> None:  # type: ignore[no-u
     [
         ("cleanup_full_snapshot", lambda b: b.cleanup_full_snapshot()),
         ("cleanup_in_rocksdb_compact_filter", lambda b: b.cleanup_in_rocksdb_compact_filter(1000)),
+        ("cleanup_incrementally", lambda b: b.cleanup_incrementally(10, False)),
     ],
 )
 def test_cleanup_without_effect_is_logged(  # type: ignore[no-untyped-def]
     make, backend_kind: str, strategy: str, build, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The cleanup strategies a backend cannot apply are logged, naming the backend (nothing
-    fails silently): the compaction filter on both backends, the full-snapshot cleanup on
-    RocksDB (see test_multiple_keys_with_snapshot_cleanup)."""
+    fails silently), as Flink leaves them without effect: the compaction filter on the heap,
+    incremental cleanup on RocksDB. The others apply (rocksdb_ttl_cleanup.py on RocksDB)."""
     caplog.set_level("INFO", logger="streamflow.state.ttl_cleanup")
     make(KINDS[0], build(StateTtlConfig.new_builder(Time.milliseconds(TTL))).build())
     logged = [r.getMessage() for r in caplog.records if strategy in r.getMessage()]
-    if strategy == "cleanup_full_snapshot" and backend_kind == "heap":
-        assert logged == []  # the heap backend applies it
+    unused = {"heap": "cleanup_in_rocksdb_compact_filter", "rocksdb": "cleanup_incrementally"}
+    if strategy != unused[backend_kind]:
+        assert logged == []  # the backend applies it
     else:
         name = "RocksDB" if backend_kind == "rocksdb" else "heap"
         assert len(logged) == 1

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import logging
 import os
@@ -71,7 +70,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-import msgpack
 import rocksdict
 
 from ..errors import StreamflowError
@@ -79,7 +77,8 @@ from . import codec as _codec
 from .keyed import KeyedStateBackend, _key_kind
 from .rocksdb_lifecycle import make_working_dir
 from .rocksdb_setup import options, write_options
-from .rocksdb_table import RocksTable
+from .rocksdb_table import RocksTable, fast_decoder
+from .rocksdb_ttl_cleanup import RocksTtlCleanup
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +114,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         super().__init__(max_parallelism)
         self.key_groups = key_groups
         self.codec = codec
-        self.decode: Callable[[bytes], Any] = _fast_decoder(codec)
+        self.decode: Callable[[bytes], Any] = fast_decoder(codec)
         self.cache_entries = cache_entries
         self.flush_entries = flush_entries
         self._rtables: dict[str, RocksTable] = {}
@@ -136,6 +135,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self._io = threading.Lock()  # the thread work of this backend, one at a time
         self._pending_restore: tuple[Any, ...] | None = None  # restore() before start()
         self._closed = False
+        self.ttl_cleanup: RocksTtlCleanup | None = None
         self.start_pending = True  # not open yet: start() (the task) or the first use of db
         if not defer_open:
             self._start()
@@ -247,7 +247,15 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self.write_batch(batch, f"{n} state entries")
         for t in tables:
             t.clean()
+        if self.ttl_cleanup is not None:  # expired TTL entries: rocksdb_ttl_cleanup.py
+            self.ttl_cleanup.tick()
         return n
+
+    def rocks_ttl_cleanup(self) -> RocksTtlCleanup:
+        """This backend's cleanup of expired TTL state (made when a TTL state registers)."""
+        if self.ttl_cleanup is None:
+            self.ttl_cleanup = RocksTtlCleanup(self)
+        return self.ttl_cleanup
 
     def write_batch(self, batch: rocksdict.WriteBatch, what: str) -> None:
         try:
@@ -313,6 +321,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 if self._db is not db:
                     raise RocksDBStateError(f"RocksDB checkpoint into {target}: the DB was closed meanwhile")
                 try:
+                    if self.ttl_cleanup is not None:  # cleanup_full_snapshot: none in the files
+                        self.ttl_cleanup.before_snapshot()
                     create()
                 except Exception as e:
                     raise RocksDBStateError(f"RocksDB checkpoint into {target} failed: {e}") from e
@@ -369,6 +379,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             self._drop_checkpoint(cid)
         for cid in [c for c in self._ever_referenced if c < checkpoint_id]:
             del self._ever_referenced[cid]
+        if self.ttl_cleanup is not None:
+            self.ttl_cleanup.tick()
 
     def checkpoint_aborted(self, checkpoint_id: int) -> None:
         self._pending_shared.pop(checkpoint_id, None)
@@ -464,29 +476,6 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             root, self.root = self.root, None
             if root is not None:
                 shutil.rmtree(root, ignore_errors=True)
-
-
-def _fast_decoder(codec: Any) -> Callable[[bytes], Any]:
-    """The default codec's unpacker called directly (no GC pause per small value); the codec's
-    own ``decode`` for anything it refuses (its error), and for other codecs."""
-    if type(codec) is not _codec.MsgpackCodec:
-        return cast("Callable[[bytes], Any]", codec.decode)
-    unpack = functools.partial(
-        msgpack.unpackb,
-        ext_hook=_codec._ext_hook,
-        list_hook=codec._decoder.list_hook,
-        strict_map_key=False,
-        raw=False,
-        timestamp=0,
-    )
-
-    def decode(raw: bytes) -> Any:
-        try:
-            return unpack(raw)
-        except Exception:
-            return codec.decode(raw)
-
-    return decode
 
 
 class _SlowPath(Exception):

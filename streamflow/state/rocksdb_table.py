@@ -40,10 +40,13 @@ objects, merging window sets).
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+import msgpack
 
 from . import codec as _codec
 from .key_groups import key_group_of, stable_hash
@@ -333,3 +336,26 @@ class RocksTable:
 
     def __repr__(self) -> str:
         return f"<RocksTable {self.name!r} sid={self.sid} cached={len(self._cache)}>"
+
+
+def fast_decoder(codec: Any) -> Callable[[bytes], Any]:
+    """The default codec's unpacker called directly (no GC pause per small value); the codec's
+    own ``decode`` for anything it refuses (its error), and for other codecs."""
+    if type(codec) is not _codec.MsgpackCodec:
+        return cast("Callable[[bytes], Any]", codec.decode)
+    unpack = functools.partial(
+        msgpack.unpackb,
+        ext_hook=_codec._ext_hook,
+        list_hook=codec._decoder.list_hook,
+        strict_map_key=False,
+        raw=False,
+        timestamp=0,
+    )
+
+    def decode(raw: bytes) -> Any:
+        try:
+            return unpack(raw)
+        except Exception:
+            return codec.decode(raw)
+
+    return decode

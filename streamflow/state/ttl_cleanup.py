@@ -29,10 +29,11 @@ heap backend:
   keys per state access and not per record, as Flink's
   ``DEFAULT_INCREMENTAL_CLEANUP_STRATEGY``.
 
-``cleanup_in_rocksdb_compact_filter`` is accepted; it has no effect (on the
-heap backend as in Flink; streamflow's RocksDB has no compaction filter), and
-``cleanup_full_snapshot`` has none on RocksDB (its checkpoints are incremental,
-where Flink does not apply it either): each is logged once per backend.
+``cleanup_in_rocksdb_compact_filter`` is accepted and has no effect on the
+heap backend (as in Flink; logged once per backend). On RocksDB (as in Flink)
+the compaction filter's cleanup (the default with background cleanup) and
+full-snapshot cleanup apply, in ``rocksdb_ttl_cleanup.py``; incremental cleanup
+is the heap's only (logged).
 
 Every removal or rewrite goes through the backend (``remove_entry`` /
 ``put_entry``), so a backend that tracks writes records it as a deletion.
@@ -134,33 +135,16 @@ class TtlRegistry:
         of that state (None when it has no incremental cleanup)."""
         strategies = config.get_cleanup_strategies()
         ttl = config.get_ttl()
+        if getattr(self._backend, "is_rocksdb", False):
+            self._register_rocksdb(name, kind, config, now)
+            return None
         if strategies.in_full_snapshot():
             self._full_snapshot[name] = (kind, ttl, now)
         else:
             self._full_snapshot.pop(name, None)
         explicit_rocks = strategies._strategies.get(strategies.Strategies.ROCKSDB_COMPACTION_FILTER)
-        rocks = getattr(self._backend, "is_rocksdb", False)
-        unused = [
-            strategy
-            for strategy, wanted in (
-                # Flink's compaction filter: a RocksDB feature, which streamflow's RocksDB lacks
-                ("cleanup_in_rocksdb_compact_filter", explicit_rocks is not None),
-                # RocksDB's checkpoints are incremental (SST files): no full snapshot to filter,
-                # as in Flink with incremental checkpoints
-                ("cleanup_full_snapshot", rocks and strategies.in_full_snapshot()),
-            )
-            if wanted and strategy not in self._warned
-        ]
-        for strategy in unused:
-            self._warned.add(strategy)
-            log.info(
-                "state %r: %s has no effect on the %s state backend; expired entries are cleaned "
-                "on access%s",
-                name,
-                strategy,
-                "RocksDB" if rocks else "heap",
-                " and incrementally" if strategies.get_incremental_cleanup_strategy() else "",
-            )
+        if explicit_rocks is not None:  # a RocksDB feature: none on the heap, as in Flink
+            self._unused(name, "cleanup_in_rocksdb_compact_filter", "heap", config)
         incremental = strategies.get_incremental_cleanup_strategy()
         if incremental is None or incremental.get_cleanup_size() <= 0:
             return None
@@ -173,6 +157,36 @@ class TtlRegistry:
                 self._per_record.append(cleanup)
                 _listen_to_keys(self._backend, cleanup.run)
         return cleanup.run
+
+    def _register_rocksdb(self, name: str, kind: str, config: StateTtlConfig, now: Callable[[], int]) -> None:
+        """RocksDB (as Flink's): the compaction filter's cleanup (on by default with background
+        cleanup) and full-snapshot cleanup, in ``rocksdb_ttl_cleanup.py``; incremental cleanup
+        is the heap's only (logged)."""
+        strategies = config.get_cleanup_strategies()
+        compaction = strategies.get_rocksdb_compact_filter_cleanup_strategy()
+        query = None if compaction is None else compaction.get_query_time_after_num_entries()
+        full = strategies.in_full_snapshot()
+        self._backend.rocks_ttl_cleanup().register(name, kind, config.get_ttl(), now, query, full)
+        if strategies._strategies.get(strategies.Strategies.INCREMENTAL_CLEANUP) is not None:
+            self._unused(name, "cleanup_incrementally", "RocksDB", config)
+
+    def _unused(self, name: str, strategy: str, backend: str, config: StateTtlConfig) -> None:
+        if strategy in self._warned:
+            return
+        self._warned.add(strategy)
+        strategies = config.get_cleanup_strategies()
+        also = ""
+        if backend == "heap" and strategies.get_incremental_cleanup_strategy():
+            also = " and incrementally"
+        elif backend == "RocksDB" and strategies.in_rocksdb_compact_filter():
+            also = " and by the compaction filter's cleanup"
+        log.info(
+            "state %r: %s has no effect on the %s state backend; expired entries are cleaned on access%s",
+            name,
+            strategy,
+            backend,
+            also,
+        )
 
     def snapshot_view(self, tables: dict[str, dict]) -> dict[str, dict]:
         """``tables`` with the full-snapshot TTL states filtered (copies; the local state stays)."""
