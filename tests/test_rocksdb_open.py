@@ -270,3 +270,28 @@ def test_a_backend_used_before_its_task_started_it_opens_first(tmp_path: Path) -
         backend.close()
     with pytest.raises(RocksDBStateError, match="closed"):
         backend.db  # noqa: B018
+
+
+async def test_a_restart_reopens_and_restores_its_rocksdb_in_worker_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flink's OnceFailingIdentityMapFunction job (tests/test_udf_operator_checkpointing_flink.py)
+    on RocksDB at parallelism 4: the job fails once after two checkpoints and restarts from the
+    latest; every RocksDB open (build and restart) and close ran in a worker thread, and the
+    sums are exactly once."""
+    from test_udf_operator_checkpointing_flink import KEYS, N, _job
+    from test_window_checkpointing_flink import Progress
+
+    opens = _spy_opens(monkeypatch)
+    closes = _spy_closes(monkeypatch)
+    progress = Progress()
+    env = _job(tmp_path, progress, 4, "rocksdb", "sum")
+    await (await env.execute_async("restart")).get_job_execution_result()
+    assert progress.failed, "the failure was not injected"
+    counts: dict[Any, int] = {}
+    for seen in progress.final.values():
+        for result, n in seen.items():
+            counts[result] = counts.get(result, 0) + n
+    assert counts == {(k, n * (n + 1) // 2): 1 for k in range(KEYS) for n in range(1, N + 1)}
+    assert len(opens) > 4 and not any(main for _path, main in opens)  # the build's 4, then the restart's
+    assert closes and not any(closes)
