@@ -16,16 +16,17 @@ this module does the filter's work in passes of its own, off the event loop:
   slice). Each expired value, and each value, list or map with expired elements or entries,
   is a *candidate*: its RocksDB key, the bytes the scan read and what should replace them
   (nothing, or the pruned list/map, as ``ttl_cleanup.prune`` decides).
-* **Apply** (the loop, at the backend's next safe points): a bounded number of candidates at a
-  time. A key dirty in the operator's cache is skipped (its cached value is newer than the DB;
+* **Apply** (the loop, at the backend's next safe points): :data:`APPLY_SLICE` candidates at
+  a time. A key dirty in the operator's cache is skipped (its cached value is newer than the DB;
   an expired one is removed by its next access); a clean cached key (the DB's value) leaves
   the cache. One multi-get reads the candidates' current bytes, and a candidate is applied (one
   WriteBatch) only if they are still the bytes the scan saw: a key written since the scan keeps
   its new value. Applying costs a multi-get and a write per slice, never a scan.
 
-A pass starts at a safe point (a flush: writes, evictions, every checkpoint) once the previous
-one is applied and at least :data:`PASS_INTERVAL_S` later, so cleanup advances while the job
-writes or checkpoints, as compactions do in Flink.
+A pass ends early once it holds :data:`MAX_FOUND` candidates (the next one starts over: what
+was applied is gone). A pass starts at a safe point (a flush: writes, evictions, every
+checkpoint) once the previous one is applied and at least :data:`PASS_INTERVAL_S` later, so
+cleanup advances while the job writes or checkpoints, as compactions do in Flink.
 
 **Full snapshots** (``cleanup_full_snapshot()``): a RocksDB snapshot is its files, so the
 entries of such a state that have expired are removed from the DB before each checkpoint's
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, cast
 import rocksdict
 
 from . import codec as _codec
-from .rocksdb_table import canonical_key
+from .rocksdb_table import canonical_key, fast_decoder
 from .ttl_cleanup import GONE, prune
 
 if TYPE_CHECKING:
@@ -60,8 +61,11 @@ __all__ = ["PASS_INTERVAL_S", "RocksTtlCleanup"]
 
 log = logging.getLogger(__name__)
 
+_decode_key = fast_decoder(_codec.MsgpackCodec())  # keys are always the safe msgpack codec's
+
 PASS_INTERVAL_S = 1.0  # the least time between the end of a pass and the start of the next
-APPLY_SLICE = 1000  # candidates applied at one safe point
+MAX_FOUND = 100_000  # candidates a pass holds (memory): it ends there, the next one starts over
+APPLY_SLICE = 250  # candidates applied at one safe point: ~2 ms of the loop (tuple keys, values)
 
 
 @dataclass
@@ -137,6 +141,9 @@ class RocksTtlCleanup:
                             return found
                         slice_, start = self._slice(state, prefix, start)
                     found.extend(slice_)
+                    if len(found) >= MAX_FOUND:
+                        self.passes += 1
+                        return found
         self.passes += 1
         return found
 
@@ -180,7 +187,7 @@ class RocksTtlCleanup:
             table = backend._rtables.get(name)
             if table is None:
                 continue
-            key = canonical_key(_codec.decode(rk[4:]))
+            key = canonical_key(_decode_key(rk[4:]))
             if key in table._dirty:
                 continue  # written since the last flush: the cache's value is the newer one
             if key in table._cache:  # clean: the DB's value; read again from the DB if kept
@@ -224,7 +231,7 @@ class RocksTtlCleanup:
         batch = rocksdict.WriteBatch(raw_mode=True)
         for name, rk, _raw, new in found:
             table = backend._rtables[name]
-            key = canonical_key(_codec.decode(rk[4:]))
+            key = canonical_key(_decode_key(rk[4:]))
             table._cache.pop(key, None)  # clean after the flush: read again from the DB
             table._rkeys.pop(key, None)
             if new is None:
