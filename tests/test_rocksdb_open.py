@@ -63,7 +63,9 @@ def _job(parallelism: int, tmp_path: Path, records: Any, sink: ListSink) -> Any:
     return env
 
 
-async def _summing(tmp_path: Path, parallelism: int, keys: int, restore: bool) -> dict[int, int]:
+async def _summing(
+    tmp_path: Path, parallelism: int, keys: int, restore: bool, heap: bool = False
+) -> dict[int, int]:
     """The build (``restore=False``): a collection sends one record per key, a second source
     stays open; once all are summed the job checkpoints and is cancelled. The restore: the
     collection is restored finished, the second source sends each key once more and ends.
@@ -72,7 +74,8 @@ async def _summing(tmp_path: Path, parallelism: int, keys: int, restore: bool) -
 
     sink = ListSink()
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
-    env.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
+    if not heap:
+        env.set_state_backend(EmbeddedRocksDBStateBackend(local_dir=str(tmp_path / "db")))
     env.enable_checkpointing(3_600_000)
     env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
 
@@ -295,3 +298,16 @@ async def test_a_restart_reopens_and_restores_its_rocksdb_in_worker_threads(
     assert counts == {(k, n * (n + 1) // 2): 1 for k in range(KEYS) for n in range(1, N + 1)}
     assert len(opens) > 4 and not any(main for _path, main in opens)  # the build's 4, then the restart's
     assert closes and not any(closes)
+
+
+async def test_rocksdb_state_restored_onto_the_heap_is_read_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job moving from RocksDB to the heap (state/rocksdb_to_heap.py): the scratch RocksDB that
+    reads the checkpoint is opened in a worker thread, and the sums come along."""
+    opens = _spy_opens(monkeypatch)
+    await _summing(tmp_path, 2, 300, restore=False)
+    built = len(opens)
+    assert await _summing(tmp_path, 3, 300, restore=True, heap=True) == {k: 2 for k in range(300)}
+    moved = opens[built:]
+    assert moved and not any(main for _path, main in moved), moved

@@ -149,11 +149,15 @@ class ChainState:
         threads, all of the task's at once: ``state/rocksdb_lifecycle.py``), not holding the
         job's loop budget meanwhile; before anything reads them."""
         backends = [b for b in self._keyed_backends() if getattr(b, "start_pending", False)]
-        if not backends:
+        # then operators' restores that read files in worker threads (RocksDB state onto the heap)
+        hooks = [h for h in (getattr(op, "start_restore", None) for op in self.operators) if h is not None]
+        if not backends and not hooks:
             return
         self.budget.task_waits()
         try:
             await start_all(backends)
+            for hook in hooks:
+                await hook()
         finally:
             self.budget.task_wakes()
 

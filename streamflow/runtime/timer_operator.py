@@ -48,6 +48,7 @@ class TimerOperator(StreamOperator):
         self._timer_ck: TimerCheckpoints | None = None  # incremental timer checkpoints (heap)
         self._timer_restore: TimerRestore | None = None  # restored timers not registered yet
         self._rocks_restore: tuple[list[Any], Any] | None = None  # timers once RocksDB restored
+        self._heap_migration: tuple[list[Any], Any] | None = None  # RocksDB state onto the heap
         self._full_timers: dict[str, Any] | None = None  # captured for a full snapshot (capture_shared)
         self.current_watermark = MIN_WATERMARK
         self._scheduled: set[int] = set()
@@ -79,7 +80,9 @@ class TimerOperator(StreamOperator):
         if self._quiesced:
             _log.warning(
                 "operator %r: the timer service is quiesced at the end of a batch job's input; "
-                "processing time timer for timestamp %d ignored (as in Flink)", self.name, ts
+                "processing time timer for timestamp %d ignored (as in Flink)",
+                self.name,
+                ts,
             )
             return
         if self.timers.register_processing_time_timer(key, namespace, ts) and ts not in self._scheduled:
@@ -252,15 +255,35 @@ class TimerOperator(StreamOperator):
             cast(Any, self.timers).reset(restored=True)
         else:
             if any(s["keyed"].get("rocksdb") for s in states):  # a job moving from RocksDB to the heap
+                if getattr(self.backend, "defer_restore", False):  # read off the loop: start_restore
+                    self._heap_migration = (states, restored)
+                    return
                 states = [heap_state_of(states, restored, maxp, self.backend.state_codec)]
-            self.backend.restore_from(
-                [s["keyed"] for s in states],
-                lambda g: g in groups,
-                key_groups=groups,
-                read_shared=getattr(restored, "read_shared", None),
-                codec=getattr(restored, "codec", None),
-            )
+            self._restore_heap(states, restored)
         self._restore_timers(states, restored)
+
+    def _restore_heap(self, states: list[Any], restored: Any) -> None:
+        groups = restored.key_groups
+        self.backend.restore_from(
+            [s["keyed"] for s in states],
+            lambda g: g in groups,
+            key_groups=groups,
+            read_shared=getattr(restored, "read_shared", None),
+            codec=getattr(restored, "codec", None),
+        )
+
+    async def start_restore(self) -> None:
+        """The task, once its keyed backends started: a RocksDB snapshot restored onto the heap
+        is read through a scratch RocksDB (``state/rocksdb_to_heap.py``: open, restore, read,
+        close) in a worker thread, then restored as a heap snapshot."""
+        pending, self._heap_migration = self._heap_migration, None
+        if pending is None:
+            return
+        states, restored = pending
+        maxp, codec = self.ctx.max_parallelism, self.backend.state_codec
+        heap = [await asyncio.to_thread(heap_state_of, states, restored, maxp, codec)]
+        self._restore_heap(heap, restored)
+        self._restore_timers(heap, restored)
 
     def _restore_timers(self, states: list[Any], restored: Any) -> None:
         maxp, groups = self.ctx.max_parallelism, restored.key_groups

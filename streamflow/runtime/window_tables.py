@@ -169,8 +169,18 @@ class WindowTables(TimerOperator):
 
     def initialize_state(self, restored: Any) -> None:
         super().initialize_state(restored)
-        if restored is None or self.backend.is_rocksdb:
-            return
+        if restored is None or self.backend.is_rocksdb or self._heap_migration is not None:
+            return  # (RocksDB state onto the heap: converted once start_restore read it)
+        self._convert_restored(restored)
+
+    async def start_restore(self) -> None:
+        pending = self._heap_migration
+        await super().start_restore()
+        if pending is not None:
+            self._convert_restored(pending[1])
+
+    def _convert_restored(self, restored: Any) -> None:
+        """The restored heap tables' windows, decoded, into the path this operator runs."""
         self.backend.table_names()  # a deferred chain restore is decoded now: converted below
         dec = self.decode_namespace
         contents = {key: {dec(w): acc for w, acc in wins.items()} for key, wins in self.contents.items()}
