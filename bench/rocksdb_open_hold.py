@@ -25,7 +25,10 @@ hold in CPU time 170-340 ms before, 9-30 ms after; in wall time 0.6-1.6 s before
 after. The wall time stays above the 10 ms budget because rocksdict keeps the GIL while RocksDB
 opens or closes a DB (30-60 ms of fsyncs each here), even in a worker thread.
 
+``--gil``: whether rocksdict keeps the GIL through an open, a checkpoint and a close.
+
 Usage: python bench/rocksdb_open_hold.py [--parallelism 8] [--keys 2000] [--repeat 3] [--watch-ms MS]
+       python bench/rocksdb_open_hold.py --gil
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from itertools import repeat
 from pathlib import Path
@@ -154,13 +158,76 @@ async def _round(parallelism: int, keys: int, watch_ms: float | None) -> Figures
     return out
 
 
+def gil_check() -> None:
+    """Whether rocksdict releases the GIL in its long calls: a thread beats every millisecond
+    while this one opens, checkpoints and closes DBs; its longest gap is how long a call held
+    the GIL (a beat needs it), beside a plain sleep of the same length."""
+    import rocksdict
+
+    from streamflow.state.rocksdb_setup import options, write_options
+
+    def gaps(fn: Any) -> tuple[float, float]:
+        stop, worst = [False], [0.0]
+
+        def beat() -> None:
+            last = time.perf_counter()
+            while not stop[0]:
+                time.sleep(0.001)
+                now = time.perf_counter()
+                worst[0], last = max(worst[0], now - last), now
+
+        t = threading.Thread(target=beat)
+        t.start()
+        started = time.perf_counter()
+        fn()
+        took = time.perf_counter() - started
+        stop[0] = True
+        t.join()
+        return took * 1000, worst[0] * 1000
+
+    with tempfile.TemporaryDirectory(prefix="streamflow-gil-") as d:
+        dbs: list[Any] = []
+
+        def opens() -> None:
+            for i in range(5):
+                db = rocksdict.Rdict(f"{d}/db{i}", options())
+                db.set_write_options(write_options())
+                dbs.append(db)
+
+        def writes() -> None:
+            for db in dbs:
+                batch = rocksdict.WriteBatch(raw_mode=True)
+                for k in range(50_000):  # (Python: the beat gets the GIL every switch interval)
+                    batch.put(k.to_bytes(8, "big"), b"x" * 50)
+                db.write(batch)
+
+        def checkpoints() -> None:  # the memtable flush, the links
+            for i, db in enumerate(dbs):
+                rocksdict.Checkpoint(db).create_checkpoint(f"{d}/chk{i}")
+
+        def closes() -> None:
+            for db in dbs:
+                db.close()
+
+        for name, fn in (("open", opens), ("write", writes), ("checkpoint", checkpoints), ("close", closes)):
+            took, gap = gaps(fn)
+            print(f"  5 x {name:10s} {took:7.1f} ms; longest gap of a 1 ms beat thread {gap:6.1f} ms")
+        took, gap = gaps(lambda: time.sleep(0.2))
+        print(f"  a 200 ms sleep: longest gap {gap:.1f} ms (the GIL released)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--parallelism", type=int, default=8)
     ap.add_argument("--keys", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--watch-ms", type=float, default=None)
+    ap.add_argument("--gil", action="store_true", help="only check whether rocksdict releases the GIL")
     args = ap.parse_args()
+    if args.gil:
+        print(machine("rocksdb_open_hold --gil"))
+        gil_check()
+        return
     rounds = [asyncio.run(_round(args.parallelism, args.keys, args.watch_ms)) for _ in range(args.repeat)]
     p = args.parallelism
     print(machine("rocksdb_open_hold"))

@@ -15,7 +15,7 @@ at the barrier: the caches' dirty entries go into RocksDB (one WriteBatch),
 then a RocksDB checkpoint: the memtable is flushed to a new SST file and every
 live SST file is hard-linked into a local checkpoint directory (the costly
 part, the memtable flush, runs in a worker thread when the task can wait for
-it: ``prepare``; rocksdict releases the GIL there). SST files are immutable,
+it: ``prepare``; rocksdict keeps the GIL there, so the loop waits for that one call). SST files are immutable,
 so each has a stable *shared name* (``rdb-<operator>-<subtask>-<session>-
 <file>``): the snapshot lists ``{local file: shared name}`` and carries the
 few small non-SST files (CURRENT, MANIFEST, OPTIONS) inline. The task hands

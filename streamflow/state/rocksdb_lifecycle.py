@@ -11,10 +11,13 @@ job starts, restores or restarts (the loop budget: ``runtime/loop_budget.py``). 
 RocksDB backends are created without touching the file system (``defer_open``): at build
 time, ``initialize_state`` only records what to restore. The task that owns them starts them
 before its operators open: :func:`start_all` runs every backend's open and restore in worker
-threads at once (rocksdict releases the GIL in RocksDB's calls) and waits for all of them
+threads at once and waits for all of them
 (the task processes nothing before: no operator reads a DB that is not open). A failure
 names the DB's path, the cause and the operator subtask, and fails the task (which logs it).
-At the task's end :func:`close_all` closes them in worker threads; each backend's lock makes
+(rocksdict 0.3.29 keeps the GIL through an open or a close, 30-60 ms of fsyncs: while a
+thread runs one, the loop thread waits for the GIL, so a hold is one open instead of all of
+them in a row; ``bench/rocksdb_open_hold.py --gil``.) At the task's end :func:`close_all`
+closes them in worker threads; each backend's lock makes
 a close wait for its own thread work still running (an open, a restore, a checkpoint the task
 stopped waiting for when it was cancelled).
 """
