@@ -1,7 +1,8 @@
 """Exactly-once from Kafka to Kafka under SIGKILL and broker restarts.
 
 A subprocess job (tests/kafka_kill_job.py: Kafka -> keyed running sum -> Kafka, exactly once) is
-killed at every two-phase-commit boundary and at 20 random moments, at parallelism 1 and 2, and
+killed at every two-phase-commit boundary and at random moments (tests/kill_moments.py: a few per
+test, at other moments each run), at parallelism 1 and 2, and
 restarted from its checkpoints; then a fresh read_committed consumer must see every expected output
 exactly once, and no transaction may stay open (last stable offset = high watermark). The broker is
 also stopped and restarted under a running job, which fails over and ends with the same output.
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -26,6 +26,7 @@ from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_tran
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from kafka_kill_job import data, expected  # noqa: E402
+from kill_moments import KILLS, kill_rng  # noqa: E402
 
 N = 1200
 _ids = itertools.count()
@@ -106,14 +107,16 @@ async def test_kill_after_the_final_pre_commit(kafka, tmp_path, parallelism):
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])
-async def test_kill_at_twenty_random_moments(kafka, tmp_path, parallelism):
-    """20 SIGKILLs at random moments; a job that finishes between kills is checked and replaced."""
-    rng = random.Random(f"kafka-{parallelism}-{os.environ.get('STREAMFLOW_SEED', '0')}")
+async def test_kill_at_random_moments(kafka, tmp_path, parallelism):
+    """``KILLS`` SIGKILLs at random moments (a seed per run, printed); a job that finishes between
+    kills is checked and replaced."""
+    rng = kill_rng(f"kafka-{parallelism}")
     round_no = 0
     job = Job(kafka, tmp_path / "0", parallelism)
     await job.setup()
     killed = checked = 0
-    while killed < 20:
+    while killed < KILLS:
+        assert checked <= KILLS, f"the job finished before {checked} of {checked + killed} kills"
         proc = job.start()
         await asyncio.sleep(rng.uniform(0.2, 1.2))
         if proc.poll() is None:

@@ -1,14 +1,13 @@
 """Exactly-once under SIGKILL: a subprocess job is killed at chosen protocol points and at
-random moments, restarted from its checkpoints each time, and its committed output must
-hold every expected record exactly once; with incremental checkpoints of keyed state (the
-default: chains of a base and deltas, retention deleting old ones) and with full ones; and
-with every heap checkpoint encoded in a forked snapshot child, whose killed job leaves no
-child behind."""
+random moments (tests/kill_moments.py: a few per test, at other moments each run), restarted
+from its checkpoints each time, and its committed output must hold every expected record
+exactly once; with incremental checkpoints of keyed state (the default: chains of a base and
+deltas, retention deleting old ones) and with full ones; and with every heap checkpoint encoded
+in a forked snapshot child, whose killed job leaves no child behind."""
 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from kill_job import expected  # noqa: E402
+from kill_moments import KILLS, kill_rng  # noqa: E402
 
 N = 20_000
 
@@ -100,33 +100,39 @@ def test_kill_at_chosen_point_with_full_snapshots(tmp_path: Path, mode: str, poi
 
 
 def kill_at_random_moments(tmp_path: Path, mode: str, state: str, fork: bool = False) -> None:
-    rng = random.Random(f"{mode}-{os.environ.get('STREAMFLOW_SEED', '0')}")
-    killed = 0
-    for _ in range(20):
+    """``KILLS`` SIGKILLs at random moments (tests/kill_moments.py: a seed per run, printed), each
+    run restarted from the last one's checkpoints; a job that finishes before its kill is checked
+    and started over (at most ``KILLS`` times, so a job too fast to be killed fails the test)."""
+    rng = kill_rng(f"{mode}-{state}{'-fork' if fork else ''}")
+    killed = finished = 0
+    while killed < KILLS:
+        assert finished <= KILLS, f"the job finished before {finished} of {finished + killed} kills"
         proc = start(tmp_path, mode, state=state, fork=fork)
         time.sleep(rng.uniform(0.05, 0.9))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed += 1
-        proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=120)
         if fork and proc.returncode == -signal.SIGKILL:
             assert_no_orphans(tmp_path, proc.pid)
         if proc.returncode == 0:  # finished before the kill: start over to keep killing
+            finished += 1
             check_output(tmp_path)
             for sub in ("out", "chk"):
                 for f in (tmp_path / sub).iterdir():
                     f.unlink() if f.is_file() else _rmtree(f)
-    assert killed >= 15
+        else:
+            assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
     finish(tmp_path, mode, state, fork)
     check_output(tmp_path)
 
 
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
-def test_kill_at_twenty_random_moments(tmp_path: Path, mode: str) -> None:
+def test_kill_at_random_moments(tmp_path: Path, mode: str) -> None:
     kill_at_random_moments(tmp_path, mode, "incremental")
 
 
-def test_kill_at_twenty_random_moments_with_full_snapshots(tmp_path: Path) -> None:
+def test_kill_at_random_moments_with_full_snapshots(tmp_path: Path) -> None:
     kill_at_random_moments(tmp_path, "aligned", "full")
 
 
@@ -143,7 +149,7 @@ def test_kill_at_chosen_point_with_compaction(tmp_path: Path, mode: str, point: 
     kill_at_point(tmp_path, mode, point, "compact")
 
 
-def test_kill_at_twenty_random_moments_with_compaction(tmp_path: Path) -> None:
+def test_kill_at_random_moments_with_compaction(tmp_path: Path) -> None:
     kill_at_random_moments(tmp_path, "aligned", "compact")
 
 
@@ -160,7 +166,7 @@ def test_kill_at_chosen_point_with_snapshot_children(tmp_path: Path, mode: str, 
     kill_at_point(tmp_path, mode, point, "incremental", fork=True)
 
 
-def test_kill_at_twenty_random_moments_with_snapshot_children(tmp_path: Path) -> None:
+def test_kill_at_random_moments_with_snapshot_children(tmp_path: Path) -> None:
     kill_at_random_moments(tmp_path, "aligned", "incremental", fork=True)
 
 

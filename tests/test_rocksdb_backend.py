@@ -382,14 +382,14 @@ def test_kill_at_chosen_point_then_recover_on_rocksdb(
 
 
 def test_kill_at_random_moments_on_rocksdb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Twenty SIGKILLs at random moments; checkpoints every 30 ms, retention (3) deleting old ones
-    and their unreferenced SST files all along: every restart restores the latest."""
+    """SIGKILLs at random moments (tests/kill_moments.py); checkpoints every 30 ms, retention (3)
+    deleting old ones and their unreferenced SST files all along: every restart restores the latest."""
     import test_kill_recovery as k
 
     monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
     monkeypatch.setenv("TMPDIR", str(tmp_path / "local"))  # the working DBs
     (tmp_path / "local").mkdir()
-    k.test_kill_at_twenty_random_moments(tmp_path, "aligned")
+    k.test_kill_at_random_moments(tmp_path, "aligned")
     shared = [p for p in (tmp_path / "chk" / "shared").rglob("*") if p.is_file()]
     assert shared and all(p.name.endswith(".sst") for p in shared)
     # the killed processes' working DBs were removed by the next run (and the last one's on close)

@@ -338,4 +338,4 @@ def test_kill_with_timers_at_random_moments_on_rocksdb(
 
     monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
     monkeypatch.setenv("STREAMFLOW_KILL_TIMERS", "1")
-    k.test_kill_at_twenty_random_moments(tmp_path, "aligned")
+    k.test_kill_at_random_moments(tmp_path, "aligned")
