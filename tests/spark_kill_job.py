@@ -1,11 +1,10 @@
 """A keyed running sum on the Spark engine into an exactly-once FileSink (the driver-kill tests):
-times a broadcast factor (a broadcast stage), or with ``chained`` as a plain reduce.
+times a broadcast factor (a broadcast stage), then a second running sum of another key.
 
-Usage: spark_kill_job.py OUT_DIR CHECKPOINT_DIR N [chained]. With ``chained`` a second running
-sum, of another key, follows the first: two stateful stages, so the first one's output goes
-through an exchange (streamflow/spark/exchange.py: a query of its own writing Parquet chunks,
-one per micro-batch). The environment variable STREAMFLOW_SPARK_KILL_AFTER_BATCH=K makes the
-driver SIGKILL itself right after the sink wrote micro-batch K, before Spark commits it;
+Usage: spark_kill_job.py OUT_DIR CHECKPOINT_DIR N. The two stateful stages make the first one's
+output go through an exchange (streamflow/spark/exchange.py: a query of its own writing Parquet
+chunks, one per micro-batch). The environment variable STREAMFLOW_SPARK_KILL_AFTER_BATCH=K makes
+the driver SIGKILL itself right after the sink wrote micro-batch K, before Spark commits it;
 STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH=K the same after the exchange wrote its chunk K.
 """
 
@@ -18,7 +17,6 @@ from streamflow.datastream.functions import KeyedBroadcastProcessFunction
 FACTOR = 3
 
 out_dir, checkpoint_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-chained = sys.argv[4:] == ["chained"]
 perm = [(j * 37) % 100 for j in range(100)]
 events = [(f"k{i % 10}", i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
 
@@ -45,14 +43,12 @@ env = StreamExecutionEnvironment()
 env.set_engine("spark")
 env.configure({"execution.spark.records-per-batch": 400})
 env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
-if chained:
-    sums = env.from_collection(events).key_by(lambda e: e[0]).reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
-else:  # a broadcast stage (streamflow/spark/broadcast.py)
-    factor = env.from_collection([("factor", FACTOR)]).broadcast(RULES)
-    sums = env.from_collection(events).key_by(lambda e: e[0]).connect(factor).process(ScaledSum())
-if chained:  # (key, running sum) -> per (sum % 4): the running sum of the first stage's sums
-    sums = (sums.map(lambda r: (f"m{r[1] % 4}", r[1])).key_by(lambda r: r[0])
-            .reduce(lambda a, b: (a[0], a[1] + b[1])))
+# a broadcast stage (streamflow/spark/broadcast.py), then (key, scaled running sum) -> per
+# (sum % 4): the running sum of the first stage's sums
+factor = env.from_collection([("factor", FACTOR)]).broadcast(RULES)
+sums = env.from_collection(events).key_by(lambda e: e[0]).connect(factor).process(ScaledSum())
+sums = (sums.map(lambda r: (f"m{r[1] % 4}", r[1])).key_by(lambda r: r[0])
+        .reduce(lambda a, b: (a[0], a[1] + b[1])))
 (
     sums.map(lambda r: f"{r[0]},{r[1]}")
     .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())

@@ -7,7 +7,6 @@ reuse it). The workloads are shared/bench/WORKLOADS.md's, at a small N.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections import Counter
@@ -431,17 +430,17 @@ def test_cancel_stops_a_running_spark_job() -> None:
 
 
 def _run_kill_job(tmp: Path, kill_after: int | None, hook: str = "STREAMFLOW_SPARK_KILL_AFTER_BATCH",
-                  n: int = 2000, chained: bool = False) -> subprocess.CompletedProcess[str]:
+                  n: int = 2000) -> subprocess.CompletedProcess[str]:
     """tests/spark_kill_job.py on ``tmp``'s output and checkpoint directories; with ``kill_after``,
-    the driver SIGKILLs itself after micro-batch ``kill_after`` of the query ``hook`` names."""
+    the driver SIGKILLs itself after micro-batch ``kill_after`` of the query ``hook`` names. The
+    driver-kill test is tests/test_spark_chained.py's (a broadcast stage, an exchange, a FileSink)."""
     env = driver_env()
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_BATCH", None)
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", None)
     if kill_after is not None:
         env[hook] = str(kill_after)
     return subprocess.run(
-        [sys.executable, str(HERE / "spark_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), str(n),
-         *(["chained"] if chained else [])],
+        [sys.executable, str(HERE / "spark_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), str(n)],
         env=env, capture_output=True, text=True, timeout=600,
     )
 
@@ -450,24 +449,6 @@ def _written_lines(out: Path) -> list[str]:
     """Every line of the sink's part files (not its hidden in-progress ones)."""
     return [line for f in sorted(out.iterdir()) if not f.name.startswith(".")
             for line in f.read_text().splitlines()]
-
-
-def test_driver_killed_mid_run_resumes_exactly_once(tmp_path: Path) -> None:
-    """SIGKILL the driver right after a micro-batch's output was written and before Spark
-    committed the batch: the restarted job replays that batch, and the output still holds
-    every running-sum result exactly once. The sums come from a broadcast stage whose factor
-    arrived in micro-batch 0 only: the replay reads it from the restored broadcast state."""
-    first = _run_kill_job(tmp_path, kill_after=1)
-    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
-    second = _run_kill_job(tmp_path, kill_after=None)
-    assert second.returncode == 0, second.stderr[-3000:]
-    lines = _written_lines(tmp_path / "out")
-    expected = []
-    totals: dict[str, int] = {}
-    for key, value, _ts in events(2000):
-        totals[key] = totals.get(key, 0) + value
-        expected.append(f"{key},{totals[key] * 3}")  # spark_kill_job.FACTOR
-    assert Counter(lines) == Counter(expected)
 
 
 def _kafka_job(engine: str, bootstrap: str, src: str, dst: str, prefix: str) -> None:

@@ -156,29 +156,37 @@ def test_window_after_window_keeps_element_order(runs: dict[str, dict[str, list]
 
 
 def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once(tmp_path: Path) -> None:
-    """Two running sums of different keys (an exchange between them), into an exactly-once
-    FileSink: SIGKILL the driver right after the exchange wrote its chunk of micro-batch 1 (the
-    downstream query has not started), restart on the same checkpoint directory and SIGKILL it
-    after the sink wrote micro-batch 1 of the downstream query, restart again: every output of
-    the second running sum is written exactly once."""
+    """A running sum times a broadcast factor, then a running sum of another key (an exchange
+    between them), into an exactly-once FileSink (tests/spark_kill_job.py): SIGKILL the driver
+    right after the exchange wrote its chunk of micro-batch 1 (before Spark committed the batch;
+    the downstream query has not started), restart on the same checkpoint directory and SIGKILL
+    it after the sink wrote micro-batch 1 of the downstream query (before Spark committed it),
+    restart again: every output of the second running sum is written exactly once.
+
+    The first restart replays the broadcast stage's micro-batch 1, whose factor arrived in
+    micro-batch 0 only: it reads it from the restored broadcast state (a wrong or missing factor
+    changes every sum). The second replays the sink's batch. This test also covers what
+    test_spark.py's test_driver_killed_mid_run_resumes_exactly_once proved with two driver runs
+    of its own (a batch replayed after its output was written, the broadcast state restored)."""
     n = 1200  # 400 records per micro-batch: 3 source chunks, the last ending with end of input
-    first = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n, chained=True)
+    first = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n)
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
     (exchange,) = (tmp_path / "chk" / "spark" / "exchange").iterdir()
     chunks = sorted(p.name for p in exchange.iterdir() if not p.name.startswith("."))
     assert chunks == ["part-00000000.parquet", "part-00000001.parquet"]  # killed mid-exchange
     assert not (tmp_path / "out").exists() or _written_lines(tmp_path / "out") == []
-    second = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_BATCH", n, chained=True)
+    second = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_BATCH", n)
     assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
     assert any(p.name.endswith("-eof.parquet") for p in exchange.iterdir())  # the exchange had ended
-    third = _run_kill_job(tmp_path, None, n=n, chained=True)
+    third = _run_kill_job(tmp_path, None, n=n)
     assert third.returncode == 0, third.stderr[-3000:]
     expected = []
     firsts: dict[str, int] = {}
     seconds: dict[str, int] = {}
     for key, value, _ts in events(n):
         firsts[key] = firsts.get(key, 0) + value
-        m = f"m{firsts[key] % 4}"
-        seconds[m] = seconds.get(m, 0) + firsts[key]
+        scaled = firsts[key] * 3  # spark_kill_job.FACTOR
+        m = f"m{scaled % 4}"
+        seconds[m] = seconds.get(m, 0) + scaled
         expected.append(f"{m},{seconds[m]}")
     assert Counter(_written_lines(tmp_path / "out")) == Counter(expected)

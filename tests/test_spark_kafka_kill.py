@@ -3,7 +3,7 @@
 A subprocess driver runs tests/spark_kafka_kill_job.py (Kafka, 3 partitions -> keyed running sum ->
 KafkaSink exactly-once; 100 records per micro-batch) against the test broker. The driver is killed
 (the whole process group: Python, the JVM and its Python workers, as a crashed driver machine) at
-chosen moments and at seeded random ones, and restarted from the same checkpoint directory until it
+chosen moments and at a random one, and restarted from the same checkpoint directory until it
 finishes; then a fresh read_committed consumer must see every expected output exactly once, and no
 transaction may stay open. The chosen moments, for micro-batch b (its transaction T_b):
 
@@ -13,7 +13,9 @@ transaction may stay open. The chosen moments, for micro-batch b (its transactio
   have b: Spark replays b and the sink must skip it (its marker is there), logged with the batch id.
 
 One test takes them in turn on one job (each driver run costs a JVM start and the first
-micro-batch's Python workers, 20-30 s here): the chosen moments first, then the random ones.
+micro-batch's Python workers, 20-30 s here): the chosen moments first, then a random one (a seed
+per run, tests/kill_moments.py: other moments each run, one driver run instead of the two random
+kills at the same two moments each run before).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import random
 import re
 import signal
 import subprocess
@@ -40,6 +41,7 @@ from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_tran
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from kafka_kill_job import data, expected  # noqa: E402
+from kill_moments import kill_rng  # noqa: E402
 from spark_jvm import driver_env  # noqa: E402
 
 N = 500
@@ -116,10 +118,10 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError(f"the driver's process group {proc.pid} survived SIGKILL")
 
 
-@pytest.mark.timeout(1800)  # 4-5 driver runs: up to 3 min each on a loaded 2-core machine
+@pytest.mark.timeout(1800)  # 4 driver runs: up to 3 min each on a loaded 2-core machine
 async def test_driver_killed_around_the_commit_and_at_random_moments_resumes_exactly_once(kafka, tmp_path):
-    """The chosen moments, then seeded random ones, on one job (each driver run pays a JVM start
-    and the first micro-batch's Python workers, so the random kills take the restarts after the
+    """The chosen moments, then a random one, on one job (each driver run pays a JVM start
+    and the first micro-batch's Python workers, so the random kill takes the restart after the
     chosen ones instead of a job of their own): 5 micro-batches, 0..4."""
     job = Job(kafka, tmp_path)
     await job.setup()
@@ -133,32 +135,25 @@ async def test_driver_killed_around_the_commit_and_at_random_moments_resumes_exa
     assert [int(b) for b in _COMMITTED.findall(log)] == [1], log[-3000:]  # batch 2's line: after the hook
     assert not _SKIPPED.search(log)
     assert await job.committed() == 3 * PER_BATCH
-    # 3. Spark replays batch 2, which the sink skips, saying so (its first batch); then seeded
-    # random kills, each at a random delay after the run's first committed micro-batch (or its
-    # first skipped replay); then a run to the end
-    rng = random.Random(f"spark-kafka-{os.environ.get('STREAMFLOW_SEED', '0')}")
-    kills = 0
-    for attempt in range(2):
-        proc, path = job.start()
-        try:
-            await _until_a_batch_is_done(proc, path)
-            if attempt == 0:
-                first = path.read_text()
-                assert [int(b) for b in _SKIPPED.findall(first)] == [2], first[-3000:]
-                assert not _COMMITTED.search(first), first[-3000:]
-            await asyncio.sleep(rng.uniform(0.0, 1.5))  # two keyed batches left: >= 3 s on an idle machine
-            if proc.poll() is None:
-                kills += 1
-        finally:
-            _kill_group(proc)
-        text = path.read_text()
-        assert 2 not in [int(b) for b in _COMMITTED.findall(text)], text[-3000:]  # never written again
-        if proc.returncode == 0:
-            break
-        assert proc.returncode == -signal.SIGKILL, text[-3000:]
+    # 3. Spark replays batch 2, which the sink skips, saying so (its first batch); then a kill at
+    # a random delay after that skipped replay (tests/kill_moments.py: a seed per run, printed);
+    # then a run to the end
+    rng = kill_rng("spark-kafka")
+    proc, path = job.start()
+    try:
+        await _until_a_batch_is_done(proc, path)
+        first = path.read_text()
+        assert [int(b) for b in _SKIPPED.findall(first)] == [2], first[-3000:]
+        assert not _COMMITTED.search(first), first[-3000:]
+        await asyncio.sleep(rng.uniform(0.0, 1.5))  # two keyed batches left: >= 3 s on an idle machine
+        assert proc.poll() is None, "the driver ended before its random kill"
+    finally:
+        _kill_group(proc)
+    text = path.read_text()
+    assert 2 not in [int(b) for b in _COMMITTED.findall(text)], text[-3000:]  # never written again
+    assert proc.returncode == -signal.SIGKILL, text[-3000:]
     rc, text = await asyncio.to_thread(job.run)
     assert rc == 0, text[-3000:]
-    assert kills >= 1
     await job.check()
 
 
