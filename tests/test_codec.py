@@ -455,7 +455,7 @@ _values = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)  # new examples each run (not derandomized): 400 took 12 s
 @given(_values)
 def test_hypothesis_round_trip(value: Any) -> None:
     assert_round_trip(value)
