@@ -370,3 +370,57 @@ async def test_a_queued_manual_checkpoint_completes(tmp_path: Path) -> None:
         assert Path(first).name == "chk-1" and Path(second).name == "chk-2"
     finally:
         await client.cancel()
+
+
+def test_a_restart_whose_restore_fails_is_one_more_failure_and_restarts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failover whose read of the latest checkpoint fails (a transient I/O error) is one more
+    failure of the job, counted by the restart strategy and restarted again (Flink: a failure
+    while restoring state fails the tasks over again); it ended the job with restarts left.
+    Found by tests/test_random_faults.py (fault "restore")."""
+    from streamflow.runtime.job import JobClient
+
+    original, left = JobClient._latest_restore, [2]
+
+    def failing(self: JobClient) -> Any:
+        if left[0] > 0:
+            left[0] -= 1
+            raise OSError("injected: reading the checkpoint failed")
+        return original(self)
+
+    monkeypatch.setattr(JobClient, "_latest_restore", failing)
+    caplog.set_level(logging.WARNING)
+    result = sum_job_failing_once_with_restarts(tmp_path, "complete", restarts=5)
+    assert left == [0] and result.metrics["job.numRestarts"] == 3
+    assert Counter(committed_lines(tmp_path / "out")) == expected_running_sums(DATA)
+    restores = [m for m in caplog.messages if "restoring its latest completed checkpoint failed" in m]
+    assert len(restores) == 2 and all("OSError: injected" in m for m in restores)
+
+
+def test_a_restore_that_keeps_failing_exhausts_the_restart_strategy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamflow.runtime.job import JobClient
+
+    def failing(self: JobClient) -> Any:
+        raise OSError("injected: reading the checkpoint failed")
+
+    monkeypatch.setattr(JobClient, "_latest_restore", failing)
+    faults.inject("complete", min_checkpoint_id=2)
+    env = sum_job(tmp_path, SlowStorage(tmp_path / "chk", delay_s=0.003), restarts=3)
+
+    async def run() -> JobStatus:
+        client = await env.execute_async("sums")
+        with pytest.raises(RestartsExhaustedError, match=r"exhausted after 3 restart\(s\)") as info:
+            await asyncio.wait_for(client.get_job_execution_result(), 20)
+        assert isinstance(info.value.__cause__, OSError)
+        return client.get_job_status()
+
+    assert asyncio.run(run()) is JobStatus.FAILED
+
+
+def sum_job_failing_once_with_restarts(tmp_path: Path, point: str, restarts: int) -> Any:
+    faults.inject(point, min_checkpoint_id=2)
+    storage = SlowStorage(tmp_path / "chk", delay_s=0.003)
+    return sum_job(tmp_path, storage, restarts=restarts).execute("sums")

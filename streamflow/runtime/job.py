@@ -175,42 +175,58 @@ class JobClient:
                     # restart strategy decided this failure ends the job: _region_failed)
                     self._status = self._ended_status(JobStatus.FAILED)
                     raise
-                strategy = self._config.restart_strategy
-                delay_ms = strategy.next_delay_ms(self._clock.now_ms())
-                self.last_failure_cause = f"{type(exc).__name__}: {exc}"
-                if delay_ms is None:
-                    self._status = JobStatus.FAILED
-                    if isinstance(strategy, NoRestart):
-                        raise
-                    raise RestartsExhaustedError(
-                        f"job {self.job_name!r} failed and is not restarted: the restart strategy "
-                        f"{strategy!r} is exhausted after {self.restarts} restart(s); last failure: {exc!r}"
-                    ) from exc
-                self._status = JobStatus.RESTARTING
-                self.restarts += 1
-                _log.warning(
-                    "job %r failed (%s); restart %d in %d ms by the restart strategy %r, from its latest "
-                    "completed checkpoint", self.job_name, self.last_failure_cause, self.restarts, delay_ms,
-                    strategy, exc_info=exc, extra=self._log_fields(),
-                )  # fmt: skip
-                await asyncio.sleep(delay_ms / 1000)
+                await self._restart(exc)
+        self._status = self._ended_status(JobStatus.FINISHED)
+        _log.info("job %r %s", self.job_name, self._status.value.lower(), extra=self._log_fields())
+
+    async def _restart(self, failure: Exception) -> None:
+        """Fail the job over after ``failure``: a fresh execution restored from the latest
+        completed checkpoint, after the restart strategy's delay (or the job fails: raises).
+
+        A failure while restoring (reading the checkpoint, building the new execution) is one
+        more failure of the job, counted and logged with its cause, and the restart is tried
+        again as the strategy allows (Flink: a task failing while restoring its state fails over
+        again); it must not end a job whose strategy has restarts left."""
+        strategy = self._config.restart_strategy
+        while True:
+            delay_ms = self._delay_or_fail(
+                failure, failure,
+                f"job {self.job_name!r} failed and is not restarted: the restart strategy {strategy!r} is "
+                f"exhausted after {self.restarts} restart(s); last failure: {failure!r}",
+            )  # fmt: skip
+            self._status = JobStatus.RESTARTING
+            self.restarts += 1
+            _log.warning(
+                "job %r failed (%s); restart %d in %d ms by the restart strategy %r, from its latest "
+                "completed checkpoint", self.job_name, self.last_failure_cause, self.restarts, delay_ms,
+                strategy, exc_info=failure, extra=self._log_fields(),
+            )  # fmt: skip
+            await asyncio.sleep(delay_ms / 1000)
+            try:
                 restore = self._latest_restore()
                 # ids continue above every id the old attempt used: its writes are settled
                 # (Execution.run), and no directory it touched is written again
                 first_id = self.execution.driver.coordinator.next_checkpoint_id
-                self.execution = Execution(
+                execution = Execution(
                     self.job_name, self._graph, self._config, self._clock, restore, self._storage,
                     self.checkpoint_stats, first_id, attempt=self.restarts,
                     on_region_failure=self._region_failed,
                 )  # fmt: skip
-                if restore is not None:
-                    self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id
-                    GC_POLICY.after_restore(self, restore.source)
-                    fields = self._log_fields()
-                    _log.info("job %r restarted from %s", self.job_name, restore.source, extra=fields)
-                self._status = JobStatus.RUNNING
-        self._status = self._ended_status(JobStatus.FINISHED)
-        _log.info("job %r %s", self.job_name, self._status.value.lower(), extra=self._log_fields())
+            except Exception as exc:
+                _log.warning(
+                    "job %r: restart %d: restoring its latest completed checkpoint failed (%s: %s)",
+                    self.job_name, self.restarts, type(exc).__name__, exc, extra=self._log_fields(),
+                )  # fmt: skip
+                failure = exc
+                continue
+            self.execution = execution
+            if restore is not None:
+                self.checkpoint_stats.restored_checkpoint_id = restore.checkpoint_id
+                GC_POLICY.after_restore(self, restore.source)
+                fields = self._log_fields()
+                _log.info("job %r restarted from %s", self.job_name, restore.source, extra=fields)
+            self._status = JobStatus.RUNNING
+            return
 
     def _ended_status(self, otherwise: JobStatus) -> JobStatus:
         if self._stopped:
