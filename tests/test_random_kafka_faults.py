@@ -1,0 +1,206 @@
+"""Seeded random fault combinations, Kafka to Kafka exactly once, in-process (the SIGKILL cases
+are tests/test_kafka_kill.py's).
+
+Each seed draws aligned, unaligned or alternating checkpoints; the heap backend (incremental or
+full) or RocksDB; a parallelism for a first run and another for a resume; and a fault: an
+in-process ``faults.inject`` point of a checkpoint's life or of the sink's two-phase commit
+(``commit``: the marker is in T_n, the commit not yet sent; ``committed``), or a user function
+that raises. The first run fails over from it (restarts allowed), or fails for good (no restart)
+and a second run resumes its latest checkpoint at the other parallelism. Then a fresh
+read_committed consumer must see every running sum exactly once and no transaction open, and
+each failure must be logged with its cause. ``STREAMFLOW_RANDOM_KAFKA_FAULTS=40`` (or ``a:b``)
+runs more seeds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import streamflow as sf
+from streamflow.common.serialization import SimpleStringSchema
+from streamflow.datastream.connectors.base import DeliveryGuarantee
+from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetsInitializer,
+    KafkaRecordSerializationSchema,
+    KafkaSink,
+    KafkaSource,
+)
+from streamflow.testing import faults
+from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_transactions, produce, read_topic
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kafka_kill_job import data, expected, parse, throttle
+
+N = 400
+_ids = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _disarm() -> Iterator[None]:
+    yield
+    faults.clear()
+    _Failing.left.clear()
+
+
+def draw(seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    return {
+        "seed": seed,
+        "rescale": rng.random() < 0.4,
+        "mode": rng.choice(("aligned", "unaligned", "alternating")),
+        "backend": rng.choice(("heap", "heap full", "rocksdb")),
+        "p1": rng.randrange(1, 4),
+        "p2": rng.randrange(1, 4),
+        "fault": rng.choice((*faults.POINTS, "function")),
+        "min_id": rng.randrange(1, 6),
+        "times": rng.choice((1, 1, 2)),
+        "at": rng.randrange(40, N - 40),
+    }
+
+
+class _Failing(sf.MapFunction):
+    """Raises at the first record ``(_, v)`` it sees after ``at`` records of its subtask, while
+    armed, once a checkpoint has completed in ``chk``."""
+
+    left: dict[str, int] = {}
+
+    def __init__(self, tag: str, at: int, chk: Path, parallelism: int) -> None:
+        self.tag, self.at, self.chk, self.parallelism = tag, at // parallelism, chk, parallelism
+        self.seen = 0
+
+    def map(self, value: Any) -> Any:
+        self.seen += 1
+        due = self.seen >= self.at and _Failing.left.get(self.tag, 0) > 0
+        if due and any(self.chk.glob("chk-*/_metadata")):
+            _Failing.left[self.tag] -= 1
+            raise RuntimeError(f"injected function failure at record {value}")
+        return value
+
+
+class Topics:
+    def __init__(self, broker: KafkaBroker) -> None:
+        n = next(_ids)
+        self.bs = broker.bootstrap_servers
+        self.src, self.dst = f"rf-in-{os.getpid()}-{n}", f"rf-out-{os.getpid()}-{n}"
+        self.prefix = f"rf-tx-{os.getpid()}-{n}"
+
+    async def setup(self) -> None:
+        await create_topic(self.bs, self.src, 2)
+        await create_topic(self.bs, self.dst, 2)
+        records = data(N)
+        values = [f"{k},{v}".encode() for k, v in records]
+        await produce(self.bs, self.src, values, keys=[k.encode() for k, _ in records])
+
+
+def job(t: Topics, tmp: Path, cfg: dict[str, Any], parallelism: int, restarts: int) -> Any:
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
+    env.enable_checkpointing(15)
+    cc = env.get_checkpoint_config()
+    cc.set_checkpoint_storage_dir(tmp / "chk")
+    if cfg["mode"] == "unaligned":
+        cc.enable_unaligned_checkpoints()
+    elif cfg["mode"] == "alternating":
+        cc.enable_unaligned_checkpoints()
+        cc.set_aligned_checkpoint_timeout(cfg["seed"] % 2)
+    if cfg["backend"] == "rocksdb":
+        env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
+    elif cfg["backend"] == "heap full":
+        cc.enable_incremental_checkpoints(False)
+    fixed = sf.RestartStrategies.fixed_delay_restart(restarts, 0)
+    env.set_restart_strategy(fixed if restarts else sf.RestartStrategies.no_restart())
+    source = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(t.bs)
+        .set_topics(t.src)
+        .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+        .set_bounded(KafkaOffsetsInitializer.latest())
+        .set_value_only_deserializer(SimpleStringSchema())
+        .build()
+    )
+    serializer = (
+        KafkaRecordSerializationSchema.builder()
+        .set_topic(t.dst)
+        .set_key_serialization_schema(lambda r: r.split(":")[0].encode())
+        .set_value_serialization_schema(SimpleStringSchema())
+        .build()
+    )
+    sink = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(t.bs)
+        .set_record_serializer(serializer)
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix(t.prefix)
+        .build()
+    )
+    failing = _Failing(str(tmp), cfg["at"], tmp / "chk", parallelism)
+    (
+        env.from_source(source, None, "kafka-in").uid("kafka-in")
+        .map(parse).uid("parse")
+        .map(throttle, concurrency=1).uid("throttle")
+        .key_by(lambda r: r[0])
+        .map(failing).uid("failing")
+        .key_by(lambda r: r[0])
+        .sum(1).uid("running-sum")
+        .map(lambda r: f"{r[0]}:{r[1]}").uid("format")
+        .sink_to(sink).uid("kafka-out")
+    )  # fmt: skip
+    return env
+
+
+async def run_seed(seed: int, broker: KafkaBroker, tmp: Path, caplog: Any) -> dict[str, Any]:
+    cfg = draw(seed)
+    caplog.set_level(logging.INFO, logger="streamflow")
+    t = Topics(broker)
+    await t.setup()
+    if cfg["rescale"]:  # the first run fails for good; a second resumes at another parallelism
+        _Failing.left[str(tmp)] = 1
+        client = await job(t, tmp, cfg, cfg["p1"], restarts=0).execute_async("rf")
+        with pytest.raises(RuntimeError, match="injected function failure"):
+            await client.get_job_execution_result()
+        _Failing.left.clear()
+    if cfg["fault"] == "function":
+        _Failing.left[str(tmp)] = cfg["times"]
+    else:
+        faults.inject(cfg["fault"], min_checkpoint_id=cfg["min_id"], times=cfg["times"])
+    parallelism = cfg["p2"] if cfg["rescale"] else cfg["p1"]
+    client = await job(t, tmp, cfg, parallelism, restarts=5).execute_async("rf")
+    result = await client.get_job_execution_result()
+    out = Counter(m.value.decode() for m in await read_topic(t.bs, t.dst))
+    want = Counter(expected(N))
+    assert out == want, (cfg, list((want - out).items())[:5], list((out - want).items())[:5])
+    assert await open_transactions(t.bs, t.dst) == {}, cfg
+    restarts = result.metrics["job.numRestarts"]
+    failed = re.findall(r"job 'rf' failed \((\w+)", caplog.text)
+    causes = {"InjectedFault", "RuntimeError", "CheckpointFailureError"}
+    assert len(failed) == restarts and set(failed) <= causes, (cfg, failed)
+    cfg["restarts"] = restarts
+    return cfg
+
+
+def _seeds(spec: str) -> range:
+    first, _, last = spec.rpartition(":")
+    return range(int(first or 0), int(last))
+
+
+SEEDS = _seeds(os.environ.get("STREAMFLOW_RANDOM_KAFKA_FAULTS", "3"))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_random_fault_combination_keeps_kafka_exactly_once(
+    seed: int, kafka: KafkaBroker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = await run_seed(seed, kafka, tmp_path, caplog)
+    if os.environ.get("STREAMFLOW_RANDOM_FAULTS_LOG"):
+        with open(os.environ["STREAMFLOW_RANDOM_FAULTS_LOG"], "a") as f:
+            f.write(f"kafka {seed} {cfg} hits={faults.hits(cfg['fault'])}\n")
