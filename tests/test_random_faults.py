@@ -59,6 +59,7 @@ def _disarm() -> Iterator[None]:
     yield
     faults.clear()
     _Failing.armed.clear()
+    _Failing.before.clear()
     _Sum.failing_opens.clear()
 
 
@@ -78,6 +79,7 @@ def draw(seed: int) -> dict[str, Any]:
         "times": rng.choice((1, 1, 2)),
         "at": rng.randrange(20, N // 2 - 20),  # the function fault's record (of either source)
         "damage": rng.choice(DAMAGES),
+        "live": rng.random() < 0.5,  # damaged: while the job runs, right before a failure
     }
 
 
@@ -128,14 +130,17 @@ class _Failing(sf.MapFunction):
     once a checkpoint has completed in ``chk`` (so the restart restores one)."""
 
     armed: dict[str, int] = {}
+    before: dict[str, Any] = {}  # tag -> called before it raises (damages the newest checkpoint)
 
-    def __init__(self, tag: str, at: int, chk: Path) -> None:
-        self.tag, self.at, self.chk = tag, at, chk
+    def __init__(self, tag: str, at: int, chk: Path, need: int = 1) -> None:
+        self.tag, self.at, self.chk, self.need = tag, at, chk, need
 
     def map(self, value: Any) -> Any:
         due = value[1] % (N // 2) >= self.at and _Failing.armed.get(self.tag, 0) > 0
-        if due and any(self.chk.glob("chk-*/_metadata")):
+        if due and len(list(self.chk.glob("chk-*/_metadata"))) >= self.need:
             _Failing.armed[self.tag] -= 1
+            if self.tag in _Failing.before:
+                _Failing.before.pop(self.tag)()
             raise RuntimeError(f"injected function failure at record {value}")
         return value
 
@@ -180,7 +185,8 @@ def job(tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate
         streams.append(s.set_parallelism(1))
     # keyed before the failing map: a key's records keep their order (a rebalance would not)
     keyed = streams[0].union(streams[1]).key_by(lambda r: r[0])
-    failing = keyed.map(_Failing(str(tmp), cfg["at"], tmp / "chk")).uid("failing")
+    need = 2 if cfg["scenario"] == "damaged" else 1  # an older checkpoint to fall back to
+    failing = keyed.map(_Failing(str(tmp), cfg["at"], tmp / "chk", need)).uid("failing")
     sink = sf.FileSink.for_row_format(str(tmp / "out"), sf.Encoder.simple_string_encoder()).build()
     failing.key_by(lambda r: r[0]).process(_Sum(str(tmp))).uid("sum").sink_to(sink).uid("sink")
     return env
@@ -252,6 +258,8 @@ def run_scenario(seed: int, tmp: Path, monkeypatch: pytest.MonkeyPatch, caplog: 
         assert result.metrics["job.numRestarts"] >= 1 or not _fired(cfg, tmp), cfg
         assert committed(tmp) == expected(), cfg
         _assert_logged_restarts(caplog.text, result.metrics["job.numRestarts"], cfg)
+    elif scenario == "damaged" and cfg["live"]:
+        _damaged_live(cfg, tmp, caplog)
     elif scenario in ("rescale", "damaged"):
         _Failing.armed[str(tmp)] = 1
         with pytest.raises(RuntimeError, match="injected function failure"):
@@ -310,6 +318,34 @@ def _resume_damaged(cfg: dict[str, Any], tmp: Path, caplog: Any) -> None:
         # a damaged entry or shared file the restore does not read (an unused file)
         assert out == want, (cfg, target)
         cfg["outcome"] = f"unread damage {target.name}"
+
+
+def _damaged_live(cfg: dict[str, Any], tmp: Path, caplog: Any) -> None:
+    """The newest checkpoint is damaged right before a failure of the running job: its restart
+    falls back to an older one (logged), or is refused naming the file until the restart
+    strategy is exhausted, or restores a newer intact one completed meanwhile."""
+    from streamflow.runtime.job import RestartsExhaustedError
+
+    targets: list[Path] = []
+    _Failing.armed[str(tmp)] = 1
+    _Failing.before[str(tmp)] = lambda: targets.append(damage(tmp, cfg["damage"], random.Random(cfg["seed"])))
+    try:
+        job(tmp, cfg, cfg["p1"], restarts=2).execute("faults")
+    except RestartsExhaustedError as exc:
+        cause = exc.__cause__
+        assert isinstance(cause, (CorruptCheckpointError, DamagedCheckpointError)), (cfg, exc)
+        assert str(targets[0].name) in str(cause), (cfg, targets, cause)
+        assert not committed(tmp) - expected(), cfg  # nothing twice
+        assert len(re.findall("restoring its latest completed checkpoint failed", caplog.text)) == 2, cfg
+        cfg["outcome"] = f"refused {type(cause).__name__}"
+        return
+    out, want = committed(tmp), expected()
+    if "FALLBACK" in caplog.text:
+        assert set(out) == set(want), (cfg, set(out) ^ set(want))
+        cfg["outcome"] = f"live fallback, {sum((out - want).values())} duplicates"
+    else:
+        assert out == want, (cfg, targets)
+        cfg["outcome"] = "live, a newer checkpoint restored"
 
 
 async def _savepoint(cfg: dict[str, Any], tmp: Path) -> None:
