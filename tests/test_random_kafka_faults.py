@@ -14,6 +14,7 @@ runs more seeds.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
@@ -66,6 +67,8 @@ def draw(seed: int) -> dict[str, Any]:
         "min_id": rng.randrange(1, 6),
         "times": rng.choice((1, 1, 2)),
         "at": rng.randrange(40, N - 40),
+        "savepoint": rng.random() < 0.35,  # stop-with-savepoint mid-run, then resume from it
+        "drain": rng.random() < 0.3,
     }
 
 
@@ -88,6 +91,19 @@ class _Failing(sf.MapFunction):
         return value
 
 
+def _gated(gate: Any) -> Any:
+    """The throttle; with ``gate``, each record also sleeps 2 ms until it answers True, so a
+    stop-with-savepoint finds the job running. (Never blocked on the gate: a full async queue
+    chained to the source delays its checkpoints until it drains, as Flink's does.)"""
+
+    async def gated(record: tuple[str, int]) -> tuple[str, int]:
+        if gate is not None and not gate():
+            await asyncio.sleep(0.002)
+        return await throttle(record)
+
+    return gated
+
+
 class Topics:
     def __init__(self, broker: KafkaBroker) -> None:
         n = next(_ids)
@@ -103,7 +119,7 @@ class Topics:
         await produce(self.bs, self.src, values, keys=[k.encode() for k, _ in records])
 
 
-def job(t: Topics, tmp: Path, cfg: dict[str, Any], parallelism: int, restarts: int) -> Any:
+def job(t: Topics, tmp: Path, cfg: dict[str, Any], parallelism: int, restarts: int, gate: Any = None) -> Any:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
     env.enable_checkpointing(15)
     cc = env.get_checkpoint_config()
@@ -147,7 +163,7 @@ def job(t: Topics, tmp: Path, cfg: dict[str, Any], parallelism: int, restarts: i
     (
         env.from_source(source, None, "kafka-in").uid("kafka-in")
         .map(parse).uid("parse")
-        .map(throttle, concurrency=1).uid("throttle")
+        .map(_gated(gate), concurrency=1).uid("throttle")
         .key_by(lambda r: r[0])
         .map(failing).uid("failing")
         .key_by(lambda r: r[0])
@@ -169,6 +185,9 @@ async def run_seed(seed: int, broker: KafkaBroker, tmp: Path, caplog: Any) -> di
         with pytest.raises(RuntimeError, match="injected function failure"):
             await client.get_job_execution_result()
         _Failing.left.clear()
+    if cfg["savepoint"]:
+        await _stop_and_resume(t, tmp, cfg, caplog)
+        return cfg
     if cfg["fault"] == "function":
         _Failing.left[str(tmp)] = cfg["times"]
     else:
@@ -176,16 +195,48 @@ async def run_seed(seed: int, broker: KafkaBroker, tmp: Path, caplog: Any) -> di
     parallelism = cfg["p2"] if cfg["rescale"] else cfg["p1"]
     client = await job(t, tmp, cfg, parallelism, restarts=5).execute_async("rf")
     result = await client.get_job_execution_result()
-    out = Counter(m.value.decode() for m in await read_topic(t.bs, t.dst))
-    want = Counter(expected(N))
-    assert out == want, (cfg, list((want - out).items())[:5], list((out - want).items())[:5])
-    assert await open_transactions(t.bs, t.dst) == {}, cfg
+    await check(t, cfg)
     restarts = result.metrics["job.numRestarts"]
     failed = re.findall(r"job 'rf' failed \((\w+)", caplog.text)
     causes = {"InjectedFault", "RuntimeError", "CheckpointFailureError"}
     assert len(failed) == restarts and set(failed) <= causes, (cfg, failed)
     cfg["restarts"] = restarts
     return cfg
+
+
+async def check(t: Topics, cfg: dict[str, Any]) -> None:
+    out = Counter(m.value.decode() for m in await read_topic(t.bs, t.dst))
+    want = Counter(expected(N))
+    assert out == want, (cfg, list((want - out).items())[:5], list((out - want).items())[:5])
+    assert await open_transactions(t.bs, t.dst) == {}, cfg
+
+
+async def _stop_and_resume(t: Topics, tmp: Path, cfg: dict[str, Any], caplog: Any) -> None:
+    """Stop-with-savepoint with a point armed (a failed stop is retried: the job keeps running,
+    or, draining, fails over), then a resume from the savepoint at the other parallelism."""
+    stopped = asyncio.Event()
+    if cfg["fault"] in faults.POINTS:
+        faults.inject(cfg["fault"], min_checkpoint_id=cfg["min_id"], times=cfg["times"])
+    client = await job(t, tmp, cfg, cfg["p1"], restarts=5, gate=stopped.is_set).execute_async("rf")
+    while not any((tmp / "chk").glob("chk-*/_metadata")):
+        await asyncio.sleep(0.005)
+    path = None
+    for attempt in range(6):
+        try:
+            stop = client.stop_with_savepoint(cfg["drain"], str(tmp / f"sp{attempt}"))
+            path = await asyncio.wait_for(stop, 20)
+            break
+        except (sf.errors.StreamflowError, RuntimeError, OSError) as exc:  # type: ignore[attr-defined]
+            logging.getLogger("test").warning("stop-with-savepoint failed: %r", exc)
+            await asyncio.sleep(0.02)
+    stopped.set()
+    assert path is not None, cfg
+    await asyncio.wait_for(client.get_job_execution_result(), 20)
+    faults.clear()
+    env = job(t, tmp, cfg, cfg["p2"], restarts=0)
+    env.configure({"execution.savepoint.path": path})
+    await (await env.execute_async("rf")).get_job_execution_result()
+    await check(t, cfg)
 
 
 def _seeds(spec: str) -> range:
