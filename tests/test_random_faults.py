@@ -81,6 +81,7 @@ def draw(seed: int) -> dict[str, Any]:
         "at": rng.randrange(20, N // 2 - 20),  # the function fault's record (of either source)
         "damage": rng.choice(DAMAGES),
         "live": rng.random() < 0.5,  # damaged: while the job runs, right before a failure
+        "memory": rng.random() < 0.25,  # failover: no storage directory (restored from memory)
     }
 
 
@@ -139,7 +140,7 @@ class _Failing(sf.MapFunction):
 
     def map(self, value: Any) -> Any:
         due = value[1] % (N // 2) >= self.at and _Failing.armed.get(self.tag, 0) > 0
-        if due and len(list(self.chk.glob("chk-*/_metadata"))) >= self.need:
+        if due and (self.need == 0 or len(list(self.chk.glob("chk-*/_metadata"))) >= self.need):
             _Failing.armed[self.tag] -= 1
             _Failing.fired[self.tag] += 1
             if self.tag in _Failing.before:
@@ -152,8 +153,10 @@ def job(tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(8)
     env.enable_checkpointing(10)
     cc = env.get_checkpoint_config()
-    cc.set_checkpoint_storage_dir(tmp / "chk")
-    cc.set_max_retained_checkpoints(3)
+    memory = cfg["memory"] and cfg["scenario"] == "failover"
+    if not memory:  # else the latest checkpoint is kept in memory, for the in-process failover
+        cc.set_checkpoint_storage_dir(tmp / "chk")
+        cc.set_max_retained_checkpoints(3)
     if cfg["mode"] == "unaligned":
         cc.enable_unaligned_checkpoints()
     elif cfg["mode"] == "alternating":
@@ -186,7 +189,8 @@ def job(tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate
         streams.append(s.set_parallelism(1))
     # keyed before the failing map: a key's records keep their order (a rebalance would not)
     keyed = streams[0].union(streams[1]).key_by(lambda r: r[0])
-    need = 2 if cfg["scenario"] == "damaged" else 1  # an older checkpoint to fall back to
+    # damaged: an older checkpoint to fall back to; in memory: whether one completed is left to chance
+    need = 2 if cfg["scenario"] == "damaged" else 0 if memory else 1
     failing = keyed.map(_Failing(str(tmp), cfg["at"], tmp / "chk", need)).uid("failing")
     sink = sf.FileSink.for_row_format(str(tmp / "out"), sf.Encoder.simple_string_encoder()).build()
     failing.key_by(lambda r: r[0]).process(_Sum(str(tmp))).uid("sum").sink_to(sink).uid("sink")

@@ -211,6 +211,20 @@ class RestoredCheckpoint:
     finished_parallelism: dict[str, int] = field(default_factory=dict)
     # uid -> the max parallelism (number of key groups) its task had; absent in older entries
     max_parallelism: dict[str, int] = field(default_factory=dict)
+    # decodes the same checkpoint again (from_entries' bytes, or load's handle): see fresh()
+    reload: Callable[[], RestoredCheckpoint] | None = field(default=None, repr=False)
+
+    def fresh(self) -> RestoredCheckpoint:
+        """The same checkpoint, decoded again. A restore hands the decoded state to the operators,
+        which change it as they run (the heap backend adopts the decoded maps of map state), so
+        a restart that restores this checkpoint once more (its attempt failed before completing
+        a checkpoint of its own) must not reuse this object: it holds what the failed attempt
+        left, not what the checkpoint holds."""
+        if self.reload is None:
+            raise RuntimeError(f"checkpoint {self.checkpoint_id} ({self.source}) cannot be decoded again")
+        again = self.reload()
+        again.shared_path = again.shared_path or self.shared_path
+        return again
 
     @staticmethod
     def from_entries(
@@ -247,6 +261,10 @@ class RestoredCheckpoint:
                 raise CorruptCheckpointError(
                     f"checkpoint entry {where} is damaged: {type(e).__name__}: {e}", where
                 ) from e
+        # the bytes are the caller's (a checkpoint kept in memory keeps them anyway)
+        r.reload = lambda: RestoredCheckpoint.from_entries(
+            checkpoint_id, source, entries, codec, records_codec
+        )
         return r
 
     @staticmethod
@@ -259,6 +277,7 @@ class RestoredCheckpoint:
         )
         restored.shared_path = handle.shared_path  # verified (sha256) when asked for
         restored.handle = handle
+        restored.reload = lambda: RestoredCheckpoint.load(handle, codec, records_codec)  # read again
         return restored
 
     def for_operator(self, uid: str, subtask: int, key_groups: range) -> OperatorRestore | None:

@@ -148,14 +148,21 @@ class JobClient:
                 self.job_name, fallback=self._config.checkpoint.fallback_to_older_checkpoint
             )
             if handle is None:
-                return self.execution.restore
+                return self._restore_again()
             return RestoredCheckpoint.load(handle, codec, records)
         memory = self.execution.driver.writer.latest_in_memory
         if memory is not None:
             restored = RestoredCheckpoint.from_entries(memory[0], "memory", memory[1], codec, records)
             restored.shared_path = self.execution.driver.writer.memory_shared.path
             return restored
-        return self.execution.restore
+        return self._restore_again()
+
+    def _restore_again(self) -> RestoredCheckpoint | None:
+        """The attempt that failed completed no checkpoint: the checkpoint (or savepoint) it was
+        restored from, decoded afresh (the failed attempt's operators changed the decoded state
+        they were handed: ``RestoredCheckpoint.fresh``)."""
+        restore = self.execution.restore
+        return None if restore is None else restore.fresh()
 
     async def _run(self) -> None:
         while True:
