@@ -13,6 +13,9 @@ With ``STREAMFLOW_KILL_COMPACT=1`` the sink rolls a part file at every checkpoin
 them (``enable_compact``: 4 kB or 3 checkpoints, concatenated): the published files are the
 compacted ones.
 
+``STREAMFLOW_KILL_PARALLELISM`` sets the job's parallelism (2 by default): a restart at another
+one rescales the keyed state, the sink's and (unaligned) the in-flight data.
+
 With ``STREAMFLOW_KILL_TIMERS=1`` the sums go through a keyed process function
 that holds them in list state and emits them from timers (a processing-time
 timer 2 ms on, and an event-time one that fires at the end of input): the same
@@ -77,7 +80,9 @@ class HoldForTimers(sf.KeyedProcessFunction):
 
 
 def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "incremental") -> None:
-    env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(128)
+    parallelism = int(os.environ.get("STREAMFLOW_KILL_PARALLELISM", "2"))  # a restart may change it
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
+    env.set_channel_capacity(128)
     env.enable_checkpointing(30)
     if os.environ.get("STREAMFLOW_KILL_BACKEND"):  # e.g. rocksdb (test_rocksdb_backend.py)
         env.configure({"state.backend.type": os.environ["STREAMFLOW_KILL_BACKEND"]})

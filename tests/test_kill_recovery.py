@@ -99,6 +99,20 @@ def test_kill_at_chosen_point_with_full_snapshots(tmp_path: Path, mode: str, poi
     kill_at_point(tmp_path, mode, point, "full")
 
 
+def test_killed_then_resumed_at_another_parallelism(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILLed with unaligned checkpoint 5 complete (RocksDB state, in-flight data) and its
+    files not yet committed, then resumed at parallelism 3 instead of 2: every record exactly
+    once. (Kafka's: tests/test_kafka_kill.py; in-process: tests/test_random_faults.py.)"""
+    monkeypatch.setenv("STREAMFLOW_KILL_BACKEND", "rocksdb")
+    monkeypatch.setenv("STREAMFLOW_KILL_PARALLELISM", "2")
+    proc = start(tmp_path, "unaligned", "complete:5")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
+    monkeypatch.setenv("STREAMFLOW_KILL_PARALLELISM", "3")
+    finish(tmp_path, "unaligned")
+    check_output(tmp_path)
+
+
 def kill_at_random_moments(tmp_path: Path, mode: str, state: str, fork: bool = False) -> None:
     """``KILLS`` SIGKILLs at random moments (tests/kill_moments.py: a seed per run, printed), each
     run restarted from the last one's checkpoints; a job that finishes before its kill is checked
