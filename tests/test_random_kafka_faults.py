@@ -69,6 +69,7 @@ def draw(seed: int) -> dict[str, Any]:
         "at": rng.randrange(40, N - 40),
         "savepoint": rng.random() < 0.35,  # stop-with-savepoint mid-run, then resume from it
         "drain": rng.random() < 0.3,
+        "memory": rng.random() < 0.25,  # a failover only: checkpoints kept in memory, no directory
     }
 
 
@@ -78,14 +79,15 @@ class _Failing(sf.MapFunction):
 
     left: dict[str, int] = {}
 
-    def __init__(self, tag: str, at: int, chk: Path, parallelism: int) -> None:
+    def __init__(self, tag: str, at: int, chk: Path, parallelism: int, need: bool = True) -> None:
         self.tag, self.at, self.chk, self.parallelism = tag, at // parallelism, chk, parallelism
+        self.need = need  # a checkpoint in chk first (in memory: whether one completed is chance)
         self.seen = 0
 
     def map(self, value: Any) -> Any:
         self.seen += 1
         due = self.seen >= self.at and _Failing.left.get(self.tag, 0) > 0
-        if due and any(self.chk.glob("chk-*/_metadata")):
+        if due and (not self.need or any(self.chk.glob("chk-*/_metadata"))):
             _Failing.left[self.tag] -= 1
             raise RuntimeError(f"injected function failure at record {value}")
         return value
@@ -123,7 +125,8 @@ def job(t: Topics, tmp: Path, cfg: dict[str, Any], parallelism: int, restarts: i
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
     env.enable_checkpointing(15)
     cc = env.get_checkpoint_config()
-    cc.set_checkpoint_storage_dir(tmp / "chk")
+    if not (cfg["memory"] and not cfg["rescale"] and not cfg["savepoint"]):
+        cc.set_checkpoint_storage_dir(tmp / "chk")
     if cfg["mode"] == "unaligned":
         cc.enable_unaligned_checkpoints()
     elif cfg["mode"] == "alternating":
@@ -159,7 +162,7 @@ def job(t: Topics, tmp: Path, cfg: dict[str, Any], parallelism: int, restarts: i
         .set_transactional_id_prefix(t.prefix)
         .build()
     )
-    failing = _Failing(str(tmp), cfg["at"], tmp / "chk", parallelism)
+    failing = _Failing(str(tmp), cfg["at"], tmp / "chk", parallelism, need=cc.storage_dir is not None)
     (
         env.from_source(source, None, "kafka-in").uid("kafka-in")
         .map(parse).uid("parse")
