@@ -21,8 +21,9 @@ read of the checkpoint fails, a restored subtask failing in ``open()``. Then a s
 
 The job: two throttled sources of disjoint keys, a union, a keyed map that may fail, a keyed
 process function keeping a running sum in value state and a count in map state, an exactly-once
-FileSink. Each key's records come from one source in order, so the output lines
-``key,sum,count`` are a function of the input alone, and they show the restored state.
+FileSink (one in-progress file per subtask, resumed on a restore; or a part file per checkpoint,
+published when the checkpoint completes). Each key's records come from one source in order, so
+the output lines ``key,sum,count`` are a function of the input alone, and show the restored state.
 ``STREAMFLOW_RANDOM_FAULTS=200`` (or ``=200:400``) runs more seeds, and
 ``STREAMFLOW_RANDOM_FAULTS_LOG=<file>`` records what each exercised (the suite runs 8, one of each
 scenario; 0-400 passed when this was written).
@@ -84,6 +85,7 @@ def draw(seed: int) -> dict[str, Any]:
         "live": rng.random() < 0.5,  # damaged: while the job runs, right before a failure
         "memory": rng.random() < 0.25,  # failover: no storage directory (restored from memory)
         "tolerable": rng.choice((0, 0, 1)),  # checkpoint failures tolerated before a failover
+        "roll": rng.random() < 0.5,  # a part file per checkpoint, published when it completes
     }
 
 
@@ -195,7 +197,10 @@ def job(tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate
     # damaged: an older checkpoint to fall back to; in memory: whether one completed is left to chance
     need = 2 if cfg["scenario"] == "damaged" else 0 if memory else 1
     failing = keyed.map(_Failing(str(tmp), cfg["at"], tmp / "chk", need)).uid("failing")
-    sink = sf.FileSink.for_row_format(str(tmp / "out"), sf.Encoder.simple_string_encoder()).build()
+    sink = sf.FileSink.for_row_format(str(tmp / "out"), sf.Encoder.simple_string_encoder())
+    if cfg["roll"]:  # else one in-progress file per subtask, resumed (truncated) on a restore
+        sink = sink.with_rolling_policy(sf.RollingPolicy.on_checkpoint_rolling_policy())
+    sink = sink.build()
     failing.key_by(lambda r: r[0]).process(_Sum(str(tmp))).uid("sum").sink_to(sink).uid("sink")
     return env
 
