@@ -86,6 +86,7 @@ def draw(seed: int) -> dict[str, Any]:
         "memory": rng.random() < 0.25,  # failover: no storage directory (restored from memory)
         "tolerable": rng.choice((0, 0, 1)),  # checkpoint failures tolerated before a failover
         "roll": rng.random() < 0.5,  # a part file per checkpoint, published when it completes
+        "fork": rng.random() < 0.2,  # heap checkpoints encoded in a forked snapshot child
     }
 
 
@@ -173,6 +174,13 @@ def job(tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate
         cc.enable_incremental_checkpoints(False)
     else:
         cc.enable_incremental_checkpoints(True, max_chain=2)
+    if cfg["fork"] and cfg["backend"] != "rocksdb":
+        env.configure(
+            {
+                "state.backend.heap.snapshot-process": "on",
+                "state.backend.heap.snapshot-process.min-entries": 1,
+            }
+        )
     if cfg["scenario"] == "damaged":
         cc.enable_fallback_to_older_checkpoint()
     fixed = sf.RestartStrategies.fixed_delay_restart(restarts, 0)
