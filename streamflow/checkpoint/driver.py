@@ -149,6 +149,7 @@ class CheckpointDriver:
         self._released: set[str] = set()  # tasks whose operators are closed: no more mail
         self._requests: dict[int, asyncio.Future[str]] = {}
         self._stops: dict[int, str] = {}  # stop-with-savepoint checkpoint -> its path once written
+        self.stop_savepoint: str | None = None  # written, its side effects being committed
         self._request_of_checkpoint: dict[int, int] = {}
         self._settled = False
         self._end_cause: BaseException | None = None
@@ -423,7 +424,7 @@ class CheckpointDriver:
     def _notify_stop(self, cid: int, tasks: list[CheckpointedTask]) -> None:
         """The savepoint of a stop-with-savepoint completed: notify every task (its sinks
         commit), then resolve the request with the savepoint's path."""
-        path = self._stops.pop(cid)
+        path = self.stop_savepoint = self._stops.pop(cid)
         remaining = [len(tasks)]
 
         async def notify(task: CheckpointedTask) -> None:

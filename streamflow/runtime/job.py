@@ -31,6 +31,16 @@ class RestartsExhaustedError(StreamflowError, RuntimeError):
     suppressed by ..."); ``__cause__`` is the last failure."""
 
 
+class SavepointCommitError(StreamflowError, RuntimeError):
+    """A stop-with-savepoint's savepoint completed, and the job failed while committing its side
+    effects (its sinks' commits): the job is not restarted (FLINK-26783); ``savepoint_path``
+    is complete and consistent, and resuming from it commits the rest."""
+
+    def __init__(self, message: str, savepoint_path: str) -> None:
+        super().__init__(message)
+        self.savepoint_path = savepoint_path
+
+
 class JobStatus(enum.Enum):
     CREATED = "CREATED"
     RUNNING = "RUNNING"
@@ -182,9 +192,26 @@ class JobClient:
                     # restart strategy decided this failure ends the job: _region_failed)
                     self._status = self._ended_status(JobStatus.FAILED)
                     raise
+                if self.execution.driver.stop_savepoint is not None:
+                    self._status = JobStatus.FAILED
+                    raise self._savepoint_commit_error(exc) from exc
                 await self._restart(exc)
         self._status = self._ended_status(JobStatus.FINISHED)
         _log.info("job %r %s", self.job_name, self._status.value.lower(), extra=self._log_fields())
+
+    def _savepoint_commit_error(self, failure: BaseException) -> SavepointCommitError:
+        """Flink's rule (FLINK-26783): restarting from the latest checkpoint, older than the
+        savepoint whose side effects were being committed, would write them again; restarting
+        from the savepoint would make the running job depend on it. The job fails, naming it."""
+        path = self.execution.driver.stop_savepoint
+        assert path is not None
+        return SavepointCommitError(
+            f"job {self.job_name!r} failed while committing the side effects of its stop-with-savepoint "
+            f"{path} ({type(failure).__name__}: {failure}); the savepoint is complete and consistent, "
+            "but part of its output may be uncommitted: the job is not restarted from its latest "
+            "checkpoint (that would write committed output again); resume it from the savepoint to "
+            "commit the rest", path,
+        )  # fmt: skip
 
     async def _restart(self, failure: Exception) -> None:
         """Fail the job over after ``failure``: a fresh execution restored from the latest
@@ -365,6 +392,10 @@ class JobClient:
         try:
             path = await self.execution.driver.request(CheckpointType.SAVEPOINT, str(directory), mode)
         except Exception as exc:
+            if self.execution.driver.stop_savepoint is not None:
+                error = self._savepoint_commit_error(exc.__cause__ or exc)
+                _log.warning("%s", error, extra=self._log_fields())
+                raise error from exc
             _log.warning(
                 "job %r: stop-with-savepoint (%s) failed, the job %s: %s", self.job_name, mode.value,
                 "fails over" if mode is StopMode.TERMINATE else "keeps running", exc,
