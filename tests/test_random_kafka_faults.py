@@ -5,11 +5,14 @@ Each seed draws aligned, unaligned or alternating checkpoints; the heap backend 
 full) or RocksDB; a parallelism for a first run and another for a resume; and a fault: an
 in-process ``faults.inject`` point of a checkpoint's life or of the sink's two-phase commit
 (``commit``: the marker is in T_n, the commit not yet sent; ``committed``), or a user function
-that raises. The first run fails over from it (restarts allowed), or fails for good (no restart)
-and a second run resumes its latest checkpoint at the other parallelism. Then a fresh
-read_committed consumer must see every running sum exactly once and no transaction open, and
-each failure must be logged with its cause. ``STREAMFLOW_RANDOM_KAFKA_FAULTS=40`` (or ``a:b``)
-runs more seeds.
+that raises. The first run fails over from it (restarts allowed; its checkpoints in a directory
+or kept in memory), or fails for good (no restart) and a second run resumes its latest
+checkpoint at the other parallelism; or the job stops with a savepoint (suspending or draining,
+the point armed; a stop whose savepoint completed but whose commit failed names the savepoint)
+and resumes from it at the other parallelism. Then a fresh read_committed consumer must see
+every running sum exactly once and no transaction open, and each failure must be logged with
+its cause. ``STREAMFLOW_RANDOM_KAFKA_FAULTS=40`` (or ``a:b``) runs more seeds (0-130 passed
+when this was written; the suite runs 3).
 """
 
 from __future__ import annotations
