@@ -74,6 +74,7 @@ def draw(seed: int) -> dict[str, Any]:
         "savepoint": rng.random() < 0.35,  # stop-with-savepoint mid-run, then resume from it
         "drain": rng.random() < 0.3,
         "memory": rng.random() < 0.25,  # a failover only: checkpoints kept in memory, no directory
+        "damaged": rng.random() < 0.3,  # rescale: the newest _metadata damaged, a fallback allowed
     }
 
 
@@ -192,6 +193,9 @@ async def run_seed(seed: int, broker: KafkaBroker, tmp: Path, caplog: Any) -> di
         with pytest.raises(RuntimeError, match="injected function failure"):
             await client.get_job_execution_result()
         _Failing.left.clear()
+        if cfg["damaged"] and not cfg["savepoint"]:
+            await _resume_damaged(t, tmp, cfg, caplog)
+            return cfg
     if cfg["savepoint"]:
         await _stop_and_resume(t, tmp, cfg, caplog)
         return cfg
@@ -209,6 +213,26 @@ async def run_seed(seed: int, broker: KafkaBroker, tmp: Path, caplog: Any) -> di
     assert len(failed) == restarts and set(failed) <= causes, (cfg, failed)
     cfg["restarts"] = restarts
     return cfg
+
+
+async def _resume_damaged(t: Topics, tmp: Path, cfg: dict[str, Any], caplog: Any) -> None:
+    """The newest checkpoint's ``_metadata`` is garbage: the resume falls back to an older one
+    (logged with its cause). Output committed after it may be written again, never a wrong sum,
+    nothing missing, and no transaction stays open."""
+    from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+    handle = FileSystemCheckpointStorage(tmp / "chk").restore_point("rf")
+    assert handle is not None
+    (handle.path / "_metadata").write_bytes(b"\x00garbage")
+    env = job(t, tmp, cfg, cfg["p2"], restarts=0)
+    env.get_checkpoint_config().enable_fallback_to_older_checkpoint()
+    await (await env.execute_async("rf")).get_job_execution_result()
+    assert re.search(r"FALLBACK .*: the latest completed checkpoint .* is damaged", caplog.text), cfg
+    out = Counter(m.value.decode() for m in await read_topic(t.bs, t.dst))
+    want = Counter(expected(N))
+    assert set(out) == set(want), (cfg, sorted(set(out) ^ set(want))[:5])
+    assert await open_transactions(t.bs, t.dst) == {}, cfg
+    cfg["outcome"] = f"fallback, {sum((out - want).values())} duplicates"
 
 
 async def check(t: Topics, cfg: dict[str, Any]) -> None:
