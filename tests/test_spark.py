@@ -75,6 +75,7 @@ LATE = OutputTag("late")
 
 NAMES = ["w1", "w2", "w3", "w3_process", "session", "timers", "sliding", "sliding_native", "union", "signed",
          "mixed", "python_on_typed", "keyed_typed", "list_keys", "dict_keys", "window_output_type",
+         "window_cast_types", "window_double",
          "equal_keys", "equal_unhashable_keys", "equal_keys_window"]
 
 # Keys equal in Python are one key on both engines (spark/group_keys.py): 1, 1.0, True; 0, -0.0, 0.0,
@@ -176,6 +177,14 @@ def workloads(engine: str) -> dict[str, list]:
      .reduce(lambda a, b: (a[0], a[1] + b[1], max(a[2], b[2])),
              output_type=Types.ROW([Types.STRING(), Types.INT(), Types.LONG()]))
      .sink_to(sinks["window_output_type"]))
+    # declared DOUBLE/FLOAT/BOOLEAN outputs: Spark aggregates cast as PyFlink's serializers convert
+    # (FLOAT rounds to 32 bits: the sums times 1000003 pass 2**24; see .window_agg output_casts)
+    (timed.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(1000))
+     .process(_CastStats(), output_type=Types.TUPLE([Types.STRING(), Types.DOUBLE(), Types.FLOAT(),
+                                                     Types.BOOLEAN(), Types.LONG()]))
+     .sink_to(sinks["window_cast_types"]))
+    (timed.map(lambda e: e[1]).key_by(lambda v: v % 4).window(TumblingEventTimeWindows.of(1000))
+     .reduce(lambda a, b: a + b, output_type=Types.DOUBLE()).sink_to(sinks["window_double"]))
     # over three micro-batches: a key's state restored from Spark's state store meets its equal
     (env.from_collection(equal_keys_data(2500)).key_by(lambda e: e[0])
      .reduce(lambda a, b: (a[0], a[1] + b[1])).sink_to(sinks["equal_keys"]))
@@ -190,6 +199,12 @@ def workloads(engine: str) -> dict[str, list]:
      .window(TumblingEventTimeWindows.of(1000)).process(_KeyRepr()).sink_to(sinks["equal_keys_window"]))
     env.execute(f"workloads on {engine}")
     return {name: sink.results for name, sink in sinks.items()}
+
+
+class _CastStats(ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return [(key, sum(e[1] for e in elements), sum(e[1] for e in elements) * 1000003 + 16777217,
+                 len(elements) % 2, context.window().end)]
 
 
 class _KeyRepr(ProcessWindowFunction):

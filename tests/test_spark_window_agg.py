@@ -135,3 +135,32 @@ def test_shadowed_builtins_and_unbounded_sums_are_refused() -> None:
     op = window_op(lambda k: k.window(TUMBLING).process(SumPerWindow()))
     unknown_ts = recognise_window(op, EVENTS, KEY, None, "test")
     assert unknown_ts is None
+
+
+def test_declared_double_float_and_boolean_outputs_are_casts() -> None:
+    """An output_type that converts the results (PyFlink's serializers make a float of an int
+    declared DOUBLE/FLOAT, a bool of an int declared BOOLEAN) casts the aggregate columns; other
+    converting types (rows, nested tuples) keep the Python path. Both engines' results are
+    compared in tests/test_spark.py (window_cast_types, window_double)."""
+    from streamflow.common import Types
+
+    def stats(key: Any, ctx: Any, els: Any) -> Any:
+        return [(key, sum(e[1] for e in els), sum(e[1] for e in els), len(els), ctx.window().end, key)]
+
+    def typed(*fields: Any) -> Any:
+        output_type = Types.TUPLE(list(fields))
+        op = window_op(lambda k: k.window(TUMBLING).process(stats, output_type=output_type))
+        return recognise_window(op, EVENTS, KEY, (0, 10**6), "test", output_type)
+
+    s, d, f, b, long_ = Types.STRING(), Types.DOUBLE(), Types.FLOAT(), Types.BOOLEAN(), Types.LONG()
+    agg = typed(s, d, f, b, long_, d)  # (a str declared DOUBLE stays a str, as its conversion)
+    assert agg is not None and agg.casts == (None, "double", "float", "boolean", None, None)
+    assert [f.kind for f in agg.layout(1000).fields] == ["str", "float", "float", "bool", "int", "str"]
+    assert typed(s, d, f, Types.ROW([long_]), long_, s) is None  # a row field
+    assert typed(s, d, f, b, long_) is None  # not the results' arity
+    scalar = Layout((Field("c0", "int", -5, 5),), False, 10)
+    op = window_op(lambda k: k.window(TUMBLING).reduce(lambda a, b: a + b, output_type=d))
+    agg = recognise_window(op, scalar, KEY, (0, 10**6), "test", d)
+    assert agg is not None and agg.casts == ("double",)
+    op = window_op(lambda k: k.window(TUMBLING).reduce(lambda a, b: a + b, output_type=Types.ROW([d])))
+    assert recognise_window(op, scalar, KEY, (0, 10**6), "test", Types.ROW([d])) is None

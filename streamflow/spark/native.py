@@ -50,19 +50,21 @@ _log = logging.getLogger(__name__)
 INT64 = (-(2**63), 2**63 - 1)
 EXACT_DOUBLE = 2**53
 KINDS = {str: "str", int: "int", bool: "bool"}
-SPARK_TYPES = {"str": "string", "int": "bigint", "bool": "boolean"}
+# "float": a double column, made only by a cast of an int to a declared Types.DOUBLE/FLOAT
+# (window_agg.py); no source and no recognised expression yields one
+SPARK_TYPES = {"str": "string", "int": "bigint", "bool": "boolean", "float": "double"}
 BASE_DDL = "order array<long>, ts long, tag string, eof boolean"
 BASE_COLUMNS = ["order", "ts", "tag", "eof"]
 LAYOUT_FILE = "_LAYOUT.json"  # beside a source's chunks: their Layout, when they are typed
 # The end-of-input row's record columns hold these, never null: Spark converts a whole Arrow
 # batch to pandas before splitting it per key, and one null would turn an int column into floats
-ZERO: dict[str, Any] = {"str": "", "int": 0, "bool": False}
+ZERO: dict[str, Any] = {"str": "", "int": 0, "bool": False, "float": 0.0}
 
 
 @dataclass(frozen=True)
 class Field:
     name: str  # the column
-    kind: str  # "str" | "int" | "bool"
+    kind: str  # "str" | "int" | "bool" | "float"
     lo: int = 0  # int columns: the smallest and largest value of the whole input
     hi: int = 0
 
@@ -85,7 +87,7 @@ class Layout:
     def arrow_schema(self) -> Any:
         import pyarrow as pa
 
-        types_ = {"str": pa.string(), "int": pa.int64(), "bool": pa.bool_()}
+        types_ = {"str": pa.string(), "int": pa.int64(), "bool": pa.bool_(), "float": pa.float64()}
         return pa.schema([("order", pa.list_(pa.int64())), ("ts", pa.int64()), ("tag", pa.string()),
                           ("eof", pa.bool_()), *((f.name, types_[f.kind]) for f in self.fields)])
 
@@ -126,7 +128,7 @@ def records_from_pandas(pdf: Any, layout: Layout) -> list:
     cols = []
     for f in layout.fields:
         series = pdf[f.name]
-        expected = {"int": "int64", "bool": "bool", "str": "object"}[f.kind]
+        expected = {"int": "int64", "bool": "bool", "str": "object", "float": "float64"}[f.kind]
         if str(series.dtype) != expected:  # a null would have made ints floats: never exact
             raise RuntimeError(f"typed column {f.name} arrived as {series.dtype}, not {expected}")
         cols.append(series.tolist())
@@ -321,7 +323,7 @@ def step(ins: dis.Instruction, stack: list[Any], layout: Layout, load: Any) -> b
     elif name == "COMPARE_OP":
         op = str(ins.argval).removeprefix("bool(").removesuffix(")")
         b, a = _operand(stack.pop()), _operand(stack.pop())
-        if op not in _COMPARE or a.kind != b.kind or a.kind == "bool":
+        if op not in _COMPARE or a.kind != b.kind or a.kind in ("bool", "float"):
             raise NotRecognised(f"comparison {op!r} of {a.kind} and {b.kind}")
         stack.append(Expr(("cmp", op, a.tree, b.tree), "bool"))
     elif name == "BUILD_TUPLE":

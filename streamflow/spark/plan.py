@@ -14,12 +14,11 @@ the user's code paths) and builds one streaming DataFrame per node output:
 * **Non-keyed operators** become ``mapInArrow`` stages running the operators themselves
   (:class:`~.harness.ChainRunner`); forward-connected ones with a single consumer are fused
   into one stage, as the asyncio engine chains them into one task.
-* A **keyed operator** (``key_by`` then reduce, process, window, ...) gets a key column
-  (the key selector's result, encoded: :mod:`.key_column`), the event-time watermark of its input
+* A **keyed operator** (``key_by`` then reduce, process, window, ...) gets a key column (the key
+  selector's result, encoded: :mod:`.key_column`), the event-time watermark of its input
   (``withWatermark`` with the delay of the upstream watermark strategy), and runs as
-  ``groupBy(key).applyInPandasWithState`` (:class:`~.keyed.KeyedRunner`): the operator's
-  keyed state and timers per key live in Spark's state store, and event-time timers are
-  Spark's event-time timeouts.
+  ``groupBy(key).applyInPandasWithState`` (:class:`~.keyed.KeyedRunner`): the operator's keyed
+  state and timers per key live in Spark's state store, event-time timers as its timeouts.
 * **union** is ``unionByName``; before a keyed stage each input gets a watermark of its own and
   the union's is their minimum (:mod:`.watermarks`). A **side output** is a filter on the ``tag``
   column.
@@ -320,8 +319,9 @@ class Translation:
             # (the end-of-input row stays in the aggregation: an exchange downstream appends one)
             stateful: dict[str, Any] = {"stateful": 1, "reads": stream.reads}
             if native_key is not None and layout is not None:
-                agg = recognise_window(window, layout, dataclasses.replace(native_key, tree=("col", "key")),
-                                       stream.ts_range, f"window {node.name!r}")
+                key = dataclasses.replace(native_key, tree=("col", "key"))
+                agg = recognise_window(window, layout, key, stream.ts_range, f"window {node.name!r}",
+                                       node.declared_types.get(None))
                 if agg is not None:
                     frame = window_frame(keyed, window, stream.delay_ms, [], aggregate_columns(agg),
                                          stream.flat_order)
@@ -371,8 +371,10 @@ class Translation:
         result = recognise(selector, layout, f"the key selector of {node.name!r}")
         if result is None or result.is_tuple or (result.identity and layout.is_tuple):
             return None
+        if (key := record_value(layout) if result.identity else result.exprs[0]).kind == "float":
+            return None  # a float key stays Python's (its hash and equality)
         _log.info("the key selector of %r runs natively on Spark", node.name)
-        return record_value(layout) if result.identity else result.exprs[0]
+        return key
 
     def _keyed_input(self, node: StreamNode, stream: Stream, key_column: KeyColumn) -> Any:
         """The keyed stage's input with its key column; fused into the stateless stage before
@@ -471,7 +473,6 @@ class Translation:
 
     def _filter(self, stream: Stream, tag: str | None) -> Stream:
         from pyspark.sql import functions as F
-
         cond = F.col("tag").isNull() if tag is None else (F.col("tag") == F.lit(tag))
         return dataclasses.replace(stream, df=stream.df.where(cond | F.col("eof")), stage=None)
 

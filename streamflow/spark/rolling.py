@@ -241,7 +241,7 @@ class RollingRunner:
         return pd.DataFrame(data, columns=names, copy=False)
 
 
-_DTYPE_KINDS = {"int": "i", "bool": "b", "str": "O"}
+_DTYPE_KINDS = {"int": "i", "bool": "b", "str": "O", "float": "f"}
 
 
 def _int_or_none(t: Any) -> int | None:

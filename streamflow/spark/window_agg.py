@@ -31,6 +31,15 @@ defined and equal Python's. The builtins must be the real ones (not shadowed by 
 function's module). The output record's timestamp is ``window.max_timestamp()``, and its
 ``order`` is the one :class:`~.windows.WindowFirer` gives, so a sink sees what it saw before.
 
+A declared ``output_type`` that converts the results (``Types.DOUBLE()``, ``Types.FLOAT()``,
+``Types.BOOLEAN()``, alone or as ``Types.TUPLE`` fields: PyFlink's serializers make a float of
+an int, or a bool of an int, :meth:`~streamflow.types.typeinfo.BasicTypeInfo.convert`) is a
+cast of the output column (:func:`output_casts`): an int or bool to ``double``; to ``FLOAT`` by
+way of ``double`` then ``float`` (Python's ``float(int)`` then the 32-bit rounding, both round
+to nearest even as Java's casts do; an int fits a float's range) and back to ``double`` (exact);
+an int to ``boolean`` (``!= 0``). A str field stays as it is (so does its conversion). Any
+other converting type (a row, a nested tuple, a list...) is refused.
+
 Anything else (an ``AggregateFunction``, a reduce with a window function, a function that
 calls anything else, a branch, a filter in the comprehension, a process function whose class
 has ``open``/``close`` or other methods) is not recognised: the window takes the
@@ -40,6 +49,7 @@ has ``open``/``close`` or other methods) is not recognised: the window takes the
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import dis
 import logging
 import types
@@ -47,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.window_operator import WindowOperator
+from ..types.typeinfo import BasicTypeInfo, TupleTypeInfo
 from ..windowing.assigners import SlidingEventTimeWindows
 from .harness import TIMER_ORDER
 from .native import (
@@ -74,20 +85,27 @@ class WindowAgg:
     aggregates: tuple[tuple[str, Expr], ...]  # (sum|min|max|count|first|last, element expr)
     outputs: tuple[Expr, ...]
     is_tuple: bool
+    casts: tuple[str | None, ...] = ()  # per output: None, "double", "float" or "boolean"
 
     def layout(self, count: int) -> Layout:
-        fields = tuple(Field(f"c{i}", e.kind, e.lo, e.hi) for i, e in enumerate(self.outputs))
+        fields = tuple(Field(f"c{i}", _CAST_KIND[c], 0, 0) if c else Field(f"c{i}", e.kind, e.lo, e.hi)
+                       for i, (e, c) in enumerate(zip(self.outputs, self._casts(), strict=True)))
         return Layout(fields, self.is_tuple, count)
+
+    def _casts(self) -> tuple[str | None, ...]:
+        return self.casts or (None,) * len(self.outputs)
+
+
+_CAST_KIND = {"double": "float", "float": "float", "boolean": "bool"}
 
 
 def recognise_window(op: WindowOperator, layout: Layout, key: Expr, ts_range: tuple[int, int] | None,
-                     what: str) -> WindowAgg | None:
-    """``op``'s window function as Spark aggregates over ``layout``'s columns, or None (logged)."""
+                     what: str, output_type: Any = None) -> WindowAgg | None:
+    """``op``'s window function as Spark aggregates over ``layout``'s columns, or None (logged);
+    ``output_type``: the window's declared type (its conversion, if any, becomes casts)."""
     try:
         if ts_range is None:
             raise NotRecognised("the range of its timestamps is unknown (not a recognised assigner)")
-        if op.convert_output is not None:
-            raise NotRecognised("its output_type converts the results (the operator's output does that)")
         fn = op.fn
         if fn.aggregate is not None:
             raise NotRecognised("an AggregateFunction is not recognised")
@@ -100,6 +118,8 @@ def recognise_window(op: WindowOperator, layout: Layout, key: Expr, ts_range: tu
             agg = _process(fn.process_function or fn.process, layout, key, window)
         else:
             raise NotRecognised("no window function")
+        if op.convert_output is not None:
+            agg = dataclasses.replace(agg, casts=output_casts(output_type, agg))
     except NotRecognised as exc:
         _log.info("%s: the window function runs in Python (collect_list): %s", what, exc)
         return None
@@ -117,6 +137,31 @@ def _window_columns(op: WindowOperator, ts_range: tuple[int, int]) -> dict[str, 
     end_lo, end_hi = _check(start_lo + size, start_hi + size)
     return {"start": Expr(("col", "start"), "int", start_lo, start_hi),
             "end": Expr(("col", "end"), "int", end_lo, end_hi)}
+
+
+def output_casts(output_type: Any, agg: WindowAgg) -> tuple[str | None, ...]:
+    """The casts of ``agg``'s outputs that are ``output_type``'s conversion of the results."""
+    what = f"its output_type {output_type!r} converts the results"
+    if type(output_type) is TupleTypeInfo:
+        if not agg.is_tuple or output_type.get_arity() != len(agg.outputs):
+            raise NotRecognised(f"{what}, and they do not have its arity")
+        types_ = output_type.get_field_types()
+    elif type(output_type) is BasicTypeInfo and not agg.is_tuple:
+        types_ = [output_type]
+    else:
+        raise NotRecognised(f"{what} (only Types.DOUBLE/FLOAT/BOOLEAN, alone or as Types.TUPLE fields, "
+                            "are cast natively)")
+    casts: list[str | None] = []
+    for t, e in zip(types_, agg.outputs, strict=True):
+        if not t.converts():
+            casts.append(None)
+        elif type(t) is not BasicTypeInfo or t.name not in ("Double", "Float", "Boolean"):
+            raise NotRecognised(f"{what}: a {t!r} field is not cast natively")
+        elif t.name == "Boolean":  # an int becomes `!= 0`; a bool or str stays as it is
+            casts.append("boolean" if e.kind == "int" else None)
+        else:  # an int or bool becomes a float; a str stays as it is
+            casts.append(t.name.lower() if e.kind in ("int", "bool") else None)
+    return tuple(casts)
 
 
 # -- reduce --------------------------------------------------------------------------------
@@ -184,7 +229,7 @@ def _reduce_result(result: Any, a: str, b: str, layout: Layout) -> WindowAgg:
         elif item in (("sum", index), ("max", index), ("min", index)):
             if item[0] == "sum" and f.kind != "int":
                 raise NotRecognised(f"+ of {f.kind} fields")
-            if f.kind == "bool":
+            if f.kind in ("bool", "float"):  # (min/max of floats: NaN and -0.0 are not Spark's)
                 raise NotRecognised(f"{item[0]} of bool fields")
             aggregates.append((item[0], element))
         else:
@@ -319,7 +364,7 @@ def _call(callee: Any, args: list[Any], layout: Layout, aggregates: list[tuple[s
         if not (isinstance(arg, tuple) and arg and arg[0] == "elements"):
             raise NotRecognised(f"{builtin} of something other than a comprehension over the elements")
         kind, element = builtin, arg[1]
-        if element.kind == "bool" or (kind == "sum" and element.kind != "int"):
+        if element.kind in ("bool", "float") or (kind == "sum" and element.kind != "int"):
             raise NotRecognised(f"{kind} of {element.kind}")
     aggregates.append((kind, element))
     return _aggregate_expr(len(aggregates) - 1, kind, element, layout.count)
@@ -393,5 +438,13 @@ def output_frame(windows: Any, agg: WindowAgg) -> Any:
     max_ts = F.col("end") - F.lit(1).cast("long")
     base = [F.array(F.lit(TIMER_ORDER).cast("long"), max_ts, F.lit(0).cast("long")).alias("order"),
             max_ts.alias("ts"), F.lit(None).cast("string").alias("tag"), F.lit(False).alias("eof")]
-    return windows.select(*base, *(to_column(e).alias(f"c{i}") for i, e in enumerate(agg.outputs)))
+    return windows.select(*base, *(_cast(to_column(e), c).alias(f"c{i}")
+                                   for i, (e, c) in enumerate(zip(agg.outputs, agg._casts(), strict=True))))
+
+
+def _cast(col: Any, cast: str | None) -> Any:
+    """``col`` converted as the declared type converts it (see the module's docstring)."""
+    if cast == "float":  # float(int), then the 32-bit rounding; held as a double (exactly)
+        return col.cast("double").cast("float").cast("double")
+    return col if cast is None else col.cast(cast)
 
