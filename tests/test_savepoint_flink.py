@@ -1,0 +1,74 @@
+"""Savepoints taken while unaligned checkpoints run, ported from Flink's
+``flink-tests/src/test/java/org/apache/flink/test/checkpointing/SavepointITCase.java``
+(``testTriggerSavepointAndResumeWithFileBasedCheckpoints``'s trigger-then-resume, under
+unaligned checkpointing as ``UnalignedCheckpointITCase``'s topologies run it) and
+``UnalignedCheckpointRescaleITCase``'s rescale.
+
+Flink's rule: a savepoint is always aligned (``CheckpointOptions.forConfig`` /
+``SnapshotType.isSavepoint()``: unaligned checkpoints apply to checkpoints only), so it holds
+no in-flight data and a job may resume from it with another parallelism and another
+partitioning between the same operators. Theory of the check: the first job runs under
+backpressure with unaligned checkpoints every 10 ms, a savepoint is triggered mid-stream
+(concurrently with the periodic checkpoints) and the job is cancelled; the savepoint must
+hold no channel state, and the second job, restored from it with another topology and
+parallelism, must count every record exactly once (the sink's counts in the savepoint plus
+the second run's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_unaligned_checkpoint_flink import KEYS, N, Progress, VerifyingSink, in_flight_batches, source_records
+
+import streamflow as sf
+from streamflow.checkpoint.metadata import read_metadata
+
+
+def job(tmp_path: Path, partitioning: str, parallelism: int, progress: Progress) -> sf.StreamExecutionEnvironment:
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(8)
+    env.set_channel_capacity(32)
+    env.enable_checkpointing(10)
+    cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
+    cfg.set_max_retained_checkpoints(1_000).enable_unaligned_checkpoints()
+    s = env.from_async_iterable(source_records("a", progress)).uid("src").set_parallelism(1)
+    if partitioning == "keyed":
+        s = s.key_by(lambda r: r[1]).map(lambda r: r).uid("pass").key_by(lambda r: r[1])
+    else:
+        s = s.rebalance().map(lambda r: r).uid("pass").rescale()
+    s.sink_to(VerifyingSink(progress, partitioning == "keyed")).uid("sink").disable_chaining()
+    return env
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "new_p"), [("keyed", "keyed", 3), ("keyed", "rebalance", 2), ("rebalance", "keyed", 1)]
+)
+async def test_savepoint_under_unaligned_checkpoints_is_aligned(
+    tmp_path: Path, first: str, second: str, new_p: int
+) -> None:
+    progress = Progress()
+    progress.failed = True
+    env = job(tmp_path, first, 2, progress)
+    client = await env.execute_async("first")
+    while progress.completed < 2:  # the source holds its second half until then
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)  # backpressured: data in flight while checkpoints keep coming
+    path = await client.trigger_savepoint(str(tmp_path / "sp"))
+    await asyncio.wait_for(client.cancel(), 30)
+    assert in_flight_batches(tmp_path / "chk") > 0, "no barrier overtook data: the test proves nothing"
+    from test_unaligned_checkpoint_flink import in_flight_batches_of
+
+    assert in_flight_batches_of(read_metadata(Path(path), None)) == 0, "the savepoint holds in-flight data"
+    progress2 = Progress()
+    progress2.failed, progress2.completed = True, 2
+    env2 = job(tmp_path / "second", second, new_p, progress2)
+    env2.configure({"execution.savepoint.path": path})
+    await (await env2.execute_async("second")).get_job_execution_result()
+    counts: dict[Any, int] = {}
+    for state in progress2.final.values():
+        for rid, n in state["seen"].items():
+            counts[rid] = counts.get(rid, 0) + n
+    assert counts == {("a", f"k{i % KEYS}", i): 1 for i in range(N)}
