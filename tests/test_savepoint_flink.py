@@ -22,13 +22,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_unaligned_checkpoint_flink import KEYS, N, Progress, VerifyingSink, in_flight_batches, source_records
+from test_unaligned_checkpoint_flink import (
+    KEYS,
+    N,
+    Progress,
+    VerifyingSink,
+    in_flight_batches,
+    in_flight_batches_of,
+    source_records,
+)
 
 import streamflow as sf
 from streamflow.checkpoint.metadata import read_metadata
 
 
-def job(tmp_path: Path, partitioning: str, parallelism: int, progress: Progress) -> sf.StreamExecutionEnvironment:
+def job(
+    tmp_path: Path, partitioning: str, parallelism: int, progress: Progress
+) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(8)
     env.set_channel_capacity(32)
     env.enable_checkpointing(10)
@@ -44,7 +54,8 @@ def job(tmp_path: Path, partitioning: str, parallelism: int, progress: Progress)
 
 
 @pytest.mark.parametrize(
-    ("first", "second", "new_p"), [("keyed", "keyed", 3), ("keyed", "rebalance", 2), ("rebalance", "keyed", 1)]
+    ("first", "second", "new_p"),
+    [("keyed", "keyed", 3), ("keyed", "rebalance", 2), ("rebalance", "keyed", 1)],
 )
 async def test_savepoint_under_unaligned_checkpoints_is_aligned(
     tmp_path: Path, first: str, second: str, new_p: int
@@ -59,8 +70,6 @@ async def test_savepoint_under_unaligned_checkpoints_is_aligned(
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await asyncio.wait_for(client.cancel(), 30)
     assert in_flight_batches(tmp_path / "chk") > 0, "no barrier overtook data: the test proves nothing"
-    from test_unaligned_checkpoint_flink import in_flight_batches_of
-
     assert in_flight_batches_of(read_metadata(Path(path), None)) == 0, "the savepoint holds in-flight data"
     progress2 = Progress()
     progress2.failed, progress2.completed = True, 2

@@ -1,0 +1,98 @@
+"""Resuming retained checkpoints by hand, job after job, ported from Flink's
+``flink-tests/src/test/java/org/apache/flink/test/checkpointing/ResumeCheckpointManuallyITCase.java``
+(``testExternalized{Full,Incremental}RocksDBCheckpoints...``, ``testExternalizedFSCheckpoints...``:
+run, cancel retaining the checkpoint, resume from it, cancel again, resume from the newer one),
+with the rescale of ``RescalingITCase#testCheckpointRescaling*`` between the resumes.
+
+Flink's rules checked: a job resumed from a retained checkpoint (default restore mode
+NO_CLAIM) does not take ownership of it: its own checkpoints are self-contained in its own
+right, so the user may delete the checkpoint it resumed from once it completed one
+checkpoint, and a later job resumes from the newer checkpoint alone. Theory: a keyed running
+sum per key over three phases of input; each job resumes where the previous checkpoint left
+the source and the sums, whatever the backend (heap, RocksDB full or incremental), the
+storage directory (shared with the first job or its own) and the parallelism.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_checkpointing import Gate, wait_until
+
+import streamflow as sf
+from streamflow.checkpoint.storage import FileSystemCheckpointStorage
+
+KEYS = 9
+PHASE = 90  # records per phase: 10 per key
+
+
+def data() -> list[tuple[str, int]]:
+    return [(f"k{i % KEYS}", i) for i in range(3 * PHASE)]
+
+
+def env_for(directory: Path, backend: str, parallelism: int) -> sf.StreamExecutionEnvironment:
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    if backend != "heap":
+        env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
+    env.enable_checkpointing(60_000)  # checkpoints are triggered by the test
+    cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(directory)
+    cfg.enable_incremental_checkpoints(backend == "rocksdb-incremental")
+    return env
+
+
+async def run_phase(
+    directory: Path, backend: str, parallelism: int, stop: int, restore: Path | None
+) -> tuple[list, Path]:
+    """Runs the job until the source reached ``stop`` records, checkpoints, cancels: the
+    sums it emitted and the checkpoint it retained."""
+    env = env_for(directory, backend, parallelism)
+    if restore is not None:
+        env.configure({"execution.savepoint.path": str(restore)})
+    out: list = []
+    gate = Gate(data(), stop)
+    env.from_async_iterable(gate.__aiter__).uid("src").set_parallelism(1).key_by(lambda r: r[0]).sum(1).uid(
+        "sum"
+    ).add_sink(out.append)
+    client = await env.execute_async("resume")
+    before = 0 if restore is None else stop - PHASE
+    if stop == len(data()):  # the last job runs to the end
+        await client.get_job_execution_result()
+        return out, directory
+    await wait_until(lambda: len(out) == stop - before, timeout=20.0)
+    await client.trigger_checkpoint()
+    await asyncio.wait_for(client.cancel(), 30)
+    try:
+        await client.get_job_execution_result()
+    except BaseException:  # cancelled on purpose
+        pass
+    return out, FileSystemCheckpointStorage(directory).complete_checkpoints()[-1].path
+
+
+def expected_sums(upto: int) -> dict[str, int]:
+    sums: dict[str, int] = {}
+    for k, v in data()[:upto]:
+        sums[k] = sums.get(k, 0) + v
+    return sums
+
+
+@pytest.mark.parametrize("own_directories", [False, True], ids=["shared-dir", "own-dirs"])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb-full", "rocksdb-incremental"])
+async def test_resume_retained_checkpoints_by_hand(
+    tmp_path: Path, backend: str, own_directories: bool
+) -> None:
+    dirs = [tmp_path / (f"chk{i}" if own_directories else "chk") for i in range(3)]
+    out: list[Any] = []
+    restore: Path | None = None
+    for phase, parallelism in enumerate([2, 3, 1]):
+        emitted, restore = await run_phase(dirs[phase], backend, parallelism, (phase + 1) * PHASE, restore)
+        out += emitted
+        final = dict(out)
+        assert final == expected_sums((phase + 1) * PHASE), f"after phase {phase + 1}"
+        if own_directories and phase == 1:
+            # NO_CLAIM: once the second job completed a checkpoint the first job's may go
+            shutil.rmtree(dirs[0])
+    assert len(out) == 3 * PHASE
