@@ -1,0 +1,142 @@
+"""Keyed state, timers and windows exactly once across several failures of one job (the
+second and third restoring checkpoints taken after the first restore), heap, RocksDB full and
+RocksDB incremental: Flink's ``StreamFaultToleranceTestBase`` pattern
+(``flink-tests/src/test/java/org/apache/flink/test/checkpointing/StreamFaultToleranceTestBase.java``,
+``KeyedStateCheckpointingITCase#testWith{MemoryBackendSync,RocksDbBackendFull,RocksDbBackendIncremental}``,
+``EventTimeWindowCheckpointingITCase``) with the failure repeated, as Flink's
+``UnalignedCheckpointITCase`` does (its ``FailingMapper`` fails several times).
+
+Theory of the check: a failure before any checkpoint restarts from nothing (the local state of
+the failed attempt, e.g. a RocksDB instance, must not leak into the new one); later failures
+restore the latest completed checkpoint, which for incremental RocksDB is a chain whose base
+was written by an earlier attempt. The validating sink's checkpointed counts then hold every
+running sum and every window exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_window_checkpointing_flink import (
+    KEYS,
+    N,
+    PartitionedSum,
+    Progress,
+    ValidatingSink,
+    expected_windows,
+)
+
+import streamflow as sf
+from streamflow.datastream.window import TumblingEventTimeWindows
+
+
+class SharedProgress(Progress):
+    """One object for every copy of the functions (Flink's tests keep such counters in static
+    fields): a restarted attempt's copy of the failing map sees the failures so far."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+        self.completed_at_failure = 0  # checkpoints completed when the last failure was injected
+
+    def due(self, value: int) -> bool:
+        """Whether the next failure is due at ``value``: at or past its point, and once two
+        checkpoints completed since the last failure (the first failure needs none)."""
+        if self.failures >= len(FailRepeatedly.POINTS):
+            return False
+        needed = 0 if self.failures == 0 else self.completed_at_failure + 2
+        return value >= FailRepeatedly.POINTS[self.failures] and self.completed >= needed
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharedProgress:
+        return self
+
+
+class FailRepeatedly(sf.MapFunction):
+    """Fails at the first record at or past each point, the second and third once two more
+    checkpoints completed (the source holds until then: ``holding_source``)."""
+
+    POINTS = [40, N // 2 + 20, N // 2 + 150]
+
+    def __init__(self, progress: SharedProgress) -> None:
+        self.progress = progress
+
+    def map(self, value: Any) -> Any:
+        progress = self.progress
+        if progress.due(value[1]):
+            progress.failures += 1
+            progress.completed_at_failure = progress.completed
+            progress.failed = True
+            raise RuntimeError(f"injected failure {progress.failures} at {value!r}")
+        return value
+
+
+def holding_source(progress: SharedProgress) -> Callable[[], AsyncIterator[Any]]:
+    """``(key, value, event time)``; before each failure point waits (at most 60 s) until the
+    failure is due, so every failure restores a checkpoint of the attempt before it."""
+
+    async def records() -> AsyncIterator[Any]:
+        for i in range(N):
+            if i in FailRepeatedly.POINTS[1:]:
+                for _ in range(12_000):
+                    if progress.due(i) or progress.failures > FailRepeatedly.POINTS.index(i):
+                        break
+                    await asyncio.sleep(0.005)
+            for k in range(KEYS):
+                yield (k, i, i)
+            if i % 20 == 0:
+                await asyncio.sleep(0.001)  # let checkpoints pass
+
+    return records
+
+
+def apply_sum(key: int, window: Any, inputs: Any) -> Any:
+    values = [r[1] for r in inputs]
+    yield (key, window.start, window.end, sum(values), len(values))
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+@pytest.mark.parametrize("what", ["sums", "windows"])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb-full", "rocksdb-incremental"])
+def test_exactly_once_across_repeated_failures(
+    tmp_path: Path, backend: str, what: str, parallelism: int
+) -> None:
+    progress = SharedProgress()
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
+    if backend != "heap":
+        env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
+    env.enable_checkpointing(10)
+    cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
+    cfg.enable_incremental_checkpoints(backend != "rocksdb-full")
+    env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(5, 0))
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e: e[2])
+    stream = (
+        env.from_async_iterable(holding_source(progress))
+        .uid("src")
+        .set_parallelism(1)
+        .assign_timestamps_and_watermarks(strategy)
+        .map(FailRepeatedly(progress))
+        .uid("fail")
+        .set_parallelism(1)
+        .key_by(lambda r: r[0])
+    )
+    if what == "sums":
+        out = stream.process(PartitionedSum()).uid("sum")
+    else:
+        out = stream.window(TumblingEventTimeWindows.of(100)).apply(apply_sum).uid("window")
+    out.sink_to(ValidatingSink(progress)).uid("sink")
+    env.execute(what)
+    assert progress.failures == len(FailRepeatedly.POINTS), "not every failure was injected"
+    counts: dict[Any, int] = {}
+    for seen in progress.final.values():
+        for result, n in seen.items():
+            counts[result] = counts.get(result, 0) + n
+    if what == "sums":
+        expected = {(k, sum(range(i + 1))) for k in range(KEYS) for i in range(N)}
+    else:
+        expected = expected_windows("tumbling")
+    assert set(counts) == expected
+    assert {r: n for r, n in counts.items() if n != 1} == {}
