@@ -27,17 +27,21 @@ from streamflow.checkpoint.storage import FileSystemCheckpointStorage
 
 
 @pytest.mark.parametrize(
-    ("backend", "kind", "function", "old", "new"),
+    ("backend", "kind", "function", "old", "new", "fail_after"),
     [
-        ("heap", "session", "apply", 4, 3),
-        ("rocksdb", "session", "aggregate", 2, 4),
-        ("rocksdb", "sliding", "reduce", 4, 3),
-        ("heap", "sliding", "reduce", 2, 4),
+        ("heap", "session", "apply", 4, 3, False),
+        ("rocksdb", "session", "aggregate", 2, 4, False),
+        ("rocksdb", "sliding", "reduce", 4, 3, False),
+        ("heap", "sliding", "reduce", 2, 4, False),
+        ("rocksdb", "tumbling", "apply", 2, 3, True),
+        ("rocksdb", "session", "aggregate", 4, 2, True),
     ],
 )
 def test_windows_rescale_from_a_retained_checkpoint(
-    tmp_path: Path, backend: str, kind: str, function: str, old: int, new: int
+    tmp_path: Path, backend: str, kind: str, function: str, old: int, new: int, fail_after: bool
 ) -> None:
+    """``fail_after``: the rescaled run fails once after two checkpoints and restores its own
+    (a rescaled RocksDB restore followed by a second restore)."""
     progress = Progress()
     progress.failed = True  # no failure: run to the end, keeping every checkpoint
     env = window_job(tmp_path, kind, function, old, progress, backend)
@@ -45,18 +49,20 @@ def test_windows_rescale_from_a_retained_checkpoint(
     env.execute("windows")
     handles = FileSystemCheckpointStorage(tmp_path / "chk").complete_checkpoints()
     assert len(handles) >= 3
-    middle = handles[len(handles) // 2]
+    middle = handles[len(handles) // (3 if fail_after else 2)]
     before: dict[Any, int] = {}
     for own in RestoredCheckpoint.load(middle, sf.CheckpointConfig().codec).ops["sink"].values():
         for k, n in own or []:
             before[tuple(k)] = before.get(tuple(k), 0) + n
     progress2 = Progress()
-    progress2.failed, progress2.completed = True, 2
+    if not fail_after:
+        progress2.failed, progress2.completed = True, 2
     env2 = window_job(tmp_path / "second", kind, function, new, progress2, backend, "sink-2")
     env2.configure(
         {"execution.savepoint.path": str(middle.path), "execution.savepoint.ignore-unclaimed-state": "true"}
     )
     env2.execute("windows")
+    assert progress2.failed, "the failure was not injected"
     counts = dict(before)
     for seen in progress2.final.values():
         for result, n in seen.items():
