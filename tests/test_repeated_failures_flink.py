@@ -16,7 +16,7 @@ running sum and every window exactly once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,9 @@ from test_window_checkpointing_flink import (
 )
 
 import streamflow as sf
+from streamflow.common import Types
 from streamflow.datastream.window import TumblingEventTimeWindows
+from streamflow.functions import ProcessWindowFunction
 
 
 class SharedProgress(Progress):
@@ -98,8 +100,33 @@ def apply_sum(key: int, window: Any, inputs: Any) -> Any:
     yield (key, window.start, window.end, sum(values), len(values))
 
 
-@pytest.mark.parametrize("parallelism", [1, 3])
-@pytest.mark.parametrize("what", ["sums", "windows"])
+class NumberedFirings(ProcessWindowFunction):
+    """Numbers each key's firings in ``global_state`` and keeps the window's sum in
+    ``window_state`` (both keyed state the restore must bring back exactly)."""
+
+    def process(self, key: int, context: Any, elements: Iterable[Any]) -> Iterable[Any]:
+        firings = context.global_state().get_state(sf.ValueStateDescriptor("firings", Types.INT()))
+        n = (firings.value() or 0) + 1
+        firings.update(n)
+        total = context.window_state().get_state(sf.ValueStateDescriptor("total", Types.INT()))
+        total.update(sum(r[1] for r in elements))
+        yield (key, n, context.window().start, total.value())
+
+
+def expected_of(what: str) -> set[Any]:
+    if what == "sums":
+        return {(k, sum(range(i + 1))) for k in range(KEYS) for i in range(N)}
+    if what == "windows":
+        return expected_windows("tumbling")
+    if what == "window-state":
+        return {(k, s // 100 + 1, s, sum(range(s, s + 100))) for k in range(KEYS) for s in range(0, N, 100)}
+    # count windows of 10 elements every 3 (PyFlink's CountSlidingWindowAssigner)
+    return {(k, s, sum(range(s, s + 10))) for k in range(KEYS) for s in range(0, N - 9, 3)}
+
+
+@pytest.mark.parametrize(
+    ("what", "parallelism"), [("sums", 1), ("windows", 3), ("window-state", 3), ("count", 3)]
+)
 @pytest.mark.parametrize("backend", ["heap", "rocksdb-full", "rocksdb-incremental"])
 def test_exactly_once_across_repeated_failures(
     tmp_path: Path, backend: str, what: str, parallelism: int
@@ -125,8 +152,13 @@ def test_exactly_once_across_repeated_failures(
     )
     if what == "sums":
         out = stream.process(PartitionedSum()).uid("sum")
-    else:
+    elif what == "windows":
         out = stream.window(TumblingEventTimeWindows.of(100)).apply(apply_sum).uid("window")
+    elif what == "window-state":
+        out = stream.window(TumblingEventTimeWindows.of(100)).process(NumberedFirings()).uid("window")
+    else:
+        out = stream.count_window(10, 3).apply(lambda k, w, xs: [(k, xs[0][1], sum(x[1] for x in xs))])
+        out = out.uid("window")
     out.sink_to(ValidatingSink(progress)).uid("sink")
     env.execute(what)
     assert progress.failures == len(FailRepeatedly.POINTS), "not every failure was injected"
@@ -134,9 +166,5 @@ def test_exactly_once_across_repeated_failures(
     for seen in progress.final.values():
         for result, n in seen.items():
             counts[result] = counts.get(result, 0) + n
-    if what == "sums":
-        expected = {(k, sum(range(i + 1))) for k in range(KEYS) for i in range(N)}
-    else:
-        expected = expected_windows("tumbling")
-    assert set(counts) == expected
+    assert set(counts) == expected_of(what)
     assert {r: n for r, n in counts.items() if n != 1} == {}
