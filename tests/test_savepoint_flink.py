@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_checkpointing import savepoint_of_sum_job
 from test_unaligned_checkpoint_flink import (
     KEYS,
     N,
@@ -81,3 +82,21 @@ async def test_savepoint_under_unaligned_checkpoints_is_aligned(
         for rid, n in state["seen"].items():
             counts[rid] = counts.get(rid, 0) + n
     assert counts == {("a", f"k{i % KEYS}", i): 1 for i in range(N)}
+
+
+@pytest.mark.parametrize("form", ["file:///{}", "file:{}", "file://localhost{}", "{}/_metadata"])
+async def test_resume_from_a_savepoint_uri(tmp_path: Path, form: str) -> None:
+    """``SavepointITCase#testTriggerSavepointAndResumeWithFileBasedCheckpoints`` resumes from the
+    path the savepoint trigger returns, which Flink gives as a URI (``file:/tmp/...``): the
+    restore path ``execution.savepoint.path`` takes local ``file:`` URIs (Flink resolves it
+    with ``Path.getFileSystem()``) and the ``_metadata`` file as well as its directory."""
+    path = await savepoint_of_sum_job(tmp_path)
+    env = sf.StreamExecutionEnvironment()
+    absolute = str(Path(path).resolve())
+    where = form.format(absolute.lstrip("/") if "///" in form else absolute)
+    env.configure({"execution.savepoint.path": where})
+    out: list = []
+    data = [("a", 1), ("b", 2), ("a", 3), ("a", 10)]
+    env.from_collection(data).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(out.append)
+    await (await env.execute_async("resumed")).get_job_execution_result()
+    assert out == [("a", 14)]  # the source resumed after its 3 records, the sum of "a" restored

@@ -40,6 +40,7 @@ from . import job_index
 from ._fs import CheckpointStorageError, DamagedCheckpointError
 from .metadata import METADATA_FILE, CheckpointHandle, read_metadata, try_read_metadata
 from .shared_files import SHARED_DIR, SharedInfo, job_key
+from .storages import local_path
 
 __all__ = ["CheckpointDirectory"]
 
@@ -196,7 +197,9 @@ class CheckpointDirectory:
         return max([latest, *(cid for cid, _ in self._checkpoint_dirs())]) + 1
 
     def load(self, path_or_handle: str | Path | CheckpointHandle) -> CheckpointHandle:
-        """A named checkpoint or savepoint: its directory, its ``_metadata`` file, or a handle.
+        """A named checkpoint or savepoint: its directory, its ``_metadata`` file, or a handle;
+        a path or a local ``file:`` URI (Flink hands savepoint paths out as URIs,
+        ``file:/tmp/sp``, and resolves the restore path through its file system).
 
         A relative path that does not exist is also looked up under ``directory``
         (``load("chk-7")``).
@@ -204,7 +207,7 @@ class CheckpointDirectory:
         if isinstance(path_or_handle, CheckpointHandle):
             path = path_or_handle.path
         else:
-            path = Path(path_or_handle)
+            path = local_path(path_or_handle, "checkpoint or savepoint path")
             if not path.exists() and not path.is_absolute() and (self.directory / path).exists():
                 path = self.directory / path
         if path.name == METADATA_FILE and path.is_file():

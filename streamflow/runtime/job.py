@@ -14,6 +14,7 @@ from typing import Any
 from ..checkpoint.config import NoRestart
 from ..checkpoint.restore import RestoredCheckpoint
 from ..checkpoint.storage import FileSystemCheckpointStorage
+from ..checkpoint.storages import local_path
 from ..clock import Clock
 from ..errors import StreamflowError
 from ..graph import JobGraph
@@ -140,7 +141,8 @@ class JobClient:
     def _initial_restore(self) -> RestoredCheckpoint | None:
         codec, records = self._config.checkpoint.codec, self._config.checkpoint.get_records_codec()
         if self._config.savepoint_path:
-            storage = self._storage or FileSystemCheckpointStorage(self._config.savepoint_path)
+            where = local_path(self._config.savepoint_path, "execution.savepoint.path")
+            storage = self._storage or FileSystemCheckpointStorage(where)
             return RestoredCheckpoint.load(storage.load(self._config.savepoint_path), codec, records)
         if self._storage is not None:
             # the latest completed checkpoint, strictly: a damaged one is refused (defect 3)
