@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_checkpointing import savepoint_of_sum_job
+from test_checkpointing import Gate, savepoint_of_sum_job, wait_until
 from test_unaligned_checkpoint_flink import (
     KEYS,
     N,
@@ -100,3 +100,27 @@ async def test_resume_from_a_savepoint_uri(tmp_path: Path, form: str) -> None:
     env.from_collection(data).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(out.append)
     await (await env.execute_async("resumed")).get_job_execution_result()
     assert out == [("a", 14)]  # the source resumed after its 3 records, the sum of "a" restored
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["trigger", "stop"])
+async def test_savepoint_into_a_file_uri(tmp_path: Path, stop: bool) -> None:
+    """``SavepointITCase`` triggers savepoints into ``file:`` URI targets (Flink's savepoint
+    directory is a URI): the savepoint is written to that local directory (streamflow wrote
+    it to a relative directory named ``file:``), and the job resumes from it."""
+    gate = Gate([("a", 1), ("b", 2), ("a", 3), ("a", 0)], 3)
+    env = sf.StreamExecutionEnvironment()
+    out: list = []
+    env.from_async_iterable(gate.__aiter__).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(
+        out.append
+    )
+    client = await env.execute_async("sums")
+    await wait_until(lambda: len(out) == 3)
+    target = (tmp_path / "sp").resolve()
+    if stop:
+        path = await client.stop_with_savepoint(False, f"file://{target}")
+    else:
+        path = await client.trigger_savepoint(f"file://{target}")
+        await asyncio.wait_for(client.cancel(), 30)
+    assert (target / "_metadata").is_file()
+    assert Path(path).resolve() == target
+    assert not Path("file:").exists()

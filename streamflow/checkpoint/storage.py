@@ -81,6 +81,7 @@ from .metadata import (
     try_read_metadata,
 )
 from .shared_files import SHARED_DIR, HashedFile, SharedInfo, SharedWriter
+from .storages import local_path
 
 __all__ = [
     "INDEX_PREFIX",
@@ -152,7 +153,7 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
             self.begin_job(job_name)
             self._prepare_checkpoint_dir(target, job_name)
         else:
-            target = Path(savepoint_path)
+            target = local_path(savepoint_path, "savepoint directory")  # a path or a file: URI
             prepare_savepoint_dir(target)
         written: list[Path] = []
         sharing: SharedWriter | None = None

@@ -362,7 +362,9 @@ class JobClient:
             raise ValueError(
                 "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
             )
-        return await self.execution.driver.request(CheckpointType.SAVEPOINT, str(directory))
+        # a path or a local file: URI (Flink's savepoint target is a URI); refused here otherwise
+        target = str(local_path(directory, "savepoint directory"))
+        return await self.execution.driver.request(CheckpointType.SAVEPOINT, target)
 
     async def stop_with_savepoint(
         self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
@@ -384,6 +386,7 @@ class JobClient:
             raise ValueError(
                 "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
             )
+        target = str(local_path(directory, "savepoint directory"))  # a path or a local file: URI
         if self._stop is not None or self._stopped:
             raise RuntimeError(f"job {self.job_name!r} is already stopping with a savepoint")
         if self._task.done() or self._status is not JobStatus.RUNNING:
@@ -392,7 +395,7 @@ class JobClient:
         mode = StopMode.TERMINATE if advance_to_end_of_event_time else StopMode.SUSPEND
         self._stop = mode
         try:
-            path = await self.execution.driver.request(CheckpointType.SAVEPOINT, str(directory), mode)
+            path = await self.execution.driver.request(CheckpointType.SAVEPOINT, target, mode)
         except Exception as exc:
             if self.execution.driver.stop_savepoint is not None:
                 error = self._savepoint_commit_error(exc.__cause__ or exc)
