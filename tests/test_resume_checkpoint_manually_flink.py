@@ -155,3 +155,36 @@ async def test_resume_window_state_by_hand_twice(tmp_path: Path, backend: str) -
         (k, s, s + 100, sum(range(s, s + 100)), 100) for k in range(3) for s in (0, 100, 200)
     ]
     assert sorted(out) == sorted(expected)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Flink's default restore mode NO_CLAIM never deletes the checkpoint a job was resumed "
+    "from (and a resubmitted job writes under a new job-id directory); streamflow's resumed job "
+    "continues the job name's index in the same storage directory, so its retention deletes the "
+    "retained checkpoint the user resumed from (no restore modes yet)",
+)
+async def test_the_checkpoint_resumed_from_is_not_deleted_by_the_resumed_job(tmp_path: Path) -> None:
+    """``ResumeCheckpointManuallyITCase`` with Flink's default ``RestoreMode.NO_CLAIM``: the
+    resumed job (same storage directory, retention 1) checkpoints past its retention; the
+    checkpoint it resumed from stays, and can be resumed again."""
+    directory = tmp_path / "chk"
+    _, first = await run_phase(directory, "heap", 2, PHASE, None)
+    env = env_for(directory, "heap", 2)
+    env.get_checkpoint_config().set_max_retained_checkpoints(1)
+    env.configure({"execution.savepoint.path": str(first)})
+    out: list = []
+    gate = Gate(data(), 2 * PHASE)
+    env.from_async_iterable(gate.__aiter__).uid("src").set_parallelism(1).key_by(lambda r: r[0]).sum(1).uid(
+        "sum"
+    ).add_sink(out.append)
+    client = await env.execute_async("resume")
+    await wait_until(lambda: len(out) == PHASE, timeout=20.0)
+    for _ in range(3):
+        await client.trigger_checkpoint()
+    await asyncio.wait_for(client.cancel(), 30)
+    try:
+        await client.get_job_execution_result()
+    except BaseException:  # cancelled on purpose
+        pass
+    assert (first / "_metadata").is_file(), f"the resumed job deleted {first}"
