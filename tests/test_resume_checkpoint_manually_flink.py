@@ -157,20 +157,16 @@ async def test_resume_window_state_by_hand_twice(tmp_path: Path, backend: str) -
     assert sorted(out) == sorted(expected)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Flink's default restore mode NO_CLAIM never deletes the checkpoint a job was resumed "
-    "from (and a resubmitted job writes under a new job-id directory); streamflow's resumed job "
-    "continues the job name's index in the same storage directory, so its retention deletes the "
-    "retained checkpoint the user resumed from (no restore modes yet)",
-)
-async def test_the_checkpoint_resumed_from_is_not_deleted_by_the_resumed_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["heap", "rocksdb-incremental"])
+async def test_the_checkpoint_resumed_from_is_not_deleted_by_the_resumed_job(
+    tmp_path: Path, backend: str
+) -> None:
     """``ResumeCheckpointManuallyITCase`` with Flink's default ``RestoreMode.NO_CLAIM``: the
     resumed job (same storage directory, retention 1) checkpoints past its retention; the
     checkpoint it resumed from stays, and can be resumed again."""
     directory = tmp_path / "chk"
-    _, first = await run_phase(directory, "heap", 2, PHASE, None)
-    env = env_for(directory, "heap", 2)
+    _, first = await run_phase(directory, backend, 2, PHASE, None)
+    env = env_for(directory, backend, 2)
     env.get_checkpoint_config().set_max_retained_checkpoints(1)
     env.configure({"execution.savepoint.path": str(first)})
     out: list = []
@@ -188,3 +184,6 @@ async def test_the_checkpoint_resumed_from_is_not_deleted_by_the_resumed_job(tmp
     except BaseException:  # cancelled on purpose
         pass
     assert (first / "_metadata").is_file(), f"the resumed job deleted {first}"
+    # and it resumes again (its shared files kept too)
+    emitted, _ = await run_phase(directory, backend, 3, 2 * PHASE, first)
+    assert dict(emitted) == {k: v for k, v in expected_sums(2 * PHASE).items()}

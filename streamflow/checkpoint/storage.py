@@ -70,7 +70,7 @@ from ._fs import (
     fsync_dir,
     prepare_savepoint_dir,
 )
-from .directory import CheckpointDirectory
+from .directory import _CHK_DIR, CheckpointDirectory
 from .job_index import INDEX_PREFIX
 from .metadata import (
     FORMAT_VERSION,
@@ -109,6 +109,16 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
         super().__init__(directory)
         self.retain = retain
         self._clock = clock
+        self._protected: set[int] = set()  # ids of checkpoints a job here was resumed from
+
+    def protect(self, path: Path) -> None:
+        """Never delete ``path`` by retention if it is a ``chk-<id>`` of this directory: the job
+        was resumed from it explicitly (``execution.savepoint.path``), and as in Flink's default
+        restore mode NO_CLAIM that checkpoint stays the user's (it can be resumed again); its
+        shared files stay too, as retention keeps every file a ``chk-*`` metadata lists."""
+        match = _CHK_DIR.fullmatch(path.name)
+        if match is not None and path.resolve().parent == self.directory.resolve():
+            self._protected.add(int(match.group(1)))
 
     # ---------------------------------------------------------------- writing
 
@@ -303,8 +313,9 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
             if not complete:
                 return
             newest = complete[-1]
-            doomed = [self.directory / f"chk-{cid}" for cid in complete[: -self.retain]]
-            doomed += [path for cid, path in debris if cid < newest]
+            kept = self._protected
+            doomed = [self.directory / f"chk-{cid}" for cid in complete[: -self.retain] if cid not in kept]
+            doomed += [path for cid, path in debris if cid < newest and cid not in kept]
             for path in doomed:
                 (path / METADATA_FILE).unlink(missing_ok=True)
                 shutil.rmtree(path)

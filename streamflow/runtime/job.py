@@ -143,7 +143,10 @@ class JobClient:
         if self._config.savepoint_path:
             where = local_path(self._config.savepoint_path, "execution.savepoint.path")
             storage = self._storage or FileSystemCheckpointStorage(where)
-            return RestoredCheckpoint.load(storage.load(self._config.savepoint_path), codec, records)
+            resumed = storage.load(self._config.savepoint_path)
+            if isinstance(self._storage, FileSystemCheckpointStorage):
+                self._storage.protect(resumed.path)  # NO_CLAIM: the resumed-from checkpoint stays
+            return RestoredCheckpoint.load(resumed, codec, records)
         if self._storage is not None:
             # the latest completed checkpoint, strictly: a damaged one is refused (defect 3)
             handle = self._storage.restore_point(
