@@ -124,3 +124,33 @@ async def test_savepoint_into_a_file_uri(tmp_path: Path, stop: bool) -> None:
     assert (target / "_metadata").is_file()
     assert Path(path).resolve() == target
     assert not Path("file:").exists()
+
+
+async def test_the_default_savepoint_directory_takes_many_savepoints(tmp_path: Path) -> None:
+    """Flink's ``state.savepoints.dir`` (PyFlink's default savepoint directory): each savepoint
+    goes into its own ``savepoint-<job id>-<random>`` directory inside it
+    (``AbstractFsCheckpointStorageAccess.initializeLocationForSavepoint``), so a second
+    savepoint without a target succeeds (streamflow refused it: the directory was not empty),
+    and each one restores."""
+    gate = Gate([("a", 1), ("b", 2), ("a", 3), ("a", 0)], 3)
+    env = sf.StreamExecutionEnvironment()
+    env.set_default_savepoint_directory(str(tmp_path / "sps"))
+    out: list = []
+    env.from_async_iterable(gate.__aiter__).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(
+        out.append
+    )
+    client = await env.execute_async("sums")
+    await wait_until(lambda: len(out) == 3)
+    first = await client.trigger_savepoint()
+    second = await client.trigger_savepoint()
+    await asyncio.wait_for(client.cancel(), 30)
+    assert first != second
+    for path in (first, second):
+        assert Path(path).parent == tmp_path / "sps" and Path(path).name.startswith("savepoint-")
+        env2 = sf.StreamExecutionEnvironment()
+        env2.configure({"execution.savepoint.path": path})
+        out2: list = []
+        data = [("a", 1), ("b", 2), ("a", 3), ("a", 10)]
+        env2.from_collection(data).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(out2.append)
+        await (await env2.execute_async("resumed")).get_job_execution_result()
+        assert out2 == [("a", 14)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import secrets
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -359,15 +360,27 @@ class JobClient:
 
     async def trigger_savepoint(self, savepoint_directory: str | None = None) -> str:
         """Take an aligned savepoint into ``savepoint_directory`` (new or empty); without one,
-        into the environment's default savepoint directory (``set_default_savepoint_directory``)."""
-        directory = savepoint_directory or self._config.default_savepoint_directory
-        if directory is None:
+        into a new directory inside the environment's default savepoint directory
+        (``set_default_savepoint_directory``; see :meth:`_savepoint_target`)."""
+        target = self._savepoint_target(savepoint_directory)
+        return await self.execution.driver.request(CheckpointType.SAVEPOINT, target)
+
+    def _savepoint_target(self, savepoint_directory: str | None) -> str:
+        """Where a savepoint goes: the directory given (new or empty), else a new
+        ``savepoint-<job id prefix>-<random>`` directory inside the default savepoint directory,
+        as Flink names each savepoint in ``state.savepoints.dir``
+        (``AbstractFsCheckpointStorageAccess.initializeLocationForSavepoint``), so the default
+        directory takes any number of savepoints. A path or a local ``file:`` URI (Flink's
+        target is a URI); other schemes are refused here, before anything starts."""
+        if savepoint_directory:
+            return str(local_path(savepoint_directory, "savepoint directory"))
+        default = self._config.default_savepoint_directory
+        if default is None:
             raise ValueError(
                 "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
             )
-        # a path or a local file: URI (Flink's savepoint target is a URI); refused here otherwise
-        target = str(local_path(directory, "savepoint directory"))
-        return await self.execution.driver.request(CheckpointType.SAVEPOINT, target)
+        parent = local_path(default, "default savepoint directory")
+        return str(parent / f"savepoint-{self.job_id[:6]}-{secrets.token_hex(6)}")
 
     async def stop_with_savepoint(
         self, advance_to_end_of_event_time: bool = False, savepoint_directory: str | None = None
@@ -384,12 +397,7 @@ class JobClient:
         the tasks end. If the savepoint fails the job keeps running (logged at WARNING) and
         this raises; a drained job fails over instead, as Flink's (its sources already
         advanced event time to the end, its operators finished)."""
-        directory = savepoint_directory or self._config.default_savepoint_directory
-        if directory is None:
-            raise ValueError(
-                "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
-            )
-        target = str(local_path(directory, "savepoint directory"))  # a path or a local file: URI
+        target = self._savepoint_target(savepoint_directory)
         if self._stop is not None or self._stopped:
             raise RuntimeError(f"job {self.job_name!r} is already stopping with a savepoint")
         if self._task.done() or self._status is not JobStatus.RUNNING:
