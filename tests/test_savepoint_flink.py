@@ -126,7 +126,8 @@ async def test_savepoint_into_a_file_uri(tmp_path: Path, stop: bool) -> None:
     assert not Path("file:").exists()
 
 
-async def test_the_default_savepoint_directory_takes_many_savepoints(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["setter", "state.savepoints.dir", "execution.checkpointing.savepoint-dir"])
+async def test_the_default_savepoint_directory_takes_many_savepoints(tmp_path: Path, how: str) -> None:
     """Flink's ``state.savepoints.dir`` (PyFlink's default savepoint directory): each savepoint
     goes into its own ``savepoint-<job id>-<random>`` directory inside it
     (``AbstractFsCheckpointStorageAccess.initializeLocationForSavepoint``), so a second
@@ -134,7 +135,10 @@ async def test_the_default_savepoint_directory_takes_many_savepoints(tmp_path: P
     and each one restores."""
     gate = Gate([("a", 1), ("b", 2), ("a", 3), ("a", 0)], 3)
     env = sf.StreamExecutionEnvironment()
-    env.set_default_savepoint_directory(str(tmp_path / "sps"))
+    if how == "setter":
+        env.set_default_savepoint_directory(str(tmp_path / "sps"))
+    else:
+        env.configure({how: f"file://{tmp_path / 'sps'}"})
     out: list = []
     env.from_async_iterable(gate.__aiter__).uid("src").key_by(lambda r: r[0]).sum(1).uid("sum").add_sink(
         out.append

@@ -44,7 +44,8 @@ class ConfigurationMixin:
     def configure(self, configuration: Any) -> Any:
         """Flink configuration keys: ``execution.savepoint.path``,
         ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
-        ``state.checkpoints.dir``, ``execution.checkpointing.unaligned``, ``parallelism.default``,
+        ``state.checkpoints.dir``, ``state.savepoints.dir`` (``execution.checkpointing.savepoint-dir``:
+        the default savepoint directory), ``execution.checkpointing.unaligned``, ``parallelism.default``,
         ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
         ``state.backend.rocksdb.localdir``, ``state.backend.incremental`` and
         ``state.backend.incremental.max-chain`` (incremental checkpoints of heap keyed state: on,
@@ -114,6 +115,8 @@ class ConfigurationMixin:
                 self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))  # the heap's
             elif key in ("state.checkpoints.dir", "execution.checkpointing.dir"):
                 self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
+            elif key in ("state.savepoints.dir", "execution.checkpointing.savepoint-dir"):
+                env.set_default_savepoint_directory(str(value))  # each savepoint in a new subdirectory
             elif key == "execution.checkpointing.storage":
                 self._configure_checkpoint_storage(str(value), configuration)
             elif key in ("state.storage.fs.write-buffer-size", "execution.checkpointing.write-buffer-size"):
