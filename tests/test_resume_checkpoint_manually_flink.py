@@ -9,7 +9,7 @@ NO_CLAIM) does not take ownership of it: its own checkpoints are self-contained 
 right, so the user may delete the checkpoint it resumed from once it completed one
 checkpoint, and a later job resumes from the newer checkpoint alone. Theory: a keyed running
 sum per key over three phases of input; each job resumes where the previous checkpoint left
-the source and the sums, whatever the backend (heap, RocksDB full or incremental), the
+the source and the sums, whatever the backend (heap incremental or full, RocksDB), the
 storage directory (shared with the first job or its own) and the parallelism.
 """
 
@@ -37,11 +37,11 @@ def data() -> list[tuple[str, int]]:
 
 def env_for(directory: Path, backend: str, parallelism: int) -> sf.StreamExecutionEnvironment:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
-    if backend != "heap":
+    if backend == "rocksdb":
         env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
     env.enable_checkpointing(60_000)  # checkpoints are triggered by the test
     cfg = env.get_checkpoint_config().set_checkpoint_storage_dir(directory)
-    cfg.enable_incremental_checkpoints(backend == "rocksdb-incremental")
+    cfg.enable_incremental_checkpoints(backend != "heap-full")  # RocksDB: always incremental
     return env
 
 
@@ -81,7 +81,7 @@ def expected_sums(upto: int) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("own_directories", [False, True], ids=["shared-dir", "own-dirs"])
-@pytest.mark.parametrize("backend", ["heap", "rocksdb-full", "rocksdb-incremental"])
+@pytest.mark.parametrize("backend", ["heap", "heap-full", "rocksdb"])
 async def test_resume_retained_checkpoints_by_hand(
     tmp_path: Path, backend: str, own_directories: bool
 ) -> None:
@@ -141,7 +141,7 @@ async def run_window_phase(
     return out, FileSystemCheckpointStorage(directory).complete_checkpoints()[-1].path
 
 
-@pytest.mark.parametrize("backend", ["heap", "rocksdb-full", "rocksdb-incremental"])
+@pytest.mark.parametrize("backend", ["heap", "heap-full", "rocksdb"])
 async def test_resume_window_state_by_hand_twice(tmp_path: Path, backend: str) -> None:
     """Window contents written after a resume are in the next checkpoint: the third job
     fires every window with all its elements (RocksDB lost what the resumed job wrote:
@@ -157,7 +157,7 @@ async def test_resume_window_state_by_hand_twice(tmp_path: Path, backend: str) -
     assert sorted(out) == sorted(expected)
 
 
-@pytest.mark.parametrize("backend", ["heap", "rocksdb-incremental"])
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
 async def test_the_checkpoint_resumed_from_is_not_deleted_by_the_resumed_job(
     tmp_path: Path, backend: str
 ) -> None:
