@@ -187,3 +187,26 @@ async def test_the_checkpoint_resumed_from_is_not_deleted_by_the_resumed_job(
     # and it resumes again (its shared files kept too)
     emitted, _ = await run_phase(directory, backend, 3, 2 * PHASE, first)
     assert dict(emitted) == {k: v for k, v in expected_sums(2 * PHASE).items()}
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        [("heap", 1), ("rocksdb", 1)],
+        [("rocksdb", 2), ("heap", 3), ("rocksdb", 1), ("heap", 2)],
+    ],
+    ids=["heap-to-rocksdb", "switching"],
+)
+async def test_resume_window_state_switching_backends(tmp_path: Path, plan: list[tuple[str, int]]) -> None:
+    """Flink's savepoints are in the canonical format, so a job resumes with the other state
+    backend (``SavepointFormatITCase``, ``TimersSavepointITCase``'s switch): the open windows
+    of a heap job (its tumbling windows' fast-path panes) fire with all their elements under
+    RocksDB (they were lost: RocksDB never read the restored panes), and back."""
+    stops = [450, 900] if len(plan) == 2 else [30, 450, 750, 900]
+    out: list[Any] = []
+    restore: Path | None = None
+    for (backend, parallelism), stop in zip(plan, stops, strict=True):
+        emitted, restore = await run_window_phase(tmp_path / "chk", backend, parallelism, stop, restore)
+        out += emitted
+    expected = [(k, s, s + 100, sum(range(s, s + 100)), 100) for k in range(3) for s in (0, 100, 200)]
+    assert sorted(out) == sorted(expected)

@@ -29,13 +29,13 @@ panes, a fast path's checkpoint restored where it does not becomes ``window-cont
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, cast
 
 from ..windowing.count import CountWindow
 from ..windowing.merging import MergingWindowSet
 from ..windowing.windows import GlobalWindow, TimeWindow
 from .timer_operator import TimerOperator
-from .window_panes import PaneTables, pane_name
+from .window_panes import PREFIX, PaneTables, pane_name, pane_window
 
 _MISSING = object()
 
@@ -169,8 +169,12 @@ class WindowTables(TimerOperator):
 
     def initialize_state(self, restored: Any) -> None:
         super().initialize_state(restored)
-        if restored is None or self.backend.is_rocksdb or self._heap_migration is not None:
+        self._heap_panes: Any = None
+        if restored is None or self._heap_migration is not None:
             return  # (RocksDB state onto the heap: converted once start_restore read it)
+        if self.backend.is_rocksdb:
+            self._heap_panes = restored  # into window contents once the DB is open (finish_restore)
+            return
         self._convert_restored(restored)
 
     async def start_restore(self) -> None:
@@ -178,6 +182,14 @@ class WindowTables(TimerOperator):
         await super().start_restore()
         if pending is not None:
             self._convert_restored(pending[1])
+
+    async def finish_restore(self) -> None:
+        """After the keyed backend started and RocksDB's timers are back: a heap checkpoint's
+        panes restored into RocksDB become window contents (``_panes_into_contents``)."""
+        await super().finish_restore()
+        restored, self._heap_panes = getattr(self, "_heap_panes", None), None
+        if restored is not None:
+            self._panes_into_contents(restored)
 
     def _convert_restored(self, restored: Any) -> None:
         """The restored heap tables' windows, decoded, into the path this operator runs."""
@@ -212,3 +224,23 @@ class WindowTables(TimerOperator):
                     owned = [k for k in keys if k in self.panes.get(w, ())]
                     if owned:
                         self._refire.setdefault(w, set()).update(owned)
+
+    def _panes_into_contents(self, restored: Any) -> None:
+        """RocksDB takes the general path: a heap fast path's checkpoint (restored through a
+        savepoint into RocksDB) brings back pane tables, whose accumulators become window
+        contents and whose implied timers become real ones: the firing at
+        ``max_timestamp()`` (the EventTimeTrigger's, unless the pane had fired already) and
+        the cleanup. Without this the open windows' contents were never read again."""
+        dec = self.decode_namespace
+        fired = {dec(w) for s in restored.all if s is not None for w in s.get("fired", ())}
+        register_cleanup = cast(Any, self)._register_cleanup  # WindowOperator's
+        for name in self.backend.table_names(PREFIX):
+            pane, window = self.backend.table(name, "window"), pane_window(name)
+            for key, acc in list(pane.items()):
+                wins = self.contents.get(key) or {}
+                wins[window] = acc
+                self.contents[key] = wins
+                if window not in fired:
+                    self.timers.register_event_time_timer(key, window, window.max_timestamp())
+                register_cleanup(key, window)
+                del pane[key]

@@ -442,6 +442,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             tables[name] = t
         self._rtables = tables
 
+    def table_names(self, prefix: str = "") -> list[str]:
+        """The names of the tables registered (restored ones too), those starting with ``prefix``."""
+        return [name for name in self._rtables if name.startswith(prefix)]
+
     def sid_of(self, name: str, kind: str) -> int:
         self.table(name, kind)
         return self._rtables[name].sid
