@@ -240,7 +240,34 @@ def checked_list(values: Iterable[Any] | None) -> list:
     return values
 
 
-class MapViews:
+class MapDictProtocol:
+    """PyFlink's MapState is also used like a dict: ``state[k]``, ``state[k] = v``, ``del
+    state[k]``, ``k in state``, in terms of the state's ``get``, ``put``, ``remove`` and
+    ``contains`` (every map state: keyed, window, TTL, typed)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:  # what the subclass provides
+
+        def get(self, key: Any) -> Any: ...
+        def put(self, key: Any, value: Any) -> None: ...
+        def remove(self, key: Any) -> None: ...
+        def contains(self, key: Any) -> bool: ...
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
+
+
+class MapViews(MapDictProtocol):
     """The read views and dict protocol of a map state, in terms of its ``_map()``, ``get``,
     ``put`` and ``remove`` (keyed ``MapState`` and a window's ``WindowMapState``)."""
 
@@ -275,19 +302,6 @@ class MapViews:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.keys())
-
-    # PyFlink's MapState is also used like a dict
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
 
 
 class MapState(MapViews, _KeyedState):

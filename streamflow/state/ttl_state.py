@@ -33,7 +33,7 @@ from typing import Any
 
 from ..runtime.detach import detached, detached_all
 from . import incremental as _inc
-from .state_objects import NULL_ELEMENT, checked_list
+from .state_objects import NULL_ELEMENT, MapDictProtocol, checked_list
 from .ttl import StateTtlConfig
 from .ttl_cleanup import registry
 
@@ -192,7 +192,7 @@ class TtlListState(_Ttl):
             self.clear()
 
 
-class TtlMapState(_Ttl):
+class TtlMapState(MapDictProtocol, _Ttl):
     def _map(self) -> dict:
         return self._table.get(self._backend.current_key) or {}
 
@@ -270,18 +270,6 @@ class TtlMapState(_Ttl):
         if self._on_access is not None:
             self._on_access()
         return iter(self.keys())
-
-    def __getitem__(self, user_key: Any) -> Any:
-        return self.get(user_key)
-
-    def __setitem__(self, user_key: Any, value: Any) -> None:
-        self.put(user_key, value)
-
-    def __delitem__(self, user_key: Any) -> None:
-        self.remove(user_key)
-
-    def __contains__(self, user_key: Any) -> bool:
-        return self.contains(user_key)
 
 
 class _TtlAccumulating(_Ttl):

@@ -41,6 +41,7 @@ import pickle
 from typing import Any
 
 from ..errors import StreamflowError
+from .state_objects import MapDictProtocol
 
 __all__ = [
     "Pickled",
@@ -107,7 +108,7 @@ class TypedListState:
         self._inner.clear()
 
 
-class TypedMapState:
+class TypedMapState(MapDictProtocol):
     """A map state whose keys and values are stored as the descriptor's key and value types
     declare them; a key is converted for look-ups too (PyFlink serializes it with the key type)."""
 
@@ -148,18 +149,6 @@ class TypedMapState:
 
     def __iter__(self) -> Any:
         return iter(self._inner.keys())
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.get(key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.put(key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self.remove(key)
-
-    def __contains__(self, key: Any) -> bool:
-        return self.contains(key)
 
 
 class TypedReducingState:
