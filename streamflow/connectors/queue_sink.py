@@ -204,6 +204,7 @@ class _QueueSinkOperator(StreamOperator):
         self._exactly_once = False
         self._hold: Any = None  # a batch job's attempt: a BlockingResult (module doc)
         self._held_to_job_end = False  # finished: the job's end hands the held records out
+        self._handed_out = 0  # of the held batches, by the job's end (_hand_out)
 
     def initialize_state(self, restored: Any | None) -> None:
         restored = getattr(restored, "own", restored)
@@ -310,12 +311,17 @@ class _QueueSinkOperator(StreamOperator):
             self.ctx.job_end.append(self._hand_out)
 
     async def _hand_out(self) -> None:
-        """The held records, then this subtask's end; once (a retried job end repeats nothing)."""
+        """The held records, then this subtask's end; once: a retry of the job end after a
+        failure part way (reading the spilled hold back, say) skips the batches already handed
+        out, and repeats nothing after the hand-out completed."""
         hold = self._hold
         if hold is None or hold.released:
             return
-        for item in hold.read():
+        for n, item in enumerate(hold.read()):
+            if n < self._handed_out:
+                continue  # handed out before the failure the job end is retried after
             await self.sink.put(item)
+            self._handed_out = n + 1
         hold.release()
         await self.sink.put(_Ended(self.ctx.subtask_index))
 

@@ -43,7 +43,8 @@ subtask of one chain, which is one task here (a batch job chains only forward ed
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -141,20 +142,38 @@ class RegionScheduler:
             ex.results[key][j][region.sub].release()
 
     async def _attempt(self, region: _Region, task: Task) -> Exception | None:
-        """Run ``task`` with its inputs fed from the upstream results; its failure, or None."""
+        """Run ``task`` with its inputs fed from the upstream results; its failure, or None.
+
+        The failure is the first in time: a feed that fails cancels the task, but the task may
+        go on with what its channels hold (it awaits nothing while they do) and fail as well
+        before the cancellation lands; the group then lists the task's error first. The others
+        of the attempt are noted on it (logged with it), never dropped."""
         ex = self.execution
         task.scheduled = True
+        failures: list[Exception] = []
+
+        async def recorded(run: Callable[[], Awaitable[None]]) -> None:
+            try:
+                await run()
+            except Exception as exc:
+                failures.append(exc)
+                raise
+
         try:
             async with anyio.create_task_group() as tg:
                 gate = getattr(task, "gate", None)  # (a source task has none, nor inputs)
                 for (key, j), channel in zip(region.inputs, gate.channels if gate else (), strict=True):
                     result: BlockingResult = ex.results[key][j][region.sub]
-                    tg.start_soon(result.feed, channel, name=f"feed {channel.name}")
-                await task.run()
+                    tg.start_soon(recorded, partial(result.feed, channel), name=f"feed {channel.name}")
+                await recorded(task.run)
         except BaseExceptionGroup as group:
             error = primary_error(group)
             if not isinstance(error, Exception):  # cancelled: the job ends, not the region
                 raise error from None
+            if failures:
+                error = failures[0]
+                for other in failures[1:]:
+                    error.add_note(f"streamflow: also failed in the same attempt: {other!r}")
             return error
         return None
 
