@@ -45,7 +45,7 @@ from streamflow.datastream.connectors.file_system import FileSink, RollingPolicy
 from streamflow.datastream.functions import KeyedProcessFunction, MapFunction
 from streamflow.datastream.state import ValueStateDescriptor
 from streamflow.datastream.window import TumblingEventTimeWindows
-from streamflow.runtime import blocking_result, execution
+from streamflow.runtime import blocking_result, execution, sort_buffer
 from streamflow.runtime.execution import JobEndError
 from streamflow.runtime.job import RestartsExhaustedError
 
@@ -54,7 +54,7 @@ KEYS = 11
 DATA = [(f"k{i % KEYS}", i) for i in range(N)]
 WINDOW = 200  # ms of event time (the record's i)
 SHAPES = ("reduce", "window", "sorted")
-KINDS = ("producer", "consumer", "spill", "read", "job_end", "publish", "hand_out")
+KINDS = ("producer", "keyed", "consumer", "spill", "read", "sort", "job_end", "publish", "hand_out")
 
 
 class Fault(Exception):
@@ -103,6 +103,7 @@ class RunningSum(KeyedProcessFunction):
         self.count = runtime_context.get_state(ValueStateDescriptor("count", None))
 
     def process_element(self, value: Any, ctx: Any) -> Any:
+        Plan.tick("keyed")
         total = (self.sum.value() or 0) + value[1]
         count = (self.count.value() or 0) + 1
         self.sum.update(total)
@@ -110,16 +111,27 @@ class RunningSum(KeyedProcessFunction):
         yield f"{value[0]},{total},{count}"
 
 
+def keyed_fault(reduce: Any) -> Any:
+    """``reduce``, with the keyed operator's fault point (``keyed``) on each call."""
+
+    def reducing(a: Any, b: Any) -> Any:
+        Plan.tick("keyed")
+        return reduce(a, b)
+
+    return reducing
+
+
 def draw(seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     kinds = [rng.choice(KINDS) for _ in range(rng.randrange(1, 4))]
     shape = rng.choice(SHAPES)
-    calls = {"producer": N, "consumer": {"reduce": KEYS, "window": 88, "sorted": N}[shape]}
+    calls = {"producer": N, "keyed": N, "consumer": {"reduce": KEYS, "window": 88, "sorted": N}[shape]}
     return {
         "shape": shape,
         "p": rng.choice((1, 3)),
         "sink": rng.choice(("collect", "file")),
         "memory": rng.choice(("2 kb", None)),
+        "sort_memory": rng.choice(("4 kb", None)),  # execution.sorted-inputs.memory
         "kinds": kinds,
         "at": [rng.randrange(1, calls.get(k, 6)) for k in kinds],  # (88 windows)
         "after": [rng.random() < 0.5 for _ in kinds],  # a job-end fault: after its action ran
@@ -150,6 +162,8 @@ def build(cfg: dict[str, Any], tmp: Path, restarts: int) -> tuple[StreamExecutio
     env.set_restart_strategy(RestartStrategies.fixed_delay_restart(restarts, 0))
     if cfg["memory"] is not None:
         env.configure({"streamflow.blocking-results.memory": cfg["memory"]})
+    if cfg["sort_memory"] is not None:
+        env.configure({"execution.sorted-inputs.memory": cfg["sort_memory"]})
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[1])
     keyed = (
         env.from_collection(DATA)
@@ -158,13 +172,13 @@ def build(cfg: dict[str, Any], tmp: Path, restarts: int) -> tuple[StreamExecutio
         .key_by(lambda v: v[0])
     )
     if cfg["shape"] == "reduce":
-        out = keyed.reduce(lambda a, b: (a[0], a[1] + b[1])).map(lambda v: f"{v[0]},{v[1]}")
+        out = keyed.reduce(keyed_fault(lambda a, b: (a[0], a[1] + b[1]))).map(lambda v: f"{v[0]},{v[1]}")
     elif cfg["shape"] == "window":
         out = (
             keyed.map(lambda v: (v[0], v[1], v[1] // WINDOW))
             .key_by(lambda v: v[0])
             .window(TumblingEventTimeWindows.of(WINDOW))
-            .reduce(lambda a, b: (a[0], a[1] + b[1], a[2]))
+            .reduce(keyed_fault(lambda a, b: (a[0], a[1] + b[1], a[2])))
             .map(lambda v: f"{v[0]},{v[2]},{v[1]}")
         )
     else:
@@ -210,6 +224,13 @@ def arm(cfg: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
             Plan.tick("publish")
 
     monkeypatch.setattr(file_sink_parts, "faults", Publish)
+    sort_spill = sort_buffer.SortBuffer._spill
+
+    def failing_sort_spill(self: Any) -> None:
+        Plan.tick("sort")
+        sort_spill(self)
+
+    monkeypatch.setattr(sort_buffer.SortBuffer, "_spill", failing_sort_spill)
     actions = execution.Execution.job_end_actions
     afters = [a for k, a in zip(cfg["kinds"], cfg["after"], strict=True) if k == "job_end"]
 
@@ -243,6 +264,19 @@ def output(cfg: dict[str, Any], tmp: Path, collected: Any) -> Counter[str]:
     return Counter(line for f in out.rglob("*") if f.is_file() for line in f.read_text().splitlines())
 
 
+def _open_files() -> set[str]:
+    """What this process's open descriptors point at (deleted temporary files included)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if "streamflow-" in target:
+            out.add(target)
+    return out
+
+
 def run_seed(seed: int, tmp: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> dict:
     cfg = draw(seed)
     arm(cfg, monkeypatch)
@@ -251,6 +285,7 @@ def run_seed(seed: int, tmp: Path, monkeypatch: pytest.MonkeyPatch, caplog: pyte
     env, stream = build(cfg, tmp, restarts)
     caplog.clear()
     exhausted: RestartsExhaustedError | None = None
+    fds = _open_files()
     with caplog.at_level(logging.INFO, logger="streamflow"):
         try:
             if stream is not None:
@@ -261,6 +296,8 @@ def run_seed(seed: int, tmp: Path, monkeypatch: pytest.MonkeyPatch, caplog: pyte
         except RestartsExhaustedError as exc:
             exhausted = exc
     fired = Plan.fired
+    leaked = _open_files() - fds  # a spill file of a result or a sorted run never closed
+    assert not leaked, (cfg, fired, leaked)
     # every restart (of a region, or of the publication) is logged with its cause; faults that
     # struck one attempt together are one restart, the later ones noted with the first
     logged = [
@@ -278,6 +315,9 @@ def run_seed(seed: int, tmp: Path, monkeypatch: pytest.MonkeyPatch, caplog: pyte
         final = "".join(traceback.format_exception(cause, chain=False))  # (its notes)
         for message in fired:
             assert sum(message in m for m in [*logged, final]) == 1, (cfg, message, logged, final)
+        if cfg["sink"] == "file" and not any(" job_end " in f or " publish " in f for f in fired):
+            visible = [p.name for p in (tmp / "out").rglob("*") if p.is_file() and p.name[0] != "."]
+            assert visible == [], (cfg, fired, visible)  # a failed job publishes nothing
         cfg["outcome"] = "exhausted"
         return cfg
     assert 1 <= len(logged) <= restarts or not fired, (cfg, fired, logged)
