@@ -2,7 +2,7 @@
 (``runtime/regions.py``, ``runtime/blocking_result.py``) against a model: exactly-once output.
 
 Each seed draws a job: a source region (``from_collection`` with event timestamps and a map
-that may fail), a keyed exchange, then a consumer region of one shape (a keyed ``reduce``
+that may fail; or two, unioned), a keyed exchange, then a consumer region of one shape (a keyed ``reduce``
 emitting one final sum per key, a tumbling event-time window summing per key and window, or a
 keyed process function on the sorted batch input keeping a running sum and count in state),
 a map that may fail, and a sink (the collect sink, or a FileSink published at the job's end);
@@ -132,6 +132,7 @@ def draw(seed: int) -> dict[str, Any]:
         "sink": rng.choice(("collect", "file")),
         "memory": rng.choice(("2 kb", None)),
         "sort_memory": rng.choice(("4 kb", None)),  # execution.sorted-inputs.memory
+        "union": rng.random() < 0.3,
         "kinds": kinds,
         "at": [rng.randrange(1, calls.get(k, 6)) for k in kinds],  # (88 windows)
         "after": [rng.random() < 0.5 for _ in kinds],  # a job-end fault: after its action ran
@@ -165,12 +166,15 @@ def build(cfg: dict[str, Any], tmp: Path, restarts: int) -> tuple[StreamExecutio
     if cfg["sort_memory"] is not None:
         env.configure({"execution.sorted-inputs.memory": cfg["sort_memory"]})
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[1])
-    keyed = (
-        env.from_collection(DATA)
-        .assign_timestamps_and_watermarks(strategy)
-        .map(Failing("producer"))
-        .key_by(lambda v: v[0])
-    )
+    if cfg["union"]:  # two producer regions per subtask, the even and the odd records
+        first = env.from_collection(DATA[0::2]).assign_timestamps_and_watermarks(strategy)
+        second = env.from_collection(DATA[1::2]).assign_timestamps_and_watermarks(strategy)
+        produced = first.map(Failing("producer")).union(second.map(Failing("producer")))
+    else:
+        produced = (
+            env.from_collection(DATA).assign_timestamps_and_watermarks(strategy).map(Failing("producer"))
+        )
+    keyed = produced.key_by(lambda v: v[0])
     if cfg["shape"] == "reduce":
         out = keyed.reduce(keyed_fault(lambda a, b: (a[0], a[1] + b[1]))).map(lambda v: f"{v[0]},{v[1]}")
     elif cfg["shape"] == "window":
