@@ -20,7 +20,7 @@ with its cause, and every fault fired is in exactly one logged restart (faults s
 attempt together are one restart: the first is its cause, the others noted on it).
 
 ``STREAMFLOW_RANDOM_BATCH_FAULTS=200`` (or ``=200:400``) runs more seeds (the suite runs
-20; 0-999 passed when this was written), ``STREAMFLOW_RANDOM_BATCH_FAULTS_LOG=<file>`` records
+20; 0-1799 passed when this was written), ``STREAMFLOW_RANDOM_BATCH_FAULTS_LOG=<file>`` records
 what each fired.
 """
 
