@@ -155,7 +155,9 @@ class _Failing(sf.MapFunction):
         return value
 
 
-def job(tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate: Any = None) -> Any:
+def job(
+    tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate: Any = None, strategy: Any = None
+) -> Any:
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(8)
     env.enable_checkpointing(10)
     cc = env.get_checkpoint_config()
@@ -185,7 +187,7 @@ def job(tmp: Path, cfg: dict[str, Any], parallelism: int, *, restarts: int, gate
     if cfg["scenario"] == "damaged":
         cc.enable_fallback_to_older_checkpoint()
     fixed = sf.RestartStrategies.fixed_delay_restart(restarts, 0)
-    env.set_restart_strategy(fixed if restarts else sf.RestartStrategies.no_restart())
+    env.set_restart_strategy(strategy or (fixed if restarts else sf.RestartStrategies.no_restart()))
     half = N // 2
 
     async def slow(record: Any) -> Any:

@@ -5,12 +5,20 @@ from __future__ import annotations
 import datetime
 import enum
 import logging
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ..state.codec import Codec, MsgpackCodec
+from .restart_strategy import (  # noqa: F401  (re-exported: their home before)
+    ExponentialDelayRestart,
+    FailureRateRestart,
+    FixedDelayRestart,
+    NoRestart,
+    RestartStrategies,
+    RestartStrategy,
+    _ms,
+)
 from .storages import (
     CheckpointStorage,
     ExternalizedCheckpointRetention,
@@ -28,16 +36,6 @@ log = logging.getLogger(__name__)
 class CheckpointingMode(enum.Enum):
     EXACTLY_ONCE = "exactly_once"
     AT_LEAST_ONCE = "at_least_once"
-
-
-def _ms(value: int | datetime.timedelta, what: str, minimum: int = 0) -> int:
-    if isinstance(value, datetime.timedelta):
-        value = int(value.total_seconds() * 1000)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be int milliseconds or a timedelta, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{what} must be >= {minimum} ms, got {value}")
-    return value
 
 
 def _at_least_minimal(ms: int, what: str) -> int:
@@ -333,94 +331,3 @@ class CheckpointConfig:
 
     def is_incremental_checkpoints_enabled(self) -> bool:
         return self.incremental
-
-
-class RestartStrategy:
-    """Decides whether a failed job restarts from its last checkpoint, and after what delay."""
-
-    def next_delay_ms(self, now_ms: int) -> int | None:
-        """Record a failure at ``now_ms``; the delay before restarting, or None to give up."""
-        raise NotImplementedError
-
-
-class NoRestart(RestartStrategy):
-    def next_delay_ms(self, now_ms: int) -> int | None:
-        return None
-
-    def __repr__(self) -> str:
-        return "no_restart()"
-
-    def __eq__(self, other: object) -> bool:  # PyFlink compares strategies by configuration
-        return type(other) is NoRestart
-
-    def __hash__(self) -> int:
-        return hash(NoRestart)
-
-
-class FixedDelayRestart(RestartStrategy):
-    def __init__(self, attempts: int, delay_ms: int) -> None:
-        self.attempts, self.delay_ms, self.failures = attempts, delay_ms, 0
-
-    def __repr__(self) -> str:
-        return f"fixed_delay_restart(attempts={self.attempts}, delay_ms={self.delay_ms})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FixedDelayRestart) and (other.attempts, other.delay_ms) == (
-            self.attempts, self.delay_ms)  # fmt: skip
-
-    def __hash__(self) -> int:
-        return hash((self.attempts, self.delay_ms))
-
-    def next_delay_ms(self, now_ms: int) -> int | None:
-        self.failures += 1
-        return self.delay_ms if self.failures <= self.attempts else None
-
-
-class FailureRateRestart(RestartStrategy):
-    """At most ``max_failures`` within any ``interval_ms``; ``delay_ms`` between attempts."""
-
-    def __init__(self, max_failures: int, interval_ms: int, delay_ms: int) -> None:
-        self.max_failures, self.interval_ms, self.delay_ms = max_failures, interval_ms, delay_ms
-        self._times: deque[int] = deque()
-
-    def __repr__(self) -> str:
-        return (
-            f"failure_rate_restart(max_failures={self.max_failures}, interval_ms={self.interval_ms}, "
-            f"delay_ms={self.delay_ms})"
-        )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FailureRateRestart) and repr(other) == repr(self)
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
-
-    def next_delay_ms(self, now_ms: int) -> int | None:
-        self._times.append(now_ms)
-        while self._times and self._times[0] <= now_ms - self.interval_ms:
-            self._times.popleft()
-        return self.delay_ms if len(self._times) <= self.max_failures else None
-
-
-class RestartStrategies:
-    """PyFlink's factory names."""
-
-    @staticmethod
-    def no_restart() -> RestartStrategy:
-        return NoRestart()
-
-    @staticmethod
-    def fixed_delay_restart(
-        restart_attempts: int, delay_between_attempts: int | datetime.timedelta
-    ) -> RestartStrategy:
-        return FixedDelayRestart(restart_attempts, _ms(delay_between_attempts, "restart delay"))
-
-    @staticmethod
-    def failure_rate_restart(
-        failure_rate: int,
-        failure_interval: int | datetime.timedelta,
-        delay_interval: int | datetime.timedelta,
-    ) -> RestartStrategy:
-        return FailureRateRestart(
-            failure_rate, _ms(failure_interval, "failure interval", 1), _ms(delay_interval, "restart delay")
-        )

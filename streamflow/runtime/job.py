@@ -5,6 +5,7 @@ checkpoint, as the restart strategy allows)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import enum
 import logging
 import secrets
@@ -94,6 +95,9 @@ class JobClient:
         self._storage = ck.storage or (
             FileSystemCheckpointStorage(ck.storage_dir, retain=ck.retained) if ck.storage_dir else None
         )
+        # Flink creates a RestartBackoffTimeStrategy per job: a strategy counts failures, and the
+        # environment's (or another job's) must not count this job's
+        self._restart_strategy = copy.deepcopy(config.restart_strategy)
         self.restarts = 0
         self.publish_retries = 0  # of the publication at the job's end (_retry_job_end)
         self.job_id = uuid.uuid4().hex  # as Flink's JobID: 32 hex digits
@@ -227,7 +231,7 @@ class JobClient:
         more failure of the job, counted and logged with its cause, and the restart is tried
         again as the strategy allows (Flink: a task failing while restoring its state fails over
         again); it must not end a job whose strategy has restarts left."""
-        strategy = self._config.restart_strategy
+        strategy = self._restart_strategy
         while True:
             delay_ms = self._delay_or_fail(
                 failure, failure,
@@ -277,7 +281,7 @@ class JobClient:
         """A pipelined region of a batch job failed (``regions.py``): the delay before it restarts
         alone, as the restart strategy allows (counted and logged with its cause); raises to end
         the job: the failure itself under ``NoRestart``, else ``RestartsExhaustedError``."""
-        strategy = self._config.restart_strategy
+        strategy = self._restart_strategy
         delay_ms = self._delay_or_fail(
             failure, failure,
             f"job {self.job_name!r} failed and is not restarted: the restart strategy {strategy!r} is "
@@ -296,7 +300,7 @@ class JobClient:
         """The restart strategy's delay before trying again after ``failure`` (recorded as the
         last cause), or the job fails: with ``raised`` under ``NoRestart``, else with a
         ``RestartsExhaustedError(exhausted)`` caused by ``failure``."""
-        strategy = self._config.restart_strategy
+        strategy = self._restart_strategy
         delay_ms = strategy.next_delay_ms(self._clock.now_ms())
         self.last_failure_cause = f"{type(failure).__name__}: {failure}"
         if delay_ms is None:
@@ -317,7 +321,7 @@ class JobClient:
         """Every task finished but the publication at the job's end failed: retry it alone, as
         the restart strategy allows (Flink's committer retries its committables; running the
         tasks again would write the records already published a second time)."""
-        strategy = self._config.restart_strategy
+        strategy = self._restart_strategy
         failure: Exception = error
         while True:
             delay_ms = self._delay_or_fail(

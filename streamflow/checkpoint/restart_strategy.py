@@ -1,0 +1,183 @@
+"""Restart strategies (Flink's ``RestartBackoffTimeStrategy``): whether a failed job restarts
+from its latest completed checkpoint, and after what delay. ``next_delay_ms`` records one failure
+at a time of the job's clock and answers both questions at once (the delay, or None to give up);
+a strategy is stateful, one per job."""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections import deque
+
+
+def _ms(value: int | datetime.timedelta, what: str, minimum: int = 0) -> int:
+    if isinstance(value, datetime.timedelta):
+        value = int(value.total_seconds() * 1000)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be int milliseconds or a timedelta, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{what} must be >= {minimum} ms, got {value}")
+    return value
+
+
+class RestartStrategy:
+    """Decides whether a failed job restarts from its last checkpoint, and after what delay."""
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        """Record a failure at ``now_ms``; the delay before restarting, or None to give up."""
+        raise NotImplementedError
+
+
+class NoRestart(RestartStrategy):
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        return None
+
+    def __repr__(self) -> str:
+        return "no_restart()"
+
+    def __eq__(self, other: object) -> bool:  # PyFlink compares strategies by configuration
+        return type(other) is NoRestart
+
+    def __hash__(self) -> int:
+        return hash(NoRestart)
+
+
+class FixedDelayRestart(RestartStrategy):
+    def __init__(self, attempts: int, delay_ms: int) -> None:
+        self.attempts, self.delay_ms, self.failures = attempts, delay_ms, 0
+
+    def __repr__(self) -> str:
+        return f"fixed_delay_restart(attempts={self.attempts}, delay_ms={self.delay_ms})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FixedDelayRestart) and (other.attempts, other.delay_ms) == (
+            self.attempts, self.delay_ms)  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((self.attempts, self.delay_ms))
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        self.failures += 1
+        return self.delay_ms if self.failures <= self.attempts else None
+
+
+class FailureRateRestart(RestartStrategy):
+    """At most ``max_failures`` within any ``interval_ms``; ``delay_ms`` between attempts."""
+
+    def __init__(self, max_failures: int, interval_ms: int, delay_ms: int) -> None:
+        self.max_failures, self.interval_ms, self.delay_ms = max_failures, interval_ms, delay_ms
+        self._times: deque[int] = deque()
+
+    def __repr__(self) -> str:
+        return (
+            f"failure_rate_restart(max_failures={self.max_failures}, interval_ms={self.interval_ms}, "
+            f"delay_ms={self.delay_ms})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FailureRateRestart) and repr(other) == repr(self)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        """Flink's ``FailureRateRestartBackoffTimeStrategy``: the job fails once ``max_failures
+        + 1`` failures lie within ``interval_ms``, its bound included (the oldest of them exactly
+        ``interval_ms`` ago still counts)."""
+        self._times.append(now_ms)
+        while len(self._times) > self.max_failures + 1:
+            self._times.popleft()
+        if len(self._times) <= self.max_failures or now_ms - self._times[0] > self.interval_ms:
+            return self.delay_ms
+        return None
+
+
+class ExponentialDelayRestart(RestartStrategy):
+    """Flink's ``ExponentialDelayRestartBackoffTimeStrategy``: the delay starts at
+    ``initial_ms`` and is multiplied by ``multiplier`` on each failure, up to ``max_ms``. A
+    failure at least ``reset_threshold_ms`` plus the current delay after the previous one (the
+    job ran smoothly that long after its restart) resets it to ``initial_ms``. ``jitter`` adds
+    a random offset within +-``jitter`` times the delay (capped at ``max_ms``). It restarts
+    without limit unless ``attempts`` is given (Flink 1.19's ``attempts-before-reset-backoff``:
+    the restarts allowed since the last reset)."""
+
+    def __init__(
+        self, initial_ms: int, max_ms: int, multiplier: float, reset_threshold_ms: int, jitter: float = 0.0,
+        attempts: int | None = None,
+    ) -> None:  # fmt: skip
+        if not 1 <= initial_ms <= max_ms:
+            raise ValueError(f"need 1 ms <= initial backoff <= maximum backoff, got {initial_ms}, {max_ms}")
+        if multiplier <= 1:
+            raise ValueError(f"the backoff multiplier must be > 1, got {multiplier}")
+        if reset_threshold_ms < 1 or not 0 <= jitter <= 1:
+            raise ValueError(f"need reset threshold >= 1 ms, 0 <= jitter <= 1: {reset_threshold_ms} {jitter}")
+        self.initial_ms, self.max_ms, self.multiplier = initial_ms, max_ms, multiplier
+        self.reset_threshold_ms, self.jitter, self.attempts = reset_threshold_ms, jitter, attempts
+        self.current_ms, self._since_reset = initial_ms, 0
+        self._last_failure_ms: int | None = None  # the first failure starts at initial_ms
+        self._random = random.Random()
+
+    def __repr__(self) -> str:
+        return (
+            f"exponential_delay_restart(initial_ms={self.initial_ms}, max_ms={self.max_ms}, "
+            f"multiplier={self.multiplier}, reset_threshold_ms={self.reset_threshold_ms}, "
+            f"jitter={self.jitter}, attempts={self.attempts})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExponentialDelayRestart) and repr(other) == repr(self)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        last = self._last_failure_ms
+        if last is None or now_ms - last >= self.reset_threshold_ms + self.current_ms:
+            self.current_ms, self._since_reset = self.initial_ms, 0
+        elif self.current_ms < self.max_ms:
+            self.current_ms = min(int(self.current_ms * self.multiplier), self.max_ms)
+        self._last_failure_ms = now_ms
+        self._since_reset += 1
+        if self.attempts is not None and self._since_reset > self.attempts:
+            return None
+        offset = int(self.current_ms * self.jitter)
+        jittered = self.current_ms + (self._random.randint(-offset, offset) if offset else 0)
+        return min(jittered, self.max_ms)
+
+
+class RestartStrategies:
+    """PyFlink's factory names."""
+
+    @staticmethod
+    def no_restart() -> RestartStrategy:
+        return NoRestart()
+
+    @staticmethod
+    def fixed_delay_restart(
+        restart_attempts: int, delay_between_attempts: int | datetime.timedelta
+    ) -> RestartStrategy:
+        return FixedDelayRestart(restart_attempts, _ms(delay_between_attempts, "restart delay"))
+
+    @staticmethod
+    def failure_rate_restart(
+        failure_rate: int,
+        failure_interval: int | datetime.timedelta,
+        delay_interval: int | datetime.timedelta,
+    ) -> RestartStrategy:
+        return FailureRateRestart(
+            failure_rate, _ms(failure_interval, "failure interval", 1), _ms(delay_interval, "restart delay")
+        )
+
+    @staticmethod
+    def exponential_delay_restart(
+        initial_backoff: int | datetime.timedelta,
+        max_backoff: int | datetime.timedelta,
+        backoff_multiplier: float,
+        reset_backoff_threshold: int | datetime.timedelta,
+        jitter_factor: float,
+    ) -> RestartStrategy:
+        """Flink's ``RestartStrategies.exponentialDelayRestart`` (Java; PyFlink has none)."""
+        return ExponentialDelayRestart(
+            _ms(initial_backoff, "initial backoff", 1), _ms(max_backoff, "maximum backoff", 1),
+            backoff_multiplier, _ms(reset_backoff_threshold, "reset backoff threshold", 1), jitter_factor,
+        )  # fmt: skip
