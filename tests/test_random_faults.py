@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from savepoint_retry import stop_with_savepoint_retrying
 
 import streamflow as sf
 from streamflow.checkpoint.storage import CorruptCheckpointError, DamagedCheckpointError
@@ -406,20 +407,7 @@ async def _savepoint(cfg: dict[str, Any], tmp: Path) -> None:
     ended = client.get_job_execution_result()
     while not any((tmp / "chk").glob("chk-*/_metadata")) and client.get_job_status().value == "RUNNING":
         await asyncio.sleep(0.005)
-    path = None
-    for _attempt in range(20):
-        if client.get_job_status().value in ("FINISHED", "FAILED", "CANCELED"):
-            break
-        try:
-            stop = client.stop_with_savepoint(cfg["drain"], str(tmp / f"sp{_attempt}"))
-            path = await asyncio.wait_for(stop, 20)
-            break
-        except SavepointCommitError as exc:  # the savepoint is complete: the job failed committing it
-            path = exc.savepoint_path
-            break
-        except (sf.errors.StreamflowError, RuntimeError, OSError) as exc:  # type: ignore[attr-defined]
-            logging.getLogger("test").warning("stop-with-savepoint failed: %r", exc)
-            await asyncio.sleep(0.05)
+    path = await stop_with_savepoint_retrying(client, tmp, cfg["drain"])
     stopped.set()
     try:
         await asyncio.wait_for(ended, 20)

@@ -46,6 +46,7 @@ from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_tran
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kafka_kill_job import data, expected, parse, throttle
+from savepoint_retry import stop_with_savepoint_retrying
 
 N = 400
 _ids = itertools.count()
@@ -251,18 +252,7 @@ async def _stop_and_resume(t: Topics, tmp: Path, cfg: dict[str, Any], caplog: An
     client = await job(t, tmp, cfg, cfg["p1"], restarts=5, gate=stopped.is_set).execute_async("rf")
     while not any((tmp / "chk").glob("chk-*/_metadata")):
         await asyncio.sleep(0.005)
-    path = None
-    for attempt in range(6):
-        try:
-            stop = client.stop_with_savepoint(cfg["drain"], str(tmp / f"sp{attempt}"))
-            path = await asyncio.wait_for(stop, 20)
-            break
-        except SavepointCommitError as exc:  # the savepoint is complete: the job failed committing it
-            path = exc.savepoint_path
-            break
-        except (sf.errors.StreamflowError, RuntimeError, OSError) as exc:  # type: ignore[attr-defined]
-            logging.getLogger("test").warning("stop-with-savepoint failed: %r", exc)
-            await asyncio.sleep(0.02)
+    path = await stop_with_savepoint_retrying(client, tmp, cfg["drain"], attempts=6, pause=0.02)
     stopped.set()
     assert path is not None, cfg
     try:
