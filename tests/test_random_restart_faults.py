@@ -12,7 +12,8 @@ exchanges (``ALL_EXCHANGES_PIPELINED``: no region failover, the whole job restar
   ``RestartsExhaustedError``, nothing committed twice);
 * cancelling: the job fails once and waits a restart delay; it is cancelled during the delay,
   or just as its new attempt restores; it must end CANCELED at once (not after the delay), no
-  output after, no task or thread of it left, nothing committed twice. A stop-with-savepoint
+  output after, no task or thread of it left, nothing committed twice (the restored attempt may
+  fail in ``open()`` and restart again). A stop-with-savepoint
   during the delay is refused at once (Flink: its tasks are not running) and the job goes on
   to finish exactly once;
 * pipelined batch: ``test_random_batch_faults``' jobs and user-function / job-end faults with
@@ -187,6 +188,8 @@ async def test_cancelling_or_stopping_a_job_between_its_attempts(seed: int, tmp_
     )
     tasks, threads = asyncio.all_tasks(), _threads()
     rf._Failing.armed[str(tmp_path)] = 1
+    if when == "restore" and rng.random() < 0.5:  # the restored attempt fails opening: restarts again
+        rf._Sum.failing_opens[str(tmp_path)] = 1
     client = await rf.job(tmp_path, cfg, cfg["p1"], restarts=1, strategy=strategy).execute_async("faults")
     await _until(lambda: client.get_job_status().value == "RESTARTING", "the restart delay")
     if when == "stop":  # refused at once; the job restarts and finishes
@@ -207,7 +210,7 @@ async def test_cancelling_or_stopping_a_job_between_its_attempts(seed: int, tmp_
     assert time.monotonic() - started < 1.5, (when, cfg)
     assert client.get_job_status().value == "CANCELED", (when, cfg)
     result = await asyncio.wait_for(client.get_job_execution_result(), 2)
-    assert result.get_job_status().value == "CANCELED" if hasattr(result, "get_job_status") else True
+    assert result.status.value == "CANCELED", (when, cfg)
     out = rf.committed(tmp_path)
     assert not out - rf.expected(), (when, cfg)  # nothing twice
     await asyncio.sleep(0.1)
@@ -215,6 +218,38 @@ async def test_cancelling_or_stopping_a_job_between_its_attempts(seed: int, tmp_
     left = {t for t in asyncio.all_tasks() - tasks if not t.done()}
     assert not left, (when, cfg, left)
     assert _threads() <= threads, (when, cfg, _threads() - threads)
+
+
+class _CancelsThenFails(sf.KeyedProcessFunction):
+    """Fails on record 5 of the first attempt; the restored attempt asks its job to cancel,
+    then fails in ``open()`` (a failure racing the cancel)."""
+
+    client: Any = None
+    cancel: Any = None
+
+    def open(self, runtime_context: Any) -> None:
+        if runtime_context.get_attempt_number() > 0:
+            _CancelsThenFails.cancel = asyncio.get_running_loop().create_task(self.client.cancel())
+            raise RuntimeError("injected: open() fails as the job is cancelled")
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if value == 5:
+            raise RuntimeError("injected: the first attempt fails")
+        yield value
+
+
+async def test_a_failure_racing_a_cancel_ends_the_job_canceled(caplog: pytest.LogCaptureFixture) -> None:
+    """Found by the seeded cancel test (seed 7): ``cancel()`` raised the restored attempt's
+    ``open()`` failure, and the job's result was that failure though its status said CANCELED."""
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(3, 0))
+    env.from_collection(list(range(10))).key_by(lambda v: v % 2).process(_CancelsThenFails()).print()
+    client = _CancelsThenFails.client = await env.execute_async("racing")
+    result = await asyncio.wait_for(client.get_job_execution_result(), 10)
+    await asyncio.wait_for(_CancelsThenFails.cancel, 2)  # returns: does not raise the failure
+    assert result.status.value == client.get_job_status().value == "CANCELED"
+    assert client.restarts == 1
+    assert "failed while being cancelled (RuntimeError: injected: open() fails" in caplog.text
 
 
 PIPELINED_KINDS = ("producer", "keyed", "consumer", "job_end", "publish")

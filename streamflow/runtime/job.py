@@ -197,6 +197,8 @@ class JobClient:
                     raise
                 break
             except BaseException as exc:
+                if self._cancel_requested and isinstance(exc, Exception) and not self._stopped:
+                    raise self._cancelled_despite(exc) from exc
                 if self._cancel_requested or not isinstance(exc, Exception) or self.execution.blocking:
                     # (a batch job with blocking exchanges: its regions failed over alone, and the
                     # restart strategy decided this failure ends the job: _region_failed)
@@ -208,6 +210,18 @@ class JobClient:
                 await self._restart(exc)
         self._status = self._ended_status(JobStatus.FINISHED)
         _log.info("job %r %s", self.job_name, self._status.value.lower(), extra=self._log_fields())
+
+    def _cancelled_despite(self, failure: Exception) -> asyncio.CancelledError:
+        """A task failed while the job was being cancelled (e.g. a restored subtask failing in
+        ``open()`` as the cancel arrived): the cancel wins, as Flink's (a job asked to cancel
+        ends CANCELED, its racing failure is not restarted nor reported as the job's result);
+        the failure is logged with its cause."""
+        self._status = JobStatus.CANCELED
+        _log.warning(
+            "job %r failed while being cancelled (%s: %s); it ends CANCELED", self.job_name,
+            type(failure).__name__, failure, exc_info=failure, extra=self._log_fields(),
+        )  # fmt: skip
+        return asyncio.CancelledError(f"job {self.job_name!r} cancelled")
 
     def _savepoint_commit_error(self, failure: BaseException) -> SavepointCommitError:
         """Flink's rule (FLINK-26783): restarting from the latest checkpoint, older than the
