@@ -15,7 +15,8 @@ exchanges (``ALL_EXCHANGES_PIPELINED``: no region failover, the whole job restar
   output after, no task or thread of it left, nothing committed twice (the restored attempt may
   fail in ``open()`` and restart again). A stop-with-savepoint
   during the delay is refused at once (Flink: its tasks are not running) and the job goes on
-  to finish exactly once;
+  to finish exactly once; one as the new attempt restores completes (or is retried), and a
+  resume from its savepoint at another parallelism completes the output exactly once;
 * pipelined batch: ``test_random_batch_faults``' jobs and user-function / job-end faults with
   pipelined exchanges; every fault is one logged whole-job restart; the output is the model's.
 
@@ -38,10 +39,11 @@ from typing import Any
 import pytest
 import test_random_batch_faults as batch
 import test_random_faults as rf
+from savepoint_retry import stop_with_savepoint_retrying
 
 import streamflow as sf
 from streamflow.checkpoint.restart_strategy import ExponentialDelayRestart, FailureRateRestart
-from streamflow.runtime.job import RestartsExhaustedError
+from streamflow.runtime.job import RestartsExhaustedError, SavepointCommitError
 
 _disarm = rf._disarm  # (the autouse fixture clearing the armed faults)
 DELAYS = re.compile(r"restart (\d+) in (\d+) ms by the restart strategy")
@@ -177,8 +179,8 @@ async def _until(predicate: Any, what: str, timeout: float = 30) -> None:
 async def test_cancelling_or_stopping_a_job_between_its_attempts(seed: int, tmp_path: Path) -> None:
     rng = random.Random(seed)
     cfg = rf.draw(seed) | {"seed": seed, "scenario": "failover", "fault": "function", "second": None}
-    when = rng.choice(("delay", "restore", "stop"))
-    delay = 20 if when == "restore" else 3000  # waiting out the delay would show
+    when = rng.choice(("delay", "restore", "stop", "stop restored"))
+    delay = 20 if when in ("restore", "stop restored") else 3000  # waiting out the delay would show
     strategy = rng.choice(
         (
             sf.RestartStrategies.fixed_delay_restart(2, delay),
@@ -199,6 +201,19 @@ async def test_cancelling_or_stopping_a_job_between_its_attempts(seed: int, tmp_
         assert time.monotonic() - started < 0.5
         await asyncio.wait_for(client.get_job_execution_result(), 60)
         assert rf.committed(tmp_path) == rf.expected(), cfg
+        return
+    if when == "stop restored":  # as the new attempt restores: a savepoint (retried), then a resume
+        await _until(lambda: client.get_job_status().value == "RUNNING", "the restart")
+        path = await stop_with_savepoint_retrying(client, tmp_path, rng.random() < 0.3)
+        try:
+            await asyncio.wait_for(client.get_job_execution_result(), 20)
+        except SavepointCommitError:
+            pass  # the resume from the savepoint commits the rest
+        if path is not None:
+            env = rf.job(tmp_path, cfg, cfg["p2"], restarts=0)
+            env.configure({"execution.savepoint.path": path})
+            await asyncio.wait_for((await env.execute_async("faults")).get_job_execution_result(), 60)
+        assert rf.committed(tmp_path) == rf.expected(), (when, cfg, path)
         return
     if when == "delay":
         await asyncio.sleep(rng.uniform(0, 0.3))
