@@ -170,6 +170,7 @@ class WindowTables(TimerOperator):
     def initialize_state(self, restored: Any) -> None:
         super().initialize_state(restored)
         self._heap_panes: Any = None
+        self._converted: set[Any] | None = None  # windows of a general path's checkpoint (fast path)
         if restored is None or self._heap_migration is not None:
             return  # (RocksDB state onto the heap: converted once start_restore read it)
         if self.backend.is_rocksdb:
@@ -190,6 +191,9 @@ class WindowTables(TimerOperator):
         restored, self._heap_panes = getattr(self, "_heap_panes", None), None
         if restored is not None:
             self._panes_into_contents(restored)
+        converted, self._converted = getattr(self, "_converted", None), None
+        if converted:
+            self._timers_into_panes(converted)
 
     def _convert_restored(self, restored: Any) -> None:
         """The restored heap tables' windows, decoded, into the path this operator runs."""
@@ -200,7 +204,10 @@ class WindowTables(TimerOperator):
         panes = self._pane_tables
         panes.restored()
         if self.fast:
-            for key, wins in contents.items():  # a checkpoint of the general path
+            # a checkpoint of the general path: its timers become the panes' bookkeeping once
+            # they are all back (finish_restore: _timers_into_panes)
+            self._converted = {w for wins in contents.values() for w in wins}
+            for key, wins in contents.items():
                 for w, acc in wins.items():
                     (self.panes.get(w) or panes.new(w))[key] = acc
         else:
@@ -229,10 +236,17 @@ class WindowTables(TimerOperator):
         """RocksDB takes the general path: a heap fast path's checkpoint (restored through a
         savepoint into RocksDB) brings back pane tables, whose accumulators become window
         contents and whose implied timers become real ones: the firing at
-        ``max_timestamp()`` (the EventTimeTrigger's, unless the pane had fired already) and
-        the cleanup. Without this the open windows' contents were never read again."""
+        ``max_timestamp()`` (the EventTimeTrigger's, unless the pane had fired already; for a
+        fired pane, the keys in ``refire``: a late element after an earlier restore registered
+        that timer again) and the cleanup. Without this the open windows' contents were never
+        read again."""
         dec = self.decode_namespace
-        fired = {dec(w) for s in restored.all if s is not None for w in s.get("fired", ())}
+        states = [s for s in restored.all if s is not None]
+        fired = {dec(w) for s in states for w in s.get("fired", ())}
+        refire: dict[Any, set[Any]] = {}
+        for s in states:
+            for plain, keys in s.get("refire", ()):
+                refire.setdefault(dec(plain), set()).update(keys)
         register_cleanup = cast(Any, self)._register_cleanup  # WindowOperator's
         for name in self.backend.table_names(PREFIX):
             pane, window = self.backend.table(name, "window"), pane_window(name)
@@ -240,7 +254,31 @@ class WindowTables(TimerOperator):
                 wins = self.contents.get(key) or {}
                 wins[window] = acc
                 self.contents[key] = wins
-                if window not in fired:
+                if window not in fired or key in refire.get(window, ()):
                     self.timers.register_event_time_timer(key, window, window.max_timestamp())
                 register_cleanup(key, window)
                 del pane[key]
+
+    def _timers_into_panes(self, windows: set[Any]) -> None:
+        """A general path's checkpoint (RocksDB's, through a savepoint) restored on the fast
+        path: its windows' timers become the panes' bookkeeping. A window whose firing timer
+        (the EventTimeTrigger's, at ``max_timestamp()``) is gone for some key has fired: it
+        goes into ``_fired``, so the next watermark does not fire it again, and the keys whose
+        firing timer is pending (a late element after a restore registered it again) into
+        ``_refire``. Then its timers are deleted: the fast path's are implied, and a stale
+        firing timer would fire the window again after a later switch back to the general
+        path."""
+        timers = self.timers
+        for window in windows:
+            pane = self.panes.get(window)
+            if not pane:
+                continue
+            at, cleanup = window.max_timestamp(), cast(Any, self).cleanup_time(window)
+            pending = [key for key in pane if timers.has_event_time_timer(key, window, at)]
+            if len(pending) < len(pane):
+                self._fired.add(window)
+                if pending:
+                    self._refire.setdefault(window, set()).update(pending)
+            for key in pane:
+                timers.delete_event_time_timer(key, window, at)
+                timers.delete_event_time_timer(key, window, cleanup)

@@ -1,0 +1,138 @@
+"""Event-time windows with allowed lateness resumed from savepoints that switch the state
+backend (heap <-> RocksDB) between the on-time firing, the late firings and the cleanup.
+
+Flink's savepoints are canonical (``SavepointFormatITCase``; ``TimersSavepointITCase``'s
+switch): a job resumes with the other backend and its WindowOperator makes every firing it
+would have made without the switch, exactly once. The rules (``WindowOperator``,
+``EventTimeTrigger``): a window fires once when the watermark passes ``max_timestamp()``; an
+element within the allowed lateness fires it again at once if the watermark passed its end,
+else (after a restore the operator's watermark starts at MIN) registers a timer at
+``max_timestamp()`` that fires it at the next watermark; the cleanup timer at
+``max_timestamp() + lateness`` clears its state, so an element for that window after a later
+restore starts a new window. The heap runs tumbling windows on the fast path (panes with
+implied timers and ``fired``/``refire`` bookkeeping), RocksDB on the general path (real
+timers), so each switch converts one into the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_checkpointing import Gate, wait_until
+
+import streamflow as sf
+from streamflow.datastream.window import TumblingEventTimeWindows
+from streamflow.eventtime import WatermarkGenerator
+from streamflow.runtime.events import Watermark
+
+# (key, value, timestamp, watermark emitted after it or None)
+RECORDS = [
+    ("a", 1, 10, None),
+    ("b", 2, 20, None),
+    ("a", 3, 110, 105),  # [0,100) fires on time for a and b
+    ("a", 4, 50, None),  # late within lateness: a's [0,100) fires again at once
+    # -- savepoint 1
+    ("b", 5, 60, None),  # the watermark is MIN after the restore: a timer at 99 for b
+    # -- savepoint 2 (b's late firing pending)
+    ("a", 6, 120, 115),  # b's [0,100) fires (late firing); a's does not
+    ("a", 7, 30, None),  # late within lateness: a's [0,100) fires at once
+    # -- savepoint 3
+    ("b", 8, 40, None),  # a timer at 99 for b again
+    ("a", 9, 210, 160),  # b's [0,100) fires, then [0,100) is cleaned up (149) for a and b
+    ("a", 10, 70, None),  # past the cleanup: dropped
+    # -- savepoint 4
+    ("a", 11, 70, None),  # the watermark is MIN again: a new [0,100) window for a
+    ("a", 12, 300, 300),  # fires it, then a's [100,200) and [200,300)
+]
+STOPS = [4, 5, 7, 10]
+EXPECTED = [
+    ("a", 0, 1, 1),
+    ("b", 0, 1, 2),
+    ("a", 0, 2, 5),
+    ("b", 0, 2, 7),
+    ("a", 0, 3, 12),
+    ("b", 0, 3, 15),
+    ("a", 0, 1, 11),
+    ("a", 100, 2, 9),
+    ("a", 200, 1, 9),
+    ("a", 300, 1, 12),  # at the end of the input
+]
+PER_PHASE = [3, 0, 2, 1, 4]  # firings in each job
+
+
+class Punctuated(WatermarkGenerator):
+    def on_event(self, event: Any, ts: int, output: Any) -> None:
+        if event[3] is not None:
+            output.emit_watermark(Watermark(event[3]))
+
+    def on_periodic_emit(self, output: Any) -> None:
+        pass
+
+
+def count_and_sum(key: str, window: Any, inputs: Any) -> Any:
+    values = [r[1] for r in inputs]
+    yield (key, window.start, len(values), sum(values))
+
+
+async def run_phase(
+    tmp_path: Path, backend: str, stop: int | None, restore: str | None, fired: int
+) -> tuple[list, str]:
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    if backend == "rocksdb":
+        env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
+    env.enable_checkpointing(60_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
+    if restore is not None:
+        env.configure({"execution.savepoint.path": restore})
+    out: list = []
+    gate = Gate(RECORDS, len(RECORDS) if stop is None else stop)
+    strategy = sf.WatermarkStrategy.for_generator(Punctuated).with_timestamp_assigner(lambda r, _: r[2])
+    (
+        env.from_async_iterable(gate.__aiter__)
+        .uid("src")
+        .assign_timestamps_and_watermarks(strategy)
+        .uid("wm")
+        .key_by(lambda r: r[0])
+        .window(TumblingEventTimeWindows.of(100))
+        .allowed_lateness(50)
+        .apply(count_and_sum)
+        .uid("window")
+        .add_sink(out.append)
+    )
+    client = await env.execute_async("lateness switch")
+    if stop is None:
+        await client.get_job_execution_result()
+        return out, ""
+    await wait_until(lambda: len(out) >= fired, timeout=20.0)
+    await asyncio.sleep(0.3)  # the records before the gate reached the window operator
+    path = await asyncio.wait_for(client.trigger_savepoint(str(tmp_path / f"sp{stop}")), 30)
+    await asyncio.wait_for(client.cancel(), 30)
+    try:
+        await client.get_job_execution_result()
+    except BaseException:  # cancelled on purpose
+        pass
+    return out, path
+
+
+@pytest.mark.parametrize(
+    "backends",
+    [
+        ["heap"] * 5,
+        ["rocksdb"] * 5,
+        ["heap", "rocksdb", "heap", "rocksdb", "heap"],
+        ["rocksdb", "heap", "rocksdb", "heap", "rocksdb"],
+    ],
+    ids=["heap", "rocksdb", "heap-first", "rocksdb-first"],
+)
+async def test_every_firing_once_across_backend_switches(tmp_path: Path, backends: list[str]) -> None:
+    restore: str | None = None
+    out: list = []
+    stops: list[int | None] = [*STOPS, None]
+    for phase, (backend, stop) in enumerate(zip(backends, stops, strict=True)):
+        emitted, restore = await run_phase(tmp_path, backend, stop, restore, PER_PHASE[phase])
+        assert len(emitted) == PER_PHASE[phase], f"job {phase + 1} ({backend}) fired {emitted}"
+        out += emitted
+    assert sorted(out) == sorted(EXPECTED)
