@@ -17,6 +17,7 @@ timers), so each switch converts one into the other.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,15 @@ import pytest
 from test_checkpointing import Gate, wait_until
 
 import streamflow as sf
-from streamflow.datastream.window import TumblingEventTimeWindows
+from streamflow.common import Types
+from streamflow.datastream.functions import ProcessWindowFunction
+from streamflow.datastream.state import ValueStateDescriptor
+from streamflow.datastream.window import (
+    CountTrigger,
+    EventTimeSessionWindows,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+)
 from streamflow.eventtime import WatermarkGenerator
 from streamflow.runtime.events import Watermark
 
@@ -77,38 +86,48 @@ def count_and_sum(key: str, window: Any, inputs: Any) -> Any:
     yield (key, window.start, len(values), sum(values))
 
 
+def tumbling(keyed: Any) -> Any:
+    return keyed.window(TumblingEventTimeWindows.of(100)).allowed_lateness(50).apply(count_and_sum)
+
+
 async def run_phase(
-    tmp_path: Path, backend: str, stop: int | None, restore: str | None, fired: int
+    directory: Path,
+    backend: str,
+    stop: int | None,
+    restore: str | None,
+    fired: int | None,
+    build: Callable[[Any], Any] = tumbling,
 ) -> tuple[list, str]:
+    """One job up to record ``stop`` (to the end if None): waits for ``fired`` results (or a
+    while, if None), takes a savepoint and cancels; the results and the savepoint."""
     env = sf.StreamExecutionEnvironment().set_parallelism(1)
     if backend == "rocksdb":
         env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
     env.enable_checkpointing(60_000)
-    env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk")
+    env.get_checkpoint_config().set_checkpoint_storage_dir(directory / "chk")
     if restore is not None:
         env.configure({"execution.savepoint.path": restore})
     out: list = []
     gate = Gate(RECORDS, len(RECORDS) if stop is None else stop)
     strategy = sf.WatermarkStrategy.for_generator(Punctuated).with_timestamp_assigner(lambda r, _: r[2])
-    (
+    keyed = (
         env.from_async_iterable(gate.__aiter__)
         .uid("src")
         .assign_timestamps_and_watermarks(strategy)
         .uid("wm")
         .key_by(lambda r: r[0])
-        .window(TumblingEventTimeWindows.of(100))
-        .allowed_lateness(50)
-        .apply(count_and_sum)
-        .uid("window")
-        .add_sink(out.append)
     )
+    build(keyed).uid("window").add_sink(out.append)
     client = await env.execute_async("lateness switch")
     if stop is None:
         await client.get_job_execution_result()
         return out, ""
-    await wait_until(lambda: len(out) >= fired, timeout=20.0)
-    await asyncio.sleep(0.3)  # the records before the gate reached the window operator
-    path = await asyncio.wait_for(client.trigger_savepoint(str(tmp_path / f"sp{stop}")), 30)
+    if fired is not None:
+        await wait_until(lambda: len(out) >= fired, timeout=20.0)
+    await asyncio.sleep(
+        0.3 if fired is not None else 0.6
+    )  # the records before the gate reached the window operator
+    path = await asyncio.wait_for(client.trigger_savepoint(str(directory / f"sp{stop}")), 30)
     await asyncio.wait_for(client.cancel(), 30)
     try:
         await client.get_job_execution_result()
@@ -136,3 +155,93 @@ async def test_every_firing_once_across_backend_switches(tmp_path: Path, backend
         assert len(emitted) == PER_PHASE[phase], f"job {phase + 1} ({backend}) fired {emitted}"
         out += emitted
     assert sorted(out) == sorted(EXPECTED)
+
+
+class FiringsPerWindow(ProcessWindowFunction):
+    """Counts each window's firings in per-window state (``context.window_state()``) and the
+    key's in global state; ``clears``: clears the window's at its cleanup (general path)."""
+
+    def __init__(self, clears: bool, per_window: bool = True) -> None:
+        self.clears, self.per_window = clears, per_window
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        values = [r[1] for r in elements]
+        mine = 0
+        if self.per_window:  # (merging windows have none, as in Flink)
+            state = context.window_state().get_state(ValueStateDescriptor("firings", Types.INT()))
+            state.update(mine := (state.value() or 0) + 1)
+        total = context.global_state().get_state(ValueStateDescriptor("all", Types.INT()))
+        total.update((total.value() or 0) + 1)
+        yield (key, context.window().start, len(values), sum(values), mine, total.value())
+
+    def clear(self, context: Any) -> None:
+        if self.clears and self.per_window:
+            context.window_state().get_state(ValueStateDescriptor("firings", Types.INT())).clear()
+
+
+class PlainFirings(FiringsPerWindow):
+    clear = ProcessWindowFunction.clear  # type: ignore[assignment]  # the fast path applies
+
+
+SCENARIOS: dict[str, Callable[[Any], Any]] = {
+    "sliding": lambda k: (
+        k.window(SlidingEventTimeWindows.of(100, 50)).allowed_lateness(50).apply(count_and_sum)
+    ),
+    "session": lambda k: (
+        k.window(EventTimeSessionWindows.with_gap(30)).allowed_lateness(50).apply(count_and_sum)
+    ),
+    "window-state": lambda k: (
+        k.window(TumblingEventTimeWindows.of(100)).allowed_lateness(50).process(PlainFirings(False))
+    ),
+    "window-state-cleared": lambda k: (
+        k.window(TumblingEventTimeWindows.of(100)).allowed_lateness(50).process(FiringsPerWindow(True))
+    ),
+    "session-global-state": lambda k: (
+        k.window(EventTimeSessionWindows.with_gap(30))
+        .allowed_lateness(50)
+        .process(FiringsPerWindow(True, per_window=False))
+    ),
+    "count-trigger": lambda k: (
+        k.window(TumblingEventTimeWindows.of(100))
+        .allowed_lateness(50)
+        .trigger(CountTrigger.of(2))
+        .apply(count_and_sum)
+    ),
+    "count-window": lambda k: k.count_window(2).apply(count_and_sum_global),
+    "sliding-count-window": lambda k: k.count_window(3, 2).apply(count_and_sum_global),
+}
+
+
+def count_and_sum_global(key: str, window: Any, inputs: Any) -> Any:
+    values = [r[1] for r in inputs]
+    yield (key, len(values), sum(values))
+
+
+async def run_jobs(
+    directory: Path, backends: list[str], build: Callable[[Any], Any], fired: list | None
+) -> list:
+    """The five jobs, each resumed from the previous one's savepoint: each job's sorted
+    results (``fired``: the results to wait for per job, else each job runs a while)."""
+    stops: list[int | None] = [*STOPS, None]
+    restore: str | None = None
+    out = []
+    for phase, (backend, stop) in enumerate(zip(backends, stops, strict=True)):
+        wait = None if fired is None else len(fired[phase])
+        emitted, restore = await run_phase(directory, backend, stop, restore, wait, build)
+        out.append(sorted(emitted))
+    return out
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+async def test_switching_backends_fires_as_one_backend_does(tmp_path: Path, scenario: str) -> None:
+    """Sliding and session windows with lateness, per-window and global state of a
+    ProcessWindowFunction (fast path on the heap when it does not clear), a CountTrigger's
+    state, count windows: the same five jobs on the heap alone and on RocksDB alone fire the
+    same, and so does each job of a run switching the backend at every savepoint (heap
+    first, RocksDB first)."""
+    build = SCENARIOS[scenario]
+    heap = await run_jobs(tmp_path / "heap", ["heap"] * 5, build, None)
+    rocksdb = await run_jobs(tmp_path / "rocksdb", ["rocksdb"] * 5, build, heap)
+    assert rocksdb == heap
+    for plan in (["heap", "rocksdb"] * 3)[:5], (["rocksdb", "heap"] * 3)[:5]:
+        assert await run_jobs(tmp_path / f"{plan[0]}-first", plan, build, heap) == heap, plan
