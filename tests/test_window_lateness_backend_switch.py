@@ -97,10 +97,11 @@ async def run_phase(
     restore: str | None,
     fired: int | None,
     build: Callable[[Any], Any] = tumbling,
+    parallelism: int = 1,
 ) -> tuple[list, str]:
     """One job up to record ``stop`` (to the end if None): waits for ``fired`` results (or a
     while, if None), takes a savepoint and cancels; the results and the savepoint."""
-    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
     if backend == "rocksdb":
         env.set_state_backend(sf.EmbeddedRocksDBStateBackend())
     env.enable_checkpointing(60_000)
@@ -113,8 +114,10 @@ async def run_phase(
     keyed = (
         env.from_async_iterable(gate.__aiter__)
         .uid("src")
+        .set_parallelism(1)
         .assign_timestamps_and_watermarks(strategy)
         .uid("wm")
+        .set_parallelism(1)
         .key_by(lambda r: r[0])
     )
     build(keyed).uid("window").add_sink(out.append)
@@ -146,12 +149,20 @@ async def run_phase(
     ],
     ids=["heap", "rocksdb", "heap-first", "rocksdb-first"],
 )
-async def test_every_firing_once_across_backend_switches(tmp_path: Path, backends: list[str]) -> None:
+@pytest.mark.parametrize("parallelisms", [[1] * 5, [1, 3, 2, 4, 1]], ids=["p1", "rescaled"])
+async def test_every_firing_once_across_backend_switches(
+    tmp_path: Path, backends: list[str], parallelisms: list[int]
+) -> None:
+    """Each job fires exactly what Flink's WindowOperator fires (``EXPECTED``, ``PER_PHASE``),
+    whatever backend each job runs on, and with the window operator rescaled at each resume
+    (its keys' windows, timers and fired/refire bookkeeping split and merged by key group)."""
     restore: str | None = None
     out: list = []
     stops: list[int | None] = [*STOPS, None]
     for phase, (backend, stop) in enumerate(zip(backends, stops, strict=True)):
-        emitted, restore = await run_phase(tmp_path, backend, stop, restore, PER_PHASE[phase])
+        emitted, restore = await run_phase(
+            tmp_path, backend, stop, restore, PER_PHASE[phase], parallelism=parallelisms[phase]
+        )
         assert len(emitted) == PER_PHASE[phase], f"job {phase + 1} ({backend}) fired {emitted}"
         out += emitted
     assert sorted(out) == sorted(EXPECTED)
