@@ -256,3 +256,34 @@ async def test_switching_backends_fires_as_one_backend_does(tmp_path: Path, scen
     assert rocksdb == heap
     for plan in (["heap", "rocksdb"] * 3)[:5], (["rocksdb", "heap"] * 3)[:5]:
         assert await run_jobs(tmp_path / f"{plan[0]}-first", plan, build, heap) == heap, plan
+
+
+def fast_path(keyed: Any) -> Any:
+    """The heap runs it on the fast path (its ProcessWindowFunction has no ``clear()``)."""
+    return keyed.window(TumblingEventTimeWindows.of(100)).allowed_lateness(50).process(PlainFirings(False))
+
+
+def general_path(keyed: Any) -> Any:
+    """The same job with a ``clear()`` (that clears nothing): the general path."""
+    return (
+        keyed.window(TumblingEventTimeWindows.of(100)).allowed_lateness(50).process(FiringsPerWindow(False))
+    )
+
+
+@pytest.mark.parametrize("first", ["fast", "general"])
+async def test_the_heap_switching_paths_fires_as_one_path_does(tmp_path: Path, first: str) -> None:
+    """A job whose ProcessWindowFunction gains or loses a ``clear()`` between savepoints moves
+    between the heap's fast path (panes, implied timers) and its general path (real timers):
+    each job fires what the same job on one path fires, Flink's firings (``EXPECTED``). The
+    fast path's panes restored on the general path had no timers (never fired, never cleaned
+    up; a pending late firing lost)."""
+    builds = {"fast": fast_path, "general": general_path}
+    reference = await run_jobs(tmp_path / "ref", ["heap"] * 5, fast_path, None)
+    assert sorted(r[:4] for job in reference for r in job) == sorted(EXPECTED)
+    order = ([first, "general" if first == "fast" else "fast"] * 3)[:5]
+    restore: str | None = None
+    for phase, (path, stop) in enumerate(zip(order, [*STOPS, None], strict=True)):
+        emitted, restore = await run_phase(
+            tmp_path / "run", "heap", stop, restore, len(reference[phase]), builds[path]
+        )
+        assert sorted(emitted) == reference[phase], f"job {phase + 1} ({path} path)"

@@ -171,6 +171,7 @@ class WindowTables(TimerOperator):
         super().initialize_state(restored)
         self._heap_panes: Any = None
         self._converted: set[Any] | None = None  # windows of a general path's checkpoint (fast path)
+        self._pane_entries: Any = None  # a fast path's panes, now contents (general path)
         if restored is None or self._heap_migration is not None:
             return  # (RocksDB state onto the heap: converted once start_restore read it)
         if self.backend.is_rocksdb:
@@ -194,6 +195,9 @@ class WindowTables(TimerOperator):
         converted, self._converted = getattr(self, "_converted", None), None
         if converted:
             self._timers_into_panes(converted)
+        pending, self._pane_entries = getattr(self, "_pane_entries", None), None
+        if pending is not None:
+            self._pane_timers(*pending)
 
     def _convert_restored(self, restored: Any) -> None:
         """The restored heap tables' windows, decoded, into the path this operator runs."""
@@ -212,13 +216,17 @@ class WindowTables(TimerOperator):
                     (self.panes.get(w) or panes.new(w))[key] = acc
         else:
             self.contents.update(contents)
+            entries = []
             for w, pane in self.panes.items():  # a checkpoint of the fast path
                 for key, acc in pane.items():
                     self.contents.setdefault(key, {})[w] = acc
+                    entries.append((key, w))
                 panes.retired.append(pane_name(w))
                 pane.clear()
             self.panes.clear()
             panes.prune()
+            # its implied timers become real ones once every timer is back (finish_restore)
+            self._pane_entries = (entries, restored) if entries else None
         for key, store in list(self.trigger_state.items()):
             self.trigger_state[key] = {(dec(w), name): v for (w, name), v in store.items()}
         for key, pairs in list(self.merging_sets.items()):
@@ -240,6 +248,22 @@ class WindowTables(TimerOperator):
         fired pane, the keys in ``refire``: a late element after an earlier restore registered
         that timer again) and the cleanup. Without this the open windows' contents were never
         read again."""
+        entries = []
+        for name in self.backend.table_names(PREFIX):
+            pane, window = self.backend.table(name, "window"), pane_window(name)
+            for key, acc in list(pane.items()):
+                wins = self.contents.get(key) or {}
+                wins[window] = acc
+                self.contents[key] = wins
+                entries.append((key, window))
+                del pane[key]
+        self._pane_timers(entries, restored)
+
+    def _pane_timers(self, entries: list[tuple[Any, Any]], restored: Any) -> None:
+        """The general path's timers for panes of a fast path's checkpoint, now window contents
+        (``entries``: their keys and windows): the EventTimeTrigger's firing at
+        ``max_timestamp()`` unless the pane fired (``fired``), or, for a fired pane, if the key
+        is in its ``refire``; and the cleanup."""
         dec = self.decode_namespace
         states = [s for s in restored.all if s is not None]
         fired = {dec(w) for s in states for w in s.get("fired", ())}
@@ -248,16 +272,10 @@ class WindowTables(TimerOperator):
             for plain, keys in s.get("refire", ()):
                 refire.setdefault(dec(plain), set()).update(keys)
         register_cleanup = cast(Any, self)._register_cleanup  # WindowOperator's
-        for name in self.backend.table_names(PREFIX):
-            pane, window = self.backend.table(name, "window"), pane_window(name)
-            for key, acc in list(pane.items()):
-                wins = self.contents.get(key) or {}
-                wins[window] = acc
-                self.contents[key] = wins
-                if window not in fired or key in refire.get(window, ()):
-                    self.timers.register_event_time_timer(key, window, window.max_timestamp())
-                register_cleanup(key, window)
-                del pane[key]
+        for key, window in entries:
+            if window not in fired or key in refire.get(window, ()):
+                self.timers.register_event_time_timer(key, window, window.max_timestamp())
+            register_cleanup(key, window)
 
     def _timers_into_panes(self, windows: set[Any]) -> None:
         """A general path's checkpoint (RocksDB's, through a savepoint) restored on the fast
