@@ -24,6 +24,12 @@ assigner's window as the bytes of its ``get_window_serializer()`` (``("s", bytes
 else as itself (``("o", window)``) for the state codec. A restore converts between the
 two paths: a general path's checkpoint restored where the fast path applies becomes
 panes, a fast path's checkpoint restored where it does not becomes ``window-contents``.
+The timers convert with them, once every timer is back (``finish_restore``): a general
+path's firing timers become the panes' ``_fired`` / ``_refire`` and are deleted
+(``_timers_into_panes``); the panes' implied timers (firing unless fired, or for the keys in
+``refire``; cleanup) become real ones (``_pane_timers``). So every firing of Flink's
+WindowOperator (on time, each late one, the cleanup) happens once across a heap <-> RocksDB
+switch or a change of path (tests/test_window_lateness_backend_switch.py).
 """
 
 from __future__ import annotations
