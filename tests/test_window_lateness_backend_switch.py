@@ -29,6 +29,7 @@ from streamflow.common import Types
 from streamflow.datastream.functions import ProcessWindowFunction
 from streamflow.datastream.state import ValueStateDescriptor
 from streamflow.datastream.window import (
+    ContinuousEventTimeTrigger,
     CountTrigger,
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
@@ -218,6 +219,18 @@ SCENARIOS: dict[str, Callable[[Any], Any]] = {
         .trigger(CountTrigger.of(2))
         .apply(count_and_sum)
     ),
+    "continuous-trigger": lambda k: (
+        k.window(TumblingEventTimeWindows.of(100))
+        .allowed_lateness(50)
+        .trigger(ContinuousEventTimeTrigger.of(40))
+        .apply(count_and_sum)
+    ),
+    "session-continuous-trigger": lambda k: (  # the trigger's reducing state merges with the windows
+        k.window(EventTimeSessionWindows.with_gap(30))
+        .allowed_lateness(50)
+        .trigger(ContinuousEventTimeTrigger.of(20))
+        .apply(count_and_sum)
+    ),
     "count-window": lambda k: k.count_window(2).apply(count_and_sum_global),
     "sliding-count-window": lambda k: k.count_window(3, 2).apply(count_and_sum_global),
 }
@@ -247,9 +260,9 @@ async def run_jobs(
 async def test_switching_backends_fires_as_one_backend_does(tmp_path: Path, scenario: str) -> None:
     """Sliding and session windows with lateness, per-window and global state of a
     ProcessWindowFunction (fast path on the heap when it does not clear), a CountTrigger's
-    state, count windows: the same five jobs on the heap alone and on RocksDB alone fire the
-    same, and so does each job of a run switching the backend at every savepoint (heap
-    first, RocksDB first)."""
+    and a ContinuousEventTimeTrigger's state (merged with session windows), count windows:
+    the same five jobs on the heap alone and on RocksDB alone fire the same, and so does
+    each job of a run switching the backend at every savepoint (heap first, RocksDB first)."""
     build = SCENARIOS[scenario]
     heap = await run_jobs(tmp_path / "heap", ["heap"] * 5, build, None)
     rocksdb = await run_jobs(tmp_path / "rocksdb", ["rocksdb"] * 5, build, heap)
