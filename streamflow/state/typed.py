@@ -63,12 +63,21 @@ class StateMigrationError(StreamflowError, TypeError):
     ``StateMigrationException``)."""
 
 
-class TypedValueState:
+class _TypedState:
+    """A state that stores what it is given converted by ``convert`` (the declared type's)."""
+
     __slots__ = ("_convert", "_inner")
 
     def __init__(self, inner: Any, convert: Any) -> None:
         self._inner = inner
         self._convert = convert
+
+    def clear(self) -> None:
+        self._inner.clear()
+
+
+class TypedValueState(_TypedState):
+    __slots__ = ()
 
     def value(self) -> Any:
         return self._inner.value()
@@ -76,18 +85,11 @@ class TypedValueState:
     def update(self, value: Any) -> None:
         self._inner.update(None if value is None else self._convert(value))
 
-    def clear(self) -> None:
-        self._inner.clear()
 
-
-class TypedListState:
+class TypedListState(_TypedState):
     """A list state whose elements are stored as the descriptor's element type declares them."""
 
-    __slots__ = ("_convert", "_inner")
-
-    def __init__(self, inner: Any, convert: Any) -> None:
-        self._inner = inner
-        self._convert = convert
+    __slots__ = ()
 
     def get(self) -> Any:
         return self._inner.get()
@@ -103,9 +105,6 @@ class TypedListState:
 
     def update(self, values: Any) -> None:
         self._inner.update(None if values is None else [self._convert(v) for v in values])
-
-    def clear(self) -> None:
-        self._inner.clear()
 
 
 class TypedMapState(MapDictProtocol):
@@ -151,24 +150,17 @@ class TypedMapState(MapDictProtocol):
         return iter(self._inner.keys())
 
 
-class TypedReducingState:
+class TypedReducingState(_TypedState):
     """A reducing state whose value is stored as the descriptor's type declares it: the first
     value added and each result of the reduce function (:func:`typed_reducing_descriptor`)."""
 
-    __slots__ = ("_convert", "_inner")
-
-    def __init__(self, inner: Any, convert: Any) -> None:
-        self._inner = inner
-        self._convert = convert
+    __slots__ = ()
 
     def get(self) -> Any:
         return self._inner.get()
 
     def add(self, value: Any) -> None:
         self._inner.add(self._convert(value))
-
-    def clear(self) -> None:
-        self._inner.clear()
 
 
 class _TypedAggregate:
