@@ -104,11 +104,18 @@ def apply_sum(key: int, window: Any, inputs: Any) -> Any:
     yield (key, window.start, window.end, sum(values), len(values))
 
 
+def _fired(stop: int) -> int:
+    """The windows (per key) that the first ``stop`` records fire: those ending by the largest
+    timestamp, ``(stop - 1) // 3``."""
+    return 0 if stop == 0 else ((stop - 1) // 3 + 1) // 100
+
+
 async def run_window_phase(
-    directory: Path, backend: str, parallelism: int, stop: int, restore: Path | None
+    directory: Path, backend: str, parallelism: int, stop: int, restore: Path | None, start: int
 ) -> tuple[list, Path]:
     """``ResumeCheckpointManuallyITCase``'s own job: keyed event-time tumbling windows (of
-    100 ms over ``(key, i, time i)``), resumed job after job."""
+    100 ms over ``(key, i, time i)``), resumed job after job, from the checkpoint the job that
+    read ``start`` records took."""
     env = env_for(directory, backend, parallelism)
     if restore is not None:
         env.configure({"execution.savepoint.path": str(restore)})
@@ -131,7 +138,10 @@ async def run_window_phase(
     if stop == len(records):
         await client.get_job_execution_result()
         return out, directory
-    await asyncio.sleep(0.3)  # the source reached the gate (any point gives a consistent checkpoint)
+    # Every window this phase fires must fire before the checkpoint: one fired after it is fired
+    # again by the next job (the list sink is not transactional), as Flink's would be. A window
+    # fires once the watermark (the largest timestamp so far, less 1) reaches its end - 1.
+    await wait_until(lambda: len(out) == 3 * (_fired(stop) - _fired(start)), timeout=20.0)
     await client.trigger_checkpoint()
     await asyncio.wait_for(client.cancel(), 30)
     try:
@@ -148,9 +158,13 @@ async def test_resume_window_state_by_hand_twice(tmp_path: Path, backend: str) -
     its window tables were stale objects the checkpoints never flushed)."""
     out: list[Any] = []
     restore: Path | None = None
+    start = 0
     for stop, parallelism in [(30, 2), (450, 2), (750, 3), (900, 1)]:
-        emitted, restore = await run_window_phase(tmp_path / "chk", backend, parallelism, stop, restore)
+        emitted, restore = await run_window_phase(
+            tmp_path / "chk", backend, parallelism, stop, restore, start
+        )
         out += emitted
+        start = stop
     expected = [
         (k, s, s + 100, sum(range(s, s + 100)), 100) for k in range(3) for s in (0, 100, 200)
     ]
@@ -205,8 +219,12 @@ async def test_resume_window_state_switching_backends(tmp_path: Path, plan: list
     stops = [450, 900] if len(plan) == 2 else [30, 450, 750, 900]
     out: list[Any] = []
     restore: Path | None = None
+    start = 0
     for (backend, parallelism), stop in zip(plan, stops, strict=True):
-        emitted, restore = await run_window_phase(tmp_path / "chk", backend, parallelism, stop, restore)
+        emitted, restore = await run_window_phase(
+            tmp_path / "chk", backend, parallelism, stop, restore, start
+        )
         out += emitted
+        start = stop
     expected = [(k, s, s + 100, sum(range(s, s + 100)), 100) for k in range(3) for s in (0, 100, 200)]
     assert sorted(out) == sorted(expected)
