@@ -117,6 +117,9 @@ def test_a_record_the_codec_refuses_fails_the_job_naming_type_and_operator(tmp_p
     data = [Opaque(i) for i in range(2_000)]
     env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(16).set_channel_capacity(64)
     env.enable_checkpointing(10)
+    # the failure is deterministic: without a strategy, Flink's default (exponential delay with
+    # checkpointing on) would restart the job forever
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
     env.get_checkpoint_config().set_checkpoint_storage_dir(tmp_path / "chk").enable_unaligned_checkpoints()
     env.from_collection(data).key_by(lambda o: o.n % 3).map(lambda o: o).name("passthrough").sink_to(
         SlowSink()

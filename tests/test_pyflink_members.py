@@ -52,7 +52,6 @@ ABSENT: dict[tuple[str, str], str] = {
     ): "ConfigOptions.key(k) returns streamflow's typed builder",
     ("pyflink.common.ConfigOptions", "TypedConfigOptionBuilder"): "as OptionBuilder",
     ("pyflink.common.RestartStrategyConfiguration", "get_description"): _RESTART,
-    ("pyflink.common.RestartStrategies", "fall_back_restart"): _RESTART,
     (
         "pyflink.datastream.FileSystemCheckpointStorage",
         "MAX_FILE_STATE_THRESHOLD",

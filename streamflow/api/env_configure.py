@@ -8,19 +8,20 @@ sets what the environment's own setter does (``enable_checkpointing``,
 
 from __future__ import annotations
 
-import datetime
 import logging
-import re
 from typing import Any
 
 from ..checkpoint.config import CheckpointingMode
+from ..checkpoint.restart_config import configure_restart_key, is_restart_key
 from ..checkpoint.storages import JobManagerCheckpointStorage
 from ..configuration import _parse_bool
 from ..execution_mode import RuntimeExecutionMode, TimeCharacteristic
+from ..flink_duration import duration_ms as _duration_ms
 from ..runtime.blocking_result import DEFAULT_RESULTS_MEMORY
 from ..runtime.record_size import parse_memory_size
 from ..runtime.sort_buffer import DEFAULT_SORT_MEMORY
 from ..state.backends import EmbeddedRocksDBStateBackend, state_backend_from_config
+from .env_config_keys import configure_more
 
 __all__ = ["ConfigurationMixin"]
 
@@ -109,7 +110,7 @@ class ConfigurationMixin:
                     self._configure_rocksdb_dir(local)
             elif key == "state.backend.rocksdb.localdir":
                 self._configure_rocksdb_dir(str(value))
-            elif key == "state.backend.incremental":
+            elif key in ("state.backend.incremental", "execution.checkpointing.incremental"):
                 if not _truthy(value) and isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
                     raise ValueError("streamflow's RocksDB checkpoints are always incremental")
                 self.runtime.checkpoint.enable_incremental_checkpoints(_truthy(value))  # the heap's
@@ -124,8 +125,6 @@ class ConfigurationMixin:
                          "file with one atomic rename", key, value)
             elif key == "pipeline.watermark-alignment.allow-unaligned-source-splits":
                 _configure_unaligned_source_splits(value)
-            elif key == "execution.checkpointing.unaligned":
-                self.runtime.checkpoint.enable_unaligned_checkpoints(_truthy(value))
             elif key == "state.backend.incremental.max-chain":
                 self.runtime.checkpoint.enable_incremental_checkpoints(
                     self.runtime.checkpoint.incremental, max_chain=int(value)
@@ -172,9 +171,11 @@ class ConfigurationMixin:
             elif key == "streamflow.blocking-results.memory":
                 memory = parse_memory_size(value, key)
                 self.runtime.blocking_results_memory = DEFAULT_RESULTS_MEMORY if memory is None else memory
+            elif is_restart_key(key):  # restart-strategy.type and its options (restart_config.py)
+                configure_restart_key(self.runtime, key, value)
             elif key.startswith(("spark.", "execution.spark.")):
                 self._spark_configuration[key] = value
-            else:
+            elif not configure_more(env, key, value):  # env_config_keys.py
                 raise ValueError(f"unknown configuration key {key!r}")
         return env
 
@@ -204,28 +205,6 @@ class ConfigurationMixin:
         self._rocksdb_local_dir = path
         if isinstance(self._state_backend, EmbeddedRocksDBStateBackend):
             self._state_backend.set_db_storage_paths(path)
-
-
-_DURATION_UNITS = {  # Flink's TimeUtils.parseDuration labels, in milliseconds per unit
-    **dict.fromkeys(("", "ms", "milli", "millis", "millisecond", "milliseconds"), 1),
-    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1_000),
-    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
-    **dict.fromkeys(("h", "hour", "hours"), 3_600_000),
-    **dict.fromkeys(("d", "day", "days"), 86_400_000),
-}
-
-
-def _duration_ms(value: Any, key: str) -> int:
-    """Milliseconds of a Flink duration value: an int (ms), a ``timedelta`` or ``"200 ms"``, ``"1s"``,
-    ``"2 min"`` (an integer and one of Flink's unit labels; a bare number is milliseconds)."""
-    if isinstance(value, datetime.timedelta):
-        return value // datetime.timedelta(milliseconds=1)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(value).lower())
-    if match is None or match.group(2) not in _DURATION_UNITS:
-        raise ValueError(f"{key}: cannot read the duration {value!r} (e.g. 200, '200 ms', '1 s')")
-    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
 def _configure_unaligned_source_splits(value: Any) -> None:

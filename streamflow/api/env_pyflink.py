@@ -19,6 +19,7 @@ import os
 import sys
 from typing import Any
 
+from ..checkpoint.restart_strategy import FallbackRestart
 from ..execution_mode import RuntimeExecutionMode, TimeCharacteristic
 
 __all__ = ["PyFlinkEnvironmentMixin"]
@@ -148,8 +149,16 @@ class PyFlinkEnvironmentMixin:
         self.get_config().register_pojo_type(type_class_name)  # type: ignore[attr-defined]
 
     def get_restart_strategy(self) -> Any:
-        """The strategy ``set_restart_strategy`` set (``RestartStrategies.no_restart()`` by default)."""
-        return self.runtime.restart_strategy  # type: ignore[attr-defined]
+        """The strategy ``set_restart_strategy`` set; else, when ``restart-strategy.type`` is
+        configured, the strategy it configures (PyFlink 1.x's ``ExecutionConfig.configure`` sets
+        it); else ``RestartStrategies.fall_back_restart()``, as PyFlink's (the job then gets
+        Flink's default: exponential delay with checkpointing on, no restart without)."""
+        from ..checkpoint.restart_config import TYPE_KEY, strategy_from_configuration
+
+        runtime = self.runtime  # type: ignore[attr-defined]
+        if isinstance(runtime.restart_strategy, FallbackRestart) and TYPE_KEY in runtime.restart_options:
+            return strategy_from_configuration(runtime.restart_options, True)
+        return runtime.restart_strategy
 
     # -- PyFlink's dependency management: accepted, logged -------------------
     def add_python_file(self, file_path: str) -> None:

@@ -81,6 +81,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         self._state_backend: StateBackend = HashMapStateBackend()
         self._state_backend_set = False
         self._rocksdb_local_dir: str | None = None
+        self._pipeline_name: str | None = None  # pipeline.name: the job name execute() defaults to
         if _default_configuration:
             self.configure(dict(_default_configuration))
         if configuration is not None:
@@ -325,7 +326,7 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             blocking_exchanges=blocking_exchanges,
         )
 
-    def execute_async(self, job_name: str = "streamflow job") -> Any:
+    def execute_async(self, job_name: str | None = None) -> Any:
         """Start the job. Inside a running event loop this is a coroutine:
         ``client = await env.execute_async()`` gives the :class:`JobClient`. Called where no loop
         runs (a PyFlink program), the job starts in an event loop of its own thread and a
@@ -336,16 +337,22 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
         except RuntimeError:
             from .blocking_client import BlockingJobClient
 
-            return BlockingJobClient(self, job_name)
+            return BlockingJobClient(self, self._job_name(job_name))
         return self._execute_async(job_name)
 
-    async def _execute_async(self, job_name: str = "streamflow job") -> JobClient:
+    def _job_name(self, job_name: str | None) -> str:
+        """The name given, else ``pipeline.name`` when configured, else ``"streamflow job"``
+        (Flink's ``execute()`` without a name takes ``PipelineOptions.NAME``)."""
+        return job_name if job_name is not None else self._pipeline_name or "streamflow job"
+
+    async def _execute_async(self, job_name: str | None = None) -> JobClient:
         """Start the job in the running event loop; returns its :class:`JobClient`.
 
         As in Flink (``StreamExecutionEnvironment.getStreamGraph(clearTransformations=true)``),
         the operators added so far are cleared once the job graph is built: the next
         ``execute()`` runs only what is added after this one. In batch mode
         (``api/batch.py``) the job runs without checkpoints."""
+        job_name = self._job_name(job_name)
         runtime = self.runtime
         if resolve_batch(self):
             runtime = copy.copy(runtime)
@@ -381,14 +388,14 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
             return sys.stderr.isatty()
         return wanted
 
-    def execute(self, job_name: str = "streamflow job") -> JobExecutionResult:
+    def execute(self, job_name: str | None = None) -> JobExecutionResult:
         """Run the job to completion in a new event loop (uvloop when installed)."""
         refuse_running_loop(
             "execute() blocks and cannot run inside a running event loop; "
             "use `client = await env.execute_async(...)` and "
             "`await client.get_job_execution_result()` instead"
         )
-
+        job_name = self._job_name(job_name)
         terminated: list[bool] = []
 
         async def main() -> JobExecutionResult:

@@ -13,6 +13,7 @@ from ..state.codec import Codec, MsgpackCodec
 from .restart_strategy import (  # noqa: F401  (re-exported: their home before)
     ExponentialDelayRestart,
     FailureRateRestart,
+    FallbackRestart,
     FixedDelayRestart,
     NoRestart,
     RestartStrategies,

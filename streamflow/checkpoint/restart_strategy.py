@@ -42,6 +42,27 @@ class NoRestart(RestartStrategy):
         return hash(NoRestart)
 
 
+class FallbackRestart(RestartStrategy):
+    """PyFlink's ``RestartStrategies.fall_back_restart()`` (Flink's
+    ``FallbackRestartStrategyConfiguration``): no strategy of the program's own, the
+    configuration decides (``restart-strategy.type`` and its options, else Flink's default:
+    ``exponential-delay`` with checkpointing on, no restart without;
+    ``checkpoint/restart_config.py``). The environment's default; a job resolves it to a
+    concrete strategy when it starts (``RuntimeConfig.resolved_restart_strategy``)."""
+
+    def next_delay_ms(self, now_ms: int) -> int | None:
+        raise RuntimeError("fall_back_restart() is resolved to a concrete strategy before a job runs")
+
+    def __repr__(self) -> str:
+        return "fall_back_restart()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is FallbackRestart
+
+    def __hash__(self) -> int:
+        return hash(FallbackRestart)
+
+
 class FixedDelayRestart(RestartStrategy):
     def __init__(self, attempts: int, delay_ms: int) -> None:
         self.attempts, self.delay_ms, self.failures = attempts, delay_ms, 0
@@ -151,6 +172,11 @@ class RestartStrategies:
     @staticmethod
     def no_restart() -> RestartStrategy:
         return NoRestart()
+
+    @staticmethod
+    def fall_back_restart() -> RestartStrategy:
+        """The configuration's strategy (``restart-strategy.type``), else Flink's default."""
+        return FallbackRestart()
 
     @staticmethod
     def fixed_delay_restart(

@@ -97,6 +97,7 @@ class Execution:
         self.on_region_failure = on_region_failure
         self.graph = graph
         self.config = config
+        self._restart_strategy = config.resolved_restart_strategy()  # whether operators see restarts
         self.clock = clock
         self.restore = restore
         self.checkpoint_stats = checkpoint_stats or CheckpointStatsTracker(clock)
@@ -376,7 +377,7 @@ class Execution:
             attempt=attempt,
             batch=self.config.batch,
             job_end=self.task_job_end[task_id] if self.blocking else self.job_end,
-            restarts=not isinstance(self.config.restart_strategy, NoRestart),
+            restarts=not isinstance(self._restart_strategy, NoRestart),
             new_buffer=lambda name: BlockingResult(
                 name, self.result_budget, self._run_codec(f"operator {node.name!r}", node.inputs)
             ),

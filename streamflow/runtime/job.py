@@ -97,7 +97,7 @@ class JobClient:
         )
         # Flink creates a RestartBackoffTimeStrategy per job: a strategy counts failures, and the
         # environment's (or another job's) must not count this job's
-        self._restart_strategy = copy.deepcopy(config.restart_strategy)
+        self._restart_strategy = copy.deepcopy(config.resolved_restart_strategy(job_name))
         self.restarts = 0
         self.publish_retries = 0  # of the publication at the job's end (_retry_job_end)
         self.job_id = uuid.uuid4().hex  # as Flink's JobID: 32 hex digits

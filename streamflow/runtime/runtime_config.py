@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checkpoint.config import CheckpointConfig, NoRestart, RestartStrategy
+from ..checkpoint.config import CheckpointConfig, FallbackRestart, NoRestart, RestartStrategy
+from ..checkpoint.restart_config import resolve_restart_strategy
 from .blocking_result import DEFAULT_RESULTS_MEMORY
 from .loop_budget import DEFAULT_LOOP_BUDGET_MS
 from .sort_buffer import DEFAULT_SORT_MEMORY
@@ -22,7 +23,9 @@ class RuntimeConfig:
     job_max_bytes: int | None = 512 * 2**20
     job_parameters: dict[str, str] = field(default_factory=dict)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    restart_strategy: RestartStrategy = field(default_factory=NoRestart)
+    # set_restart_strategy; fall_back_restart(): the configuration decides (restart_config.py)
+    restart_strategy: RestartStrategy = field(default_factory=FallbackRestart)
+    restart_options: dict[str, Any] = field(default_factory=dict)  # the restart-strategy.* keys
     savepoint_path: str | None = None
     allow_non_restored_state: bool = False
     rest_port: int | None = None  # rest.port: serve the job page, REST API and /metrics (0: any free port)
@@ -52,4 +55,14 @@ class RuntimeConfig:
         exchanges (``regions.py``): a batch job in ``ALL_EXCHANGES_BLOCKING`` mode whose restart
         strategy may restart it (without restarts a failure ends the job: there is no region to
         fail over alone, and materialising every result would only cost)."""
-        return self.batch and self.batch_blocking and not isinstance(self.restart_strategy, NoRestart)
+        restarts = not isinstance(self.resolved_restart_strategy(), NoRestart)
+        return self.batch and self.batch_blocking and restarts
+
+    def resolved_restart_strategy(self, job_name: str | None = None) -> RestartStrategy:
+        """The strategy a job with this configuration runs with: ``restart_strategy``, or, when
+        that is ``fall_back_restart()``, the configured one or Flink's default for whether
+        checkpointing is on (``checkpoint/restart_config.py``; with ``job_name``, options that
+        change nothing are logged)."""
+        return resolve_restart_strategy(
+            self.restart_strategy, self.restart_options, self.checkpoint.is_checkpointing_enabled(), job_name
+        )

@@ -1,0 +1,144 @@
+"""More of Flink's configuration keys for ``StreamExecutionEnvironment.configure``: the
+checkpoint options ``CheckpointConfig`` has setters for, the ``pipeline.*`` options of
+``ExecutionConfig``, the RocksDB options, and the Table API keys this DataStream runtime
+refuses.
+
+:func:`configure_more` answers whether it took the key. Each key is either honoured (it sets
+what the named setter sets), or accepted and logged at INFO with why it changes nothing here
+(as ``ExecutionConfig``'s JVM settings are), or refused with a ``ValueError`` naming the key and
+why: never dropped without a word.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..checkpoint.storages import ExternalizedCheckpointRetention
+from ..configuration import _parse_bool
+from ..flink_duration import duration_ms
+
+__all__ = ["configure_more"]
+
+_log = logging.getLogger("streamflow")
+
+_RETAINED = ("execution.checkpointing.num-retained", "state.checkpoints.num-retained")  # 2.x, 1.x
+_ALIGNED_TIMEOUT = (
+    "execution.checkpointing.aligned-checkpoint-timeout",
+    "execution.checkpointing.alignment-timeout",
+)
+_CLOSURE_LEVELS = ("NONE", "TOP_LEVEL", "RECURSIVE")  # Flink's ExecutionConfig.ClosureCleanerLevel
+_RECORDED = {  # pipeline keys ExecutionConfig records (logging why they change nothing here)
+    "pipeline.object-reuse": ("enable_object_reuse", "disable_object_reuse"),
+    "pipeline.auto-generate-uids": ("enable_auto_generated_uids", "disable_auto_generated_uids"),
+    "pipeline.generic-types": ("enable_generic_types", "disable_generic_types"),
+    "pipeline.force-kryo": ("enable_force_kryo", "disable_force_kryo"),
+    "pipeline.force-avro": ("enable_force_avro", "disable_force_avro"),
+}
+_ROCKSDB_KEPT = {  # RocksDB keys with an EmbeddedRocksDBStateBackend setter that keeps them without effect
+    "state.backend.rocksdb.predefined-options": "Flink's profiles tune RocksDB's block cache and compaction",
+    "state.backend.rocksdb.checkpoint.transfer.thread.num": "checkpoints are written by the job's own tasks",
+}
+
+
+def configure_more(env: Any, key: str, value: Any) -> bool:
+    """Apply ``key`` to ``env`` (a StreamExecutionEnvironment) if it is one of this module's."""
+    checkpoint = env.get_checkpoint_config()
+    if key == "execution.checkpointing.tolerable-failed-checkpoints":
+        checkpoint.set_tolerable_checkpoint_failure_number(_int(value, key, 0))
+    elif key == "execution.checkpointing.externalized-checkpoint-retention":
+        checkpoint.set_externalized_checkpoint_retention(_retention(value))
+    elif key in _RETAINED:
+        checkpoint.set_max_retained_checkpoints(_int(value, key, 1))
+    elif key in ("execution.checkpointing.unaligned.enabled", "execution.checkpointing.unaligned"):
+        checkpoint.enable_unaligned_checkpoints(_bool(value, key))
+    elif key in _ALIGNED_TIMEOUT:
+        checkpoint.set_aligned_checkpoint_timeout(duration_ms(value, key))
+    elif key == "execution.checkpointing.unaligned.forced":
+        checkpoint.set_force_unaligned_checkpoints(_bool(value, key))
+    elif key == "pipeline.max-parallelism":
+        env.set_max_parallelism(_int(value, key, 1))
+    elif key == "pipeline.name":
+        env._pipeline_name = None if value is None else str(value)
+    elif key in _RECORDED:
+        enable, disable = _RECORDED[key]
+        getattr(env.get_config(), enable if _bool(value, key) else disable)()
+    elif key == "pipeline.closure-cleaner-level":
+        level = str(value).strip().upper()
+        if level not in _CLOSURE_LEVELS:
+            raise ValueError(
+                f"pipeline.closure-cleaner-level {value!r}: choose one of {', '.join(_CLOSURE_LEVELS)}"
+            )
+        config = env.get_config()
+        config.disable_closure_cleaner() if level == "NONE" else config.enable_closure_cleaner()
+    elif key == "pipeline.global-job-parameters":
+        env.set_global_job_parameters(_map(value, key))
+    elif key in _ROCKSDB_KEPT:
+        _log.info(
+            "%s=%s accepted, changes nothing: %s; streamflow's RocksDB (rocksdict) is tuned with "
+            "EmbeddedRocksDBStateBackend(cache_entries=..., flush_entries=...)",
+            key,
+            value,
+            _ROCKSDB_KEPT[key],
+        )
+    elif key.startswith("state.backend.rocksdb."):
+        raise ValueError(
+            f"configuration key {key!r} is not supported: it tunes Flink's RocksDB (JNI) and streamflow's "
+            "RocksDB (rocksdict) has no such setting; supported: state.backend.rocksdb.localdir (and "
+            "EmbeddedRocksDBStateBackend(cache_entries=..., flush_entries=...) in the program)"
+        )
+    elif key.startswith(("table.", "sql-client.")):
+        raise ValueError(
+            f"configuration key {key!r} is a Table API / SQL option: streamflow runs the DataStream API "
+            "only, so it would change nothing"
+        )
+    else:
+        return False
+    return True
+
+
+def _int(value: Any, key: str, minimum: int) -> int:
+    try:
+        number = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None:
+        raise ValueError(f"{key}: expected an integer, got {value!r}")
+    if number < minimum:
+        raise ValueError(f"{key} must be >= {minimum}, got {number}")
+    return number
+
+
+def _bool(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    try:
+        return _parse_bool(str(value))
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
+
+
+def _retention(value: Any) -> ExternalizedCheckpointRetention:
+    if isinstance(value, ExternalizedCheckpointRetention):
+        return value
+    name = str(value).strip().upper()
+    try:
+        return ExternalizedCheckpointRetention[name]
+    except KeyError:
+        choices = ", ".join(r.name for r in ExternalizedCheckpointRetention)
+        raise ValueError(
+            f"execution.checkpointing.externalized-checkpoint-retention {value!r}: choose one of {choices}"
+        ) from None
+
+
+def _map(value: Any, key: str) -> dict[str, str]:
+    """Flink's map option value: a dict, or ``k1:v1,k2:v2`` (``ConfigurationUtils.parseMap``)."""
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    out: dict[str, str] = {}
+    for item in (i for i in str(value).split(",") if i.strip()):
+        name, sep, text = item.partition(":")
+        if not sep:
+            raise ValueError(f"{key}: cannot read {item!r} as key:value (e.g. 'k1:v1,k2:v2')")
+        out[name.strip()] = text.strip()
+    return out

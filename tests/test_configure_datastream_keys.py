@@ -1,0 +1,114 @@
+"""Flink's DataStream configuration keys through ``configure`` / ``get_execution_environment``:
+each honoured (the setter it names answers the value), accepted and logged with why it changes
+nothing, or refused naming the key (``api/env_config_keys.py``). Key names and values: Flink 2.x's
+``CheckpointingOptions`` (with their deprecated 1.x keys) and ``PipelineOptions``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from streamflow.common import Configuration
+from streamflow.datastream import (
+    ExternalizedCheckpointRetention,
+    StreamExecutionEnvironment,
+)
+
+
+def env_with(options: dict[str, Any]) -> StreamExecutionEnvironment:
+    return StreamExecutionEnvironment.get_execution_environment(Configuration.from_dict(options))
+
+
+@pytest.mark.parametrize(
+    "key, value, getter, expected",
+    [
+        ("execution.checkpointing.tolerable-failed-checkpoints", "3",
+         lambda e: e.get_checkpoint_config().get_tolerable_checkpoint_failure_number(), 3),
+        ("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
+         lambda e: e.get_checkpoint_config().get_externalized_checkpoint_retention(),
+         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION),
+        ("execution.checkpointing.externalized-checkpoint-retention", "NO_EXTERNALIZED_CHECKPOINTS",
+         lambda e: e.get_checkpoint_config().is_externalized_checkpoints_enabled(), False),
+        ("execution.checkpointing.num-retained", "5", lambda e: e.get_checkpoint_config().retained, 5),
+        ("state.checkpoints.num-retained", 2, lambda e: e.get_checkpoint_config().retained, 2),
+        ("execution.checkpointing.unaligned.enabled", "true",
+         lambda e: e.get_checkpoint_config().is_unaligned_checkpoints_enabled(), True),
+        ("execution.checkpointing.unaligned", "true",
+         lambda e: e.get_checkpoint_config().is_unaligned_checkpoints_enabled(), True),
+        ("execution.checkpointing.aligned-checkpoint-timeout", "30 s",
+         lambda e: e.get_checkpoint_config().get_aligned_checkpoint_timeout().to_milliseconds(), 30_000),
+        ("execution.checkpointing.alignment-timeout", "2 s",
+         lambda e: e.get_checkpoint_config().get_aligned_checkpoint_timeout().to_milliseconds(), 2_000),
+        ("execution.checkpointing.unaligned.forced", "true",
+         lambda e: e.get_checkpoint_config().is_force_unaligned_checkpoints(), True),
+        ("execution.checkpointing.incremental", "false",
+         lambda e: e.get_checkpoint_config().is_incremental_checkpoints_enabled(), False),
+        ("pipeline.max-parallelism", "64", lambda e: e.get_max_parallelism(), 64),
+        ("pipeline.object-reuse", "true", lambda e: e.get_config().is_object_reuse_enabled(), True),
+        ("pipeline.auto-generate-uids", "false",
+         lambda e: e.get_config().has_auto_generated_uids_enabled(), False),
+        ("pipeline.generic-types", "false", lambda e: e.get_config().has_generic_types_disabled(), True),
+        ("pipeline.force-kryo", "true", lambda e: e.get_config().is_force_kryo_enabled(), True),
+        ("pipeline.force-avro", "true", lambda e: e.get_config().is_force_avro_enabled(), True),
+        ("pipeline.closure-cleaner-level", "NONE",
+         lambda e: e.get_config().is_closure_cleaner_enabled(), False),
+        ("pipeline.closure-cleaner-level", "recursive",
+         lambda e: e.get_config().is_closure_cleaner_enabled(), True),
+        ("pipeline.global-job-parameters", "a:1,b:two",
+         lambda e: e.get_config().get_global_job_parameters(), {"a": "1", "b": "two"}),
+        ("pipeline.global-job-parameters", {"a": 1},
+         lambda e: e.get_config().get_global_job_parameters(), {"a": "1"}),
+    ],
+)  # fmt: skip
+def test_a_key_sets_what_its_setter_sets(key: str, value: Any, getter: Any, expected: Any) -> None:
+    env = env_with({key: value}) if not isinstance(value, dict) else StreamExecutionEnvironment({key: value})
+    assert getter(env) == expected
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("execution.checkpointing.tolerable-failed-checkpoints", "-1", "must be >= 0"),
+        ("execution.checkpointing.externalized-checkpoint-retention", "KEEP", "choose one of"),
+        ("execution.checkpointing.num-retained", "0", "must be >= 1"),
+        ("execution.checkpointing.unaligned.enabled", "yes", "Unrecognized option for boolean"),
+        ("pipeline.closure-cleaner-level", "DEEP", "choose one of NONE, TOP_LEVEL, RECURSIVE"),
+        ("pipeline.global-job-parameters", "a=1", "key:value"),
+        ("state.backend.rocksdb.memory.managed", "true", "tunes Flink's RocksDB"),
+        ("state.backend.rocksdb.block.cache-size", "64mb", "tunes Flink's RocksDB"),
+        ("table.exec.state.ttl", "1 h", "Table API / SQL option"),
+        ("table.exec.mini-batch.enabled", "true", "Table API / SQL option"),
+    ],
+)
+def test_a_bad_or_unsupported_key_is_refused_naming_it(key: str, value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        env_with({key: value})
+    assert key.split(".")[0] in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("state.backend.rocksdb.predefined-options", "SPINNING_DISK_OPTIMIZED"),
+     ("state.backend.rocksdb.checkpoint.transfer.thread.num", "8")],
+)  # fmt: skip
+def test_rocksdb_keys_kept_without_effect_are_logged(key: str, value: str, caplog: Any) -> None:
+    with caplog.at_level(logging.INFO, "streamflow"):
+        env_with({key: value})
+    assert f"{key}={value} accepted, changes nothing" in caplog.text
+
+
+def test_pipeline_name_names_a_job_executed_without_a_name() -> None:
+    """PipelineOptions.NAME: the job name of ``execute()`` without one; a name given wins."""
+    env = env_with({"pipeline.name": "orders"})
+    env.from_collection([1, 2]).print()
+    assert env.execute().get_job_id() is not None
+    env.from_collection([1, 2]).print()
+    client = env.execute_async()
+    try:
+        assert client._client.job_name == "orders"
+    finally:
+        client.get_job_execution_result().result()
+    assert env._job_name("mine") == "mine"
+    assert StreamExecutionEnvironment()._job_name(None) == "streamflow job"
