@@ -79,8 +79,17 @@ class ConfigurationMixin:
         exchanges are blocking and a failure restarts only its pipelined region,
         ``runtime/regions.py``; ``ALL_EXCHANGES_PIPELINED``: every task runs at once and a
         failure restarts the whole job) and ``streamflow.blocking-results.memory`` (the bytes of
-        blocking results kept in memory before they spill, ``runtime/blocking_result.py``); a
-        dict or a PyFlink ``Configuration``."""
+        blocking results kept in memory before they spill, ``runtime/blocking_result.py``);
+        ``restart-strategy.type`` (1.x: ``restart-strategy``) and the ``restart-strategy.*``
+        options of its strategies (``checkpoint/restart_config.py``: Flink's names, defaults and
+        default-strategy rule); the checkpoint keys ``execution.checkpointing.tolerable-failed-checkpoints``,
+        ``.externalized-checkpoint-retention``, ``.num-retained`` (``state.checkpoints.num-retained``),
+        ``.unaligned.enabled`` (``.unaligned``), ``.aligned-checkpoint-timeout``
+        (``.alignment-timeout``), ``.unaligned.forced``, ``.incremental``; ``pipeline.max-parallelism``,
+        ``pipeline.name`` (the name of a job executed without one), ``pipeline.global-job-parameters``
+        and ``ExecutionConfig``'s recorded ``pipeline.*`` keys; the RocksDB and Table API keys
+        streamflow refuses, naming them (``api/env_config_keys.py``). A dict or a PyFlink
+        ``Configuration``; an unknown key is refused."""
         env: Any = self  # a StreamExecutionEnvironment: its setters do the work
         if hasattr(configuration, "to_dict"):
             configuration = configuration.to_dict()
