@@ -448,6 +448,7 @@ def test_damaged_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any) 
     from test_checkpoint_recovery import committed, job
 
     from streamflow.checkpoint.storage import CorruptCheckpointError
+    from streamflow.common import RestartStrategies
 
     before = _interrupted_job(tmp_path)
     sst = _latest_sst(tmp_path)
@@ -455,8 +456,10 @@ def test_damaged_sst_is_refused_naming_it(tmp_path: Path, rocksdb_default: Any) 
     data[len(data) // 2] ^= 0xFF  # same size: found by its sha256 when restored
     sst.unlink()  # (a hard link shared with nothing now: the job's files are gone)
     sst.write_bytes(bytes(data))
+    env = job(tmp_path)  # the damage is permanent: Flink's default would restart it forever
+    env.set_restart_strategy(RestartStrategies.no_restart())
     with pytest.raises(CorruptCheckpointError) as info:
-        job(tmp_path).execute("sums")
+        env.execute("sums")
     assert sst.name in str(info.value)
     assert committed(tmp_path) == before
 

@@ -135,6 +135,8 @@ async def test_a_failing_open_names_the_path_and_the_cause_and_fails_the_job(
     monkeypatch.setattr(rocksdict, "Rdict", broken)
     sink = ListSink()
     env = _job(2, tmp_path, [(k, 1) for k in range(10)], sink)
+    # every open fails: Flink's default (exponential delay with checkpointing on) would restart it forever
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
     with caplog.at_level(logging.WARNING), pytest.raises(Exception) as info:
         await (await env.execute_async("broken")).get_job_execution_result()
     text = "".join(str(e) + " ".join(getattr(e, "__notes__", [])) for e in _chain(info.value))
