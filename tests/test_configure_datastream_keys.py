@@ -112,3 +112,60 @@ def test_pipeline_name_names_a_job_executed_without_a_name() -> None:
         client.get_job_execution_result().result()
     assert env._job_name("mine") == "mine"
     assert StreamExecutionEnvironment()._job_name(None) == "streamflow job"
+
+
+@pytest.mark.parametrize(
+    "key, value, logged",
+    [
+        ("execution.checkpointing.cleaner.parallel-mode", "true", "accepted, changes nothing"),
+        ("state.backend.async", "true", "accepted, changes nothing"),
+        ("pipeline.auto-type-registration", "false", "accepted, changes nothing"),
+        ("python.state.cache-size", "1000", "no Python worker process"),
+        ("python.metric.enabled", "false", "no Python worker process"),
+        ("python.operator-chaining.enabled", "false", "pipeline.operator-chaining"),
+        ("python.requirements", "requirements.txt", "set_python_requirements('requirements.txt') accepted"),
+        ("python.executable", "/usr/bin/python3", "set_python_executable('/usr/bin/python3') accepted"),
+        ("python.archives", "venv.zip#venv", "add_python_archive('venv.zip#venv') accepted"),
+        (
+            "pipeline.jars",
+            "file:///a.jar;file:///b.jar",
+            "add_jars(('file:///a.jar', 'file:///b.jar')) accepted",
+        ),
+        ("pipeline.classpaths", "file:///c", "add_classpaths(('file:///c',)) accepted"),
+    ],
+)
+def test_keys_of_parts_streamflow_has_not_are_accepted_and_logged(
+    key: str, value: str, logged: str, caplog: Any
+) -> None:
+    with caplog.at_level(logging.INFO, "streamflow"):
+        env_with({key: value})
+    assert logged in caplog.text
+
+
+def test_python_files_go_on_sys_path(tmp_path: Any) -> None:
+    import sys
+
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "my_udfs_for_config.py").write_text("X = 42\n")
+    try:
+        env_with({"python.files": f"{tmp_path / 'helpers'},{tmp_path / 'helpers' / 'my_udfs_for_config.py'}"})
+        import my_udfs_for_config  # type: ignore[import-not-found]
+
+        assert my_udfs_for_config.X == 42
+    finally:
+        sys.path[:] = [p for p in sys.path if p != str(tmp_path / "helpers")]
+        sys.modules.pop("my_udfs_for_config", None)
+
+
+def test_checkpoints_after_tasks_finish_cannot_be_turned_off() -> None:
+    env_with({"execution.checkpointing.checkpoints-after-tasks-finish": "true"})
+    with pytest.raises(ValueError, match="checkpoints-after-tasks-finish=false is not supported"):
+        env_with({"execution.checkpointing.checkpoints-after-tasks-finish": "false"})
+
+
+def test_latency_interval_and_snapshot_compression_are_recorded_by_the_execution_config() -> None:
+    env = env_with(
+        {"metrics.latency.interval": "2 s", "execution.checkpointing.snapshot-compression": "true"}
+    )
+    assert env.get_config().get_latency_tracking_interval() == 2000
+    assert env.get_config().is_use_snapshot_compression() is True

@@ -35,6 +35,29 @@ _RECORDED = {  # pipeline keys ExecutionConfig records (logging why they change 
     "pipeline.force-kryo": ("enable_force_kryo", "disable_force_kryo"),
     "pipeline.force-avro": ("enable_force_avro", "disable_force_avro"),
 }
+_WORKER = "streamflow runs Python functions in this interpreter: there is no Python worker process"
+_NOTHING_TO_DO = {  # keys Flink reads that describe what streamflow does anyway, or a part it has not
+    "execution.checkpointing.cleaner.parallel-mode": "there is no cleaner executor to parallelise",
+    "state.backend.async": "deprecated in Flink: every snapshot is asynchronous (so are streamflow's)",
+    "pipeline.auto-type-registration": "records are Python objects: there are no types to register",
+    "python.pythonpath": _WORKER,
+    "python.state.cache-size": _WORKER + " (state is read in place)",
+    "python.map-state.read-cache-size": _WORKER + " (state is read in place)",
+    "python.map-state.write-cache-size": _WORKER + " (state is written in place)",
+    "python.map-state.iterate-response-batch-size": _WORKER + " (map state is iterated in place)",
+    "python.metric.enabled": _WORKER + " (user metrics are always on)",
+    "python.profile.enabled": _WORKER + " (profile the program's own process)",
+    "python.systemenv.enabled": _WORKER,
+    "python.operator-chaining.enabled": "operators chain as pipeline.operator-chaining says",
+}
+_PYTHON_SETTERS = {  # keys of PyFlink's dependency setters (env_pyflink.py)
+    "python.requirements": "set_python_requirements",
+    "python.archives": "add_python_archive",
+    "python.executable": "set_python_executable",
+    "python.client.executable": "set_python_executable",
+    "pipeline.jars": "add_jars",
+    "pipeline.classpaths": "add_classpaths",
+}
 _ROCKSDB_KEPT = {  # RocksDB keys with an EmbeddedRocksDBStateBackend setter that keeps them without effect
     "state.backend.rocksdb.predefined-options": "Flink's profiles tune RocksDB's block cache and compaction",
     "state.backend.rocksdb.checkpoint.transfer.thread.num": "checkpoints are written by the job's own tasks",
@@ -87,6 +110,27 @@ def configure_more(env: Any, key: str, value: Any) -> bool:
             "RocksDB (rocksdict) has no such setting; supported: state.backend.rocksdb.localdir (and "
             "EmbeddedRocksDBStateBackend(cache_entries=..., flush_entries=...) in the program)"
         )
+    elif key in _NOTHING_TO_DO:
+        _log.info("%s=%s accepted, changes nothing: %s", key, value, _NOTHING_TO_DO[key])
+    elif key == "execution.checkpointing.checkpoints-after-tasks-finish":
+        if not _bool(value, key):
+            raise ValueError(
+                f"{key}=false is not supported: streamflow always checkpoints after some tasks "
+                "finished (Flink's default, true), and cannot turn checkpoints off then"
+            )
+    elif key == "metrics.latency.interval":
+        env.get_config().set_latency_tracking_interval(duration_ms(value, key))
+    elif key == "execution.checkpointing.snapshot-compression":
+        env.get_config().set_use_snapshot_compression(_bool(value, key))
+    elif key == "python.files":  # PythonOptions.PYTHON_FILES: comma-separated, put on sys.path
+        for path in (p.strip() for p in str(value).split(",") if p.strip()):
+            env.add_python_file(path)
+    elif key in _PYTHON_SETTERS:  # the PyFlink setters: each logs that it changes nothing
+        setter = getattr(env, _PYTHON_SETTERS[key])
+        if key.startswith("pipeline."):  # Flink's list value: ';'-separated URLs
+            setter(*[p.strip() for p in str(value).split(";") if p.strip()])
+        else:
+            setter(str(value))
     elif key.startswith(("table.", "sql-client.")):
         raise ValueError(
             f"configuration key {key!r} is a Table API / SQL option: streamflow runs the DataStream API "
