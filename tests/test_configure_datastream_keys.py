@@ -47,8 +47,6 @@ def env_with(options: dict[str, Any]) -> StreamExecutionEnvironment:
          lambda e: e.get_checkpoint_config().is_incremental_checkpoints_enabled(), False),
         ("pipeline.max-parallelism", "64", lambda e: e.get_max_parallelism(), 64),
         ("pipeline.object-reuse", "true", lambda e: e.get_config().is_object_reuse_enabled(), True),
-        ("pipeline.auto-generate-uids", "false",
-         lambda e: e.get_config().has_auto_generated_uids_enabled(), False),
         ("pipeline.generic-types", "false", lambda e: e.get_config().has_generic_types_disabled(), True),
         ("pipeline.force-kryo", "true", lambda e: e.get_config().is_force_kryo_enabled(), True),
         ("pipeline.force-avro", "true", lambda e: e.get_config().is_force_avro_enabled(), True),
@@ -169,3 +167,31 @@ def test_latency_interval_and_snapshot_compression_are_recorded_by_the_execution
     )
     assert env.get_config().get_latency_tracking_interval() == 2000
     assert env.get_config().is_use_snapshot_compression() is True
+
+
+def test_auto_generated_uids_disabled_refuses_an_operator_without_uid() -> None:
+    """Flink's StreamGraphGenerator: with ``pipeline.auto-generate-uids: false`` a physical
+    transformation without uid fails the job's submission, naming the operator; with every
+    operator's uid set the job runs (the watermark node ``from_source`` appends is part of the
+    source operator and needs none)."""
+    from streamflow.common import WatermarkStrategy
+    from streamflow.datastream.connectors.number_seq import NumberSequenceSource
+    from streamflow.graph import GraphError
+    from streamflow.testing import ListSink
+
+    env = env_with({"pipeline.auto-generate-uids": "false"})
+    assert env.get_config().has_auto_generated_uids_enabled() is False
+    env.from_collection([1, 2]).uid("numbers").map(lambda x: x + 1).name("plus one").print().uid("out")
+    with pytest.raises(GraphError, match="no UID or hash has been assigned to operator plus one"):
+        env.execute()
+    env = env_with({"pipeline.auto-generate-uids": "false"})
+    stream = env.from_source(NumberSequenceSource(1, 3), WatermarkStrategy.for_monotonous_timestamps(), "seq")
+    sink = ListSink()
+    stream.uid("seq").map(lambda x: x * 2).uid("double").sink_to(sink).uid("out")
+    env.execute()
+    assert sorted(sink.results) == [2, 4, 6]
+    env2 = StreamExecutionEnvironment.get_execution_environment()
+    env2.get_config().disable_auto_generated_uids()
+    env2.from_collection([1]).print()
+    with pytest.raises(GraphError, match="Auto generated UIDs have been disabled"):
+        env2.execute()

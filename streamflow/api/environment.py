@@ -15,7 +15,7 @@ from ..checkpoint.config import CheckpointConfig, CheckpointingMode, RestartStra
 from ..clock import SYSTEM_CLOCK, Clock
 from ..connectors.base import Source
 from ..connectors.collection import AsyncIterableSource, CollectionSource
-from ..graph import JobGraph, StreamGraph, build_job_graph
+from ..graph import GraphError, JobGraph, StreamGraph, build_job_graph
 from ..runtime.execution import RuntimeConfig
 from ..runtime.job import JobClient, JobExecutionResult
 from ..runtime.loop_budget import parse_loop_budget
@@ -308,7 +308,19 @@ class StreamExecutionEnvironment(ConfigurationMixin, PyFlinkEnvironmentMixin):
     # -- execution ---------------------------------------------------------
     def get_job_graph(self, job_name: str = "job", *, blocking_exchanges: bool = False) -> JobGraph:
         """The validated, chained job graph (``blocking_exchanges``: a batch job's, whose
-        non-forward edges are blocking exchanges and never chain: ``runtime/regions.py``)."""
+        non-forward edges are blocking exchanges and never chain: ``runtime/regions.py``).
+        With auto-generated uids disabled (``pipeline.auto-generate-uids: false``,
+        ``get_config().disable_auto_generated_uids()``) an operator without ``uid()`` is
+        refused, as Flink's ``StreamGraphGenerator`` refuses a physical transformation without
+        a uid or uid hash (the node ``from_source`` appends is part of the source's operator)."""
+        config = self.__dict__.get("_execution_config")
+        if config is not None and not config.has_auto_generated_uids_enabled():
+            for node in self._graph.nodes:
+                if node.uid is None and node.inside_source is None:
+                    raise GraphError(
+                        "Auto generated UIDs have been disabled but no UID or hash has been assigned "
+                        f"to operator {node.name} (give it .uid(...), or enable pipeline.auto-generate-uids)"
+                    )
         for node in self._graph.nodes:
             # a source generating watermarks per partition (from_source) takes the auto-watermark
             # interval set by now, as Flink's SourceOperator reads the ExecutionConfig when it opens

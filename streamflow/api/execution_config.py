@@ -5,8 +5,9 @@ The settings streamflow uses are the environment's own (``set_auto_watermark_int
 reads and writes them there. The others configure parts of Flink's JVM runtime that
 streamflow does not have (Kryo and Avro serializers, the closure cleaner, object reuse
 between chained Java operators, latency markers, task cancellation watchdogs, snapshot
-compression, generated operator uids); they are recorded, so their getters answer what was
-set, and setting one logs once that it changes nothing here, and why.
+compression); they are recorded, so their getters answer what was set, and setting one logs
+once that it changes nothing here, and why. Disabling auto-generated uids is honoured: a job
+with an operator without ``uid()`` is then refused, as Flink's.
 
 Two configs are equal (with equal hashes) when every setting is, as PyFlink's ``==`` and
 ``hash`` answer through Java's ``ExecutionConfig.equals``/``hashCode``.
@@ -30,7 +31,6 @@ _WHY = {
     "generic_types": "records are Python objects: there are no Kryo generic types",
     "force_avro": "records are Python objects: there is no Avro serializer",
     "object_reuse": "chained operators hand records on as Python references already",
-    "auto_generated_uids": "operators without uid() get one from their position in the graph",
     "latency_tracking_interval": "there are no latency markers (see the job's metrics for latency)",
     "task_cancellation_interval": "a cancelled task is an asyncio task, cancelled at once",
     "task_cancellation_timeout": "a cancelled task is an asyncio task, cancelled at once",
@@ -142,10 +142,15 @@ class ExecutionConfig:
         return not self._recorded["generic_types"]
 
     def enable_auto_generated_uids(self) -> ExecutionConfig:
-        return self._record("auto_generated_uids", True)
+        """The default: operators without ``uid()`` get one from their name and position."""
+        self._recorded["auto_generated_uids"] = True
+        return self
 
     def disable_auto_generated_uids(self) -> ExecutionConfig:
-        return self._record("auto_generated_uids", False)
+        """Honoured: the job is then refused if an operator has no ``uid()`` (Flink's rule,
+        ``StreamExecutionEnvironment.get_job_graph``)."""
+        self._recorded["auto_generated_uids"] = False
+        return self
 
     def has_auto_generated_uids_enabled(self) -> bool:
         return bool(self._recorded["auto_generated_uids"])
