@@ -358,3 +358,29 @@ def test_without_a_type_or_checkpointing_a_job_fails_at_once() -> None:
     with pytest.raises(RuntimeError, match="injected failure in attempt 0"):
         run({}, healthy_from=1, checkpointing=False)
     assert ATTEMPTS == [0]
+
+
+def test_a_configured_exponential_delay_gives_up_after_its_attempts_before_reset() -> None:
+    exhausted = r"exponential_delay_restart\(initial_ms=10, max_ms=20, .*attempts=2\)"
+    with pytest.raises(RestartsExhaustedError, match=exhausted):
+        run(
+            {"restart-strategy.type": "exponential-delay",
+             "restart-strategy.exponential-delay.initial-backoff": "10 ms",
+             "restart-strategy.exponential-delay.max-backoff": "20 ms",
+             "restart-strategy.exponential-delay.attempts-before-reset-backoff": "2"},
+            healthy_from=99,
+        )  # fmt: skip
+    assert ATTEMPTS == [0, 1, 2]
+
+
+def test_a_configured_failure_rate_fails_the_job_past_its_rate() -> None:
+    """One failure per minute allowed: the first restarts the job, the second ends it."""
+    with pytest.raises(RestartsExhaustedError, match=r"failure_rate_restart\(max_failures=1"):
+        run(
+            {"restart-strategy.type": "failure-rate",
+             "restart-strategy.failure-rate.max-failures-per-interval": 1,
+             "restart-strategy.failure-rate.failure-rate-interval": "1 min",
+             "restart-strategy.failure-rate.delay": "0 s"},
+            healthy_from=99,
+        )  # fmt: skip
+    assert ATTEMPTS == [0, 1]
