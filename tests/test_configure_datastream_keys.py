@@ -74,8 +74,7 @@ def test_a_key_sets_what_its_setter_sets(key: str, value: Any, getter: Any, expe
         ("execution.checkpointing.unaligned.enabled", "yes", "Unrecognized option for boolean"),
         ("pipeline.closure-cleaner-level", "DEEP", "choose one of NONE, TOP_LEVEL, RECURSIVE"),
         ("pipeline.global-job-parameters", "a=1", "key:value"),
-        ("state.backend.rocksdb.memory.managed", "true", "tunes Flink's RocksDB"),
-        ("state.backend.rocksdb.block.cache-size", "64mb", "tunes Flink's RocksDB"),
+        ("state.backend.rocksdb.options-factory", "org.example.MyFactory", "RocksDBOptionsFactory"),
         ("table.exec.state.ttl", "1 h", "Table API / SQL option"),
         ("table.exec.mini-batch.enabled", "true", "Table API / SQL option"),
     ],
@@ -89,7 +88,10 @@ def test_a_bad_or_unsupported_key_is_refused_naming_it(key: str, value: Any, mes
 @pytest.mark.parametrize(
     "key, value",
     [("state.backend.rocksdb.predefined-options", "SPINNING_DISK_OPTIMIZED"),
-     ("state.backend.rocksdb.checkpoint.transfer.thread.num", "8")],
+     ("state.backend.rocksdb.checkpoint.transfer.thread.num", "8"),
+     ("state.backend.rocksdb.memory.managed", "true"),
+     ("state.backend.rocksdb.block.cache-size", "64mb"),
+     ("state.backend.rocksdb.timer-service.factory", "HEAP")],
 )  # fmt: skip
 def test_rocksdb_keys_kept_without_effect_are_logged(key: str, value: str, caplog: Any) -> None:
     with caplog.at_level(logging.INFO, "streamflow"):

@@ -1,7 +1,7 @@
 """More of Flink's configuration keys for ``StreamExecutionEnvironment.configure``: the
 checkpoint options ``CheckpointConfig`` has setters for, the ``pipeline.*`` options of
-``ExecutionConfig``, the RocksDB options, and the Table API keys this DataStream runtime
-refuses.
+``ExecutionConfig``, the Python worker and dependency options, Flink's RocksDB tuning options
+(logged: they change no result), and the Table API keys this DataStream runtime refuses.
 
 :func:`configure_more` answers whether it took the key. Each key is either honoured (it sets
 what the named setter sets), or accepted and logged at INFO with why it changes nothing here
@@ -58,9 +58,11 @@ _PYTHON_SETTERS = {  # keys of PyFlink's dependency setters (env_pyflink.py)
     "pipeline.jars": "add_jars",
     "pipeline.classpaths": "add_classpaths",
 }
-_ROCKSDB_KEPT = {  # RocksDB keys with an EmbeddedRocksDBStateBackend setter that keeps them without effect
+_ROCKSDB_KEPT = {  # why a RocksDB key changes nothing, where more than "it tunes Flink's RocksDB"
     "state.backend.rocksdb.predefined-options": "Flink's profiles tune RocksDB's block cache and compaction",
     "state.backend.rocksdb.checkpoint.transfer.thread.num": "checkpoints are written by the job's own tasks",
+    "state.backend.rocksdb.timer-service.factory": "timers live in RocksDB beside the keyed state (Flink's "
+    "default, ROCKSDB; state/rocksdb_timers.py)",
 }
 
 
@@ -96,20 +98,18 @@ def configure_more(env: Any, key: str, value: Any) -> bool:
         config.disable_closure_cleaner() if level == "NONE" else config.enable_closure_cleaner()
     elif key == "pipeline.global-job-parameters":
         env.set_global_job_parameters(_map(value, key))
-    elif key in _ROCKSDB_KEPT:
+    elif key == "state.backend.rocksdb.options-factory":
+        raise ValueError(
+            f"{key}={value!r} is not supported: a Java RocksDBOptionsFactory cannot configure "
+            "streamflow's RocksDB (rocksdict, no JVM); its own settings are "
+            "EmbeddedRocksDBStateBackend(cache_entries=..., flush_entries=...)"
+        )
+    elif key.startswith("state.backend.rocksdb."):  # Flink's RocksDB tuning: no effect on results
         _log.info(
             "%s=%s accepted, changes nothing: %s; streamflow's RocksDB (rocksdict) is tuned with "
             "EmbeddedRocksDBStateBackend(cache_entries=..., flush_entries=...)",
-            key,
-            value,
-            _ROCKSDB_KEPT[key],
-        )
-    elif key.startswith("state.backend.rocksdb."):
-        raise ValueError(
-            f"configuration key {key!r} is not supported: it tunes Flink's RocksDB (JNI) and streamflow's "
-            "RocksDB (rocksdict) has no such setting; supported: state.backend.rocksdb.localdir (and "
-            "EmbeddedRocksDBStateBackend(cache_entries=..., flush_entries=...) in the program)"
-        )
+            key, value, _ROCKSDB_KEPT.get(key, "it tunes Flink's JNI RocksDB (memory, caches, compaction)"),
+        )  # fmt: skip
     elif key in _NOTHING_TO_DO:
         _log.info("%s=%s accepted, changes nothing: %s", key, value, _NOTHING_TO_DO[key])
     elif key == "execution.checkpointing.checkpoints-after-tasks-finish":

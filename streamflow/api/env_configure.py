@@ -88,9 +88,9 @@ class ConfigurationMixin:
         (``.alignment-timeout``), ``.unaligned.forced``, ``.incremental``; ``pipeline.max-parallelism``,
         ``pipeline.name`` (the name of a job executed without one), ``pipeline.global-job-parameters``
         and ``ExecutionConfig``'s recorded ``pipeline.*`` keys, the Python worker and dependency
-        keys (``python.files`` on ``sys.path``, the others logged); the RocksDB and Table API
-        keys streamflow refuses, naming them (``api/env_config_keys.py``). A dict or a PyFlink
-        ``Configuration``; an unknown key is refused."""
+        keys (``python.files`` on ``sys.path``, the others logged); Flink's RocksDB tuning keys
+        (logged) and the Table API keys (refused, naming them; ``api/env_config_keys.py``). A
+        dict or a PyFlink ``Configuration``; an unknown key is refused."""
         env: Any = self  # a StreamExecutionEnvironment: its setters do the work
         if hasattr(configuration, "to_dict"):
             configuration = configuration.to_dict()
