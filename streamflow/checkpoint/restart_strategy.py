@@ -114,13 +114,18 @@ class FailureRateRestart(RestartStrategy):
 
 
 class ExponentialDelayRestart(RestartStrategy):
-    """Flink's ``ExponentialDelayRestartBackoffTimeStrategy``: the delay starts at
-    ``initial_ms`` and is multiplied by ``multiplier`` on each failure, up to ``max_ms``. A
-    failure at least ``reset_threshold_ms`` plus the current delay after the previous one (the
-    job ran smoothly that long after its restart) resets it to ``initial_ms``. ``jitter`` adds
-    a random offset within +-``jitter`` times the delay (capped at ``max_ms``). It restarts
-    without limit unless ``attempts`` is given (Flink 1.19's ``attempts-before-reset-backoff``:
-    the restarts allowed since the last reset)."""
+    """Flink's ``ExponentialDelayRestartBackoffTimeStrategy`` (1.19+, FLIP-364): the n-th
+    restart since the last reset waits ``initial_ms * multiplier**n`` (truncated to ms), plus a
+    random offset within +-``jitter`` times that, kept within ``[initial_ms, max_ms]``. A
+    failure at least ``reset_threshold_ms`` after the restart the previous one scheduled (the
+    job ran smoothly that long after it) resets ``n`` to 0. It restarts without limit unless
+    ``attempts`` is given (``attempts-before-reset-backoff``: the restarts allowed since the
+    last reset; Flink's default is Integer.MAX_VALUE).
+
+    Not ported: Flink merges the failures reported before the scheduled restart into one
+    attempt (many tasks failing at once). A streamflow job reports its failures one at a
+    time, each after the previous restart, except concurrent pipelined regions of a batch job,
+    which count one attempt each here."""
 
     def __init__(
         self, initial_ms: int, max_ms: int, multiplier: float, reset_threshold_ms: int, jitter: float = 0.0,
@@ -134,8 +139,8 @@ class ExponentialDelayRestart(RestartStrategy):
             raise ValueError(f"need reset threshold >= 1 ms, 0 <= jitter <= 1: {reset_threshold_ms} {jitter}")
         self.initial_ms, self.max_ms, self.multiplier = initial_ms, max_ms, multiplier
         self.reset_threshold_ms, self.jitter, self.attempts = reset_threshold_ms, jitter, attempts
-        self.current_ms, self._since_reset = initial_ms, 0
-        self._last_failure_ms: int | None = None  # the first failure starts at initial_ms
+        self._attempt = 0  # Flink's currentRestartAttempt: restarts since the last reset
+        self._next_restart_ms: int | None = None  # when the last restart was scheduled; None: none yet
         self._random = random.Random()
 
     def __repr__(self) -> str:
@@ -152,18 +157,25 @@ class ExponentialDelayRestart(RestartStrategy):
         return hash(repr(self))
 
     def next_delay_ms(self, now_ms: int) -> int | None:
-        last = self._last_failure_ms
-        if last is None or now_ms - last >= self.reset_threshold_ms + self.current_ms:
-            self.current_ms, self._since_reset = self.initial_ms, 0
-        elif self.current_ms < self.max_ms:
-            self.current_ms = min(int(self.current_ms * self.multiplier), self.max_ms)
-        self._last_failure_ms = now_ms
-        self._since_reset += 1
-        if self.attempts is not None and self._since_reset > self.attempts:
+        scheduled = self._next_restart_ms
+        if scheduled is None or now_ms - scheduled >= self.reset_threshold_ms:
+            self._attempt = 0
+        try:
+            base = min(self.initial_ms * self.multiplier**self._attempt, _LONG_MAX)
+        except OverflowError:  # Java's Math.pow gives Infinity, its (long) cast Long.MAX_VALUE
+            base = _LONG_MAX
+        backoff = int(base)
+        offset = int(backoff * self.jitter)
+        jittered = backoff + (self._random.randint(-offset, offset) if offset else 0)
+        delay = max(self.initial_ms, min(jittered, self.max_ms))
+        self._next_restart_ms = now_ms + delay
+        self._attempt += 1
+        if self.attempts is not None and self._attempt > self.attempts:
             return None
-        offset = int(self.current_ms * self.jitter)
-        jittered = self.current_ms + (self._random.randint(-offset, offset) if offset else 0)
-        return min(jittered, self.max_ms)
+        return delay
+
+
+_LONG_MAX = 2**63 - 1
 
 
 class RestartStrategies:
