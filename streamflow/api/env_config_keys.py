@@ -36,10 +36,17 @@ _RECORDED = {  # pipeline keys ExecutionConfig records (logging why they change 
     "pipeline.force-avro": ("enable_force_avro", "disable_force_avro"),
 }
 _WORKER = "streamflow runs Python functions in this interpreter: there is no Python worker process"
+_LOCAL = "a restart in this process restores from the checkpoint storage (or memory): no local copy"
 _NOTHING_TO_DO = {  # keys Flink reads that describe what streamflow does anyway, or a part it has not
     "execution.checkpointing.cleaner.parallel-mode": "there is no cleaner executor to parallelise",
     "state.backend.async": "deprecated in Flink: every snapshot is asynchronous (so are streamflow's)",
     "pipeline.auto-type-registration": "records are Python objects: there are no types to register",
+    "execution.checkpointing.interval-during-backlog": "no source reports a backlog (Flink's "
+    "isProcessingBacklog), so execution.checkpointing.interval applies throughout",
+    "execution.checkpointing.file-merging.enabled": "each checkpoint entry is one file, renamed into place",
+    "execution.checkpointing.local-backup.enabled": _LOCAL,
+    "state.backend.local-recovery": _LOCAL,
+    "execution.state-recovery.from-local": _LOCAL,
     "python.pythonpath": _WORKER,
     "python.state.cache-size": _WORKER + " (state is read in place)",
     "python.map-state.read-cache-size": _WORKER + " (state is read in place)",
@@ -118,6 +125,13 @@ def configure_more(env: Any, key: str, value: Any) -> bool:
                 f"{key}=false is not supported: streamflow always checkpoints after some tasks "
                 "finished (Flink's default, true), and cannot turn checkpoints off then"
             )
+    elif key == "state.backend.changelog.enabled":
+        env.enable_changelog_statebackend(_bool(value, key))  # logs what it does here
+    elif key == "execution.checkpointing.prefer-checkpoint-for-recovery":  # PyFlink 1.x
+        checkpoint.set_prefer_checkpoint_for_recovery(_bool(value, key))
+    elif key == "execution.buffer-timeout.enabled":  # false: flush only when full (Flink's -1)
+        if not _bool(value, key):
+            env.set_buffer_timeout(-1)
     elif key == "metrics.latency.interval":
         env.get_config().set_latency_tracking_interval(duration_ms(value, key))
     elif key == "execution.checkpointing.snapshot-compression":

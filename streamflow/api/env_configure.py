@@ -128,7 +128,7 @@ class ConfigurationMixin:
                 self.runtime.checkpoint.set_checkpoint_storage_dir(str(value))
             elif key in ("state.savepoints.dir", "execution.checkpointing.savepoint-dir"):
                 env.set_default_savepoint_directory(str(value))  # each savepoint in a new subdirectory
-            elif key == "execution.checkpointing.storage":
+            elif key in ("execution.checkpointing.storage", "state.checkpoint-storage"):  # 2.x, 1.x
                 self._configure_checkpoint_storage(str(value), configuration)
             elif key in ("state.storage.fs.write-buffer-size", "execution.checkpointing.write-buffer-size"):
                 _log.info("%s=%s is recorded, not used: streamflow writes each checkpoint entry as one "
