@@ -414,7 +414,7 @@ def test_process_function_count_with_timeout() -> None:
 
 def test_every_snippet_has_a_case_or_a_reason() -> None:
     # (the prefixes of test_pyflink_doc_snippets_datastream's blocks)
-    others = ("dswindows_", "checkpointing_", "state_backends_", "parallel_")
+    others = ("dswindows_", "checkpointing_", "state_backends_", "parallel_", "restart_")
     names = {p.stem for p in SNIPPETS.glob("*.py") if not p.stem.startswith(others)}
     tested = {
         "intro_common_structure", "intro_create_env", "intro_from_list", "intro_from_source", "intro_map",

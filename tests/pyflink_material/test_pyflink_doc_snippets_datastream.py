@@ -1,10 +1,10 @@
 """More Python blocks of Flink's DataStream docs, run on streamflow: the Python tabs of
 ``operators/windows.md``, ``fault-tolerance/checkpointing.md``, the state backend pages
-(``ops/state/state_backends.md`` and ``dev/datastream/fault-tolerance/state_backends.md``)
-and ``execution/parallel.md``.
+(``ops/state/state_backends.md`` and ``dev/datastream/fault-tolerance/state_backends.md``),
+``execution/parallel.md`` and ``ops/state/task_failure_recovery.md``.
 
 The files are in ``doc_snippets/`` (prefixes ``dswindows_``, ``checkpointing_``,
-``state_backends_``, ``parallel_``), each naming its page, version and section, with
+``state_backends_``, ``parallel_``, ``restart_``), each naming its page, version and section, with
 Flink's license header. The helpers (``run``, ``setup``, ``collect``, fixes that must
 match) are the ones of ``test_pyflink_doc_snippets.py``; this module adds:
 
@@ -25,8 +25,9 @@ match) are the ones of ``test_pyflink_doc_snippets.py``; this module adds:
 The fixes each block needs beyond that are in :data:`DS_FIXES` with their reasons, and
 docs/pyflink.md lists them. Not copied: the pages' API signatures (``class
 ProcessWindowFunction(...)``, ``class WindowFunction(...)``, as for the Python windows
-page) and the two Python tabs that read "Still not supported in Python API."
-(``parallel.md`` client level, ``state_backends.md`` options factory).
+page) and the three Python tabs that read "Still not supported in Python API."
+(``parallel.md`` client level, ``state_backends.md`` options factory,
+``task_failure_recovery.md`` exponential delay).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 import pytest
 from test_pyflink_doc_snippets import SNIPPETS, collect, setup, source
 
+from streamflow.checkpoint.restart_strategy import FailureRateRestart, FixedDelayRestart, NoRestart
 from streamflow.checkpoint.storages import ExternalizedCheckpointRetention, FileSystemCheckpointStorage
 from streamflow.common import Configuration, Time, Types, WatermarkStrategy
 from streamflow.common.watermark_strategy import TimestampAssigner
@@ -68,7 +70,7 @@ from streamflow.datastream.window import (
 )
 from streamflow.eventtime import Watermark, WatermarkGenerator, WatermarkOutput
 
-PREFIXES = ("dswindows_", "checkpointing_", "state_backends_", "parallel_")
+PREFIXES = ("dswindows_", "checkpointing_", "state_backends_", "parallel_", "restart_")
 
 #: The windows page's template placeholders and what the harness puts in their place.
 PLACEHOLDERS: list[tuple[str, str]] = [
@@ -349,6 +351,29 @@ def test_checkpointing_enable(caplog: pytest.LogCaptureFixture) -> None:
     assert "not applied" in caplog.text
 
 
+# ---------------------------------------------------------------- ops/state/task_failure_recovery.md
+
+
+@pytest.mark.parametrize(
+    "name, strategy",
+    [
+        ("restart_fixed_delay", FixedDelayRestart(3, 10_000)),
+        ("restart_failure_rate", FailureRateRestart(3, 300_000, 10_000)),
+        ("restart_none", NoRestart()),
+    ],
+)
+def test_restart_strategies(name: str, strategy: Any) -> None:
+    """The page's Python tabs configure the strategy a job of ``env`` then runs with, with or
+    without checkpointing (``checkpoint/restart_config.py``)."""
+    ns = setup(Configuration=Configuration, StreamExecutionEnvironment=StreamExecutionEnvironment)
+    run_all(name, ns)
+    env = ns["env"]
+    assert env.get_restart_strategy() == strategy
+    assert env.runtime.resolved_restart_strategy() == strategy
+    env.enable_checkpointing(1000)
+    assert env.runtime.resolved_restart_strategy() == strategy
+
+
 # ---------------------------------------------------------------- state backends
 
 
@@ -452,6 +477,9 @@ class _LineTime(TimestampAssigner):
 # ---------------------------------------------------------------- bookkeeping
 
 TESTED = {
+    "restart_fixed_delay",
+    "restart_failure_rate",
+    "restart_none",
     "dswindows_tumbling",
     "dswindows_sliding",
     "dswindows_session",
