@@ -83,6 +83,8 @@ def test_a_key_sets_what_its_setter_sets(key: str, value: Any, getter: Any, expe
         ("pipeline.global-job-parameters", "a=1", "key:value"),
         ("state.backend.rocksdb.options-factory", "org.example.MyFactory", "RocksDBOptionsFactory"),
         ("table.exec.state.ttl", "1 h", "Table API / SQL option"),
+        ("jobmanager.execution.failover-strategy", "full", "ALL_EXCHANGES_PIPELINED"),
+        ("jobmanager.execution.failover-strategy", "partial", "choose region or full"),
         ("table.exec.mini-batch.enabled", "true", "Table API / SQL option"),
     ],
 )
@@ -126,6 +128,7 @@ def test_pipeline_name_names_a_job_executed_without_a_name() -> None:
     [
         ("execution.checkpointing.cleaner.parallel-mode", "true", "accepted, changes nothing"),
         ("execution.checkpointing.interval-during-backlog", "0", "no source reports a backlog"),
+        ("jobmanager.execution.failover-strategy", "region", "restarts the failed pipelined region"),
         ("execution.checkpointing.file-merging.enabled", "true", "accepted, changes nothing"),
         ("state.backend.local-recovery", "true", "no local copy"),
         ("execution.state-recovery.from-local", "true", "no local copy"),

@@ -132,6 +132,8 @@ def configure_more(env: Any, key: str, value: Any) -> bool:
     elif key == "execution.buffer-timeout.enabled":  # false: flush only when full (Flink's -1)
         if not _bool(value, key):
             env.set_buffer_timeout(-1)
+    elif key == "jobmanager.execution.failover-strategy":
+        _failover_strategy(value)
     elif key == "metrics.latency.interval":
         env.get_config().set_latency_tracking_interval(duration_ms(value, key))
     elif key == "execution.checkpointing.snapshot-compression":
@@ -153,6 +155,28 @@ def configure_more(env: Any, key: str, value: Any) -> bool:
     else:
         return False
     return True
+
+
+def _failover_strategy(value: Any) -> None:
+    """Flink's ``jobmanager.execution.failover-strategy``: ``region`` (its default) is what
+    streamflow does (a batch job over blocking exchanges restarts the failed pipelined region,
+    a streaming job restarts whole: Flink restarts only the failed one of its disjoint
+    pipelines); ``full`` is refused: it would restart every region of a batch job."""
+    strategy = str(value).strip().lower()
+    if strategy == "region":
+        _log.info(
+            "jobmanager.execution.failover-strategy=region accepted (Flink's default): a batch job "
+            "restarts the failed pipelined region; a streaming job restarts whole, also where Flink "
+            "would restart only the failed one of its disjoint pipelines"
+        )
+    elif strategy == "full":
+        raise ValueError(
+            "jobmanager.execution.failover-strategy=full is not supported: streamflow restarts the "
+            "failed pipelined region of a batch job (region); to have a failure restart the whole "
+            "batch job, set execution.batch-shuffle-mode: ALL_EXCHANGES_PIPELINED"
+        )
+    else:
+        raise ValueError(f"jobmanager.execution.failover-strategy {value!r}: choose region or full")
 
 
 def _int(value: Any, key: str, minimum: int) -> int:
