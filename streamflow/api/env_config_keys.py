@@ -132,6 +132,8 @@ def configure_more(env: Any, key: str, value: Any) -> bool:
     elif key == "execution.buffer-timeout.enabled":  # false: flush only when full (Flink's -1)
         if not _bool(value, key):
             env.set_buffer_timeout(-1)
+    elif key in ("execution.state-recovery.claim-mode", "execution.savepoint-restore-mode"):  # 2.x, 1.x
+        _claim_mode(key, value)
     elif key == "jobmanager.execution.failover-strategy":
         _failover_strategy(value)
     elif key == "metrics.latency.interval":
@@ -155,6 +157,24 @@ def configure_more(env: Any, key: str, value: Any) -> bool:
     else:
         return False
     return True
+
+
+def _claim_mode(key: str, value: Any) -> None:
+    """Flink's restore (claim) mode of ``execution.state-recovery.path``: streamflow restores
+    as ``NO_CLAIM`` (Flink 2's default): the snapshot resumed from stays the user's, never
+    deleted by the job's retention (``JobClient._initial_restore``). ``CLAIM`` and 1.x's
+    ``LEGACY`` would let Flink delete it once subsumed; here it is kept: logged."""
+    mode = str(value).strip().upper()
+    if mode not in ("NO_CLAIM", "CLAIM", "LEGACY"):
+        raise ValueError(f"{key} {value!r}: choose NO_CLAIM, CLAIM or LEGACY")
+    if mode == "NO_CLAIM":
+        _log.info("%s=NO_CLAIM accepted: what streamflow does (the snapshot resumed from stays yours)", key)
+    else:
+        _log.info(
+            "%s=%s accepted, changes nothing: streamflow restores as NO_CLAIM, the snapshot resumed "
+            "from is never deleted by the job (Flink would take it over and delete it once subsumed)",
+            key, mode,
+        )  # fmt: skip
 
 
 def _failover_strategy(value: Any) -> None:

@@ -27,6 +27,10 @@ __all__ = ["ConfigurationMixin"]
 
 _log = logging.getLogger("streamflow")
 
+_IGNORE_UNCLAIMED = (  # Flink 1.x's key, and 2.x's
+    "execution.savepoint.ignore-unclaimed-state",
+    "execution.state-recovery.ignore-unclaimed-state",
+)
 _CHECKPOINT_DURATIONS = {  # Flink's duration keys and the CheckpointConfig setter each sets
     "execution.checkpointing.timeout": "set_checkpoint_timeout",
     "execution.checkpointing.min-pause": "set_min_pause_between_checkpoints",
@@ -43,8 +47,9 @@ class ConfigurationMixin:
     _chaining: bool
 
     def configure(self, configuration: Any) -> Any:
-        """Flink configuration keys: ``execution.savepoint.path``,
-        ``execution.savepoint.ignore-unclaimed-state``, ``execution.checkpointing.interval``,
+        """Flink configuration keys: ``execution.savepoint.path`` (2.x:
+        ``execution.state-recovery.path``), ``execution.savepoint.ignore-unclaimed-state`` (2.x:
+        ``execution.state-recovery.ignore-unclaimed-state``), ``execution.checkpointing.interval``,
         ``state.checkpoints.dir``, ``state.savepoints.dir`` (``execution.checkpointing.savepoint-dir``:
         the default savepoint directory), ``execution.checkpointing.unaligned``, ``parallelism.default``,
         ``execution.engine`` (``asyncio``), ``state.backend.type`` (``hashmap``, ``rocksdb``),
@@ -95,9 +100,9 @@ class ConfigurationMixin:
         if hasattr(configuration, "to_dict"):
             configuration = configuration.to_dict()
         for key, value in configuration.items():
-            if key == "execution.savepoint.path":
+            if key in ("execution.savepoint.path", "execution.state-recovery.path"):  # 1.x, 2.x
                 self.runtime.savepoint_path = None if value is None else str(value)
-            elif key == "execution.savepoint.ignore-unclaimed-state":
+            elif key in _IGNORE_UNCLAIMED:
                 self.runtime.allow_non_restored_state = _truthy(value)
             elif key == "execution.checkpointing.interval":
                 env.enable_checkpointing(_duration_ms(value, key))
