@@ -135,8 +135,10 @@ def sums(records: list[tuple[str, int]]) -> list[tuple[str, int]]:
 
 async def run_with_opaque(tmp_path: Path, tolerable: int) -> tuple[list, BaseException | None, list[bool]]:
     """Checkpoints at 350 (``k0`` holds an Opaque: the child fails) and at 650 (it does not);
-    no restarts (the default), so a job that fails stays failed."""
+    no restarts, so a job that fails stays failed (set: with checkpointing on, Flink's default
+    strategy would restart it)."""
     env = env_for(tmp_path, 1, configure=FORK)
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
     env.get_checkpoint_config().set_tolerable_checkpoint_failure_number(tolerable)
     gates, out = Gates([350, 650]), []
     env.from_async_iterable(gates.__aiter__).uid("src").key_by(lambda r: r[0]).process(HoldOpaque()).uid(
