@@ -241,6 +241,7 @@ def test_initial_backoff_above_max_backoff_is_refused_when_the_type_is_set() -> 
     )  # the max-backoff default (1 min) is below: refused once the type makes it the strategy
     with pytest.raises(ValueError, match=r"initial-backoff.*max-backoff"):
         env.configure({"restart-strategy.type": "exponential-delay"})
+    assert resolved(env) == NoRestart()  # the refused type changed nothing
 
 
 def test_options_and_type_in_separate_configure_calls_combine() -> None:

@@ -134,9 +134,10 @@ def configure_restart_key(runtime: Any, key: str, value: Any) -> None:
     (a ``RuntimeConfig``): parsed and checked now; the type key also resets the program's
     strategy to ``fall_back_restart()``, so that this configuration decides."""
     if key in (TYPE_KEY, _DEPRECATED_TYPE_KEY):
-        runtime.restart_options[TYPE_KEY] = _strategy_type(value)
+        options = {**runtime.restart_options, TYPE_KEY: _strategy_type(value)}
+        strategy_from_configuration(options, True)  # its options fit together (else nothing changes)
+        runtime.restart_options[TYPE_KEY] = options[TYPE_KEY]
         runtime.restart_strategy = FallbackRestart()
-        strategy_from_configuration(runtime.restart_options, True)  # its options fit together
     elif key in OPTIONS:
         runtime.restart_options[key] = OPTIONS[key][1](value, key)
     else:
