@@ -242,6 +242,10 @@ def test_initial_backoff_above_max_backoff_is_refused_when_the_type_is_set() -> 
     with pytest.raises(ValueError, match=r"initial-backoff.*max-backoff"):
         env.configure({"restart-strategy.type": "exponential-delay"})
     assert resolved(env) == NoRestart()  # the refused type changed nothing
+    env = StreamExecutionEnvironment.get_execution_environment({"restart-strategy.type": "exponential-delay"})
+    with pytest.raises(ValueError, match=r"initial-backoff.*max-backoff"):  # set after the type
+        env.configure({"restart-strategy.exponential-delay.initial-backoff": "2 min"})
+    assert resolved(env) == flink_default_exponential()  # unchanged
 
 
 def test_options_and_type_in_separate_configure_calls_combine() -> None:

@@ -139,7 +139,10 @@ def configure_restart_key(runtime: Any, key: str, value: Any) -> None:
         runtime.restart_options[TYPE_KEY] = options[TYPE_KEY]
         runtime.restart_strategy = FallbackRestart()
     elif key in OPTIONS:
-        runtime.restart_options[key] = OPTIONS[key][1](value, key)
+        options = {**runtime.restart_options, key: OPTIONS[key][1](value, key)}
+        if TYPE_KEY in options:
+            strategy_from_configuration(options, True)  # still fits the configured type
+        runtime.restart_options[key] = options[key]
     else:
         raise ValueError(f"unknown configuration key {key!r} (not a restart-strategy option)")
 
