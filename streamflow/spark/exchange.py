@@ -16,6 +16,17 @@ Parquet chunks, one per micro-batch, and read back by the downstream query exact
 bounded source's chunks are read (``readStream.parquet``, ``maxFilesPerTrigger=1``, the file
 source's offsets in the downstream query's checkpoint).
 
+**Fan-out.** Every query reading a DataFrame runs all of it: a stateful stage whose output
+(or a stateless stage after it) feeds two consumers (``s.add_sink(a)`` and
+``s.map(f).sink_to(b)``, a main output and a side output, two branches unioned again) would
+run once per consumer's query, each with a state of its own: twice the cost, and a
+non-deterministic or side-effecting function (a call out, a counter, a random value) would
+give each sink other results. So such a node's output is exchanged as well
+(:func:`exchanged_output`): its query runs the stage once and every consumer reads the same
+chunks. A replayed micro-batch may compute other rows than its first run did (a random value),
+but it rewrites its chunk before any consumer reads it: the consumers' queries start when the
+exchange's query has ended, that is when every batch of it is in Spark's commit log.
+
 Every query runs with ``Trigger.AvailableNow`` (:mod:`.client`), so a downstream query starts
 when the queries it reads from have ended: it then sees every chunk, in micro-batch order (the
 file source orders files by modification time: chunk ``b`` gets ``1_000_000 + b`` seconds, as
@@ -44,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..graph import JobGraph, StreamNode
 from .encoding import ROW_DDL
 from .harness import EOF_ORDER, EOF_TS
 from .native import ZERO, Layout
@@ -52,6 +64,21 @@ _log = logging.getLogger(__name__)
 
 _CHUNK = re.compile(r"part-(\d{8})(-eof)?\.parquet$")
 _MTIME_BASE = 1_000_000  # seconds; chunk b gets _MTIME_BASE + b (Spark orders new files by mtime)
+
+
+def exchanged_output(graph: JobGraph, node: StreamNode, stateful: int) -> str | None:
+    """Why ``node``'s output is written by a query of its own, or None: its DataFrame holds
+    ``stateful`` stateful operators since the last exchange, and a keyed operator is downstream
+    (Spark runs one per query) or the node has more than one consumer (the fan-out above)."""
+    from .windows import feeds_keyed
+
+    if not stateful:
+        return None
+    if node.keyed and feeds_keyed(graph, node):
+        return "a stateful stage downstream"
+    if len(graph.consumers.get(node.id, [])) > 1:
+        return "a fan-out: computed once for its consumers"
+    return None
 
 
 @dataclass

@@ -27,6 +27,7 @@ the user's code paths) and builds one streaming DataFrame per node output:
   window, rolling reduce) that feeds another is written by a query of its own and read back
   by the next one (:mod:`.exchange`); each :class:`Stream` counts the stateful operators in its
   DataFrame since the last exchange and names the exchanges it reads (their queries first).
+  A fan-out after a stateful stage is exchanged too, so that it is computed once.
 
 End of input: Spark does not flush event time when a bounded input ends, so the last
 chunk of every source is a marker row with an event time far in the future (year 2255);
@@ -68,7 +69,7 @@ from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.codec import Codec
 from .broadcast import broadcast_stage, is_broadcast_stage
 from .encoding import KEYED_DDL, ROW_DDL, STATE_DDL
-from .exchange import Exchange
+from .exchange import Exchange, exchanged_output
 from .half_sorted import half_sorted, half_sorted_stage
 from .harness import ChainRunner, NodeSpec
 from .key_column import Fused, KeyColumn
@@ -169,10 +170,9 @@ class Translation:
         full = (node.id, "*")
         if full not in self._streams:
             out = self._translate(node)
-            if node.keyed and out.stateful and feeds_keyed(self.graph, node):
-                # Spark runs one stateful operator per query: the next one reads this output from
-                # chunks written by a query of its own (.exchange), all of it (every side output)
-                out = self._exchange(out, self.graph.uid_of(node), f"operator {node.name!r}")
+            why = exchanged_output(self.graph, node, out.stateful)
+            if why is not None:  # read by the next queries from chunks written by a query of its own
+                out = self._exchange(out, self.graph.uid_of(node), f"operator {node.name!r} ({why})")
             self._streams[full] = out
         return self._streams[full]
 
@@ -184,8 +184,7 @@ class Translation:
         directory = os.path.join(self.work_dir, "exchange", uid)
         exchange = Exchange(uid, what, stream.df, directory, stream.layout, stream.reads)
         self.exchanges.append(exchange)
-        _log.info("%s is written by a Spark query of its own and read by the next stateful stage "
-                  "(Spark runs one stateful operator per query)", what)
+        _log.info("%s is written by a Spark query of its own and read back downstream", what)
         out = dataclasses.replace(stream, df=exchange.read(self.spark), ordered=False, stage=None, stateful=0,
                                   reads=frozenset({uid}))
         self._exchanged[id(stream.df)] = (stream.df, out)  # (the df is kept: its id stays unique)
