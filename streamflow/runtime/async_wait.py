@@ -25,6 +25,11 @@ subtask ``i`` takes the queues of the old subtasks ``j`` with ``j % parallelism 
 
 A failed request fails the operator at the next drain (named with the failing input);
 ``close`` cancels the requests still running.
+
+``process_tagged`` is ``process_batch`` for a host that must know which input each output
+comes from (the Spark engine numbers a stage's outputs by their input's position, and feeds a
+partition's shuffled rows concurrently: ``spark/harness.py``): a tagged request's outputs are
+emitted as ``(tag, output, timestamp)`` triples, in the same places a plain one's would be.
 """
 
 from __future__ import annotations
@@ -44,10 +49,10 @@ log = logging.getLogger(__name__)
 
 
 class _Request:
-    __slots__ = ("done", "task", "ts", "value")
+    __slots__ = ("done", "tag", "task", "ts", "value")
 
-    def __init__(self, value: Any, ts: int | None) -> None:
-        self.value, self.ts = value, ts
+    def __init__(self, value: Any, ts: int | None, tag: int | None = None) -> None:
+        self.value, self.ts, self.tag = value, ts, tag
         self.done = False
         self.task: asyncio.Task[list[Any]] | None = None
 
@@ -101,8 +106,8 @@ class AsyncQueueOperator(StreamOperator):
                 self._start(element[1], element[2])
 
     # -- data --------------------------------------------------------------
-    def _start(self, value: Any, ts: int | None) -> None:
-        request = _Request(value, ts)
+    def _start(self, value: Any, ts: int | None, tag: int | None = None) -> None:
+        request = _Request(value, ts, tag)
         task = asyncio.get_running_loop().create_task(self.invoke(value))
         request.task = task
         task.add_done_callback(lambda t, r=request: self._on_done(r, t))  # type: ignore[misc]
@@ -168,6 +173,8 @@ class AsyncQueueOperator(StreamOperator):
         self._records -= 1
         assert request.task is not None
         result = request.task.result()
+        if request.tag is not None:
+            result = [(request.tag, r, request.ts) for r in result]
         out.extend(result)
         if request.ts is not None:
             out_ts.extend([request.ts] * len(result))
@@ -188,10 +195,20 @@ class AsyncQueueOperator(StreamOperator):
             await progress.wait()
 
     async def process_batch(self, records: list, timestamps: list[int] | None) -> None:
+        await self._submit(records, timestamps, None)
+
+    async def process_tagged(self, records: list, timestamps: list[int | None], tags: list[int]) -> None:
+        """``process_batch``, each output emitted as ``(tags[i], output, timestamps[i])`` (the
+        module doc): which input it comes from, whatever the mode's emission order."""
+        await self._submit(records, timestamps, tags)
+
+    async def _submit(self, records: list, timestamps: list[int] | list[int | None] | None,
+                      tags: list[int] | None) -> None:
         for i, record in enumerate(records):
             if self._records >= self.capacity:
                 await self._wait_progress(self._full)
-            self._start(record, None if timestamps is None else timestamps[i])
+            ts = None if timestamps is None else timestamps[i]
+            self._start(record, ts, None if tags is None else tags[i])
         if self._error is not None:
             await self._drain()
 

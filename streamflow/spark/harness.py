@@ -32,7 +32,10 @@ encoded by the job's state codec; never pickled unless the user chose the pickle
   processing-time mail in the asyncio engine; here they are dropped (:class:`_Quiesced`):
   the stage drains the queue itself, in ``process_batch`` when the queue is full and at the
   quiesce. An async batch function's ``batch_timeout`` timer is dropped too: the partial
-  batch is called at the quiesce.
+  batch is called at the quiesce. Rows in no input order (after a shuffle) are fed one at a
+  time, so that each output's order extends its own input's; an async operator among them
+  still gets all of an Arrow batch's rows at once, tagged with their inputs
+  (:func:`_run_segments`), so its requests run concurrently.
 """
 
 from __future__ import annotations
@@ -163,20 +166,44 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
     return _LOOP[0]
 
 
-class _Stage:
-    """Operators wired like a chain, each output collected at the end of the stage."""
+@dataclass
+class _Segment:
+    """Part of a chain cut at its async I/O operators (:meth:`_Stage.__init__`): one async
+    operator, or a run of the others; ``out`` collects its outputs (None: the stage's own)."""
 
-    def __init__(self, specs: list[NodeSpec]) -> None:
+    head: StreamOperator
+    out: _Collect | None
+    concurrent: bool  # an async I/O operator (fed with ``process_tagged``)
+
+
+class _Stage:
+    """Operators wired like a chain, each output collected at the end of the stage. With
+    ``split_async`` (rows in no input order, fed record by record), the chain is cut before
+    and after each async I/O operator into :class:`_Segment` s, each collecting its outputs,
+    so that :func:`_run_segments` can feed an async operator many records at once."""
+
+    def __init__(self, specs: list[NodeSpec], split_async: bool = False) -> None:
         self.loop = _worker_loop()
         self.metrics: dict[str, object] = {}
         self.main = _Collect()
         last = specs[-1]
         self.side = {tag: _Collect() for tag in last.side_tags}
         self.ops: list[StreamOperator] = [_create(s) for s in specs]
+        concurrent = [isinstance(op, AsyncQueueOperator) for op in self.ops]
+        starts: set[int] = set()  # where a segment starts (none: not split)
+        if split_async and any(concurrent):
+            starts = {0} | {j for i, c in enumerate(concurrent) if c for j in (i, i + 1) if j < len(self.ops)}
+        self.segments: list[_Segment] = []  # (empty: not split)
         output = Output([self.main], {tag: [c] for tag, c in self.side.items()})
-        for spec, op in reversed(list(zip(specs, self.ops, strict=True))):
-            op.setup(_context(spec, self.metrics, isinstance(op, AsyncQueueOperator)), output)
+        out: _Collect | None = None
+        for i in reversed(range(len(self.ops))):
+            spec, op = specs[i], self.ops[i]
+            op.setup(_context(spec, self.metrics, concurrent[i]), output)
             output = Output([op], {})
+            if i in starts:
+                self.segments.insert(0, _Segment(op, out, concurrent[i]))
+                out = _Collect()
+                output = Output([out], {})
         self.head = self.ops[0]
         self.waiting = [op for op in self.ops if isinstance(op, AsyncQueueOperator)]  # (async I/O)
 
@@ -237,7 +264,7 @@ class ChainRunner:
         from .encoding import batch_codec
 
         self.encode_many, self.decode_many = batch_codec(self.encode, self.decode)
-        stages = _Subtasks(self.specs, self.replicas)
+        stages = _Subtasks(self.specs, self.replicas, not self.ordered_input)
         try:
             for batch in batches:
                 yield from self._run(stages, batch)
@@ -295,6 +322,12 @@ class ChainRunner:
         input, of the stage playing ``subtask``."""
         encode = self.encode
         out: list[Row] = []
+        if rows and stages.stages[rows[0][4]].segments:  # async I/O: many requests at once
+            for subtask in sorted({row[4] for row in rows}):
+                mine = [row for row in rows if row[4] == subtask]
+                out.extend((o, t, tag, False, encode(r)) for o, t, tag, r in
+                           await _run_segments(stages.stages[subtask], mine))
+            return out
         for o, ts, record, second, subtask in rows:
             stage = stages.stages[subtask]
             head = stage.head
@@ -313,8 +346,8 @@ class _Subtasks:
     index, each operator of the chain playing that subtask, as the asyncio engine runs one
     chained task per subtask of the broadcast consumer."""
 
-    def __init__(self, specs: list[NodeSpec], replicas: int) -> None:
-        self.specs, self.replicas = specs, replicas
+    def __init__(self, specs: list[NodeSpec], replicas: int, split_async: bool = False) -> None:
+        self.specs, self.replicas, self.split_async = specs, replicas, split_async
         self.stages: dict[int, _Stage] = {}
 
     def of(self, subtask: int) -> _Stage:
@@ -323,7 +356,7 @@ class _Subtasks:
             specs = self.specs
             if self.replicas:
                 specs = [dataclasses.replace(s, subtask_index=subtask % s.parallelism) for s in specs]
-            stage = self.stages[subtask] = _Stage(specs)
+            stage = self.stages[subtask] = _Stage(specs, self.split_async)
             stage.open()
         return stage
 
@@ -339,3 +372,57 @@ class _Subtasks:
                 errors.append(exc)
         if errors:
             raise errors[0]
+
+
+_Out = tuple[list[int], int | None, str | None, Any]  # order, ts, tag, record
+
+
+async def _run_segments(stage: _Stage, rows: list[tuple]) -> list[_Out]:
+    """Rows ``(order, ts, record, second, subtask)`` in no input order through a chain cut at
+    its async I/O operators (:class:`_Stage`): the others take the records one at a time, as
+    :meth:`ChainRunner._one_by_one` feeds a whole chain, and an async operator takes all of
+    them at once (``process_tagged``: at most its capacity in flight, each request under its
+    timeout and retries, then ``finish``), so a partition's requests run concurrently as on
+    the asyncio engine. Each output keeps the path of output indexes from its input through the
+    segments; its order is its input's extended by its rank among that input's outputs of the
+    same tag, by path: what one pass of the whole chain per record gives. Returns
+    ``(order, ts, tag, record)`` for every output."""
+    # (input position, path of output indexes, record, timestamp)
+    items: list[tuple[int, tuple[int, ...], Any, int | None]] = [
+        (n, (), row[2], row[1]) for n, row in enumerate(rows)]
+    done: list[tuple[int, tuple[int, ...], str | None, Any, int | None]] = []
+    last = len(stage.segments) - 1
+    for k, segment in enumerate(stage.segments):
+        produced: list[tuple[int, tuple[int, ...], str | None, Any, int | None]] = []
+        if segment.concurrent:
+            op = segment.head
+            assert isinstance(op, AsyncQueueOperator)
+            await op.process_tagged([i[2] for i in items], [i[3] for i in items], list(range(len(items))))
+            await op.finish()
+            taken = segment.out.take()[0] if segment.out is not None else stage.main.take()[0]
+            counts = [0] * len(items)
+            for i, record, ts in taken:
+                produced.append((items[i][0], (*items[i][1], counts[i]), None, record, ts))
+                counts[i] += 1
+        else:
+            head = segment.head
+            for n, path, record, ts in items:
+                second = k == 0 and rows[n][3]
+                feed = getattr(head, "process_batch2", head.process_batch) if second else head.process_batch
+                await feed([record], None if ts is None else [ts])
+                groups = stage.outputs() if segment.out is None else [(None, *segment.out.take())]
+                for tag, recs, rts in groups:
+                    produced.extend((n, (*path, j), tag, r, t) for j, (r, t) in
+                                    enumerate(zip(recs, rts, strict=True)))
+        if k == last:
+            done = produced
+        else:
+            items = [(n, path, record, ts) for n, path, _tag, record, ts in produced]
+    done.sort(key=lambda d: (d[0], d[2] or "", d[1]))
+    out: list[_Out] = []
+    rank, previous = 0, None
+    for n, _path, tag, record, ts in done:
+        rank = rank + 1 if previous == (n, tag) else 0
+        previous = (n, tag)
+        out.append(([*rows[n][0], rank], ts, tag, record))
+    return out
