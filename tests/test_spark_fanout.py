@@ -14,6 +14,9 @@ the asyncio engine's.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -21,12 +24,14 @@ from typing import Any
 
 import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never skipped)
 import pytest
-from test_spark import _env, events
+from spark_jvm import driver_env
+from test_spark import _env, _written_lines, events
 
 from streamflow import KeyedProcessFunction, OutputTag, ValueStateDescriptor
 from streamflow.common import Types
 from streamflow.testing import ListSink
 
+HERE = Path(__file__).parent
 N = 1500  # 3 micro-batches of 500 records
 LATE = OutputTag("odd", Types.PICKLED_BYTE_ARRAY())
 
@@ -125,3 +130,45 @@ def test_fan_out_same_on_both_engines(runs: Any, name: str) -> None:
     expected = fields(runs["asyncio"][0][name])
     assert expected
     assert fields(runs["spark"][0][name]) == expected
+
+
+def _run_fanout_kill_job(tmp: Path, hook: str | None, n: int) -> subprocess.CompletedProcess[str]:
+    env = driver_env()
+    env.pop("STREAMFLOW_SPARK_KILL_AFTER_BATCH", None)
+    env.pop("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", None)
+    if hook is not None:
+        env[hook] = "1"
+    return subprocess.run(
+        [sys.executable, str(HERE / "spark_fanout_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), str(n)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_driver_killed_in_a_fan_out_resumes_exactly_once_with_one_answer(tmp_path: Path) -> None:
+    """tests/spark_fanout_kill_job.py (a keyed running sum with a random token per call, into two
+    exactly-once FileSinks, one through a map): SIGKILL the driver right after the fan-out's
+    exchange wrote its chunk of micro-batch 1 (not committed: the replay computes other tokens),
+    restart on the same checkpoint directory and SIGKILL it after a sink query wrote its
+    micro-batch 1, restart again: both sinks hold every running sum exactly once, with the same
+    tokens (the replayed exchange batch rewrote its chunk before either sink read it)."""
+    n = 1200  # 3 source chunks of 400 records
+    first = _run_fanout_kill_job(tmp_path, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n)
+    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
+    (exchange,) = (tmp_path / "chk" / "spark" / "exchange").iterdir()
+    chunks = sorted(p.name for p in exchange.iterdir() if not p.name.startswith("."))
+    assert chunks == ["part-00000000.parquet", "part-00000001.parquet"]  # killed mid-exchange
+    killed_chunk = (exchange / "part-00000001.parquet").read_bytes()
+    second = _run_fanout_kill_job(tmp_path, "STREAMFLOW_SPARK_KILL_AFTER_BATCH", n)
+    assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
+    assert (exchange / "part-00000001.parquet").read_bytes() != killed_chunk  # replayed: new tokens
+    third = _run_fanout_kill_job(tmp_path, None, n)
+    assert third.returncode == 0, third.stderr[-3000:]
+    a = _written_lines(tmp_path / "out" / "a")
+    b = _written_lines(tmp_path / "out" / "b")
+    assert Counter(line.upper() for line in a) == Counter(b)
+    expected, totals = [], {}
+    for key, value, _ts in events(n):
+        totals[key] = totals.get(key, 0) + value
+        expected.append(f"{key},{totals[key]}")
+    assert Counter(line.rsplit(",", 1)[0] for line in a) == Counter(expected)
+    assert len(set(a)) == n  # (one token per call)
