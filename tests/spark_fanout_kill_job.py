@@ -1,10 +1,11 @@
 """A keyed running sum with a random token per call, fanned out to two exactly-once FileSinks, on
 the Spark engine (the fan-out driver-kill test, tests/test_spark_fanout.py).
 
-Usage: spark_fanout_kill_job.py OUT_DIR CHECKPOINT_DIR N. The fan-out makes the keyed stage's
-output go through an exchange (streamflow/spark/exchange.py, "Fan-out"): a query of its own
-writes it once and both sink queries read it. STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH=K makes
-the driver SIGKILL itself right after the exchange wrote its chunk K, before Spark committed it;
+Usage: spark_fanout_kill_job.py OUT_DIR CHECKPOINT_DIR N, or :func:`run` (the test resumes the
+killed job in its own process). The fan-out makes the keyed stage's output go through an
+exchange (streamflow/spark/exchange.py, "Fan-out"): a query of its own writes it once and both
+sink queries read it. STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH=K makes the driver SIGKILL
+itself right after the exchange wrote its chunk K, before Spark committed it;
 STREAMFLOW_SPARK_KILL_AFTER_BATCH=K the same after a sink query wrote its micro-batch K.
 """
 
@@ -21,9 +22,12 @@ from streamflow import (
 )
 from streamflow.common import Types
 
-out_dir, checkpoint_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-perm = [(j * 37) % 100 for j in range(100)]
-events = [(f"k{i % 10}", i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
+PER_BATCH = 200  # records per micro-batch
+
+
+def events(n):
+    perm = [(j * 37) % 100 for j in range(100)]
+    return [(f"k{i % 10}", i % 97, (i // 100) * 100 + perm[i % 100]) for i in range(n)]
 
 
 class TokenSum(KeyedProcessFunction):
@@ -38,13 +42,18 @@ class TokenSum(KeyedProcessFunction):
         yield f"{value[0]},{total},{uuid.uuid4().hex}"
 
 
-env = StreamExecutionEnvironment()
-env.set_engine("spark")
-env.configure({"execution.spark.records-per-batch": 400})
-env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
-sums = env.from_collection(events).key_by(lambda e: e[0]).process(TokenSum())
-encoder = Encoder.simple_string_encoder()
-sums.sink_to(FileSink.for_row_format(os.path.join(out_dir, "a"), encoder).build()).uid("a")
-sums.map(lambda line: line.upper()).sink_to(
-    FileSink.for_row_format(os.path.join(out_dir, "b"), encoder).build()).uid("b")
-env.execute("spark fan-out kill job")
+def run(out_dir, checkpoint_dir, n):
+    env = StreamExecutionEnvironment()
+    env.set_engine("spark")
+    env.configure({"execution.spark.records-per-batch": PER_BATCH})
+    env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
+    sums = env.from_collection(events(n)).key_by(lambda e: e[0]).process(TokenSum())
+    encoder = Encoder.simple_string_encoder()
+    sums.sink_to(FileSink.for_row_format(os.path.join(out_dir, "a"), encoder).build()).uid("a")
+    sums.map(lambda line: line.upper()).sink_to(
+        FileSink.for_row_format(os.path.join(out_dir, "b"), encoder).build()).uid("b")
+    env.execute("spark fan-out kill job")
+
+
+if __name__ == "__main__":
+    run(sys.argv[1], sys.argv[2], int(sys.argv[3]))

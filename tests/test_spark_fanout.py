@@ -24,6 +24,7 @@ from typing import Any
 
 import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never skipped)
 import pytest
+from kill_moments import kill_rng
 from spark_jvm import driver_env
 from test_spark import _env, _written_lines, events
 
@@ -32,7 +33,7 @@ from streamflow.common import Types
 from streamflow.testing import ListSink
 
 HERE = Path(__file__).parent
-N = 1500  # 3 micro-batches of 500 records
+N = 600  # one micro-batch (the kill test's job runs three)
 LATE = OutputTag("odd", Types.PICKLED_BYTE_ARRAY())
 
 
@@ -79,7 +80,6 @@ NAMES = ["a", "b", "side", "c", "d"]
 
 def fan_out_job(engine: str, calls: Path) -> dict[str, list]:
     env = _env(engine).set_parallelism(1)
-    env.configure({"execution.spark.records-per-batch": 500})
     sinks = {name: ListSink() for name in NAMES}
     data = env.from_collection(events(N))
     # a keyed process function feeding a sink, a map into another sink, and a side output
@@ -132,42 +132,58 @@ def test_fan_out_same_on_both_engines(runs: Any, name: str) -> None:
     assert fields(runs["spark"][0][name]) == expected
 
 
-def _run_fanout_kill_job(tmp: Path, hook: str | None, n: int) -> subprocess.CompletedProcess[str]:
+def _killed_fanout_job(tmp: Path, hook: str, batch: int, n: int) -> subprocess.CompletedProcess[str]:
+    """tests/spark_fanout_kill_job.py in a driver of its own, which SIGKILLs itself after the
+    micro-batch ``batch`` of the query ``hook`` names."""
     env = driver_env()
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_BATCH", None)
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", None)
-    if hook is not None:
-        env[hook] = "1"
+    env[hook] = str(batch)
     return subprocess.run(
         [sys.executable, str(HERE / "spark_fanout_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), str(n)],
         env=env, capture_output=True, text=True, timeout=600,
     )
 
 
+# the kill points: right after the fan-out's exchange wrote its chunk K (not committed: the replay
+# computes other tokens), or after a sink query wrote its micro-batch K (the exchange had ended)
+KILL_POINTS = [(hook, batch) for hook in ("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH",
+                                         "STREAMFLOW_SPARK_KILL_AFTER_BATCH") for batch in (0, 1)]
+
+
 def test_driver_killed_in_a_fan_out_resumes_exactly_once_with_one_answer(tmp_path: Path) -> None:
     """tests/spark_fanout_kill_job.py (a keyed running sum with a random token per call, into two
-    exactly-once FileSinks, one through a map): SIGKILL the driver right after the fan-out's
-    exchange wrote its chunk of micro-batch 1 (not committed: the replay computes other tokens),
-    restart on the same checkpoint directory and SIGKILL it after a sink query wrote its
-    micro-batch 1, restart again: both sinks hold every running sum exactly once, with the same
-    tokens (the replayed exchange batch rewrote its chunk before either sink read it)."""
-    n = 1200  # 3 source chunks of 400 records
-    first = _run_fanout_kill_job(tmp_path, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n)
-    assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
+    exactly-once FileSinks, one through a map): SIGKILL the driver at one of ``KILL_POINTS``, picked
+    per run by a printed seed (tests/kill_moments.py; ``STREAMFLOW_SEED`` replays it), then resume
+    on the same checkpoint directory (in this process's Spark session: a driver that never saw
+    the job, as a restarted one): both sinks hold every running sum exactly once, with the same
+    tokens (a replayed exchange batch rewrote its chunk before either sink read it). The chained
+    driver-kill test (tests/test_spark_chained.py) kills at both points of one exchange in one
+    restart sequence."""
+    import spark_fanout_kill_job as job
+
+    hook, batch = kill_rng("spark-fan-out").choice(KILL_POINTS)
+    print(f"killed at {hook}={batch}")
+    n = 3 * job.PER_BATCH  # 3 source chunks, the last ending with end of input
+    killed = _killed_fanout_job(tmp_path, hook, batch, n)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     (exchange,) = (tmp_path / "chk" / "spark" / "exchange").iterdir()
     chunks = sorted(p.name for p in exchange.iterdir() if not p.name.startswith("."))
-    assert chunks == ["part-00000000.parquet", "part-00000001.parquet"]  # killed mid-exchange
-    killed_chunk = (exchange / "part-00000001.parquet").read_bytes()
-    second = _run_fanout_kill_job(tmp_path, "STREAMFLOW_SPARK_KILL_AFTER_BATCH", n)
-    assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
-    assert (exchange / "part-00000001.parquet").read_bytes() != killed_chunk  # replayed: new tokens
-    third = _run_fanout_kill_job(tmp_path, None, n)
-    assert third.returncode == 0, third.stderr[-3000:]
+    killed_chunk = (exchange / chunks[-1]).read_bytes()
+    if hook == "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH":
+        assert chunks == [f"part-{k:08d}.parquet" for k in range(batch + 1)]  # killed mid-exchange
+    else:
+        assert chunks[-1].endswith("-eof.parquet"), chunks  # the exchange had ended
+    job.run(str(tmp_path / "out"), str(tmp_path / "chk"), n)
+    if hook == "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH":
+        assert (exchange / chunks[-1]).read_bytes() != killed_chunk  # replayed: new tokens
+    else:
+        assert (exchange / chunks[-1]).read_bytes() == killed_chunk  # committed: not recomputed
     a = _written_lines(tmp_path / "out" / "a")
     b = _written_lines(tmp_path / "out" / "b")
     assert Counter(line.upper() for line in a) == Counter(b)
     expected, totals = [], {}
-    for key, value, _ts in events(n):
+    for key, value, _ts in job.events(n):
         totals[key] = totals.get(key, 0) + value
         expected.append(f"{key},{totals[key]}")
     assert Counter(line.rsplit(",", 1)[0] for line in a) == Counter(expected)
