@@ -12,11 +12,16 @@ posts one drain to the task (a processing-time callback due now, Flink's mailbox
 from the head while the head is done; unordered mode emits any completed record queued
 before the first watermark (Flink's segments), so a watermark never overtakes a record
 that arrived before it, and never waits for one that arrived after it, in both modes.
+A watermark status (IDLE/ACTIVE) queues as a watermark does (Flink's
+``WatermarkStatusQueueEntry``): an IDLE forwarded ahead of records still in flight would let
+the valves downstream advance past their timestamps without this input, and make them late.
 
 Checkpoints (``snapshot_state``) do not wait for anything: the state is the queue's
 elements as Flink's ``AsyncWaitOperator`` stores them, the input (value and timestamp)
 of every record not yet emitted (in flight, or completed but held back in ordered mode)
-and the watermarks between them, in queue order, encoded by the job's state codec.
+and the watermarks between them, in queue order, encoded by the job's state codec (not the
+statuses: a restored job starts every input and valve ACTIVE, and its sources find their
+idleness again).
 Results emitted after the barrier belong to the next checkpoint, so a restore from this
 one re-issues exactly the requests whose results it does not hold: ``open`` re-submits
 the restored inputs (and re-queues the watermarks) in their order before any new input,
@@ -40,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .events import Watermark
+from .events import Watermark, WatermarkStatus
 from .operator import StreamOperator
 
 __all__ = ["AsyncQueueOperator"]
@@ -63,7 +68,7 @@ class AsyncQueueOperator(StreamOperator):
     def __init__(self, name: str, capacity: int, ordered: bool) -> None:
         super().__init__(name)
         self.capacity, self.ordered = capacity, ordered
-        self._queue: deque[_Request | Watermark] = deque()
+        self._queue: deque[_Request | Watermark | WatermarkStatus] = deque()
         self._records = 0  # records in the queue
         self._error: tuple[BaseException, Any] | None = None
         self._drain_posted = False
@@ -78,7 +83,9 @@ class AsyncQueueOperator(StreamOperator):
         if not self._queue:
             return None
         queue = [
-            ["w", e.timestamp] if isinstance(e, Watermark) else ["r", e.value, e.ts] for e in self._queue
+            ["w", e.timestamp] if isinstance(e, Watermark) else ["r", e.value, e.ts]
+            for e in self._queue
+            if not isinstance(e, WatermarkStatus)  # statuses are not restored (module docstring)
         ]
         # rescalable: initialize_state hands the old subtasks' queues out by index (any
         # parallelism, and a restore where some subtasks had finished and left no state)
@@ -148,6 +155,12 @@ class AsyncQueueOperator(StreamOperator):
                 queue.popleft()
                 await self.output.emit_watermark(head)
                 continue
+            if isinstance(head, WatermarkStatus):
+                await self._flush(out, out_ts, timed)
+                out, out_ts, timed = [], [], True
+                queue.popleft()
+                await self.output.emit_watermark_status(head)
+                continue
             if head.done:
                 queue.popleft()
                 self._emit_into(head, out, out_ts)
@@ -164,7 +177,7 @@ class AsyncQueueOperator(StreamOperator):
     def _segment(self) -> list[_Request]:
         segment = []
         for element in self._queue:
-            if isinstance(element, Watermark):
+            if not isinstance(element, _Request):  # a watermark or a status ends the segment
                 break
             segment.append(element)
         return segment
@@ -217,6 +230,14 @@ class AsyncQueueOperator(StreamOperator):
             await self.output.emit_watermark(watermark)
             return
         self._queue.append(watermark)
+        await self._drain()
+
+    async def process_watermark_status(self, status: WatermarkStatus) -> None:
+        """Behind the records in flight, as a watermark (module docstring)."""
+        if not self._queue:
+            await self.output.emit_watermark_status(status)
+            return
+        self._queue.append(status)
         await self._drain()
 
     async def finish(self) -> None:
