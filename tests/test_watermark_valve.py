@@ -128,6 +128,39 @@ SCRIPTS: dict[str, tuple[int, list[Step]]] = {
         ("st", 0, I, []),
         ("st", 1, I, []),  # only channel 2 is active, and it is unaligned: no MAX
     ]),
+    # ---- FLINK-40475 (apache/flink#29024, "Fix watermark loss and stall in
+    # StatusWatermarkValve when subpartitions realign after idleness"): its two symptoms -------
+    "flink_40475_all_idle_flushes_max_whichever_channel_goes_idle_last": (3, [
+        ("wm", 0, 40, []),
+        ("wm", 1, 10, []),
+        ("wm", 2, 20, [W(10)]),
+        ("st", 1, I, [W(20)]),
+        ("st", 1, A, []),  # 10 < 20: unaligned
+        ("st", 0, I, []),
+        ("st", 2, I, []),  # channel 1 still active (unaligned): nothing to advance
+        ("st", 1, I, [W(40), I]),  # the last to go idle is unaligned: the max is flushed anyway
+    ]),
+    "flink_40475_a_channel_realigned_alone_is_not_stalled": (3, [
+        ("wm", 0, 40, []),
+        ("wm", 1, 10, []),
+        ("wm", 2, 20, [W(10)]),
+        ("st", 1, I, [W(20)]),
+        ("st", 1, A, []),  # unaligned at 10
+        ("st", 0, I, []),  # 40 was never the output
+        ("st", 2, I, []),  # no aligned channel left
+        ("st", 0, A, [W(40)]),  # aligned again, the only one: its 40 is the minimum now
+        ("wm", 1, 45, []),  # channel 1 catches up (45 >= 40): aligned
+        ("wm", 0, 50, [W(45)]),
+    ]),
+    "flink_40475_the_watermark_follows_the_active": (2, [
+        ("wm", 0, 30, []),
+        ("wm", 1, 10, [W(10)]),
+        ("st", 0, I, []),
+        ("st", 1, I, [W(30), I]),
+        ("st", 1, A, [A]),  # 10 < 30: unaligned, nothing to re-derive
+        ("st", 0, A, []),  # 30 >= 30: aligned, minimum 30 == output
+        ("wm", 0, 35, [W(35)]),
+    ]),
     # ---- streamflow scenarios -------------------------------------------------------------
     "initial_state": (2, [
         ("state", 0, ChannelState(MIN, A, True), []),

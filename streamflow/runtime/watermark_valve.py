@@ -22,12 +22,17 @@ Rules (each one is a line of Flink's ``inputWatermark`` / ``inputWatermarkStatus
 4. The output watermark is the minimum over the aligned channels, emitted only if it is
    strictly greater than the last output: the output never goes back.
 5. ACTIVE -> IDLE unaligns the channel. If no channel is active any more, the valve
-   flushes: when the channel's watermark equals the last output it emits the maximum over
-   all channels' watermarks (if greater than the last output), then it emits IDLE.
+   flushes: it emits the maximum over all channels' watermarks (if greater than the last
+   output), whichever channel went idle last, then it emits IDLE (FLINK-40475: before it,
+   the flush ran only when the last channel's watermark equalled the last output, so the
+   result depended on the order the channels went idle in).
    If other channels are still active and the channel's watermark equals the last output,
    the minimum over the remaining aligned channels may advance (rule 4).
 6. IDLE -> ACTIVE aligns the channel only if its watermark is ``>=`` the last output
-   (otherwise it must catch up, rule 3), and emits ACTIVE if the valve was idle.
+   (otherwise it must catch up, rule 3), and emits ACTIVE if the valve was idle; a channel
+   aligned again re-derives the minimum (rule 4), after the ACTIVE (FLINK-40475: a channel
+   that went idle above the output and came back as the only aligned one held its
+   watermark back until a larger one arrived).
 7. Status inputs that change nothing (ACTIVE on an active channel, IDLE on an idle one)
    are ignored.
 
@@ -136,9 +141,8 @@ class WatermarkValve:
         self._aligned.discard(channel)
         caught_up = self._watermarks[channel] == self._last_output
         if self._active_count == 0:
-            # No channel will advance any more: flush the max over all channels, but only
-            # if the channel that just went idle was the one holding the output back.
-            out = self._advance_to_max_of_all() if caught_up else []
+            # No channel will advance any more: flush the max over all channels (rule 5).
+            out = self._advance_to_max_of_all()
             self._status = _IDLE
             out.append(_IDLE)
             return out
@@ -151,12 +155,14 @@ class WatermarkValve:
         # Rule 6: aligned only if its watermark has not fallen behind the output.
         self._statuses[channel] = _ACTIVE
         self._active_count += 1
-        if self._watermarks[channel] >= self._last_output:
-            self._aligned.add(channel)
+        out: ValveOutput = []
         if self._status is _IDLE:
             self._status = _ACTIVE
-            return [_ACTIVE]
-        return []
+            out.append(_ACTIVE)
+        if self._watermarks[channel] >= self._last_output:
+            self._aligned.add(channel)
+            out.extend(self._advance_to_min_of_aligned())  # after the ACTIVE (rule 6)
+        return out
 
     def _advance_to_min_of_aligned(self) -> ValveOutput:
         # Rule 4 (Flink's findAndOutputNewMinWatermarkAcrossAlignedSubpartitions).
