@@ -93,6 +93,26 @@ def test_an_idle_partition_is_excluded_and_all_idle_marks_the_reader_idle():
     assert tick(wm, clock) == [ACTIVE, Watermark(499)]
 
 
+def test_all_partitions_idle_flush_the_maximum():
+    """FLINK-38454 (apache/flink#27066; WatermarkOutputMultiplexerTest#
+    whenAllImmediateOutputsBecomeIdleWatermarkAdvances): when every partition is idle, the
+    reader emits the maximum of their watermarks before IDLE, whichever went idle last."""
+    clock = ManualClock()
+    strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_idleness(300)
+    wm = PartitionWatermarks(strategy, clock)
+    wm.add_partition(0)
+    wm.add_partition(1)
+    wm.on_batch(0, ["a"], [101])
+    wm.on_batch(1, ["b"], [51])
+    out = tick(wm, clock)
+    assert out == [Watermark(50)]
+    for _ in range(4):
+        out += tick(wm, clock)
+    assert out == [Watermark(50), Watermark(100), IDLE]
+    wm.on_batch(1, ["c"], [80])  # behind the flushed 100: active again, no watermark
+    assert tick(wm, clock) == [ACTIVE]
+
+
 def test_a_paused_partition_is_never_idle():
     clock = ManualClock()
     strategy = sf.WatermarkStrategy.for_monotonous_timestamps().with_idleness(300)

@@ -11,8 +11,11 @@ the reader's output watermark is combined by the valve's rules:
 * the output is the minimum over the partitions that are not idle; a partition that has
   seen no record yet holds it at ``MIN_WATERMARK`` (unless idleness marks it idle);
 * it only rises (a watermark not above the last output is not emitted);
-* when every partition is idle the reader emits IDLE once, and ACTIVE before the next
-  watermark once a partition is active again;
+* when every partition is idle the reader flushes: it emits the maximum over the
+  partitions' watermarks (if above the last output), then IDLE, once; ACTIVE before the
+  next watermark once a partition is active again (Flink's ``CombinedWatermarkStatus``
+  since FLINK-38454: before it, the output of partitions going idle at 100 and 50 stayed at
+  50 or became 100 depending on which went idle first);
 * a partition paused by backpressure or alignment is never counted idle (FLIP-471): when the
   task does not poll, nothing is emitted, and :meth:`pause` stops a partition's idleness clock.
 
@@ -98,6 +101,10 @@ class PartitionWatermarks:
                   if e.status is WatermarkStatus.ACTIVE or i in self.paused]
         if not active:
             if self.emitters and not self.idle:
+                high = max(e.current_watermark for e in self.emitters.values())
+                if self.last_output < high < MAX_WATERMARK:  # the flush (module docstring)
+                    self.last_output = high
+                    self._pending.append(Watermark(high))
                 self.idle = True
                 self._pending.append(WatermarkStatus.IDLE)
             return
