@@ -3,9 +3,9 @@
 PyFlink's ``AsyncDataStream.ordered_wait_batch``/``unordered_wait_batch`` (for model inference
 and other services with a batch API) gather inputs into a batch and call
 ``async_invoke_batch(inputs)`` once for it; the i-th output of the returned list belongs to
-the i-th input (an input without one has no output) and the outputs beyond the inputs to the
-last input, so every output is emitted, as Flink's ``AsyncBatchWaitOperator`` emits all of a
-batch's results (an aggregating function returns fewer, an expanding one more).
+the i-th input (an input without one has no output, outputs beyond the inputs are dropped,
+as PyFlink's ``BatchResultDistributor`` drops them, with a warning here, once per operator:
+Java's ``AsyncBatchWaitOperator`` would emit them, tests/test_async_batch_flink.py).
 
 Each input takes its place in ``async_wait.py``'s queue at once, as an element of
 ``AsyncDataStream.ordered_wait`` does, so ordering, watermarks, capacity and checkpoints are
@@ -62,6 +62,7 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
         self.batch_size, self.batch_timeout_ms = batch_size, batch_timeout_ms
         self._batch = _Batch()
         self._calls: set[asyncio.Task[None]] = set()
+        self._warned_extra = False
 
     # -- gathering ---------------------------------------------------------
     def invoke(self, value: Any) -> Coroutine[Any, Any, list[Any]]:
@@ -75,7 +76,7 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
             service = self.ctx.processing_time
             due = service.current_processing_time() + self.batch_timeout_ms
             service.register(due, self._timeout_mail(batch))
-        return self._output_of(batch, index)
+        return self._output_of(batch.future, index)
 
     def _timeout_mail(self, batch: _Batch) -> Callable[[int], Coroutine[Any, Any, None]]:
         async def fire(_ts: int) -> None:
@@ -90,13 +91,8 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
         await super()._wait_progress(busy)
 
     @staticmethod
-    async def _output_of(batch: _Batch, index: int) -> list[Any]:
-        """The outputs input ``index`` of ``batch`` emits: its own, and for the batch's last
-        input every output beyond the inputs too (Flink emits all of a batch's results)."""
-        assert batch.future is not None
-        outputs = await batch.future
-        if index == len(batch.values) - 1:  # the batch was called: its inputs are final
-            return outputs[index:]
+    async def _output_of(future: asyncio.Future[list[Any]], index: int) -> list[Any]:
+        outputs = await future
         return [outputs[index]] if index < len(outputs) else []
 
     # -- calling -----------------------------------------------------------
@@ -116,6 +112,13 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
             except TimeoutError:
                 result = self.function.timeout_batch(batch.values)
             outputs = self._checked(result)
+            if len(outputs) > len(batch.values) and not self._warned_extra:
+                self._warned_extra = True
+                log.warning(
+                    "%s: %s returned %d outputs for a batch of %d inputs: the outputs beyond the "
+                    "inputs are dropped, as PyFlink drops them (one output per input, in order)",
+                    self.name, type(self.function).__name__, len(outputs), len(batch.values),
+                )
         except Exception as exc:  # the inputs' requests fail with it: the job fails (queue)
             if not future.done():
                 future.set_exception(exc)
