@@ -269,11 +269,18 @@ class AsyncWaitOperator(AsyncQueueOperator):
 
     async def _invoke(self, value: Any) -> list[Any]:
         # one timeout for the element, retries and backoffs included (Flink registers the
-        # timeout once per element; one expiring during a backoff cancels the retry)
+        # timeout once per element; one expiring during a backoff cancels the retry). Only
+        # this deadline calls ``timeout()``: a TimeoutError the function raises itself (its
+        # client's own timeout) is an error like any other, retried by the strategy's
+        # exception predicate or failing the job, as PyFlink's exception_handler_wrapper
+        # completes the element exceptionally with it
+        deadline = asyncio.timeout(self.timeout_s)
         try:
-            async with asyncio.timeout(self.timeout_s):
+            async with deadline:
                 return await self._attempts(value)
         except TimeoutError:
+            if not deadline.expired():
+                raise
             return self._checked(self.function.timeout(value), "timeout")
 
     async def _attempts(self, value: Any) -> list[Any]:
@@ -283,9 +290,7 @@ class AsyncWaitOperator(AsyncQueueOperator):
         while True:
             try:
                 result = await self.function.async_invoke(value)
-            except TimeoutError:
-                raise
-            except Exception as exc:
+            except Exception as exc:  # (the deadline cancels: CancelledError is no Exception)
                 if on_error is not None and on_error(exc) and self.retry.can_retry(attempt):
                     log.info("%s: retrying %r after %s (attempt %d)", self.name, value, exc, attempt)
                 else:

@@ -19,8 +19,9 @@ not; a restore re-issues them, in new batches). What is added is when a batch is
   A partial batch then cannot grow, and waiting for it would never end.
 
 A batch runs under ``timeout`` from its call; on expiry ``timeout_batch(inputs)`` gives the
-outputs (by default it raises ``TimeoutError``). A result that is ``None`` or not a list,
-or an exception, fails the job with PyFlink's messages.
+outputs (by default it raises ``TimeoutError``); a ``TimeoutError`` the function raises
+itself fails the job as any error does (PyFlink's ``exception_handler_wrapper``). A result
+that is ``None`` or not a list, or an exception, fails the job with PyFlink's messages.
 """
 
 from __future__ import annotations
@@ -106,10 +107,13 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
         future = batch.future
         assert future is not None
         try:
+            deadline = asyncio.timeout(self.timeout_s)
             try:
-                async with asyncio.timeout(self.timeout_s):
+                async with deadline:
                     result = await self.function.async_invoke_batch(batch.values)
             except TimeoutError:
+                if not deadline.expired():  # the function's own TimeoutError: its error
+                    raise
                 result = self.function.timeout_batch(batch.values)
             outputs = self._checked(result)
             if len(outputs) > len(batch.values) and not self._warned_extra:
