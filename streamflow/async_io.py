@@ -23,7 +23,7 @@ import asyncio
 import enum
 import inspect
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from .functions import Function
@@ -303,7 +303,12 @@ class AsyncWaitOperator(AsyncQueueOperator):
             attempt += 1
 
     def _checked(self, result: Any, method: str) -> list[Any]:
-        """PyFlink's rule: the outputs of ``async_invoke``/``timeout`` are a list (``[]`` for none)."""
+        """PyFlink's rule: the outputs of ``async_invoke``/``timeout`` are a collection (``[]``
+        for none): ``ResultHandler._complete_internal`` takes any ``Iterable`` (a tuple, a
+        generator) and refuses the rest. A ``str`` or ``bytes``, which PyFlink would split into
+        its characters, is refused as not a list (a loud difference, not a silent one)."""
+        if type(result) is not list and isinstance(result, Iterable) and not isinstance(result, (str, bytes)):
+            result = list(result)
         if result is None:
             raise RuntimeError(
                 f"The result of AsyncFunction cannot be none, please use empty list instead "

@@ -122,3 +122,33 @@ def test_a_timeout_error_of_a_batch_function_fails_the_job() -> None:
 def test_the_batch_deadline_still_calls_timeout_batch() -> None:
     out = _run(AsyncDataStream.unordered_wait_batch, BatchNeverAnswers(), Time.milliseconds(100), 2)
     assert out == [-1, -1]
+
+
+class TupleAndGenerator(AsyncFunction):
+    """Results as a tuple (async_invoke) and a generator (timeout), which PyFlink accepts."""
+
+    async def async_invoke(self, value: int) -> Any:
+        if value == 2:
+            await asyncio.Event().wait()
+        return (value, value * 10)
+
+    def timeout(self, value: int) -> Any:
+        return (v for v in (value * 100,))
+
+
+def test_any_iterable_result_is_accepted_as_in_pyflink() -> None:
+    """operation.py ResultHandler._complete_internal: ``isinstance(result, Iterable)``; PyFlink's
+    own case for the refusal is test_async_function.py#test_non_iterable_result."""
+    out = _run(AsyncDataStream.ordered_wait, TupleAndGenerator(), Time.milliseconds(200))
+    assert out == [1, 10, 200]
+
+
+class StringResult(AsyncFunction):
+    async def async_invoke(self, value: int) -> Any:
+        return "abc"
+
+
+def test_a_string_result_is_refused() -> None:
+    """PyFlink would split it into characters; streamflow refuses it (loudly) as not a list."""
+    with pytest.raises(RuntimeError, match="should be of list type"):
+        _run(AsyncDataStream.unordered_wait, StringResult(), Time.seconds(10))
