@@ -41,6 +41,7 @@ code  Python value                                parts after the marker
 15    ``ListKey`` (a list key's stand-in)         the elements
 16    ``DictKey`` (a dict key's stand-in)         the dict
 17    ``SetKey`` (a set key's stand-in)           the elements
+18    ``Pickled`` (a pickled state's entry)       its bytes (never unpickled here: typed.py)
 ====  ==========================================  =============================================
 
 (15-17: the hashable stand-ins of list, dict and set keys, ``hashable_keys.py``:
@@ -123,6 +124,7 @@ from .codec_format import (
     EXT_FROZENSET,
     EXT_LIST_KEY,
     EXT_NAMEDTUPLE,
+    EXT_PICKLED,
     EXT_ROW,
     EXT_SET,
     EXT_SET_KEY,
@@ -130,6 +132,7 @@ from .codec_format import (
     EXT_TIMEDELTA,
     EXT_TUPLE,
     EXT_UUID,
+    Pickled,
 )
 from .codec_format import MARKS as _M
 from .codec_format import ClassResolver as ClassResolver
@@ -233,6 +236,7 @@ _ENCODERS: dict[type, Callable[[Any], list]] = {
     ListKey: lambda v: [_M[EXT_LIST_KEY], *v],
     DictKey: lambda v: [_M[EXT_DICT_KEY], dict(v)],
     SetKey: lambda v: [_M[EXT_SET_KEY], *v],
+    Pickled: lambda v: [_M[EXT_PICKLED], bytes(v)],
 }
 
 

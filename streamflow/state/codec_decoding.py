@@ -33,6 +33,7 @@ from .codec_format import (
     EXT_FROZENSET,
     EXT_LIST_KEY,
     EXT_NAMEDTUPLE,
+    EXT_PICKLED,
     EXT_ROW,
     EXT_SET,
     EXT_SET_KEY,
@@ -42,6 +43,7 @@ from .codec_format import (
     EXT_UUID,
     MARKS,
     ClassResolver,
+    Pickled,
     is_namedtuple,
 )
 from .codec_format import gc_paused as _gc_paused
@@ -108,6 +110,7 @@ class _Decoder:
             EXT_LIST_KEY: ListKey,
             EXT_DICT_KEY: lambda p: DictKey(p[0]),
             EXT_SET_KEY: SetKey,
+            EXT_PICKLED: lambda p: Pickled(p[0]),  # bytes, never unpickled here (typed.py)
         }
 
     def list_hook(self, items: list) -> Any:

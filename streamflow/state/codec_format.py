@@ -22,8 +22,15 @@ EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_BIGINT = 1, 2, 3, 4
 EXT_DATETIME, EXT_DATE, EXT_TIME, EXT_TIMEDELTA = 5, 6, 7, 8
 EXT_DECIMAL, EXT_UUID, EXT_ENUM, EXT_DATACLASS, EXT_NAMEDTUPLE, EXT_ROW = 9, 10, 11, 12, 13, 14
 EXT_LIST_KEY, EXT_DICT_KEY, EXT_SET_KEY = 15, 16, 17
+EXT_PICKLED = 18
 
-MARKS = [msgpack.ExtType(code, b"") for code in range(18)]  # the markers, by code
+MARKS = [msgpack.ExtType(code, b"") for code in range(19)]  # the markers, by code
+
+
+class Pickled(bytes):
+    """A restored entry of a pickled state, not unpickled yet (``state/typed.py``): carried by
+    the codec as itself (extension 18), so a state backend that stores values with the codec
+    (RocksDB) keeps it apart from a ``bytes`` value until the job declares the state pickled."""
 
 
 def type_path(cls: type) -> str:

@@ -103,6 +103,8 @@ class KeyedStateBackend:
         self._captured_full: dict[str, Any] | None = None  # a full snapshot taken in slices
         self.ttl: Any = None  # the TtlRegistry of this backend's TTL states (state/ttl_cleanup.py)
         self.pickled: set[str] = set()  # states declared Types.PICKLED_BYTE_ARRAY() (state/typed.py)
+        # states whose Pickled entries a RocksDB backend restored from a heap snapshot (typed.py)
+        self.restored_pickled: set[str] = set()
         # state name -> repr of its declared type: this run's, and a restored snapshot's (typed.py)
         self.declared_types: dict[str, str] = {}
         self.restored_types: dict[str, str] = {}

@@ -30,7 +30,11 @@ is read one ``key group | state id`` prefix at a time, in the new ids' order,
 so the file's keys stay sorted.
 
 A heap backend's incremental chain (a job moving to RocksDB through a savepoint)
-is read into dicts by :func:`read_heap_chain` and written like a full snapshot.
+is read into dicts by :func:`read_heap_chain` and written like a full snapshot. A heap
+snapshot's pickled states (``Types.PICKLED_BYTE_ARRAY()``, listed under ``"pickled"``) hold
+pickled bytes: they are written as :class:`~streamflow.state.typed.Pickled` entries (the
+codec keeps them apart from ``bytes``) and unpickled when the job declares the state pickled,
+as the heap backend restores them (``typed.declare``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from .full_snapshot import entries_of
 from .incremental import apply_file
 from .key_groups import key_group_of
 from .rocksdb_setup import options
+from .typed import restored_entries
 
 if TYPE_CHECKING:
     from .rocksdb_backend import RocksDBKeyedStateBackend
@@ -286,7 +291,11 @@ def restore_into(
                 ingest_key_groups(backend, snap, shared_path)
     for snap in snaps:
         if not snap.get("rocksdb"):  # a heap backend's (a job moving to RocksDB)
+            pickled = set(snap.get("pickled", ()))
             for name, entries in _heap_entries(backend, snap, owns, read_shared):
+                if name in pickled:  # Pickled until the job declares the state pickled (typed.py)
+                    entries = restored_entries(entries, True, name in backend.pickled)
+                    backend.restored_pickled.add(name)
                 t = backend._rtables[name]
                 conv = t._from_plain
                 t.update(entries if conv is None else {k: conv(v) for k, v in entries.items()})

@@ -41,6 +41,7 @@ import pickle
 from typing import Any
 
 from ..errors import StreamflowError
+from .codec_format import Pickled as Pickled  # a restored entry not unpickled yet (module doc)
 from .state_objects import MapDictProtocol
 
 __all__ = [
@@ -235,8 +236,6 @@ def typed_map_state(state: Any, descriptor: Any) -> Any:
 # ---------------------------------------------------------------- the state codec named by the type
 
 
-class Pickled(bytes):
-    """A restored entry of a pickled state, not unpickled yet (see the module docstring)."""
 
 
 def pickles(type_info: Any) -> bool:
@@ -255,6 +254,9 @@ def declare(backend: Any, descriptor: Any) -> None:
     name = descriptor.name
     _check_declared_type(backend, name, getattr(descriptor, "type_info", None))
     table = backend._tables.get(name)
+    if name in backend.restored_pickled:  # a RocksDB backend restored from a heap snapshot
+        backend.restored_pickled.discard(name)
+        table = _RestoredPickled(backend._rtables[name])
     if pickles(getattr(descriptor, "type_info", None)):
         backend.pickled.add(name)
         # incremental snapshots (state/incremental.py) write dirty entries with the job's codec:
@@ -274,6 +276,27 @@ def declare(backend: Any, descriptor: Any) -> None:
             f"descriptor now declares {descriptor.type_info!r}: declare Types.PICKLED_BYTE_ARRAY() "
             "again to restore it (restoring never unpickles a state the job does not declare pickled)"
         )
+
+
+class _RestoredPickled:
+    """The entries of a RocksDB table restored from a heap snapshot's pickled state, for
+    ``declare``: read once (a list: the loop writes while it goes), written back unpickled."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+        self._entries = list(table.items())
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return self._entries
+
+    def values(self) -> list[Any]:
+        return [entry for _, entry in self._entries]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._table[key] = value
 
 
 def _check_declared_type(backend: Any, name: str, type_info: Any) -> None:
