@@ -1,7 +1,10 @@
 """A keyed running sum on the Spark engine into an exactly-once FileSink (the driver-kill tests):
 times a broadcast factor (a broadcast stage), then a second running sum of another key.
 
-Usage: spark_kill_job.py OUT_DIR CHECKPOINT_DIR N. The two stateful stages make the first one's
+Usage: streamflow run --engine spark spark_kill_job.py OUT_DIR CHECKPOINT_DIR N (the script
+names no engine and enables checkpoints, as one written for the asyncio engine does: the CLI
+chooses Spark, which checkpoints every micro-batch itself; the end writes "job status: ..." to
+stderr). The two stateful stages make the first one's
 output go through an exchange (streamflow/spark/exchange.py: a query of its own writing Parquet
 chunks, one per micro-batch). The environment variable STREAMFLOW_SPARK_KILL_AFTER_BATCH=K makes
 the driver SIGKILL itself right after the sink wrote micro-batch K, before Spark commits it;
@@ -40,7 +43,7 @@ class ScaledSum(KeyedBroadcastProcessFunction):
 
 
 env = StreamExecutionEnvironment()
-env.set_engine("spark")
+env.enable_checkpointing(20)  # ignored by Spark (it checkpoints every micro-batch)
 env.configure({"execution.spark.records-per-batch": 400})
 env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
 # a broadcast stage (streamflow/spark/broadcast.py), then (key, scaled running sum) -> per
@@ -54,4 +57,5 @@ sums = (sums.map(lambda r: (f"m{r[1] % 4}", r[1])).key_by(lambda r: r[0])
     .sink_to(FileSink.for_row_format(out_dir, Encoder.simple_string_encoder()).build())
     .uid("sums")
 )
-env.execute("spark kill job")
+result = env.execute("spark kill job")
+print(f"job status: {result.status.value}", file=sys.stderr)

@@ -167,7 +167,10 @@ def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once
     micro-batch 0 only: it reads it from the restored broadcast state (a wrong or missing factor
     changes every sum). The second replays the sink's batch. This test also covers what
     test_spark.py's test_driver_killed_mid_run_resumes_exactly_once proved with two driver runs
-    of its own (a batch replayed after its output was written, the broadcast state restored)."""
+    of its own (a batch replayed after its output was written, the broadcast state restored), and
+    what test_spark.py's test_streamflow_run_engine_spark_runs_the_unchanged_script proved with a
+    driver of its own: every run is ``streamflow run --engine spark`` on a script that names no
+    engine and enables checkpoints, and the last one finishes with the expected outputs."""
     n = 1200  # 400 records per micro-batch: 3 source chunks, the last ending with end of input
     first = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n)
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
@@ -180,6 +183,7 @@ def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once
     assert any(p.name.endswith("-eof.parquet") for p in exchange.iterdir())  # the exchange had ended
     third = _run_kill_job(tmp_path, None, n=n)
     assert third.returncode == 0, third.stderr[-3000:]
+    assert "job status: FINISHED" in third.stderr, third.stderr[-3000:]  # through `streamflow run`
     expected = []
     firsts: dict[str, int] = {}
     seconds: dict[str, int] = {}
