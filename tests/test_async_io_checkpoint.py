@@ -37,10 +37,10 @@ async def _throttle(value: int) -> int:
 
 
 class SlowLookup(AsyncFunction):
-    """Every 25th call takes 0.4 s (twenty checkpoint intervals), the others 1 ms."""
+    """Every 25th call takes 0.2 s (ten checkpoint intervals; was 0.4 s), the others 1 ms."""
 
     async def async_invoke(self, value: int) -> list[int]:
-        await asyncio.sleep(0.4 if value % 25 == 0 else 0.001)
+        await asyncio.sleep(0.2 if value % 25 == 0 else 0.001)
         return [value * 10]
 
 
@@ -60,7 +60,7 @@ class FailOnceAfterCheckpoint(sf.MapFunction):
 
 async def _slow_map(value: int) -> int:
     """An ``async def`` map as slow as SlowLookup: it runs on the same operator."""
-    await asyncio.sleep(0.4 if value % 25 == 0 else 0.001)
+    await asyncio.sleep(0.2 if value % 25 == 0 else 0.001)
     return value * 10
 
 
