@@ -184,15 +184,20 @@ def test_failure_rate_restart_gives_up() -> None:
 
 
 class Gate:
-    """Async source: yields the first ``stop`` records, then waits until released."""
+    """Async source: yields the first ``stop`` records, then waits until released. ``reached``
+    is set when the source asks for the record at ``stop``: it has every record before it, and a
+    checkpoint or savepoint barrier triggered then goes out behind them (wait on it instead of
+    a fixed sleep before a savepoint)."""
 
     def __init__(self, data: list, stop: int) -> None:
         self.data, self.stop = data, stop
         self.release = asyncio.Event()
+        self.reached = asyncio.Event()
 
     async def __aiter__(self):  # type: ignore[no-untyped-def]
         for i, r in enumerate(self.data):
             if i == self.stop:
+                self.reached.set()
                 await self.release.wait()
             yield r
 

@@ -95,7 +95,7 @@ async def test_savepoint_with_timers(tmp_path: Path, old_b: str, new_b: str, old
     gate = Gate([*first, (0, 1)], len(first))
     out1 = job(env, env.from_async_iterable(gate.__aiter__).set_parallelism(1), 60_000)
     client = await env.execute_async("timers")
-    await asyncio.sleep(0.3)  # every record processed (no output to wait on)
+    await asyncio.wait_for(gate.reached.wait(), 20)  # the savepoint's barrier follows every record
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await asyncio.wait_for(client.cancel(), 30)
     assert out1 == []
@@ -121,7 +121,7 @@ async def test_processing_time_timers_fire_after_restore(tmp_path: Path, old_b: 
     gate = Gate([*first, (0, 1)], len(first))
     out1 = job(env, env.from_async_iterable(gate.__aiter__).set_parallelism(1), 300)
     client = await env.execute_async("timers")
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(gate.reached.wait(), 20)  # the savepoint's barrier follows every record
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await asyncio.wait_for(client.cancel(), 30)
     assert out1 == []

@@ -92,22 +92,6 @@ def tumbling(keyed: Any) -> Any:
     return keyed.window(TumblingEventTimeWindows.of(100)).allowed_lateness(50).apply(count_and_sum)
 
 
-class StopGate(Gate):
-    """A :class:`Gate` that tells when the source asked for the record at ``stop``: it has every
-    record before it then, and a savepoint's barrier goes out behind them."""
-
-    def __init__(self, data: list, stop: int) -> None:
-        super().__init__(data, stop)
-        self.reached = asyncio.Event()
-
-    async def __aiter__(self):  # type: ignore[no-untyped-def]
-        for i, r in enumerate(self.data):
-            if i == self.stop:
-                self.reached.set()
-                await self.release.wait()
-            yield r
-
-
 async def run_phase(
     directory: Path,
     backend: str,
@@ -130,7 +114,7 @@ async def run_phase(
     if restore is not None:
         env.configure({"execution.savepoint.path": restore})
     out: list = []
-    gate = StopGate(RECORDS, len(RECORDS) if stop is None else stop)
+    gate = Gate(RECORDS, len(RECORDS) if stop is None else stop)
     strategy = sf.WatermarkStrategy.for_generator(Punctuated).with_timestamp_assigner(lambda r, _: r[2])
     keyed = (
         env.from_async_iterable(gate.__aiter__)
