@@ -28,13 +28,17 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
   seeks there. A subtask's position holds only the partitions it owns, so the
   positions of all subtasks are disjoint: a restore at any parallelism hands
   each reader all of them and it keeps those the owner rule gives it now
-  (``restore_positions``; Flink reassigns restored splits the same way). On
+  (``restore_positions``; Flink reassigns restored splits the same way). A
+  partition's stopping offset, once resolved, is part of its position (Flink's
+  split keeps it: ``KafkaPartitionSplitState#toKafkaPartitionSplit``), so a
+  bounded job restored in the middle stops where it would have stopped. On
   checkpoint completion those offsets are committed to the
   group (best effort, logged on failure: Flink's
   ``commit.offsets.on.checkpoint``, on by default when a group id is set).
-* **Bounded mode.** Stopping offsets are resolved at start (``latest()``: the
-  end offsets then); a partition is done when its position reaches its stop
-  offset; the reader ends when all its partitions are done and the queue is
+* **Bounded mode.** Stopping offsets are resolved when a partition is first
+  assigned (``latest()``: the end offsets then) and restored with its
+  position; a partition is done when its position reaches its stop offset;
+  the reader ends when all its partitions are done and the queue is
   empty. A reader that owns no partition ends at once (bounded) or marks
   itself idle (unbounded), so downstream watermarks never wait for it; when
   discovery gives it a partition it marks itself active before its first record.
@@ -102,6 +106,7 @@ class KafkaSourceReader(SourceReader):
         self.splits: dict[tuple[str, int], _Split] = {}
         self.dead_letters: list[Any] = []
         self._restored: dict[tuple[str, int], int] = {}
+        self._restored_stops: dict[tuple[str, int], int] = {}  # the stopping offsets restored with them
         self._initial_discovery_done = False  # a restored reader's first listing is not its initial one
         self._queue: deque[tuple[_Split, list, list[int], list[int], int]] = deque()
         self._queued = 0
@@ -146,23 +151,34 @@ class KafkaSourceReader(SourceReader):
             pos.setdefault(key, off)
         return pos
 
+    def _entries(self, pos: dict[tuple[str, int], int]) -> list[list[Any]]:
+        """``[topic, partition, offset]``, with the partition's stopping offset appended when it
+        has one (module doc: a restored split keeps it)."""
+        out: list[list[Any]] = []
+        for (t, p), off in sorted(pos.items()):
+            split = self.splits.get((t, p))
+            stop = split.stop if split is not None else self._restored_stops.get((t, p))
+            out.append([t, p, off] if stop is None else [t, p, off, stop])
+        return out
+
     def snapshot_position(self) -> list[list[Any]]:
-        return [[t, p, off] for (t, p), off in sorted(self._positions().items())]
+        return self._entries(self._positions())
 
     def snapshot_for_checkpoint(self, checkpoint_id: int) -> list[list[Any]]:
         pos = self._positions()
         if self.source.commit_offsets_on_checkpoint:
             self._to_commit[checkpoint_id] = pos
-        return [[t, p, off] for (t, p), off in sorted(pos.items())]
+        return self._entries(pos)
 
     rescalable_position = True
 
     def restore_positions(self, positions: list[Any]) -> None:
-        """Every former subtask's ``[[topic, partition, offset], ...]``; keeps the partitions
-        this subtask owns at its parallelism (module doc)."""
+        """Every former subtask's ``[[topic, partition, offset(, stopping offset)], ...]``; keeps
+        the partitions this subtask owns at its parallelism (module doc)."""
         restored: dict[tuple[str, int], int] = {}
+        stops: dict[tuple[str, int], int] = {}
         for position in positions:
-            for t, p, off in position or ():
+            for t, p, off, *stop in position or ():
                 key = (str(t), int(p))
                 if key in restored:
                     raise ValueError(
@@ -170,11 +186,18 @@ class KafkaSourceReader(SourceReader):
                         f"({restored[key]} and {off}): it is not a checkpoint of this source"
                     )
                 restored[key] = int(off)
+                if stop:
+                    stops[key] = int(stop[0])
         self._initial_discovery_done = True  # Flink keeps initialDiscoveryFinished in its state
         self._restored = {
             key: off for key, off in restored.items()
             if split_owner(KafkaTopicPartition(*key), self.parallelism) == self.subtask
         }  # fmt: skip
+        if self.source.stopping_offsets is None and stops:
+            log.info("kafka source subtask %d: the checkpoint holds stopping offsets; this source has "
+                     "none: reading on past them", self.subtask)
+            stops = {}
+        self._restored_stops = {key: off for key, off in stops.items() if key in self._restored}
         if len(positions) != self.parallelism:
             log.info("kafka source subtask %d: restored %d of %d partitions' offsets from %d subtasks",
                      self.subtask, len(self._restored), len(restored), len(positions))
@@ -291,8 +314,12 @@ class KafkaSourceReader(SourceReader):
             log.info("kafka source subtask %d: partitions %s discovered after the start: reading them "
                      "from the earliest offset", self.subtask, [f"{t.topic}-{t.partition}" for t in fresh])
         starts = await starting.resolve(consumer, fresh, self.source.group_id)
-        stops = (await self.source.stopping_offsets.resolve(consumer, new_tps, None)
+        # a restored partition keeps the stopping offset of its checkpoint (module doc)
+        unresolved = [t for t in new_tps if (t.topic, t.partition) not in self._restored_stops]
+        stops = (await self.source.stopping_offsets.resolve(consumer, unresolved, None)
                  if self.source.stopping_offsets is not None else {})
+        stops.update({t: self._restored_stops[(t.topic, t.partition)] for t in new_tps
+                      if (t.topic, t.partition) in self._restored_stops})
         for t in new_tps:
             key = (t.topic, t.partition)
             pos = self._restored.get(key, starts.get(t))
