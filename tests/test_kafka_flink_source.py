@@ -9,10 +9,11 @@ its checkpointed state). Volumes are small (the test broker rewrites one JSON fi
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
-from test_kafka_flink import RECORDS_PER_SPLIT, source, two_partitions
+from test_kafka_flink import RECORDS_PER_SPLIT, committed, source, two_partitions
 
 from streamflow.connectors.base import END
 from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer
@@ -69,3 +70,29 @@ async def test_a_bounded_split_keeps_its_stopping_offset_across_a_restore(kafka,
         await restored.close()
     expected = [f"{p}:{i}" for p in range(2) for i in range(RECORDS_PER_SPLIT)]
     assert sorted(first + rest) == expected
+
+
+async def test_a_checkpoint_completing_during_an_earlier_commit_is_committed_too(kafka):
+    """KafkaSourceReaderTest#testOffsetCommitOnCheckpointComplete, with the notifications close
+    together: Flink's reader hands every completed checkpoint's offsets to its fetcher, which
+    commits them in turn (``KafkaSourceFetcherManager#commitOffsets``); none is dropped because an
+    earlier commit is still running, so the group ends at the last completed checkpoint."""
+    bs = kafka.bootstrap_servers
+    topic = await two_partitions(bs, "commit-overlap")
+    group = f"g-{topic}"
+    reader = source(bs, topic).set_group_id(group).build().create_reader(0, 1)
+    await reader.start(lambda: None)
+    try:
+        await read_until(reader, 2)
+        reader.snapshot_for_checkpoint(1)
+        await read_until(reader, 2 * RECORDS_PER_SPLIT - 2)
+        reader.snapshot_for_checkpoint(2)
+        reader.notify_checkpoint_complete(1)
+        reader.notify_checkpoint_complete(2)  # checkpoint 1's commit has not even started
+        expected = {0: RECORDS_PER_SPLIT, 1: RECORDS_PER_SPLIT}
+        deadline = time.monotonic() + 5
+        while (got := await committed(bs, group, topic)) != expected and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert got == expected
+    finally:
+        await reader.close()

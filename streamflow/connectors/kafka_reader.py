@@ -119,6 +119,7 @@ class KafkaSourceReader(SourceReader):
         # the offsets of each checkpoint taken and not yet completed (committed when it completes)
         self._to_commit: dict[int, dict[tuple[str, int], int]] = {}
         self._commit_task: asyncio.Task[None] | None = None
+        self._commit_next: tuple[int, dict[tuple[str, int], int]] | None = None  # after the running one
         self.watermarks: Any = None  # kafka_watermarks.PartitionWatermarks when a strategy is set
         self._metrics: Any = None  # the reader's MetricGroup (set_metric_group), for per-partition gauges
 
@@ -211,23 +212,26 @@ class KafkaSourceReader(SourceReader):
             del self._to_commit[older]
         if not offsets or self._consumer is None:
             return
-        if self._commit_task is not None and not self._commit_task.done():
-            log.info("kafka source: offset commit for an earlier checkpoint still running; skipping %d",
-                     checkpoint_id)
-            return
-        self._commit_task = asyncio.get_running_loop().create_task(self._commit(checkpoint_id, offsets))
+        # Flink's fetcher commits every completed checkpoint's offsets in turn; one commit runs at a
+        # time here, and the newest checkpoint completed meanwhile is committed after it (it
+        # subsumes any other that completed during the running commit)
+        self._commit_next = (checkpoint_id, offsets)
+        if self._commit_task is None or self._commit_task.done():
+            self._commit_task = asyncio.get_running_loop().create_task(self._commit())
 
-    async def _commit(self, checkpoint_id: int, offsets: dict[tuple[str, int], int]) -> None:
+    async def _commit(self) -> None:
         from aiokafka import TopicPartition
         from aiokafka.structs import OffsetAndMetadata
 
-        try:
-            await self._consumer.commit(
-                {TopicPartition(t, p): OffsetAndMetadata(off, "") for (t, p), off in offsets.items()}
-            )
-        except Exception as exc:  # monitoring only: the offsets that matter are in the checkpoint
-            log.warning("kafka source: committing offsets of checkpoint %d to group %r failed: %r",
-                        checkpoint_id, self.source.group_id, exc)
+        while self._commit_next is not None:
+            (checkpoint_id, offsets), self._commit_next = self._commit_next, None
+            try:
+                await self._consumer.commit(
+                    {TopicPartition(t, p): OffsetAndMetadata(off, "") for (t, p), off in offsets.items()}
+                )
+            except Exception as exc:  # monitoring only: the offsets that matter are in the checkpoint
+                log.warning("kafka source: committing offsets of checkpoint %d to group %r failed: %r",
+                            checkpoint_id, self.source.group_id, exc)
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self, wake: Callable[[], None]) -> None:
