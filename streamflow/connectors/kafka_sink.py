@@ -46,17 +46,18 @@ import uuid
 from typing import Any
 
 from .. import _faults as faults
-from ..errors import StreamflowError
 from ..runtime.operator import StreamOperator
 from . import kafka_txn_admin as admin
 from .base import Sink
 from .kafka_common import DeliveryGuarantee, producer_config
+from .kafka_connection_guard import BrokerConnectionLost, ConnectionGuard
 from .kafka_record_serialization import KafkaRecordSerializationSchema
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
 from .rescale import taken_states
 from .sink_metrics import SinkWriterMetrics
 
-__all__ = ["KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder", "KafkaSinkOperator"]
+__all__ = ["BrokerConnectionLost", "KafkaRecordSerializationSchema", "KafkaSink", "KafkaSinkBuilder",
+           "KafkaSinkOperator"]
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +133,6 @@ class KafkaSinkBuilder:
         return KafkaSink(self._bootstrap, self._serializer, self._guarantee, self._prefix, self._props)
 
 
-class BrokerConnectionLost(StreamflowError, ConnectionError):
-    """A producer connection broke during a transaction: the transaction cannot be trusted."""
-
-
 class KafkaSinkOperator(StreamOperator):
     """One subtask of a :class:`KafkaSink` (see the module docstring)."""
 
@@ -148,9 +145,8 @@ class KafkaSinkOperator(StreamOperator):
         self._taken: list[tuple[int, dict[str, Any]]] = []  # (former subtask, its state) on restore
         self._partitions: dict[str, list[int]] = {}
         self._futures: list[asyncio.Future[Any]] = []
-        self._broken: BaseException | None = None
+        self._guard = ConnectionGuard(name)  # EXACTLY_ONCE: a lost connection fails the task
         self._committing = asyncio.Lock()  # one commit at a time; close waits for it
-        self._lost = asyncio.Event()  # set with _broken
         self.marker_topic: str | None = None
         self.writer_metrics = SinkWriterMetrics()  # in the operator's metric group (initialize_state)
         self.max_request_size = DEFAULT_MAX_REQUEST_SIZE
@@ -194,7 +190,7 @@ class KafkaSinkOperator(StreamOperator):
             kw.update(transactional_id=self.transactional_id, enable_idempotence=True)
         self.producer = AIOKafkaProducer(**kw)
         if self.eos:
-            self._watch_connections()  # before start: connections take the close callback when created
+            self._guard.watch(self.producer)  # before start: connections take the callback when created
         await self.producer.start()  # EOS: InitProducerId fences the old producer, aborts its open txn
         if self.eos:
             for j, state in self._taken:  # a former subtask that no longer exists, or another prefix's
@@ -204,7 +200,6 @@ class KafkaSinkOperator(StreamOperator):
             await admin.abort_lingering_transactions(kw, self.transactional_id_of, self.ctx.subtask_index,
                                                self.ctx.parallelism)
             await self._guarded(self.producer.begin_transaction())
-            self._broken = None
 
     async def close(self) -> None:
         try:
@@ -445,56 +440,10 @@ class KafkaSinkOperator(StreamOperator):
                  [e[0] for e in todo], txn_id)
 
     async def _guarded(self, aw: Any) -> Any:
-        """Await a producer call, but give up with the cause as soon as a connection is lost (the
-        producer's sender is then stopped and the call might never end). The call runs as its own
-        task, so a cancellation inside aiokafka never leaks into the operator's task as if the
-        job were being cancelled."""
-        if not self.eos:
-            return await aw
-        if self._broken is not None:
-            if asyncio.iscoroutine(aw):
-                aw.close()
-            raise self._broken
-        call = asyncio.ensure_future(aw)
-        lost = asyncio.ensure_future(self._lost.wait())
-        try:
-            await asyncio.wait({call, lost}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            call.cancel()
-            raise
-        finally:
-            lost.cancel()
-        if not call.done():  # the connection was lost first
-            call.cancel()
-            await asyncio.wait({call})
-            raise self._broken or BrokerConnectionLost(f"kafka sink {self.name!r}: connection lost")
-        if call.cancelled():  # cancelled inside aiokafka (its sender stopped), not by the job
-            raise self._broken or BrokerConnectionLost(f"kafka sink {self.name!r}: producer call cancelled")
-        return call.result()
+        """Await a producer call; EXACTLY_ONCE: through the connection guard (a lost connection
+        raises :class:`BrokerConnectionLost`; :mod:`.kafka_connection_guard`)."""
+        return await (self._guard.call(aw) if self.eos else aw)
 
-    def _watch_connections(self) -> None:
-        """EXACTLY_ONCE: fail the task when a producer connection breaks (see the module docstring).
-
-        aiokafka has no public hook for this; the client's close callback and the sender task are
-        private (pinned to aiokafka 0.14 in pyproject)."""
-        from aiokafka.conn import CloseReason
-
-        client = self.producer.client
-        original = client._on_connection_closed
-        lost = (CloseReason.CONNECTION_BROKEN, CloseReason.CONNECTION_TIMEOUT)
-
-        def on_closed(conn: Any, reason: Any) -> None:
-            original(conn, reason)
-            if reason in lost and self._broken is None:
-                log.warning("kafka sink %s: broker connection %s:%s lost (%s); failing the task",
-                            self.name, conn.host, conn.port, reason)
-                self._broken = BrokerConnectionLost(
-                    f"kafka sink {self.name!r}: connection to {conn.host}:{conn.port} lost ({reason.name})"
-                )
-                self._lost.set()
-                # Stop the sender now: its retries would append this transaction's batches to the broker
-                # once it is back, which has forgotten the transaction (the test broker then never ends
-                # it and the last stable offset stays behind them forever).
-                asyncio.get_running_loop().create_task(admin.abandon(self.producer, self._broken, self.name))
-
-        client._on_connection_closed = on_closed
+    @property
+    def _broken(self) -> BaseException | None:
+        return self._guard.broken

@@ -1,0 +1,124 @@
+"""More of Flink's Kafka sink tests, ported at the operator level on a test broker.
+
+Sources (apache/flink-connector-kafka, flink-connector-kafka/src/test/java/org/apache/flink/
+connector/kafka/sink/): ``KafkaSinkITCase``, ``ExactlyOnceKafkaWriterITCase``,
+``internal/KafkaCommitterTest``, ``internal/TransactionAbortStrategyImplTest``. A sink subtask is
+driven by hand as Flink's writer tests drive theirs: records, ``prepare_snapshot_pre_barrier`` and
+``snapshot_state`` (the barrier), ``notify_checkpoint_complete``; a "restore" is a fresh operator
+given the state of a checkpoint. The output is read by a fresh ``read_committed`` consumer.
+
+The broker-restart cases run on a broker of their own: the test broker loses a transaction
+begun before its restart while later sends and the commit report success, so the sink must
+treat a connection lost during a transaction as a task failure (kafka_sink's module doc).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from streamflow.clock import SYSTEM_CLOCK
+from streamflow.common.serialization import SimpleStringSchema
+from streamflow.connectors.kafka_sink import KafkaSinkOperator
+from streamflow.datastream.connectors.base import DeliveryGuarantee
+from streamflow.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+from streamflow.runtime.context import OperatorContext
+from streamflow.runtime.metrics import MetricGroup
+from streamflow.runtime.operator import Output
+from streamflow.state import codec
+from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_transactions, read_topic
+
+_ids = itertools.count()
+
+
+def name(label: str) -> str:
+    return f"sink-{label}-{next(_ids)}-{id(object())}"
+
+
+async def sink_op(bs: str, topic: str, prefix: str, restored: Any = None, *, subtask: int = 0,
+                  parallelism: int = 1,
+                  guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE,
+                  sink: KafkaSink | None = None) -> KafkaSinkOperator:
+    """An opened sink subtask writing strings to ``topic``, restored from ``restored`` (a state)."""
+    sink = sink or (KafkaSink.builder().set_bootstrap_servers(bs)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(guarantee).set_transactional_id_prefix(prefix).build())
+    op = sink.create_operator("Sink")
+    assert isinstance(op, KafkaSinkOperator)
+    ctx = OperatorContext(uid="sink", name="Sink", task_name="Sink", subtask_index=subtask,
+                          parallelism=parallelism, max_parallelism=128, clock=SYSTEM_CLOCK,
+                          metrics=MetricGroup(f"sink[{subtask}]", {}), processing_time=None,  # type: ignore[arg-type]
+                          checkpointing=True)
+    op.setup(ctx, Output([], {}))
+    op.initialize_state(restored)
+    await op.open()
+    return op
+
+
+async def barrier(op: KafkaSinkOperator, checkpoint_id: int) -> Any:
+    """The sink's part of checkpoint ``checkpoint_id``: pre-commit, then its state (encoded and
+    decoded as a checkpoint stores it)."""
+    await op.prepare_snapshot_pre_barrier(checkpoint_id)
+    return codec.decode(codec.encode(op.snapshot_state(checkpoint_id)))
+
+
+async def output(bs: str, topic: str) -> list[str]:
+    assert await open_transactions(bs, topic) == {}, "a transaction is still open"
+    return sorted(m.value.decode() for m in await read_topic(bs, topic))
+
+
+async def restart(broker: KafkaBroker) -> None:
+    await asyncio.to_thread(broker.stop)
+    await asyncio.to_thread(broker.start)
+
+
+async def test_broker_restart_after_the_pre_commit_fails_the_commit_and_the_restore_resends(tmp_path):
+    """The broker restarts between barrier 1 (T_1 pre-committed) and checkpoint 1's completion:
+    the broker has lost T_1, so the commit must fail the task rather than report success; the
+    restore from checkpoint 1 re-sends epoch 1 and commits it. Every record once."""
+    with KafkaBroker(str(tmp_path)) as broker:
+        bs, topic = broker.bootstrap_servers, name("restart-precommit")
+        await create_topic(bs, topic, 1)
+        op = await sink_op(bs, topic, topic)
+        await op.process_batch([f"a{i}" for i in range(5)], None)
+        state = await barrier(op, 1)
+        await restart(broker)
+        with pytest.raises(ConnectionError):
+            async with asyncio.timeout(20):
+                await op.notify_checkpoint_complete(1)
+        await op.close()
+        op = await sink_op(bs, topic, topic, state)
+        await op.process_batch(["b0", "b1"], None)
+        await barrier(op, 2)
+        await op.notify_checkpoint_complete(2)
+        await op.close()
+        assert await output(bs, topic) == ["a0", "a1", "a2", "a3", "a4", "b0", "b1"]
+
+
+async def test_broker_restart_inside_an_open_transaction_fails_the_task(tmp_path):
+    """The broker restarts while T_1 holds records and no barrier came yet: the next batch (or
+    the pre-commit) fails the task; the job restarts with no checkpoint and sends everything
+    again. Every record once."""
+    with KafkaBroker(str(tmp_path)) as broker:
+        bs, topic = broker.bootstrap_servers, name("restart-open")
+        await create_topic(bs, topic, 1)
+        op = await sink_op(bs, topic, topic)
+        await op.process_batch(["a0", "a1"], None)
+        await op._flush()  # sent and acknowledged inside T_1
+        await restart(broker)
+        with pytest.raises(ConnectionError):
+            async with asyncio.timeout(20):
+                await op.process_batch(["a2"], None)
+                await barrier(op, 1)
+        await op.close()
+        op = await sink_op(bs, topic, topic)
+        await op.process_batch(["a0", "a1", "a2"], None)
+        await barrier(op, 1)
+        await op.notify_checkpoint_complete(1)
+        await op.close()
+        assert await output(bs, topic) == ["a0", "a1", "a2"]
+
