@@ -19,6 +19,7 @@ import itertools
 from typing import Any
 
 import pytest
+from aiokafka.errors import KafkaError, KafkaTimeoutError, NodeNotReadyError, RequestTimedOutError
 
 from streamflow.clock import SYSTEM_CLOCK
 from streamflow.common.serialization import SimpleStringSchema
@@ -122,3 +123,41 @@ async def test_broker_restart_inside_an_open_transaction_fails_the_task(tmp_path
         await op.close()
         assert await output(bs, topic) == ["a0", "a1", "a2"]
 
+
+
+@pytest.mark.parametrize("step", ["write", "flush", "close"])
+async def test_at_least_once_fails_when_kafka_is_unavailable(tmp_path, step):
+    """KafkaWriterFaultToleranceITCase#test{Write,Flush,Close}ExceptionWhenKafkaUnavailable: an
+    AT_LEAST_ONCE writer (``request.timeout.ms=1000``) whose broker went away fails with the
+    network or timeout error of the failed delivery: at the next write once the producer has
+    reported it (Flink's ``KafkaWriter#checkAsyncException`` in ``write``), at the flush of the
+    next barrier, or at close; never by waiting for the broker forever, nor by dropping the
+    records silently."""
+    with KafkaBroker(str(tmp_path)) as broker:
+        bs, topic = broker.bootstrap_servers, name(f"unavailable-{step}")
+        await create_topic(bs, topic, 1)
+        sink = (KafkaSink.builder().set_bootstrap_servers(bs)
+                .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                       .set_value_serialization_schema(SimpleStringSchema()).build())
+                .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
+                .set_property("request.timeout.ms", "1000").build())
+        op = await sink_op(bs, topic, topic, sink=sink)
+        await op.process_batch(["1"], None)
+        await op.prepare_snapshot_pre_barrier(1)
+        await asyncio.to_thread(broker.stop)
+        await op.process_batch(["1"], None)
+        if step != "flush":  # the producer's own flush: the delivery fails, nothing raises yet
+            async with asyncio.timeout(10):
+                await op.producer.flush()
+        with pytest.raises(KafkaError) as failure:
+            async with asyncio.timeout(10):
+                if step == "write":
+                    await op.process_batch(["1"], None)
+                elif step == "flush":
+                    await op.prepare_snapshot_pre_barrier(2)
+                else:
+                    await op.close()
+        assert isinstance(failure.value, (NodeNotReadyError, KafkaTimeoutError, RequestTimedOutError)), \
+            repr(failure.value)
+        if step != "close":
+            await op.close()

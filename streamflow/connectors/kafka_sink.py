@@ -6,8 +6,11 @@ Per batch the operator serializes every record (one comprehension per schema), p
 (the user's partitioner, else Kafka's murmur2 of the key, else one partition per batch for keyless
 records: Kafka's sticky partitioner), groups the records per topic partition and appends each group
 to aiokafka ``BatchBuilder`` objects handed to ``send_batch`` (no per-record ``await``). Delivery
-results are futures checked at every flush; a failure fails the task. What it writes is counted as
-Flink's sink writer metrics (``sink_metrics.py``: numRecordsSend, numBytesSend, errors, send time).
+results are futures checked at every flush; the first failed delivery is also kept as it happens and
+fails the next batch, or ``close`` (Flink's ``KafkaWriter#checkAsyncException`` in ``write`` and
+``close``; a delivery that fails once closing began is only logged, as Flink's ``closed`` flag does).
+What it writes is counted as Flink's sink writer metrics (``sink_metrics.py``: numRecordsSend,
+numBytesSend, errors, send time).
 
 * ``NONE``: no flush at checkpoints; the producer still waits for acknowledgements
   (``acks=all``, Kafka's default, as in Flink), so a record the broker refuses fails the task
@@ -145,6 +148,8 @@ class KafkaSinkOperator(StreamOperator):
         self._taken: list[tuple[int, dict[str, Any]]] = []  # (former subtask, its state) on restore
         self._partitions: dict[str, list[int]] = {}
         self._futures: list[asyncio.Future[Any]] = []
+        self._delivery_error: BaseException | None = None  # the first failed delivery, not yet raised
+        self._closing = False
         self._guard = ConnectionGuard(name)  # EXACTLY_ONCE: a lost connection fails the task
         self._committing = asyncio.Lock()  # one commit at a time; close waits for it
         self.marker_topic: str | None = None
@@ -202,6 +207,7 @@ class KafkaSinkOperator(StreamOperator):
             await self._guarded(self.producer.begin_transaction())
 
     async def close(self) -> None:
+        self._closing = True
         try:
             await super().close()
         finally:
@@ -218,6 +224,7 @@ class KafkaSinkOperator(StreamOperator):
                     await producer.stop()
                 except Exception as exc:  # closing only: an open transaction is aborted on restart
                     log.warning("kafka sink %s: stopping the producer failed: %r", self.name, exc)
+        self._raise_delivery_error()  # reported before close: the records are lost, say so
 
     async def finish(self) -> None:
         log.debug("kafka sink %s: finish (broken: %r)", self.name, self._broken)
@@ -233,6 +240,7 @@ class KafkaSinkOperator(StreamOperator):
         if self._broken is not None:
             log.debug("kafka sink %s: failing process_batch on %r", self.name, self._broken)
             raise self._broken
+        self._raise_delivery_error()
         for group in await self._group(records, timestamps):
             if self.eos:
                 if self.book.on_records(group):
@@ -329,6 +337,23 @@ class KafkaSinkOperator(StreamOperator):
         batch.close()
         sent = await self._guarded(self.producer.send_batch(batch, group.topic, partition=group.partition))
         self._futures.append(self.writer_metrics.watch(sent, batch.record_count()))
+        sent.add_done_callback(self._delivered)
+
+    def _delivered(self, fut: asyncio.Future[Any]) -> None:
+        """Keep the first failed delivery (module doc), unless closing began."""
+        exc = None if fut.cancelled() else fut.exception()
+        if exc is None or self._delivery_error is not None:
+            return
+        if self._closing:
+            log.info("kafka sink %s: a delivery failed while closing: %r", self.name, exc)
+            return
+        log.warning("kafka sink %s: a delivery failed (the next batch fails the task): %r", self.name, exc)
+        self._delivery_error = exc
+
+    def _raise_delivery_error(self) -> None:
+        if self._delivery_error is not None:
+            error, self._delivery_error = self._delivery_error, None
+            raise self.failure(error)
 
     def _reap(self) -> None:
         """Drop delivered futures; raise the first delivery failure."""
@@ -337,6 +362,7 @@ class KafkaSinkOperator(StreamOperator):
             if not fut.done():
                 pending.append(fut)
             elif fut.exception() is not None:
+                self._delivery_error = None  # raised now (Flink's checkAsyncException resets it)
                 raise self.failure(fut.exception())  # type: ignore[arg-type]
         self._futures = pending
 
