@@ -340,9 +340,10 @@ class KafkaSinkOperator(StreamOperator):
         sent.add_done_callback(self._delivered)
 
     def _delivered(self, fut: asyncio.Future[Any]) -> None:
-        """Keep the first failed delivery (module doc), unless closing began."""
+        """Keep the first failed delivery (module doc), unless closing began or a lost connection
+        fails the task already (its producer fails what it held with that cause)."""
         exc = None if fut.cancelled() else fut.exception()
-        if exc is None or self._delivery_error is not None:
+        if exc is None or self._delivery_error is not None or self._broken is not None:
             return
         if self._closing:
             log.info("kafka sink %s: a delivery failed while closing: %r", self.name, exc)
