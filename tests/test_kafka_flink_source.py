@@ -13,11 +13,17 @@ import time
 from typing import Any
 
 import pytest
-from test_kafka_flink import RECORDS_PER_SPLIT, committed, source, two_partitions
+from test_kafka_flink import RECORDS_PER_SPLIT, committed, source, topic_name, two_partitions
 
+import streamflow as sf
 from streamflow.connectors.base import END
-from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer
-from streamflow.testing.kafka_broker import produce
+from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetsInitializer,
+    KafkaRecordDeserializationSchema,
+    KafkaSource,
+    KafkaSourceBuilder,
+)
+from streamflow.testing.kafka_broker import create_topic, produce
 
 
 async def read_until(reader: Any, count: int | None) -> list:
@@ -96,3 +102,96 @@ async def test_a_checkpoint_completing_during_an_earlier_commit_is_committed_too
         assert got == expected
     finally:
         await reader.close()
+
+
+class _WithTimestamp(sf.ProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield (value, ctx.timestamp())
+
+
+async def run_job(src: KafkaSource, parallelism: int = 1, stamp: bool = False) -> list:
+    env = sf.StreamExecutionEnvironment().set_parallelism(parallelism)
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    out: list = []
+    stream = env.from_source(src, sf.WatermarkStrategy.no_watermarks(), "kafka")
+    (stream.process(_WithTimestamp()) if stamp else stream).add_sink(out.append)
+    await asyncio.wait_for((await env.execute_async("flink-source")).get_job_execution_result(), 60)
+    return out
+
+
+def bounded(bs: str, topic: str) -> KafkaSourceBuilder:
+    return source(bs, topic).set_bounded(KafkaOffsetsInitializer.latest())
+
+
+async def test_timestamp(kafka):
+    """KafkaSourceITCase#testTimestamp: each record's element timestamp is its Kafka timestamp."""
+    bs, topic = kafka.bootstrap_servers, topic_name("timestamp")
+    await create_topic(bs, topic, 1)
+    now = int(time.time() * 1000)
+    await produce(bs, topic, [b"0", b"1", b"2"], keys=[b"key0", b"key1", b"key2"],
+                  timestamps=[now + 1, now + 2, now + 3])
+    out = await run_job(bounded(bs, topic).build(), stamp=True)
+    assert out == [("0", now + 1), ("1", now + 2), ("2", now + 3)]
+
+
+async def test_value_only_deserializer(kafka):
+    """KafkaSourceITCase#testValueOnlyDeserializer: the values alone, through a value-only
+    deserializer (here a callable on the value's bytes), from two topics."""
+    bs = kafka.bootstrap_servers
+    topics = [topic_name("value-only") for _ in range(2)]
+    for topic in topics:
+        await create_topic(bs, topic, 2)
+        for p in range(2):
+            await produce(bs, topic, [str(v).encode() for v in range(p, RECORDS_PER_SPLIT)], partition=p)
+    src = (KafkaSource.builder().set_bootstrap_servers(bs).set_topics(*topics)
+           .set_value_only_deserializer(lambda raw: int(raw))
+           .set_bounded(KafkaOffsetsInitializer.latest()).build())
+    out = await run_job(src)
+    assert sum(out) == 2 * sum(v for p in range(2) for v in range(p, RECORDS_PER_SPLIT))
+
+
+async def test_record_deserializer_sees_key_headers_timestamp_and_position(kafka):
+    """KafkaSourceITCase's ``TestingKafkaRecordDeserializationSchema`` and
+    KafkaRecordDeserializationSchemaTest#testKafkaDeserializationSchemaWrapper: a record
+    deserializer gets the whole Kafka record (key, value, headers, timestamp, topic, partition,
+    offset)."""
+    from aiokafka import AIOKafkaProducer
+
+    bs, topic = kafka.bootstrap_servers, topic_name("record")
+    await create_topic(bs, topic, 1)
+    producer = AIOKafkaProducer(bootstrap_servers=bs)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"v0", key=b"k0", partition=0, timestamp_ms=1000,
+                                     headers=[("h", b"x"), ("h", b"y")])
+        await producer.send_and_wait(topic, None, key=b"k1", partition=0, timestamp_ms=2000)
+    finally:
+        await producer.stop()
+
+    def whole(r: Any) -> tuple:
+        return (r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, list(r.headers))
+
+    src = bounded(bs, topic).set_deserializer(KafkaRecordDeserializationSchema.of(whole)).build()
+    assert await run_job(src) == [(topic, 0, 0, 1000, b"k0", b"v0", [("h", b"x"), ("h", b"y")]),
+                                  (topic, 0, 1, 2000, b"k1", None, [])]
+
+
+@pytest.mark.parametrize(("partitions", "filled", "parallelism", "group"), [
+    (1, 0, 1, True),  # testConsumingEmptyTopic
+    (3, 2, 1, True),  # testConsumingTopicWithEmptyPartitions
+    (2, 2, 3, True),  # testRedundantParallelism: one reader owns no partition and ends
+    (2, 2, 1, False),  # testBasicReadWithoutGroupId
+], ids=["empty-topic", "empty-partitions", "redundant-parallelism", "without-group-id"])
+async def test_bounded_reads(kafka, partitions, filled, parallelism, group):
+    """KafkaSourceITCase#testConsumingEmptyTopic, #testConsumingTopicWithEmptyPartitions,
+    #testRedundantParallelism, #testBasicReadWithoutGroupId: a source bounded by ``latest()``
+    reads every record there is and the job ends."""
+    bs, topic = kafka.bootstrap_servers, topic_name("bounded")
+    await create_topic(bs, topic, partitions)
+    for p in range(filled):
+        await produce(bs, topic, [f"{p}:{i}".encode() for i in range(RECORDS_PER_SPLIT)], partition=p)
+    builder = bounded(bs, topic)
+    if group:
+        builder = builder.set_group_id(f"g-{topic}")
+    out = await run_job(builder.build(), parallelism)
+    assert sorted(out) == [f"{p}:{i}" for p in range(filled) for i in range(RECORDS_PER_SPLIT)]
