@@ -19,7 +19,14 @@ import itertools
 from typing import Any
 
 import pytest
-from aiokafka.errors import KafkaError, KafkaTimeoutError, NodeNotReadyError, RequestTimedOutError
+from aiokafka.errors import (
+    InvalidProducerEpoch,
+    KafkaError,
+    KafkaTimeoutError,
+    NodeNotReadyError,
+    ProducerFenced,
+    RequestTimedOutError,
+)
 
 from streamflow.clock import SYSTEM_CLOCK
 from streamflow.common.serialization import SimpleStringSchema
@@ -161,3 +168,40 @@ async def test_at_least_once_fails_when_kafka_is_unavailable(tmp_path, step):
             repr(failure.value)
         if step != "close":
             await op.close()
+
+
+@pytest.mark.parametrize("step", ["write", "flush", "close"])
+async def test_a_fenced_producer_fails_the_task(kafka, step):
+    """ExactlyOnceKafkaWriterITCase#test{Write,Flush,Close}AsyncErrorPropagationAndErrorCounter:
+    another producer initialises the sink's transactional id (a zombie's restart, or a second job
+    with the same prefix) and commits a transaction; the sink's next write, pre-commit flush or
+    close fails with the fencing error, which is counted once in ``numRecordsOutErrors``; the
+    fencing job's record is the only output."""
+    from aiokafka import AIOKafkaProducer
+
+    bs, topic = kafka.bootstrap_servers, name(f"fenced-{step}")
+    await create_topic(bs, topic, 1)
+    op = await sink_op(bs, topic, topic)
+    fencer = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=op.transactional_id)
+    await fencer.start()
+    try:
+        async with fencer.transaction():
+            await fencer.send_and_wait(topic, b"fencer")
+    finally:
+        await fencer.stop()
+    await op.process_batch(["1"], None)
+    if step != "flush":
+        async with asyncio.timeout(10):
+            await op.producer.flush()
+    with pytest.raises(KafkaError) as failure:
+        async with asyncio.timeout(10):
+            if step == "write":
+                await op.process_batch(["2"], None)
+            elif step == "flush":
+                await barrier(op, 1)
+            else:
+                await op.close()
+    assert isinstance(failure.value, (ProducerFenced, InvalidProducerEpoch)), repr(failure.value)
+    if step != "close":
+        await op.close()
+    assert await output(bs, topic) == ["fencer"]

@@ -104,8 +104,19 @@ async def abandon(producer: Any, cause: BaseException, name: str) -> None:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.wait({task})
-        producer._message_accumulator.fail_all(cause)
+        accumulator = producer._message_accumulator
+        accumulator.fail_all(cause)
         producer._closed = True
         await producer.client.close()
+        # the failures of the producer's own waiters are this one (or the error that failed the
+        # task, raised already): retrieved here, else asyncio logs each as never retrieved when it
+        # is collected, and a finalizer that logs while CPython 3.11.7 builds an AST (pytest's
+        # assertion rewriting) fails that build with "AST constructor recursion depth mismatch"
+        batches = [b for queue in accumulator._batches.values() for b in queue]
+        waiters = [w for b in [*batches, *accumulator._pending_batches] for w in (b.future, b._drain_waiter)]
+        txn = getattr(producer, "_txn_manager", None)
+        for waiter in [*waiters, getattr(txn, "_transaction_waiter", None)]:
+            if waiter is not None and waiter.done() and not waiter.cancelled():
+                waiter.exception()
     except Exception as exc:  # cleanup of a producer that is failing anyway
         log.warning("kafka sink %s: abandoning the producer failed: %r", name, exc)
