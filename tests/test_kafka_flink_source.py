@@ -22,6 +22,7 @@ from streamflow.datastream.connectors.kafka import (
     KafkaRecordDeserializationSchema,
     KafkaSource,
     KafkaSourceBuilder,
+    KafkaTopicPartition,
 )
 from streamflow.testing.kafka_broker import create_topic, produce
 
@@ -195,3 +196,55 @@ async def test_bounded_reads(kafka, partitions, filled, parallelism, group):
         builder = builder.set_group_id(f"g-{topic}")
     out = await run_job(builder.build(), parallelism)
     assert sorted(out) == [f"{p}:{i}" for p in range(filled) for i in range(RECORDS_PER_SPLIT)]
+
+
+async def test_specific_offsets_initializer(kafka):
+    """OffsetsInitializerTest#testSpecificOffsetsInitializer: ``offsets({...})`` starts a partition
+    it names at the given offset; one it does not name at the group's committed offset, and only
+    one without a committed offset by the reset strategy (EARLIEST)
+    (``SpecifiedOffsetsInitializer#getPartitionOffsets``)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    bs = kafka.bootstrap_servers
+    topic, other = await two_partitions(bs, "specific"), await two_partitions(bs, "specific-other")
+    group = f"g-{topic}"
+    consumer = AIOKafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(other, 0)]
+        consumer.assign(tps)
+        await consumer.commit({tps[0]: OffsetAndMetadata(3, "")})
+        initializer = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 1): 1})
+        offsets = await initializer.resolve(consumer, tps, group)
+    finally:
+        await consumer.stop()
+    assert offsets == {tps[0]: 3, tps[1]: 1, tps[2]: 0}
+
+
+class _RacingConsumer:
+    """A partition's log as a consumer sees it while a record with timestamp 2001 is appended at
+    offset 5 between two calls: first no record at or after the timestamp, then the new end."""
+
+    def __init__(self) -> None:
+        self.appended = False
+
+    async def end_offsets(self, tps: list) -> dict:
+        return {tp: 6 if self.appended else 5 for tp in tps}
+
+    async def offsets_for_times(self, query: dict) -> dict:
+        found = {tp: None for tp in query}
+        self.appended = True
+        return found
+
+
+async def test_timestamp_offsets_initializer_takes_the_end_offsets_first():
+    """OffsetsInitializerTest#testTimestampOffsetsInitializer and Flink's
+    ``TimestampOffsetsInitializer``: the end offsets are read before the offsets for the timestamp,
+    so a partition without a record at or after it starts at the end seen *before* the lookup,
+    and a record appended meanwhile is read, not skipped."""
+    from aiokafka import TopicPartition
+
+    tp = TopicPartition("t", 0)
+    offsets = await KafkaOffsetsInitializer.timestamp(2001).resolve(_RacingConsumer(), [tp], None)
+    assert offsets == {tp: 5}

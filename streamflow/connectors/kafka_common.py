@@ -94,7 +94,8 @@ class KafkaOffsetsInitializer:
         offsets: Mapping[KafkaTopicPartition, int],
         offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.EARLIEST,
     ) -> KafkaOffsetsInitializer:
-        """Given offsets; partitions not named start by ``offset_reset_strategy``."""
+        """Given offsets; a partition not named starts at the group's committed offset (with a
+        group id), else by ``offset_reset_strategy``, as Flink's ``SpecifiedOffsetsInitializer``."""
         return KafkaOffsetsInitializer("offsets", offsets=offsets, reset=offset_reset_strategy)
 
     def needs_group(self) -> bool:
@@ -122,8 +123,10 @@ class KafkaOffsetsInitializer:
         if self.kind == "latest":
             return dict(await consumer.end_offsets(list(tps)))
         if self.kind == "timestamp":
-            found = await consumer.offsets_for_times({tp: self.timestamp_ms for tp in tps})
+            # Flink's TimestampOffsetsInitializer: the end offsets first, so a record at or after the
+            # timestamp appended during the lookup is read, not skipped
             ends = await consumer.end_offsets(list(tps))
+            found = await consumer.offsets_for_times({tp: self.timestamp_ms for tp in tps})
             return {tp: (found[tp].offset if found.get(tp) is not None else ends[tp]) for tp in tps}
         out: dict[Any, int] = {}
         missing = []
@@ -137,6 +140,14 @@ class KafkaOffsetsInitializer:
                 missing.append(tp)
             else:
                 out[tp] = int(off)
+        if missing and self.kind == "offsets" and group_id:
+            # Flink's SpecifiedOffsetsInitializer: a partition not named starts at the group's
+            # committed offset, and only one without it by the reset strategy
+            for tp in list(missing):
+                off = await consumer.committed(tp)
+                if off is not None and off >= 0:
+                    out[tp] = int(off)
+                    missing.remove(tp)
         if missing:
             if self.reset is KafkaOffsetResetStrategy.NONE:
                 names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)

@@ -320,7 +320,7 @@ class KafkaSourceReader(SourceReader):
         starts = await starting.resolve(consumer, fresh, self.source.group_id)
         # a restored partition keeps the stopping offset of its checkpoint (module doc)
         unresolved = [t for t in new_tps if (t.topic, t.partition) not in self._restored_stops]
-        stops = (await self.source.stopping_offsets.resolve(consumer, unresolved, None)
+        stops = (await self.source.stopping_offsets.resolve(consumer, unresolved, self.source.group_id)
                  if self.source.stopping_offsets is not None else {})
         stops.update({t: self._restored_stops[(t.topic, t.partition)] for t in new_tps
                       if (t.topic, t.partition) in self._restored_stops})
