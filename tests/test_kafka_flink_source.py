@@ -248,3 +248,40 @@ async def test_timestamp_offsets_initializer_takes_the_end_offsets_first():
     tp = TopicPartition("t", 0)
     offsets = await KafkaOffsetsInitializer.timestamp(2001).resolve(_RacingConsumer(), [tp], None)
     assert offsets == {tp: 5}
+
+
+async def test_kafka_source_metrics(kafka):
+    """KafkaSourceReaderTest#testKafkaSourceMetrics (KafkaSourceReaderMetrics' names): per
+    partition, ``currentOffset`` is the offset of the last record emitted and
+    ``committedOffset`` the last offset committed to the group (both -1 until there is one);
+    ``commitsSucceeded`` counts the commits of completed checkpoints."""
+    from streamflow.runtime.metrics import MetricGroup
+
+    bs = kafka.bootstrap_servers
+    topic = await two_partitions(bs, "metrics")
+    registry: dict[str, Any] = {}
+    reader = source(bs, topic).set_group_id(f"g-{topic}").build().create_reader(0, 1)
+    reader.set_metric_group(MetricGroup("src[0]", registry))
+    await reader.start(lambda: None)
+
+    def metric(name: str) -> Any:
+        found = registry[f"src[0].KafkaSourceReader.{name}"]
+        return found.get_value() if hasattr(found, "get_value") else found.get_count()
+
+    def per_partition(name: str) -> list:
+        return [metric(f"topic.{topic}.partition.{p}.{name}") for p in range(2)]
+
+    try:
+        assert per_partition("currentOffset") == [-1, -1]
+        await read_until(reader, 2 * RECORDS_PER_SPLIT)
+        assert per_partition("currentOffset") == [RECORDS_PER_SPLIT - 1] * 2
+        assert per_partition("committedOffset") == [-1, -1]
+        reader.snapshot_for_checkpoint(15213)
+        reader.notify_checkpoint_complete(15213)
+        async with asyncio.timeout(5):
+            while per_partition("committedOffset") != [RECORDS_PER_SPLIT] * 2:
+                await asyncio.sleep(0.02)
+        assert metric("commitsSucceeded") > 0 and metric("commitsFailed") == 0
+        assert per_partition("pendingRecords") == [0, 0]
+    finally:
+        await reader.close()

@@ -56,6 +56,7 @@ The source itself (its settings and PyFlink's builder) is :class:`~.kafka_source
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -65,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 from ..state.key_groups import stable_hash
 from .base import END, SourceReader
 from .kafka_common import KafkaOffsetsInitializer, KafkaTopicPartition, consumer_config
+from .kafka_reader_metrics import KafkaSourceReaderMetrics
 
 if TYPE_CHECKING:
     from .kafka_source import KafkaSource
@@ -121,21 +123,13 @@ class KafkaSourceReader(SourceReader):
         self._commit_task: asyncio.Task[None] | None = None
         self._commit_next: tuple[int, dict[tuple[str, int], int]] | None = None  # after the running one
         self.watermarks: Any = None  # kafka_watermarks.PartitionWatermarks when a strategy is set
-        self._metrics: Any = None  # the reader's MetricGroup (set_metric_group), for per-partition gauges
+        self._metrics: KafkaSourceReaderMetrics | None = None  # set_metric_group
 
     # -- metrics -------------------------------------------------------------
     def set_metric_group(self, group: Any) -> None:
-        """Called by the job before ``start``: per-partition gauges with Flink's KafkaSourceReader
-        names go under ``KafkaSourceReader.topic.<topic>.partition.<p>``: ``currentOffset`` (the
-        next offset to emit) and ``pendingRecords`` (the consumer lag: records between it and the
-        partition's high watermark as last fetched)."""
-        self._metrics = group.add_group("KafkaSourceReader")
-
-    def _register_split_metrics(self, split: _Split) -> None:
-        topic = self._metrics.add_group("topic", split.tp.topic)
-        group = topic.add_group("partition", str(split.tp.partition))
-        group.gauge("currentOffset", lambda: split.position)
-        group.gauge("pendingRecords", lambda: self._pending_records(split))
+        """Called by the job before ``start``: Flink's KafkaSourceReader metrics
+        (:mod:`.kafka_reader_metrics`)."""
+        self._metrics = KafkaSourceReaderMetrics(group)
 
     def _pending_records(self, split: _Split) -> int:
         consumer = self._consumer
@@ -232,6 +226,11 @@ class KafkaSourceReader(SourceReader):
             except Exception as exc:  # monitoring only: the offsets that matter are in the checkpoint
                 log.warning("kafka source: committing offsets of checkpoint %d to group %r failed: %r",
                             checkpoint_id, self.source.group_id, exc)
+                if self._metrics is not None:
+                    self._metrics.record_failed_commit()
+            else:
+                if self._metrics is not None:
+                    self._metrics.record_committed(offsets)
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self, wake: Callable[[], None]) -> None:
@@ -333,7 +332,7 @@ class KafkaSourceReader(SourceReader):
             split.done = split.stop is not None and pos >= split.stop
             self.splits[key] = split
             if self._metrics is not None:
-                self._register_split_metrics(split)
+                self._metrics.register_partition(key, functools.partial(self._pending_records, split))
             log.info("kafka source subtask %d: assigned %s-%d from offset %d%s", self.subtask, t.topic,
                      t.partition, pos, "" if split.stop is None else f" to {split.stop}")
             if self.watermarks is not None:
@@ -446,11 +445,14 @@ class KafkaSourceReader(SourceReader):
             self._queue[0] = (split, records[max_records:], timestamps[max_records:], offsets[max_records:],
                               next_offset)
             records, timestamps = records[:max_records], timestamps[:max_records]
-            split.position = offsets[max_records - 1] + 1
+            offsets = offsets[:max_records]
+            split.position = offsets[-1] + 1
         else:
             self._queue.popleft()
             split.position = next_offset
             split.queued -= 1
+        if self._metrics is not None and offsets:
+            self._metrics.record_current_offset((split.tp.topic, split.tp.partition), offsets[-1])
         self._queued -= len(records)
         if self._queued < QUEUE_LIMIT:
             self._space.set()
