@@ -285,3 +285,33 @@ async def test_kafka_source_metrics(kafka):
         assert per_partition("pendingRecords") == [0, 0]
     finally:
         await reader.close()
+
+
+@pytest.mark.parametrize("bounded", [False, True], ids=["unbounded-with-stops", "bounded"])
+async def test_commit_offsets_without_alive_fetchers(kafka, bounded):
+    """KafkaSourceReaderTest#testCommitOffsetsWithoutAliveFetchers: every split reached its
+    stopping offset and the fetch loop has ended; a checkpoint completed after that still
+    commits the finished splits' offsets to the group."""
+    bs = kafka.bootstrap_servers
+    topic = await two_partitions(bs, "no-fetchers")
+    group = f"g-{topic}"
+    stop = KafkaOffsetsInitializer.latest()
+    # unbounded: discovery off, Flink's notifyNoMoreSplits (the fetch loop ends once all are done)
+    builder = source(bs, topic).set_group_id(group).set_property("partition.discovery.interval.ms", "0")
+    builder = builder.set_bounded(stop) if bounded else builder.set_unbounded(stop)
+    reader = builder.build().create_reader(0, 1)
+    await reader.start(lambda: None)
+    try:
+        await read_until(reader, 2 * RECORDS_PER_SPLIT)
+        async with asyncio.timeout(5):
+            while not reader._task.done():
+                await asyncio.sleep(0.01)
+        reader.snapshot_for_checkpoint(100)
+        reader.notify_checkpoint_complete(100)
+        expected = {0: RECORDS_PER_SPLIT, 1: RECORDS_PER_SPLIT}
+        deadline = time.monotonic() + 5
+        while (got := await committed(bs, group, topic)) != expected and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert got == expected
+    finally:
+        await reader.close()
