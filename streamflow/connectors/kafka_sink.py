@@ -29,10 +29,14 @@ numBytesSend, errors, send time).
   ``TransactionAborter`` does (``kafka_txn_admin.abort_lingering_transactions``). A broker
   connection closed (broken or timed out) during a transaction fails the task: the test broker loses
   a transaction across its restart while later sends and the commit report success, and Apache Kafka
-  aborts it; the failover's recovery re-sends it. Closing never flushes the open transaction
-  (whatever ended the task): its queued batches are dropped, as Flink closes a producer in a
-  transaction at once; they are in no checkpoint, and a flush that waited through a broker restart
-  would write them into a transaction the broker forgot.
+  aborts it; the failover's recovery re-sends it. Closing (whatever ended the task) aborts the open
+  transaction, as Flink's ``ExactlyOnceKafkaWriter#close`` aborts its current one, so
+  ``read_committed`` consumers read past it at once rather than after the transaction timeout
+  (never, on a broker without one); best effort, within ``ABORT_ON_CLOSE_S``, and skipped after a
+  lost connection (that transaction is gone). Its records are safe: the epochs of completed
+  checkpoints are in their state and recovery re-sends them, the others are replayed. Closing never
+  flushes: the batches the sender has not taken are dropped first (a flush waits out a broker
+  outage, and batches written into a transaction the broker forgot stay open there).
 * Producer properties (``set_property``) map to aiokafka's arguments
   (``kafka_common.producer_config``); any other one is logged as ignored.
 * Crash-test points (``testing.faults``): ``commit`` (marker sent, commit not
@@ -65,6 +69,7 @@ __all__ = ["BrokerConnectionLost", "KafkaRecordSerializationSchema", "KafkaSink"
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_SIZE = 1 << 20  # Kafka's and aiokafka's max.request.size
+ABORT_ON_CLOSE_S = 5.0  # how long close waits for the abort of the open transaction
 
 class KafkaSink(Sink):
     """Build with ``KafkaSink.builder()``; see the module docstring."""
@@ -214,10 +219,9 @@ class KafkaSinkOperator(StreamOperator):
             async with self._committing:  # never stop the producer under a running commit
                 producer, self.producer = self.producer, None
             if producer is not None and self.eos:
-                # never flush an open transaction (Flink closes such a producer at once too): what
-                # it holds is in no checkpoint (the restarted job sends it again), a flush waits
-                # out a broker outage, and batches written into a transaction the broker forgot
-                # across a restart stay open there (the module docstring)
+                await self._abort_on_close(producer)
+                # never flush an open transaction: a flush waits out a broker outage, and batches
+                # written into a transaction the broker forgot across a restart stay open there
                 await admin.abandon(producer, self._broken or BrokerConnectionLost("abandoned"), self.name)
             elif producer is not None:
                 try:
@@ -225,6 +229,20 @@ class KafkaSinkOperator(StreamOperator):
                 except Exception as exc:  # closing only: an open transaction is aborted on restart
                     log.warning("kafka sink %s: stopping the producer failed: %r", self.name, exc)
         self._raise_delivery_error()  # reported before close: the records are lost, say so
+
+    async def _abort_on_close(self, producer: Any) -> None:
+        """Abort the open transaction (module doc); a failure is logged: the next initialisation of
+        this transactional id aborts it."""
+        if self._broken is not None or not producer._txn_manager.is_in_transaction():
+            return
+        dropped = admin.drop_queued(producer, BrokerConnectionLost("closed: the open transaction is aborted"))
+        log.debug("kafka sink %s: closing: %d queued records dropped, aborting the open transaction",
+                  self.name, dropped)
+        try:
+            await asyncio.wait_for(self._guard.call(producer.abort_transaction()), ABORT_ON_CLOSE_S)
+        except Exception as exc:
+            log.info("kafka sink %s: aborting the open transaction of %s at close failed (%r); the next "
+                     "start of that transactional id aborts it", self.name, self.transactional_id, exc)
 
     async def finish(self) -> None:
         log.debug("kafka sink %s: finish (broken: %r)", self.name, self._broken)
@@ -345,8 +363,8 @@ class KafkaSinkOperator(StreamOperator):
         exc = None if fut.cancelled() else fut.exception()
         if exc is None or self._delivery_error is not None or self._broken is not None:
             return
-        if self._closing:
-            log.info("kafka sink %s: a delivery failed while closing: %r", self.name, exc)
+        if self._closing:  # (closing drops the queued batches: each fails)
+            log.debug("kafka sink %s: a delivery failed while closing: %r", self.name, exc)
             return
         log.warning("kafka sink %s: a delivery failed (the next batch fails the task): %r", self.name, exc)
         self._delivery_error = exc

@@ -3,7 +3,8 @@
 * :func:`committed_marker` reads the token a subtask's marker group last committed, which
   :func:`.kafka_txn.recovery_plan` compares with the restored epochs.
 * :func:`abandon` drops a transactional producer without flushing its open transaction
-  (the sink's close and a lost connection: the module doc of :mod:`.kafka_sink`).
+  (the sink's close and a lost connection: the module doc of :mod:`.kafka_sink`);
+  :func:`drop_queued` fails the batches its sender has not taken yet (before the abort at close).
 * :func:`abort_open_transaction` ends a transaction a former subtask left open, when a
   rescale leaves no subtask of that index to do it by initialising its own producer: it
   initialises a producer with that transactional id (``InitProducerId`` fences the former
@@ -31,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
-    "abandon", "abort_lingering_transactions", "abort_open_transaction", "committed_marker", "former_id",
+    "abandon", "abort_lingering_transactions", "abort_open_transaction", "committed_marker", "drop_queued",
+    "former_id",
 ]
 
 log = logging.getLogger("streamflow.connectors.kafka_sink")
@@ -91,6 +93,22 @@ async def abort_lingering_transactions(producer_kw: dict[str, Any], id_of: Calla
             return aborted
         aborted.append(txn_id)
         j += parallelism
+
+
+def drop_queued(producer: Any, cause: BaseException) -> int:
+    """Fail (with ``cause``) and remove the batches ``producer``'s sender has not taken yet, so
+    that an abort that follows sends none of them; the number of records dropped. (aiokafka's
+    accumulator: private, pinned to aiokafka 0.14.)"""
+    accumulator = producer._message_accumulator
+    dropped = 0
+    for tp in list(accumulator._batches):
+        for batch in accumulator._batches.pop(tp):
+            dropped += batch.record_count
+            batch.failure(cause)
+            for waiter in (batch.future, batch._drain_waiter):
+                if waiter.done() and not waiter.cancelled():
+                    waiter.exception()  # retrieved: asyncio would log it as never retrieved
+    return dropped
 
 
 async def abandon(producer: Any, cause: BaseException, name: str) -> None:
