@@ -259,3 +259,50 @@ async def test_recovery_with_exactly_once_and_concurrent_checkpoints(kafka, tmp_
     assert str(tmp_path) in FailOnce.failed
     assert sorted(map(int, await values(bs, topic))) == list(range(200))
     assert await open_transactions(bs, topic) == {}
+
+
+def test_serialize_record_schema():
+    """KafkaRecordSerializationSchemaBuilderTest#testSerializeRecordWithTopicSelector, #...WithKey,
+    #...WithHeaderProvider, #...WithPartitioner, #...WithTimestamp: the record ``serialize`` makes
+    (a negative timestamp gives none: Flink's ``KafkaRecordSerializationSchemaWrapper``)."""
+    from streamflow.common.serialization import SimpleStringSchema as S
+
+    def schema(**kw: Any) -> Any:
+        builder = KafkaRecordSerializationSchema.builder().set_value_serialization_schema(S())
+        selector = kw.pop("selector", None)
+        builder = builder.set_topic_selector(selector) if selector else builder.set_topic("t")
+        for key, value in kw.items():
+            builder = getattr(builder, f"set_{key}")(value)
+        return builder.build()
+
+    selected = schema(selector=lambda e: "topic-a" if e == "a" else "topic-b")
+    assert [(r.topic, r.key, r.value) for r in (selected.serialize("a"), selected.serialize("b"))] == [
+        ("topic-a", None, b"a"), ("topic-b", None, b"b")]
+    keyed = schema(key_serialization_schema=S())
+    assert (keyed.serialize("a").key, keyed.serialize("a").value) == (b"a", b"a")
+    assert schema(header_provider=lambda e: [("a", b"a")]).serialize("a").headers == [("a", b"a")]
+    partitioned = schema(partitioner=lambda element, key, value, topic, partitions: 5)
+    assert partitioned.serialize("a", None, None, list(range(8))).partition == 5
+    assert [keyed.serialize("a", None, ts).timestamp for ts in (100, 0, None, -100)] == [100, 0, None, None]
+
+
+async def test_null_header_values_survive_exactly_once_and_its_recovery(kafka):
+    """A header with a null value (Kafka's and Flink's ``RecordHeader(key, null)``) is written as
+    such by an EXACTLY_ONCE sink: its checkpoint state packs it, and a restore that re-sends the
+    epoch writes it again."""
+    bs, topic = kafka.bootstrap_servers, name("null-header")
+    await create_topic(bs, topic, 1)
+    sink = (KafkaSink.builder().set_bootstrap_servers(bs)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(SimpleStringSchema())
+                                   .set_header_provider(lambda e: [("none", None), ("some", e.encode())])
+                                   .build())
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE).set_transactional_id_prefix(topic).build())
+    op = await sink_op(bs, topic, topic, sink=sink)
+    await op.process_batch(["a"], None)
+    state = await barrier(op, 1)
+    await op.close()  # checkpoint 1 completed, not committed: the restore re-sends it
+    op = await sink_op(bs, topic, topic, state, sink=sink)
+    await op.close()
+    records = await read_topic(bs, topic)
+    assert [(r.value, list(r.headers)) for r in records] == [(b"a", [("none", None), ("some", b"a")])]

@@ -28,7 +28,7 @@ class KafkaProducerRecord:
     key: bytes | None
     value: bytes
     timestamp: int | None
-    headers: list[tuple[str, bytes]] | None
+    headers: list[tuple[str, bytes | None]] | None
 
 
 class KafkaRecordSerializationSchema:
@@ -42,7 +42,7 @@ class KafkaRecordSerializationSchema:
         topic_selector: Callable[[Any], str] | None = None,
         key_serialization_schema: SerializationSchema | Callable[[Any], bytes] | None = None,
         partitioner: Partitioner | None = None,
-        header_provider: Callable[[Any], list[tuple[str, bytes]]] | None = None,
+        header_provider: Callable[[Any], list[tuple[str, bytes | None]]] | None = None,
     ) -> None:
         if (topic is None) == (topic_selector is None):
             raise ValueError("KafkaRecordSerializationSchema: set one of set_topic and set_topic_selector")
@@ -79,6 +79,8 @@ class KafkaRecordSerializationSchema:
         partition = None
         if self.partitioner is not None and partitions:
             partition = self.partitioner(element, key, value, topic, partitions)
+        if timestamp is not None and timestamp < 0:  # Flink's wrapper: no timestamp for a negative one
+            timestamp = None
         return KafkaProducerRecord(topic, partition, key, value, timestamp, headers)
 
 
@@ -107,7 +109,7 @@ class KafkaRecordSerializationSchemaBuilder:
         return self
 
     def set_header_provider(
-        self, fn: Callable[[Any], list[tuple[str, bytes]]]
+        self, fn: Callable[[Any], list[tuple[str, bytes | None]]]
     ) -> KafkaRecordSerializationSchemaBuilder:
         self._kw["header_provider"] = fn
         return self

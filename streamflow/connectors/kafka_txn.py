@@ -61,7 +61,7 @@ class Group:
     values: list[Any]  # bytes, or None for a tombstone
     keys: list[Any] | None = None
     timestamps: list[int] | None = None
-    headers: list[list[tuple[str, bytes]]] | None = None
+    headers: list[list[tuple[str, bytes | None]]] | None = None  # a header value may be null
 
     def __len__(self) -> int:
         return len(self.values)
@@ -167,7 +167,9 @@ def pack_groups(groups: list[Group]) -> bytes:
     header = []
     body: list[bytes] = []
     for g in groups:
-        hdrs = None if g.headers is None else [[[k, v.decode("latin-1")] for k, v in h] for h in g.headers]
+        # a header value may be null (Kafka's RecordHeader(key, null)): JSON null
+        hdrs = None if g.headers is None else [[[k, None if v is None else v.decode("latin-1")] for k, v in h]
+                                               for h in g.headers]
         header.append([g.topic, g.partition, len(g.values), g.keys is not None, g.timestamps is not None,
                        hdrs])
         body.append(_lengths(g.values))
@@ -211,6 +213,7 @@ def unpack_groups(blob: bytes) -> list[Group]:
             ts.frombytes(view[pos:pos + 8 * n])
             pos += 8 * n
             timestamps = ts.tolist()
-        hdrs = None if headers is None else [[(k, v.encode("latin-1")) for k, v in h] for h in headers]
+        hdrs = None if headers is None else [[(k, None if v is None else v.encode("latin-1")) for k, v in h]
+                                             for h in headers]
         groups.append(Group(topic, partition, values, keys, timestamps, hdrs))
     return groups
