@@ -315,3 +315,37 @@ async def test_commit_offsets_without_alive_fetchers(kafka, bounded):
         assert got == expected
     finally:
         await reader.close()
+
+
+def test_enable_auto_commit_without_group_id_fails_at_build():
+    """KafkaSourceBuilderTest#testEnableAutoCommitWithoutGroupId: ``enable.auto.commit=true``
+    without a group id fails ``build()`` (Flink's ``sanityCheck``); so does a property the source
+    does not take (at build, not when the job starts)."""
+    def builder() -> KafkaSourceBuilder:
+        return (KafkaSource.builder().set_bootstrap_servers("localhost:9").set_topics("t")
+                .set_value_only_deserializer(lambda raw: raw))
+
+    with pytest.raises(ValueError, match=r"group\.id is required when offset commit is enabled"):
+        builder().set_property("enable.auto.commit", "true").build()
+    with pytest.raises(ValueError, match=r"unsupported property 'no\.such\.property'"):
+        builder().set_property("no.such.property", "1").build()
+
+
+async def test_enable_auto_commit_commits_the_consumer_position(kafka):
+    """Flink passes ``enable.auto.commit=true`` (with a group id) to its consumer, which then
+    commits its positions every ``auto.commit.interval.ms`` without any checkpoint."""
+    bs = kafka.bootstrap_servers
+    topic = await two_partitions(bs, "auto-commit")
+    group = f"g-{topic}"
+    reader = (source(bs, topic).set_group_id(group).set_property("enable.auto.commit", "true")
+              .set_property("auto.commit.interval.ms", "100").build().create_reader(0, 1))
+    await reader.start(lambda: None)
+    try:
+        await read_until(reader, 2 * RECORDS_PER_SPLIT)
+        expected = {0: RECORDS_PER_SPLIT, 1: RECORDS_PER_SPLIT}
+        deadline = time.monotonic() + 5
+        while (got := await committed(bs, group, topic)) != expected and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert got == expected
+    finally:
+        await reader.close()

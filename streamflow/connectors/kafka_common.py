@@ -214,8 +214,15 @@ class KafkaRecordDeserializationSchema:
 
 
 # Kafka client property names (Flink passes them through) mapped to aiokafka keyword arguments.
+def _java_bool(value: str) -> bool:
+    """Java's ``Boolean.parseBoolean``, as Kafka's client reads a boolean property."""
+    return str(value).strip().lower() == "true"
+
+
 _CONSUMER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "isolation.level": ("isolation_level", str),
+    "enable.auto.commit": ("enable_auto_commit", _java_bool),  # Flink passes it on (needs group.id)
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", int),
     "client.id": ("client_id", str),
     "fetch.max.bytes": ("fetch_max_bytes", int),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),

@@ -22,6 +22,7 @@ from .kafka_common import (
     KafkaOffsetsInitializer,
     KafkaRecordDeserializationSchema,
     KafkaTopicPartition,
+    consumer_config,
 )
 from .kafka_reader import QUEUE_LIMIT, KafkaSourceReader, split_owner
 from .serialization import DeserializationSchema
@@ -93,6 +94,11 @@ class KafkaSource(Source):
             log.warning("kafka source: property client.id=%s has no effect: each subtask's consumer is "
                         "'%s-<subtask>', as in Flink; set client.id.prefix instead", client_id,
                         self.client_id_prefix)
+        if str(self.properties.get("enable.auto.commit", "")).strip().lower() == "true" and not group_id:
+            # Flink's KafkaSourceBuilder.sanityCheck
+            raise ValueError("KafkaSource: property group.id is required when offset commit is enabled "
+                             "(enable.auto.commit=true): call set_group_id()")
+        consumer_config(bootstrap_servers, group_id, self.properties, "")  # a bad property fails build()
         self.watermark_strategy: Any = None  # set by with_watermark_strategy (per-partition watermarks)
         self.watermark_interval_ms = 200
 
