@@ -349,3 +349,16 @@ async def test_enable_auto_commit_commits_the_consumer_position(kafka):
         assert got == expected
     finally:
         await reader.close()
+
+
+@pytest.mark.parametrize(("bounded", "interval_ms"), [(False, 300_000), (True, 0)],
+                         ids=["default", "bounded"])
+def test_default_partition_discovery(bounded, interval_ms):
+    """KafkaSourceBuilderTest#testDefaultPartitionDiscovery / #testPeriodPartitionDiscovery: an
+    unbounded source discovers partitions every 5 minutes by default (``KafkaSourceOptions``:
+    Kafka's ``metadata.max.age.ms``); a bounded one never (0 here: off)."""
+    builder = (KafkaSource.builder().set_bootstrap_servers("localhost:9").set_topics("t")
+               .set_value_only_deserializer(lambda raw: raw))
+    if bounded:
+        builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
+    assert builder.build().discovery_interval_ms == interval_ms

@@ -31,7 +31,7 @@ __all__ = ["QUEUE_LIMIT", "KafkaSource", "KafkaSourceBuilder", "KafkaSourceReade
 
 log = logging.getLogger("streamflow.connectors.kafka_source")
 
-DEFAULT_DISCOVERY_MS = 30_000
+DEFAULT_DISCOVERY_MS = 300_000  # Flink's KafkaSourceOptions: 5 minutes (Kafka's metadata.max.age.ms)
 
 
 class KafkaSource(Source):
