@@ -306,3 +306,50 @@ async def test_null_header_values_survive_exactly_once_and_its_recovery(kafka):
     await op.close()
     records = await read_topic(bs, topic)
     assert [(r.value, list(r.headers)) for r in records] == [(b"a", [("none", None), ("some", b"a")])]
+
+
+class _Restore:
+    """What a restore hands the sink at another parallelism: every former subtask's state."""
+
+    def __init__(self, states: list[Any]) -> None:
+        self.all = states
+        self.own = None
+
+
+async def _crash(op: KafkaSinkOperator) -> None:
+    """The process dies: the producer's connections close, no transaction is ended."""
+    from streamflow.connectors import kafka_txn_admin as admin
+
+    await admin.abandon(op.producer, RuntimeError("crashed"), op.name)
+
+
+@pytest.mark.parametrize(("first", "between", "last"), [(2, 6, 2), (2, 5, 1), (1, 3, 4), (4, 2, 3)],
+                         ids=["down-after-intermediate-up", "down-to-one", "up", "down-up"])
+async def test_lingering_transactions_of_other_parallelisms_are_aborted(kafka, first, between, last):
+    """TransactionAbortStrategyImplTest (#testDownscaleWithIntermediateUpscale, #testUpscale, ...)
+    end to end: a run at ``first`` subtasks completes checkpoint 1 (nothing committed); a run
+    restored from it at ``between`` subtasks leaves open transactions on all its ids and dies
+    before its next checkpoint; a run restored from checkpoint 1 again at ``last`` subtasks
+    aborts every one of them, whichever ids they are, and recovers checkpoint 1's epochs once."""
+    bs, topic = kafka.bootstrap_servers, name(f"abort-{first}-{between}-{last}")
+    await create_topic(bs, topic, 1)
+    states = []
+    for i in range(first):
+        op = await sink_op(bs, topic, topic, subtask=i, parallelism=first)
+        await op.process_batch([f"a{i}"], None)
+        states.append(await barrier(op, 1))
+        await _crash(op)
+    for i in range(between):  # restored from checkpoint 1, dies before checkpoint 2
+        op = await sink_op(bs, topic, topic, _Restore(states), subtask=i, parallelism=between)
+        await op.process_batch([f"b{i}"], None)
+        await op._flush()
+        await _crash(op)
+    assert await open_transactions(bs, topic)
+    for i in range(last):
+        op = await sink_op(bs, topic, topic, _Restore(states), subtask=i, parallelism=last)
+        await op.process_batch([f"c{i}"], None)
+        await barrier(op, 2)
+        await op.notify_checkpoint_complete(2)
+        await op.close()
+    expected = [f"a{i}" for i in range(first)] + [f"c{i}" for i in range(last)]
+    assert await output(bs, topic) == sorted(expected)
