@@ -353,3 +353,38 @@ async def test_lingering_transactions_of_other_parallelisms_are_aborted(kafka, f
         await op.close()
     expected = [f"a{i}" for i in range(first)] + [f"c{i}" for i in range(last)]
     assert await output(bs, topic) == sorted(expected)
+
+
+async def test_keyed_records_follow_partitions_added_to_the_topic(kafka):
+    """Flink leaves a keyed record's partition to Kafka's producer, which hashes the key over the
+    topic's partitions as its metadata shows them, refreshed every ``metadata.max.age.ms``: after
+    partitions are added to the output topic, keys spread over all of them (Kafka's
+    ``murmur2(key) % partitions``), as any Kafka client expects."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+    from aiokafka.partitioner import murmur2
+
+    bs, topic = kafka.bootstrap_servers, name("added-partitions")
+    await create_topic(bs, topic, 1)
+    sink = (KafkaSink.builder().set_bootstrap_servers(bs)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(SimpleStringSchema())
+                                   .set_key_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
+            .set_property("metadata.max.age.ms", "200").build())
+    op = await sink_op(bs, topic, topic, sink=sink)
+    keys = [f"k{i}" for i in range(20)]
+    await op.process_batch(keys, None)
+    await op.prepare_snapshot_pre_barrier(1)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bs)
+    await admin.start()
+    try:
+        await admin.create_partitions({topic: NewPartitions(4)})
+    finally:
+        await admin.close()
+    await asyncio.sleep(1.0)  # several metadata refreshes
+    await op.process_batch(keys, None)
+    await op.prepare_snapshot_pre_barrier(2)
+    await op.close()
+    records = await read_topic(bs, topic)
+    later = sorted((r.key.decode(), r.partition) for r in records if r.partition or r.offset >= len(keys))
+    assert later == sorted((k, (murmur2(k.encode()) & 0x7FFFFFFF) % 4) for k in keys)

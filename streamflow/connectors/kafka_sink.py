@@ -2,9 +2,9 @@
 
 Theory of operation
 -------------------
-Per batch the operator serializes every record (one comprehension per schema), picks partitions
-(the user's partitioner, else Kafka's murmur2 of the key, else one partition per batch for keyless
-records: Kafka's sticky partitioner), groups the records per topic partition and appends each group
+Per batch the operator serializes every record and groups the records per topic partition
+(:mod:`.kafka_sink_routing`: the user's partitioner, else Kafka's murmur2 of the key over the
+topic's partitions, else Kafka's sticky partitioner), and appends each group
 to aiokafka ``BatchBuilder`` objects handed to ``send_batch`` (no per-record ``await``). Delivery
 results are futures checked at every flush; the first failed delivery is also kept as it happens and
 fails the next batch, or ``close`` (Flink's ``KafkaWriter#checkAsyncException`` in ``write`` and
@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import re
 import uuid
 from typing import Any
@@ -59,6 +58,7 @@ from .base import Sink
 from .kafka_common import DeliveryGuarantee, producer_config
 from .kafka_connection_guard import BrokerConnectionLost, ConnectionGuard
 from .kafka_record_serialization import KafkaRecordSerializationSchema
+from .kafka_sink_routing import RecordRouter
 from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
 from .rescale import taken_states
 from .sink_metrics import SinkWriterMetrics
@@ -151,7 +151,7 @@ class KafkaSinkOperator(StreamOperator):
         self.book = TransactionBook(uuid.uuid4().hex[:12])
         self.producer: Any = None
         self._taken: list[tuple[int, dict[str, Any]]] = []  # (former subtask, its state) on restore
-        self._partitions: dict[str, list[int]] = {}
+        self.router = RecordRouter(sink.record_serializer, self._partitions_for)
         self._futures: list[asyncio.Future[Any]] = []
         self._delivery_error: BaseException | None = None  # the first failed delivery, not yet raised
         self._closing = False
@@ -196,6 +196,7 @@ class KafkaSinkOperator(StreamOperator):
                               "acks": "all"}
         kw.update(self.sink.producer_kw)  # the user's properties (``set_property``)
         self.max_request_size = kw.get("max_request_size", DEFAULT_MAX_REQUEST_SIZE)
+        self.router.max_age_s = kw.get("metadata_max_age_ms", 300_000) / 1000  # as the producer's metadata
         if self.eos:
             kw.update(transactional_id=self.transactional_id, enable_idempotence=True)
         self.producer = AIOKafkaProducer(**kw)
@@ -268,60 +269,18 @@ class KafkaSinkOperator(StreamOperator):
         if len(self._futures) > 4096:
             self._reap()
 
-    async def _partitions_of(self, topic: str) -> list[int]:
-        parts = self._partitions.get(topic)
-        if parts is None:
-            parts = self._partitions[topic] = sorted(await self._guarded(self.producer.partitions_for(topic)))
-        return parts
-
     async def _group(self, records: list, timestamps: list[int] | None) -> list[Group]:
-        """Serialize a batch and split it into one group per topic partition."""
-        from aiokafka.partitioner import murmur2
-
-        schema = self.sink.record_serializer
+        """Serialize a batch and split it into one group per topic partition (kafka_sink_routing)."""
         try:
-            values = schema.value_schema.serialize_batch(records)
-            keys = schema.key_schema.serialize_batch(records) if schema.key_schema is not None else None
-            topics = [schema.topic_selector(r) for r in records] if schema.topic_selector else None
-            headers = [schema.header_provider(r) for r in records] if schema.header_provider else None
+            serialized = self.router.serialize(records)
         except Exception as exc:
             raise self.failure(exc) from None
-        if topics is None and keys is None and schema.partitioner is None:
-            topic = schema.topic
-            assert topic is not None
-            parts = await self._partitions_of(topic)
-            self.marker_topic = self.marker_topic or topic
-            return [Group(topic, random.choice(parts), values, None, timestamps, headers)]
-        n = len(records)
-        topic_list: list[str] = topics if topics is not None else [schema.topic or ""] * n
-        for t in set(topic_list):
-            await self._partitions_of(t)
-        self.marker_topic = self.marker_topic or topic_list[0]
-        sticky = {t: random.choice(self._partitions[t]) for t in set(topic_list)}
-        out: dict[tuple[str, int], Group] = {}
-        for i in range(n):
-            topic = topic_list[i]
-            parts = self._partitions[topic]
-            key = keys[i] if keys is not None else None
-            if schema.partitioner is not None:
-                p = schema.partitioner(records[i], key, values[i], topic, parts)
-            elif key is not None:
-                p = parts[(murmur2(key) & 0x7FFFFFFF) % len(parts)]
-            else:
-                p = sticky[topic]
-            g = out.get((topic, p))
-            if g is None:
-                g = out[(topic, p)] = Group(topic, p, [], [] if keys is not None else None,
-                                            [] if timestamps is not None else None,
-                                            [] if headers is not None else None)
-            g.values.append(values[i])
-            if g.keys is not None:
-                g.keys.append(key)
-            if g.timestamps is not None:
-                g.timestamps.append(timestamps[i])  # type: ignore[index]
-            if g.headers is not None:
-                g.headers.append(headers[i])  # type: ignore[index]
-        return list(out.values())
+        groups = await self.router.group(records, timestamps, serialized)
+        self.marker_topic = self.marker_topic or groups[0].topic
+        return groups
+
+    async def _partitions_for(self, topic: str) -> list[int]:
+        return list(await self._guarded(self.producer.partitions_for(topic)))
 
     async def _send(self, group: Group) -> None:
         producer = self.producer
