@@ -413,3 +413,37 @@ async def test_restoring_an_older_savepoint_does_not_rewrite_its_committed_epoch
     op = await sink_op(bs, topic, topic, savepoint)
     await op.close()
     assert await output(bs, topic) == ["a", "b"]
+
+
+async def test_a_job_through_a_broker_restart_stays_exactly_once(tmp_path):
+    """The broker is stopped and started again while a job writes with EXACTLY_ONCE, a
+    transaction open: the sink fails its task (the lost connection), the job restarts from its
+    latest checkpoint and recovers; a fresh read_committed consumer sees every record once."""
+    from test_kafka_flink import string_sink, values
+
+    import streamflow as sf
+
+    (tmp_path / "broker").mkdir()
+    with KafkaBroker(str(tmp_path / "broker")) as broker:
+        bs, topic = broker.bootstrap_servers, name("job-restart")
+        await create_topic(bs, topic, 2)
+
+        async def slow(v: str) -> str:
+            await asyncio.sleep(0.005)
+            return v
+
+        env = sf.StreamExecutionEnvironment().set_parallelism(2).set_batch_size(5)
+        env.enable_checkpointing(100)
+        env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
+        env.set_restart_strategy(sf.RestartStrategies.fixed_delay_restart(5, 200))
+        (env.from_collection([str(i) for i in range(300)]).map(slow, concurrency=1).rebalance()
+         .sink_to(string_sink(bs, topic, DeliveryGuarantee.EXACTLY_ONCE, topic)))
+        client = await env.execute_async("broker-restart")
+        async with asyncio.timeout(20):
+            while not await open_transactions(bs, topic):  # records in an open transaction
+                await asyncio.sleep(0.02)
+        await restart(broker)
+        await asyncio.wait_for(client.get_job_execution_result(), 60)
+        assert client.get_metrics().get("job.numRestarts", 0) >= 1
+        assert sorted(map(int, await values(bs, topic))) == list(range(300))
+        assert await open_transactions(bs, topic) == {}
