@@ -362,3 +362,32 @@ def test_default_partition_discovery(bounded, interval_ms):
     if bounded:
         builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
     assert builder.build().discovery_interval_ms == interval_ms
+
+
+def test_specific_offsets_initializer_on_the_spark_engine(kafka):
+    """OffsetsInitializerTest#testSpecificOffsetsInitializer as the Spark engine resolves
+    starting offsets (``spark.kafka_offsets.resolve``): a partition ``offsets({...})`` does not
+    name starts at the group's committed offset there too."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    from streamflow.spark.kafka_offsets import resolve, spec
+
+    bs = kafka.bootstrap_servers
+
+    async def setup() -> tuple[str, str]:
+        topic = await two_partitions(bs, "spark-specific")
+        group = f"g-{topic}"
+        consumer = AIOKafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            await consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "")})
+        finally:
+            await consumer.stop()
+        return topic, group
+
+    topic, group = asyncio.run(setup())
+    initializer = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 1): 1})
+    found = resolve({"bootstrap": bs, "group": group}, spec(initializer), [(topic, 0), (topic, 1)])
+    assert found == {f"{topic}:0": 3, f"{topic}:1": 1}

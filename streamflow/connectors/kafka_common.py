@@ -101,6 +101,11 @@ class KafkaOffsetsInitializer:
     def needs_group(self) -> bool:
         return self.kind == "committed"
 
+    def uses_group(self) -> bool:
+        """Whether resolving reads the group's committed offsets (``committed_offsets()``, and
+        ``offsets()`` for the partitions it does not name): its consumer needs the group id."""
+        return self.kind in ("committed", "offsets")
+
     def auto_offset_reset(self) -> str:
         """Where the consumer goes when a position is out of range (records deleted by retention,
         or an offset past the end): Flink's ``getAutoOffsetResetStrategy`` of this initializer as

@@ -72,7 +72,7 @@ def resolve(options: dict[str, str], text: str, tps: list[tuple[str, int]]) -> d
         consumer = AIOKafkaConsumer(
             bootstrap_servers=options["bootstrap"], enable_auto_commit=False,
             isolation_level="read_committed",
-            group_id=group if init.needs_group() else None,
+            group_id=group if init.uses_group() else None,
         )  # fmt: skip
         await consumer.start()
         try:
