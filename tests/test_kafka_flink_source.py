@@ -391,3 +391,43 @@ def test_specific_offsets_initializer_on_the_spark_engine(kafka):
     initializer = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 1): 1})
     found = resolve({"bootstrap": bs, "group": group}, spec(initializer), [(topic, 0), (topic, 1)])
     assert found == {f"{topic}:0": 3, f"{topic}:1": 1}
+
+
+async def _read_stamped(reader: Any, count: int) -> list:
+    """``count`` elements with their timestamps, one per poll, each with the position after it."""
+    out: list = []
+    async with asyncio.timeout(20):
+        while len(out) < count:
+            batch = reader.poll_batch(1)
+            if isinstance(batch, tuple):
+                out.extend((r, ts, reader.snapshot_position()[0][2]) for r, ts in zip(*batch, strict=True))
+            else:
+                await asyncio.sleep(0.01)
+    return out
+
+
+@pytest.mark.parametrize("schema", ["callable", "json-ignore-parse-errors"])
+async def test_a_record_the_deserializer_makes_nothing_of_is_skipped(kafka, schema):
+    """Flink's ``DeserializationSchema#deserialize(message, out)`` collects only a non-null result
+    (``KafkaValueOnlyDeserializationSchemaWrapper``): a record the schema turns into nothing (a
+    callable returning None, a JSON row schema ignoring a parse error) is skipped; the elements
+    after it keep their own records' timestamps, and the position after each is its record's."""
+    from streamflow.common.serialization import JsonRowDeserializationSchema
+
+    bs, topic = kafka.bootstrap_servers, topic_name(f"skip-{schema}")
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [b'{"v": 0}', b"not json", b'{"v": 2}'], timestamps=[1000, 2000, 3000])
+    deserializer: Any = (
+        (lambda raw: raw.decode() if raw.startswith(b"{") else None) if schema == "callable"
+        else JsonRowDeserializationSchema.builder().ignore_parse_errors().build())
+    reader = (KafkaSource.builder().set_bootstrap_servers(bs).set_topics(topic)
+              .set_value_only_deserializer(deserializer).build().create_reader(0, 1))
+    await reader.start(lambda: None)
+    try:
+        got = await _read_stamped(reader, 2)
+    finally:
+        await reader.close()
+    first, second = (b'{"v": 0}', b'{"v": 2}') if schema == "callable" else ({"v": 0}, {"v": 2})
+    if schema == "callable":
+        first, second = first.decode(), second.decode()
+    assert got == [(first, 1000, 1), (second, 3000, 3)]

@@ -4,7 +4,9 @@ record deserialization with dead letters, delivery guarantees, client configurat
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -189,13 +191,22 @@ class KafkaRecordDeserializationSchema:
         return KafkaRecordDeserializationSchema(None, fn, getattr(fn, "__name__", "record deserializer"))
 
     def deserialize_batch(self, msgs: Sequence[Any]) -> tuple[list, Sequence[Any], list[KafkaDeadLetter]]:
-        """(elements, the records they came from, dead letters); one comprehension when all succeed."""
+        """(elements, the records they came from, dead letters); one comprehension when all succeed.
+        A record deserialized to ``None`` is skipped, as Flink collects only non-null results
+        (``DeserializationSchema#deserialize(message, out)``)."""
         try:
             if self.value_schema is not None:
-                return self.value_schema.deserialize_batch([m.value for m in msgs]), msgs, []
-            fn = self.record_fn
-            assert fn is not None
-            return [fn(m) for m in msgs], msgs, []
+                batch = self.value_schema.deserialize_batch([m.value for m in msgs])
+            else:
+                fn = self.record_fn
+                assert fn is not None
+                batch = [fn(m) for m in msgs]
+            if len(batch) == len(msgs):  # (a schema's batch may drop what it skips: then one by one)
+                if ((self.value_schema is not None and self.value_schema.never_none)
+                        or not any(map(operator.is_, batch, itertools.repeat(None)))):
+                    return batch, msgs, []
+                return ([e for e in batch if e is not None],
+                        [m for m, e in zip(msgs, batch, strict=True) if e is not None], [])
         except Exception:
             pass  # a bad record in the batch: the loop below finds it and makes a dead letter
         one: Callable[[Any], Any] = (
@@ -207,8 +218,10 @@ class KafkaRecordDeserializationSchema:
         letters: list[KafkaDeadLetter] = []
         for m in msgs:
             try:
-                out.append(one(m))
-                kept.append(m)
+                element = one(m)
+                if element is not None:
+                    out.append(element)
+                    kept.append(m)
             except Exception as exc:
                 letters.append(KafkaDeadLetter(
                     source=f"kafka {m.topic}", location=f"{m.topic}-{m.partition}@{m.offset}",

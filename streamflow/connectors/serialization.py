@@ -43,6 +43,10 @@ class SerializationSchema:
 
 
 class DeserializationSchema:
+    # True when deserialize never returns None (a None result means "skip this record", as in
+    # Flink): the Kafka source then does not look for one
+    never_none = False
+
     def deserialize(self, message: bytes) -> Any:
         raise NotImplementedError
 
@@ -53,6 +57,8 @@ class DeserializationSchema:
 
 class SimpleStringSchema(SerializationSchema, DeserializationSchema):
     """Strings in a charset (UTF-8 by default), as PyFlink's ``SimpleStringSchema``."""
+
+    never_none = True
 
     def __init__(self, charset: str = "UTF-8") -> None:
         self.charset = charset
