@@ -447,3 +447,42 @@ async def test_a_job_through_a_broker_restart_stays_exactly_once(tmp_path):
         assert client.get_metrics().get("job.numRestarts", 0) >= 1
         assert sorted(map(int, await values(bs, topic))) == list(range(300))
         assert await open_transactions(bs, topic) == {}
+
+
+async def test_a_failed_delivery_fails_the_job_with_no_record_to_come(tmp_path):
+    """KafkaWriterFaultToleranceITCase#testMailboxExceptionWhenKafkaUnavailable: a NONE sink
+    whose broker went away, with no further record to write and no checkpoint to flush: the
+    failed delivery still fails the job (Flink's writer callback enqueues a mailbox action that
+    throws), rather than leaving it running with the records lost."""
+    from test_kafka_flink import string_sink
+
+    import streamflow as sf
+
+    (tmp_path / "broker").mkdir()
+    with KafkaBroker(str(tmp_path / "broker")) as broker:
+        bs, topic = broker.bootstrap_servers, name("mailbox")
+        await create_topic(bs, topic, 1)
+        stopped = asyncio.Event()
+
+        async def records() -> Any:
+            yield "1"
+            await stopped.wait()
+            yield "2"  # written after the broker went away
+            await asyncio.Event().wait()  # and then nothing, for ever
+
+        env = sf.StreamExecutionEnvironment()
+        env.set_restart_strategy(sf.RestartStrategies.no_restart())
+        sink = string_sink(bs, topic, DeliveryGuarantee.NONE)
+        sink.producer_kw["request_timeout_ms"] = 1000
+        env.from_async_iterable(records).sink_to(sink)
+        client = await env.execute_async("mailbox")
+        async with asyncio.timeout(20):
+            while not await read_topic(bs, topic, committed=False):
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(broker.stop)
+        stopped.set()
+        try:
+            with pytest.raises(KafkaError):
+                await asyncio.wait_for(client.get_job_execution_result(), 15)
+        finally:
+            await client.cancel()

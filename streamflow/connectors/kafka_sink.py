@@ -7,8 +7,9 @@ Per batch the operator serializes every record and groups the records per topic 
 topic's partitions, else Kafka's sticky partitioner), and appends each group
 to aiokafka ``BatchBuilder`` objects handed to ``send_batch`` (no per-record ``await``). Delivery
 results are futures checked at every flush; the first failed delivery is also kept as it happens and
-fails the next batch, or ``close`` (Flink's ``KafkaWriter#checkAsyncException`` in ``write`` and
-``close``; a delivery that fails once closing began is only logged, as Flink's ``closed`` flag does).
+fails the task at once (a processing-time callback: Flink's mailbox action), or else the next batch
+or ``close`` (Flink's ``KafkaWriter#checkAsyncException`` in ``write`` and ``close``); a delivery
+that fails once closing began is only logged, as Flink's ``closed`` flag does.
 What it writes is counted as Flink's sink writer metrics (``sink_metrics.py``: numRecordsSend,
 numBytesSend, errors, send time).
 
@@ -325,8 +326,14 @@ class KafkaSinkOperator(StreamOperator):
         if self._closing:  # (closing drops the queued batches: each fails)
             log.debug("kafka sink %s: a delivery failed while closing: %r", self.name, exc)
             return
-        log.warning("kafka sink %s: a delivery failed (the next batch fails the task): %r", self.name, exc)
+        log.warning("kafka sink %s: a delivery failed (failing the task): %r", self.name, exc)
         self._delivery_error = exc
+        service = getattr(self.ctx, "processing_time", None)
+        if service is not None:  # Flink's mailbox action: fail even with no record or checkpoint to come
+            service.register(service.current_processing_time(), self._fail_on_delivery_error)
+
+    async def _fail_on_delivery_error(self, _ts: int) -> None:
+        self._raise_delivery_error()
 
     def _raise_delivery_error(self) -> None:
         if self._delivery_error is not None:
