@@ -221,10 +221,13 @@ class KafkaSinkOperator(StreamOperator):
             async with self._committing:  # never stop the producer under a running commit
                 producer, self.producer = self.producer, None
             if producer is not None and self.eos:
-                await self._abort_on_close(producer)
-                # never flush an open transaction: a flush waits out a broker outage, and batches
-                # written into a transaction the broker forgot across a restart stay open there
-                await admin.abandon(producer, self._broken or BrokerConnectionLost("abandoned"), self.name)
+                try:
+                    await self._abort_on_close(producer)
+                finally:  # (also when cancelled meanwhile) never flush an open transaction: a flush
+                    # waits out a broker outage, and batches written into a transaction the broker
+                    # forgot across a restart stay open there
+                    cause = self._broken or BrokerConnectionLost("abandoned")
+                    await admin.abandon(producer, cause, self.name)
             elif producer is not None:
                 try:
                     await producer.stop()
