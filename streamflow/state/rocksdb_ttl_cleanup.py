@@ -161,7 +161,9 @@ class RocksTtlCleanup:
         """Up to ``query_every`` entries of ``prefix`` from ``start``: the candidates and where
         the next slice starts (None: the prefix is done)."""
         db = cast(rocksdict.Rdict, self._backend._db)
-        decode, encode = self._backend.decode, self._backend.codec.encode
+        # the table's own value form: a pickled state's entries are unpickled (state/typed.py)
+        table = self._backend._rtables[state.name]
+        decode, encode, to_plain = table._decode, self._backend.codec.encode, table._to_plain
         now = state.now()
         out: list[tuple[str, bytes, bytes, bytes | None]] = []
         for n, (k, raw) in enumerate(db.items(from_key=start)):
@@ -175,7 +177,7 @@ class RocksTtlCleanup:
             if kept is GONE:
                 out.append((state.name, rk, raw, None))
             elif kept is not entry:  # a list or map with expired elements: the live ones
-                out.append((state.name, rk, raw, encode(kept)))
+                out.append((state.name, rk, raw, encode(kept if to_plain is None else to_plain(kept))))
         return out, None
 
     def _apply(self, limit: int) -> None:

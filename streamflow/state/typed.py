@@ -15,7 +15,12 @@ The declared type also names the codec of the state in checkpoints:
   opts that state in to pickling, as PyFlink pickles it: each key's entry is
   pickled (``pickle_entries``) before the checkpoint codec sees it, and the
   snapshot lists the state under ``"pickled"``. Any picklable Python object
-  can then be kept in it, also one the default codec refuses.
+  can then be kept in it, also one the default codec refuses. A RocksDB backend
+  stores its values in the DB with the codec as they are written, not only at a
+  checkpoint: there a pickled state's table pickles each entry on its way into
+  RocksDB (:func:`pickled_entry`, a :class:`Pickled` the codec carries as extension
+  18) and unpickles it on the way out (:func:`unpickled_entry`), so its DB, its
+  checkpoint files and a savepoint hold the entries pickled, as a heap snapshot does.
 * Every other declared type (primitives, rows, tuples, lists, maps, dates...)
   and an undeclared type use the job's checkpoint codec: by default
   MessagePack with the extension types of ``codec.py``, which carries these
@@ -236,8 +241,6 @@ def typed_map_state(state: Any, descriptor: Any) -> Any:
 # ---------------------------------------------------------------- the state codec named by the type
 
 
-
-
 def pickles(type_info: Any) -> bool:
     """Whether a descriptor's type info opts its state in to pickling."""
     from ..types.typeinfo import PickledBytesTypeInfo
@@ -259,6 +262,8 @@ def declare(backend: Any, descriptor: Any) -> None:
         table = _RestoredPickled(backend._rtables[name])
     if pickles(getattr(descriptor, "type_info", None)):
         backend.pickled.add(name)
+        if getattr(backend, "is_rocksdb", False):  # values reach RocksDB pickled (module doc)
+            backend.table(name, descriptor.kind, pickled_entry, unpickled_entry)
         # incremental snapshots (state/incremental.py) write dirty entries with the job's codec:
         # a pickled state makes this backend's snapshots full ones, which pickle it
         untracked = getattr(backend, "_untracked", None)
@@ -276,6 +281,18 @@ def declare(backend: Any, descriptor: Any) -> None:
             f"descriptor now declares {descriptor.type_info!r}: declare Types.PICKLED_BYTE_ARRAY() "
             "again to restore it (restoring never unpickles a state the job does not declare pickled)"
         )
+
+
+def pickled_entry(entry: Any) -> Any:
+    """A pickled state's entry as a RocksDB backend stores it: :class:`Pickled` (the codec
+    carries it as such, extension 18), so any picklable object can be kept, as on the heap."""
+    return entry if type(entry) is Pickled else Pickled(pickle.dumps(entry, pickle.HIGHEST_PROTOCOL))
+
+
+def unpickled_entry(entry: Any) -> Any:
+    """A pickled state's entry read back from RocksDB (only for a state the running job declares
+    pickled: ``declare`` sets it); an entry stored before the state was pickled stays as it is."""
+    return pickle.loads(entry) if type(entry) is Pickled else entry  # declared pickled: trusted
 
 
 class _RestoredPickled:
