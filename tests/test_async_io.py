@@ -142,10 +142,20 @@ def test_async_map_shares_the_async_wait_operator() -> None:
     from streamflow.datastream import StreamExecutionEnvironment
 
     events: list[tuple[str, int]] = []
+    started: dict[int, asyncio.Event] = {}  # made in the job's loop; the function's copies share it
+
+    def start(x: int) -> asyncio.Event:
+        return started.setdefault(x, asyncio.Event())
 
     async def call(x: int) -> int:
         events.append(("start", x))
-        await asyncio.sleep(0.2 if x == 0 else 0.001)
+        start(x).set()
+        if x == 0:  # 0 completes once 2 has started (no timing): a gate, not a sleep
+            try:
+                await asyncio.wait_for(start(2).wait(), 5)
+            except TimeoutError:
+                raise AssertionError("2 was not called while 0 was in flight") from None
+        await asyncio.sleep(0)
         events.append(("end", x))
         return x
 
@@ -163,23 +173,23 @@ def test_the_timeout_covers_the_retries() -> None:
     per element: a timeout during a retry's backoff cancels the retry and calls timeout().
     Every attempt had a timeout of its own before, so the retry ran and succeeded."""
 
-    class FailsSlowlyOnce(AsyncFunction):
+    class FailsFirstTime(AsyncFunction):
         calls = 0
 
         async def async_invoke(self, value):
-            FailsSlowlyOnce.calls += 1
-            if FailsSlowlyOnce.calls == 1:
-                await asyncio.sleep(0.3)
+            FailsFirstTime.calls += 1
+            if FailsFirstTime.calls == 1:
                 raise ConnectionError("first attempt")
             return ["retried"]
 
         def timeout(self, value):
             return ["timed out"]
 
-    # the first attempt fails after 0.3 s; the retry would start at 0.6 s, after the 0.5 s timeout
+    # the first attempt fails at once; the retry would start after 5 s, long after the 0.5 s
+    # timeout (no race between the two: ten times apart, both timers of one loop)
     strategy = AsyncRetryStrategy.fixed_delay(
         3,
-        300,
+        5_000,
         None,
         functools.partial(
             async_retry_predicates.exception_type_predicate, expected_error_type=ConnectionError
@@ -188,6 +198,6 @@ def test_the_timeout_covers_the_retries() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     sink = ListSink()
     source = env.from_collection(["a"])
-    AsyncDataStream.ordered_wait_with_retry(source, FailsSlowlyOnce(), 500, strategy).sink_to(sink)
+    AsyncDataStream.ordered_wait_with_retry(source, FailsFirstTime(), 500, strategy).sink_to(sink)
     env.execute()
-    assert sink.results == ["timed out"] and FailsSlowlyOnce.calls == 1
+    assert sink.results == ["timed out"] and FailsFirstTime.calls == 1

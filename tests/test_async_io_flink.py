@@ -29,15 +29,57 @@ from streamflow.datastream.functions import ProcessFunction
 from streamflow.runtime.events import Watermark
 from streamflow.testing import ListSink, Record, ScriptedSource
 
+RETURNED, LEFT = "returned", "left"
+GATE_LIMIT_S = 5.0  # a gate never opened fails the test (the operator broke its rule) in this time
+
+
+class Gates:
+    """Completion order set by hand, as Flink's tests complete each ResultFuture by hand (no
+    timing): ``after[v] = (RETURNED, u)`` holds the call for ``v`` until the call for ``u``
+    returned; ``(LEFT, u)`` until ``u``'s result left the async operator (the probe downstream
+    of it saw ``u * 2``); ``NEVER`` holds it for good (a timeout ends it). Other calls complete
+    at once. ``returned`` lists the calls in the order they returned. The copies of a function
+    share the instance (``deepcopy`` returns it); its events are made in the job's loop."""
+
+    NEVER = ("never", None)
+
+    def __init__(self, after: dict[int, tuple[str, Any]] | None = None) -> None:
+        self.after = after or {}
+        self.returned: list[int] = []
+        self._events: dict[tuple[str, int], asyncio.Event] = {}
+
+    def __deepcopy__(self, memo: dict) -> Gates:
+        return self
+
+    def _event(self, what: str, value: int) -> asyncio.Event:
+        return self._events.setdefault((what, value), asyncio.Event())
+
+    async def turn(self, value: int) -> None:
+        what, other = self.after.get(value, (None, None))
+        if what == "never":
+            await asyncio.Event().wait()
+        elif what is not None:
+            try:
+                await asyncio.wait_for(self._event(what, other).wait(), GATE_LIMIT_S)
+            except TimeoutError:
+                raise AssertionError(
+                    f"the call for {value} waited {GATE_LIMIT_S} s for {other} to have {what}"
+                ) from None
+        self.returned.append(value)
+        self._event(RETURNED, value).set()
+
+    def left(self, result: int) -> None:
+        self._event(LEFT, result // 2).set()
+
 
 class Delayed(AsyncFunction):
-    """``value * 2`` after ``delays[value]`` seconds (Flink's LazyAsyncFunction / MyAsyncFunction)."""
+    """``value * 2`` once its gate opens (Flink's LazyAsyncFunction / MyAsyncFunction)."""
 
-    def __init__(self, delays: dict[int, float] | None = None) -> None:
-        self.delays = delays or {}
+    def __init__(self, gates: Gates | None = None) -> None:
+        self.gates = gates or Gates()
 
     async def async_invoke(self, value: int) -> list[int]:
-        await asyncio.sleep(self.delays.get(value, 0.0))
+        await self.gates.turn(value)
         return [value * 2]
 
 
@@ -47,7 +89,11 @@ def _run(
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
     sink = ListSink()
     src = env.from_source(ScriptedSource(script), None, "src")
-    wait(src, fn, timeout, capacity=capacity, output_type=Types.INT(), **kw).sink_to(sink)
+    out = wait(src, fn, timeout, capacity=capacity, output_type=Types.INT(), **kw)
+    gates = getattr(fn, "gates", None)
+    if gates is not None:  # the probe: a result has left the async operator (Gates, LEFT)
+        out = out.map(lambda v: (gates.left(v), v)[1], output_type=Types.INT())
+    out.sink_to(sink)
     env.execute()
     return sink.results
 
@@ -57,15 +103,22 @@ def _watermark_probe(wait: Any, script: list, fn: AsyncFunction) -> list:
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
     sink = ListSink()
     src = env.from_source(ScriptedSource(script), None, "src")
-    wait(src, fn, 2000, capacity=10, output_type=Types.INT()).process(
-        Watched(), Types.PICKLED_BYTE_ARRAY()
+    wait(src, fn, 10_000, capacity=10, output_type=Types.INT()).process(
+        Watched(getattr(fn, "gates", None)), Types.PICKLED_BYTE_ARRAY()
     ).sink_to(sink)
     env.execute()
     return sink.results
 
 
 class Watched(ProcessFunction):
+    """Each result with its timestamp and the watermark it saw; also the probe of ``gates``."""
+
+    def __init__(self, gates: Gates | None = None) -> None:
+        self.gates = gates
+
     def process_element(self, value: Any, ctx: Any) -> Any:
+        if self.gates is not None:
+            self.gates.left(value)
         yield value, ctx.timestamp(), ctx.timer_service().current_watermark()
 
 
@@ -75,7 +128,9 @@ EVENT_SCRIPT = [Record(1, 1), Record(2, 2), Watermark(2), Record(3, 3)]
 def test_event_time_ordered() -> None:
     """AsyncWaitOperatorTest#testEventTimeOrdered: results in input order, each with its input's
     timestamp, and the watermark after the first two results (1 finishes last)."""
-    out = _watermark_probe(AsyncDataStream.ordered_wait, EVENT_SCRIPT, Delayed({1: 0.05}))
+    gates = Gates({1: (RETURNED, 3), 3: (RETURNED, 2)})
+    out = _watermark_probe(AsyncDataStream.ordered_wait, EVENT_SCRIPT, Delayed(gates))
+    assert gates.returned == [2, 3, 1]
     assert [(v, ts) for v, ts, _ in out] == [(2, 1), (4, 2), (6, 3)]
     assert out[0][2] < 2 and out[1][2] < 2 and out[2][2] == 2
 
@@ -85,23 +140,30 @@ def test_event_time_unordered() -> None:
     testCompletionOrder: between two watermarks results leave in completion order, but none
     crosses a watermark: 6 (after watermark 2) finishes first yet leaves after 2 and 4, and 2
     and 4 leave before the watermark."""
-    delays = {1: 0.08, 2: 0.04, 3: 0.0}
-    out = _watermark_probe(AsyncDataStream.unordered_wait, EVENT_SCRIPT, Delayed(delays))
+    gates = Gates({2: (RETURNED, 3), 1: (LEFT, 2)})  # 1 completes once 2 has left
+    out = _watermark_probe(AsyncDataStream.unordered_wait, EVENT_SCRIPT, Delayed(gates))
+    assert gates.returned == [3, 2, 1]
     assert [(v, ts) for v, ts, _ in out] == [(4, 2), (2, 1), (6, 3)]
     assert out[0][2] < 2 and out[1][2] < 2 and out[2][2] == 2
 
 
 def test_processing_time_unordered_completion_order() -> None:
     """AsyncWaitOperatorTest#testProcessingTimeUnordered: without watermarks every result leaves
-    as soon as it is complete."""
-    out = _run(AsyncDataStream.unordered_wait, [1, 2, 3, 4], Delayed({1: 0.09, 2: 0.06, 3: 0.03}))
+    as soon as it is complete: each call completes only once the result of the one completed
+    before it has left the operator (a result held back would hold every later call: the gate
+    fails the test)."""
+    gates = Gates({3: (LEFT, 4), 2: (LEFT, 3), 1: (LEFT, 2)})
+    out = _run(AsyncDataStream.unordered_wait, [1, 2, 3, 4], Delayed(gates), timeout=10_000)
+    assert gates.returned == [4, 3, 2, 1]
     assert out == [8, 6, 4, 2]
 
 
 def test_ordered_queue_holds_back_later_results() -> None:
     """OrderedStreamElementQueueTest#testCompletionOrder: a complete entry behind an incomplete
     head waits for it."""
-    out = _run(AsyncDataStream.ordered_wait, [1, 2, 3, 4], Delayed({1: 0.09, 2: 0.06, 3: 0.03}))
+    gates = Gates({3: (RETURNED, 4), 2: (RETURNED, 3), 1: (RETURNED, 2)})
+    out = _run(AsyncDataStream.ordered_wait, [1, 2, 3, 4], Delayed(gates), timeout=10_000)
+    assert gates.returned == [4, 3, 2, 1]
     assert out == [2, 4, 6, 8]
 
 
@@ -109,7 +171,7 @@ def test_async_timeout_failure() -> None:
     """AsyncWaitOperatorTest#testAsyncTimeoutFailure: the default timeout() fails the job with
     a TimeoutError naming the input ("Async function call has timed out")."""
     with pytest.raises(TimeoutError, match="Async function call has timed out"):
-        _run(AsyncDataStream.ordered_wait, [1, 2], Delayed({2: 5.0}), timeout=50)
+        _run(AsyncDataStream.ordered_wait, [1, 2], Delayed(Gates({2: Gates.NEVER})), timeout=50)
 
 
 def test_async_timeout_ignore() -> None:
@@ -120,7 +182,7 @@ def test_async_timeout_ignore() -> None:
         def timeout(self, value: int) -> list[int]:
             return []
 
-    out = _run(AsyncDataStream.ordered_wait, [1, 2, 3], IgnoreTimeout({2: 5.0}), timeout=50)
+    out = _run(AsyncDataStream.ordered_wait, [1, 2, 3], IgnoreTimeout(Gates({2: Gates.NEVER})), timeout=50)
     assert out == [2, 6]
 
 
@@ -176,7 +238,7 @@ def test_exception_in_timeout_fails_the_job(ordered: bool) -> None:
 
     wait = AsyncDataStream.ordered_wait if ordered else AsyncDataStream.unordered_wait
     with pytest.raises(KeyError, match="timeout handler broke for 1"):
-        _run(wait, [1], BadTimeout({1: 5.0}), timeout=50)
+        _run(wait, [1], BadTimeout(Gates({1: Gates.NEVER})), timeout=50)
 
 
 def test_capacity_one_serializes_the_calls() -> None:
@@ -258,4 +320,10 @@ def test_invalid_timeout_and_capacity_are_refused() -> None:
 def test_a_timeout_of_zero_or_less_is_no_timeout(timeout: int) -> None:
     """AsyncWaitOperator#processElement registers the timeout timer only ``if (timeout > 0L)``:
     a call may take as long as it needs (streamflow refused the job with a ValueError)."""
-    assert _run(AsyncDataStream.ordered_wait, [1, 2], Delayed({1: 0.05}), timeout=timeout) == [2, 4]
+
+    class Lingering(AsyncFunction):
+        async def async_invoke(self, value: int) -> list[int]:
+            await asyncio.sleep(0.05)  # longer than a timeout of 0 (or less) would wait: never racy
+            return [value * 2]
+
+    assert _run(AsyncDataStream.ordered_wait, [1, 2], Lingering(), timeout=timeout) == [2, 4]
