@@ -91,6 +91,7 @@ class CheckpointedTask(Protocol):
         self, checkpoint_id: int, savepoint: bool, final: bool = False
     ) -> list[SharedUpload]: ...
     def chain_uids(self) -> list[str]: ...
+    def refused_state(self, exc: BaseException, codec: Any) -> BaseException: ...
     async def prepare_snapshot(self, checkpoint_id: int) -> None: ...
     async def halt_for_savepoint(self, checkpoint_id: int, drain: bool) -> bool: ...
     async def finish_for_savepoint(self, checkpoint_id: int) -> None: ...
@@ -141,8 +142,14 @@ class TaskCheckpointer:
         ``final``: the finished task's final state, without keyed state (FLIP-147)."""
         started = self.task.clock.monotonic()
         self._last_snapshot_id = max(self._last_snapshot_id, checkpoint_id)
-        uploads = await self.task.capture_state(checkpoint_id, savepoint, final)
-        encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id, final))
+        try:
+            uploads = await self.task.capture_state(checkpoint_id, savepoint, final)
+            encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id, final))
+        except Exception as exc:  # a keyed state value the codec refuses: named (state_errors.py)
+            named = self.task.refused_state(exc, self.driver.config.codec)
+            if named is exc:
+                raise
+            raise named from exc
         self.last_sync_ms = round((self.task.clock.monotonic() - started) * 1000)
         return encoded, uploads
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..state.rocksdb_lifecycle import close_all, start_all
+from ..state.state_errors import StateEncodingError, find_refused, refused_state_value
 from .loop_budget import LoopBudget, yield_point
 from .operator import StreamOperator
 from .processing_time import ProcessingTimeService
@@ -44,6 +45,24 @@ class ChainState:
         (a finished subtask never receives a record again; see ``chain_uids``)."""
         states = {op.uid: op.snapshot_state(checkpoint_id) for op in self._snapshotted(final)}
         return {uid: state for uid, state in states.items() if state is not None}
+
+    def refused_state(self, exc: BaseException, codec: Any) -> BaseException:
+        """``exc``, raised while a snapshot was encoded, as the heap keyed state value that
+        caused it: an error naming the value's state, type and operator, and the fix
+        (``state/state_errors.py``); ``exc`` itself if no keyed state value is refused
+        (RocksDB backends name the value themselves as they write it)."""
+        if isinstance(exc, StateEncodingError):
+            return exc
+        for op in self.operators:
+            backend = _keyed_backend_of(op)
+            if backend is None or backend.is_rocksdb:
+                continue
+            found = find_refused(backend, backend.state_codec or codec)
+            if found is not None:
+                name, value, cause, pickled = found
+                where = f"operator {op.name!r} (uid {op.uid!r})"
+                return op.failure(refused_state_value(name, where, value, cause, pickled))
+        return exc
 
     def _snapshotted(self, final: bool) -> list[StreamOperator]:
         if not final:

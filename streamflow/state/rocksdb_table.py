@@ -50,6 +50,7 @@ import msgpack
 
 from . import codec as _codec
 from .key_groups import key_group_of, stable_hash
+from .state_errors import refused_state_value
 
 if TYPE_CHECKING:
     from .rocksdb_backend import RocksDBKeyedStateBackend
@@ -205,7 +206,13 @@ class RocksTable:
                 batch.delete(rkey(key))
             else:
                 key_types.add(type(key))
-                batch.put(rkey(key), encode(value if to_plain is None else to_plain(value)))
+                rk = rkey(key)
+                try:
+                    data = encode(value if to_plain is None else to_plain(value))
+                except Exception as e:  # names the state and its operator (state_errors.py)
+                    pickled = self.name in self._backend.pickled
+                    raise refused_state_value(self.name, self._backend.what, value, e, pickled) from e
+                batch.put(rk, data)
             n += 1
         return n
 
