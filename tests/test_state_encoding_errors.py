@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 from waiting import wait_until
 
-from streamflow import RestartStrategies
-from streamflow.common import Types
+from streamflow import PickleCodec, RestartStrategies
+from streamflow.common import Time, Types
 from streamflow.datastream import StreamExecutionEnvironment
 from streamflow.datastream.functions import KeyedProcessFunction
 from streamflow.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from streamflow.datastream.window import TumblingProcessingTimeWindows
 from streamflow.state.state_errors import StateEncodingError
 from streamflow.testing import ListSink, ScriptedSource
 
@@ -110,3 +111,72 @@ async def test_a_pickled_state_holding_an_unpicklable_value_is_named(tmp_path: P
     assert "keyed state 'kept'" in message and "'keeper'" in message
     assert "declared Types.PICKLED_BYTE_ARRAY() but holds a value of type" in message
     assert "<locals>.Local" in message and "pickle refuses" in message
+
+
+async def _window_job(
+    tmp_path: Path, backend: str, parallelism: int, declared: Any = None, codec: Any = None
+) -> tuple[Any, ListSink, asyncio.Future]:
+    env = StreamExecutionEnvironment().set_parallelism(parallelism)
+    env.configure({"state.backend.type": backend})
+    env.enable_checkpointing(3_600_000)
+    env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / "chk"))
+    if codec is not None:
+        env.get_checkpoint_config().set_state_codec(codec)
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    seen, sink = ListSink(), ListSink()
+    source = env.from_source(ScriptedSource(list(range(8)), end=False), None, "records").set_parallelism(1)
+    points = source.map(lambda r: Point(r), output_type=declared)
+    points.sink_to(seen).set_parallelism(1)
+    windows = points.key_by(lambda p: p.x % 2).window(TumblingProcessingTimeWindows.of(Time.hours(1)))
+    windows.reduce(lambda a, b: Point(a.x + b.x)).uid("windows").map(lambda p: p.x).sink_to(sink)
+    client = await env.execute_async("window-state")
+    result = asyncio.ensure_future(client.get_job_execution_result())
+    await wait_until(lambda: len(seen.results) == 8 or result.done())
+    return client, sink, result
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+@pytest.mark.parametrize("parallelism", [1, 4])
+async def test_window_contents_the_codec_refuses_name_the_window_state_and_the_fix(
+    tmp_path: Path, backend: str, parallelism: int
+) -> None:
+    client, _, result = await _window_job(tmp_path, backend, parallelism)
+    # the barrier follows the records into the window operator: its checkpoint holds them
+    if not result.done():
+        with pytest.raises(Exception):  # noqa: B017 - the checkpoint is aborted: the job failed
+            await client.trigger_checkpoint()
+    with pytest.raises(StateEncodingError) as failure:
+        await asyncio.wait_for(result, 30)
+    message = str(failure.value)
+    assert "window state 'window-contents'" in message and "'windows'" in message
+    assert "test_state_encoding_errors.Point" in message and "set_state_codec(PickleCodec())" in message
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+async def test_the_pickle_codec_the_window_error_proposes_checkpoints_them(
+    tmp_path: Path, backend: str
+) -> None:
+    client, _, result = await _window_job(tmp_path, backend, 1, codec=PickleCodec())
+    assert await client.trigger_checkpoint()
+    assert not result.done()
+    await client.cancel()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="PyFlink's window state has the window's input type (PICKLED_BYTE_ARRAY when declared "
+    "so, or undeclared): its contents hold any picklable object; streamflow's window tables "
+    "(runtime/window_tables.py, the heap fast path's panes) are checkpointed with the job's "
+    "codec whatever the stream's declared type (not done: pickling them across the fast and "
+    "general paths, their restore conversions and a backend switch)",
+)
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+async def test_window_contents_of_a_stream_declared_pickled_are_pickled(tmp_path: Path, backend: str) -> None:
+    client, _, result = await _window_job(tmp_path, backend, 1, declared=Types.PICKLED_BYTE_ARRAY())
+    checkpointed = (await asyncio.gather(client.trigger_checkpoint(), return_exceptions=True))[0]
+    await asyncio.wait({result}, timeout=5)
+    if result.done():
+        failure = result.exception()  # the job failed (the divergence): retrieved, not left behind
+        raise AssertionError(f"the job failed: {type(failure).__name__}")
+    await client.cancel()
+    assert not isinstance(checkpointed, BaseException)

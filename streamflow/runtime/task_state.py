@@ -61,7 +61,8 @@ class ChainState:
             if found is not None:
                 name, value, cause, pickled = found
                 where = f"operator {op.name!r} (uid {op.uid!r})"
-                return op.failure(refused_state_value(name, where, value, cause, pickled))
+                kind = backend._kinds.get(name)
+                return op.failure(refused_state_value(name, where, value, cause, pickled, kind))
         return exc
 
     def _snapshotted(self, final: bool) -> list[StreamOperator]:

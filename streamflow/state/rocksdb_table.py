@@ -210,8 +210,9 @@ class RocksTable:
                 try:
                     data = encode(value if to_plain is None else to_plain(value))
                 except Exception as e:  # names the state and its operator (state_errors.py)
-                    pickled = self.name in self._backend.pickled
-                    raise refused_state_value(self.name, self._backend.what, value, e, pickled) from e
+                    b = self._backend
+                    pickled, kind = self.name in b.pickled, b._kinds.get(self.name)
+                    raise refused_state_value(self.name, b.what, value, e, pickled, kind) from e
                 batch.put(rk, data)
             n += 1
         return n

@@ -38,10 +38,11 @@ def _type_name(t: type) -> str:
 
 
 def refused_state_value(
-    state: str, where: str, value: Any, cause: BaseException, pickled: bool = False
+    state: str, where: str, value: Any, cause: BaseException, pickled: bool = False, kind: str | None = None
 ) -> StateEncodingError:
-    """The error for ``value`` of keyed state ``state`` in ``where`` (an operator), which the
-    codec (``pickled``: pickle, the state being declared so) refused with ``cause``."""
+    """The error for ``value`` of keyed state ``state`` (of ``kind``: "window" for a window
+    operator's own tables) in ``where`` (an operator), which the codec (``pickled``: pickle,
+    the state being declared so) refused with ``cause``."""
     if pickled:
         return StateEncodingError(
             f"keyed state {state!r} of {where} is declared Types.PICKLED_BYTE_ARRAY() but holds a "
@@ -49,6 +50,15 @@ def refused_state_value(
             "picklable value (or make it picklable: __reduce__ / __getstate__)"
         )
     detail = str(cause).split(": the default codec", 1)[0]  # its type and place, not the list
+    if kind == "window":  # a window operator's own state: no descriptor of the user's to declare
+        return StateEncodingError(
+            f"window state {state!r} of {where} holds a value of type "
+            f"{_type_name(_refused_type(value))} that the checkpoint codec cannot encode ({detail}): "
+            "a window operator's contents are checkpointed with the job's state codec (a stream "
+            "declared Types.PICKLED_BYTE_ARRAY() does not pickle them): make the window's elements "
+            "(or accumulators) a type the codec carries (a dataclass, a Row...), or opt the job in "
+            "to pickle with get_checkpoint_config().set_state_codec(PickleCodec())"
+        )
     return StateEncodingError(
         f"keyed state {state!r} of {where} holds a value of type {_type_name(_refused_type(value))} "
         f"that the checkpoint codec cannot encode ({detail}): declare the state's type in its "
