@@ -25,7 +25,7 @@ from waiting import wait_until
 
 from streamflow import RestartStrategies
 from streamflow.common import Time, Types
-from streamflow.datastream import StreamExecutionEnvironment
+from streamflow.datastream import EmbeddedRocksDBStateBackend, StreamExecutionEnvironment
 from streamflow.datastream.functions import AggregateFunction, KeyedProcessFunction
 from streamflow.datastream.state import (
     AggregatingStateDescriptor,
@@ -149,7 +149,10 @@ async def _run(
     ``wanted`` results, takes a checkpoint and a savepoint, cancels; returns both paths and
     the results."""
     env = StreamExecutionEnvironment().set_parallelism(parallelism)
-    env.configure({"state.backend.type": backend})
+    if backend == "rocksdb-tiny-cache":  # every few records evict the cache: read back from the DB
+        env.set_state_backend(EmbeddedRocksDBStateBackend(cache_entries=2, flush_entries=2))
+    else:
+        env.configure({"state.backend.type": backend})
     env.enable_checkpointing(3_600_000)
     env.get_checkpoint_config().set_checkpoint_storage_dir(str(tmp_path / f"chk-{backend}-{parallelism}"))
     env.set_restart_strategy(RestartStrategies.no_restart())
@@ -174,6 +177,7 @@ async def _run(
     ("first", "old", "second", "new", "restore_from"),
     [
         ("rocksdb", 1, "rocksdb", 1, "checkpoint"),
+        ("rocksdb-tiny-cache", 1, "rocksdb-tiny-cache", 4, "checkpoint"),
         ("rocksdb", 1, "rocksdb", 4, "checkpoint"),
         ("rocksdb", 4, "rocksdb", 1, "savepoint"),
         ("hashmap", 1, "rocksdb", 4, "savepoint"),
@@ -212,3 +216,35 @@ async def test_pickled_states_with_a_time_to_live(
     path = checkpoint if restore_from == "checkpoint" else savepoint
     _, _, out = await _run(tmp_path, second, new, FIRST + SECOND, len(SECOND), restore=path, ttl=ttl)
     assert _as_set(out) == expected(FIRST + SECOND) - expected(FIRST)
+
+
+class Untyped(KeyedProcessFunction):
+    """The same operator declaring its value state without a type: it emits what it reads."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.total = runtime_context.get_state(ValueStateDescriptor("total", None))
+
+    def process_element(self, record: Any, ctx: Any) -> Any:
+        yield record, self.total.value()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("rocksdb", "rocksdb"), ("rocksdb", "hashmap"), ("hashmap", "rocksdb")]
+)
+async def test_a_pickled_state_declared_without_a_type_after_a_restore_is_refused(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """A restore never unpickles a state the running job does not declare pickled: declared
+    without a type, the state's pickled entries would reach the job as bytes (RocksDB handed
+    them over so); the restore is refused naming the state, as the heap backend refused it."""
+    _, savepoint, _ = await _run(tmp_path, first, 1, FIRST, len(FIRST))
+    env = StreamExecutionEnvironment().set_parallelism(1)
+    env.configure({"state.backend.type": second, "execution.savepoint.path": savepoint})
+    env.set_restart_strategy(RestartStrategies.no_restart())
+    sink = ListSink()
+    source = env.from_source(ScriptedSource(FIRST + SECOND), None, "records").uid("records")
+    source.key_by(lambda r: r[0]).process(Untyped()).uid("everything").sink_to(sink)
+    client = await env.execute_async("pickled-state")
+    with pytest.raises(TypeError, match="state 'total' was checkpointed pickled"):
+        await asyncio.wait_for(client.get_job_execution_result(), 30)
+    assert sink.results == []

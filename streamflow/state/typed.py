@@ -275,7 +275,9 @@ def declare(backend: Any, descriptor: Any) -> None:
                     table[key] = pickle.loads(entry)  # the job declares this state pickled: trusted
         return
     backend.pickled.discard(name)
-    if table and any(type(entry) is Pickled for entry in table.values()):
+    # the restored declaration says pickled (a RocksDB table is not scanned for Pickled entries)
+    restored_pickled = _restored_pickled(backend.restored_types.get(name))
+    if restored_pickled or (table and any(type(entry) is Pickled for entry in table.values())):
         raise TypeError(
             f"state {name!r} was checkpointed pickled (declared Types.PICKLED_BYTE_ARRAY()) but its "
             f"descriptor now declares {descriptor.type_info!r}: declare Types.PICKLED_BYTE_ARRAY() "
@@ -293,6 +295,15 @@ def unpickled_entry(entry: Any) -> Any:
     """A pickled state's entry read back from RocksDB (only for a state the running job declares
     pickled: ``declare`` sets it); an entry stored before the state was pickled stays as it is."""
     return pickle.loads(entry) if type(entry) is Pickled else entry  # declared pickled: trusted
+
+
+def _restored_pickled(restored: str | None) -> bool:
+    """Whether a restored declaration (the repr of a type, or of a map state's pair of types)
+    opted the state in to pickling, as :func:`pickles` tells of a type."""
+    if restored is None:
+        return False
+    mark = "PickledByteArrayTypeInfo"  # PickledBytesTypeInfo's repr (PyFlink's name)
+    return restored == mark or restored.startswith(f"({mark}, ") or restored.endswith(f", {mark})")
 
 
 class _RestoredPickled:
