@@ -64,7 +64,8 @@ def refused_state_value(
         f"that the checkpoint codec cannot encode ({detail}): declare the state's type in its "
         "descriptor, Types.PICKLED_BYTE_ARRAY() to keep any picklable object (PyFlink's default "
         "for a state without a type), or a type the codec carries (a dataclass, a Row type...); "
-        "or convert the value before storing it"
+        "or convert the value before storing it (or opt the whole job's state in to pickle: "
+        "get_checkpoint_config().set_state_codec(PickleCodec()))"
     )
 
 
