@@ -138,8 +138,8 @@ async def in_flight(tmp_path: Path, script: list[Any], calls: int, **kw: Any) ->
     """A first job with ``Lazy`` calls: the script, then a savepoint with ``calls`` in flight."""
     job = await Job(Lazy(), **kw).start()
     job.source.push(*script)
-    await wait_until(lambda: len(STARTED) == calls)
-    await asyncio.sleep(0.05)  # the records' watermarks are queued too
+    # the records' watermarks are queued too: the source emitted them before the savepoint's barrier
+    await wait_until(lambda: len(STARTED) == calls and job.source.all_read())
     path = await job.savepoint_and_cancel(tmp_path)
     assert job.sink.results == []
     return path

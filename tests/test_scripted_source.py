@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from waiting import wait_until
 
 import streamflow as sf
 from streamflow.runtime.events import WatermarkStatus
@@ -129,3 +130,20 @@ async def test_checkpoint_recorder_sees_snapshots_before_completions() -> None:
     snap1, done1 = recorder.events.index(("snapshot", 1)), recorder.events.index(("complete", 1))
     assert snap1 < done1 < recorder.events.index(("snapshot", 2))
     assert [v for e, v in recorder.events if e == "record"] == [("k", i) for i in range(6)]
+
+
+async def test_all_read_tells_when_the_readers_read_every_item() -> None:
+    """``all_read()``: False before a reader starts and after a push, True once the items read."""
+    source = ScriptedSource([1, sf.Watermark(5), 2], end=False)
+    assert not source.all_read()
+    env = sf.StreamExecutionEnvironment()
+    sink = ListSink()
+    env.from_source(source, None, "scripted").sink_to(sink)
+    client = await env.execute_async()
+    await wait_until(source.all_read)
+    source.push(3)
+    assert not source.all_read()
+    await wait_until(source.all_read)
+    source.finish()
+    await asyncio.wait_for(client.get_job_execution_result(), 30)
+    assert sink.results == [1, 2, 3]

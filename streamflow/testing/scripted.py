@@ -15,7 +15,9 @@ idle source active. Consecutive records are delivered as one batch (up to the ba
 position in a checkpoint is the number of script items consumed, so a
 restored job continues the same script where it stopped. ``push()`` adds
 items while the job runs; ``finish()`` ends a source created with
-``end=False``.
+``end=False``. ``all_read()`` tells when every reader has read every item so far: the source
+task emits what it read before it handles its next checkpoint, so a checkpoint triggered after
+that holds every item's effect (a test waits for it instead of sleeping).
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class ScriptedSource(Source):
         self.ended = True
         for reader in self._readers:
             reader.wake()
+
+    def all_read(self) -> bool:
+        """Whether every reader (one per source subtask started) has read every item pushed so
+        far; False before the first reader starts."""
+        return bool(self._readers) and all(r.position >= len(self.items) for r in self._readers)
 
     def create_reader(self, subtask_index: int, parallelism: int) -> SourceReader:
         reader = _ScriptReader(self)
