@@ -20,7 +20,8 @@ from streamflow.testing import ListSink
 
 
 class Slow(AsyncFunction):
-    """Later records finish first; tracks the peak number of concurrent calls."""
+    """Later records finish first (by loop iterations: no timing); 13 never completes (its
+    timeout gives ``-13``); tracks the peak number of concurrent calls."""
 
     def __init__(self) -> None:
         self.running = self.peak = 0
@@ -29,10 +30,11 @@ class Slow(AsyncFunction):
     async def async_invoke(self, value):
         self.running += 1
         self.peak = max(self.peak, self.running)
-        await asyncio.sleep(0.001 * (10 - value % 10))
+        for _ in range(10 - value % 10):
+            await asyncio.sleep(0)
         self.running -= 1
         if value == 13:
-            await asyncio.sleep(1)  # beyond the timeout
+            await asyncio.Event().wait()  # never set: only the timeout ends this call
         return [value * 10]
 
     def timeout(self, value):
@@ -42,7 +44,8 @@ class Slow(AsyncFunction):
 def _run(wait, *, capacity: int = 4, **kw) -> tuple[list, Slow]:
     env = StreamExecutionEnvironment.get_execution_environment()
     fn, sink = Slow(), ListSink()
-    wait(env.from_collection(list(range(20))), fn, Time.milliseconds(200), capacity=capacity, **kw).sink_to(
+    # the other calls take a few loop iterations: a timeout 10x their old sleeps' sum never races them
+    wait(env.from_collection(list(range(20))), fn, Time.milliseconds(500), capacity=capacity, **kw).sink_to(
         sink
     )
     env.execute()
