@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import _faults as faults
 from ..clock import Clock
+from ..state.state_errors import REFUSALS
 from .barrier_handler import (
     AbortCheckpoint,
     BarrierHandler,
@@ -145,7 +146,7 @@ class TaskCheckpointer:
         try:
             uploads = await self.task.capture_state(checkpoint_id, savepoint, final)
             encoded = self.driver.encode(self.task.snapshot_operators(checkpoint_id, final))
-        except Exception as exc:  # a keyed state value the codec refuses: named (state_errors.py)
+        except REFUSALS as exc:  # a keyed state value the codec refuses: named (state_errors.py)
             named = self.task.refused_state(exc, self.driver.config.codec)
             if named is exc:
                 raise

@@ -26,7 +26,10 @@ from typing import Any
 from ..errors import StreamflowError
 from .codec import _locate
 
-__all__ = ["StateEncodingError", "find_refused", "refused_state_value"]
+__all__ = ["REFUSALS", "StateEncodingError", "find_refused", "refused_state_value"]
+
+# what a codec or pickle raises for a value it refuses (pickle: AttributeError for a local class)
+REFUSALS = (TypeError, ValueError, AttributeError, pickle.PicklingError)
 
 
 class StateEncodingError(StreamflowError, TypeError):
