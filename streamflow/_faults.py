@@ -28,7 +28,9 @@ Outside a checkpoint's life (``CONNECTOR_POINTS``), each with the id of the chec
 completion started the work (0 after a restore):
 
 * ``compact``: a FileSink compaction committed its group's inputs (hidden) and has not written
-  the compacted file.
+  the compacted file;
+* ``recommit``: a restored Kafka sink re-sent the uncommitted epochs of its state and their marker
+  into a transaction and has not committed it (the id: the newest of those epochs' checkpoints).
 
 Unset (the normal case), every hook is one falsy module attribute check.
 """
@@ -49,7 +51,7 @@ POINTS = (
     "trigger", "alignment", "snapshot", "persist", "metadata", "metadata_written",
     "complete", "notify", "commit", "committed",
 )  # fmt: skip
-CONNECTOR_POINTS = ("compact",)
+CONNECTOR_POINTS = ("compact", "recommit")
 
 
 class InjectedFault(StreamflowError, RuntimeError):

@@ -28,6 +28,7 @@ from aiokafka.errors import (
     RequestTimedOutError,
 )
 
+from streamflow import _faults as faults
 from streamflow.clock import SYSTEM_CLOCK
 from streamflow.common.serialization import SimpleStringSchema
 from streamflow.connectors.kafka_sink import KafkaSinkOperator
@@ -49,8 +50,9 @@ def name(label: str) -> str:
 async def sink_op(bs: str, topic: str, prefix: str, restored: Any = None, *, subtask: int = 0,
                   parallelism: int = 1,
                   guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE,
-                  sink: KafkaSink | None = None) -> KafkaSinkOperator:
-    """An opened sink subtask writing strings to ``topic``, restored from ``restored`` (a state)."""
+                  sink: KafkaSink | None = None, start: bool = True) -> KafkaSinkOperator:
+    """An opened sink subtask writing strings to ``topic``, restored from ``restored`` (a state);
+    ``start=False``: not opened yet."""
     sink = sink or (KafkaSink.builder().set_bootstrap_servers(bs)
             .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
                                    .set_value_serialization_schema(SimpleStringSchema()).build())
@@ -63,7 +65,8 @@ async def sink_op(bs: str, topic: str, prefix: str, restored: Any = None, *, sub
                           checkpointing=True)
     op.setup(ctx, Output([], {}))
     op.initialize_state(restored)
-    await op.open()
+    if start:
+        await op.open()
     return op
 
 
@@ -390,16 +393,12 @@ async def test_keyed_records_follow_partitions_added_to_the_topic(kafka):
     assert later == sorted((k, (murmur2(k.encode()) & 0x7FFFFFFF) % 4) for k in keys)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "streamflow re-sends a restored epoch unless the marker names it; after later checkpoints "
-    "committed, the marker names a later epoch, which the marker alone cannot tell from a diverged "
-    "lineage's (kafka_txn.recovery_plan), so an older savepoint's committed epoch is written again. "
-    "Flink re-commits the savepoint's transaction by producer id and epoch, a no-op once committed"))
 async def test_restoring_an_older_savepoint_does_not_rewrite_its_committed_epoch(kafka):
     """KafkaCommitterTest / KafkaSinkITCase's restores, with an older savepoint: checkpoints 1
     and 2 complete and commit; the job is then restored from checkpoint 1 (a savepoint kept
     from before). Flink's committer commits checkpoint 1's transaction again, which changes
-    nothing: its records stay once (the source replays only what came after the savepoint)."""
+    nothing: its records stay once (the source replays only what came after the savepoint).
+    The marker's history says checkpoint 1 of that run committed (kafka_txn's rule)."""
     bs, topic = kafka.bootstrap_servers, name("older-savepoint")
     await create_topic(bs, topic, 1)
     op = await sink_op(bs, topic, topic)
@@ -486,3 +485,101 @@ async def test_a_failed_delivery_fails_the_job_with_no_record_to_come(tmp_path):
                 await asyncio.wait_for(client.get_job_execution_result(), 15)
         finally:
             await client.cancel()
+
+
+async def older_savepoint_run(bs: str, topic: str) -> tuple[Any, Any]:
+    """Run A: "a" in checkpoint 1, "b" in checkpoint 2, both committed; returns the states of
+    checkpoints 1 and 2 (each with its epoch pending, as taken at the barrier)."""
+    await create_topic(bs, topic, 1)
+    op = await sink_op(bs, topic, topic)
+    await op.process_batch(["a"], None)
+    first = await barrier(op, 1)
+    await op.notify_checkpoint_complete(1)
+    await op.process_batch(["b"], None)
+    second = await barrier(op, 2)
+    await op.notify_checkpoint_complete(2)
+    await op.close()
+    return first, second
+
+
+async def test_restoring_the_same_older_savepoint_twice_writes_nothing_again(kafka):
+    """The older savepoint (checkpoint 1) restored twice in a row, each run writing a record
+    and committing its own checkpoint 2 (ids reused across the branches): "a" and "b" once,
+    each branch's record once."""
+    bs, topic = kafka.bootstrap_servers, name("older-twice")
+    savepoint, _ = await older_savepoint_run(bs, topic)
+    for record in ("c", "d"):
+        op = await sink_op(bs, topic, topic, savepoint)
+        await op.process_batch([record], None)
+        await barrier(op, 2)
+        await op.notify_checkpoint_complete(2)
+        await op.close()
+    assert await output(bs, topic) == ["a", "b", "c", "d"]
+
+
+async def test_restoring_the_latest_checkpoint_after_an_older_savepoint(kafka):
+    """Run A's checkpoints 1 and 2 commit; a run restored from checkpoint 1 commits its own
+    checkpoint 2 ("c"); then A's checkpoint 2 is restored: its epoch ("b") was committed by A
+    (the marker's last entry is the other run's checkpoint 2, which must not decide), so
+    nothing is written again."""
+    bs, topic = kafka.bootstrap_servers, name("latest-after-older")
+    savepoint, latest = await older_savepoint_run(bs, topic)
+    op = await sink_op(bs, topic, topic, savepoint)
+    await op.process_batch(["c"], None)
+    await barrier(op, 2)
+    await op.notify_checkpoint_complete(2)
+    await op.close()
+    op = await sink_op(bs, topic, topic, latest)
+    await op.close()
+    assert await output(bs, topic) == ["a", "b", "c"]
+
+
+async def test_a_branch_reusing_checkpoint_ids_does_not_hide_an_uncommitted_epoch(kafka):
+    """Run A commits checkpoint 1 ("a"), takes checkpoint 2 ("b") and dies before it commits;
+    a run restored from checkpoint 1 commits its own checkpoint 2 ("c"). Restoring A's
+    checkpoint 2 must still write "b": the same checkpoint id committed on another branch says
+    nothing about A's epoch (KafkaCommitter commits the restored transaction: "b" appears)."""
+    bs, topic = kafka.bootstrap_servers, name("branch-reuses-ids")
+    await create_topic(bs, topic, 1)
+    op = await sink_op(bs, topic, topic)
+    await op.process_batch(["a"], None)
+    savepoint = await barrier(op, 1)
+    await op.notify_checkpoint_complete(1)
+    await op.process_batch(["b"], None)
+    uncommitted = await barrier(op, 2)
+    await op.close()  # dies before checkpoint 2 completes: T_2 aborted
+    op = await sink_op(bs, topic, topic, savepoint)
+    await op.process_batch(["c"], None)
+    await barrier(op, 2)
+    await op.notify_checkpoint_complete(2)
+    await op.close()
+    op = await sink_op(bs, topic, topic, uncommitted)
+    await op.close()
+    assert await output(bs, topic) == ["a", "b", "c"]
+
+
+async def test_a_failure_during_the_recommit_leaves_the_restore_to_redo_it(kafka):
+    """A restore's re-commit fails after its re-sent epoch and marker went into the transaction
+    (fault point ``recommit``); the next restore of the same checkpoint aborts that transaction
+    (a new producer of the id) and re-sends the epoch again, which the marker (only committed
+    with it) still does not name: "b" once."""
+    bs, topic = kafka.bootstrap_servers, name("recommit-fails")
+    await create_topic(bs, topic, 1)
+    op = await sink_op(bs, topic, topic)
+    await op.process_batch(["a"], None)
+    await barrier(op, 1)
+    await op.notify_checkpoint_complete(1)
+    await op.process_batch(["b"], None)
+    state = await barrier(op, 2)
+    await op.close()
+    crashed = await sink_op(bs, topic, topic, state, start=False)
+    faults.inject("recommit")
+    try:
+        with pytest.raises(faults.InjectedFault):
+            await crashed.open()
+    finally:
+        faults.clear()
+    op = await sink_op(bs, topic, topic, state)  # (the crashed one left its transaction open)
+    await op.close()
+    await crashed.close()  # fenced by now: its abort fails, logged
+    assert await output(bs, topic) == ["a", "b"]

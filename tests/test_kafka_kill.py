@@ -91,6 +91,21 @@ async def test_kill_at_each_two_phase_commit_boundary(kafka, tmp_path, point, pa
     await job.check()
 
 
+async def test_kill_during_the_recommit_of_a_restore(kafka, tmp_path):
+    """Killed with checkpoint 3 complete and its transaction open (``complete``), then killed
+    again while the restored sink re-commits that epoch (``recommit``: its records and the marker
+    history naming it are in the transaction, not committed); the next start aborts that
+    transaction and re-sends the epoch once more, which the marker still does not name."""
+    job = Job(kafka, tmp_path, 2)
+    await job.setup()
+    for kill_at in ("complete:3", "recommit"):
+        proc = job.start(kill_at)
+        _, err = await asyncio.to_thread(proc.communicate, timeout=120)
+        assert proc.returncode == -signal.SIGKILL, f"{kill_at}: " + err.decode()[-3000:]
+    await asyncio.to_thread(job.finish)
+    await job.check()
+
+
 @pytest.mark.parametrize("parallelism", [1, 2])
 async def test_kill_after_the_final_pre_commit(kafka, tmp_path, parallelism):
     """No periodic checkpoint runs (a one-hour interval): the tasks finish, the sink pre-commits

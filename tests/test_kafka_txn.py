@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from streamflow.connectors.kafka_txn import Group, TransactionBook, pack_groups, recovery_plan, unpack_groups
+from streamflow.connectors.kafka_txn import (
+    HISTORY_RUNS,
+    CommitHistory,
+    Group,
+    TransactionBook,
+    pack_groups,
+    recovery_plan,
+    unpack_groups,
+)
 
 
 def g(*values: str) -> Group:
@@ -75,18 +83,38 @@ def test_stale_barrier_is_refused():
 
 
 @pytest.mark.parametrize(
-    ("marker", "resend", "token"),
+    ("marker", "resend"),
     [
-        (None, [4, 5], "r/5"),  # nothing committed: re-send all
-        ("other-run/9", [4, 5], "r/5"),  # a marker of another run says nothing about these
-        ("r/4", [5], "r/5"),  # T_4 committed, T_5 not
-        ("r/5", [], None),  # all committed
+        (None, [4, 5]),  # nothing committed: re-send all
+        ("other-run/9", [4, 5]),  # a marker of another run says nothing about these
+        ("r/4", [5]),  # T_4 committed, T_5 not (the single-token marker written before the history)
+        ("r/5", []),  # all committed
+        ("r/7", []),  # an older savepoint of the run: its epochs committed since
+        ("r/3 b/5", [4, 5]),  # a branch restored from checkpoint 3 reused ids 4 and 5: not these
+        ("r/4 b/9", [5]),
+        ("~ b/9", [4, 5]),  # r dropped from the history: re-sent (with a warning)
     ],
 )
-def test_recovery_plan(marker, resend, token):
+def test_recovery_plan(marker, resend):
     pending = [[4, "r/4", b"x"], [5, "r/5", b"y"]]
-    todo, t = recovery_plan(pending, marker)
-    assert ([e[0] for e in todo], t) == (resend, token)
+    todo = recovery_plan(pending, CommitHistory.parse(marker))
+    assert [e[0] for e in todo] == resend
+
+
+def test_commit_history_keeps_the_last_runs_and_says_when_it_dropped_some():
+    h = CommitHistory.parse("a/3").with_commit("b/2").with_commit("a/5")
+    assert h.text() == "b/2 a/5"  # per run its highest id; the run committed last, last
+    assert CommitHistory.parse(h.text()) == h
+    assert h.with_commit("b/1").text() == "a/5 b/2"  # a recovery never lowers a run's id
+    for i in range(HISTORY_RUNS):
+        h = h.with_commit(f"run{i}/1")
+    assert h.truncated and len(h.last) == HISTORY_RUNS and h.text().startswith("~ ")
+    assert not h.knows("a/1") and h.knows(f"run{HISTORY_RUNS - 1}/9")
+    for i in range(HISTORY_RUNS):  # the longest: 12-hex runs at checkpoint ids of 10 digits
+        h = h.with_commit(f"{i:012x}/{10**10 - 1}")
+    assert len(h.text()) < 1024  # far under Kafka's offset.metadata.max.bytes (4096)
+    with pytest.raises(ValueError, match="malformed"):
+        CommitHistory.parse("no-slash")
 
 
 def test_pack_round_trip():

@@ -41,7 +41,8 @@ numBytesSend, errors, send time).
 * Producer properties (``set_property``) map to aiokafka's arguments
   (``kafka_common.producer_config``); any other one is logged as ignored.
 * Crash-test points (``testing.faults``): ``commit`` (marker sent, commit not
-  yet), ``committed`` (committed, next transaction not begun).
+  yet), ``committed`` (committed, next transaction not begun), ``recommit`` (a restore's
+  re-sent epochs and their marker sent, commit not yet).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from .kafka_common import DeliveryGuarantee, producer_config
 from .kafka_connection_guard import BrokerConnectionLost, ConnectionGuard
 from .kafka_record_serialization import KafkaRecordSerializationSchema
 from .kafka_sink_routing import RecordRouter
-from .kafka_txn import Group, TransactionBook, recovery_plan, unpack_groups
+from .kafka_txn import CommitHistory, Group, TransactionBook, recovery_plan, unpack_groups
 from .rescale import taken_states
 from .sink_metrics import SinkWriterMetrics
 
@@ -159,6 +160,7 @@ class KafkaSinkOperator(StreamOperator):
         self._guard = ConnectionGuard(name)  # EXACTLY_ONCE: a lost connection fails the task
         self._committing = asyncio.Lock()  # one commit at a time; close waits for it
         self.marker_topic: str | None = None
+        self._history: CommitHistory | None = None  # this subtask's marker (kafka_txn); None: not read
         self.writer_metrics = SinkWriterMetrics()  # in the operator's metric group (initialize_state)
         self.max_request_size = DEFAULT_MAX_REQUEST_SIZE
 
@@ -401,13 +403,17 @@ class KafkaSinkOperator(StreamOperator):
             raise self._broken
         for group in plan.send_first:
             await self._send(group)
-        await self._mark(plan.marker_checkpoint, plan.marker_token)
+        if self._history is None:  # once per run: the runs committed before this one stay in it
+            self._history = await self._read_history(self.marker_group, self.marker_topic)
+        history = self._history.with_commit(plan.marker_token)
+        await self._mark(plan.marker_checkpoint, history.text())
         if faults.ARMED:
             faults.point("commit", checkpoint_id)
         await self._guarded(self.producer.commit_transaction())
         self._reap()
         if self._broken is not None:  # the commit may have been lost with the connection
             raise self._broken
+        self._history = history
         log.debug("kafka sink %s: checkpoint %d: committed", self.name, checkpoint_id)
         if faults.ARMED:
             faults.point("committed", checkpoint_id)
@@ -415,9 +421,14 @@ class KafkaSinkOperator(StreamOperator):
         for group in plan.send_after:
             await self._send(group)
 
-    async def _mark(self, checkpoint_id: int, token: str, group: str | None = None,
+    async def _read_history(self, group: str, topic: str | None) -> CommitHistory:
+        metadata = await admin.committed_marker(self.sink.bootstrap_servers, group, topic)
+        return CommitHistory.parse(metadata, f"kafka sink {self.name!r}: marker group {group!r}")
+
+    async def _mark(self, checkpoint_id: int, metadata: str, group: str | None = None,
                     topic: str | None = None) -> None:
-        """The marker in ``group`` (default: this subtask's), inside the open transaction."""
+        """The marker (``metadata``: a :class:`CommitHistory`'s text) in ``group`` (default: this
+        subtask's), inside the open transaction."""
         from aiokafka import TopicPartition
         from aiokafka.structs import OffsetAndMetadata
 
@@ -425,7 +436,7 @@ class KafkaSinkOperator(StreamOperator):
         assert topic is not None
         group = group or self.marker_group
         await self._guarded(self.producer.send_offsets_to_transaction(
-            {TopicPartition(topic, 0): OffsetAndMetadata(checkpoint_id, token)}, group
+            {TopicPartition(topic, 0): OffsetAndMetadata(checkpoint_id, metadata)}, group
         ))
 
     async def _recover(self, subtask: int, state: dict[str, Any]) -> None:
@@ -435,21 +446,36 @@ class KafkaSinkOperator(StreamOperator):
         if not pending:
             return
         topic, txn_id = state.get("marker_topic"), admin.former_id(state, self.transactional_id_of(subtask))
-        committed = await admin.committed_marker(self.sink.bootstrap_servers, f"{txn_id}.commits", topic)
-        todo, token = recovery_plan([list(p) for p in pending], committed)
+        group = f"{txn_id}.commits"
+        history = await self._read_history(group, topic)
+        todo = recovery_plan([list(p) for p in pending], history)
         log.info("kafka sink %s: restored %d uncommitted epoch(s) %s of %s; marker says %r; re-sending %d",
-                 self.transactional_id, len(pending), [p[0] for p in pending], txn_id, committed, len(todo))
+                 self.transactional_id, len(pending), [p[0] for p in pending], txn_id, history.text(),
+                 len(todo))
+        unknown = [str(e[1]) for e in todo if not history.knows(str(e[1]))]
+        if unknown:
+            log.warning("kafka sink %s: the marker of %s no longer names the runs of epochs %s (more than %d "
+                        "runs committed since): re-sending them, which writes them twice if they were "
+                        "committed", self.transactional_id, txn_id, unknown, len(history.last))
+        own = group == self.marker_group and topic == self.marker_topic
         if not todo:
+            if own:
+                self._history = history
             return
+        history = history.with_commit(str(todo[-1][1]))
         await self._guarded(self.producer.begin_transaction())
         for _cid, _token, blob in todo:
-            for group in unpack_groups(blob):
-                await self._send(group)
-        await self._mark(int(todo[-1][0]), str(token), f"{txn_id}.commits", topic)
+            for group_ in unpack_groups(blob):
+                await self._send(group_)
+        await self._mark(int(todo[-1][0]), history.text(), group, topic)
+        if faults.ARMED:
+            faults.point("recommit", int(todo[-1][0]))
         await self._guarded(self.producer.commit_transaction())
         self._reap()
         if self._broken is not None:
             raise self._broken
+        if own:
+            self._history = history
         log.info("kafka sink %s: re-sent and committed epochs %s of %s", self.transactional_id,
                  [e[0] for e in todo], txn_id)
 

@@ -26,12 +26,35 @@ The book divides them into *epochs*: the records between two barriers.
 Recovery (the hard case: a crash after checkpoint n completed, before T_n
 committed). The producer writes, inside each transaction, a *marker*: the
 offset of a per-subtask consumer group (``send_offsets_to_transaction``) whose
-metadata is the token of the newest epoch committed by it; the broker commits
-the marker atomically with the records. After a restart, re-initialising the
+metadata is the :class:`CommitHistory` of that subtask; the broker commits the
+marker atomically with the records. After a restart, re-initialising the
 transactional id aborts whatever transaction was open, and
-:func:`recovery_plan` compares the restored pending epochs with the committed
-marker: epochs up to the one the marker names are committed; the later ones
-are re-sent from state in a fresh transaction carrying the newest marker.
+:func:`recovery_plan` keeps the restored pending epochs the history does not
+name as committed; they are re-sent from state in a fresh transaction whose
+marker records the newest of them.
+
+The rule that makes this right for any restore (the latest checkpoint, or an
+older savepoint taken before later checkpoints committed, or a branch that
+restored earlier and reuses checkpoint ids): an epoch is identified by its
+token ``run/n``, where ``run`` is random per operator instance (each attempt and
+each restore has its own) and ``n`` its checkpoint id, so no two epochs ever
+share a token, whatever the lineage. Within a run, committed epochs form a
+prefix: the run commits its epochs in checkpoint order (a completed checkpoint
+subsumes the older ones), and a recovery commits a checkpoint's whole pending
+list, which is every epoch of that run after those committed when it was taken
+(the book starts empty after a restore, so a pending list holds one run's
+epochs). Hence the committed set is ``{run/n : n <= last[run]}`` and the marker
+keeps, per run, the highest checkpoint id committed (``last``): epoch
+``run/n`` was committed iff ``n <= last[run]``. Restoring an older savepoint
+therefore writes nothing again (as Flink's re-commit by producer id and epoch
+changes nothing), and an epoch of a branch that diverged is re-sent even when
+another run committed the same checkpoint id. The history is bounded to the
+``HISTORY_RUNS`` runs that committed last (a few hundred bytes of metadata,
+under Kafka's ``offset.metadata.max.bytes`` of 4096); once older runs were
+dropped it says so (``~``), and restoring an epoch of a run it no longer names
+re-sends it with a warning (it may have been committed: a savepoint older than
+``HISTORY_RUNS`` later runs). A marker of the single-token format written
+before the history (``run/n``) reads as a one-run history.
 That works on any broker with transactions (no producer id/epoch resumption,
 which aiokafka does not offer and the test broker loses on restart); the cost
 is that a checkpoint holds the records of its uncommitted epochs.
@@ -48,7 +71,8 @@ from typing import Any
 import orjson
 
 __all__ = [
-    "CommitPlan", "Epoch", "Group", "TransactionBook", "pack_groups", "recovery_plan", "unpack_groups",
+    "HISTORY_RUNS", "CommitHistory", "CommitPlan", "Epoch", "Group", "TransactionBook", "pack_groups",
+    "recovery_plan", "unpack_groups",
 ]
 
 
@@ -144,14 +168,58 @@ class TransactionBook:
         return sum(e.size for e in self.pending) + self.open.size
 
 
-def recovery_plan(
-    pending: list[list[Any]], committed_token: str | None
-) -> tuple[list[list[Any]], str | None]:
-    """Restored pending epochs ``[[checkpoint id, token, blob], ...]`` and the marker's token:
-    (the epochs to re-send, the token their transaction must carry); ``([], None)``: all committed."""
-    tokens = [entry[1] for entry in pending]
-    todo = pending[tokens.index(committed_token) + 1:] if committed_token in tokens else list(pending)
-    return todo, (todo[-1][1] if todo else None)
+HISTORY_RUNS = 32  # runs a marker remembers (module doc): ~25 bytes each
+
+
+@dataclass(frozen=True)
+class CommitHistory:
+    """What a subtask's marker says was committed: per run, the highest checkpoint id committed
+    (oldest run first), and whether older runs were dropped (module doc)."""
+
+    last: tuple[tuple[str, int], ...] = ()
+    truncated: bool = False
+
+    @staticmethod
+    def parse(metadata: str | None, where: str = "marker") -> CommitHistory:
+        """The history in a marker's metadata (``[~] run/n run/n ...``; None or "": empty)."""
+        last: dict[str, int] = {}
+        truncated = False
+        for entry in (metadata or "").split():
+            if entry == "~":
+                truncated = True
+                continue
+            run, sep, n = entry.rpartition("/")
+            if not sep or not run or not n.isdigit():
+                raise ValueError(f"{where}: malformed committed-epoch entry {entry!r} in {metadata!r}")
+            last.pop(run, None)
+            last[run] = int(n)
+        return CommitHistory(tuple(last.items()), truncated)
+
+    def text(self) -> str:
+        return " ".join((["~"] if self.truncated else []) + [f"{run}/{n}" for run, n in self.last])
+
+    def committed(self, token: str) -> bool:
+        run, _, n = token.rpartition("/")
+        return int(n) <= dict(self.last).get(run, -1)
+
+    def knows(self, token: str) -> bool:
+        """Whether the history can tell about ``token``'s run (not dropped, or nothing dropped)."""
+        return not self.truncated or token.rpartition("/")[0] in dict(self.last)
+
+    def with_commit(self, token: str) -> CommitHistory:
+        """The history once the epochs of ``token``'s run up to its checkpoint id committed too."""
+        run, _, n = token.rpartition("/")
+        last = dict(self.last)
+        top = max(int(n), last.pop(run, -1))
+        items = [*last.items(), (run, top)]
+        drop = max(0, len(items) - HISTORY_RUNS)
+        return CommitHistory(tuple(items[drop:]), self.truncated or drop > 0)
+
+
+def recovery_plan(pending: list[list[Any]], history: CommitHistory) -> list[list[Any]]:
+    """Restored pending epochs ``[[checkpoint id, token, blob], ...]``: those the marker's
+    ``history`` does not name as committed (module doc), to re-send; ``[]``: all committed."""
+    return [entry for entry in pending if not history.committed(str(entry[1]))]
 
 
 # -- packing: a compact binary form of groups, built with C-speed joins -----------------

@@ -1,7 +1,7 @@
 """The producer and admin steps of the exactly-once Kafka sink outside its data path.
 
-* :func:`committed_marker` reads the token a subtask's marker group last committed, which
-  :func:`.kafka_txn.recovery_plan` compares with the restored epochs.
+* :func:`committed_marker` reads the metadata a subtask's marker group last committed (the
+  :class:`.kafka_txn.CommitHistory` that :func:`.kafka_txn.recovery_plan` checks restored epochs against).
 * :func:`abandon` drops a transactional producer without flushing its open transaction
   (the sink's close and a lost connection: the module doc of :mod:`.kafka_sink`);
   :func:`drop_queued` fails the batches its sender has not taken yet (before the abort at close).
@@ -47,7 +47,7 @@ def former_id(state: dict[str, Any], default: str) -> str:
 
 
 async def committed_marker(bootstrap_servers: str, group: str, topic: str | None) -> str | None:
-    """The token committed in ``group`` for the marker partition ``topic``-0, or None."""
+    """The metadata committed in ``group`` for the marker partition ``topic``-0, or None."""
     if topic is None:
         return None
     from aiokafka import TopicPartition
