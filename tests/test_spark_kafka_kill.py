@@ -170,7 +170,9 @@ async def _until_a_batch_is_done(proc: subprocess.Popen[bytes], log: Path) -> No
 async def test_the_commit_marker_of_another_checkpoint_location_is_not_trusted(kafka, tmp_path):
     """The sink alone (no Spark), as the driver drives it: batches 0, 1 written; a restart on the
     same checkpoint skips batch 1 and writes batch 2; a new checkpoint location with the same
-    transactional ids (batch ids start again at 0) writes its batch 0, into another topic."""
+    transactional ids (batch ids start again at 0) writes its batch 0, into another topic; a
+    third location writes its batch 0 into the first topic (the marker then names both runs),
+    and its restart skips that batch 0 and writes its batch 1."""
     from streamflow.runtime.factory import OperatorFactory
     from streamflow.spark.harness import NodeSpec
     from streamflow.spark.sinks import KafkaBatchSink
@@ -209,8 +211,10 @@ async def test_the_commit_marker_of_another_checkpoint_location_is_not_trusted(k
     await asyncio.to_thread(drive, sink(topics[0], tmp_path / "a"), [0, 1], tmp_path / "a")
     await asyncio.to_thread(drive, sink(topics[0], tmp_path / "a"), [1, 2])  # a restart replays 1
     await asyncio.to_thread(drive, sink(topics[1], tmp_path / "b"), [0])
+    await asyncio.to_thread(drive, sink(topics[0], tmp_path / "c"), [0], tmp_path / "c")
+    await asyncio.to_thread(drive, sink(topics[0], tmp_path / "c"), [0, 1])  # a restart replays 0
     got = [[m.value.decode() for m in await read_topic(bs, t)] for t in topics]
-    assert Counter(got[0]) == Counter(batch(0) + batch(1) + batch(2))
+    assert Counter(got[0]) == Counter(batch(0) + batch(1) + batch(2) + batch(0) + batch(1))
     assert got[1] == batch(0)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..connectors.file_sink import FileSinkOperator
 from ..connectors.kafka_sink import KafkaSinkOperator
-from ..connectors.kafka_txn import TransactionBook
+from ..connectors.kafka_txn import CommitHistory, TransactionBook
 from ..runtime.operator import Output, StreamOperator
 from ..state.codec import Codec
 from .encoding import batch_codec, sort_by_order
@@ -134,10 +134,11 @@ class KafkaBatchSink(OperatorBatchSink):
     """A KafkaSink: each micro-batch is one checkpoint epoch of its two-phase commit (see
     :mod:`.kafka`); a batch whose commit marker is already there is not written again.
 
-    The marker counts batch ids, which restart at 0 with a new checkpoint location, so it is
-    trusted only when it was written for this one: its token (the offset's metadata) starts
-    with a run id kept in the query's checkpoint directory, made anew when that directory
-    holds no offset log yet (no batch of it can have been written)."""
+    The marker counts batch ids, which restart at 0 with a new checkpoint location, so only
+    what it says of this one is trusted: its commit history (the offset's metadata,
+    :class:`.kafka_txn.CommitHistory`, shared by the runs writing that transactional id) has an
+    entry per run, and the run id is kept in the query's checkpoint directory, made anew when
+    that directory holds no offset log yet (no batch of it can have been written)."""
 
     op: KafkaSinkOperator
 
@@ -153,20 +154,23 @@ class KafkaBatchSink(OperatorBatchSink):
             return
         run = _run_id(self.checkpoint_dir)
         self.op.book = TransactionBook(run)  # tokens "<run>/<batch id + 1>": this checkpoint's own
-        epoch, token = self._result(self._marker())
-        if epoch >= 0 and not str(token).startswith(f"{run}/"):
-            _log.info("kafka sink %s: the commit marker (batch %d, token %r) was written for another "
-                      "checkpoint location than %s (run %s); every micro-batch is written",
-                      self.spec.uid, epoch - 1, token, self.checkpoint_dir, run)
-        elif epoch >= 0:
-            self.committed = epoch
+        markers = self._result(self._marker())  # one per marker topic the group has
+        where = f"kafka sink {self.spec.uid}: marker group {self.op.marker_group!r}"
+        found = [n for m in markers if (n := dict(CommitHistory.parse(m, where).last).get(run)) is not None]
+        mine = max(found, default=None)
+        if markers and mine is None:
+            _log.info("kafka sink %s: the commit markers (%r) name no batch of checkpoint location %s "
+                      "(run %s); every micro-batch is written", self.spec.uid, markers, self.checkpoint_dir,
+                      run)
+        elif mine is not None:
+            self.committed = mine
             _log.info("kafka sink %s: micro-batches up to %d committed before this start", self.spec.uid,
-                      epoch - 1)
+                      mine - 1)
 
     def _result(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    async def _marker(self) -> tuple[int, str | None]:
+    async def _marker(self) -> list[str]:
         from aiokafka.admin import AIOKafkaAdminClient
 
         admin = AIOKafkaAdminClient(bootstrap_servers=self.op.sink.bootstrap_servers)
@@ -175,8 +179,7 @@ class KafkaBatchSink(OperatorBatchSink):
             offsets = await admin.list_consumer_group_offsets(self.op.marker_group)
         finally:
             await admin.close()
-        found = [(int(meta.offset), meta.metadata) for meta in offsets.values()]
-        return max(found, default=(-1, None))
+        return [meta.metadata or "" for meta in offsets.values()]
 
     def write(self, batch_id: int, records: list, timestamps: list[int | None]) -> None:
         epoch = batch_id + 1
