@@ -481,9 +481,7 @@ def test_a_job_publishes_every_record_once_in_compacted_files(tmp_path: Path, pa
     assert checkpoints >= 10 and len(names) < checkpoints * parallelism / 2
 
 
-@pytest.mark.parametrize(
-    "point", [p for p in faults.POINTS if p != "committed"] + list(faults.CONNECTOR_POINTS)
-)
+@pytest.mark.parametrize("point", [p for p in faults.POINTS if p != "committed"] + ["compact"])
 def test_a_failure_at_any_point_keeps_exactly_once_with_compaction(tmp_path: Path, point: str) -> None:
     """test_checkpoint_faults' job (two throttled sources, running sums at parallelism 2,
     restarts) with a compacting sink: a failure at each protocol point, and in a compaction

@@ -328,10 +328,18 @@ def consumer_config(bootstrap: str, group_id: str | None, props: Mapping[str, st
         "max_partition_fetch_bytes": 4 << 20, "fetch_max_wait_ms": 100,
     }
     for key, value in props.items():
-        if key not in _CONSUMER_PROPS:
-            raise ValueError(f"kafka source: unsupported property {key!r} (supported: "
-                             f"{', '.join(sorted(_CONSUMER_PROPS))}, auto.offset.reset, client.id.prefix, "
-                             "commit.offsets.on.checkpoint, partition.discovery.interval.ms)")
-        name, conv = _CONSUMER_PROPS[key]
-        kw[name] = conv(value)
+        if key in _CONSUMER_PROPS:  # any other is ignored: KafkaSource.build() warns once
+            name, conv = _CONSUMER_PROPS[key]
+            kw[name] = conv(value)
     return kw
+
+
+def warn_ignored_consumer_properties(props: Mapping[str, str]) -> None:
+    """Logs the properties the source's consumer does not take: ignored with a warning, as
+    Kafka's consumer warns about a config it does not know ("supplied but isn't a known
+    config"; Flink passes every property on to it)."""
+    ignored = sorted(set(props) - set(_CONSUMER_PROPS))
+    if ignored:
+        log.warning("kafka source: properties %s are not consumer settings streamflow applies: ignored "
+                    "(applied: %s; the source's own: client.id.prefix, commit.offsets.on.checkpoint, "
+                    "partition.discovery.interval.ms)", ignored, ", ".join(sorted(_CONSUMER_PROPS)))

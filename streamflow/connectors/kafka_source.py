@@ -23,6 +23,7 @@ from .kafka_common import (
     KafkaRecordDeserializationSchema,
     KafkaTopicPartition,
     consumer_config,
+    warn_ignored_consumer_properties,
 )
 from .kafka_reader import QUEUE_LIMIT, KafkaSourceReader, split_owner
 from .serialization import DeserializationSchema
@@ -98,7 +99,8 @@ class KafkaSource(Source):
             # Flink's KafkaSourceBuilder.sanityCheck
             raise ValueError("KafkaSource: property group.id is required when offset commit is enabled "
                              "(enable.auto.commit=true): call set_group_id()")
-        consumer_config(bootstrap_servers, group_id, self.properties, "")  # a bad property fails build()
+        consumer_config(bootstrap_servers, group_id, self.properties, "")  # a bad value fails build()
+        warn_ignored_consumer_properties(self.properties)
         self.watermark_strategy: Any = None  # set by with_watermark_strategy (per-partition watermarks)
         self.watermark_interval_ms = 200
 
