@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_checkpointing import wait_until
 
 import streamflow as sf
 from streamflow.common import Types
@@ -287,28 +288,29 @@ async def _resumed_run(env: Any, path: str) -> list:
     return list(out.results)
 
 
-async def _gated(data: list, sent: list[int] | None = None, release: asyncio.Event | None = None) -> Any:
+async def _gated(data: list, release: asyncio.Event | None = None) -> Any:
     for r in data:
-        if sent is not None:
-            sent[0] += 1
         yield r
     if release is not None:
         await release.wait()
 
 
 async def _savepoint_mid_run(env: Any, tmp_path: Path) -> tuple[str, list]:
-    """Run the timers pipeline on the first 200 records, wait until its timers stop firing, take
-    a savepoint and cancel: (the savepoint's path, what the job emitted)."""
-    sent, release = [0], asyncio.Event()
+    """Run the timers pipeline on the first 200 records, wait until the timers their watermark
+    passes have fired, take a savepoint and cancel: (the savepoint's path, what the job emitted).
+
+    A timer fired after the savepoint would fire again in the job restored from it (the list
+    sink is not transactional), so the wait is exact: one count per record, and one firing per
+    timer (``timestamp + 50``) at or below the periodic watermark of the 200 records, ``max
+    timestamp - 1`` (monotonous timestamps; the one watermark subtask sets every keyed one's)."""
+    data = _records()[:200]
+    release = asyncio.Event()  # never set: the source stays open (a finished one ends checkpoints)
     first = ListSink()
-    _pipeline(env, lambda: _gated(_records()[:200], sent, release)).sink_to(first)
+    _pipeline(env, lambda: _gated(data, release)).sink_to(first)
     client = await env.execute_async("timers")
-    while sent[0] < 200:
-        await asyncio.sleep(0.01)
-    fired = -1
-    while fired != len(first.results):  # the periodic watermark catches up with the 200 records
-        fired = len(first.results)
-        await asyncio.sleep(0.5)
+    wm = max(r[1] for r in data) - 1
+    emitted = len(data) + sum(1 for r in data if r[1] + 50 <= wm)
+    await wait_until(lambda: len(first.results) == emitted, timeout=30)
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await client.cancel()
     return path, list(first.results)
