@@ -205,9 +205,11 @@ def test_a_savepoint_without_checkpointing_marks_a_finished_source_finished(tmp_
         first = ListSink()
         build(env, env.from_collection([1, 2, 3]), env.from_async_iterable(Open().__aiter__), first)
         client = await env.execute_async("savepoint")
-        while len(seen) < 3 or 9 not in first.results:
+        tasks = client.execution.tasks
+        while len(seen) < 3 or 9 not in first.results or not any(
+            t.finished for t in tasks if t.task_id == "a#0"
+        ):  # source a and its chained map have finished (and told the coordinator so)
             await asyncio.sleep(0.005)
-        await asyncio.sleep(0.05)  # the source and its map finish
         path = await client.trigger_savepoint(str(tmp_path / "sp"))
         await client.cancel()
         env2 = sf.StreamExecutionEnvironment().set_parallelism(1)
