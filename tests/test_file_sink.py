@@ -658,28 +658,20 @@ def test_end_to_end_rescale_of_file_sink_state(tmp_path: Path, new_parallelism: 
             )
             src.uid("src").set_parallelism(1).sink_to(sink).uid("sink").set_parallelism(parallelism)
 
-        class Gate:
-            def __init__(self) -> None:
-                self.emitted = 0
+        reached = asyncio.Event()
 
-            async def __aiter__(self):  # type: ignore[no-untyped-def]
-                for i, r in enumerate(data):
-                    if i == 120:
-                        await asyncio.Event().wait()
-                    self.emitted += 1
-                    yield r
+        async def gate():  # type: ignore[no-untyped-def]
+            for i, r in enumerate(data):
+                if i == 120:  # the 120 before it are read: a barrier from now on follows them
+                    reached.set()
+                    await asyncio.Event().wait()
+                yield r
 
-        gate = Gate()
         env = sf.StreamExecutionEnvironment().set_parallelism(2)
         env.enable_checkpointing(10_000)
-        build(env, env.from_async_iterable(gate.__aiter__), 2)
+        build(env, env.from_async_iterable(gate), 2)
         client = await env.execute_async("files")
-        loop = asyncio.get_running_loop()
-        end = loop.time() + 10
-        while gate.emitted < 120:
-            assert loop.time() < end
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(reached.wait(), 10)
         path = await client.trigger_savepoint(str(tmp_path / "sp"))
         await client.cancel()
         assert any(n.endswith(".inprogress") for n in hidden(out))  # in-progress files in the savepoint
@@ -711,9 +703,12 @@ def test_a_crafted_checkpoint_cannot_move_a_file_outside_the_output_directory(tm
     async def savepoint() -> str:
         release = asyncio.Event()
 
+        reached = asyncio.Event()
+
         async def gate():  # type: ignore[no-untyped-def]
             for i, r in enumerate(data):
-                if i == 20:
+                if i == 20:  # the 20 before it are read: the savepoint's barrier follows them
+                    reached.set()
                     await release.wait()
                 yield r
 
@@ -721,7 +716,7 @@ def test_a_crafted_checkpoint_cannot_move_a_file_outside_the_output_directory(tm
         env.enable_checkpointing(10_000)
         build(env, env.from_async_iterable(gate))
         client = await env.execute_async("files")
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(reached.wait(), 10)
         path = await client.trigger_savepoint(str(tmp_path / "sp"))
         await client.cancel()
         return path
