@@ -287,9 +287,11 @@ async def _leave_open_transactions(bs: str, topic: str, prefix: str, parallelism
      .sink_to(string_sink(bs, topic, DeliveryGuarantee.EXACTLY_ONCE, prefix)).uid("sink"))
     client = await env.execute_async("first")
     async with asyncio.timeout(30):
-        while len(await open_transactions(bs, topic)) < 1:
+        # every subtask's records (the 10 of the first 10 * parallelism the rebalance deals it,
+        # before its map blocks) sent into its open transaction: the topic's one partition holds
+        # them all past its last stable offset
+        while sum((await open_transactions(bs, topic)).values()) < 10 * parallelism:
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)  # every subtask's batch flushed into its transaction
     await client.cancel()
 
 
