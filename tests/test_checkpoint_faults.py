@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_checkpointing import wait_until
 
 import streamflow as sf
 from streamflow.checkpoint.driver import CheckpointFailureError
@@ -442,9 +443,13 @@ async def test_a_failure_committing_a_stop_with_savepoint_fails_the_job_naming_t
     storage = FileSystemCheckpointStorage(tmp_path / "chk")
     env = sum_job(tmp_path, storage, interval_ms=60_000, restarts=3, roll=True)
     client = await env.execute_async("sums")
-    await asyncio.sleep(0.05)
-    await client.trigger_checkpoint()  # the checkpoint a failover would restore
-    await asyncio.sleep(0.05)
+    out = tmp_path / "out"
+    # a part file in progress: records came before the checkpoint a failover would restore,
+    await wait_until(lambda: any(out.rglob("*.inprogress")))
+    await client.trigger_checkpoint()
+    # and after it (the checkpoint rolled every part file), so the savepoint has one to commit;
+    # the checkpoint's own part files committed (none pending), so the fault hits the savepoint's
+    await wait_until(lambda: any(out.rglob("*.inprogress")) and not any(out.rglob("*.pending")))
     faults.inject("commit")  # the savepoint's commit: its first file visible, then the failure
     with pytest.raises(SavepointCommitError, match="resume it from the savepoint") as info:
         await client.stop_with_savepoint(False, str(tmp_path / "sp"))
