@@ -211,19 +211,25 @@ async def test_close_waits_for_a_checkpoint_still_running_in_its_thread(
     backend.table("t", "value")[1] = 1
     real = rocksdict.Checkpoint
     seen: list[bool] = []
+    running = threading.Event()
 
     class Slow:
         def __init__(self, db: Any) -> None:
             self._real = real(db)
 
         def create_checkpoint(self, path: str) -> None:
+            running.set()
             time.sleep(0.3)
             self._real.create_checkpoint(path)
             seen.append(backend._db is not None)
 
     monkeypatch.setattr(rocksdict, "Checkpoint", Slow)
     checkpoint = asyncio.ensure_future(asyncio.to_thread(backend.prepare(1)))
-    await asyncio.sleep(0.05)  # the checkpoint is running
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 10
+    while not running.is_set():  # the checkpoint is running in its thread
+        assert loop.time() < end, "the checkpoint never started"
+        await asyncio.sleep(0.002)
     await backend.aclose()
     assert seen == [True]
     await checkpoint
