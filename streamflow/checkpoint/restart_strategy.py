@@ -21,11 +21,19 @@ def _ms(value: int | datetime.timedelta, what: str, minimum: int = 0) -> int:
 
 
 class RestartStrategy:
-    """Decides whether a failed job restarts from its last checkpoint, and after what delay."""
+    """Decides whether a failed job restarts from its last checkpoint, and after what delay.
+    Strategies compare by their configuration, as PyFlink's do: a subclass's ``repr`` names it
+    all (never the failures counted so far)."""
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         """Record a failure at ``now_ms``; the delay before restarting, or None to give up."""
         raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and repr(other) == repr(self)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
 
 
 class NoRestart(RestartStrategy):
@@ -34,12 +42,6 @@ class NoRestart(RestartStrategy):
 
     def __repr__(self) -> str:
         return "no_restart()"
-
-    def __eq__(self, other: object) -> bool:  # PyFlink compares strategies by configuration
-        return type(other) is NoRestart
-
-    def __hash__(self) -> int:
-        return hash(NoRestart)
 
 
 class FallbackRestart(RestartStrategy):
@@ -56,12 +58,6 @@ class FallbackRestart(RestartStrategy):
     def __repr__(self) -> str:
         return "fall_back_restart()"
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is FallbackRestart
-
-    def __hash__(self) -> int:
-        return hash(FallbackRestart)
-
 
 class FixedDelayRestart(RestartStrategy):
     def __init__(self, attempts: int, delay_ms: int) -> None:
@@ -69,13 +65,6 @@ class FixedDelayRestart(RestartStrategy):
 
     def __repr__(self) -> str:
         return f"fixed_delay_restart(attempts={self.attempts}, delay_ms={self.delay_ms})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FixedDelayRestart) and (other.attempts, other.delay_ms) == (
-            self.attempts, self.delay_ms)  # fmt: skip
-
-    def __hash__(self) -> int:
-        return hash((self.attempts, self.delay_ms))
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         self.failures += 1
@@ -94,12 +83,6 @@ class FailureRateRestart(RestartStrategy):
             f"failure_rate_restart(max_failures={self.max_failures}, interval_ms={self.interval_ms}, "
             f"delay_ms={self.delay_ms})"
         )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, FailureRateRestart) and repr(other) == repr(self)
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         """Flink's ``FailureRateRestartBackoffTimeStrategy``: the job fails once ``max_failures
@@ -149,12 +132,6 @@ class ExponentialDelayRestart(RestartStrategy):
             f"multiplier={self.multiplier}, reset_threshold_ms={self.reset_threshold_ms}, "
             f"jitter={self.jitter}, attempts={self.attempts})"
         )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ExponentialDelayRestart) and repr(other) == repr(self)
-
-    def __hash__(self) -> int:
-        return hash(repr(self))
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         scheduled = self._next_restart_ms
