@@ -9,8 +9,9 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
 * **Assignment.** Each subtask's reader lists the subscribed partitions (a
   topic list, a regex pattern, or fixed partitions) and keeps the ones it owns
   by Flink's rule ``(start(topic) + partition) % parallelism`` with
-  ``start(topic) = (stable_hash(topic) * 31 & 0x7FFFFFFF) % parallelism``
-  (``KafkaSourceEnumerator.getSplitOwner``). Every subtask computes the same
+  ``start(topic) = (topic.hashCode() * 31 & 0x7FFFFFFF) % parallelism``, Java's
+  ``String.hashCode`` (``KafkaSourceEnumerator.getSplitOwner``, :mod:`.kafka_assignment`), so a
+  partition lands on the subtask Flink gives it. Every subtask computes the same
   answer, so no coordinator is needed. It ``assign()``s them to a plain
   aiokafka consumer; a group id, if given, only receives committed offsets for
   monitoring (and serves ``committed_offsets()``). Discovery repeats every
@@ -63,8 +64,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..state.key_groups import stable_hash
 from .base import END, SourceReader
+from .kafka_assignment import split_owner
 from .kafka_common import KafkaOffsetsInitializer, KafkaTopicPartition, consumer_config
 from .kafka_reader_metrics import KafkaSourceReaderMetrics
 
@@ -76,12 +77,6 @@ __all__ = ["QUEUE_LIMIT", "KafkaSourceReader", "split_owner"]
 log = logging.getLogger("streamflow.connectors.kafka_source")  # the name users configure
 
 QUEUE_LIMIT = 20_000  # records fetched ahead of the task, per reader
-
-
-def split_owner(tp: KafkaTopicPartition, parallelism: int) -> int:
-    """The subtask owning a partition (Flink's ``KafkaSourceEnumerator.getSplitOwner``)."""
-    start = ((stable_hash(tp.topic) * 31) & 0x7FFFFFFF) % parallelism
-    return (start + tp.partition) % parallelism
 
 
 @dataclass
