@@ -1,9 +1,10 @@
-"""Which subtask reads a Kafka partition: Flink's ``KafkaSourceEnumerator.getSplitOwner``, as pure
-logic (no broker).
+"""Which Kafka partitions a source reads and which subtask reads each: Flink's subscribers and
+``KafkaSourceEnumerator.getSplitOwner``, as pure logic (no broker).
 
 Sources (apache/flink-connector-kafka, flink-connector-kafka/src/main/java/org/apache/flink/
 connector/kafka/source/enumerator/KafkaSourceEnumerator.java ``getSplitOwner``; its tests in
-src/test/java/.../source/enumerator/KafkaSourceEnumeratorTest.java). The expected owners were
+src/test/java/.../source/enumerator/KafkaSourceEnumeratorTest.java and
+.../enumerator/subscriber/KafkaSubscriberTest.java). The expected owners were
 computed by Java itself (``String.hashCode`` and the formula, run with javac/java 2026-11-29).
 """
 
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from streamflow.connectors.kafka_assignment import java_string_hash
-from streamflow.connectors.kafka_common import KafkaTopicPartition
-from streamflow.connectors.kafka_source import split_owner
+from streamflow.common.serialization import SimpleStringSchema
+from streamflow.connectors.kafka_assignment import java_string_hash, subscribed_partitions
+from streamflow.connectors.kafka_common import KafkaRecordDeserializationSchema, KafkaTopicPartition
+from streamflow.connectors.kafka_source import KafkaSource, split_owner
 
 # topic -> (Java's String.hashCode, owner of partition 0 at 1, 2, 3, 4, 7 and 128 readers)
 JAVA = {
@@ -77,3 +79,66 @@ def test_every_partition_has_exactly_one_owner(parallelism: int) -> None:
 def test_a_non_positive_parallelism_fails_naming_the_partition() -> None:
     with pytest.raises(ValueError, match="t-3 needs a positive parallelism, not 0"):
         split_owner(KafkaTopicPartition("t", 3), 0)
+
+
+class _Cluster:
+    """aiokafka ``ClusterMetadata`` as ``subscribed_partitions`` reads it: KafkaSubscriberTest's
+    brokers (``topic1``, ``pattern-topic``: KafkaSourceTestEnv's NUM_PARTITIONS = 10 each)."""
+
+    def __init__(self, topics: dict[str, int]) -> None:
+        self._topics = topics
+
+    def topics(self) -> set[str]:
+        return set(self._topics)
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        n = self._topics.get(topic)
+        return None if n is None else set(range(n))
+
+
+CLUSTER = _Cluster({"topic1": 10, "pattern-topic": 10})
+
+
+def _subscribed(**kw: object) -> list[KafkaTopicPartition]:
+    deserializer = KafkaRecordDeserializationSchema.value_only(SimpleStringSchema())
+    src = KafkaSource("127.0.0.1:1", deserializer=deserializer, **kw)  # type: ignore[arg-type]
+    return subscribed_partitions(src, CLUSTER)
+
+
+def _all(topic: str) -> list[KafkaTopicPartition]:
+    return [KafkaTopicPartition(topic, p) for p in range(10)]
+
+
+def test_topic_list_subscriber() -> None:
+    """KafkaSubscriberTest#testTopicListSubscriber: every partition of the listed topics."""
+    assert sorted(_subscribed(topics=["topic1", "pattern-topic"])) == _all("pattern-topic") + _all("topic1")
+
+
+def test_non_existing_topic() -> None:
+    """KafkaSubscriberTest#testNonExistingTopic: a listed topic the brokers do not have fails
+    (Flink: UnknownTopicOrPartitionException), naming it."""
+    with pytest.raises(ValueError, match=r"topics \['removed'\] of set_topics\(\) do not exist"):
+        _subscribed(topics=["topic1", "removed"])
+
+
+def test_topic_pattern_subscriber() -> None:
+    """KafkaSubscriberTest#testTopicPatternSubscriber: ``pattern.*`` matches the whole name
+    (``Matcher#matches``): ``pattern-topic`` only; ``topic`` alone matches no topic (not a
+    search)."""
+    assert _subscribed(topic_pattern="pattern.*") == _all("pattern-topic")
+    assert _subscribed(topic_pattern="topic") == []
+
+
+def test_partition_set_subscriber() -> None:
+    """KafkaSubscriberTest#testPartitionSetSubscriber: exactly the given partitions (a set: a
+    partition named twice is read once)."""
+    partitions = _all("topic1") + _all("pattern-topic")
+    partitions.remove(KafkaTopicPartition("topic1", 1))
+    assert _subscribed(partitions=partitions + partitions[:2]) == sorted(partitions)
+
+
+def test_non_existing_partition() -> None:
+    """KafkaSubscriberTest#testNonExistingPartition: a partition the brokers do not have fails
+    (Flink: "Partition '...' does not exist on Kafka brokers"), naming it."""
+    with pytest.raises(ValueError, match=r"\['topic1-2147483647'\] of set_partitions\(\) do not exist"):
+        _subscribed(partitions=[KafkaTopicPartition("topic1", 2**31 - 1)])

@@ -19,6 +19,7 @@ from test_kafka_flink import RECORDS_PER_SPLIT, committed, source, topic_name, t
 import streamflow as sf
 from streamflow.connectors.base import END
 from streamflow.datastream.connectors.kafka import (
+    KafkaOffsetResetStrategy,
     KafkaOffsetsInitializer,
     KafkaRecordDeserializationSchema,
     KafkaSource,
@@ -316,6 +317,49 @@ async def test_commit_offsets_without_alive_fetchers(kafka, bounded):
         assert got == expected
     finally:
         await reader.close()
+
+
+@pytest.mark.parametrize(("initializer", "commits"), [
+    (KafkaOffsetsInitializer.earliest(), False),
+    (KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST), False),
+    (KafkaOffsetsInitializer.latest(), True),
+], ids=["earliest", "committed", "latest"])
+async def test_not_commit_offsets_for_uninitialized_splits(kafka, initializer, commits):
+    """KafkaSourceReaderTest#testNotCommitOffsetsForUninitializedSplits: a split at
+    EARLIEST_OFFSET (Flink's reader resolves ``earliest()`` and ``committed_offsets()`` itself)
+    has no offset to commit until its first record: the checkpoint's offsets to commit are
+    empty. ``latest()`` the enumerator resolves to the end offset (``LatestOffsetsInitializer``),
+    which is committed. The mark survives a restore (Flink's split keeps its sentinel), and a
+    record read clears it."""
+    bs, topic = kafka.bootstrap_servers, topic_name("uninitialized")
+    await create_topic(bs, topic, 1)
+    group = f"g-{topic}"
+    src = source(bs, topic).set_group_id(group).set_starting_offsets(initializer).build()
+    expected = {(topic, 0): 0} if commits else {}
+    reader = src.create_reader(0, 1)
+    await reader.start(lambda: None)
+    try:
+        position = reader.snapshot_for_checkpoint(1234)
+        assert reader._to_commit[1234] == expected
+    finally:
+        await reader.close()
+    restored = src.create_reader(0, 1)
+    restored.restore_positions([position])
+    await restored.start(lambda: None)
+    try:
+        restored.snapshot_for_checkpoint(1)
+        assert restored._to_commit[1] == expected
+        await produce(bs, topic, [b"x"])
+        assert await read_until(restored, 1) == ["x"]
+        restored.snapshot_for_checkpoint(2)
+        assert restored._to_commit[2] == {(topic, 0): 1}
+        restored.notify_checkpoint_complete(2)
+        deadline = time.monotonic() + 5
+        while (got := await committed(bs, group, topic, 1)) != {0: 1} and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert got == {0: 1}
+    finally:
+        await restored.close()
 
 
 def test_enable_auto_commit_without_group_id_fails_at_build(caplog: pytest.LogCaptureFixture):

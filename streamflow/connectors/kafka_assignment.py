@@ -1,7 +1,17 @@
-"""Which source subtask reads a Kafka partition: Flink's ``KafkaSourceEnumerator.getSplitOwner``.
+"""Which Kafka partitions a source reads, and which subtask reads each: Flink's subscribers
+(``KafkaSubscriber``) and ``KafkaSourceEnumerator.getSplitOwner``.
 
 Theory of operation
 -------------------
+**Subscription.** A source subscribes to a topic list (``set_topics``: a topic the brokers do
+not have fails the source, as Flink's ``TopicListSubscriber`` fails on
+``UnknownTopicOrPartitionException``), to the topics whose whole name matches a regex
+(``set_topic_pattern``: Flink's ``TopicPatternSubscriber``, ``Matcher#matches``; a topic
+created later that matches is found by the next discovery), or to a fixed partition set
+(``set_partitions``: a partition the brokers do not have fails the source, Flink's
+``PartitionSetSubscriber``). :func:`subscribed_partitions` answers from one metadata snapshot.
+
+**Ownership.**
 Flink's enumerator hands partition ``p`` of topic ``t`` to reader
 ``(start(t) + p) % numReaders`` with ``start(t) = ((t.hashCode() * 31) & 0x7FFFFFFF) %
 numReaders`` (apache/flink-connector-kafka ``.../source/enumerator/KafkaSourceEnumerator.java``):
@@ -19,9 +29,14 @@ partition has exactly one owner at any parallelism and lands on the subtask Flin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .kafka_common import KafkaTopicPartition
 
-__all__ = ["java_string_hash", "split_owner"]
+if TYPE_CHECKING:
+    from .kafka_source import KafkaSource
+
+__all__ = ["java_string_hash", "split_owner", "subscribed_partitions"]
 
 
 def java_string_hash(s: str) -> int:
@@ -40,3 +55,26 @@ def split_owner(tp: KafkaTopicPartition, parallelism: int) -> int:
                          f"parallelism, not {parallelism}")
     start = ((java_string_hash(tp.topic) * 31) & 0x7FFFFFFF) % parallelism
     return (start + tp.partition) % parallelism
+
+
+def subscribed_partitions(src: KafkaSource, cluster: Any) -> list[KafkaTopicPartition]:
+    """The partitions ``src`` subscribes to, sorted by topic and partition (module doc).
+    ``cluster``: metadata with ``topics()`` and ``partitions_for_topic(topic)`` (None for a topic
+    the brokers do not have), as aiokafka's ``ClusterMetadata``."""
+    if src.partitions:
+        missing = [f"{tp.topic}-{tp.partition}" for tp in src.partitions
+                   if tp.partition not in (cluster.partitions_for_topic(tp.topic) or ())]
+        if missing:
+            raise ValueError(f"kafka source: partitions {sorted(missing)} of set_partitions() do not "
+                             f"exist on the Kafka brokers at {src.bootstrap_servers}")
+        return sorted(set(src.partitions))  # a set, as Flink's PartitionSetSubscriber takes
+    if src.topic_pattern is not None:
+        topics = sorted(t for t in cluster.topics() if src.topic_pattern.fullmatch(t))
+    else:
+        topics = src.topics
+        unknown = [t for t in topics if cluster.partitions_for_topic(t) is None]
+        if unknown:
+            raise ValueError(f"kafka source: topics {unknown} of set_topics() do not exist on the "
+                             f"Kafka brokers at {src.bootstrap_servers}")
+    return [KafkaTopicPartition(topic, p) for topic in topics
+            for p in sorted(cluster.partitions_for_topic(topic) or ())]

@@ -32,10 +32,17 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
   (``restore_positions``; Flink reassigns restored splits the same way). A
   partition's stopping offset, once resolved, is part of its position (Flink's
   split keeps it: ``KafkaPartitionSplitState#toKafkaPartitionSplit``), so a
-  bounded job restored in the middle stops where it would have stopped. On
-  checkpoint completion those offsets are committed to the
-  group (best effort, logged on failure: Flink's
-  ``commit.offsets.on.checkpoint``, on by default when a group id is set).
+  bounded job restored in the middle stops where it would have stopped.
+* **Offset commits.** On checkpoint completion the checkpoint's offsets are
+  committed to the group (best effort, logged on failure: Flink's
+  ``commit.offsets.on.checkpoint``, on by default when a group id is set),
+  except those of *unread* partitions: Flink's reader commits a split's offset
+  only when it is a real one (``KafkaSourceReader#snapshotState``: ``startingOffset
+  >= 0``), and a split started at ``earliest()`` or ``committed_offsets()`` (and
+  every partition discovered later, started at earliest) carries a sentinel
+  until its first record is emitted. Here the position is the resolved offset
+  (exact on restore), and a flag marks it unread until a record was emitted;
+  the flag is checkpointed with it, as Flink's split keeps its sentinel.
 * **Bounded mode.** Stopping offsets are resolved when a partition is first
   assigned (``latest()``: the end offsets then) and restored with its
   position; a partition is done when its position reaches its stop offset;
@@ -65,7 +72,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .base import END, SourceReader
-from .kafka_assignment import split_owner
+from .kafka_assignment import split_owner, subscribed_partitions
 from .kafka_common import KafkaOffsetsInitializer, KafkaTopicPartition, consumer_config
 from .kafka_reader_metrics import KafkaSourceReaderMetrics
 
@@ -77,6 +84,10 @@ __all__ = ["QUEUE_LIMIT", "KafkaSourceReader", "split_owner"]
 log = logging.getLogger("streamflow.connectors.kafka_source")  # the name users configure
 
 QUEUE_LIMIT = 20_000  # records fetched ahead of the task, per reader
+# the starting offsets Flink's reader resolves itself (``ReaderHandledOffsetsInitializer``: the
+# splits carry EARLIEST_OFFSET / COMMITTED_OFFSET); latest, timestamp and given offsets the
+# enumerator resolves to real offsets (``LatestOffsetsInitializer`` since FLINK-28303)
+READER_HANDLED = ("earliest", "committed")
 
 
 @dataclass
@@ -91,6 +102,7 @@ class _Split:
     done: bool = False
     queued: int = 0  # fetched batches of it not yet emitted
     aligned_out: bool = False  # paused by watermark alignment (align_splits)
+    unread: bool = False  # started at a reader-handled offset, nothing emitted yet: not committed
 
 
 class KafkaSourceReader(SourceReader):
@@ -104,6 +116,7 @@ class KafkaSourceReader(SourceReader):
         self.dead_letters: list[Any] = []
         self._restored: dict[tuple[str, int], int] = {}
         self._restored_stops: dict[tuple[str, int], int] = {}  # the stopping offsets restored with them
+        self._restored_unread: set[tuple[str, int]] = set()  # restored partitions still unread
         self._initial_discovery_done = False  # a restored reader's first listing is not its initial one
         self._queue: deque[tuple[_Split, list, list[int], list[int], int]] = deque()
         self._queued = 0
@@ -141,14 +154,22 @@ class KafkaSourceReader(SourceReader):
             pos.setdefault(key, off)
         return pos
 
+    def _unread(self, key: tuple[str, int]) -> bool:
+        split = self.splits.get(key)
+        return split.unread if split is not None else key in self._restored_unread
+
     def _entries(self, pos: dict[tuple[str, int], int]) -> list[list[Any]]:
         """``[topic, partition, offset]``, with the partition's stopping offset appended when it
-        has one (module doc: a restored split keeps it)."""
+        has one (module doc: a restored split keeps it), and ``[topic, partition, offset, stop or
+        None, True]`` for an unread partition (module doc: offset commits)."""
         out: list[list[Any]] = []
         for (t, p), off in sorted(pos.items()):
             split = self.splits.get((t, p))
             stop = split.stop if split is not None else self._restored_stops.get((t, p))
-            out.append([t, p, off] if stop is None else [t, p, off, stop])
+            if self._unread((t, p)):
+                out.append([t, p, off, stop, True])
+            else:
+                out.append([t, p, off] if stop is None else [t, p, off, stop])
         return out
 
     def snapshot_position(self) -> list[list[Any]]:
@@ -156,19 +177,20 @@ class KafkaSourceReader(SourceReader):
 
     def snapshot_for_checkpoint(self, checkpoint_id: int) -> list[list[Any]]:
         pos = self._positions()
-        if self.source.commit_offsets_on_checkpoint:
-            self._to_commit[checkpoint_id] = pos
+        if self.source.commit_offsets_on_checkpoint:  # Flink commits no unread partition (module doc)
+            self._to_commit[checkpoint_id] = {key: off for key, off in pos.items() if not self._unread(key)}
         return self._entries(pos)
 
     rescalable_position = True
 
     def restore_positions(self, positions: list[Any]) -> None:
-        """Every former subtask's ``[[topic, partition, offset(, stopping offset)], ...]``; keeps
-        the partitions this subtask owns at its parallelism (module doc)."""
+        """Every former subtask's ``[[topic, partition, offset(, stopping offset(, unread))], ...]``
+        (``_entries``); keeps the partitions this subtask owns at its parallelism (module doc)."""
         restored: dict[tuple[str, int], int] = {}
         stops: dict[tuple[str, int], int] = {}
+        unread: set[tuple[str, int]] = set()
         for position in positions:
-            for t, p, off, *stop in position or ():
+            for t, p, off, *rest in position or ():
                 key = (str(t), int(p))
                 if key in restored:
                     raise ValueError(
@@ -176,8 +198,10 @@ class KafkaSourceReader(SourceReader):
                         f"({restored[key]} and {off}): it is not a checkpoint of this source"
                     )
                 restored[key] = int(off)
-                if stop:
-                    stops[key] = int(stop[0])
+                if rest and rest[0] is not None:
+                    stops[key] = int(rest[0])
+                if len(rest) > 1 and rest[1]:
+                    unread.add(key)
         self._initial_discovery_done = True  # Flink keeps initialDiscoveryFinished in its state
         self._restored = {
             key: off for key, off in restored.items()
@@ -188,6 +212,7 @@ class KafkaSourceReader(SourceReader):
                      "none: reading on past them", self.subtask)
             stops = {}
         self._restored_stops = {key: off for key, off in stops.items() if key in self._restored}
+        self._restored_unread = unread & self._restored.keys()
         if len(positions) != self.parallelism:
             log.info("kafka source subtask %d: restored %d of %d partitions' offsets from %d subtasks",
                      self.subtask, len(self._restored), len(restored), len(positions))
@@ -263,34 +288,11 @@ class KafkaSourceReader(SourceReader):
 
     # -- discovery -----------------------------------------------------------
     async def _subscribed(self) -> list[KafkaTopicPartition]:
-        """The subscribed partitions. A topic of ``set_topics`` or a partition of
-        ``set_partitions`` the brokers do not have fails the source, as Flink's subscribers do
-        (``TopicListSubscriber``, ``PartitionSetSubscriber``)."""
-        src = self.source
-        # fresh metadata of every topic: the consumer's own (``partitions_for_topic``) follows only
-        # the assigned topics, so it would never show a partition added to one, nor a topic
-        # created since that matches the pattern (aiokafka's ``topics()`` does not update it)
-        cluster = await self._consumer._client.fetch_all_metadata()
-        if src.partitions:
-            missing = [f"{tp.topic}-{tp.partition}" for tp in src.partitions
-                       if tp.partition not in (cluster.partitions_for_topic(tp.topic) or ())]
-            if missing:
-                raise ValueError(f"kafka source: partitions {sorted(missing)} of set_partitions() do not "
-                                 f"exist on the Kafka brokers at {src.bootstrap_servers}")
-            return list(src.partitions)
-        if src.topic_pattern is not None:
-            topics = sorted(t for t in cluster.topics() if src.topic_pattern.fullmatch(t))
-        else:
-            topics = src.topics
-            unknown = [t for t in topics if cluster.partitions_for_topic(t) is None]
-            if unknown:
-                raise ValueError(f"kafka source: topics {unknown} of set_topics() do not exist on the "
-                                 f"Kafka brokers at {src.bootstrap_servers}")
-        out: list[KafkaTopicPartition] = []
-        for topic in topics:
-            parts = sorted(cluster.partitions_for_topic(topic) or ())
-            out.extend(KafkaTopicPartition(topic, p) for p in parts)
-        return out
+        """The subscribed partitions (:func:`.kafka_assignment.subscribed_partitions`), from fresh
+        metadata of every topic: the consumer's own (``partitions_for_topic``) follows only the
+        assigned topics, so it would never show a partition added to one, nor a topic created
+        since that matches the pattern (aiokafka's ``topics()`` does not update it)."""
+        return subscribed_partitions(self.source, await self._consumer._client.fetch_all_metadata())
 
     async def _discover(self) -> None:
         from aiokafka import TopicPartition
@@ -323,7 +325,11 @@ class KafkaSourceReader(SourceReader):
             pos = self._restored.get(key, starts.get(t))
             if pos is None:
                 raise ValueError(f"kafka source: no starting offset for {t.topic}-{t.partition}")
-            split = _Split(t, len(self.splits), pos, pos, stops.get(t))
+            # Flink's EARLIEST_OFFSET and COMMITTED_OFFSET splits: the reader, not the enumerator,
+            # resolves them, so their offset is committed only once a record was read (module doc)
+            unread = (key in self._restored_unread if key in self._restored
+                      else starting.kind in READER_HANDLED)
+            split = _Split(t, len(self.splits), pos, pos, stops.get(t), unread=unread)
             split.done = split.stop is not None and pos >= split.stop
             self.splits[key] = split
             if self._metrics is not None:
@@ -446,6 +452,7 @@ class KafkaSourceReader(SourceReader):
             self._queue.popleft()
             split.position = next_offset
             split.queued -= 1
+        split.unread = False
         if self._metrics is not None and offsets:
             self._metrics.record_current_offset((split.tp.topic, split.tp.partition), offsets[-1])
         self._queued -= len(records)
