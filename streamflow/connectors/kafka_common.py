@@ -77,7 +77,7 @@ class KafkaOffsetsInitializer:
 
     @staticmethod
     def latest() -> KafkaOffsetsInitializer:
-        # Flink: ReaderHandledOffsetsInitializer(LATEST_OFFSET, OffsetResetStrategy.LATEST)
+        # Flink (since FLINK-28303): LatestOffsetsInitializer, the end offsets resolved up front
         return KafkaOffsetsInitializer("latest", reset=KafkaOffsetResetStrategy.LATEST)
 
     @staticmethod
