@@ -247,6 +247,7 @@ _CONSUMER_PROPS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "fetch.min.bytes": ("fetch_min_bytes", int),
     "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
     "request.timeout.ms": ("request_timeout_ms", int),
+    "connections.max.idle.ms": ("connections_max_idle_ms", int),
     "security.protocol": ("security_protocol", str),
     "sasl.mechanism": ("sasl_mechanism", str),
 }

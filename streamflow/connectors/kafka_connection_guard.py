@@ -12,6 +12,12 @@ retries would append the transaction's batches to a broker that forgot it) and w
 producer call awaited through :meth:`ConnectionGuard.call`, which then raises
 :class:`BrokerConnectionLost` instead of waiting on a sender that will never answer.
 
+A connection the client itself closes after ``connections.max.idle.ms`` without traffic
+(``IDLE_DROP``; never while a request is in flight) is not a loss: the broker keys a transaction
+by producer id and epoch, not by connection, so later sends and the commit on a new connection
+continue it, as Kafka's protocol defines it (shown on the test broker:
+``tests/test_kafka_idle_connections.py``).
+
 aiokafka has no public hook for this; the client's close callback and the sender task are private
 (pinned to aiokafka 0.14 in pyproject).
 """
