@@ -139,8 +139,9 @@ class WindowMapState(MapViews, _WindowState):
     def put(self, key: Any, value: Any) -> None:
         self._table.put_owned(self._window, {**self._map(), key: detached(value)})
 
-    def put_all(self, mapping: dict) -> None:
-        self._table.put_owned(self._window, {**self._map(), **detached_items(mapping)})
+    def put_all(self, mapping: dict | None) -> None:
+        if mapping:  # null or empty adds nothing (Flink's RocksDBMapState/TtlMapState#putAll)
+            self._table.put_owned(self._window, {**self._map(), **detached_items(mapping)})
 
     def remove(self, key: Any) -> None:
         entries = self._map()
@@ -158,9 +159,13 @@ class WindowReducingState(_WindowState):
         return value if type(value) in IMMUTABLE else detached(value)
 
     def add(self, value: Any) -> None:
-        current = self._table.get(self._window)
+        """Null is no value (Flink's HeapReducingState): adding it, or a null result, clears."""
+        current = None if value is None else self._table.get(self._window)
         result = value if current is None else self._reduce(current, value)
-        self._table.put_owned(self._window, detached(value) if result is value else result)
+        if result is None:
+            self.clear()
+        else:
+            self._table.put_owned(self._window, detached(value) if result is value else result)
 
 
 class WindowAggregatingState(_WindowState):
@@ -173,8 +178,15 @@ class WindowAggregatingState(_WindowState):
         return None if acc is None else detached(self._agg.get_result(acc))
 
     def add(self, value: Any) -> None:
+        """Adding null clears, as does a null accumulator (Flink's HeapAggregatingState)."""
+        if value is None:
+            self.clear()
+            return
         acc = self._table.get(self._window)
         if acc is None:
             acc = self._agg.create_accumulator()
         acc = self._agg.add(value, acc)
-        self._table.put_owned(self._window, detached(value) if acc is value else acc)
+        if acc is None:
+            self.clear()
+        else:
+            self._table.put_owned(self._window, detached(value) if acc is value else acc)

@@ -317,7 +317,10 @@ class MapState(MapViews, _KeyedState):
         self._table.setdefault(current, {})[key] = value
         self._written(current)
 
-    def put_all(self, mapping: dict) -> None:
+    def put_all(self, mapping: dict | None) -> None:
+        """A null or empty ``mapping`` adds nothing (Flink's RocksDBMapState/TtlMapState#putAll)."""
+        if not mapping:
+            return
         current = self._backend.current_key
         self._table.setdefault(current, {}).update(detached_items(mapping))
         self._written(current)
@@ -353,7 +356,10 @@ class ReducingState(_KeyedState):
     """The accumulator is the state's own object: the reduce function may change its first
     argument in place and return it (``runtime/detach.py``); a value stored as it came (the
     first, or one the function returned) is copied, and ``get`` returns a copy of a mutable
-    accumulator, which the next ``add`` may change in place (Flink's ``get`` deserializes)."""
+    accumulator, which the next ``add`` may change in place (Flink's ``get`` deserializes).
+
+    Null is no value (Flink's ``HeapReducingState``): adding null clears the key's state, and a
+    reduce function that returns null leaves it empty, so the next ``add`` starts afresh."""
 
     __slots__ = ("_reduce",)
 
@@ -368,9 +374,15 @@ class ReducingState(_KeyedState):
         return value if type(value) in IMMUTABLE else detached(value)
 
     def add(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+            return
         key = self._backend.current_key
-        prev = self._table.get(key, _MISSING)
-        result = value if prev is _MISSING else self._reduce(prev, value)
+        prev = self._table.get(key)
+        result = value if prev is None else self._reduce(prev, value)
+        if result is None:
+            self.clear()
+            return
         if result is value and type(value) not in IMMUTABLE:
             result = detached(value)
         self._table[key] = result
@@ -380,7 +392,9 @@ class ReducingState(_KeyedState):
 class AggregatingState(_KeyedState):
     """``get`` returns a copy of a mutable result (``get_result`` may return the accumulator,
     which the next ``add`` changes in place); an accumulator ``add`` returns as the value it
-    was given is copied (as ``ReducingState``)."""
+    was given is copied (as ``ReducingState``). Adding null clears the key's accumulator
+    without calling the function, and a null accumulator is none: the next ``add`` creates one
+    (Flink's ``HeapAggregatingState``)."""
 
     __slots__ = ("_agg",)
 
@@ -391,18 +405,24 @@ class AggregatingState(_KeyedState):
         self._agg = agg
 
     def get(self) -> Any:
-        acc = self._table.get(self._backend.current_key, _MISSING)
-        if acc is _MISSING:
+        acc = self._table.get(self._backend.current_key)
+        if acc is None:
             return None
         result = self._agg.get_result(acc)
         return result if type(result) in IMMUTABLE else detached(result)
 
     def add(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+            return
         key = self._backend.current_key
-        acc = self._table.get(key, _MISSING)
-        if acc is _MISSING:
+        acc = self._table.get(key)
+        if acc is None:
             acc = self._agg.create_accumulator()
         acc = self._agg.add(value, acc)
+        if acc is None:
+            self.clear()
+            return
         if acc is value and type(value) not in IMMUTABLE:
             acc = detached(value)
         self._table[key] = acc

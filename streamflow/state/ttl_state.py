@@ -226,9 +226,11 @@ class TtlMapState(MapDictProtocol, _Ttl):
         self._table.setdefault(self._backend.current_key, {})[user_key] = (detached(value), self._now())
         self._written()
 
-    def put_all(self, mapping: dict) -> None:
+    def put_all(self, mapping: dict | None) -> None:
         if self._on_access is not None:
             self._on_access()
+        if not mapping:  # null or empty adds nothing (Flink's TtlMapState#putAll)
+            return
         now = self._now()
         self._table.setdefault(self._backend.current_key, {}).update(
             {k: (detached(v), now) for k, v in mapping.items()}
@@ -273,14 +275,20 @@ class TtlMapState(MapDictProtocol, _Ttl):
 
 
 class _TtlAccumulating(_Ttl):
-    """Reducing and aggregating state: one accumulator per key, expired as a whole."""
+    """Reducing and aggregating state: one accumulator per key, expired as a whole. Null is no
+    value, as without a TTL (``state_objects.ReducingState``): adding null clears the key's
+    state, and a null result of the function leaves it empty."""
 
     def _acc(self) -> Any:
         key, table = self._backend.current_key, self._table
-        return self._read(table.get(key), lambda: table.pop(key, None), lambda e: table.__setitem__(key, e))
+        acc = self._read(table.get(key), lambda: table.pop(key, None), lambda e: table.__setitem__(key, e))
+        return _MISSING if acc is None else acc
 
     def _store(self, acc: Any) -> None:
-        self._table[self._backend.current_key] = (acc, self._now())
+        if acc is None:
+            self._table.pop(self._backend.current_key, None)
+        else:
+            self._table[self._backend.current_key] = (acc, self._now())
         self._written()
 
 
@@ -304,6 +312,9 @@ class TtlReducingState(_TtlAccumulating):
         return None if acc is _MISSING else detached(acc)  # the next add may change it in place
 
     def add(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+            return
         if self._on_access is not None:
             self._on_access()
         acc = self._acc()
@@ -326,6 +337,9 @@ class TtlAggregatingState(_TtlAccumulating):
         return None if acc is _MISSING else detached(self._agg.get_result(acc))
 
     def add(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+            return
         if self._on_access is not None:
             self._on_access()
         acc = self._acc()

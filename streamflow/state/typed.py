@@ -129,7 +129,10 @@ class TypedMapState(MapDictProtocol):
         self._inner.put(self._key(key), self._value(value))
 
     def put_all(self, mapping: Any) -> None:
-        self._inner.put_all({self._key(k): self._value(v) for k, v in dict(mapping).items()})
+        if mapping is None:  # adds nothing (the map state's put_all)
+            self._inner.put_all(None)
+        else:
+            self._inner.put_all({self._key(k): self._value(v) for k, v in dict(mapping).items()})
 
     def remove(self, key: Any) -> None:
         self._inner.remove(self._key(key))
@@ -166,7 +169,7 @@ class TypedReducingState(_TypedState):
         return self._inner.get()
 
     def add(self, value: Any) -> None:
-        self._inner.add(self._convert(value))
+        self._inner.add(None if value is None else self._convert(value))  # None clears
 
 
 class _TypedAggregate:

@@ -149,8 +149,13 @@ class DictReducingState:
         return self._store.get(self._slot)
 
     def add(self, value: Any) -> None:
-        current = self._store.get(self._slot)
-        self._store[self._slot] = value if current is None else self._reduce(current, value)
+        """Null is no value (Flink's HeapReducingState): adding it, or a null result, clears."""
+        current = None if value is None else self._store.get(self._slot)
+        result = value if current is None else self._reduce(current, value)
+        if result is None:
+            self.clear()
+        else:
+            self._store[self._slot] = result
 
     def clear(self) -> None:
         self._store.pop(self._slot, None)

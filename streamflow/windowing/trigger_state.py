@@ -103,8 +103,16 @@ class DictAggregatingState(_Slot):
         return None if acc is None else self._agg.get_result(acc)
 
     def add(self, value: Any) -> None:
+        """Adding null clears, as does a null accumulator (Flink's HeapAggregatingState)."""
+        if value is None:
+            self.clear()
+            return
         acc = self._store.get(self._slot)
-        self._store[self._slot] = self._agg.add(value, self._agg.create_accumulator() if acc is None else acc)
+        acc = self._agg.add(value, self._agg.create_accumulator() if acc is None else acc)
+        if acc is None:
+            self.clear()
+        else:
+            self._store[self._slot] = acc
 
 
 def partitioned_state(store: Store, slot: Hashable, descriptor: Any) -> Any:

@@ -1,0 +1,232 @@
+"""Null handed to reducing, aggregating and map state, as Flink's state backends take it, on
+the heap backend and on RocksDB, with and without a time-to-live (each case on all four).
+
+Sources (apache/flink, flink-runtime/src/main/java/org/apache/flink/runtime/state/):
+``heap/HeapReducingState#add`` and ``heap/HeapAggregatingState#add`` (``if (value == null) {
+clear(); return; }``: adding null empties the state); ``heap/HeapReducingState.
+ReduceTransformation`` and ``HeapAggregatingState.AggregateTransformation`` (a null previous
+state is no state: the next add starts from the value, or from a new accumulator, so a reduce
+function that returns null leaves the state empty); ``ttl/TtlMapState#putAll`` and
+flink-statebackend-rocksdb ``RocksDBMapState#putAll`` (``if (map == null) return;``).
+The scenarios are StateBackendTestBase.testReducingStateAddAndGet /
+testAggregatingStateAddAndGetWith(Im)mutableAccumulator / testMapState with a null in place of
+a value (ListState's refusal of null is test_state_backend_flink.py's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from state_backend_harness import Average, Raised, backend_param, run_steps
+
+from streamflow.common import Time, Types
+from streamflow.datastream.state import (
+    AggregatingStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateTtlConfig,
+)
+from streamflow.state import codec as _codec
+from streamflow.state.key_groups import key_group_range
+from streamflow.state.keyed import KeyedStateBackend
+from streamflow.state.rocksdb_backend import RocksDBKeyedStateBackend
+from streamflow.state.ttl_state import ttl_state
+
+Op = Callable[[Any], Any]
+
+
+def _run(backend: str, ttl: bool, tmp_path: Path, descriptor: Any, steps: list[tuple[str, Op]]) -> list[Any]:
+    """Each step's result (or :class:`Raised`) under its key, on a state-level backend: RocksDB
+    writes every entry through and drops its cache after each step (reads decode from the DB)."""
+    if backend == "heap":
+        b: Any = KeyedStateBackend(128)
+    else:
+        b = RocksDBKeyedStateBackend(
+            128,
+            key_group_range(0, 128, 1),
+            operator_id="nulls",
+            subtask=0,
+            codec=_codec.MsgpackCodec(),
+            local_dir=str(tmp_path / "db"),
+            cache_entries=1,
+            flush_entries=1,
+        )
+    try:
+        if ttl:  # a time-to-live far longer than the test: a TTL state that never expires
+            descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+            state = ttl_state(b, descriptor, lambda: 0)
+        else:
+            state = b.get_state(descriptor)
+        out: list[Any] = []
+        for key, op in steps:
+            b.current_key = key
+            try:
+                out.append(op(state))
+            except Exception as exc:
+                out.append(Raised(exc))
+            if backend == "rocksdb":
+                b.flush()
+                for table in b._rtables.values():
+                    table.evict(0)
+        return out
+    finally:
+        if backend == "rocksdb":
+            b.close()
+
+
+both = pytest.mark.parametrize("ttl", [False, True], ids=["plain", "ttl"])
+
+
+@backend_param
+@both
+def test_reducing_state_add_null_clears(backend: str, ttl: bool, tmp_path: Path) -> None:
+    """HeapReducingState#add: null clears the key's state; the next add starts afresh (it had
+    kept null as the value and handed it to the reduce function: TypeError on the next add)."""
+    descriptor = ReducingStateDescriptor("r", lambda a, b: a + b, Types.INT())
+    steps: list[tuple[str, Op]] = [
+        ("k", lambda s: s.add(None)),
+        ("k", lambda s: s.get()),
+        ("k", lambda s: s.add(1)),
+        ("k", lambda s: s.add(2)),
+        ("j", lambda s: s.add(10)),
+        ("k", lambda s: s.add(None)),
+        ("k", lambda s: s.get()),
+        ("j", lambda s: s.get()),
+        ("k", lambda s: s.add(5)),
+        ("k", lambda s: s.get()),
+    ]
+    got = _run(backend, ttl, tmp_path, descriptor, steps)
+    assert got == [None, None, None, None, None, None, None, 10, None, 5]
+
+
+@backend_param
+@both
+def test_reduce_function_returning_null_empties_the_state(backend: str, ttl: bool, tmp_path: Path) -> None:
+    """HeapReducingState.ReduceTransformation: a null previous value is no value, so after a
+    reduce function returned null the next add keeps the value added (it had been reduced with
+    null, giving null forever)."""
+    descriptor = ReducingStateDescriptor("r", lambda a, b: None if a + b == 3 else a + b, Types.INT())
+    steps: list[tuple[str, Op]] = [
+        ("k", lambda s: s.add(1)),
+        ("k", lambda s: s.add(2)),  # 1 + 2 == 3: the function returns null
+        ("k", lambda s: s.get()),
+        ("k", lambda s: s.add(7)),
+        ("k", lambda s: s.get()),
+    ]
+    assert _run(backend, ttl, tmp_path, descriptor, steps) == [None, None, None, None, 7]
+
+
+@backend_param
+@both
+def test_aggregating_state_add_null_clears(backend: str, ttl: bool, tmp_path: Path) -> None:
+    """HeapAggregatingState#add: null clears the key's accumulator, without calling the
+    aggregate function (it had been handed null: TypeError from the user's add)."""
+    descriptor = AggregatingStateDescriptor("a", Average(), Types.TUPLE([Types.INT(), Types.INT()]))
+    steps: list[tuple[str, Op]] = [
+        ("k", lambda s: s.add(None)),
+        ("k", lambda s: s.get()),
+        ("k", lambda s: s.add(2)),
+        ("k", lambda s: s.add(4)),
+        ("k", lambda s: s.get()),
+        ("k", lambda s: s.add(None)),
+        ("k", lambda s: s.get()),
+        ("k", lambda s: s.add(8)),
+        ("k", lambda s: s.get()),
+    ]
+    got = _run(backend, ttl, tmp_path, descriptor, steps)
+    assert got == [None, None, None, None, 3.0, None, None, None, 8.0]
+
+
+@backend_param
+@both
+def test_map_state_put_all_null_is_a_no_op(backend: str, ttl: bool, tmp_path: Path) -> None:
+    """RocksDBMapState#putAll and TtlMapState#putAll: a null map adds nothing (it raised
+    TypeError without a TTL and AttributeError with one); an empty map adds nothing either."""
+    descriptor = MapStateDescriptor("m", Types.INT(), Types.STRING())
+    steps: list[tuple[str, Op]] = [
+        ("k", lambda s: s.put_all(None)),
+        ("k", lambda s: (s.is_empty(), s.items())),
+        ("k", lambda s: s.put(1, "a")),
+        ("k", lambda s: s.put_all(None)),
+        ("k", lambda s: s.put_all({})),
+        ("k", lambda s: (s.is_empty(), s.items())),
+    ]
+    got = _run(backend, ttl, tmp_path, descriptor, steps)
+    assert got == [None, (True, []), None, None, None, (False, [(1, "a")])]
+
+
+@backend_param
+def test_nulls_through_the_public_api(backend: str, tmp_path: Path) -> None:
+    """The same rules through a KeyedProcessFunction's states (declared types and all)."""
+    steps = [
+        ("k", lambda s: s["reducing"].add(3)),
+        ("k", lambda s: s["reducing"].add(None)),
+        ("k", lambda s: (s["reducing"].add(4), s["reducing"].get())[1]),
+        ("k", lambda s: s["aggregating"].add(None)),
+        ("k", lambda s: (s["aggregating"].add(4), s["aggregating"].get())[1]),
+        ("k", lambda s: s["map"].put_all(None)),
+        ("k", lambda s: s["map"].is_empty()),
+    ]
+    assert run_steps(backend, tmp_path, steps) == [None, None, 4, None, 4.0, None, True]
+
+
+def _null_steps(states: dict[str, Any]) -> list[Any]:
+    """Nulls handed to a window's reducing, aggregating (and map) states, with what each reads."""
+    r, a = states["reducing"], states["aggregating"]
+    out = [r.add(5), r.add(None), r.get(), r.add(2), r.get(), a.add(None), a.get(), a.add(6), a.get()]
+    if "map" in states:
+        m = states["map"]
+        out += [m.put_all(None), m.is_empty(), m.put(1, "x"), m.put_all(None), m.items()]
+    return out
+
+
+@backend_param
+def test_window_and_trigger_states_take_null_as_flink(backend: str, tmp_path: Path) -> None:
+    """The same rules for the states a window user holds (Flink's heap states namespaced by the
+    window): a ProcessWindowFunction's window_state() and a trigger's partitioned state."""
+    from state_backend_harness import descriptors, set_backend
+
+    from streamflow.datastream import StreamExecutionEnvironment
+    from streamflow.datastream.functions import ProcessWindowFunction
+    from streamflow.datastream.window import CountTumblingWindowAssigner, Trigger, TriggerResult
+
+    seen: dict[str, Any] = {}
+    which = {k: v for k, v in descriptors().items() if k in ("reducing", "aggregating", "map")}
+
+    class NullsTrigger(Trigger):
+        def on_element(self, element, timestamp, window, ctx):
+            states = {k: ctx.get_partitioned_state(which[k]) for k in ("reducing", "aggregating")}
+            seen["trigger"] = _null_steps(states)
+            return TriggerResult.FIRE_AND_PURGE
+
+        def on_event_time(self, time, window, ctx):
+            return TriggerResult.CONTINUE
+
+        def on_processing_time(self, time, window, ctx):
+            return TriggerResult.CONTINUE
+
+        def clear(self, window, ctx):
+            for k in ("reducing", "aggregating"):
+                ctx.get_partitioned_state(which[k]).clear()
+
+    class Nulls(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            ws = context.window_state()
+            getters = {
+                "reducing": ws.get_reducing_state,
+                "aggregating": ws.get_aggregating_state,
+                "map": ws.get_map_state,
+            }
+            seen["window"] = _null_steps({k: getters[k](d) for k, d in which.items()})
+            yield key
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection([("a", 1)]).key_by(lambda e: e[0]).window(CountTumblingWindowAssigner.of(1))
+    assert list(stream.trigger(NullsTrigger()).process(Nulls()).execute_and_collect()) == ["a"]
+    common = [None, None, None, None, 2, None, None, None, 6.0]
+    assert seen["trigger"] == common
+    assert seen["window"] == [*common, None, True, None, None, [(1, "x")]]
