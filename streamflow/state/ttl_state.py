@@ -131,25 +131,30 @@ class TtlValueState(_Ttl):
 
 
 class TtlListState(_Ttl):
+    """Elements expire one by one, but a read changes the stored list only as Flink's
+    ``TtlListState#get`` does: a list with no unexpired element is cleared; otherwise it is
+    left as it is, expired elements included (with ``OnReadAndWrite`` the unexpired ones are
+    stored again with the read's time). So ``ReturnExpiredIfNotCleanedUp`` keeps returning an
+    expired element while its list holds an unexpired one, until a cleanup strategy drops it
+    (``ttl_cleanup.py``) or the whole list expires."""
+
     def _live(self) -> list:
         key, table = self._backend.current_key, self._table
         entries = table.get(key)
         if not entries:
             return []
-        now, out, kept, returned_expired = self._now(), [], [], False
+        now, out, renewed = self._now(), [], []
         for value, ts in entries:
-            if self._expired(ts, now):
-                returned_expired = True
-                if self._return_expired:
-                    out.append(value)
-                continue
-            kept.append((value, now) if self._update_on_read else (value, ts))
-            out.append(value)
-        if returned_expired or self._update_on_read:
-            if kept:
-                table[key] = kept
-            else:
-                table.pop(key, None)
+            if not self._expired(ts, now):
+                out.append(value)
+                renewed.append((value, now))
+            elif self._return_expired:
+                out.append(value)
+        if not renewed:
+            table.pop(key, None)
+            self._written()
+        elif self._update_on_read:
+            table[key] = renewed
             self._written()
         return out
 
