@@ -362,3 +362,35 @@ def test_map_state_iterate_and_modify(backend: str, tmp_path: Path) -> None:
         [(0, "00"), (2, "22"), (4, "44")],
         ([0, 2, 4], ["00", "22", "44"]),
     ]
+
+
+@backend_param
+def test_window_value_state_default_value(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testValueStateDefaultValue in a window's namespace: a
+    ProcessWindowFunction's window_state() value reads the descriptor's default while the
+    window has no value, again after update(None) and clear, and in the next window (it read
+    None: the default was dropped for per-window state)."""
+    from state_backend_harness import set_backend
+
+    from streamflow.datastream import StreamExecutionEnvironment
+    from streamflow.datastream.functions import ProcessWindowFunction
+    from streamflow.datastream.state import ValueStateDescriptor
+    from streamflow.datastream.window import CountTumblingWindowAssigner
+
+    class Defaults(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            v = context.window_state().get_state(ValueStateDescriptor("v", Types.INT(), 42))
+            first = v.value()
+            v.update(7)
+            written = v.value()
+            v.update(None)
+            after_null = v.value()
+            v.update(8)
+            v.clear()
+            yield first, written, after_null, v.value()
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection([("a", 1), ("a", 2)]).key_by(lambda e: e[0])
+    out = list(stream.window(CountTumblingWindowAssigner.of(1)).process(Defaults()).execute_and_collect())
+    assert out == [(42, 7, 42, 42), (42, 7, 42, 42)]

@@ -71,7 +71,8 @@ class PerWindowStateStore:
         return self._runtime.get_map_state(MapStateDescriptor(_PREFIX + descriptor.name, None, value_type))
 
     def get_state(self, state_descriptor: ValueStateDescriptor) -> WindowValueState:
-        return WindowValueState(self._table(state_descriptor, state_descriptor.type_info), self._window)
+        table = self._table(state_descriptor, state_descriptor.type_info)
+        return WindowValueState(table, self._window, getattr(state_descriptor, "default", None))
 
     def get_list_state(self, state_descriptor: ListStateDescriptor) -> WindowListState:
         return WindowListState(self._table(state_descriptor), self._window)
@@ -106,8 +107,19 @@ class _WindowState:
 
 
 class WindowValueState(_WindowState):
+    """The descriptor's default while the window has no value, a copy of a mutable one (as
+    keyed ``ValueState``: Flink's per-window state is the backend's value state)."""
+
+    def __init__(self, table: Any, window: Any, default: Any = None) -> None:
+        super().__init__(table, window)
+        self._default = default
+
     def value(self) -> Any:
-        return self._get()
+        value = self._get()
+        if value is None:
+            default = self._default
+            return default if type(default) in IMMUTABLE else detached(default)
+        return value
 
     def update(self, value: Any) -> None:
         self._table.put(self._window, value)  # MapState.put: the state's own copy
