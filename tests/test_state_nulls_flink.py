@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from state_backend_harness import Average, Raised, backend_param, run_steps
+from state_backend_harness import Average, Raised, backend_param, descriptors, run_steps
 
 from streamflow.common import Time, Types
 from streamflow.datastream.state import (
@@ -230,3 +230,43 @@ def test_window_and_trigger_states_take_null_as_flink(backend: str, tmp_path: Pa
     common = [None, None, None, None, 2, None, None, None, 6.0]
     assert seen["trigger"] == common
     assert seen["window"] == [*common, None, True, None, None, [(1, "x")]]
+
+
+@backend_param
+def test_emptied_window_state_holds_no_entry(backend: str, tmp_path: Path) -> None:
+    """StateBackendTestBase.testNumStateEntries / testListStateAPIs' closing check ("State
+    backend is not empty") for a window's namespace: update(None) of a value, update([]) and
+    add_all([]) of a list, removing a map's last entry, put_all({}), and adding null to reducing
+    and aggregating state leave the window without an entry (Flink clears the namespace's entry;
+    an empty entry per window was kept, so every fired window left state behind). Read through
+    the per-window state's storage, one map state per descriptor keyed by window."""
+    from state_backend_harness import set_backend
+
+    from streamflow.datastream import StreamExecutionEnvironment
+    from streamflow.datastream.functions import ProcessWindowFunction
+    from streamflow.datastream.state import ListStateDescriptor, ValueStateDescriptor
+    from streamflow.datastream.window import CountTumblingWindowAssigner
+
+    names = ("value", "list", "map", "reducing", "aggregating")
+    which = {**descriptors(), "value": ValueStateDescriptor("value", Types.INT())}
+    which["list"] = ListStateDescriptor("list", Types.INT())
+
+    class Empties(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            ws = context.window_state()
+            v, lst = ws.get_state(which["value"]), ws.get_list_state(which["list"])
+            m, r = ws.get_map_state(which["map"]), ws.get_reducing_state(which["reducing"])
+            a = ws.get_aggregating_state(which["aggregating"])
+            v.update(1), v.update(None)
+            lst.update([1]), lst.update([]), lst.add_all([])
+            m.put(1, "a"), m.remove(1), m.put_all({})
+            r.add(1), r.add(None)
+            a.add(1), a.add(None)
+            stored = context.global_state()
+            per_window = [MapStateDescriptor("window-state:" + n, None, None) for n in names]
+            yield [stored.get_map_state(d).items() for d in per_window]
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection([("a", 1)]).key_by(lambda e: e[0]).window(CountTumblingWindowAssigner.of(1))
+    assert list(stream.process(Empties()).execute_and_collect()) == [[[], [], [], [], []]]

@@ -15,6 +15,10 @@ new list or map is built for each write from copies of what is added (``MapState
 so each write copies only what it adds, and ``get`` of reducing and aggregating state returns a
 copy of a mutable result, which the next ``add`` may change in place.
 
+A state emptied by a write (``update(None)``, ``update([])``, the last map entry removed,
+null added to reducing or aggregating state) removes the window's entry, as Flink's states
+clear their namespace's entry, so no empty entry is left behind per window.
+
 As in Flink, the function clears window state itself (in ``clear(context)``, called when
 the window is purged); per-window state is refused with a merging (session) assigner,
 where Flink refuses it too ("Per-window state is not allowed when using merging windows").
@@ -122,7 +126,10 @@ class WindowValueState(_WindowState):
         return value
 
     def update(self, value: Any) -> None:
-        self._table.put(self._window, value)  # MapState.put: the state's own copy
+        if value is None:  # as clear (Flink's ValueState#update(null))
+            self.clear()
+        else:
+            self._table.put(self._window, value)  # MapState.put: the state's own copy
 
 
 class WindowListState(_WindowState):
@@ -138,10 +145,16 @@ class WindowListState(_WindowState):
         self._table.put_owned(self._window, [*self._get(()), detached(value)])
 
     def add_all(self, values: Iterable[Any]) -> None:
-        self._table.put_owned(self._window, [*self._get(()), *detached_all(checked_list(values))])
+        added = detached_all(checked_list(values))
+        if added:  # adding nothing gives the window no entry (Flink's addAll)
+            self._table.put_owned(self._window, [*self._get(()), *added])
 
     def update(self, values: Iterable[Any]) -> None:
-        self._table.put_owned(self._window, detached_all(checked_list(values)))
+        values = detached_all(checked_list(values))
+        if values:
+            self._table.put_owned(self._window, values)
+        else:  # an empty list is no state (Flink's update(emptyList))
+            self.clear()
 
 
 class WindowMapState(MapViews, _WindowState):
@@ -157,8 +170,13 @@ class WindowMapState(MapViews, _WindowState):
 
     def remove(self, key: Any) -> None:
         entries = self._map()
-        entries.pop(key, None)
-        self._table.put_owned(self._window, entries)
+        if key not in entries:
+            return
+        del entries[key]
+        if entries:
+            self._table.put_owned(self._window, entries)
+        else:  # the last entry gone: the window has no map (Flink's HeapMapState#remove)
+            self.clear()
 
 
 class WindowReducingState(_WindowState):
