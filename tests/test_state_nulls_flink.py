@@ -270,3 +270,18 @@ def test_emptied_window_state_holds_no_entry(backend: str, tmp_path: Path) -> No
     set_backend(env, backend, tmp_path)
     stream = env.from_collection([("a", 1)]).key_by(lambda e: e[0]).window(CountTumblingWindowAssigner.of(1))
     assert list(stream.process(Empties()).execute_and_collect()) == [[[], [], [], [], []]]
+
+
+def test_emptied_trigger_state_holds_no_entry() -> None:
+    """The same for a trigger's partitioned states (one slot per key, window and name): a
+    list's add_all([]) left an empty list in its slot."""
+    from streamflow.windowing.trigger_state import partitioned_state
+
+    store: dict[Any, Any] = {}
+    which = descriptors()
+    states = {name: partitioned_state(store, name, which[name]) for name in which if name != "map"}
+    states["value"].update(1), states["value"].update(None)
+    states["list"].add_all([]), states["list"].add(1), states["list"].update([]), states["list"].add_all([])
+    states["reducing"].add(1), states["reducing"].add(None)
+    states["aggregating"].add(1), states["aggregating"].add(None)
+    assert store == {}

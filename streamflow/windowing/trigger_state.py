@@ -79,7 +79,9 @@ class DictListState(_Slot):
         self._store[self._slot] = [*self.get(), value]
 
     def add_all(self, values: Iterable[Any]) -> None:
-        self._store[self._slot] = [*self.get(), *checked_list(values)]
+        added = checked_list(values)
+        if added:  # adding nothing gives the slot no entry (Flink's addAll)
+            self._store[self._slot] = [*self.get(), *added]
 
     def update(self, values: Iterable[Any]) -> None:
         values = checked_list(values)
