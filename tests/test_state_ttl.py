@@ -166,3 +166,15 @@ async def test_ttl_survives_a_savepoint(tmp_path, resume_at, expected) -> None:
     build(env2, env2.from_collection(data), sink2)
     await (await env2.execute_async("ttl")).get_job_execution_result()
     assert sink2.results == [expected]  # the restored value kept its write time
+
+
+def test_ttl_must_be_positive_when_built() -> None:
+    """flink-core StateTtlConfig's constructor (``checkArgument(ttl > 0, "TTL is expected to be
+    positive")``, run by ``Builder#build``): a TTL set to zero with ``set_ttl`` is refused too (it
+    was accepted, and every value expired as written), and the builder's first TTL may be
+    replaced before ``build``."""
+    with pytest.raises(ValueError, match="a state TTL must be positive"):
+        StateTtlConfig.new_builder(Time.seconds(1)).set_ttl(Time.seconds(0)).build()
+    with pytest.raises(ValueError, match="a state TTL must be positive"):
+        StateTtlConfig.new_builder(Time.milliseconds(-5)).build()
+    assert StateTtlConfig.new_builder(Time.seconds(0)).set_ttl(Time.seconds(2)).build().get_ttl() == 2000

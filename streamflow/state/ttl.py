@@ -160,8 +160,7 @@ class StateTtlConfig:
 
     class Builder:
         def __init__(self, ttl: int) -> None:
-            if int(ttl) <= 0:
-                raise ValueError(f"a state TTL must be positive, got {ttl!r}")
+            self._ttl_given = ttl  # checked by build(), as Flink's StateTtlConfig constructor does
             self._ttl = int(ttl)
             self._update_type = StateTtlConfig.UpdateType.OnCreateAndWrite
             self._visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
@@ -228,10 +227,14 @@ class StateTtlConfig:
             return self
 
         def set_ttl(self, ttl: int) -> StateTtlConfig.Builder:
-            self._ttl = int(ttl)
+            self._ttl_given, self._ttl = ttl, int(ttl)
             return self
 
         def build(self) -> StateTtlConfig:
+            """The configuration; a TTL that is not positive is refused here, whether it came
+            from ``new_builder`` or ``set_ttl`` (Flink: "TTL is expected to be positive")."""
+            if self._ttl <= 0:
+                raise ValueError(f"a state TTL must be positive, got {self._ttl_given!r}")
             return StateTtlConfig(
                 self._update_type,
                 self._visibility,
