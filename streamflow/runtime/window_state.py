@@ -19,6 +19,11 @@ A state emptied by a write (``update(None)``, ``update([])``, the last map entry
 null added to reducing or aggregating state) removes the window's entry, as Flink's states
 clear their namespace's entry, so no empty entry is left behind per window.
 
+A time-to-live on a per-window value, reducing or aggregating state makes the descriptor's map
+state a TTL map state (``state/ttl_state.py``): each window's entry expires on its own, as
+Flink's TTL state in the window's namespace does. Per-window list and map state with a TTL are
+refused: Flink expires their elements one by one, which an entry per window cannot.
+
 As in Flink, the function clears window state itself (in ``clear(context)``, called when
 the window is purged); per-window state is refused with a merging (session) assigner,
 where Flink refuses it too ("Per-window state is not allowed when using merging windows").
@@ -67,12 +72,19 @@ class PerWindowStateStore:
         self._window = op.encode_namespace(window) if plain else window
 
     def _table(self, descriptor: StateDescriptor, value_type: Any = None) -> Any:
-        if getattr(descriptor, "ttl_config", None) is not None and descriptor.ttl_config.is_enabled():
-            raise NotImplementedError(
-                f"window state {descriptor.name!r}: a time-to-live on per-window state is not "
-                "supported by streamflow (the window's clear() removes it); use global_state()"
-            )
-        return self._runtime.get_map_state(MapStateDescriptor(_PREFIX + descriptor.name, None, value_type))
+        storage = MapStateDescriptor(_PREFIX + descriptor.name, None, value_type)
+        ttl = getattr(descriptor, "ttl_config", None)
+        if ttl is not None and ttl.is_enabled():
+            if descriptor.kind in ("list", "map"):
+                raise NotImplementedError(
+                    f"window state {descriptor.name!r}: a time-to-live on per-window {descriptor.kind} "
+                    "state is not supported by streamflow (Flink expires its elements one by one); "
+                    "use global_state(), or value, reducing or aggregating per-window state"
+                )
+            # the window's entry expires as a whole: Flink's TTL value/reducing/aggregating
+            # state in the window's namespace (state/ttl_state.py's TtlMapState, per window)
+            storage.enable_time_to_live(ttl)
+        return self._runtime.get_map_state(storage)
 
     def get_state(self, state_descriptor: ValueStateDescriptor) -> WindowValueState:
         table = self._table(state_descriptor, state_descriptor.type_info)
@@ -179,6 +191,12 @@ class WindowMapState(MapViews, _WindowState):
             self.clear()
 
 
+def _put_owned(table: Any, window: Any, value: Any) -> None:
+    """``put_owned`` where the table has it; a TTL map state copies the value in ``put``."""
+    put = getattr(table, "put_owned", None)
+    (table.put if put is None else put)(window, value)
+
+
 class WindowReducingState(_WindowState):
     def __init__(self, table: Any, window: Any, reduce: Any) -> None:
         super().__init__(table, window)
@@ -195,7 +213,7 @@ class WindowReducingState(_WindowState):
         if result is None:
             self.clear()
         else:
-            self._table.put_owned(self._window, detached(value) if result is value else result)
+            _put_owned(self._table, self._window, detached(value) if result is value else result)
 
 
 class WindowAggregatingState(_WindowState):
@@ -219,4 +237,4 @@ class WindowAggregatingState(_WindowState):
         if acc is None:
             self.clear()
         else:
-            self._table.put_owned(self._window, detached(value) if acc is value else acc)
+            _put_owned(self._table, self._window, detached(value) if acc is value else acc)
