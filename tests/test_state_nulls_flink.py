@@ -285,3 +285,39 @@ def test_emptied_trigger_state_holds_no_entry() -> None:
     states["reducing"].add(1), states["reducing"].add(None)
     states["aggregating"].add(1), states["aggregating"].add(None)
     assert store == {}
+
+
+def _reduce_to_null_at_3(a: Any, b: Any) -> Any:
+    """A reduce function that returns null when the values add up to 3."""
+    return None if a[1] + b[1] == 3 else (a[0], a[1] + b[1])
+
+
+@backend_param
+def test_window_reduce_returning_null(backend: str, tmp_path: Path) -> None:
+    """A window's contents are Flink's ReducingState in the window's namespace
+    (WindowOperator, HeapReducingState.ReduceTransformation): a reduce function that returns null
+    leaves the contents empty, so the next element starts them afresh (it was reduced with null:
+    TypeError), and a window whose contents are empty when it fires emits nothing (the fast
+    path of time windows emitted None). Count windows take the general path, event-time
+    tumbling windows the fast path."""
+    from state_backend_harness import set_backend
+
+    from streamflow.common import Time, WatermarkStrategy
+    from streamflow.datastream import StreamExecutionEnvironment
+    from streamflow.datastream.window import CountTumblingWindowAssigner, TumblingEventTimeWindows
+
+    def run(assigner: Any, data: list[tuple[str, int]], timed: bool) -> list[Any]:
+        env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
+        set_backend(env, backend, tmp_path / str(timed))
+        stream = env.from_collection(data)
+        if timed:  # element i at time i * 100: one 10-second window
+            strategy = WatermarkStrategy.for_monotonous_timestamps()
+            strategy = strategy.with_timestamp_assigner(lambda e, _: e[1] * 100)
+            stream = stream.assign_timestamps_and_watermarks(strategy)
+        windowed = stream.key_by(lambda e: e[0]).window(assigner)
+        return list(windowed.reduce(_reduce_to_null_at_3).execute_and_collect())
+
+    data = [("a", i) for i in range(1, 7)]
+    assert run(CountTumblingWindowAssigner.of(3), data, False) == [("a", 3), ("a", 15)]
+    assert run(TumblingEventTimeWindows.of(Time.seconds(10)), data[:2], True) == []
+    assert run(TumblingEventTimeWindows.of(Time.seconds(10)), data[:3], True) == [("a", 3)]

@@ -169,6 +169,8 @@ def _emit_pane(op: WindowOperator, window: TimeWindow, pane: dict[Any, Any], key
     get = pane.pop if take else pane.__getitem__
     for key in keys:
         acc = get(key)
+        if acc is None:  # the function emptied the contents (returned None): nothing to fire
+            continue
         if result is not None:  # a result may be the accumulator, which later adds change
             values = [result(acc) if take else detached(result(acc))]
         elif reduce is not None:  # a pane kept for late elements may change its value in place

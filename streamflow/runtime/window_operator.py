@@ -201,9 +201,9 @@ class WindowOperator(WindowTables):
         acc = wins.get(state_result, _MISSING)
         for sw in merged_states:
             other = wins.pop(sw, _MISSING)
-            if other is _MISSING:
+            if other is _MISSING or other is None:  # None: contents a function emptied (_add)
                 continue
-            acc = other if acc is _MISSING else self._merge_acc(acc, other)
+            acc = other if acc is _MISSING or acc is None else self._merge_acc(acc, other)
         if acc is not _MISSING:
             wins[state_result] = acc
 
@@ -217,8 +217,14 @@ class WindowOperator(WindowTables):
         return a + b
 
     def _add(self, key: Any, state_window: Any, record: Any, ts: int | None) -> None:
+        """Add ``record`` to the window's contents. Reduced or aggregated contents of None (a
+        function returned None) are no contents: the next record starts them afresh, and the
+        window does not fire with them (Flink's window contents are a ReducingState or
+        AggregatingState, whose null state is no state)."""
         wins = self.contents.setdefault(key, {})
         acc = wins.get(state_window, _MISSING)
+        if acc is None and self.evictor is None:
+            acc = _MISSING
         if self.evictor is not None:
             if acc is _MISSING:
                 wins[state_window] = [(ts, record)]
