@@ -394,3 +394,40 @@ def test_window_value_state_default_value(backend: str, tmp_path: Path) -> None:
     stream = env.from_collection([("a", 1), ("a", 2)]).key_by(lambda e: e[0])
     out = list(stream.window(CountTumblingWindowAssigner.of(1)).process(Defaults()).execute_and_collect())
     assert out == [(42, 7, 42, 42), (42, 7, 42, 42)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="keyed state reached outside a keyed context (in open(), before any record) reads and "
+    "writes the state of key None: the backend's current key starts as None, which is also a "
+    "legal key (PyFlink pickles keys), and the state objects do not check that a key is set on "
+    "each access (a per-access check on the hot path); Flink refuses it (StateTable#"
+    "checkKeyNamespacePreconditions: 'No key set. This method should not be called outside of "
+    "a keyed context.')",
+)
+@backend_param
+def test_state_outside_a_keyed_context_is_refused(backend: str, tmp_path: Path) -> None:
+    """Flink's heap and RocksDB states refuse an access while no key is set: a value written in
+    open() must not become the state of the records whose key is None."""
+    from state_backend_harness import set_backend
+
+    import streamflow as sf
+    from streamflow.datastream.functions import KeyedProcessFunction
+    from streamflow.datastream.state import ValueStateDescriptor
+
+    class InOpen(KeyedProcessFunction):
+        def open(self, runtime_context):
+            self.state = runtime_context.get_state(ValueStateDescriptor("v", Types.INT()))
+            try:
+                self.state.update(7)
+                self.refused = False
+            except Exception:
+                self.refused = True
+
+        def process_element(self, value, ctx):
+            yield self.refused, self.state.value()
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    out = list(env.from_collection([None]).key_by(lambda x: x).process(InOpen()).execute_and_collect())
+    assert out == [(True, None)]
