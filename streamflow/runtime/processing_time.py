@@ -14,6 +14,11 @@ clock's alarm may be delivered a little early. So ``_arm`` replaces an alarm
 that is not for the current head, and an alarm that finds nothing due re-arms
 instead of waking.
 
+A registration returns a handle whose ``cancel`` withdraws the callback (Flink's
+``ScheduledFuture.cancel``): the entry stays in the heap, marked, and is dropped when it reaches
+the head, so a cancellation costs nothing; ``pending`` lists the live ones (Flink's
+``TestProcessingTimeService.getActiveTimerTimestamps``).
+
 Held (``hold``, by a task that snapshotted the savepoint of a stop-with-savepoint): nothing is
 due, so no callback runs (no periodic watermark, no processing-time timer: nothing may follow
 the savepoint's barrier); ``release`` (the savepoint was aborted) re-arms and wakes the task
@@ -31,11 +36,23 @@ from ..clock import Cancellable, Clock
 Callback = Callable[[int], Awaitable[None]]
 
 
+class Registration:
+    """One registered callback; ``cancel`` withdraws it (a no-op once it ran)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callback | None) -> None:
+        self.callback: Callback | None = callback
+
+    def cancel(self) -> None:
+        self.callback = None
+
+
 class ProcessingTimeService:
     def __init__(self, clock: Clock, wake: Callable[[], None]) -> None:
         self._clock = clock
         self._wake = wake
-        self._heap: list[tuple[int, int, Callback]] = []
+        self._heap: list[tuple[int, int, Registration]] = []
         self._seq = itertools.count()
         self._alarm: Cancellable | None = None
         self._alarm_at: int | None = None
@@ -44,11 +61,24 @@ class ProcessingTimeService:
     def current_processing_time(self) -> int:
         return self._clock.now_ms()
 
-    def register(self, at_ms: int, callback: Callback) -> None:
-        heapq.heappush(self._heap, (at_ms, next(self._seq), callback))
+    def register(self, at_ms: int, callback: Callback) -> Registration:
+        """Run ``callback(at_ms)`` once processing time reaches ``at_ms``; the handle cancels it."""
+        registration = Registration(callback)
+        heapq.heappush(self._heap, (at_ms, next(self._seq), registration))
         self._arm()
+        return registration
+
+    def pending(self) -> list[int]:
+        """The times of the registered callbacks not run nor cancelled, in order."""
+        return sorted(at for at, _, r in self._heap if r.callback is not None)
+
+    def _drop_cancelled(self) -> None:
+        heap = self._heap
+        while heap and heap[0][2].callback is None:
+            heapq.heappop(heap)
 
     def _arm(self) -> None:
+        self._drop_cancelled()
         if not self._heap:
             return  # a pending alarm may stay: when it fires it finds nothing and re-arms nothing
         at = self._heap[0][0]
@@ -71,6 +101,7 @@ class ProcessingTimeService:
             self._arm()  # delivered early, or its callback already ran: wait for the next one
 
     def has_due(self) -> bool:
+        self._drop_cancelled()
         return not self._held and bool(self._heap) and self._heap[0][0] <= self._clock.now_ms()
 
     def hold(self) -> None:
@@ -91,8 +122,10 @@ class ProcessingTimeService:
         now = self._clock.now_ms()
         heap = self._heap
         while heap and heap[0][0] <= now and not self._held:
-            at, _, callback = heapq.heappop(heap)
-            await callback(at)
+            at, _, registration = heapq.heappop(heap)
+            callback, registration.callback = registration.callback, None
+            if callback is not None:
+                await callback(at)
         self._arm()
 
     def cancel_all(self) -> None:

@@ -27,6 +27,7 @@ from .events import MAX_WATERMARK, MIN_WATERMARK, Watermark
 from .item_getters import item_getter
 from .loop_budget import yield_point
 from .operator import StreamOperator
+from .processing_time import Registration
 from .timer_checkpoints import TimerCheckpoints, TimerRestore, columns_of, is_incremental, timer_columns
 from .timers import Timer, TimerService
 
@@ -51,7 +52,9 @@ class TimerOperator(StreamOperator):
         self._heap_migration: tuple[list[Any], Any] | None = None  # RocksDB state onto the heap
         self._full_timers: dict[str, Any] | None = None  # captured for a full snapshot (capture_shared)
         self.current_watermark = MIN_WATERMARK
-        self._scheduled: set[int] = set()
+        # the one wake-up pending at the task's processing-time service, for the earliest
+        # processing-time timer: (its time, its registration), or None (see _wake_at)
+        self._wakeup: tuple[int, Registration] | None = None
         self._quiesced = False  # batch mode, at the end of input: new processing timers are ignored
         # the first batch probes its first key: an unhashable one (a list, as PyFlink allows)
         # gets a hashable stand-in from then on, a restored operator checks the key's type
@@ -85,24 +88,34 @@ class TimerOperator(StreamOperator):
                 ts,
             )
             return
-        if self.timers.register_processing_time_timer(key, namespace, ts) and ts not in self._scheduled:
-            if self._rocks is not None and self._scheduled and ts > min(self._scheduled):
-                return  # RocksDB: only the earliest wake-up is scheduled (the next one after it fires)
-            self._scheduled.add(ts)
-            self.ctx.processing_time.register(ts, self._on_processing_time)
+        if self.timers.register_processing_time_timer(key, namespace, ts):
+            wakeup = self._wakeup
+            if wakeup is None or ts < wakeup[0]:
+                self._wake_at(ts)
+
+    def _wake_at(self, ts: int | None) -> None:
+        """One physical processing-time timer per operator, for the earliest timer, as Flink's
+        ``InternalTimerServiceImpl`` keeps one ``nextTimer``: a registration earlier than it
+        cancels it and schedules its own time; when it fires, the due timers fire and the next
+        wake-up is scheduled for the new head. A deletion leaves it (it finds nothing due and
+        schedules the head). So millions of timers (or restored ones) cost one entry at the
+        task's processing-time service, not one per distinct timestamp."""
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            wakeup[1].cancel()
+        if ts is not None:
+            self._wakeup = (ts, self.ctx.processing_time.register(ts, self._on_processing_time))
 
     async def _on_processing_time(self, at: int) -> None:
-        self._scheduled.discard(at)
+        self._wakeup = None
         await self._fire_due(False, self.ctx.clock.now_ms(), False)
-        if self._rocks is not None:
-            self._schedule_next_processing_time()
+        self._schedule_next_processing_time()
 
     def _schedule_next_processing_time(self) -> None:
         nxt = self.timers.next_processing_time()
-        scheduled = self._scheduled
-        if nxt is not None and nxt not in scheduled and not (scheduled and nxt > min(scheduled)):
-            self._scheduled.add(nxt)
-            self.ctx.processing_time.register(nxt, self._on_processing_time)
+        wakeup = self._wakeup
+        if wakeup is None or nxt is None or nxt < wakeup[0]:
+            self._wake_at(nxt)
 
     async def process_watermark(self, watermark: Watermark) -> None:
         ts = watermark.timestamp
@@ -329,13 +342,7 @@ class TimerOperator(StreamOperator):
         """Every timer is back: the next timer checkpoint is a base; processing time wakes."""
         if self._timer_ck is not None:
             self._timer_ck.restored()
-        if self._rocks is not None:
-            self._schedule_next_processing_time()
-            return
-        for ts, _key, _namespace in self.timers.snapshot()["processing_time"]:
-            if ts not in self._scheduled:
-                self._scheduled.add(ts)
-                self.ctx.processing_time.register(ts, self._on_processing_time)
+        self._schedule_next_processing_time()  # Flink's startTimerService: the restored head
 
     def check_key_type(self, records: list, attr: str = "key_selector") -> Callable[[Any], Any]:
         """Once, on the first records: the key selector named ``attr`` is replaced by one giving

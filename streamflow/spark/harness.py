@@ -55,7 +55,7 @@ from ..runtime.events import Watermark, WatermarkStatus
 from ..runtime.factory import OperatorFactory
 from ..runtime.metrics import MetricGroup
 from ..runtime.operator import BatchTarget, Output, StreamOperator
-from ..runtime.processing_time import ProcessingTimeService
+from ..runtime.processing_time import ProcessingTimeService, Registration
 from ..runtime.timestamps import TimestampsAndWatermarksOperator
 from ..state.keyed import KeyedStateBackend
 
@@ -113,9 +113,9 @@ class _NoProcessingTime(ProcessingTimeService):
     """Refuses processing-time timers; the periodic watermark emit of a timestamps operator
     is ignored instead (Spark computes the watermark itself)."""
 
-    def register(self, at_ms: int, callback: Any) -> None:
+    def register(self, at_ms: int, callback: Any) -> Registration:
         if isinstance(getattr(callback, "__self__", None), TimestampsAndWatermarksOperator):
-            return
+            return Registration(None)
         raise SparkUnsupportedError(
             "processing-time timers cannot run on the Spark engine (a micro-batch has no "
             "processing-time clock between batches): use event-time timers, or the asyncio engine"
@@ -127,8 +127,8 @@ class _Quiesced(ProcessingTimeService):
     function's ``batch_timeout``) is dropped, as the stage quiesces the operator after every
     input batch (module doc)."""
 
-    def register(self, at_ms: int, callback: Any) -> None:
-        return None
+    def register(self, at_ms: int, callback: Any) -> Registration:
+        return Registration(None)  # never runs
 
 
 def _create(spec: NodeSpec) -> StreamOperator:
