@@ -2,10 +2,11 @@
 
 An :class:`AsyncFunction`'s ``async_invoke(value)`` returns a list of outputs.
 The operator (:class:`AsyncWaitOperator`) runs up to ``capacity`` invocations
-at once in the job's event loop, each bounded by ``timeout`` (none if <= 0, as
-in Flink; one for the element, its retries and backoffs included; then
-``async_function.timeout(value)`` gives the outputs, or raises); a retry
-strategy re-invokes after its backoff while its result or exception
+at once in the job's event loop, each bounded by ``timeout`` on the job's clock
+(``runtime/async_deadlines.py``; none if <= 0, as in Flink; one for the element,
+its retries and backoffs included; then ``async_function.timeout(value)`` gives
+the outputs, or raises); a retry strategy re-invokes after its backoff (on the
+job's clock too) while its result or exception
 predicate asks for it and attempts remain (Flink's ``AsyncWaitOperator`` with
 ``RetryableResultHandlerDelegator``). Ordered mode emits in input order;
 unordered mode in completion order.
@@ -19,7 +20,6 @@ and snapshot). Rules as in Flink's ``AsyncWaitOperator``,
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import inspect
 import logging
@@ -27,6 +27,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from .functions import Function
+from .runtime.async_deadlines import Deadlines, backoff
 from .runtime.async_wait import AsyncQueueOperator
 
 __all__ = [
@@ -264,8 +265,15 @@ class AsyncWaitOperator(AsyncQueueOperator):
         super().__init__(name, capacity, ordered)
         self.functions = (function,)
         # Flink's AsyncWaitOperator#processElement registers a timeout only if it is > 0
-        self.function, self.timeout_s = function, (timeout_ms / 1000 if timeout_ms > 0 else None)
+        self.function, self.timeout_ms = function, timeout_ms
         self.retry = retry
+        self._deadlines: Deadlines | None = None
+
+    def setup(self, ctx: Any, output: Any) -> None:
+        super().setup(ctx, output)
+        # timeouts and backoffs on the job's clock, as Flink's on its processing-time service
+        if self.timeout_ms > 0:
+            self._deadlines = Deadlines(ctx.clock, self.timeout_ms)
 
     async def _invoke(self, value: Any) -> list[Any]:
         # one timeout for the element, retries and backoffs included (Flink registers the
@@ -274,14 +282,13 @@ class AsyncWaitOperator(AsyncQueueOperator):
         # client's own timeout) is an error like any other, retried by the strategy's
         # exception predicate or failing the job, as PyFlink's exception_handler_wrapper
         # completes the element exceptionally with it
-        deadline = asyncio.timeout(self.timeout_s)
-        try:
-            async with deadline:
-                return await self._attempts(value)
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            return self._checked(self.function.timeout(value), "timeout")
+        deadlines = self._deadlines
+        if deadlines is None:
+            return await self._attempts(value)
+        finished, result = await deadlines.run(self._attempts(value))
+        if finished:
+            return result
+        return self._checked(self.function.timeout(value), "timeout")
 
     async def _attempts(self, value: Any) -> list[Any]:
         predicate = self.retry.get_retry_predicate()
@@ -299,7 +306,7 @@ class AsyncWaitOperator(AsyncQueueOperator):
                 result = self._checked(result, "async_invoke")
                 if not (on_result is not None and on_result(result) and self.retry.can_retry(attempt)):
                     return result
-            await asyncio.sleep(max(0, self.retry.get_backoff_time_millis(attempt)) / 1000)
+            await backoff(self.ctx.clock, self.retry.get_backoff_time_millis(attempt))
             attempt += 1
 
     def _checked(self, result: Any, method: str) -> list[Any]:

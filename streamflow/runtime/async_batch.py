@@ -18,8 +18,9 @@ not; a restore re-issues them, in new batches). What is added is when a batch is
 * whenever the operator waits for a result: the queue is full (capacity) or the input ended.
   A partial batch then cannot grow, and waiting for it would never end.
 
-A batch runs under ``timeout`` from its call; on expiry ``timeout_batch(inputs)`` gives the
-outputs (by default it raises ``TimeoutError``); a ``TimeoutError`` the function raises
+A batch runs under ``timeout`` from its call, on the job's clock (``async_deadlines.py``); on
+expiry ``timeout_batch(inputs)`` gives the outputs (by default it raises ``TimeoutError``); a
+``TimeoutError`` the function raises
 itself fails the job as any error does (PyFlink's ``exception_handler_wrapper``). A result
 that is ``None`` or not a list, or an exception, fails the job with PyFlink's messages.
 """
@@ -31,6 +32,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from .async_deadlines import Deadlines
 from .async_wait import AsyncQueueOperator
 
 __all__ = ["AsyncBatchWaitOperator"]
@@ -59,11 +61,16 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
     ) -> None:
         super().__init__(name, capacity, ordered)
         self.functions = (function,)
-        self.function, self.timeout_s = function, timeout_ms / 1000
+        self.function, self.timeout_ms = function, timeout_ms
+        self._deadlines: Deadlines | None = None  # the call timeouts, on the job's clock
         self.batch_size, self.batch_timeout_ms = batch_size, batch_timeout_ms
         self._batch = _Batch()
         self._calls: set[asyncio.Task[None]] = set()
         self._warned_extra = False
+
+    def setup(self, ctx: Any, output: Any) -> None:
+        super().setup(ctx, output)
+        self._deadlines = Deadlines(ctx.clock, self.timeout_ms)  # (a timeout > 0: async_io.py)
 
     # -- gathering ---------------------------------------------------------
     def invoke(self, value: Any) -> Coroutine[Any, Any, list[Any]]:
@@ -107,13 +114,11 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
         future = batch.future
         assert future is not None
         try:
-            deadline = asyncio.timeout(self.timeout_s)
-            try:
-                async with deadline:
-                    result = await self.function.async_invoke_batch(batch.values)
-            except TimeoutError:
-                if not deadline.expired():  # the function's own TimeoutError: its error
-                    raise
+            deadlines = self._deadlines
+            assert deadlines is not None
+            # the function's own TimeoutError propagates: its error
+            finished, result = await deadlines.run(self.function.async_invoke_batch(batch.values))
+            if not finished:
                 result = self.function.timeout_batch(batch.values)
             outputs = self._checked(result)
             if len(outputs) > len(batch.values) and not self._warned_extra:
