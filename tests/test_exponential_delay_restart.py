@@ -114,21 +114,37 @@ def test_multiple_settings() -> None:
     assert s.next_delay_ms(85 + 80 + 9 + 1 + 9 + 1) == 2  # and increases again
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not ported: Flink merges the failures reported before the scheduled restart into one "
-    "attempt (many tasks failing at once); a streamflow job reports its failures one at a time after "
-    "each restart, only concurrent pipelined regions of a batch job could be merged, and each counts",
-)
+def _merged_round(s: ExponentialDelayRestart, now: int, backoff: int) -> int:
+    """Flink's checkMultipleExceptionsAreMerged: at each millisecond of the backoff, ten
+    failures; the first one of the round is the new attempt, all get what remains of its
+    backoff. Returns the time after the round."""
+    for advance in range(backoff):
+        for _ in range(10):
+            assert s.next_delay_ms(now) == backoff - advance, (now, advance)
+        now += 1
+    return now
+
+
 def test_merge_multiple_exceptions_into_one_attempt() -> None:
-    """testMergeMultipleExceptionsIntoOneAttempt (first round): failures at the same time as
-    the first are the same attempt, their backoff what remains of the first's."""
+    """testMergeMultipleExceptionsIntoOneAttempt: failures at or before the scheduled restart
+    are merged into its attempt (no new attempt, no higher backoff, the remaining delay); one
+    after it is a new attempt; the fourth attempt exceeds attemptsBeforeResetBackoff = 3."""
     s = strategy(2, 6, 2.0, 80, 0.0, 3)
-    assert s.next_delay_ms(0) == 2
-    assert s.next_delay_ms(0) == 2  # merged: the same restart
-    assert s.next_delay_ms(1) == 1  # merged: 1 ms of the backoff left
-    assert s.next_delay_ms(2) == 2  # merged (now <= the scheduled restart)
-    assert s.next_delay_ms(3) == 4  # a new attempt
+    now = _merged_round(s, 0, 2)
+    now = _merged_round(s, now + 1, 4)
+    now = _merged_round(s, now + 1, 6)
+    assert s.next_delay_ms(now + 1) is None  # a new attempt: canRestart() is false
+
+
+def test_merging_exceptions_works_with_resetting() -> None:
+    """testMergingExceptionsWorksWithResetting: the same rounds, ten times, each after the reset
+    threshold."""
+    s, now = strategy(2, 6, 2.0, 80, 0.0, 3), 0
+    for _ in range(10):
+        now = _merged_round(s, now, 2)
+        now = _merged_round(s, now + 1, 4)
+        now = _merged_round(s, now + 1, 6)
+        now += 80
 
 
 def test_unlimited_attempts_do_not_overflow() -> None:

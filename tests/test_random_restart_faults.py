@@ -71,17 +71,19 @@ def test_failure_rate_fails_the_job_at_max_plus_one_failures_within_the_interval
 
 def test_exponential_delay_doubles_to_its_maximum_and_resets_after_a_smooth_run() -> None:
     """Flink's ``ExponentialDelayRestartBackoffTimeStrategy``: the first failure waits the
-    initial backoff; each failure sooner than ``threshold + current`` after the previous one
-    multiplies it (truncated to ms, capped); a later one resets it."""
+    initial backoff; each failure sooner than ``threshold`` after the restart the previous one
+    scheduled multiplies it (truncated to ms, capped); a later one resets it. (A failure at or
+    before the scheduled restart is merged into it: tests/test_exponential_delay_restart.py.)"""
     s = sf.RestartStrategies.exponential_delay_restart(10, 100, 2.5, 1000, 0.0)
-    assert [s.next_delay_ms(t) for t in (5000, 5001, 5002, 5003, 5004)] == [10, 25, 62, 100, 100]
-    assert s.next_delay_ms(5004 + 1000 + 99) == 100  # within threshold + current: still the maximum
-    assert s.next_delay_ms(5004 + 1099 + 1100) == 10  # a smooth run: reset
+    # each failure 1 ms after the restart the previous one scheduled
+    assert [s.next_delay_ms(t) for t in (5000, 5011, 5037, 5100, 5201)] == [10, 25, 62, 100, 100]
+    assert s.next_delay_ms(5301 + 999) == 100  # within the threshold: still the maximum
+    assert s.next_delay_ms(6400 + 1000) == 10  # a smooth run: reset
     jittered = ExponentialDelayRestart(100, 1000, 2.0, 1000, jitter=0.25)
     assert 75 <= jittered.next_delay_ms(0) <= 125  # type: ignore[operator]
-    assert 150 <= jittered.next_delay_ms(1) <= 250  # type: ignore[operator]
+    assert 150 <= jittered.next_delay_ms(126) <= 250  # type: ignore[operator]
     limited = ExponentialDelayRestart(10, 100, 2.0, 1000, attempts=2)
-    assert [limited.next_delay_ms(t) for t in (0, 1, 2)] == [10, 20, None]
+    assert [limited.next_delay_ms(t) for t in (0, 11, 32)] == [10, 20, None]
     with pytest.raises(ValueError, match="multiplier"):
         ExponentialDelayRestart(10, 100, 1.0, 1000)
 

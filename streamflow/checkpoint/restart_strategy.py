@@ -105,10 +105,11 @@ class ExponentialDelayRestart(RestartStrategy):
     ``attempts`` is given (``attempts-before-reset-backoff``: the restarts allowed since the
     last reset; Flink's default is Integer.MAX_VALUE).
 
-    Not ported: Flink merges the failures reported before the scheduled restart into one
-    attempt (many tasks failing at once). A streamflow job reports its failures one at a
-    time, each after the previous restart, except concurrent pipelined regions of a batch job,
-    which count one attempt each here."""
+    Failures reported at or before the time of the restart already scheduled are merged into
+    that attempt, as Flink's ``notifyFailure`` merges them (many tasks failing at once, or
+    concurrent pipelined regions of a batch job failing over alone): they do not count as an
+    attempt, nor raise the backoff, and their delay is what remains of the scheduled one, so they
+    restart together with it."""
 
     def __init__(
         self, initial_ms: int, max_ms: int, multiplier: float, reset_threshold_ms: int, jitter: float = 0.0,
@@ -135,6 +136,8 @@ class ExponentialDelayRestart(RestartStrategy):
 
     def next_delay_ms(self, now_ms: int) -> int | None:
         scheduled = self._next_restart_ms
+        if scheduled is not None and now_ms <= scheduled:  # merged into the pending attempt
+            return None if self._exhausted() else scheduled - now_ms
         if scheduled is None or now_ms - scheduled >= self.reset_threshold_ms:
             self._attempt = 0
         try:
@@ -147,9 +150,11 @@ class ExponentialDelayRestart(RestartStrategy):
         delay = max(self.initial_ms, min(jittered, self.max_ms))
         self._next_restart_ms = now_ms + delay
         self._attempt += 1
-        if self.attempts is not None and self._attempt > self.attempts:
-            return None
-        return delay
+        return None if self._exhausted() else delay
+
+    def _exhausted(self) -> bool:
+        """Flink's ``!canRestart()``: more attempts since the last reset than allowed."""
+        return self.attempts is not None and self._attempt > self.attempts
 
 
 _LONG_MAX = 2**63 - 1
