@@ -121,6 +121,18 @@ def test_domains_are_independent(service: Any) -> None:
     assert _fired(service.advance_watermark(10)) == {(10, "k", None)}
 
 
+def test_extreme_timestamps_keep_their_order(service: Any) -> None:
+    """TimerSerializerTest's timestamps (Long.MIN_VALUE to Long.MAX_VALUE, negative ones): timers
+    keep their numeric order in both stores (RocksDB's keys sort by an offset big-endian
+    timestamp), and the maximum watermark fires them all."""
+    stamps = [2**63 - 1, -(2**63), -1, 0, 1, -(2**62), 2**62]
+    for i, ts in enumerate(stamps):
+        service.register_event_time_timer(f"k{i}", None, ts)
+    assert service.next_event_time() == -(2**63)
+    fired = service.advance_watermark(2**63 - 1)
+    assert [t.timestamp for t in fired] == sorted(stamps)
+
+
 def test_snapshot_and_rebalancing_restore() -> None:
     """testSnapshotAndRestore / testSnapshotAndRebalancingRestore (heap): the timers of a
     snapshot restored into the two halves of the key-group range go each to the half that owns
@@ -297,6 +309,25 @@ async def test_event_timers_registered_while_firing_fire_in_the_same_watermark(h
     assert [f[1] for f in harness.fired()] == [3, 6]
     await op.process_watermark(Watermark(9))
     assert [f[1] for f in harness.fired()] == [9]
+
+
+async def test_timers_registered_behind_time(harness: Harness) -> None:
+    """A timer registered at or behind the current time is not fired by the registration: an
+    event-time one fires with the next watermark (Flink's registerEventTimeTimer only queues it;
+    advanceWatermark fires it), a processing-time one at the next run of the processing-time
+    service, without the clock moving (its physical timer is due at once)."""
+    op = harness.op
+    await op.process_watermark(Watermark(10))
+    await harness.set_processing_time(10)
+    op.backend.current_key = "k"
+    op.timers.register_event_time_timer("k", None, 5)
+    harness.register_processing("k", None, 7)
+    assert harness.fired() == []
+    assert harness.pts.has_due() and harness.physical_timers() == [7]
+    await harness.set_processing_time(10)  # the same time: the service runs what is due
+    assert harness.fired() == [("processing", 7, "k", None)]
+    await op.process_watermark(Watermark(11))
+    assert harness.fired() == [("event", 5, "k", None)]
 
 
 @pytest.mark.parametrize("new_parallelism", [1, 2, 3])
