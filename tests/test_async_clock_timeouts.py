@@ -165,3 +165,30 @@ async def test_requests_of_one_millisecond_share_one_alarm() -> None:
     assert await deadlines.run(asyncio.sleep(0, "next")) == (True, "next")
     live = sorted(at for at, _, h in clock._scheduled if not h.cancelled)
     assert live == [301]  # ms 200's alarm cancelled: its group emptied and is not current
+
+
+class EmptyTimeoutNegative(EmptyThenAnswer):
+    def timeout(self, value: int) -> list[int]:
+        return [-value]
+
+
+async def test_timeout_during_a_backoff_cancels_the_retry() -> None:
+    """One timeout per element, its backoffs included (Flink's AsyncWaitOperator: the timeout
+    timer completes the element and the pending retry timer is cancelled): a timeout reached
+    while a retry waits for its backoff times the element out; the retry never runs."""
+    CALLS.clear()
+    strategy = AsyncRetryStrategy.fixed_delay(2, 5_000, predicates.empty_result_predicate)
+    clock, source, sink, client = await _job(
+        lambda s: AsyncDataStream.ordered_wait_with_retry(
+            s, EmptyTimeoutNegative(), Time.milliseconds(3_000), strategy, 10, Types.INT()
+        )
+    )
+    source.push(Record(7, 5))
+    await _settle()
+    clock.set(3_000)
+    await _settle()
+    assert sink.results == [-7]
+    clock.set(5_000)
+    await _settle()
+    assert CALLS == [7]
+    await _finish(source, client)
