@@ -262,6 +262,19 @@ async def test_register_earlier_processing_timer_moves_physical_timer(harness: H
     assert harness.physical_timers() == []
 
 
+async def test_moving_the_wake_up_earlier_leaves_no_trail(harness: Harness) -> None:
+    """Timers registered in decreasing order move the one wake-up earlier each time; the
+    cancelled wake-ups do not pile up in the processing-time service (it drops them once they
+    outnumber the live ones), and every timer still fires, in order."""
+    for ts in range(1_000, 0, -1):
+        harness.register_processing("k", ts, ts)
+    assert harness.physical_timers() == [1]
+    assert len(harness.pts._heap) <= 2 * 64 + 2
+    await harness.set_processing_time(1_000)
+    assert [f[1] for f in harness.fired()] == list(range(1, 1_001))
+    assert harness.physical_timers() == []
+
+
 async def test_registering_in_on_processing_time_does_not_leak_physical_timers(harness: Harness) -> None:
     """testRegisteringProcessingTimeTimerInOnProcessingTimeDoesNotLeakPhysicalTimers: a timer
     registered while one fires leaves one wake-up pending, for it."""

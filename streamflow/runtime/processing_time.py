@@ -16,8 +16,9 @@ instead of waking.
 
 A registration returns a handle whose ``cancel`` withdraws the callback (Flink's
 ``ScheduledFuture.cancel``): the entry stays in the heap, marked, and is dropped when it reaches
-the head, so a cancellation costs nothing; ``pending`` lists the live ones (Flink's
-``TestProcessingTimeService.getActiveTimerTimestamps``).
+the head, so a cancellation costs nothing; when cancelled entries outnumber the live ones the
+heap is rebuilt without them (registrations that keep moving a wake-up earlier leave no trail);
+``pending`` lists the live ones (Flink's ``TestProcessingTimeService.getActiveTimerTimestamps``).
 
 Held (``hold``, by a task that snapshotted the savepoint of a stop-with-savepoint): nothing is
 due, so no callback runs (no periodic watermark, no processing-time timer: nothing may follow
@@ -39,13 +40,20 @@ Callback = Callable[[int], Awaitable[None]]
 class Registration:
     """One registered callback; ``cancel`` withdraws it (a no-op once it ran)."""
 
-    __slots__ = ("callback",)
+    __slots__ = ("callback", "service")
 
-    def __init__(self, callback: Callback | None) -> None:
+    def __init__(self, callback: Callback | None, service: ProcessingTimeService | None = None) -> None:
         self.callback: Callback | None = callback
+        self.service = service
 
     def cancel(self) -> None:
-        self.callback = None
+        if self.callback is not None:
+            self.callback = None
+            if self.service is not None:
+                self.service._cancelled()
+
+
+_COMPACT_AT = 64  # heap entries before cancelled ones are worth a rebuild
 
 
 class ProcessingTimeService:
@@ -57,16 +65,25 @@ class ProcessingTimeService:
         self._alarm: Cancellable | None = None
         self._alarm_at: int | None = None
         self._held = False
+        self._live = 0  # registrations neither run nor cancelled
 
     def current_processing_time(self) -> int:
         return self._clock.now_ms()
 
     def register(self, at_ms: int, callback: Callback) -> Registration:
         """Run ``callback(at_ms)`` once processing time reaches ``at_ms``; the handle cancels it."""
-        registration = Registration(callback)
+        registration = Registration(callback, self)
         heapq.heappush(self._heap, (at_ms, next(self._seq), registration))
+        self._live += 1
         self._arm()
         return registration
+
+    def _cancelled(self) -> None:
+        self._live -= 1
+        heap = self._heap
+        if len(heap) > _COMPACT_AT and 2 * self._live < len(heap):
+            heap[:] = [entry for entry in heap if entry[2].callback is not None]
+            heapq.heapify(heap)
 
     def pending(self) -> list[int]:
         """The times of the registered callbacks not run nor cancelled, in order."""
@@ -125,11 +142,15 @@ class ProcessingTimeService:
             at, _, registration = heapq.heappop(heap)
             callback, registration.callback = registration.callback, None
             if callback is not None:
+                self._live -= 1
                 await callback(at)
         self._arm()
 
     def cancel_all(self) -> None:
+        for _, _, registration in self._heap:
+            registration.callback = None
         self._heap.clear()
+        self._live = 0
         if self._alarm is not None:
             self._alarm.cancel()
             self._alarm = None
