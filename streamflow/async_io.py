@@ -275,19 +275,7 @@ class AsyncWaitOperator(AsyncQueueOperator):
         if self.timeout_ms > 0:
             self._deadlines = Deadlines(ctx.clock, self.timeout_ms)
 
-    async def _invoke(self, value: Any) -> list[Any]:
-        # one timeout for the element, retries and backoffs included (Flink registers the
-        # timeout once per element; one expiring during a backoff cancels the retry). Only
-        # this deadline calls ``timeout()``: a TimeoutError the function raises itself (its
-        # client's own timeout) is an error like any other, retried by the strategy's
-        # exception predicate or failing the job, as PyFlink's exception_handler_wrapper
-        # completes the element exceptionally with it
-        deadlines = self._deadlines
-        if deadlines is None:
-            return await self._attempts(value)
-        finished, result = await deadlines.run(self._attempts(value))
-        if finished:
-            return result
+    def _timed_out(self, value: Any) -> list[Any]:
         return self._checked(self.function.timeout(value), "timeout")
 
     async def _attempts(self, value: Any) -> list[Any]:
@@ -330,7 +318,16 @@ class AsyncWaitOperator(AsyncQueueOperator):
         return result
 
     def invoke(self, value: Any) -> Coroutine[Any, Any, list[Any]]:
-        return self._invoke(value)
+        # one timeout for the element, retries and backoffs included (Flink registers the
+        # timeout once per element; one expiring during a backoff cancels the retry). Only
+        # this deadline calls ``timeout()``: a TimeoutError the function raises itself (its
+        # client's own timeout) is an error like any other, retried by the strategy's
+        # exception predicate or failing the job, as PyFlink's exception_handler_wrapper
+        # completes the element exceptionally with it
+        deadlines = self._deadlines
+        if deadlines is None:
+            return self._attempts(value)
+        return deadlines.run(self._attempts, value, self._timed_out)
 
 
 class AsyncDataStream:

@@ -139,6 +139,18 @@ async def test_retry_backoff_waits_for_the_jobs_clock() -> None:
     await _finish(source, client)
 
 
+def _late(arg: Any) -> tuple[str, Any]:
+    return "late", arg
+
+
+async def _now(arg: Any) -> Any:
+    return arg
+
+
+async def _never(arg: Any) -> Any:
+    await asyncio.Event().wait()
+
+
 async def test_requests_of_one_millisecond_share_one_alarm() -> None:
     """The hot path: requests started in the same millisecond share one clock alarm; the alarm
     of a group that emptied and is no longer current is cancelled; a request started in one
@@ -146,23 +158,23 @@ async def test_requests_of_one_millisecond_share_one_alarm() -> None:
     requests started before a later one's: the Spark engine feeds them so)."""
     clock = ManualClock()
     deadlines = Deadlines(clock, 100)
-    results = await asyncio.gather(*(deadlines.run(asyncio.sleep(0, i)) for i in range(3)))
-    assert results == [(True, 0), (True, 1), (True, 2)]
+    results = await asyncio.gather(*(deadlines.run(_now, i, _late) for i in range(3)))
+    assert results == [0, 1, 2]
     assert len(clock._scheduled) == 1
-    hung = asyncio.ensure_future(deadlines.run(asyncio.Event().wait()))
+    hung = asyncio.ensure_future(deadlines.run(_never, "x", _late))
     await _settle()
     clock.set(1)  # the first group (empty) is cancelled once a request starts a new one
-    quick = asyncio.ensure_future(deadlines.run(asyncio.Event().wait()))
+    quick = asyncio.ensure_future(deadlines.run(_never, "x", _late))
     await _settle()
     assert sum(not h.cancelled for _, _, h in clock._scheduled) == 2  # ms 0 (hung) and ms 1
     clock.set(100)
-    assert await hung == (False, None) and not quick.done()
+    assert await hung == ("late", "x") and not quick.done()
     clock.set(101)
-    assert await quick == (False, None)
+    assert await quick == ("late", "x")
     clock.set(200)
-    assert await deadlines.run(asyncio.sleep(0, "quick")) == (True, "quick")
+    assert await deadlines.run(_now, "quick", _late) == "quick"
     clock.set(201)
-    assert await deadlines.run(asyncio.sleep(0, "next")) == (True, "next")
+    assert await deadlines.run(_now, "next", _late) == "next"
     live = sorted(at for at, _, h in clock._scheduled if not h.cancelled)
     assert live == [301]  # ms 200's alarm cancelled: its group emptied and is not current
 

@@ -116,10 +116,9 @@ class AsyncBatchWaitOperator(AsyncQueueOperator):
         try:
             deadlines = self._deadlines
             assert deadlines is not None
-            # the function's own TimeoutError propagates: its error
-            finished, result = await deadlines.run(self.function.async_invoke_batch(batch.values))
-            if not finished:
-                result = self.function.timeout_batch(batch.values)
+            # on expiry timeout_batch gives the outputs; the function's own TimeoutError is its error
+            function = self.function
+            result = await deadlines.run(function.async_invoke_batch, batch.values, function.timeout_batch)
             outputs = self._checked(result)
             if len(outputs) > len(batch.values) and not self._warned_extra:
                 self._warned_extra = True

@@ -30,6 +30,7 @@ backoff (Flink's ``RetryableResultHandlerDelegator`` registers a processing-time
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..clock import Cancellable, Clock
@@ -90,24 +91,28 @@ class Deadlines:
         group.alarm = self._clock.call_at_ms(now + self._timeout_ms, group.expire)
         return group
 
-    async def run(self, awaitable: Any) -> tuple[bool, Any]:
-        """Await ``awaitable`` within the timeout from now: ``(True, result)``, or ``(False,
-        None)`` when the time ran out (a ``TimeoutError`` the awaitable raises itself
-        propagates). The request joins its group here, when it starts, so a group is never
-        left empty by a request not started yet (whose alarm would be cancelled)."""
+    async def run(
+        self, call: Callable[[Any], Awaitable[Any]], arg: Any, on_timeout: Callable[[Any], Any]
+    ) -> Any:
+        """``await call(arg)`` within the timeout from now; when the time runs out, the result
+        is ``on_timeout(arg)`` (a ``TimeoutError`` the call raises itself propagates). The
+        request joins its group here, when it starts, so a group is never left empty by a
+        request not started yet (whose alarm would be cancelled); ``call`` is called here too,
+        so a request cancelled before it starts leaves no coroutine never awaited. The
+        operator hands this coroutine to its task as it is (no wrapper around it)."""
         deadline = asyncio.timeout(None)
         try:
             async with deadline:
                 group = self._group_now()
                 group.members.add(deadline)
                 try:
-                    return True, await awaitable
+                    return await call(arg)
                 finally:
                     group.leave(deadline)
         except TimeoutError:
             if not deadline.expired():
                 raise
-            return False, None
+            return on_timeout(arg)
 
 
 async def backoff(clock: Clock, ms: int) -> None:
