@@ -517,3 +517,18 @@ async def test_a_batch_job_restored_from_a_savepoint_runs_pipelined_and_says_so(
         await (await batch.execute_async("restore-batch")).get_job_execution_result()
     assert sorted(out) == list(range(10, 15))  # the collection source resumes at its position
     assert any("runs with pipelined exchanges" in r.getMessage() for r in caplog.records)
+
+
+def test_regions_failing_together_are_one_attempt_of_the_exponential_delay() -> None:
+    """Flink's ExponentialDelayRestartBackoffTimeStrategy#notifyFailure (FLIP-364) merges the
+    failures reported at or before the restart it scheduled into that attempt: the two subtasks
+    of the region after the exchange fail at about the same time, within the first backoff
+    (1 s), so with one attempt allowed (``attempts-before-reset-backoff`` 1) both regions
+    restart and the job completes; counted as two attempts the second would exhaust it."""
+    from streamflow.checkpoint.restart_strategy import ExponentialDelayRestart
+
+    env = _env(parallelism=2)
+    env.set_restart_strategy(ExponentialDelayRestart(1_000, 10_000, 2.0, 3_600_000, 0.0, attempts=1))
+    stream = env.from_collection(_records()).rebalance().map(FailOnce("m", after=10))
+    assert sorted(v for v, _ in stream.execute_and_collect()) == list(range(N))
+    assert Tag.seen[("m", 1)] == N
