@@ -152,3 +152,31 @@ def test_unlimited_attempts_do_not_overflow() -> None:
     s = strategy(1_000, 60_000, 1.5, 3_600_000, 0.1, INT_MAX)
     delays = [s.next_delay_ms(t) for t in range(0, 3_000 * 61_000, 61_000)]
     assert delays[-1] == 60_000 and all(d is not None for d in delays)
+
+
+async def test_a_job_on_a_manual_clock_counts_its_restarts_in_wall_time() -> None:
+    """The restart strategy measures failures on the clock its restart delays elapse on (wall
+    time, as Flink's JobMaster gives its RestartBackoffTimeStrategy the SystemClock), not on the
+    job's processing-time clock: a job whose ManualClock never moves, failing at every attempt,
+    has each failure after the previous restart, so two attempts are allowed and the third
+    failure ends the job (on the manual clock every failure would be "at or before the
+    scheduled restart", merged into the first attempt, and the job would restart forever)."""
+    import asyncio
+
+    import streamflow as sf
+    from streamflow.runtime.job import RestartsExhaustedError
+    from streamflow.testing import ManualClock
+
+    def always_fails(v: int) -> int:
+        raise RuntimeError("always failing")
+
+    env = sf.StreamExecutionEnvironment(clock=ManualClock()).set_parallelism(1)
+    env.set_restart_strategy(ExponentialDelayRestart(10, 20, 2.0, 3_600_000, 0.0, attempts=2))
+    env.from_collection([1, 2, 3]).map(always_fails).add_sink(lambda v: None)
+    client = await env.execute_async("manual-clock-restarts")
+    with pytest.raises(RestartsExhaustedError):
+        try:
+            await asyncio.wait_for(client.get_job_execution_result(), 10)
+        except TimeoutError:
+            await client.cancel()
+            raise AssertionError("the job still restarts after 10 s") from None

@@ -17,7 +17,7 @@ from ..checkpoint.config import NoRestart
 from ..checkpoint.restore import RestoredCheckpoint
 from ..checkpoint.storage import FileSystemCheckpointStorage
 from ..checkpoint.storages import local_path
-from ..clock import Clock
+from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import StreamflowError
 from ..graph import JobGraph
 from .checkpoint_stats import CheckpointStatsTracker
@@ -315,7 +315,11 @@ class JobClient:
         last cause), or the job fails: with ``raised`` under ``NoRestart``, else with a
         ``RestartsExhaustedError(exhausted)`` caused by ``failure``."""
         strategy = self._restart_strategy
-        delay_ms = strategy.next_delay_ms(self._clock.now_ms())
+        # wall time, the clock the restart delay elapses on (Flink's JobMaster gives its
+        # RestartBackoffTimeStrategy the SystemClock), not the job's processing-time clock: on a
+        # ManualClock every failure would look "before the scheduled restart" to the
+        # exponential delay, merged into one attempt forever
+        delay_ms = strategy.next_delay_ms(SYSTEM_CLOCK.now_ms())
         self.last_failure_cause = f"{type(failure).__name__}: {failure}"
         if delay_ms is None:
             self._status = JobStatus.FAILED
