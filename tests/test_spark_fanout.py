@@ -1,14 +1,16 @@
-"""A stateful stage feeding two consumers is computed once on the Spark engine
-(streamflow/spark/exchange.py, "Fan-out").
+"""A stateful stage, or a stateless one running Python, feeding two consumers is computed once on
+the Spark engine (streamflow/spark/exchange.py, "Fan-out").
 
 Every Spark query reading a DataFrame runs all of it: before, ``s = keyed.process(f)`` then
 ``s.sink_to(a)`` and ``s.map(g).sink_to(b)`` ran ``f`` once per sink query, each query with a
 keyed state of its own. The answers of a deterministic ``f`` were right at twice the cost, but a
 side-effecting ``f`` ran twice per record and a non-deterministic one gave each sink other
-results. The functions here count their invocations (a line per call appended to a file, from
-whichever process runs them) and put a random token in each output: on both engines there is one
-call per record, both sinks of a fan-out get the same tokens, and the deterministic fields are
-the asyncio engine's.
+results. The same held for a stateless stage running Python (the counting map before a fan-out
+here ran 3 times per record, the process function after it twice, until 2026-11-29 evening).
+The functions here count their invocations (a line per call appended to a file, from whichever
+process runs them) and put a random token in each output: on both engines there is one call per
+record, both sinks of a fan-out get the same tokens, and the deterministic fields are the
+asyncio engine's.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from kill_moments import kill_rng
 from spark_jvm import driver_env
 from test_spark import _env, _written_lines, events
 
-from streamflow import KeyedProcessFunction, OutputTag, ValueStateDescriptor
+from streamflow import KeyedProcessFunction, OutputTag, ProcessFunction, ValueStateDescriptor
 from streamflow.common import Types
 from streamflow.testing import ListSink
 
 HERE = Path(__file__).parent
 N = 600  # one micro-batch (the kill test's job runs three)
 LATE = OutputTag("odd", Types.PICKLED_BYTE_ARRAY())
+ODD = OutputTag("odd-values", Types.PICKLED_BYTE_ARRAY())
 
 
 def _called(path: str) -> None:
@@ -75,15 +78,46 @@ class Stamp:
         return r[0], r[1], uuid.uuid4().hex
 
 
-NAMES = ["a", "b", "side", "c", "d"]
+class Count:
+    """A stateless map before a fan-out, counting its calls (a side effect): the record unchanged."""
+
+    def __init__(self, calls: str) -> None:
+        self.calls = calls
+
+    def __call__(self, r: Any) -> Any:
+        _called(self.calls)
+        return r
+
+
+class Split(ProcessFunction):
+    """A stateless process function counting its calls, every record to its main output and the
+    odd values also to a side output, each feeding a sink."""
+
+    def __init__(self, calls: str) -> None:
+        self.calls = calls
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        _called(self.calls)
+        if value[1] % 2:
+            yield ODD, value
+        yield value
+
+
+NAMES = ["a", "b", "side", "c", "d", "e", "odd"]
 
 
 def fan_out_job(engine: str, calls: Path) -> dict[str, list]:
     env = _env(engine).set_parallelism(1)
     sinks = {name: ListSink() for name in NAMES}
     data = env.from_collection(events(N))
+    # a counting stateless map fanned out: into the keyed stage below and a stateless process
+    # function whose main output and side output feed a sink each (itself a fan-out)
+    counted = data.map(Count(str(calls / "map")))
+    split = counted.process(Split(str(calls / "split")))
+    split.sink_to(sinks["e"])
+    split.get_side_output(ODD).sink_to(sinks["odd"])
     # a keyed process function feeding a sink, a map into another sink, and a side output
-    sums = data.key_by(lambda e: e[0]).process(RunningSum(str(calls / "process")))
+    sums = counted.key_by(lambda e: e[0]).process(RunningSum(str(calls / "process")))
     sums.sink_to(sinks["a"])
     sums.map(lambda r: (r[0], r[1], r[2])).sink_to(sinks["b"])
     sums.get_side_output(LATE).sink_to(sinks["side"])
@@ -96,13 +130,16 @@ def fan_out_job(engine: str, calls: Path) -> dict[str, list]:
     return {name: sink.results for name, sink in sinks.items()}
 
 
+COUNTED = ("map", "split", "process", "stamp")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str, list], dict[str, int]]]:
     out = {}
     for engine in ("asyncio", "spark"):
         calls = tmp_path_factory.mktemp(f"calls-{engine}")
         results = fan_out_job(engine, calls)
-        counts = {name: len((calls / name).read_text().splitlines()) for name in ("process", "stamp")}
+        counts = {name: len((calls / name).read_text().splitlines()) for name in COUNTED}
         out[engine] = (results, counts)
     return out
 
@@ -110,7 +147,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str, 
 @pytest.mark.parametrize("engine", ["asyncio", "spark"])
 def test_a_fanned_out_stage_runs_once_per_record(runs: Any, engine: str) -> None:
     _results, counts = runs[engine]
-    assert counts == {"process": N, "stamp": N}
+    assert counts == dict.fromkeys(COUNTED, N)
 
 
 @pytest.mark.parametrize("engine", ["asyncio", "spark"])
@@ -120,6 +157,8 @@ def test_both_sinks_of_a_fan_out_see_the_same_calls(runs: Any, engine: str) -> N
     assert Counter(results["a"]) == Counter(results["b"])
     assert Counter(results["side"]) == Counter(r for r in results["a"] if r[1] % 2)
     assert Counter(results["d"]) == Counter(r for r in results["c"] if r[1] % 3 == 0)
+    assert Counter(results["e"]) == Counter(events(N))
+    assert Counter(results["odd"]) == Counter(r for r in results["e"] if r[1] % 2)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -188,3 +227,67 @@ def test_driver_killed_in_a_fan_out_resumes_exactly_once_with_one_answer(tmp_pat
         expected.append(f"{key},{totals[key]}")
     assert Counter(line.rsplit(",", 1)[0] for line in a) == Counter(expected)
     assert len(set(a)) == n  # (one token per call)
+
+
+def _stamp(e: Any) -> Any:  # a Python stage on Spark (a call: not recognised as an expression)
+    return (e[0], int(str(e[1])), e[2])
+
+
+def _no_fan_out(data: Any) -> None:
+    data.map(_stamp).filter(lambda e: e[1] > 3).sink_to(ListSink())
+
+
+def _map_two_sinks(data: Any) -> None:
+    s = data.map(_stamp).uid("m")
+    s.sink_to(ListSink())
+    s.filter(lambda e: e[1] > 3).sink_to(ListSink())
+
+
+def _fused_then_fan_out(data: Any) -> None:  # the chain's last operator feeds two paths
+    s = data.map(_stamp).uid("m1").map(_stamp).uid("m2")
+    s.sink_to(ListSink())
+    s.map(_stamp).sink_to(ListSink())
+
+
+def _native_after_python(data: Any) -> None:  # a recognised stage after a Python one feeds two
+    s = data.map(_stamp).uid("m").map(lambda e: (e[0], e[1] * 2, e[2])).uid("native")
+    s.sink_to(ListSink())
+    s.sink_to(ListSink())
+
+
+def _side_output(data: Any) -> None:
+    s = data.process(Split("/dev/null")).uid("split")
+    s.sink_to(ListSink())
+    s.get_side_output(ODD).sink_to(ListSink())
+
+
+def _source_fan_out(data: Any) -> None:  # the source's chunks are read by each query
+    data.sink_to(ListSink())
+    data.map(_stamp).sink_to(ListSink())
+
+
+def _native_fan_out(data: Any) -> None:  # Spark expressions only: pure, recomputed per query
+    s = data.map(lambda e: (e[0], e[1] * 2, e[2]))
+    s.sink_to(ListSink())
+    s.filter(lambda e: e[1] > 3).sink_to(ListSink())
+
+
+@pytest.mark.parametrize(("build", "exchanged"), [
+    (_no_fan_out, []), (_map_two_sinks, ["m"]), (_fused_then_fan_out, ["m2"]),
+    (_native_after_python, ["native"]), (_side_output, ["split"]), (_source_fan_out, []),
+    (_native_fan_out, []),
+])
+def test_where_a_stateless_fan_out_is_exchanged(build: Any, exchanged: list[str], tmp_path: Path) -> None:
+    """The boundary (streamflow/spark/exchange.py, exchanged_output): the first operator whose
+    output feeds more than one path (main or side output) is exchanged when its query would run a
+    user function in Python; a job without a fan-out, a source's fan-out and a fan-out of Spark
+    expressions alone are translated as before. Translation only: no query runs."""
+    from streamflow.spark.plan import Translation
+    from streamflow.spark.session import get_session
+    from streamflow.state.codec import MsgpackCodec
+
+    env = _env("spark")
+    build(env.from_collection(events(20)))
+    plan = Translation(get_session(), env.get_job_graph(), MsgpackCodec(), str(tmp_path), 1000)
+    plan.sink_streams()
+    assert [e.uid for e in plan.exchanges] == exchanged

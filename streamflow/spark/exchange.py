@@ -66,17 +66,18 @@ _CHUNK = re.compile(r"part-(\d{8})(-eof)?\.parquet$")
 _MTIME_BASE = 1_000_000  # seconds; chunk b gets _MTIME_BASE + b (Spark orders new files by mtime)
 
 
-def exchanged_output(graph: JobGraph, node: StreamNode, stateful: int) -> str | None:
+def exchanged_output(graph: JobGraph, node: StreamNode, stateful: int, python: bool = False) -> str | None:
     """Why ``node``'s output is written by a query of its own, or None: its DataFrame holds
-    ``stateful`` stateful operators since the last exchange, and a keyed operator is downstream
-    (Spark runs one per query) or the node has more than one consumer (the fan-out above)."""
+    ``stateful`` stateful operators since the last exchange and a keyed operator is downstream
+    (Spark runs one per query), or the node has more than one consumer (the fan-out above) and
+    its DataFrame runs a stateful operator or a user function in Python (``python``) since the
+    last exchange. A fan-out of a source or of Spark expressions alone is recomputed per query:
+    the bounded source's chunks are read again, the expressions are pure."""
     from .windows import feeds_keyed
 
-    if not stateful:
-        return None
-    if node.keyed and feeds_keyed(graph, node):
+    if stateful and node.keyed and feeds_keyed(graph, node):
         return "a stateful stage downstream"
-    if len(graph.consumers.get(node.id, [])) > 1:
+    if (stateful or python) and len(graph.consumers.get(node.id, [])) > 1:
         return "a fan-out: computed once for its consumers"
     return None
 

@@ -111,6 +111,7 @@ class Stream:
     flat_order: bool = False  # every row's ``order`` is one input position, ``[seq]``
     no_ts: bool = False  # no data row carries a timestamp (only end-of-input rows do)
     stateful: int = 0  # stateful Spark operators in ``df`` since the last exchange (Spark allows one)
+    python: bool = False  # ``df`` runs user functions in a Python stage since the last exchange (.exchange)
     reads: frozenset[str] = frozenset()  # the exchanges ``df`` reads (their queries run first)
     sides: bool = False  # the input of a two-input operator: a row's ``tag`` is its input, "0"/"1"
     replicas: int = 0  # broadcast partitioning: each row once per subtask, ``tag`` its index (.replicate)
@@ -170,7 +171,7 @@ class Translation:
         full = (node.id, "*")
         if full not in self._streams:
             out = self._translate(node)
-            why = exchanged_output(self.graph, node, out.stateful)
+            why = exchanged_output(self.graph, node, out.stateful, out.python)
             if why is not None:  # read by the next queries from chunks written by a query of its own
                 out = self._exchange(out, self.graph.uid_of(node), f"operator {node.name!r} ({why})")
             self._streams[full] = out
@@ -186,7 +187,7 @@ class Translation:
         self.exchanges.append(exchange)
         _log.info("%s is written by a Spark query of its own and read back downstream", what)
         out = dataclasses.replace(stream, df=exchange.read(self.spark), ordered=False, stage=None, stateful=0,
-                                  reads=frozenset({uid}))
+                                  python=False, reads=frozenset({uid}))
         self._exchanged[id(stream.df)] = (stream.df, out)  # (the df is kept: its id stays unique)
         return out
 
@@ -207,7 +208,8 @@ class Translation:
         runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered, stream.layout,
                              stream.sides, stream.replicas)
         df = stream.df.mapInArrow(runner, ROW_DDL)
-        return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner), **_carried(stream))
+        return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner),
+                      **_carried(stream, python=True))
 
     def _native(self, node: StreamNode) -> Stream | None:
         """The node as Spark expressions over typed columns, if its function is recognised
@@ -432,7 +434,7 @@ class Translation:
         delays = [s.delay_ms for s in streams if s.delay_ms is not None]
         return Stream(df, False, min(delays) if delays else None, None, layout,
                       flat_order=all(s.flat_order for s in streams), no_ts=all(s.no_ts for s in streams),
-                      stateful=sum(s.stateful for s in streams),
+                      stateful=sum(s.stateful for s in streams), python=any(s.python for s in streams),
                       reads=frozenset().union(*(s.reads for s in streams)), sides=_two_input(node))
 
     # -- sources ----------------------------------------------------------------------
@@ -489,9 +491,10 @@ def _two_input(node: StreamNode) -> bool:
     return any(e.input_index for e in node.inputs)
 
 
-def _carried(stream: Stream) -> dict[str, Any]:
-    """What a stateless stage's output keeps of its input's bookkeeping."""
-    return {"stateful": stream.stateful, "reads": stream.reads}
+def _carried(stream: Stream, python: bool = False) -> dict[str, Any]:
+    """What a stateless stage's output keeps of its input's bookkeeping (``python``: the stage
+    runs user functions in Python)."""
+    return {"stateful": stream.stateful, "python": stream.python or python, "reads": stream.reads}
 
 
 def _with_delay(stream: Stream, delay: int | None) -> Stream:
