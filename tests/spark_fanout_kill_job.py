@@ -1,10 +1,11 @@
-"""A keyed running sum with a random token per call, fanned out to two exactly-once FileSinks, on
-the Spark engine (the fan-out driver-kill test, tests/test_spark_fanout.py).
+"""A keyed running sum (shape ``stateful``) or a stateless map (shape ``stateless``) with a random
+token per call, fanned out to two exactly-once FileSinks, on the Spark engine (the fan-out
+driver-kill test, tests/test_spark_fanout.py).
 
-Usage: spark_fanout_kill_job.py OUT_DIR CHECKPOINT_DIR N, or :func:`run` (the test resumes the
-killed job in its own process). The fan-out makes the keyed stage's output go through an
-exchange (streamflow/spark/exchange.py, "Fan-out"): a query of its own writes it once and both
-sink queries read it. STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH=K makes the driver SIGKILL
+Usage: spark_fanout_kill_job.py OUT_DIR CHECKPOINT_DIR N SHAPE, or :func:`run` (the test resumes
+the killed job in its own process). The fan-out makes the stage's output go through an exchange
+(streamflow/spark/exchange.py, "Fan-out"): a query of its own writes it once and both sink
+queries read it. STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH=K makes the driver SIGKILL
 itself right after the exchange wrote its chunk K, before Spark committed it;
 STREAMFLOW_SPARK_KILL_AFTER_BATCH=K the same after a sink query wrote its micro-batch K.
 """
@@ -42,12 +43,18 @@ class TokenSum(KeyedProcessFunction):
         yield f"{value[0]},{total},{uuid.uuid4().hex}"
 
 
-def run(out_dir, checkpoint_dir, n):
+def token(e):
+    """The stateless shape's map: the record's key and value and a random token."""
+    return f"{e[0]},{e[1]},{uuid.uuid4().hex}"
+
+
+def run(out_dir, checkpoint_dir, n, shape="stateful"):
     env = StreamExecutionEnvironment()
     env.set_engine("spark")
     env.configure({"execution.spark.records-per-batch": PER_BATCH})
     env.get_checkpoint_config().set_checkpoint_storage_dir(checkpoint_dir)
-    sums = env.from_collection(events(n)).key_by(lambda e: e[0]).process(TokenSum())
+    data = env.from_collection(events(n))
+    sums = data.key_by(lambda e: e[0]).process(TokenSum()) if shape == "stateful" else data.map(token)
     encoder = Encoder.simple_string_encoder()
     sums.sink_to(FileSink.for_row_format(os.path.join(out_dir, "a"), encoder).build()).uid("a")
     sums.map(lambda line: line.upper()).sink_to(
@@ -56,4 +63,4 @@ def run(out_dir, checkpoint_dir, n):
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    run(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])

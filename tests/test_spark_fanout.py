@@ -171,7 +171,8 @@ def test_fan_out_same_on_both_engines(runs: Any, name: str) -> None:
     assert fields(runs["spark"][0][name]) == expected
 
 
-def _killed_fanout_job(tmp: Path, hook: str, batch: int, n: int) -> subprocess.CompletedProcess[str]:
+def _killed_fanout_job(tmp: Path, hook: str, batch: int, n: int,
+                       shape: str) -> subprocess.CompletedProcess[str]:
     """tests/spark_fanout_kill_job.py in a driver of its own, which SIGKILLs itself after the
     micro-batch ``batch`` of the query ``hook`` names."""
     env = driver_env()
@@ -179,7 +180,8 @@ def _killed_fanout_job(tmp: Path, hook: str, batch: int, n: int) -> subprocess.C
     env.pop("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", None)
     env[hook] = str(batch)
     return subprocess.run(
-        [sys.executable, str(HERE / "spark_fanout_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), str(n)],
+        [sys.executable, str(HERE / "spark_fanout_kill_job.py"), str(tmp / "out"), str(tmp / "chk"), str(n),
+         shape],
         env=env, capture_output=True, text=True, timeout=600,
     )
 
@@ -188,23 +190,27 @@ def _killed_fanout_job(tmp: Path, hook: str, batch: int, n: int) -> subprocess.C
 # computes other tokens), or after a sink query wrote its micro-batch K (the exchange had ended)
 KILL_POINTS = [(hook, batch) for hook in ("STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH",
                                          "STREAMFLOW_SPARK_KILL_AFTER_BATCH") for batch in (0, 1)]
+SHAPES = ("stateful", "stateless")  # the fanned-out stage: a keyed running sum, or a stateless map
 
 
 def test_driver_killed_in_a_fan_out_resumes_exactly_once_with_one_answer(tmp_path: Path) -> None:
-    """tests/spark_fanout_kill_job.py (a keyed running sum with a random token per call, into two
-    exactly-once FileSinks, one through a map): SIGKILL the driver at one of ``KILL_POINTS``, picked
-    per run by a printed seed (tests/kill_moments.py; ``STREAMFLOW_SEED`` replays it), then resume
-    on the same checkpoint directory (in this process's Spark session: a driver that never saw
-    the job, as a restarted one): both sinks hold every running sum exactly once, with the same
-    tokens (a replayed exchange batch rewrote its chunk before either sink read it). The chained
+    """tests/spark_fanout_kill_job.py (a keyed running sum, or a stateless map: ``SHAPES``, with a
+    random token per call, into two exactly-once FileSinks, one through a map): SIGKILL the driver
+    at one of ``KILL_POINTS``, the shape and the point picked per run by a printed seed
+    (tests/kill_moments.py; ``STREAMFLOW_SEED`` replays it), then resume on the same checkpoint
+    directory (in this process's Spark session: a driver that never saw the job, as a restarted
+    one): both sinks hold every output (running sum or value) exactly once, with the same tokens
+    (a replayed exchange batch rewrote its chunk before either sink read it). The chained
     driver-kill test (tests/test_spark_chained.py) kills at both points of one exchange in one
     restart sequence."""
     import spark_fanout_kill_job as job
 
-    hook, batch = kill_rng("spark-fan-out").choice(KILL_POINTS)
-    print(f"killed at {hook}={batch}")
+    rng = kill_rng("spark-fan-out")
+    hook, batch = rng.choice(KILL_POINTS)
+    shape = rng.choice(SHAPES)
+    print(f"the {shape} fan-out killed at {hook}={batch}")
     n = 3 * job.PER_BATCH  # 3 source chunks, the last ending with end of input
-    killed = _killed_fanout_job(tmp_path, hook, batch, n)
+    killed = _killed_fanout_job(tmp_path, hook, batch, n, shape)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     (exchange,) = (tmp_path / "chk" / "spark" / "exchange").iterdir()
     chunks = sorted(p.name for p in exchange.iterdir() if not p.name.startswith("."))
@@ -213,7 +219,7 @@ def test_driver_killed_in_a_fan_out_resumes_exactly_once_with_one_answer(tmp_pat
         assert chunks == [f"part-{k:08d}.parquet" for k in range(batch + 1)]  # killed mid-exchange
     else:
         assert chunks[-1].endswith("-eof.parquet"), chunks  # the exchange had ended
-    job.run(str(tmp_path / "out"), str(tmp_path / "chk"), n)
+    job.run(str(tmp_path / "out"), str(tmp_path / "chk"), n, shape)
     if hook == "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH":
         assert (exchange / chunks[-1]).read_bytes() != killed_chunk  # replayed: new tokens
     else:
@@ -224,7 +230,7 @@ def test_driver_killed_in_a_fan_out_resumes_exactly_once_with_one_answer(tmp_pat
     expected, totals = [], {}
     for key, value, _ts in job.events(n):
         totals[key] = totals.get(key, 0) + value
-        expected.append(f"{key},{totals[key]}")
+        expected.append(f"{key},{totals[key] if shape == 'stateful' else value}")
     assert Counter(line.rsplit(",", 1)[0] for line in a) == Counter(expected)
     assert len(set(a)) == n  # (one token per call)
 
