@@ -16,14 +16,19 @@ Parquet chunks, one per micro-batch, and read back by the downstream query exact
 bounded source's chunks are read (``readStream.parquet``, ``maxFilesPerTrigger=1``, the file
 source's offsets in the downstream query's checkpoint).
 
-**Fan-out.** Every query reading a DataFrame runs all of it: a stateful stage whose output
-(or a stateless stage after it) feeds two consumers (``s.add_sink(a)`` and
-``s.map(f).sink_to(b)``, a main output and a side output, two branches unioned again) would
-run once per consumer's query, each with a state of its own: twice the cost, and a
-non-deterministic or side-effecting function (a call out, a counter, a random value) would
-give each sink other results. So such a node's output is exchanged as well
-(:func:`exchanged_output`): its query runs the stage once and every consumer reads the same
-chunks. A replayed micro-batch may compute other rows than its first run did (a random value),
+**Fan-out.** Every query reading a DataFrame runs all of it: a stage whose output feeds two
+consumers (``s.add_sink(a)`` and ``s.map(f).sink_to(b)``, a main output and a side output, two
+branches unioned again) would run once per consumer's query: a stateful one with a state of
+its own per query, and any user function (stateless ones too) once per consumer per record,
+so a non-deterministic or side-effecting function (a call out, a counter, a random value)
+would run twice per record and give each sink other results, where Flink runs it once. So
+the output of the first node whose output feeds more than one consumer (main or side output)
+is exchanged as well (:func:`exchanged_output`) when its DataFrame runs a stateful operator or
+a user function in Python since the last exchange: its query runs every stage once and every
+consumer reads the same chunks. A fan-out of a bounded source (its chunks are read again) or
+of stages Spark runs as expressions alone (:mod:`.native`: pure) is not exchanged, nor is a
+job without a fan-out. (A Kafka source's deserializer runs in each query reading it.)
+A replayed micro-batch may compute other rows than its first run did (a random value),
 but it rewrites its chunk before any consumer reads it: the consumers' queries start when the
 exchange's query has ended, that is when every batch of it is in Spark's commit log.
 

@@ -27,7 +27,7 @@ the user's code paths) and builds one streaming DataFrame per node output:
   window, rolling reduce) that feeds another is written by a query of its own and read back
   by the next one (:mod:`.exchange`); each :class:`Stream` counts the stateful operators in its
   DataFrame since the last exchange and names the exchanges it reads (their queries first).
-  A fan-out after a stateful stage is exchanged too, so that it is computed once.
+  A fan-out after a stateful stage or a Python stage (``Stream.python``) is exchanged too: computed once.
 
 End of input: Spark does not flush event time when a bounded input ends, so the last
 chunk of every source is a marker row with an event time far in the future (year 2255);
@@ -208,8 +208,7 @@ class Translation:
         runner = ChainRunner(specs, self.codec.encode, self.codec.decode, stream.ordered, stream.layout,
                              stream.sides, stream.replicas)
         df = stream.df.mapInArrow(runner, ROW_DDL)
-        return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner),
-                      **_carried(stream, python=True))
+        return Stream(df, stream.ordered, stream.delay_ms, (stream.df, runner), **_carried(stream, True))
 
     def _native(self, node: StreamNode) -> Stream | None:
         """The node as Spark expressions over typed columns, if its function is recognised
@@ -492,8 +491,7 @@ def _two_input(node: StreamNode) -> bool:
 
 
 def _carried(stream: Stream, python: bool = False) -> dict[str, Any]:
-    """What a stateless stage's output keeps of its input's bookkeeping (``python``: the stage
-    runs user functions in Python)."""
+    """What a stateless stage's output keeps of its input's bookkeeping (``python``: it runs Python)."""
     return {"stateful": stream.stateful, "python": stream.python or python, "reads": stream.reads}
 
 
