@@ -28,11 +28,12 @@ import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never ski
 import pytest
 from kill_moments import kill_rng
 from spark_jvm import driver_env
-from test_spark import _env, _written_lines, events
+from test_spark import _env, _strategy, _written_lines, events
 
 from streamflow import KeyedProcessFunction, OutputTag, ProcessFunction, ValueStateDescriptor
 from streamflow.common import Types
 from streamflow.testing import ListSink
+from streamflow.windowing import TumblingEventTimeWindows
 
 HERE = Path(__file__).parent
 N = 600  # one micro-batch (the kill test's job runs three)
@@ -272,6 +273,15 @@ def _source_fan_out(data: Any) -> None:  # the source's chunks are read by each 
     data.map(_stamp).sink_to(ListSink())
 
 
+def _union_fan_out(data: Any) -> None:  # a union's watermark feeding windows: the minimum is kept
+    timed = [data.assign_timestamps_and_watermarks(_strategy()),
+             data.filter(lambda e: e[1] > 3).assign_timestamps_and_watermarks(_strategy())]
+    s = timed[0].union(timed[1]).map(_stamp).uid("m")
+    for size in (1000, 2000):
+        s.key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(size)).reduce(
+            lambda a, b: (a[0], a[1] + b[1], b[2])).sink_to(ListSink())
+
+
 def _native_fan_out(data: Any) -> None:  # Spark expressions only: pure, recomputed per query
     s = data.map(lambda e: (e[0], e[1] * 2, e[2]))
     s.sink_to(ListSink())
@@ -281,13 +291,15 @@ def _native_fan_out(data: Any) -> None:  # Spark expressions only: pure, recompu
 @pytest.mark.parametrize(("build", "exchanged"), [
     (_no_fan_out, []), (_map_two_sinks, ["m"]), (_fused_then_fan_out, ["m2"]),
     (_native_after_python, ["native"]), (_side_output, ["split"]), (_source_fan_out, []),
-    (_native_fan_out, []),
+    (_native_fan_out, []), (_union_fan_out, []),
 ])
 def test_where_a_stateless_fan_out_is_exchanged(build: Any, exchanged: list[str], tmp_path: Path) -> None:
     """The boundary (streamflow/spark/exchange.py, exchanged_output): the first operator whose
     output feeds more than one path (main or side output) is exchanged when its query would run a
     user function in Python; a job without a fan-out, a source's fan-out and a fan-out of Spark
-    expressions alone are translated as before. Translation only: no query runs."""
+    expressions alone are translated as before; so is a fan-out whose watermark is the minimum of
+    a union's inputs with windows downstream (the chunks would give them the fastest input's).
+    Translation only: no query runs."""
     from streamflow.spark.plan import Translation
     from streamflow.spark.session import get_session
     from streamflow.state.codec import MsgpackCodec

@@ -27,7 +27,8 @@ is exchanged as well (:func:`exchanged_output`) when its DataFrame runs a statef
 a user function in Python since the last exchange: its query runs every stage once and every
 consumer reads the same chunks. A fan-out of a bounded source (its chunks are read again) or
 of stages Spark runs as expressions alone (:mod:`.native`: pure) is not exchanged, nor is a
-job without a fan-out. (A Kafka source's deserializer runs in each query reading it.)
+job without a fan-out (a Kafka source's deserializer runs in each query reading it), nor one
+whose watermark is the minimum of several with a keyed stage downstream (:func:`exchanged_output`).
 A replayed micro-batch may compute other rows than its first run did (a random value),
 but it rewrites its chunk before any consumer reads it: the consumers' queries start when the
 exchange's query has ended, that is when every batch of it is in Spark's commit log.
@@ -71,20 +72,33 @@ _CHUNK = re.compile(r"part-(\d{8})(-eof)?\.parquet$")
 _MTIME_BASE = 1_000_000  # seconds; chunk b gets _MTIME_BASE + b (Spark orders new files by mtime)
 
 
-def exchanged_output(graph: JobGraph, node: StreamNode, stateful: int, python: bool = False) -> str | None:
+def exchanged_output(graph: JobGraph, node: StreamNode, stateful: int, python: bool = False,
+                     min_watermark: bool = False) -> str | None:
     """Why ``node``'s output is written by a query of its own, or None: its DataFrame holds
     ``stateful`` stateful operators since the last exchange and a keyed operator is downstream
     (Spark runs one per query), or the node has more than one consumer (the fan-out above) and
     its DataFrame runs a stateful operator or a user function in Python (``python``) since the
     last exchange. A fan-out of a source or of Spark expressions alone is recomputed per query:
-    the bounded source's chunks are read again, the expressions are pure."""
+    the bounded source's chunks are read again, the expressions are pure.
+
+    Not a stateless fan-out whose event time is the minimum of several watermarks
+    (``min_watermark``: a union's inputs, a Kafka source's partitions, :mod:`.watermarks`) with
+    a keyed stage downstream: the chunks would carry one stream of rows, whose watermark
+    downstream follows the fastest input, and the other inputs' records would be late. Each
+    consumer's query computes it then, its functions once per consumer (logged)."""
     from .windows import feeds_keyed
 
     if stateful and node.keyed and feeds_keyed(graph, node):
         return "a stateful stage downstream"
-    if (stateful or python) and len(graph.consumers.get(node.id, [])) > 1:
-        return "a fan-out: computed once for its consumers"
-    return None
+    if not (stateful or python) or len(graph.consumers.get(node.id, [])) < 2:
+        return None
+    if not stateful and min_watermark and feeds_keyed(graph, node):
+        _log.warning("operator %r feeds %d consumers, and its watermark is the minimum over several inputs "
+                     "or partitions, which an exchange would not keep: each consumer's Spark query runs its "
+                     "functions again (once per consumer per record)", node.name,
+                     len(graph.consumers[node.id]))
+        return None
+    return "a fan-out: computed once for its consumers"
 
 
 @dataclass

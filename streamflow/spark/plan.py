@@ -112,6 +112,7 @@ class Stream:
     no_ts: bool = False  # no data row carries a timestamp (only end-of-input rows do)
     stateful: int = 0  # stateful Spark operators in ``df`` since the last exchange (Spark allows one)
     python: bool = False  # ``df`` runs user functions in a Python stage since the last exchange (.exchange)
+    min_watermark: bool = False  # event time: the minimum of several withWatermark nodes (.watermarks)
     reads: frozenset[str] = frozenset()  # the exchanges ``df`` reads (their queries run first)
     sides: bool = False  # the input of a two-input operator: a row's ``tag`` is its input, "0"/"1"
     replicas: int = 0  # broadcast partitioning: each row once per subtask, ``tag`` its index (.replicate)
@@ -171,7 +172,7 @@ class Translation:
         full = (node.id, "*")
         if full not in self._streams:
             out = self._translate(node)
-            why = exchanged_output(self.graph, node, out.stateful, out.python)
+            why = exchanged_output(self.graph, node, out.stateful, out.python, out.min_watermark)
             if why is not None:  # read by the next queries from chunks written by a query of its own
                 out = self._exchange(out, self.graph.uid_of(node), f"operator {node.name!r} ({why})")
             self._streams[full] = out
@@ -179,17 +180,15 @@ class Translation:
 
     def _exchange(self, stream: Stream, uid: str, what: str) -> Stream:
         """``stream`` written by a query of its own and read back (see :mod:`.exchange`)."""
-        done = self._exchanged.get(id(stream.df))
-        if done is not None:
-            return done[1]
-        directory = os.path.join(self.work_dir, "exchange", uid)
-        exchange = Exchange(uid, what, stream.df, directory, stream.layout, stream.reads)
-        self.exchanges.append(exchange)
-        _log.info("%s is written by a Spark query of its own and read back downstream", what)
-        out = dataclasses.replace(stream, df=exchange.read(self.spark), ordered=False, stage=None, stateful=0,
-                                  python=False, reads=frozenset({uid}))
-        self._exchanged[id(stream.df)] = (stream.df, out)  # (the df is kept: its id stays unique)
-        return out
+        if (done := self._exchanged.get(id(stream.df))) is None:
+            exchange = Exchange(uid, what, stream.df, os.path.join(self.work_dir, "exchange", uid),
+                                stream.layout, stream.reads)
+            self.exchanges.append(exchange)
+            _log.info("%s is written by a Spark query of its own and read back downstream", what)
+            out = dataclasses.replace(stream, df=exchange.read(self.spark), ordered=False, stage=None,
+                                      stateful=0, python=False, reads=frozenset({uid}))
+            done = self._exchanged[id(stream.df)] = (stream.df, out)  # (the df is kept: its id stays unique)
+        return done[1]
 
     def _translate(self, node: StreamNode) -> Stream:
         if node.source is not None:
@@ -248,10 +247,9 @@ class Translation:
             ts = timestamps_expr(op, layout, what)
             if ts is None:
                 return None
-            delay = watermark_delay(node)
             df = stream.df.withColumn("ts", F.when(F.col("eof"), F.col("ts")).otherwise(to_column(ts)))
             _log.info("%s runs natively on Spark", what)
-            delay = delay if delay is not None else stream.delay_ms
+            delay = own if (own := watermark_delay(node)) is not None else stream.delay_ms
             return Stream(df, stream.ordered, delay, None, layout, True, (ts.lo, ts.hi), stream.flat_order,
                           **_carried(stream))
         else:
@@ -420,7 +418,7 @@ class Translation:
         dfs = [s.df if layout is not None or s.layout is None else
                s.df.mapInArrow(ToBinary(s.layout, self.codec), ROW_DDL) for s in streams]
         timed = self.batch or any(s.delay_ms is not None for s in streams)
-        if timed and (node.keyed or feeds_keyed(self.graph, node)):
+        if held := timed and (node.keyed or feeds_keyed(self.graph, node)):
             # the union's watermark is the minimum over its inputs, not the fastest one's (.watermarks);
             # a batch job's keys end when every input has ended
             _log.info("the inputs of %r have a watermark each; the union's is their minimum", node.name)
@@ -434,7 +432,8 @@ class Translation:
         return Stream(df, False, min(delays) if delays else None, None, layout,
                       flat_order=all(s.flat_order for s in streams), no_ts=all(s.no_ts for s in streams),
                       stateful=sum(s.stateful for s in streams), python=any(s.python for s in streams),
-                      reads=frozenset().union(*(s.reads for s in streams)), sides=_two_input(node))
+                      reads=frozenset().union(*(s.reads for s in streams)), sides=_two_input(node),
+                      min_watermark=(held and not self.batch) or any(s.min_watermark for s in streams))
 
     # -- sources ----------------------------------------------------------------------
     def _source(self, node: StreamNode, source: Source) -> Stream:
@@ -451,7 +450,7 @@ class Translation:
                                                     not self.batch)
             if per_partition:
                 self.session_settings.update(SETTINGS)
-            return Stream(df, True, delay)
+            return Stream(df, True, delay, min_watermark=per_partition)
         directory = os.path.join(self.work_dir, "input", self.graph.uid_of(node))
         if not os.path.exists(os.path.join(directory, "_COMPLETE")):
             materialize(source, directory, self.codec, self.records_per_batch, self.native_exprs)
@@ -492,7 +491,8 @@ def _two_input(node: StreamNode) -> bool:
 
 def _carried(stream: Stream, python: bool = False) -> dict[str, Any]:
     """What a stateless stage's output keeps of its input's bookkeeping (``python``: it runs Python)."""
-    return {"stateful": stream.stateful, "python": stream.python or python, "reads": stream.reads}
+    return {"stateful": stream.stateful, "python": stream.python or python, "reads": stream.reads,
+            "min_watermark": stream.min_watermark}
 
 
 def _with_delay(stream: Stream, delay: int | None) -> Stream:
