@@ -25,10 +25,11 @@ would run twice per record and give each sink other results, where Flink runs it
 the output of the first node whose output feeds more than one consumer (main or side output)
 is exchanged as well (:func:`exchanged_output`) when its DataFrame runs a stateful operator or
 a user function in Python since the last exchange: its query runs every stage once and every
-consumer reads the same chunks. A fan-out of a bounded source (its chunks are read again) or
-of stages Spark runs as expressions alone (:mod:`.native`: pure) is not exchanged, nor is a
-job without a fan-out (a Kafka source's deserializer runs in each query reading it), nor one
-whose watermark is the minimum of several with a keyed stage downstream (:func:`exchanged_output`).
+consumer reads the same chunks. Not exchanged: a job without a fan-out; a fan-out of a source
+itself (a bounded source's chunks are read again, a Kafka source is read and deserialized
+again by each query) or of stages Spark runs as expressions alone (:mod:`.native`: pure); a
+stateless one whose watermark is the minimum of several, with a keyed stage downstream
+(:func:`exchanged_output`).
 A replayed micro-batch may compute other rows than its first run did (a random value),
 but it rewrites its chunk before any consumer reads it: the consumers' queries start when the
 exchange's query has ended, that is when every batch of it is in Spark's commit log.

@@ -186,7 +186,7 @@ class Translation:
             self.exchanges.append(exchange)
             _log.info("%s is written by a Spark query of its own and read back downstream", what)
             out = dataclasses.replace(stream, df=exchange.read(self.spark), ordered=False, stage=None,
-                                      stateful=0, python=False, reads=frozenset({uid}))
+                                      stateful=0, python=False, min_watermark=False, reads=frozenset({uid}))
             done = self._exchanged[id(stream.df)] = (stream.df, out)  # (the df is kept: its id stays unique)
         return done[1]
 
