@@ -211,6 +211,9 @@ def _cmd_checkpoints_inspect(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- running jobs
 
 
+_SP_DIR = "the savepoint goes to a new savepoint-<job>-<random> directory inside DIR"
+
+
 def _cmd_savepoint(args: argparse.Namespace) -> int:
     from .tools.rest_client import RestError, trigger_savepoint
 
@@ -354,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Trigger a savepoint through the job's REST endpoint and wait for it.",
     )
     sp.add_argument("job_url", metavar="JOB_URL", help="e.g. http://127.0.0.1:8081 or .../jobs/<id>")
-    sp.add_argument("dir", metavar="DIR", nargs="?", help="savepoint directory (new or empty)")
+    sp.add_argument("dir", metavar="DIR", nargs="?", help=_SP_DIR)
     sp.add_argument("--timeout", type=float, default=120.0, metavar="S", help="seconds to wait (default 120)")
     sp.set_defaults(func=_cmd_savepoint)
 
@@ -375,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
         "halt at the savepoint, its sinks commit it, the job ends FINISHED.",
     )
     stop.add_argument("job_url", metavar="JOB_URL", help="e.g. http://127.0.0.1:8081 or .../jobs/<id>")
-    stop.add_argument("dir", metavar="DIR", help="directory the savepoint is written into")
+    stop.add_argument("dir", metavar="DIR", help=_SP_DIR)
     stop.add_argument("--drain", action="store_true",
                       help="emit the maximum watermark first: every event-time window fires")  # fmt: skip
     stop.add_argument(

@@ -454,7 +454,7 @@ async def test_a_failure_committing_a_stop_with_savepoint_fails_the_job_naming_t
     with pytest.raises(SavepointCommitError, match="resume it from the savepoint") as info:
         await client.stop_with_savepoint(False, str(tmp_path / "sp"))
     path = info.value.savepoint_path
-    assert path == str(tmp_path / "sp")
+    assert Path(path).parent == tmp_path / "sp" and (Path(path) / "_metadata").is_file()
     with pytest.raises(SavepointCommitError):
         await client.get_job_execution_result()
     assert client.get_job_status() is JobStatus.FAILED and client.restarts == 0

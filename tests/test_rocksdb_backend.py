@@ -303,7 +303,7 @@ async def test_savepoint_restore_and_rescale(
     await wait_until(lambda: len(w1.results) == fired, timeout=30)
     path = await client.trigger_savepoint(str(tmp_path / "sp"))
     await client.cancel()
-    assert any(p.name.endswith(".sst") for p in (tmp_path / "sp" / "shared").iterdir())
+    assert any(p.name.endswith(".sst") for p in (Path(path) / "shared").iterdir())
 
     env2 = sf.StreamExecutionEnvironment().set_parallelism(after)
     if backend_after == "rocksdb":

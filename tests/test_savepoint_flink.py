@@ -105,8 +105,8 @@ async def test_resume_from_a_savepoint_uri(tmp_path: Path, form: str) -> None:
 @pytest.mark.parametrize("stop", [False, True], ids=["trigger", "stop"])
 async def test_savepoint_into_a_file_uri(tmp_path: Path, stop: bool) -> None:
     """``SavepointITCase`` triggers savepoints into ``file:`` URI targets (Flink's savepoint
-    directory is a URI): the savepoint is written to that local directory (streamflow wrote
-    it to a relative directory named ``file:``), and the job resumes from it."""
+    directory is a URI): the savepoint is written into that local directory (streamflow wrote
+    it to a relative directory named ``file:``), in a ``savepoint-*`` directory of its own."""
     gate = Gate([("a", 1), ("b", 2), ("a", 3), ("a", 0)], 3)
     env = sf.StreamExecutionEnvironment()
     out: list = []
@@ -121,8 +121,8 @@ async def test_savepoint_into_a_file_uri(tmp_path: Path, stop: bool) -> None:
     else:
         path = await client.trigger_savepoint(f"file://{target}")
         await asyncio.wait_for(client.cancel(), 30)
-    assert (target / "_metadata").is_file()
-    assert Path(path).resolve() == target
+    assert Path(path).resolve().parent == target and Path(path).name.startswith("savepoint-")
+    assert (Path(path) / "_metadata").is_file()
     assert not Path("file:").exists()
 
 

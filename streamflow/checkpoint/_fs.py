@@ -127,7 +127,12 @@ def check_stop(should_stop: Callable[[], bool] | None, checkpoint_id: int, targe
         )
 
 
-def prepare_savepoint_dir(target: Path) -> None:
+def prepare_savepoint_dir(target: Path) -> bool:
+    """Make ``target`` ready for a savepoint's files: an existing empty directory, or a new one
+    (with its parents); True if it was created here (a failed write then removes it whole, as
+    Flink disposes a failed savepoint's location). A file, or a directory holding anything
+    (an earlier savepoint), is refused: savepoints never share or overwrite files."""
+    created = False
     try:
         if target.exists():
             if not target.is_dir():
@@ -139,6 +144,8 @@ def prepare_savepoint_dir(target: Path) -> None:
                 )
         else:
             target.mkdir(parents=True)
+            created = True
     except OSError as e:
         raise CheckpointStorageError(f"cannot create savepoint directory {target}: {e}", target) from e
     fsync_dir(target.parent)
+    return created

@@ -215,6 +215,13 @@ class CheckpointDirectory:
         if not path.is_dir():
             raise CheckpointStorageError(f"no checkpoint or savepoint directory at {path}", path)
         if not (path / METADATA_FILE).is_file():
+            held = sorted(p.name for p in path.iterdir() if (p / METADATA_FILE).is_file())
+            if held:  # a savepoints' target directory: a savepoint is a directory inside it
+                raise CheckpointStorageError(
+                    f"{path} is not a checkpoint or savepoint but holds {', '.join(held)}: "
+                    "restore from one of them (a savepoint's path is the directory it returned)",
+                    path,
+                )
             raise CheckpointStorageError(
                 f"{path} is not a complete checkpoint: {path / METADATA_FILE} is missing "
                 "(an interrupted write leaves no metadata)",

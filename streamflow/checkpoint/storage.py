@@ -158,13 +158,14 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
             if not isinstance(data, bytes | bytearray | memoryview):
                 raise TypeError(f"entry {name!r} must be bytes, got {type(data).__name__}")
         kind = CheckpointType.CHECKPOINT if savepoint_path is None else CheckpointType.SAVEPOINT
+        whole = savepoint_path is None  # a failed write removes the directory it created
         if savepoint_path is None:
             target = self.directory / f"chk-{checkpoint_id}"
             self.begin_job(job_name)
             self._prepare_checkpoint_dir(target, job_name)
         else:
             target = local_path(savepoint_path, "savepoint directory")  # a path or a file: URI
-            prepare_savepoint_dir(target)
+            whole = prepare_savepoint_dir(target)
         written: list[Path] = []
         sharing: SharedWriter | None = None
         references = list(references)
@@ -202,7 +203,7 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
             self._atomic_write(target / METADATA_FILE, orjson.dumps(metadata, option=orjson.OPT_INDENT_2))
             self._fsync_dir(target)
         except BaseException:
-            _discard(target, written, whole=savepoint_path is None)
+            _discard(target, written, whole=whole)
             if sharing is not None:
                 sharing.discard()
             raise
@@ -329,7 +330,8 @@ class FileSystemCheckpointStorage(CheckpointDirectory):
 
 
 def _discard(target: Path, written: list[Path], whole: bool) -> None:
-    """Remove a failed write: the whole ``chk-<id>`` directory, or a savepoint's files."""
+    """Remove a failed write: the whole directory (a ``chk-<id>``, or a savepoint's new
+    directory), or the files it wrote into a directory it found empty."""
     try:
         if whole:
             (target / METADATA_FILE).unlink(missing_ok=True)

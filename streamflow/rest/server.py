@@ -18,7 +18,8 @@ Routes (Flink's REST API shapes where Flink has the route):
   ``GET /jobs/<id>/savepoints/<request-id>``: Flink's asynchronous operation
   (``IN_PROGRESS``, then ``COMPLETED`` with ``location`` or ``failure-cause``);
   the savepoint goes to a new ``savepoint-<job id prefix>-<random>`` directory
-  inside the target directory, as Flink names them (``cancel-job``: Flink's deprecated
+  inside the target directory, as Flink names them (``JobClient.trigger_savepoint``), and
+  ``location`` is that directory (``cancel-job``: Flink's deprecated
   cancel-with-savepoint, a savepoint and then a cancel);
 * ``POST /jobs/<id>/stop`` ``{"targetDirectory", "drain"}`` -> ``{"request-id"}``: Flink's
   stop-with-savepoint (``JobClient.stop_with_savepoint``: a synchronous savepoint, the job ends
@@ -37,7 +38,6 @@ import logging
 import secrets
 import traceback
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -314,13 +314,12 @@ class RestServer:
         if not target:
             return _error(400, "target-directory is required (there is no default savepoint directory)")
         cancel_job = bool(body.get("cancel-job", False))
-        path = Path(target) / f"savepoint-{self.client.job_id[:6]}-{secrets.token_hex(6)}"
         request_id = secrets.token_hex(16)
         if cancel_job:
             self._unreported.add(request_id)
             self._reported.clear()
         self._savepoints[request_id] = asyncio.get_running_loop().create_task(
-            self._savepoint(str(path), cancel_job)
+            self._savepoint(str(target), cancel_job)
         )
         return web.json_response({"request-id": request_id}, status=202)
 
@@ -334,21 +333,20 @@ class RestServer:
         target = body.get("targetDirectory")
         if not target:
             return _error(400, "targetDirectory is required (there is no default savepoint directory)")
-        path = Path(target) / f"savepoint-{self.client.job_id[:6]}-{secrets.token_hex(6)}"
         drain = bool(body.get("drain", False))
-        _log.info("job %r: stop-with-savepoint to %s (drain: %s) requested over REST", self.client.job_name,
-                  path, drain)  # fmt: skip
+        _log.info("job %r: stop-with-savepoint into %s (drain: %s) requested over REST", self.client.job_name,
+                  target, drain)  # fmt: skip
         request_id = secrets.token_hex(16)
         self._unreported.add(request_id)  # the job ends: the caller must still learn the location
         self._reported.clear()
         self._savepoints[request_id] = asyncio.get_running_loop().create_task(
-            self.client.stop_with_savepoint(drain, str(path))
+            self.client.stop_with_savepoint(drain, str(target))
         )
         return web.json_response({"request-id": request_id}, status=202)
 
-    async def _savepoint(self, path: str, cancel_job: bool) -> str:
-        _log.info("job %r: savepoint to %s requested over REST", self.client.job_name, path)
-        location = await self.client.trigger_savepoint(path)
+    async def _savepoint(self, target: str, cancel_job: bool) -> str:
+        _log.info("job %r: savepoint into %s requested over REST", self.client.job_name, target)
+        location = await self.client.trigger_savepoint(target)
         if cancel_job:
             await self.client.cancel()
         return location

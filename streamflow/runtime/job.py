@@ -381,27 +381,31 @@ class JobClient:
         return await self.execution.driver.request(CheckpointType.CHECKPOINT, None)
 
     async def trigger_savepoint(self, savepoint_directory: str | None = None) -> str:
-        """Take an aligned savepoint into ``savepoint_directory`` (new or empty); without one,
-        into a new directory inside the environment's default savepoint directory
-        (``set_default_savepoint_directory``; see :meth:`_savepoint_target`)."""
+        """Take an aligned savepoint into a new directory inside ``savepoint_directory`` (else
+        inside the environment's default savepoint directory, ``set_default_savepoint_directory``);
+        returns that new directory's path (see :meth:`_savepoint_target`)."""
         target = self._savepoint_target(savepoint_directory)
         return await self.execution.driver.request(CheckpointType.SAVEPOINT, target)
 
     def _savepoint_target(self, savepoint_directory: str | None) -> str:
-        """Where a savepoint goes: the directory given (new or empty), else a new
-        ``savepoint-<job id prefix>-<random>`` directory inside the default savepoint directory,
-        as Flink names each savepoint in ``state.savepoints.dir``
-        (``AbstractFsCheckpointStorageAccess.initializeLocationForSavepoint``), so the default
-        directory takes any number of savepoints. A path or a local ``file:`` URI (Flink's
-        target is a URI); other schemes are refused here, before anything starts."""
+        """Where a savepoint goes: a new ``savepoint-<job id prefix>-<random>`` directory inside
+        the directory given, else inside the default savepoint directory, as Flink names each
+        savepoint in its target directory (``AbstractFsCheckpointStorageAccess
+        .initializeLocationForSavepoint`` / ``createSavepointLocation``: 12 random hex digits),
+        so one directory takes any number of savepoints and each keeps its own files. The new
+        directory is created when the savepoint's files are written (it must not exist then;
+        :func:`~streamflow.checkpoint._fs.prepare_savepoint_dir`) and removed whole if the write
+        fails; ``_metadata``, written last, is what makes it a savepoint. A path or a local
+        ``file:`` URI (Flink's target is a URI); other schemes are refused here, before
+        anything starts."""
         if savepoint_directory:
-            return str(local_path(savepoint_directory, "savepoint directory"))
-        default = self._config.default_savepoint_directory
-        if default is None:
+            parent = local_path(savepoint_directory, "savepoint directory")
+        elif self._config.default_savepoint_directory is not None:
+            parent = local_path(self._config.default_savepoint_directory, "default savepoint directory")
+        else:
             raise ValueError(
                 "a savepoint needs a directory: pass one, or env.set_default_savepoint_directory(...)"
             )
-        parent = local_path(default, "default savepoint directory")
         return str(parent / f"savepoint-{self.job_id[:6]}-{secrets.token_hex(6)}")
 
     async def stop_with_savepoint(
