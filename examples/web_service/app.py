@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import itertools
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,7 @@ async def job_context(app: web.Application) -> Any:
     app["client"], app["totals"], app["restored_from"] = client, totals, savepoint
     yield
     if client.get_job_status() is sf.JobStatus.RUNNING:
-        location = await client.trigger_savepoint(str(state_dir / "savepoints" / f"sp-{time.time_ns()}"))
+        location = await client.trigger_savepoint(str(state_dir / "savepoints"))  # a new savepoint-*
         marker.write_text(location)
         log.info("savepoint on shutdown: %s", location)
     await client.cancel()
@@ -107,7 +106,7 @@ async def get_job(request: web.Request) -> web.Response:
 
 async def post_savepoint(request: web.Request) -> web.Response:
     client: sf.JobClient = request.app["client"]
-    target = request.app["state_dir"] / "savepoints" / f"sp-{time.time_ns()}"
+    target = request.app["state_dir"] / "savepoints"  # each savepoint: a new savepoint-* in it
     try:
         location = await client.trigger_savepoint(str(target))
     except Exception as exc:  # the caller gets the cause; the service keeps running
