@@ -396,15 +396,6 @@ def test_window_value_state_default_value(backend: str, tmp_path: Path) -> None:
     assert out == [(42, 7, 42, 42), (42, 7, 42, 42)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="keyed state reached outside a keyed context (in open(), before any record) reads and "
-    "writes the state of key None: the backend's current key starts as None, which is also a "
-    "legal key (PyFlink pickles keys), and the state objects do not check that a key is set on "
-    "each access (a per-access check on the hot path); Flink refuses it (StateTable#"
-    "checkKeyNamespacePreconditions: 'No key set. This method should not be called outside of "
-    "a keyed context.')",
-)
 @backend_param
 def test_state_outside_a_keyed_context_is_refused(backend: str, tmp_path: Path) -> None:
     """Flink's heap and RocksDB states refuse an access while no key is set: a value written in
@@ -418,16 +409,31 @@ def test_state_outside_a_keyed_context_is_refused(backend: str, tmp_path: Path) 
     class InOpen(KeyedProcessFunction):
         def open(self, runtime_context):
             self.state = runtime_context.get_state(ValueStateDescriptor("v", Types.INT()))
-            try:
-                self.state.update(7)
-                self.refused = False
-            except Exception:
-                self.refused = True
+            self.refused = []
+            for access in (lambda: self.state.update(7), self.state.value, self.state.clear):
+                try:
+                    access()
+                except RuntimeError as exc:
+                    self.refused.append(str(exc))
 
         def process_element(self, value, ctx):
-            yield self.refused, self.state.value()
+            yield len(self.refused), self.state.value()
+            self.state.update(1 if value is None else 2)
+            yield self.state.value()
 
     env = sf.StreamExecutionEnvironment().set_parallelism(1)
     set_backend(env, backend, tmp_path)
-    out = list(env.from_collection([None]).key_by(lambda x: x).process(InOpen()).execute_and_collect())
-    assert out == [(True, None)]
+    out = list(env.from_collection([None, "a"]).key_by(lambda x: x).process(InOpen()).execute_and_collect())
+    assert out == [(3, None), 1, (3, None), 2]  # key None is a key like any other: no 7 from open()
+
+    class Refused(KeyedProcessFunction):
+        def open(self, runtime_context):
+            runtime_context.get_state(ValueStateDescriptor("v", Types.INT())).update(7)
+
+    env = sf.StreamExecutionEnvironment().set_parallelism(1)
+    set_backend(env, backend, tmp_path / "2")
+    stream = env.from_collection([1]).key_by(lambda x: x).process(Refused()).name("opener")
+    with pytest.raises(RuntimeError, match="No key set: keyed state 'v' was used outside") as failure:
+        list(stream.execute_and_collect())
+    assert "process_element / on_timer" in str(failure.value)
+    assert "'opener'" in "".join(getattr(failure.value, "__notes__", []))

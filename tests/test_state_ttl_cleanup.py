@@ -61,6 +61,7 @@ def _backend_with(keys_at: dict[str, int], build, kind: str = "value"):  # type:
                   "map": MapStateDescriptor("s")}[kind]
     descriptor.enable_time_to_live(_config(build))
     state = ttl_state(backend, descriptor, clock.now_ms)
+    backend.current_key = "reader"  # the key the state is read for (it has no entry)
     table = backend.table("s", kind)
     for key, at in keys_at.items():
         table[key] = {"value": (1, at), "list": [(1, at)], "map": {"u": (1, at)}}[kind]

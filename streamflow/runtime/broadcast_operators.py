@@ -19,35 +19,13 @@ from typing import Any
 
 from ..functions import TimeDomain
 from ..state.broadcast import BroadcastStateStore
+from ..state.no_key import BROADCAST_NO_KEY
 from .basic_operators import resolve_function
 from .context import keyed_state
 from .events import MAX_WATERMARK, Watermark
 from .operator import TwoInputOperator
 from .process_operators import KeyedProcessOperator, ProcessOperator, RecordContext, _CurrentTime, _Emitter
 from .timers import Timer
-
-
-class _NoKey:
-    """The current key while ``process_broadcast_element`` runs: the broadcast side has no
-    key, so keyed state and timers are not there (Flink: "No key set"). Using it as a key
-    (hashing it, encoding it) raises, instead of keeping state under a made-up key that
-    ``apply_to_keyed_state`` and checkpoints would then see."""
-
-    __slots__ = ()
-
-    def _refuse(self, *_: Any) -> Any:
-        raise RuntimeError(
-            "keyed state and timers have no key in process_broadcast_element (the broadcast side "
-            "is not keyed): use ctx.apply_to_keyed_state() to reach every key's state"
-        )
-
-    __hash__ = __reduce__ = _refuse
-
-    def __repr__(self) -> str:
-        return "<no key: broadcast side>"
-
-
-NO_KEY = _NoKey()
 
 
 class _ReadOnlyContext(RecordContext):
@@ -82,7 +60,7 @@ class _BroadcastTimers(_CurrentTime):
     """``process_broadcast_element``'s timer service: the current times, no timers (no key)."""
 
     def _no_timers(self, *_: Any) -> None:
-        NO_KEY._refuse()
+        raise BROADCAST_NO_KEY.error("a timer")
 
     register_event_time_timer = register_processing_time_timer = _no_timers
     delete_event_time_timer = delete_processing_time_timer = _no_timers
@@ -174,7 +152,7 @@ class KeyedBroadcastProcessOperator(KeyedProcessOperator, TwoInputOperator):
         await _run(self, records, timestamps, self.call, _ReadOnlyContext(self), self.key_selector)
 
     async def process_batch2(self, records: list, timestamps: list[int] | None) -> None:
-        self.backend.current_key = NO_KEY  # no key on the broadcast side
+        self.backend.current_key = BROADCAST_NO_KEY  # no key on the broadcast side
         await _run(self, records, timestamps, self.call2, _BroadcastContext(self), None)
 
     async def _fire(self, timer: Timer, domain: TimeDomain) -> None:

@@ -60,6 +60,7 @@ from ..runtime.process_operators import KeyedProcessOperator
 from ..runtime.timer_operator import TimerOperator
 from ..runtime.timers import TimerService
 from ..runtime.window_operator import WindowOperator
+from ..state.no_key import NO_KEY
 from .encoding import ROW_COLUMNS
 from .harness import EOF_TS, TIMER_ORDER, NodeSpec, _Stage
 
@@ -75,7 +76,7 @@ def _reset(op: TimerOperator) -> None:
     backend = op.backend
     for table in backend._tables.values():
         table.clear()
-    backend.current_key = None
+    backend.current_key = NO_KEY
     backend.restored_key_types = None
     op.timers = TimerService()
     op.current_watermark = MIN_WATERMARK

@@ -37,6 +37,7 @@ from . import incremental as _inc
 from .codec import Codec
 from .deferred_restore import DeferredRestore
 from .key_groups import key_group_of
+from .no_key import NO_KEY
 from .state_objects import AggregatingState as AggregatingState
 from .state_objects import AggregatingStateDescriptor as AggregatingStateDescriptor
 from .state_objects import ListState as ListState
@@ -83,7 +84,7 @@ class KeyedStateBackend:
         if key_groups is None and incremental is not None:
             key_groups = incremental.key_groups
         self.owned_key_groups = key_groups  # this subtask's (recorded in full snapshots)
-        self.current_key: Any = None
+        self.current_key: Any = NO_KEY  # no key before a record or a timer sets one (no_key.py)
         self.restored_key_types: set[str] | None = None
         self._tables: dict[str, dict] = {}
         self._kinds: dict[str, str] = {}

@@ -75,6 +75,7 @@ import rocksdict
 from ..errors import StreamflowError
 from . import codec as _codec
 from .keyed import KeyedStateBackend, _key_kind
+from .no_key import NO_KEY
 from .rocksdb_lifecycle import make_working_dir
 from .rocksdb_setup import options, write_options
 from .rocksdb_table import RocksTable, fast_decoder
@@ -110,7 +111,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     ) -> None:
         self._flush_pending = False
         self._evict_pending = False
-        self._current_key: Any = None
+        self._current_key: Any = NO_KEY  # (no_key.py)
         super().__init__(max_parallelism)
         self.key_groups = key_groups
         self.codec = codec

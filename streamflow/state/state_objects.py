@@ -138,7 +138,8 @@ class _KeyedState:
 
     def clear(self) -> None:
         key = self._backend.current_key
-        self._table.pop(key, None)
+        if self._table.pop(key, None) is None and not self._table:  # (no entry holds None)
+            hash(key)  # an empty dict's pop does not hash: no key set raises here (no_key.py)
         if self._dirty is not None:
             self._dirty.delete(key)
 

@@ -232,7 +232,8 @@ def _listen_to_keys(backend: Any, callback: Callable[[], None]) -> None:
         if sub is None:
             name = f"{cls.__name__}WithKeyListeners"
             sub = _LISTENING[cls] = type(name, (cls,), {"current_key": _current_key})
-        key = backend.__dict__.pop("current_key", None)
+        key = backend.current_key  # (a plain attribute on the heap backend: popped below)
+        backend.__dict__.pop("current_key", None)
         backend._key_listeners = listeners = []
         backend._current_key_value = key
         backend.__class__ = sub

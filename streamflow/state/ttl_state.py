@@ -81,7 +81,9 @@ class _Ttl:
     def clear(self) -> None:
         if self._on_access is not None:
             self._on_access()
-        self._table.pop(self._backend.current_key, None)
+        key = self._backend.current_key
+        if self._table.pop(key, None) is None and not self._table:  # (no entry holds None)
+            hash(key)  # an empty dict's pop does not hash: no key set raises here (no_key.py)
         self._written()
 
     def _read(
