@@ -219,29 +219,60 @@ def test_per_window_state_with_a_ttl(backend: str, tmp_path) -> None:
     assert out == [(1, 2, 2.0), (2, 6, 3.0), (3, 12, 4.0), (1, 8, 8.0)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotImplementedError,
-    reason="a time-to-live on per-window list or map state is refused (runtime/window_state.py keeps "
-    "a window's state as one entry of a map state keyed by window, which expires as a whole, while "
-    "Flink's TTL list/map state expires element by element); Flink applies it "
-    "(TtlStateTestBase#testMultipleNamespaces with the list and map contexts)",
-)
-def test_per_window_list_state_with_a_ttl() -> None:
+@pytest.mark.parametrize("backend", ["heap", "rocksdb"])
+def test_per_window_list_and_map_state_with_a_ttl(backend: str, tmp_path) -> None:
     """TtlStateTestBase#testMultipleNamespaces through the public API: a ProcessWindowFunction's
-    window_state() list with a TTL descriptor holds its elements (the TTL is far longer than the job)."""
+    window_state() list and map with a TTL expire element by element, as Flink's TtlListState
+    and TtlMapState in the window's namespace (they were refused with NotImplementedError). A
+    count trigger fires the key's global window at every element without purging it."""
+    from state_backend_harness import set_backend
+
     from streamflow.datastream.functions import ProcessWindowFunction
-    from streamflow.datastream.state import ListStateDescriptor
-    from streamflow.datastream.window import CountTumblingWindowAssigner
+    from streamflow.datastream.window import CountTrigger, GlobalWindows
 
-    class WithTtl(ProcessWindowFunction):
+    clock = ManualClock()
+    config = StateTtlConfig.new_builder(Time.seconds(1)).build()
+    listed, mapped = ListStateDescriptor("l", Types.INT()), MapStateDescriptor("m", Types.INT(), Types.INT())
+    for d in (listed, mapped):
+        d.enable_time_to_live(config)
+
+    class PerWindow(ProcessWindowFunction):
         def process(self, key, context, elements):
-            descriptor = ListStateDescriptor("l", Types.INT())
-            descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
-            state = context.window_state().get_list_state(descriptor)
-            state.add(5)
-            yield list(state.get())
+            *_, (at, _key, n) = elements  # the element just added
+            clock.set(at)
+            ws = context.window_state()
+            lst, m = ws.get_list_state(listed), ws.get_map_state(mapped)
+            lst.add(n)
+            m.put(n, at)
+            yield list(lst.get()), sorted(m.items())
 
-    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)
-    stream = env.from_collection([("a", 1)]).key_by(lambda e: e[0]).window(CountTumblingWindowAssigner.of(1))
-    assert list(stream.process(WithTtl()).execute_and_collect()) == [[5]]
+    script = [(0, "a", 2), (500, "a", 4), (1400, "a", 6), (3000, "a", 8)]
+    env = StreamExecutionEnvironment(clock=clock).set_parallelism(1)
+    set_backend(env, backend, tmp_path)
+    stream = env.from_collection(script).key_by(lambda r: r[1]).window(GlobalWindows.create())
+    out = list(stream.trigger(CountTrigger.of(1)).process(PerWindow()).execute_and_collect())
+    assert out == [
+        ([2], [(2, 0)]),
+        ([2, 4], [(2, 0), (4, 500)]),
+        ([4, 6], [(4, 500), (6, 1400)]),  # the element written at 0 expired at 1000
+        ([8], [(8, 3000)]),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["list", "map"])
+def test_per_window_list_and_map_state_migrate_each_element_when_the_ttl_is_switched(kind: str) -> None:
+    """A per-window list or map restored with its TTL switched on has each window's elements
+    stamped with the restore's time, and switched off has them unwrapped (Flink's
+    TtlAwareSerializer#migrateValueFromPriorSerializer, per element in the window's namespace):
+    the window map state holds window -> list or map, not one value per window."""
+    from streamflow.state.ttl_cleanup import registry
+    from streamflow.state.ttl_migration import on_register
+
+    plain = {"list": [5, 7], "map": {1: "a"}}[kind]
+    stamped = {"list": [(5, 50), (7, 50)], "map": {1: ("a", 50)}}[kind]
+    for before, after, enabled in ((plain, stamped, True), (stamped, plain, False)):
+        backend = KeyedStateBackend(128)
+        backend.table("window-state:s", "map")["k"] = {"w1": before, "w2": before}
+        registry(backend).restored = {"window-state:s": not enabled}
+        on_register(backend, MapStateDescriptor("window-state:s"), enabled, lambda: 50, per_window=kind)
+        assert backend.table("window-state:s", "map")["k"] == {"w1": after, "w2": after}

@@ -216,21 +216,37 @@ def test_per_window_state_is_refused_with_merging_windows() -> None:
         list(stream.execute_and_collect())
 
 
-def test_a_ttl_on_window_list_state_is_refused() -> None:
-    """Per-window list (and map) state with a TTL is refused, naming it (test_state_ttl.py's
-    strict xfail); value, reducing and aggregating per-window state take a TTL."""
+class TtlList(ProcessWindowFunction):
+    """Adds each element to its window's list state with a TTL of one second."""
 
-    class Uses(ProcessWindowFunction):
-        def process(self, key: Any, context: Any, elements: Any) -> Any:
-            d = ListStateDescriptor("x", Types.INT())
-            d.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(1)).build())
-            context.window_state().get_list_state(d)
-            yield key
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        d = ListStateDescriptor("x", Types.INT())
+        d.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(1)).build())
+        state = context.window_state().get_list_state(d)
+        *_, (_, value) = elements
+        state.add(value)
+        yield key, state.get()
 
-    env = StreamExecutionEnvironment.get_execution_environment()
-    stream = _windows(env, [("a", 1)], TumblingEventTimeWindows.of(Time.seconds(1))).process(Uses())
-    with pytest.raises(Exception, match="time-to-live on per-window list state is not supported"):
-        list(stream.execute_and_collect())
+
+async def test_window_list_state_with_a_ttl_keeps_its_timestamps_through_a_snapshot() -> None:
+    """Per-window list state with a TTL (was refused) is stored as (value, timestamp) elements
+    in the window's entry: after a snapshot and restore through the codec the element written
+    at 0 still expires at 1000 and the one written at 500 does not."""
+    from window_harness import WindowHarness
+
+    from streamflow.runtime.window_context import window_functions
+    from streamflow.windowing import CountTrigger, GlobalWindows
+
+    functions = lambda: window_functions(window_function=TtlList())  # noqa: E731
+    harness = WindowHarness(GlobalWindows.create(), functions, trigger=CountTrigger.of(1))
+    await harness.op.open()
+    out = []
+    script: list[tuple[int, Any]] = [(0, ("e", "a", 1, 0)), (500, ("e", "a", 2, 0)), (500, ("snap",))]
+    for at, step in [*script, (1200, ("e", "a", 3, 0))]:
+        harness.clock.set(at)
+        out += [event[0] for event in await harness.step(step)]
+    await harness.op.close()
+    assert out == [("a", [1]), ("a", [1, 2]), ("a", [2, 3])]
 
 
 class RunningTotal(ProcessWindowFunction):

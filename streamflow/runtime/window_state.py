@@ -21,8 +21,13 @@ clear their namespace's entry, so no empty entry is left behind per window.
 
 A time-to-live on a per-window value, reducing or aggregating state makes the descriptor's map
 state a TTL map state (``state/ttl_state.py``): each window's entry expires on its own, as
-Flink's TTL state in the window's namespace does. Per-window list and map state with a TTL are
-refused: Flink expires their elements one by one, which an entry per window cannot.
+Flink's TTL state in the window's namespace does. Per-window list and map state with a TTL
+expire element by element, as Flink's ``TtlListState``/``TtlMapState``: each window's list or
+map holds ``(value, timestamp)`` elements, and the keyed TTL list and map states themselves
+work on the window's entry through ``_WindowEntry`` (one window's entry seen as their table).
+The TTL cleanup strategies (incremental, full snapshot, RocksDB compaction) do not run on
+per-window list and map state: expired elements go on access, and with the window's state
+when the function clears it in ``clear(context)``.
 
 As in Flink, the function clears window state itself (in ``clear(context)``, called when
 the window is purged); per-window state is refused with a merging (session) assigner,
@@ -32,7 +37,7 @@ where Flink refuses it too ("Per-window state is not allowed when using merging 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..state.keyed import (
     AggregatingStateDescriptor,
@@ -44,6 +49,9 @@ from ..state.keyed import (
     ValueStateDescriptor,
 )
 from ..state.state_objects import NULL_ELEMENT, checked_list, detached_items
+from ..state.ttl_migration import on_register
+from ..state.ttl_state import TtlListState, TtlMapState
+from ..state.typed import declare
 from ..windowing.count import CountWindow
 from ..windowing.windows import GlobalWindow
 from .context import RuntimeContext
@@ -67,6 +75,7 @@ class PerWindowStateStore:
                 f"{type(op.assigner).__name__} merges windows; use global_state() instead"
             )
         self._runtime = RuntimeContext(op.ctx)
+        self._now = op.ctx.clock.now_ms
         # the map key: a form the state codec round-trips (module doc)
         plain = isinstance(window, (GlobalWindow, CountWindow))
         self._window = op.encode_namespace(window) if plain else window
@@ -75,12 +84,6 @@ class PerWindowStateStore:
         storage = MapStateDescriptor(_PREFIX + descriptor.name, None, value_type)
         ttl = getattr(descriptor, "ttl_config", None)
         if ttl is not None and ttl.is_enabled():
-            if descriptor.kind in ("list", "map"):
-                raise NotImplementedError(
-                    f"window state {descriptor.name!r}: a time-to-live on per-window {descriptor.kind} "
-                    "state is not supported by streamflow (Flink expires its elements one by one); "
-                    "use global_state(), or value, reducing or aggregating per-window state"
-                )
             # the window's entry expires as a whole: Flink's TTL value/reducing/aggregating
             # state in the window's namespace (state/ttl_state.py's TtlMapState, per window)
             storage.enable_time_to_live(ttl)
@@ -90,11 +93,29 @@ class PerWindowStateStore:
         table = self._table(state_descriptor, state_descriptor.type_info)
         return WindowValueState(table, self._window, getattr(state_descriptor, "default", None))
 
-    def get_list_state(self, state_descriptor: ListStateDescriptor) -> WindowListState:
-        return WindowListState(self._table(state_descriptor), self._window)
+    def _elements(self, descriptor: StateDescriptor) -> tuple[Any, Any, Any]:
+        """A per-window list or map state's storage (a map state: window -> list or map; with a
+        TTL each element carries its timestamp), registered with that layout so a restore with
+        the TTL switched migrates each window's elements; with its backend and TTL config."""
+        storage = MapStateDescriptor(_PREFIX + descriptor.name)
+        backend = self._runtime._backend(storage)
+        declare(backend, storage)
+        ttl = getattr(descriptor, "ttl_config", None)
+        ttl = ttl if ttl is not None and ttl.is_enabled() else None
+        on_register(backend, storage, ttl is not None, self._now, per_window=descriptor.kind)
+        return backend.get_state(storage), backend, ttl
 
-    def get_map_state(self, state_descriptor: MapStateDescriptor) -> WindowMapState:
-        return WindowMapState(self._table(state_descriptor), self._window)
+    def get_list_state(self, state_descriptor: ListStateDescriptor) -> Any:
+        table, backend, ttl = self._elements(state_descriptor)
+        if ttl is None:
+            return WindowListState(table, self._window)
+        return _in_window(TtlListState(backend, _entry(table, self._window), ttl, self._now))
+
+    def get_map_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        table, backend, ttl = self._elements(state_descriptor)
+        if ttl is None:
+            return WindowMapState(table, self._window)
+        return _in_window(TtlMapState(backend, _entry(table, self._window), ttl, self._now))
 
     def get_reducing_state(self, state_descriptor: ReducingStateDescriptor) -> WindowReducingState:
         return WindowReducingState(self._table(state_descriptor), self._window, state_descriptor.reduce)
@@ -103,6 +124,61 @@ class PerWindowStateStore:
         return WindowAggregatingState(
             self._table(state_descriptor), self._window, state_descriptor.agg_function
         )
+
+
+class _WindowEntry:
+    """One window's entry of a per-window state's map state, as the table a TTL list or map
+    state (``state/ttl_state.py``) works on: it looks up the current key, which this table
+    ignores (its map state is the current key's), and reads and writes the window's entry.
+    It is also the TTL state's log of writes: an entry the state changed in place is written
+    back (``put_owned``), so incremental checkpoints and RocksDB's cache see the change."""
+
+    __slots__ = ("_storage", "_window")
+
+    def __init__(self, storage: Any, window: Any) -> None:
+        self._storage, self._window = storage, window
+
+    def get(self, _key: Any, default: Any = None) -> Any:
+        value = self._storage.get(self._window)
+        return default if value is None else value
+
+    def setdefault(self, _key: Any, default: Any) -> Any:
+        value = self._storage.get(self._window)
+        if value is None:
+            self._storage.put_owned(self._window, default)
+            return default
+        return value
+
+    def __setitem__(self, _key: Any, value: Any) -> None:
+        self._storage.put_owned(self._window, value)
+
+    def pop(self, _key: Any, default: Any = None) -> Any:
+        value = self._storage.get(self._window)
+        if value is None:
+            return default
+        self._storage.remove(self._window)
+        return value
+
+    def __len__(self) -> int:
+        return 0 if self._storage.get(self._window) is None else 1
+
+    put = __setitem__  # the log of writes: the changed entry written back
+
+    def delete(self, _key: Any) -> None:
+        """The log of writes: the entry is gone (``pop`` removed it from the map state)."""
+
+
+def _entry(storage: Any, window: Any) -> dict:
+    """The window's entry as the TTL state's table (the dict methods it uses)."""
+    return cast(dict, _WindowEntry(storage, window))
+
+
+def _in_window(state: Any) -> Any:
+    """A TTL list or map state over one window's entry: its writes are logged by writing the
+    entry back (``_WindowEntry.put``); no cleanup strategy runs on it (expiry on access, and
+    the function's ``clear(context)``)."""
+    state._dirty = state._table
+    return state
 
 
 def global_state_store(op: WindowOperator) -> RuntimeContext:

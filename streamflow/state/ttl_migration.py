@@ -52,8 +52,13 @@ def note_restored(backend: Any, snapshots: Iterable[dict[str, Any]]) -> None:
         registry(backend).restored = restored
 
 
-def on_register(backend: Any, descriptor: Any, ttl_enabled: bool, now: Callable[[], int]) -> None:
-    """User code registers ``descriptor``: migrate its restored entries if its TTL changed."""
+def on_register(
+    backend: Any, descriptor: Any, ttl_enabled: bool, now: Callable[[], int], per_window: str | None = None
+) -> None:
+    """User code registers ``descriptor``: migrate its restored entries if its TTL changed.
+    ``per_window``: the descriptor is a window function's per-window ``list`` or ``map`` state,
+    kept as a map state of window -> list or map whose elements carry their own timestamps
+    (``runtime/window_state.py``): each window's value is migrated as that kind."""
     reg = registry(backend)
     name = descriptor.name
     reg.user_states[name] = ttl_enabled
@@ -63,7 +68,10 @@ def on_register(backend: Any, descriptor: Any, ttl_enabled: bool, now: Callable[
     kind = descriptor.kind
     table, dirty = backend.tracked_table(name, kind)
     at = now()
-    convert = _wrap(kind, at) if ttl_enabled else _unwrap(kind)
+    convert = _wrap(per_window or kind, at) if ttl_enabled else _unwrap(per_window or kind)
+    if per_window is not None:
+        inner = convert
+        convert = lambda entry: {window: inner(value) for window, value in entry.items()}  # noqa: E731
     entries = list(table.items())  # migrated after the scan (a RocksDB table is scanned)
     for key, entry in entries:
         migrated = convert(entry)
