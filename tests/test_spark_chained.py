@@ -155,7 +155,31 @@ def test_window_after_window_keeps_element_order(runs: dict[str, dict[str, list]
     assert firsts and all(ts // 1000 % 3 == 0 for ts in firsts)
 
 
-def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once(tmp_path: Path) -> None:
+def _finish_kill_job_here(tmp: Path, n: int, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``streamflow run --engine spark tests/spark_kill_job.py`` as _run_kill_job runs it, without
+    a fault hook, through the CLI's main() in this process: its Spark session is a driver that never
+    saw the job (as a restarted one) with no JVM to start and its Python workers up, instead of a
+    subprocess driver's 15-25 s. (exit code, what it wrote to stderr); the CLI's logging settings
+    are restored."""
+    import logging
+
+    from streamflow.cli import main
+
+    root, ours = logging.getLogger(), logging.getLogger("streamflow")
+    handlers, level = list(root.handlers), ours.level
+    capsys.readouterr()
+    try:
+        code = main(["run", "--engine", "spark", str(Path(__file__).parent / "spark_kill_job.py"),
+                     str(tmp / "out"), str(tmp / "chk"), str(n)])
+    finally:
+        root.handlers[:] = handlers
+        ours.setLevel(level)
+    return code, capsys.readouterr().err
+
+
+def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A running sum times a broadcast factor, then a running sum of another key (an exchange
     between them), into an exactly-once FileSink (tests/spark_kill_job.py): SIGKILL the driver
     right after the exchange wrote its chunk of micro-batch 1 (before Spark committed the batch;
@@ -170,7 +194,8 @@ def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once
     of its own (a batch replayed after its output was written, the broadcast state restored), and
     what test_spark.py's test_streamflow_run_engine_spark_runs_the_unchanged_script proved with a
     driver of its own: every run is ``streamflow run --engine spark`` on a script that names no
-    engine and enables checkpoints, and the last one finishes with the expected outputs."""
+    engine and enables checkpoints, and the last one finishes with the expected outputs (the last
+    one in this process's Spark session: _finish_kill_job_here)."""
     n = 1200  # 400 records per micro-batch: 3 source chunks, the last ending with end of input
     first = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n)
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
@@ -181,9 +206,9 @@ def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once
     second = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_BATCH", n)
     assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
     assert any(p.name.endswith("-eof.parquet") for p in exchange.iterdir())  # the exchange had ended
-    third = _run_kill_job(tmp_path, None, n=n)
-    assert third.returncode == 0, third.stderr[-3000:]
-    assert "job status: FINISHED" in third.stderr, third.stderr[-3000:]  # through `streamflow run`
+    code, stderr = _finish_kill_job_here(tmp_path, n, capsys)
+    assert code == 0, stderr[-3000:]
+    assert "job status: FINISHED" in stderr, stderr[-3000:]  # through `streamflow run`
     expected = []
     firsts: dict[str, int] = {}
     seconds: dict[str, int] = {}
