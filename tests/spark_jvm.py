@@ -6,12 +6,17 @@ Theory of operation
 -------------------
 A Spark driver in these tests lives for seconds to minutes and runs small jobs, so its start and
 its warm-up dominate: loading and verifying ~17,000 classes from 250 jars, and JIT compiling
-them on a 2-core machine shared with the Python workers. Two options cut that without changing
+them on a 2-core machine shared with the Python workers. Three options cut that without changing
 what any test runs or checks:
 
 * ``-XX:TieredStopAtLevel=1``: C1 only. C2's compiler threads spend more CPU on code that runs
   for seconds than they save (measured on the Kafka kill job's driver: 48-49 s with C2, 22-40 s
   with C1 only, on a loaded 2-core machine).
+* ``-XX:ReservedCodeCacheSize=240m``: C1 alone sizes the compiled-code cache as a non-tiered
+  JVM does, 48 MB, which a session running the whole suite's queries can fill ("CodeCache is
+  full. Compiler has been disabled", seen running test_spark.py's workloads twice in one
+  session): from then on the JVM interprets. This gives it the tiered default back (reserved
+  address space; memory is committed only as code is compiled).
 * Class-data sharing (AppCDS): a dynamic archive of the classes a driver loaded, mapped by later
   drivers instead of loading and verifying those classes from their jars (session start 15-17 s
   -> 9-13 s there). Java 17 has no ``-XX:+AutoCreateSharedArchive`` (Java 19), so the archive is
@@ -42,6 +47,7 @@ from typing import Any
 _log = logging.getLogger(__name__)
 
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+CODE_CACHE = "-XX:ReservedCodeCacheSize=240m"
 QUIET_CDS = "-Xlog:cds=off,cds+dynamic=off"
 USER_OPTIONS = os.environ.get("SPARK_SUBMIT_OPTS", "")  # as the tests found it
 
@@ -78,7 +84,7 @@ def archive_path() -> Path | None:
 def driver_options(dumpable: bool) -> str:
     """``SPARK_SUBMIT_OPTS`` for a driver: the user's, C1 only, and the archive when it exists
     (else, when ``dumpable``, what a later dump needs)."""
-    options = [USER_OPTIONS, C1_ONLY, QUIET_CDS]
+    options = [USER_OPTIONS, C1_ONLY, CODE_CACHE, QUIET_CDS]
     archive = archive_path()
     if archive is not None and archive.is_file():
         options += [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]

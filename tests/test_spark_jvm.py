@@ -17,7 +17,8 @@ def test_a_damaged_archive_is_ignored_silently(tmp_path: Path, content: bytes) -
     assert java is not None, "the Spark tests need java on PATH"
     archive = tmp_path / "spark.jsa"
     archive.write_bytes(content)
-    options = [spark_jvm.C1_ONLY, spark_jvm.QUIET_CDS, f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    options = [spark_jvm.C1_ONLY, spark_jvm.CODE_CACHE, spark_jvm.QUIET_CDS,
+               f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
     done = subprocess.run([java, *options, "-version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "cds" not in (done.stdout + done.stderr).lower()  # nothing printed about it
