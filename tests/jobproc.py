@@ -4,7 +4,6 @@ REST endpoint in the log (shared by the REST, CLI and browser tests)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from child_env import child_env
 
 ROOT = Path(__file__).parent.parent
 SLOW_JOB = Path(__file__).parent / "scripts" / "slow_job.py"
@@ -49,7 +50,7 @@ class JobProcess:
 
 @contextlib.contextmanager
 def job_process(*run_args: str, script: Path = SLOW_JOB) -> Iterator[JobProcess]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env(PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamflow", "run", "--rest-port", "0", *run_args, str(script)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,

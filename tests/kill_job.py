@@ -30,6 +30,8 @@ import sys
 
 import streamflow as sf
 
+RUNNING = "kill_job: running"  # the first line of stderr, once the imports are done
+
 
 def data(n: int) -> list[tuple[str, int]]:
     half = n // 2
@@ -80,6 +82,7 @@ class HoldForTimers(sf.KeyedProcessFunction):
 
 
 def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "incremental") -> None:
+    print(RUNNING, file=sys.stderr, flush=True)  # imports done: a random kill counts from here
     parallelism = int(os.environ.get("STREAMFLOW_KILL_PARALLELISM", "2"))  # a restart may change it
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
     env.set_channel_capacity(128)

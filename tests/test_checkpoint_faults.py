@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_env import child_env
 from test_checkpointing import wait_until
 
 import streamflow as sf
@@ -268,7 +269,7 @@ def test_sigterm_is_a_graceful_shutdown(tmp_path: Path) -> None:
         env.execute("endless")
         """
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = child_env(PYTHONPATH=os.pathsep.join(sys.path))
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )

@@ -4,20 +4,20 @@ real checkpoint directories."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 
 ROOT = Path(__file__).parent.parent
 PIPELINE = Path(__file__).parent / "scripts" / "cli_pipeline.py"
 
 
 def streamflow(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = child_env(PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "streamflow", *args], capture_output=True, text=True, timeout=timeout, env=env
     )

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 import pytest
+from child_env import child_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -346,7 +347,7 @@ def test_decoding_never_imports_a_module() -> None:
         "print('antigravity' in sys.modules)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=child_env()
     ).stdout
     assert "refused" in out and "not imported" in out
     assert out.strip().endswith("False")

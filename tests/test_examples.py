@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
@@ -94,6 +95,7 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
 def test_example_prints_its_expected_output(script: Path, tmp_path: Path) -> None:
     assert script.name in CHECKS, f"add the expected output of examples/{script.name} to CHECKS"
     args = [str(tmp_path)] if script.name == "exactly_once_files.py" else []
-    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120,
+                          env=child_env())
     assert done.returncode == 0, done.stderr[-3000:]
     CHECKS[script.name](done.stdout, tmp_path)

@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 
 from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_transactions, produce, read_topic
 
@@ -48,7 +49,7 @@ class Job:
                       keys=[k.encode() for k, _ in records])
 
     def start(self, kill_at: str | None = None, interval_ms: int = 30) -> subprocess.Popen[bytes]:
-        env = dict(os.environ)
+        env = child_env()
         env.pop("STREAMFLOW_KILL_AT", None)
         if kill_at:
             env["STREAMFLOW_KILL_AT"] = kill_at

@@ -4,11 +4,11 @@ as a bounded source with the recorded partitions and timestamps."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 
 import orjson
+from child_env import child_env
 
 import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
@@ -48,7 +48,7 @@ async def test_the_cli_records_and_replays(kafka, tmp_path):
     src, dst = f"clirec-{id(tmp_path)}", f"clirep-{id(tmp_path)}"
     await _recorded_topic(bs, src)
     path = tmp_path / "t.jsonl"
-    env = dict(os.environ)
+    env = child_env()
     for args in (["record", "--bootstrap-servers", bs, "--topic", src, str(path)],
                  ["replay", "--bootstrap-servers", bs, "--topic", dst, str(path)]):
         cmd = [sys.executable, "-m", "streamflow.cli", "kafka", *args]

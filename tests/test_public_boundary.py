@@ -8,6 +8,8 @@ import pkgutil
 import subprocess
 import sys
 
+from child_env import child_env
+
 import streamflow as sf
 
 
@@ -16,7 +18,8 @@ def test_import_streamflow_does_not_import_the_test_kit() -> None:
         "import sys, streamflow, streamflow.runtime.job, streamflow.checkpoint.driver; "
         "print(sorted(m for m in sys.modules if m.startswith('streamflow.testing')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
+                         env=child_env())
     assert out.stdout.strip() == "[]"
 
 

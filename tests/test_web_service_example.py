@@ -4,7 +4,6 @@ stopped with SIGTERM (savepoint on shutdown) and started again (resumes from it)
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -14,6 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from child_env import child_env
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).parent.parent
@@ -51,7 +51,7 @@ def wait_for(what: str, fn: Any, timeout: float = 30) -> Any:
 def start(state: Path, port: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(APP), "--port", str(port), "--state-dir", str(state)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=child_env(PYTHONPATH=str(ROOT)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
