@@ -13,6 +13,10 @@ With ``STREAMFLOW_KILL_COMPACT=1`` the sink rolls a part file at every checkpoin
 them (``enable_compact``: 4 kB or 3 checkpoints, concatenated): the published files are the
 compacted ones.
 
+With ``STREAMFLOW_KILL_AT=<point>:<id>`` (a run killed at a chosen point) each source's last
+records wait while checkpoint ``id`` is not durable (``throttle_with_tail``), so a short job is
+still running when the kill comes.
+
 ``STREAMFLOW_KILL_PARALLELISM`` sets the job's parallelism (2 by default): a restart at another
 one rescales the keyed state, the sink's and (unaligned) the in-flight data.
 
@@ -27,6 +31,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import streamflow as sf
 
@@ -51,6 +57,47 @@ async def throttle(record: tuple[str, int]) -> tuple[str, int]:
     if record[1] % 10 == 0:
         await asyncio.sleep(0.001)
     return record
+
+
+TAIL = 500  # the records of each source a run killed at a chosen point may hold back
+TAIL_SLEEP = 0.01  # seconds each: up to 5 s for the kill's checkpoint to become durable
+
+
+def throttle_with_tail(records: int, checkpoint_dir: str, kill_id: int) -> Callable[[Any], Awaitable[Any]]:
+    """``throttle`` for a run killed at a chosen point of checkpoint ``kill_id``
+    (``STREAMFLOW_KILL_AT=<point>:<id>``): while no checkpoint ``>= kill_id`` has its
+    ``_metadata``, each of a source's last ``TAIL`` of its ``records`` waits ``TAIL_SLEEP`` more,
+    so the job cannot end (for ``TAIL * TAIL_SLEEP``, 5 s) before the kill's checkpoint got that
+    far, however few its records or slow its checkpoints (RocksDB's: over a second on an idle
+    machine); the kills up to ``complete`` hit by then, the later ones (commit, compact) follow
+    at full speed, as in any longer job. Each record waits once, not until the checkpoint is
+    durable: a record held in this asynchronous map holds back the barriers behind it, so
+    waiting for the checkpoint would deadlock. The records before the tail run as in any run
+    (the same backpressure and in-flight data), and the run after the kill, which restores and
+    finishes the job, has no tail. Counted from this process's start: the killed runs start
+    fresh."""
+    seen = 0
+    durable = False
+
+    def kill_checkpoint_durable() -> bool:
+        if not os.path.isdir(checkpoint_dir):
+            return False
+        return any(
+            e.name[:4] == "chk-" and e.name[4:].isdigit() and int(e.name[4:]) >= kill_id
+            and os.path.exists(os.path.join(e.path, "_metadata"))
+            for e in os.scandir(checkpoint_dir)
+        )  # fmt: skip
+
+    async def tail_throttle(record: Any) -> Any:
+        nonlocal seen, durable
+        seen += 1
+        if seen > records - TAIL and not durable:
+            durable = kill_checkpoint_durable()
+            if not durable:
+                await asyncio.sleep(TAIL_SLEEP)
+        return await throttle(record)
+
+    return tail_throttle
 
 
 async def slow_sink_path(record: tuple[str, int]) -> tuple[str, int]:
@@ -100,17 +147,19 @@ def main(out_dir: str, checkpoint_dir: str, mode: str, n: int, state: str = "inc
     if mode == "unaligned":
         cfg.enable_unaligned_checkpoints()
     records = data(n)
+    kill_at = os.environ.get("STREAMFLOW_KILL_AT", "")
+    kill_id = int(kill_at.rpartition(":")[2]) if kill_at.rpartition(":")[2].isdigit() else 0
     a = (
         env.from_collection(records[: n // 2])
         .uid("source-a")
-        .map(throttle, concurrency=1)
+        .map(throttle_with_tail(n // 2, checkpoint_dir, kill_id) if kill_at else throttle, concurrency=1)
         .uid("throttle-a")
         .set_parallelism(1)
     )
     b = (
         env.from_collection(records[n // 2 :])
         .uid("source-b")
-        .map(throttle, concurrency=1)
+        .map(throttle_with_tail(n - n // 2, checkpoint_dir, kill_id) if kill_at else throttle, concurrency=1)
         .uid("throttle-b")
         .set_parallelism(1)
     )

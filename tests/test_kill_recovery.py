@@ -24,19 +24,21 @@ from kill_job import RUNNING, expected  # noqa: E402
 from kill_moments import KILLS, kill_rng  # noqa: E402
 
 N = 20_000  # the random-moment tests: the job outlasts their kills (KILL_AFTER: 0.05-0.5 s after its start)
-# The chosen-point tests kill at checkpoint 5 (a few hundred ms in; checkpoints every 30 ms) and
-# then run to the end: 10,000 records still give 40-50 checkpoints a run (about 1 s less per test
-# than 20,000). With a restored sink's pending files left uncommitted (file_sink_writer.py), the
-# complete and commit points fail at 10,000 as at 20,000.
-N_CHOSEN = 10_000
+# The chosen-point tests kill at checkpoint 5 (a few hundred ms in; checkpoints every 30 ms; over
+# a second with RocksDB's slower checkpoints) and then run to the end. Their killed run cannot
+# end before checkpoint 5 is durable: kill_job.throttle_with_tail slows each source's last 500
+# records (up to 5 s) until it is, so 4,000 records are enough on either backend (10,000 on the
+# heap and 20,000 on RocksDB before: a 10,000-record RocksDB job once ended before checkpoint 5
+# completed and was never killed; the test asserts the kill). With a restored sink's pending
+# files left uncommitted (file_sink_writer.py, initialize_state), both commit points fail at 4,000
+# records (checked; the complete points pass with that fault at 4,000 as at 10,000: files roll at
+# 128 MB or the end of input, so none is pending at checkpoint 5).
+N_CHOSEN = 4_000
 
 
 def chosen_n() -> int:
-    """The records of a chosen-point test: ``N_CHOSEN``, or ``N`` on RocksDB
-    (``STREAMFLOW_KILL_BACKEND``, the RocksDB tests that call these), whose slower checkpoints let
-    a 10,000-record job end before checkpoint 5 completed on an idle machine (it then was never
-    killed: seen once at [unaligned-complete] with timers)."""
-    return N if os.environ.get("STREAMFLOW_KILL_BACKEND") == "rocksdb" else N_CHOSEN
+    """The records of a chosen-point test, on any backend (``N_CHOSEN``)."""
+    return N_CHOSEN
 
 
 def start(
