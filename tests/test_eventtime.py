@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import inspect
 import operator
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -464,7 +465,8 @@ def _keyword_only(value: Any, *, key: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "assigner", [lambda: 0, lambda a, b, c: 0, _keyword_only, 5, "ts"], ids=str
+    "assigner", [lambda: 0, lambda a, b, c: 0, _keyword_only, 5, "ts"],
+    ids=lambda a: re.sub(r" at 0x[0-9a-f]+", "", str(a)),  # the same in every process (pytest-xdist)
 )
 def test_assigner_bad_arity(assigner: Any) -> None:
     with pytest.raises(TypeError):
