@@ -12,7 +12,6 @@ import asyncio
 import itertools
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 from waiting import read_until, wait_until  # tests/waiting.py
 
 import streamflow as sf
@@ -21,7 +20,7 @@ from streamflow.connectors.kafka_common import KafkaTopicPartition
 from streamflow.connectors.kafka_source import split_owner
 from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource, KafkaSourceBuilder
 from streamflow.runtime.events import WatermarkStatus
-from streamflow.testing.kafka_broker import create_topic, produce
+from streamflow.testing.kafka_broker import add_partitions, create_topic, produce
 
 _ids = itertools.count()
 
@@ -35,13 +34,6 @@ def _builder(bootstrap: str) -> KafkaSourceBuilder:
     )
 
 
-async def _add_partitions(bootstrap: str, topic: str, total: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_partitions({topic: NewPartitions(total)})
-    finally:
-        await admin.close()
 
 
 async def _collect(source: KafkaSource, parallelism: int, out: list) -> Any:
@@ -57,7 +49,7 @@ async def test_partitions_added_to_a_topic_are_read(kafka):
     out: list[str] = []
     client = await _collect(_builder(bs).set_topics(topic).build(), 2, out)
     await wait_until(lambda: out == ["p0"])
-    await _add_partitions(bs, topic, 3)
+    await add_partitions(bs, topic, 3)
     await produce(bs, topic, [b"p1"], partition=1)
     await produce(bs, topic, [b"p2"], partition=2)
     await wait_until(lambda: len(out) == 3)
@@ -96,7 +88,7 @@ async def test_a_reader_that_owned_nothing_turns_active_before_its_first_records
     try:
         events.append(reader.poll_batch(100))
         assert events == [WatermarkStatus.IDLE]
-        await _add_partitions(bs, topic, gets_partition + 1)
+        await add_partitions(bs, topic, gets_partition + 1)
         await produce(bs, topic, [b"x"], partition=gets_partition)
 
         def polled() -> bool:
@@ -124,7 +116,7 @@ async def test_partitions_found_after_the_start_are_read_from_the_earliest_offse
     source = _builder(bs).set_topics(topic).set_starting_offsets(KafkaOffsetsInitializer.timestamp(3000))
     client = await _collect(source.build(), 1, out)
     await wait_until(lambda: out == ["new"])
-    await _add_partitions(bs, topic, 2)
+    await add_partitions(bs, topic, 2)
     await produce(bs, topic, [b"added"], partition=1, timestamps=[1000])
     await wait_until(lambda: len(out) == 2)
     await client.cancel()
@@ -164,7 +156,7 @@ async def test_a_non_positive_discovery_interval_disables_discovery(kafka):
     got: list[str] = []
 
     try:
-        await _add_partitions(bs, topic, 2)
+        await add_partitions(bs, topic, 2)
         await produce(bs, topic, [b"added"], partition=1)
         await asyncio.sleep(0.3)  # several fetches: each listed the partitions again with -1
         await produce(bs, topic, [b"last"], partition=0)

@@ -38,7 +38,13 @@ from streamflow.runtime.context import OperatorContext
 from streamflow.runtime.metrics import MetricGroup
 from streamflow.runtime.operator import Output
 from streamflow.state import codec
-from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_transactions, read_topic
+from streamflow.testing.kafka_broker import (
+    KafkaBroker,
+    add_partitions,
+    create_topic,
+    open_transactions,
+    read_topic,
+)
 
 _ids = itertools.count()
 
@@ -363,7 +369,6 @@ async def test_keyed_records_follow_partitions_added_to_the_topic(kafka):
     topic's partitions as its metadata shows them, refreshed every ``metadata.max.age.ms``: after
     partitions are added to the output topic, keys spread over all of them (Kafka's
     ``murmur2(key) % partitions``), as any Kafka client expects."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
     from aiokafka.partitioner import murmur2
 
     bs, topic = kafka.bootstrap_servers, name("added-partitions")
@@ -378,12 +383,7 @@ async def test_keyed_records_follow_partitions_added_to_the_topic(kafka):
     keys = [f"k{i}" for i in range(20)]
     await op.process_batch(keys, None)
     await op.prepare_snapshot_pre_barrier(1)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bs)
-    await admin.start()
-    try:
-        await admin.create_partitions({topic: NewPartitions(4)})
-    finally:
-        await admin.close()
+    await add_partitions(bs, topic, 4)
     await asyncio.sleep(1.0)  # several metadata refreshes
     await op.process_batch(keys, None)
     await op.prepare_snapshot_pre_barrier(2)

@@ -21,7 +21,6 @@ from collections import Counter
 from typing import Any
 
 import aiokafka
-from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
 from aiokafka.conn import AIOKafkaConnection, CloseReason
 from test_kafka_e2e import _string_sink  # the string-valued KafkaSink of the e2e tests
 
@@ -29,7 +28,13 @@ import streamflow as sf
 from streamflow.common.serialization import SimpleStringSchema
 from streamflow.datastream.connectors.base import DeliveryGuarantee
 from streamflow.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
-from streamflow.testing.kafka_broker import create_topic, open_transactions, produce, read_topic
+from streamflow.testing.kafka_broker import (
+    add_partitions,
+    create_topic,
+    open_transactions,
+    produce,
+    read_topic,
+)
 
 _ids = itertools.count()
 IDLE_MS = 500
@@ -193,10 +198,3 @@ async def committed_offset(bootstrap: str, group: str, topic: str, partition: in
         await consumer.stop()
 
 
-async def add_partitions(bootstrap: str, topic: str, total: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_partitions({topic: NewPartitions(total)})
-    finally:
-        await admin.close()

@@ -165,6 +165,18 @@ async def create_topic(bootstrap: str, topic: str, partitions: int = 1, *,
     return True
 
 
+async def add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    """Grow ``topic`` to ``total`` partitions (a source's discovery, a sink's routing find them)."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_partitions({topic: NewPartitions(total)})
+    finally:
+        await admin.close()
+
+
 async def produce(bootstrap: str, topic: str, values: list[bytes], *, keys: list[bytes | None] | None = None,
                   partition: int | None = None, timestamps: list[int] | None = None) -> None:
     """Write ``values`` (plain, not transactional) and wait until all are acknowledged."""
