@@ -25,6 +25,8 @@ from streamflow.datastream.connectors.kafka import (
     KafkaSource,
 )
 
+RUNNING = "kafka_kill_job: running"  # the first line of stderr, once the imports are done
+
 
 def data(n: int) -> list[tuple[str, int]]:
     return [(f"k{i % 11}", i % 97) for i in range(n)]
@@ -54,6 +56,7 @@ def main(
     bootstrap: str, in_topic: str, out_topic: str, chk: str, parallelism: int, prefix: str,
     interval_ms: int = 30,
 ) -> None:
+    print(RUNNING, file=sys.stderr, flush=True)  # imports done: a random kill counts from here
     env = sf.StreamExecutionEnvironment().set_parallelism(parallelism).set_batch_size(16)
     env.enable_checkpointing(interval_ms)
     env.get_checkpoint_config().set_checkpoint_storage_dir(chk)

@@ -26,10 +26,16 @@ from streamflow.testing.kafka_broker import KafkaBroker, create_topic, open_tran
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from kafka_kill_job import data, expected  # noqa: E402
-from kill_moments import KILLS, kill_rng  # noqa: E402
+from kafka_kill_job import RUNNING, data, expected  # noqa: E402
+from kill_moments import KILLS, Landings, kill_rng, newest_checkpoint, wait_running  # noqa: E402
 
 N = 1200
+# Seconds between the job's start (its imports done: RUNNING) and a random kill. The job runs
+# 1.1-1.7 s from there (first checkpoint after 0.15 s; a restored run has less to do), so a kill
+# lands in its run; counted from the process's start (0.2-1.2 s before) about a third of the
+# kills landed in the imports (0.5 s with bytecode) and every kill of a fresh clone's first run
+# in its compilation (2 s).
+KILL_AFTER = (0.05, 0.7)
 _ids = itertools.count()
 
 
@@ -124,21 +130,28 @@ async def test_kill_after_the_final_pre_commit(kafka, tmp_path, parallelism):
 
 @pytest.mark.parametrize("parallelism", [1, 2])
 async def test_kill_at_random_moments(kafka, tmp_path, parallelism):
-    """``KILLS`` SIGKILLs at random moments (a seed per run, printed); a job that finishes between
-    kills is checked and replaced."""
+    """``KILLS`` SIGKILLs at random moments of the job's run (a seed per run, printed; counted from
+    its start, ``KILL_AFTER``); a job that finishes between kills is checked and replaced. Some
+    kills must land after a checkpoint of their run (``Landings``)."""
     rng = kill_rng(f"kafka-{parallelism}")
     round_no = 0
     job = Job(kafka, tmp_path / "0", parallelism)
     await job.setup()
     killed = checked = 0
+    landings = Landings(f"kafka-{parallelism}")
     while killed < KILLS:
         assert checked <= KILLS, f"the job finished before {checked} of {checked + killed} kills"
+        before = newest_checkpoint(job.tmp / "chk")
         proc = job.start()
-        await asyncio.sleep(rng.uniform(0.2, 1.2))
+        early = await asyncio.to_thread(wait_running, proc, RUNNING)
+        await asyncio.sleep(rng.uniform(*KILL_AFTER))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed += 1
         _, err = await asyncio.to_thread(proc.communicate, timeout=120)
+        err = early + err
+        if proc.returncode == -signal.SIGKILL:
+            landings.killed(before, newest_checkpoint(job.tmp / "chk"))
         if proc.returncode == 0:  # it finished before this kill: check, then start over
             await job.check()
             checked += 1
@@ -149,6 +162,7 @@ async def test_kill_at_random_moments(kafka, tmp_path, parallelism):
             assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
     await asyncio.to_thread(job.finish)
     await job.check()
+    landings.check()
 
 
 async def test_broker_restart_mid_run_fails_over_and_stays_exactly_once(tmp_path):

@@ -21,7 +21,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from child_env import child_env  # noqa: E402
 from kill_job import RUNNING, expected  # noqa: E402
-from kill_moments import KILLS, kill_rng  # noqa: E402
+from kill_moments import KILLS, Landings, kill_rng, newest_checkpoint, wait_running  # noqa: E402
 
 N = 20_000  # the random-moment tests: the job outlasts their kills (KILL_AFTER: 0.05-0.5 s after its start)
 # The chosen-point tests kill at checkpoint 5 (a few hundred ms in; checkpoints every 30 ms; over
@@ -134,38 +134,28 @@ def test_killed_then_resumed_at_another_parallelism(tmp_path: Path, monkeypatch:
 KILL_AFTER = (0.05, 0.5)  # seconds between the job's start (its imports done) and a random kill
 
 
-def wait_running(proc: subprocess.Popen[bytes]) -> bytes:
-    """Reads the job's stderr up to the line ``kill_job.main`` writes first (``RUNNING``) and
-    returns what came before it. A random kill's moment counts from there: counted from the
-    start of the process, most kills landed while Python imported streamflow (0.4 s with
-    bytecode, 1.3 s without: a fresh clone under ``PYTHONDONTWRITEBYTECODE``), before the job had
-    touched its checkpoints or files."""
-    assert proc.stderr is not None
-    early = b""
-    while line := proc.stderr.readline():
-        if line.rstrip().decode(errors="replace") == RUNNING:
-            return early
-        early += line
-    proc.wait(120)
-    raise AssertionError(f"the job exited ({proc.returncode}) before it started:\n{early.decode()[-3000:]}")
-
-
 def kill_at_random_moments(tmp_path: Path, mode: str, state: str, fork: bool = False) -> None:
     """``KILLS`` SIGKILLs at random moments (tests/kill_moments.py: a seed per run, printed), each
     run restarted from the last one's checkpoints; a job that finishes before its kill is checked
-    and started over (at most ``KILLS`` times, so a job too fast to be killed fails the test)."""
+    and started over (at most ``KILLS`` times, so a job too fast to be killed fails the test).
+    Each kill counts from the job's start (``wait_running``: counted from the process's start,
+    most landed in the imports); some must land after a checkpoint of their run (``Landings``)."""
     rng = kill_rng(f"{mode}-{state}{'-fork' if fork else ''}")
     killed = finished = 0
+    landings = Landings(f"{mode}-{state}{'-fork' if fork else ''}")
     while killed < KILLS:
         assert finished <= KILLS, f"the job finished before {finished} of {finished + killed} kills"
+        before = newest_checkpoint(tmp_path / "chk")
         proc = start(tmp_path, mode, state=state, fork=fork)
-        early = wait_running(proc)
+        early = wait_running(proc, RUNNING)
         time.sleep(rng.uniform(*KILL_AFTER))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed += 1
         _, err = proc.communicate(timeout=120)
         err = early + err
+        if proc.returncode == -signal.SIGKILL:
+            landings.killed(before, newest_checkpoint(tmp_path / "chk"))
         if fork and proc.returncode == -signal.SIGKILL:
             assert_no_orphans(tmp_path, proc.pid)
         if proc.returncode == 0:  # finished before the kill: start over to keep killing
@@ -178,6 +168,7 @@ def kill_at_random_moments(tmp_path: Path, mode: str, state: str, fork: bool = F
             assert proc.returncode == -signal.SIGKILL, err.decode()[-3000:]
     finish(tmp_path, mode, state, fork)
     check_output(tmp_path)
+    landings.check()
 
 
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
