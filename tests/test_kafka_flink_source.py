@@ -482,3 +482,95 @@ async def test_a_record_the_deserializer_makes_nothing_of_is_skipped(kafka, sche
     first, second = {"callable": ('{"v": 0}', '{"v": 2}'), "json-ignore-parse-errors": ({"v": 0}, {"v": 2}),
                      "json-row-ignore-parse-errors": (Row(v=0), Row(v=2))}[schema]
     assert got == [(first, 1000, 1), (second, 3000, 3)]
+
+
+async def _commit(bs: str, group: str, topic: str, offset: int) -> None:
+    """Another consumer of ``group`` commits ``offset`` for ``topic``'s partition 0."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, 0)])  # aiokafka commits only assigned partitions
+        await consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(offset, "")})
+    finally:
+        await consumer.stop()
+
+
+async def _savepoint_unread(src: KafkaSource, path: str) -> str:
+    """A job reading ``src`` (into nowhere) stopped at a savepoint it took before any record."""
+    env = sf.StreamExecutionEnvironment()
+    env.enable_checkpointing(600_000)
+    env.from_source(src, None, "kafka").uid("kafka").add_sink(lambda v: None)
+    client = await env.execute_async("unread")
+    try:
+        return await asyncio.wait_for(client.trigger_savepoint(path), 20)
+    finally:
+        await client.cancel()
+
+
+async def _restored_bounded(src: KafkaSource, savepoint: str) -> list:
+    """What a bounded job (stopping at ``latest()``) restored from ``savepoint`` reads."""
+    env = sf.StreamExecutionEnvironment()
+    env.configure({"execution.savepoint.path": savepoint})
+    env.set_restart_strategy(sf.RestartStrategies.no_restart())
+    out: list = []
+    env.from_source(src, None, "kafka").uid("kafka").add_sink(out.append)
+    await asyncio.wait_for((await env.execute_async("restored")).get_job_execution_result(), 30)
+    return out
+
+
+async def test_an_unread_committed_split_resolves_the_group_offset_again_after_a_restore(kafka, tmp_path):
+    """Flink's ``committed_offsets()`` split keeps its COMMITTED_OFFSET sentinel until its first
+    record (``KafkaPartitionSplitState``), and the split reader resolves it when the restored split
+    is added (``KafkaPartitionSplitReader#handleSplitsChanges``: the consumer's committed offset).
+    A job that read nothing is savepointed; another consumer of the group commits offset 4; the
+    restored job reads from 4, not from the offset resolved before the savepoint (10)."""
+    bs, topic = kafka.bootstrap_servers, topic_name("unread-committed")
+    await create_topic(bs, topic, 1)
+    await produce(bs, topic, [str(i).encode() for i in range(10)])
+    group = f"g-{topic}"
+    await _commit(bs, group, topic, 10)
+    builder = (source(bs, topic).set_group_id(group)
+               .set_starting_offsets(KafkaOffsetsInitializer.committed_offsets()))
+    savepoint = await _savepoint_unread(builder.build(), str(tmp_path / "sp"))
+    await _commit(bs, group, topic, 4)
+    out = await _restored_bounded(builder.set_bounded(KafkaOffsetsInitializer.latest()).build(), savepoint)
+    assert out == [str(i) for i in range(4, 10)]
+
+
+async def test_an_unread_earliest_split_resolves_the_earliest_offset_again_after_a_restore(kafka, tmp_path):
+    """Flink's ``earliest()`` split keeps its EARLIEST_OFFSET sentinel until its first record, and
+    the restored split seeks to the beginning *now* (``KafkaPartitionSplitReader#seekToStartingOffsets``).
+    A reader checkpointed on an empty partition (earliest: 0, unread); records 0-9 are written and
+    those before 6 deleted (``DeleteRecords``); the restored reader starts at 6 and reads 6-9.
+    (``earliest()``'s reset strategy is EARLIEST, so a seek to the saved 0 would also be reset to
+    6 by the consumer: the restored position is what tells the offsets apart.)"""
+    from aiokafka import TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+
+    bs, topic = kafka.bootstrap_servers, topic_name("unread-earliest")
+    await create_topic(bs, topic, 1)
+    src = source(bs, topic).build()
+    reader = src.create_reader(0, 1)
+    await reader.start(lambda: None)
+    try:
+        position = reader.snapshot_for_checkpoint(1)
+    finally:
+        await reader.close()
+    await produce(bs, topic, [str(i).encode() for i in range(10)])
+    admin = AIOKafkaAdminClient(bootstrap_servers=bs)
+    await admin.start()
+    try:
+        await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(6)})
+    finally:
+        await admin.close()
+    restored = src.create_reader(0, 1)
+    restored.restore_positions([position])
+    await restored.start(lambda: None)
+    try:
+        assert restored.snapshot_position() == [[topic, 0, 6, None, "earliest"]]
+        assert await read_until(restored, 4) == [str(i) for i in range(6, 10)]
+    finally:
+        await restored.close()

@@ -42,9 +42,11 @@ Modelled on Flink's FLIP-27 ``KafkaSource`` (apache/flink-connector-kafka
   only when it is a real one (``KafkaSourceReader#snapshotState``: ``startingOffset
   >= 0``), and a split started at ``earliest()`` or ``committed_offsets()`` (and
   every partition discovered later, started at earliest) carries a sentinel
-  until its first record is emitted. Here the position is the resolved offset
-  (exact on restore), and a flag marks it unread until a record was emitted;
-  the flag is checkpointed with it, as Flink's split keeps its sentinel.
+  until its first record is emitted. Here the position is the resolved offset,
+  and the sentinel's name marks it unread until a record was emitted; it is
+  checkpointed with it, and on restore an unread partition resolves its
+  sentinel again while a read one resumes at its exact position
+  (:mod:`.kafka_sentinels`).
 * **Bounded mode.** Stopping offsets are resolved when a partition is first
   assigned (``latest()``: the end offsets then) and restored with its
   position; a partition is done when its position reaches its stop offset;
@@ -77,6 +79,7 @@ from .base import END, SourceReader
 from .kafka_assignment import split_owner, subscribed_partitions
 from .kafka_common import KafkaOffsetsInitializer, KafkaTopicPartition, consumer_config
 from .kafka_reader_metrics import KafkaSourceReaderMetrics
+from .kafka_sentinels import READER_HANDLED, resolve_again
 
 if TYPE_CHECKING:
     from .kafka_source import KafkaSource
@@ -86,10 +89,6 @@ __all__ = ["QUEUE_LIMIT", "KafkaSourceReader", "split_owner"]
 log = logging.getLogger("streamflow.connectors.kafka_source")  # the name users configure
 
 QUEUE_LIMIT = 20_000  # records fetched ahead of the task, per reader
-# the starting offsets Flink's reader resolves itself (``ReaderHandledOffsetsInitializer``: the
-# splits carry EARLIEST_OFFSET / COMMITTED_OFFSET); latest, timestamp and given offsets the
-# enumerator resolves to real offsets (``LatestOffsetsInitializer`` since FLINK-28303)
-READER_HANDLED = ("earliest", "committed")
 
 
 @dataclass
@@ -104,7 +103,9 @@ class _Split:
     done: bool = False
     queued: int = 0  # fetched batches of it not yet emitted
     aligned_out: bool = False  # paused by watermark alignment (align_splits)
-    unread: bool = False  # started at a reader-handled offset, nothing emitted yet: not committed
+    # Flink's sentinel ("earliest"/"committed") while nothing was emitted from it (not committed);
+    # None once a record was
+    unread: str | bool | None = None
 
 
 class KafkaSourceReader(SourceReader):
@@ -118,7 +119,8 @@ class KafkaSourceReader(SourceReader):
         self.dead_letters: list[Any] = []
         self._restored: dict[tuple[str, int], int] = {}
         self._restored_stops: dict[tuple[str, int], int] = {}  # the stopping offsets restored with them
-        self._restored_unread: set[tuple[str, int]] = set()  # restored partitions still unread
+        # restored partitions still unread: their sentinel (True: an older checkpoint's, unnamed)
+        self._restored_unread: dict[tuple[str, int], str | bool] = {}
         self._initial_discovery_done = False  # a restored reader's first listing is not its initial one
         self._queue: deque[tuple[_Split, list, list[int], list[int], int]] = deque()
         self._queued = 0
@@ -156,20 +158,22 @@ class KafkaSourceReader(SourceReader):
             pos.setdefault(key, off)
         return pos
 
-    def _unread(self, key: tuple[str, int]) -> bool:
+    def _unread(self, key: tuple[str, int]) -> str | bool | None:
+        """The partition's sentinel while it is unread (module doc: offset commits), else None."""
         split = self.splits.get(key)
-        return split.unread if split is not None else key in self._restored_unread
+        return split.unread if split is not None else self._restored_unread.get(key)
 
     def _entries(self, pos: dict[tuple[str, int], int]) -> list[list[Any]]:
         """``[topic, partition, offset]``, with the partition's stopping offset appended when it
         has one (module doc: a restored split keeps it), and ``[topic, partition, offset, stop or
-        None, True]`` for an unread partition (module doc: offset commits)."""
+        None, sentinel]`` for an unread partition (module doc: offset commits)."""
         out: list[list[Any]] = []
         for (t, p), off in sorted(pos.items()):
             split = self.splits.get((t, p))
             stop = split.stop if split is not None else self._restored_stops.get((t, p))
-            if self._unread((t, p)):
-                out.append([t, p, off, stop, True])
+            sentinel = self._unread((t, p))
+            if sentinel:
+                out.append([t, p, off, stop, sentinel])
             else:
                 out.append([t, p, off] if stop is None else [t, p, off, stop])
         return out
@@ -186,11 +190,11 @@ class KafkaSourceReader(SourceReader):
     rescalable_position = True
 
     def restore_positions(self, positions: list[Any]) -> None:
-        """Every former subtask's ``[[topic, partition, offset(, stopping offset(, unread))], ...]``
+        """Every former subtask's ``[[topic, partition, offset(, stopping offset(, sentinel))], ...]``
         (``_entries``); keeps the partitions this subtask owns at its parallelism (module doc)."""
         restored: dict[tuple[str, int], int] = {}
         stops: dict[tuple[str, int], int] = {}
-        unread: set[tuple[str, int]] = set()
+        unread: dict[tuple[str, int], str | bool] = {}
         for position in positions:
             for t, p, off, *rest in position or ():
                 key = (str(t), int(p))
@@ -203,7 +207,7 @@ class KafkaSourceReader(SourceReader):
                 if rest and rest[0] is not None:
                     stops[key] = int(rest[0])
                 if len(rest) > 1 and rest[1]:
-                    unread.add(key)
+                    unread[key] = rest[1]  # checked by resolve_again
         self._initial_discovery_done = True  # Flink keeps initialDiscoveryFinished in its state
         self._restored = {
             key: off for key, off in restored.items()
@@ -214,7 +218,7 @@ class KafkaSourceReader(SourceReader):
                      "none: reading on past them", self.subtask)
             stops = {}
         self._restored_stops = {key: off for key, off in stops.items() if key in self._restored}
-        self._restored_unread = unread & self._restored.keys()
+        self._restored_unread = {key: s for key, s in unread.items() if key in self._restored}
         if len(positions) != self.parallelism:
             log.info("kafka source subtask %d: restored %d of %d partitions' offsets from %d subtasks",
                      self.subtask, len(self._restored), len(restored), len(positions))
@@ -316,6 +320,9 @@ class KafkaSourceReader(SourceReader):
             log.info("kafka source subtask %d: partitions %s discovered after the start: reading them "
                      "from the earliest offset", self.subtask, [f"{t.topic}-{t.partition}" for t in fresh])
         starts = await starting.resolve(consumer, fresh, self.source.group_id)
+        again = await resolve_again(consumer, self.source, {
+            t: self._restored_unread[(t.topic, t.partition)] for t in new_tps
+            if (t.topic, t.partition) in self._restored_unread}, self._restored, self.subtask)
         # a restored partition keeps the stopping offset of its checkpoint (module doc)
         unresolved = [t for t in new_tps if (t.topic, t.partition) not in self._restored_stops]
         stops = (await self.source.stopping_offsets.resolve(consumer, unresolved, self.source.group_id)
@@ -324,13 +331,14 @@ class KafkaSourceReader(SourceReader):
                       if (t.topic, t.partition) in self._restored_stops})
         for t in new_tps:
             key = (t.topic, t.partition)
-            pos = self._restored.get(key, starts.get(t))
+            pos = again.get(t, self._restored.get(key, starts.get(t)))
             if pos is None:
                 raise ValueError(f"kafka source: no starting offset for {t.topic}-{t.partition}")
             # Flink's EARLIEST_OFFSET and COMMITTED_OFFSET splits: the reader, not the enumerator,
             # resolves them, so their offset is committed only once a record was read (module doc)
-            unread = (key in self._restored_unread if key in self._restored
-                      else starting.kind in READER_HANDLED)
+            restored_sentinel = self._restored_unread.get(key)
+            unread = (restored_sentinel or None if key in self._restored
+                      else starting.kind if starting.kind in READER_HANDLED else None)
             split = _Split(t, len(self.splits), pos, pos, stops.get(t), unread=unread)
             split.done = split.stop is not None and pos >= split.stop
             self.splits[key] = split
@@ -454,7 +462,7 @@ class KafkaSourceReader(SourceReader):
             self._queue.popleft()
             split.position = next_offset
             split.queued -= 1
-        split.unread = False
+        split.unread = None
         if self._metrics is not None and offsets:
             self._metrics.record_current_offset((split.tp.topic, split.tp.partition), offsets[-1])
         self._queued -= len(records)
