@@ -121,3 +121,72 @@ def test_a_query_planning_from_its_checkpoint_offsets_keeps_the_resolved_stops(k
     assert kafka_offsets.positions(end) == {f"{topic}:0": N, f"{topic}:1": N}
     assert end["eof"] == 1
     assert kafka_offsets.stops(end) == kafka_offsets.stops(initial)
+
+
+def _ranges(reader: Any, start: dict, end: dict) -> dict[int, tuple[int, int]]:
+    return {r.partition: (r.start, r.end) for r in reader.partitions(start, end) if not r.eof}
+
+
+def test_a_restarted_query_resolves_its_unread_partitions_again(kafka: Any) -> None:
+    """Flink's rule for a restored split still at its EARLIEST_OFFSET / COMMITTED_OFFSET sentinel
+    (``KafkaPartitionSplitReader#handleSplitsChanges``; the asyncio engine's
+    ``connectors/kafka_sentinels.py``) on the Spark engine: a query that read nothing of a
+    partition started at ``committed_offsets()`` restarts from its logged offset after another
+    consumer of the group committed 4: it reads from 4, not from the 10 it resolved at its start;
+    one started at ``earliest()`` reads from the earliest offset now (records before 6 deleted).
+    A partition read before keeps its logged offset."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka.structs import OffsetAndMetadata
+
+    from streamflow.spark import kafka_offsets
+    from streamflow.spark.kafka import data_source_class
+
+    bs = kafka.bootstrap_servers
+    topic = _topic(bs, "unread")
+    group = f"spark-unread-group-{os.getpid()}"
+
+    async def commit(offsets: dict[int, int]) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in offsets])
+            await consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "")
+                                   for p, o in offsets.items()})
+        finally:
+            await consumer.stop()
+
+    async def delete_before(offset: int) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bs)
+        await admin.start()
+        try:
+            await admin.delete_records({TopicPartition(topic, 0): RecordsToDelete(offset)})
+        finally:
+            await admin.close()
+
+    def reader_class(starting: Any) -> Any:
+        options = {"bootstrap": bs, "topics": topic, "bounded": "false", "max_records": "0", "group": group,
+                   "starting": kafka_offsets.spec(starting)}  # fmt: skip
+        return data_source_class()(options).streamReader
+
+    # committed_offsets(): p0 unread at 10, p1 read from 8 to 10 before the restart
+    asyncio.run(commit({0: N, 1: 8}))
+    committed = reader_class(KafkaOffsetsInitializer.committed_offsets())
+    first = committed(None)
+    initial = first.initialOffset()
+    logged = first.latestOffset(initial, None)
+    assert _ranges(first, initial, logged) == {1: (8, N)}
+    asyncio.run(commit({0: 4, 1: 2}))
+    restarted = committed(None)
+    end = restarted.latestOffset(logged, None)
+    assert _ranges(restarted, logged, end) == {0: (4, N)}  # p1 read before: its logged offset
+    assert kafka_offsets.unread(end) == {}
+
+    # earliest(): a query that planned its start (0, unread) and nothing else; records 0-5 deleted
+    earliest = reader_class(KafkaOffsetsInitializer.earliest())
+    initial = earliest(None).initialOffset()
+    assert kafka_offsets.unread(initial) == {f"{topic}:0": "earliest", f"{topic}:1": "earliest"}
+    asyncio.run(delete_before(6))
+    restarted = earliest(None)
+    end = restarted.latestOffset(initial, None)
+    assert _ranges(restarted, initial, end) == {0: (6, N), 1: (0, N)}

@@ -17,9 +17,11 @@ and a bounded source's stopping offsets (``latest()``, ``offsets()``, ``timestam
 resolved once, at the query's first plan, into the offsets Spark's checkpoint keeps
 (:mod:`.kafka_offsets`); a micro-batch is not planned past the records that exist. When every
 partition has reached its stopping offset the offset's ``eof`` flips to 1 and that micro-batch
-also carries the end-of-input marker row (see :mod:`.plan`). Other stopping offsets (a bounded
-source's ``committed_offsets()``, any of ``set_unbounded(stopping_offsets)``) are refused when
-the job is translated: Spark would read past them. With Spark's JVM connector only
+also carries the end-of-input marker row (see :mod:`.plan`). A partition started at
+``earliest()``/``committed_offsets()`` and still unread when the query restarts resolves its
+starting offset again, as Flink's restored split does (:mod:`.kafka_offsets`). Other stopping
+offsets (a bounded source's ``committed_offsets()``, any of ``set_unbounded(stopping_offsets)``)
+are refused when the job is translated: Spark would read past them. With Spark's JVM connector only
 ``earliest()``/``latest()`` are given to it (others are refused, naming the reason). The raw
 records then pass one
 ``mapInArrow`` stage that runs the ``KafkaSource``'s own deserializer: the Kafka timestamp is
@@ -49,6 +51,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from ..connectors.kafka_sentinels import READER_HANDLED
 from ..connectors.kafka_source import KafkaSource
 from ..state.codec import Codec
 from . import kafka_offsets
@@ -140,6 +143,7 @@ def data_source_class() -> Any:
             self._known_end: dict[str, int] = {}  # the end offsets last asked (bounded)
             self._available_now = False
             self._target: dict[str, int] | None = None  # Trigger.AvailableNow's end offsets
+            self._planned = False  # initialOffset or a first latestOffset ran in this run
 
         def initialOffset(self) -> dict[str, Any]:
             """The starting offsets (and a bounded source's stopping offsets), resolved once:
@@ -152,7 +156,11 @@ def data_source_class() -> Any:
                 self._stop = kafka_offsets.resolve(self.options, self.options.get("stopping", "latest"), tps)
             _log.info("Kafka on Spark: %s starts at %s%s", self.options["topics"], start,
                       "" if self._stop is None else f", stops at {self._stop}")  # fmt: skip
-            return kafka_offsets.with_stops({**start, "eof": 0}, self._stop)
+            self._planned = True
+            kind = kafka_offsets.initializer(self.options.get("starting", "earliest")).kind
+            sentinels = {k: kind for k in start} if kind in READER_HANDLED else {}
+            return kafka_offsets.with_unread(kafka_offsets.with_stops({**start, "eof": 0}, self._stop),
+                                             sentinels)
 
         def _end(self, start: dict[str, Any]) -> dict[str, int]:
             """The offsets a micro-batch may read up to: a bounded source's stopping offsets, but
@@ -182,17 +190,32 @@ def data_source_class() -> Any:
                 self._target = self._end(start)
             end = self._target if self._target is not None else self._end(start)
             max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-            offsets = limit_offsets(kafka_offsets.positions(start), end, max_rows)
+            positions = kafka_offsets.positions(start)
+            sentinels = kafka_offsets.unread(start)
+            moved: dict[str, int] = {}
+            if not self._planned:  # a restarted query: resolve its unread partitions again (module doc)
+                self._planned = True
+                moved = {k: v for k, v in kafka_offsets.resolve_unread(self.options, sentinels).items()
+                         if v != positions.get(k)}
+                if moved:
+                    _log.info("Kafka on Spark: unread partitions of %s resolved again after the restart: "
+                              "%s (saved: %s)", self.options["topics"], moved,
+                              {k: positions.get(k) for k in moved})  # fmt: skip
+                positions.update(moved)
+            offsets = limit_offsets(positions, end, max_rows)
             stop = self._stop or {}
             done = self.options.get("bounded") == "true" and all(
                 offsets.get(k, 0) >= v for k, v in stop.items())  # fmt: skip
-            return kafka_offsets.with_stops({**offsets, "eof": 1 if done else 0}, self._stop)
+            out = kafka_offsets.with_stops({**offsets, "eof": 1 if done else 0}, self._stop)
+            out.update({kafka_offsets.FROM + k: v for k, v in moved.items()})
+            return kafka_offsets.with_unread(out, {k: v for k, v in sentinels.items()
+                                                   if offsets.get(k) == positions.get(k)})
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
             parts: list[Any] = []
             for name, stop in kafka_offsets.positions(end).items():
                 topic, _, partition = name.rpartition(":")
-                begin = int(start.get(name, 0))
+                begin = kafka_offsets.begin(start, end, name)
                 if stop > begin:
                     parts.append(_Range(topic, int(partition), begin, int(stop), False))
             if end.get("eof") and not start.get("eof"):

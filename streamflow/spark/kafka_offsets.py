@@ -19,6 +19,15 @@ as ``"stop:topic:partition"`` entries (:func:`with_stops`, :func:`stops`), so a 
 from its checkpoint reads both back from Spark's offset log and never re-resolves them (a
 timestamp resolved again could name other offsets once more records arrive). A restarted
 query never calls ``initialOffset``: Spark starts it from the offsets in its log.
+
+**Unread partitions** follow Flink's split sentinels (:mod:`streamflow.connectors.kafka_sentinels`):
+a partition started at ``earliest()`` or ``committed_offsets()`` carries an
+``"unread:topic:partition": "earliest"|"committed"`` entry in every offset until a micro-batch
+reads past its starting offset (:func:`with_unread`, :func:`unread`). A restarted query resolves
+the sentinel of each partition still unread again at its first plan (:func:`resolve_unread`:
+the earliest offset now, the group's committed offset now), as Flink does when a restored split
+is added; the micro-batch then reads that partition from the new offset, named in its end offset
+as ``"from:topic:partition"`` (:func:`begin`), so Spark replays the same range after a crash.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ from ..connectors.kafka_common import KafkaOffsetResetStrategy, KafkaOffsetsInit
 _log = logging.getLogger(__name__)
 
 STOP = "stop:"  # the prefix of a stopping offset's key in the data source's offset dict
+UNREAD = "unread:"  # ... of an unread partition's sentinel (module doc)
+FROM = "from:"  # ... of where a micro-batch reads a partition re-resolved from (module doc)
 STARTING = ("earliest", "latest", "offsets", "timestamp", "committed")
 STOPPING = ("latest", "offsets", "timestamp")
 
@@ -113,5 +124,38 @@ def stops(offset: dict[str, Any] | None) -> dict[str, int] | None:
 
 
 def positions(offset: dict[str, Any]) -> dict[str, int]:
-    """The ``"topic:partition"`` read positions of an offset (without ``eof`` and the stops)."""
-    return {k: int(v) for k, v in offset.items() if k != "eof" and not k.startswith(STOP)}
+    """The ``"topic:partition"`` read positions of an offset (without ``eof`` and the marks)."""
+    return {k: int(v) for k, v in offset.items() if k != "eof" and not k.startswith((STOP, UNREAD, FROM))}
+
+
+def unread(offset: dict[str, Any] | None) -> dict[str, str]:
+    """``{"topic:partition": sentinel}`` of the partitions an offset marks unread (module doc)."""
+    return {k[len(UNREAD):]: str(v) for k, v in (offset or {}).items() if k.startswith(UNREAD)}
+
+
+def with_unread(offset: dict[str, Any], sentinels: dict[str, str]) -> dict[str, Any]:
+    """``offset`` marking the partitions of ``sentinels`` unread."""
+    return {**offset, **{UNREAD + k: v for k, v in sentinels.items()}}
+
+
+def begin(start: dict[str, Any], end: dict[str, Any], name: str) -> int:
+    """Where the micro-batch ``start`` -> ``end`` reads partition ``name`` from: its re-resolved
+    offset when ``end`` names one (module doc), else its position in ``start``."""
+    return int(end.get(FROM + name, start.get(name, 0)))
+
+
+def resolve_unread(options: dict[str, str], sentinels: dict[str, str]) -> dict[str, int]:
+    """The offsets of the unread partitions ``sentinels`` resolved again by their sentinel, as
+    Flink's split reader resolves a restored split's: ``earliest`` the earliest offset now,
+    ``committed`` the group's committed offset now (the starting initializer's reset strategy
+    when it has none; only ``committed_offsets()`` starts a partition at that sentinel here)."""
+    out: dict[str, int] = {}
+    for kind in sorted(set(sentinels.values())):
+        if kind not in ("earliest", "committed"):
+            raise ValueError(f"Kafka on Spark: the checkpoint's offset marks partitions unread with "
+                             f"{kind!r}, not earliest or committed: not an offset of this source")
+        text = options.get("starting", "earliest") if kind == "committed" else "earliest"
+        tps = [(name.rpartition(":")[0], int(name.rpartition(":")[2]))
+               for name, k in sorted(sentinels.items()) if k == kind]
+        out.update(resolve(options, text, tps))
+    return out
