@@ -574,3 +574,16 @@ async def test_an_unread_earliest_split_resolves_the_earliest_offset_again_after
         assert await read_until(restored, 4) == [str(i) for i in range(6, 10)]
     finally:
         await restored.close()
+
+
+async def test_an_unread_committed_split_restored_without_a_group_id_fails_naming_it(kafka):
+    """A checkpoint's partition unread at COMMITTED_OFFSET restored by a source without a group id
+    (its starting offsets changed to earliest()): the committed offset cannot be looked up, and the
+    error names the partition and the fix (Flink's consumer fails without group.id there too)."""
+    bs, topic = kafka.bootstrap_servers, topic_name("unread-no-group")
+    await create_topic(bs, topic, 1)
+    reader = source(bs, topic).build().create_reader(0, 1)
+    reader.restore_positions([[[topic, 0, 0, None, "committed"]]])
+    with pytest.raises(ValueError, match=rf"{topic}-0 restored unread .*set_group_id"):
+        await reader.start(lambda: None)
+    await reader.close()

@@ -63,6 +63,10 @@ async def resolve_again(consumer: Any, source: KafkaSource, sentinels: Mapping[A
                              f"{sentinel!r}, not one of {READER_HANDLED}: not a checkpoint of this source")
     out: dict[Any, int] = {}
     for kind, tps in sorted(by_kind.items()):
+        if kind == "committed" and not source.group_id:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in tps)
+            raise ValueError(f"kafka source: partitions {names} restored unread at the group's committed "
+                             "offset (committed_offsets()), and this source has no group id: set_group_id()")
         initializer = (KafkaOffsetsInitializer.earliest() if kind == "earliest" else
                        KafkaOffsetsInitializer.committed_offsets(
                            KafkaOffsetResetStrategy(source.starting_offsets.auto_offset_reset())))
