@@ -587,3 +587,33 @@ async def test_an_unread_committed_split_restored_without_a_group_id_fails_namin
     with pytest.raises(ValueError, match=rf"{topic}-0 restored unread .*set_group_id"):
         await reader.start(lambda: None)
     await reader.close()
+
+
+async def test_an_unread_committed_split_without_a_commit_takes_the_reset_strategy_after_a_restore(kafka):
+    """The COMMITTED_OFFSET sentinel of a restored split, the group still without a committed
+    offset: Flink's consumer starts by its ``auto.offset.reset``, which the builder sets from the
+    starting initializer's reset strategy (``committed_offsets(LATEST)``: the end *now*). A
+    reader checkpointed unread on an empty partition (the end then: 0); records 0-9 are written;
+    the restored reader starts at 10 and reads only what comes after (before: from 0)."""
+    bs, topic = kafka.bootstrap_servers, topic_name("unread-reset")
+    await create_topic(bs, topic, 1)
+    src = (source(bs, topic).set_group_id(f"g-{topic}")
+           .set_starting_offsets(KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.LATEST))
+           .build())
+    reader = src.create_reader(0, 1)
+    await reader.start(lambda: None)
+    try:
+        position = reader.snapshot_for_checkpoint(1)
+    finally:
+        await reader.close()
+    assert position == [[topic, 0, 0, None, "committed"]]
+    await produce(bs, topic, [str(i).encode() for i in range(10)])
+    restored = src.create_reader(0, 1)
+    restored.restore_positions([position])
+    await restored.start(lambda: None)
+    try:
+        assert restored.snapshot_position() == [[topic, 0, 10, None, "committed"]]
+        await produce(bs, topic, [b"after"])
+        assert await read_until(restored, 1) == ["after"]
+    finally:
+        await restored.close()
