@@ -43,8 +43,6 @@ ABSENT: dict[tuple[str, str], str] = {
     ("pyflink.datastream.SlotSharingGroup", "get_java_slot_sharing_group"): _JVM,
     ("pyflink.datastream.connectors.file_system.FileSink", "get_transformer"): _JVM,
     ("pyflink.datastream.connectors.kafka.KafkaSink", "get_transformer"): _JVM,
-    ("pyflink.datastream.connectors.file_system.FileSink", "for_bulk_format"): _BULK,
-    ("pyflink.datastream.connectors.file_system.StreamingFileSink", "for_bulk_format"): _BULK,
     ("pyflink.datastream.connectors.file_system.FileSource", "for_bulk_file_format"): _BULK,
     (
         "pyflink.common.ConfigOptions",

@@ -26,11 +26,6 @@ for module, names, why in [
     ("pyflink.common.completable_future", ["CompletableFuture"], "JVM"),
     ("pyflink.common.job_id", ["JobID"], "JVM"),
     ("pyflink.datastream.state_backend", ["CustomStateBackend"], "JVM"),
-    (
-        "pyflink.datastream.formats.csv",
-        ["CsvBulkWriters", "CsvReaderFormat", "CsvSchema", "CsvSchemaBuilder"],
-        "bulk CSV formats",
-    ),
     ("pyflink.common.watermark_strategy", ["AssignerWithPeriodicWatermarksWrapper"], "JVM"),
     ("pyflink.common.serialization", ["BulkWriterFactory"], "bulk formats"),
     ("pyflink.datastream", ["CustomStateBackend"], "JVM"),

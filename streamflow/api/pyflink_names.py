@@ -143,8 +143,8 @@ _METRIC_TYPES = {"Counter", "Gauge", "Meter", "Distribution"}
 
 _NO_JVM = "it wraps an object of Flink's JVM, and streamflow runs without a JVM"
 _FILES = (
-    "streamflow's FileSink writes rows with an Encoder (no bulk formats) and its FileSource reads "
-    "files with a StreamFormat"
+    "streamflow's FileSink writes rows with an Encoder (bulk: only CsvBulkWriters.for_schema) and its "
+    "FileSource reads files with a StreamFormat (CsvReaderFormat for CSV)"
 )
 
 AssignerWithPeriodicWatermarksWrapper = unsupported(

@@ -20,6 +20,7 @@ from .file_compaction import FileCompactor, FileCompactStrategy
 from .file_options import SinkOptions
 from .file_sink_parts import FileSinkError
 from .file_sink_policy import (
+    BulkEncoder,
     DefaultRollingPolicy,
     Encoder,
     OnCheckpointRollingPolicy,
@@ -74,6 +75,18 @@ class FileSink(Sink):
     def for_row_format(base_path: str | os.PathLike[str], encoder: Encoder) -> RowFormatBuilder:
         return RowFormatBuilder(base_path, encoder)
 
+    @staticmethod
+    def for_bulk_format(base_path: str | os.PathLike[str], writer_factory: BulkEncoder) -> BulkFormatBuilder:
+        """Flink's bulk-format sink: part files roll at every checkpoint (and only then, Flink's
+        ``OnCheckpointRollingPolicy``). The writers are streamflow's: ``CsvBulkWriters.for_schema``
+        (Parquet, ORC and Avro writers, Flink's Java format jars, are not implemented)."""
+        if not isinstance(writer_factory, BulkEncoder):
+            raise TypeError(
+                f"FileSink.for_bulk_format: a bulk writer factory such as CsvBulkWriters.for_schema(schema) "
+                f"is needed, got {writer_factory!r}"
+            )
+        return BulkFormatBuilder(base_path, writer_factory)
+
     def set_input_type(self, type_info: Any, execution_config: Any) -> None:
         """Flink's InputTypeConfigurable: a typed stream's records are written as their type
         formats them (``Encoder.for_type``); an untyped stream's as ``str(record)``."""
@@ -89,12 +102,16 @@ class FileSink(Sink):
 
 
 class StreamingFileSink(FileSink):
-    """PyFlink's legacy ``StreamingFileSink`` (for ``add_sink``): the same exactly-once
-    row-format sink as :class:`FileSink` (bulk formats are not implemented)."""
+    """PyFlink's legacy ``StreamingFileSink`` (for ``add_sink``): the same exactly-once sink as
+    :class:`FileSink`, row or bulk format."""
 
     @staticmethod
     def for_row_format(base_path: str | os.PathLike[str], encoder: Encoder) -> RowFormatBuilder:
         return RowFormatBuilder(base_path, encoder, StreamingFileSink)
+
+    @staticmethod
+    def for_bulk_format(base_path: str | os.PathLike[str], writer_factory: BulkEncoder) -> BulkFormatBuilder:
+        return FileSink.for_bulk_format(base_path, writer_factory)._as(StreamingFileSink)
 
 
 class RowFormatBuilder(SinkOptions):
@@ -124,3 +141,26 @@ class RowFormatBuilder(SinkOptions):
         cls = self._sink_class
         return cls(self._base_path, self._encoder, self._config, self._policy, self._check_interval,
                    self._bucket_assigner, *self._compaction)
+
+
+class BulkFormatBuilder(RowFormatBuilder):
+    """``FileSink.for_bulk_format(path, factory)``'s builder: as the row-format one, but a bulk
+    file rolls on checkpoints only (Flink's ``CheckpointRollingPolicy``; the default
+    ``OnCheckpointRollingPolicy``)."""
+
+    def __init__(self, base_path: str | os.PathLike[str], writer_factory: BulkEncoder) -> None:
+        super().__init__(base_path, writer_factory)
+        self._policy = OnCheckpointRollingPolicy()
+
+    def with_rolling_policy(self, rolling_policy: RollingPolicy) -> BulkFormatBuilder:
+        if not isinstance(rolling_policy, OnCheckpointRollingPolicy):
+            raise TypeError(
+                "a bulk-format FileSink rolls its part files on checkpoints only: use "
+                f"RollingPolicy.on_checkpoint_rolling_policy(), got {rolling_policy!r}"
+            )
+        self._policy = rolling_policy
+        return self
+
+    def _as(self, sink_class: type[FileSink]) -> BulkFormatBuilder:
+        self._sink_class = sink_class
+        return self

@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 __all__ = [
+    "BulkEncoder",
     "DefaultRollingPolicy",
     "Encoder",
     "OnCheckpointRollingPolicy",
@@ -84,6 +85,11 @@ class Encoder:
             return b"\n".join(map(orjson.dumps, records)) + b"\n"
 
         return Encoder(encode, "json_lines")
+
+
+class BulkEncoder(Encoder):
+    """A bulk writer factory for ``FileSink.for_bulk_format`` (``CsvBulkWriters.for_schema``): an
+    encoder whose files roll on checkpoints only, as Flink's bulk formats."""
 
 
 @dataclass(frozen=True)

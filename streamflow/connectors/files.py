@@ -1,4 +1,4 @@
-"""File sources: text lines and JSON lines (orjson), with PyFlink's builder names.
+"""File sources: text lines, JSON lines (orjson) and CSV (``csv_file.py``), PyFlink's builder names.
 
 ``FileSource.for_record_stream_format(StreamFormat.text_line_format(), path)``
 reads every file under ``path`` (a file or a directory, in name order). With
@@ -35,13 +35,31 @@ from .base import MalformedRecordError as MalformedRecordError
 from .file_compression import open_input
 from .file_options import SourceOptions
 
+#: what a per-file decoder returns for a line that gives no record (a header, a comment)
+NO_RECORD: Any = object()
+
 
 class StreamFormat:
-    """How bytes become records (one record per line)."""
+    """How bytes become records (one record per line).
 
-    def __init__(self, decode: Callable[[bytes], Any], name: str) -> None:
+    ``decode`` turns one line into one record. A format whose lines depend on the lines before
+    them in the file (CSV: a header line, comments) gives ``open_file(path, line)`` instead: the
+    reader calls it when it opens a file (``line``: the lines already read, at a restore) and
+    decodes that file's lines with the decoder it returns, which may return :data:`NO_RECORD`."""
+
+    def __init__(
+        self,
+        decode: Callable[[bytes], Any],
+        name: str,
+        open_file: Callable[[str, int], Callable[[bytes], Any]] | None = None,
+    ) -> None:
         self.decode = decode
         self.name = name
+        self.open_file = open_file
+
+    def get_produced_type(self) -> Any:
+        """The records' type, when the format declares one (``None``: untyped)."""
+        return None
 
     @staticmethod
     def text_line_format(charset_name: str = "utf-8") -> StreamFormat:
@@ -73,6 +91,10 @@ class FileSource(Source):
     @staticmethod
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
         return FileSourceBuilder(stream_format, [str(p) for p in paths])
+
+    def get_produced_type(self) -> Any:
+        """The format's record type (a CSV schema's row type), as Flink's source reports it."""
+        return self.format.get_produced_type()
 
     def files(self) -> list[Path]:
         """The files under the paths, skipping hidden ones as Flink's ``DefaultFileFilter`` does:
@@ -270,6 +292,8 @@ class _FileReader(SourceReader):
                 path = self._files[self._file_index]
                 self._offset, self._line = self._resume.pop(str(path), (0, 0))
                 self._fh = _Lines(open_input(path, self._offset))
+                fmt = self._source.format
+                self._decoder = fmt.decode if fmt.open_file is None else fmt.open_file(str(path), self._line)
             lines = self._fh.take(max_records)
             if lines:
                 self._offset += sum(map(len, lines))
@@ -280,19 +304,29 @@ class _FileReader(SourceReader):
             self._offset = self._line = 0
         return END
 
+    _decoder: Callable[[bytes], Any]
+
     def _decode(self, lines: list[bytes]) -> list:
-        decode = self._source.format.decode
+        decode = self._decoder
         first_line = self._line
         self._line += len(lines)
+        if self._source.format.open_file is not None:  # a stateful decoder: each line once, in order
+            return self._decode_each(lines, first_line)
         try:
             return [decode(line) for line in lines]
         except Exception:
             pass  # a bad line in the batch: decode line by line below, routing each failure
+        return self._decode_each(lines, first_line)
+
+    def _decode_each(self, lines: list[bytes], first_line: int) -> list:
+        decode = self._decoder
         out = []
         path = self._files[self._file_index]
         for i, line in enumerate(lines):
             try:
-                out.append(decode(line))
+                record = decode(line)
+                if record is not NO_RECORD:
+                    out.append(record)
             except Exception as exc:
                 self.dead_letters.append(
                     DeadLetter(

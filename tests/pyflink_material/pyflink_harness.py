@@ -27,9 +27,9 @@ class DataStreamTestSinkFunction(CollectSink):
         """Flink's InputTypeConfigurable: the declared type of the stream this sink reads."""
         self.type_info = type_info
 
-    def get_results(self, is_python_object: bool = False, stringify: bool = True) -> list[str]:
-        if is_python_object:
-            return [str(v) for v in self.results]
+    def get_results(self, is_python_object: bool = False, stringify: bool = True) -> list[Any]:
+        if is_python_object:  # PyFlink: the unpickled objects, or their str
+            return [str(v) for v in self.results] if stringify else list(self.results)
         fmt = self.type_info.format if isinstance(self.type_info, TypeInformation) else java_string
         return [fmt(v) for v in self.results]
 

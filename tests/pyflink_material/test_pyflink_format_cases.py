@@ -8,29 +8,16 @@ behind the Python object (``._j_serialization_schema.serialize(j_row)``) and com
 same expected bytes. ``test_seq_source`` reads the Java source's private ``from``/``to``
 fields; the port reads the built source's bounds and runs it.
 
-The file-connector CSV cases (``FileSourceCsvReaderFormatTests``, 9 cases run in Flink's
-process and thread modes, and ``FileSinkCsvBulkWriterTests``, 5 cases) build a
-``CsvSchema`` with ``pyflink.table.DataTypes`` and read or write files through
-``CsvReaderFormat``/``CsvBulkWriters`` (Jackson CSV in Flink's format jar): streamflow has no
-Table API types and refuses the three names with the reason, so they are left out (one
-extra test checks the refusal).
+The file-connector CSV cases (``FileSourceCsvReaderFormatTests``, ``FileSinkCsvBulkWriterTests``)
+are in ``test_pyflink_csv_file_cases.py``.
 """
 
 from __future__ import annotations
 
-import pytest
-
 from streamflow.common import Row, Types
 from streamflow.datastream.connectors.number_seq import NumberSequenceSource
-from streamflow.datastream.formats.csv import (
-    CsvBulkWriters,
-    CsvReaderFormat,
-    CsvRowDeserializationSchema,
-    CsvRowSerializationSchema,
-    CsvSchema,
-)
+from streamflow.datastream.formats.csv import CsvRowDeserializationSchema, CsvRowSerializationSchema
 from streamflow.datastream.formats.json import JsonRowDeserializationSchema, JsonRowSerializationSchema
-from streamflow.errors import NotSupportedError
 
 # ---- test_json.py: JsonSerializationSchemaTests ----
 
@@ -135,14 +122,3 @@ def test_seq_source_emits_its_inclusive_range() -> None:
     with ds.execute_and_collect() as results:
         assert sorted(results) == list(range(1, 11))
 
-
-def test_csv_file_formats_refuse_with_reason() -> None:
-    """The left-out file-connector CSV cases: the three names refuse use, naming why."""
-    calls = (
-        lambda: CsvSchema.builder(),
-        lambda: CsvReaderFormat.for_schema(None),
-        lambda: CsvBulkWriters.for_schema(None),
-    )
-    for call in calls:
-        with pytest.raises(NotSupportedError, match="bulk CSV formats"):
-            call()

@@ -11,8 +11,8 @@ or an array field is its values joined by the array element delimiter (``;``), a
 quoted by Jackson's loose check (any character below the separators' highest, e.g. a space or a
 digit with the default ``,``/``"``, or longer than 24 characters), not only when it must be.
 
-Not mirrored: ``CsvSchema``, ``CsvReaderFormat`` and ``CsvBulkWriters`` (the file connector's
-bulk CSV formats, Java's Jackson CSV); their names refuse use (``NotSupportedError``).
+The file connector's CSV formats, ``CsvSchema`` (``csv_schema.py``), ``CsvReaderFormat`` and
+``CsvBulkWriters`` (``csv_file.py``), are defined beside this module and exported from it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,13 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamflow.api.pyflink_names import unsupported
 from streamflow.connectors.serialization import DeserializationSchema, SerializationSchema
+
+from .csv_file import CsvBulkWriters as CsvBulkWriters
+from .csv_file import CsvReaderFormat as CsvReaderFormat
+from .csv_file import loose_quote
+from .csv_schema import CsvSchema as CsvSchema
+from .csv_schema import CsvSchemaBuilder as CsvSchemaBuilder
 
 __all__ = [
     "CsvBulkWriters",
@@ -62,9 +67,6 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-_MAX_QUOTE_CHECK = 24  # Jackson's CsvEncoder.MAX_QUOTE_CHECK: a longer string is always quoted
-
-
 def _field(value: Any, type_info: Any, opts: _Options) -> str:
     """One field as Flink's CSV row format (Jackson CSV) writes it: numbers and booleans raw,
     ``None`` as the null literal, a nested row or an array as its values joined by the array
@@ -84,18 +86,10 @@ def _element(value: Any) -> str:
 
 
 def _quoted(text: str, opts: _Options) -> str:
-    """Jackson's ``CsvEncoder`` loose quoting, which Flink's format keeps: a string is quoted when
-    it is longer than 24 characters or holds a character below the "safe" one (one past the
-    highest of the field delimiter, the quote character and the line delimiter's characters) or
-    the escape character; in a quoted string the quote and escape characters are doubled."""
-    q, esc = opts.quote_character, opts.escape_character
-    if not q:
-        return text
-    safe = max(ord(opts.field_delimiter), ord(q), *(ord(c) for c in opts.line_delimiter)) + 1
-    if len(text) <= _MAX_QUOTE_CHECK and not any(ord(c) < safe or c == esc for c in text):
-        return text
-    text = text.replace(esc, esc + esc) if esc else text
-    return q + text.replace(q, q + q) + q
+    """Jackson's loose quoting (``csv_file.loose_quote``), as Flink's row format keeps it."""
+    return loose_quote(
+        text, opts.field_delimiter, opts.quote_character, opts.escape_character, opts.line_delimiter
+    )
 
 
 class _Options:
@@ -264,13 +258,6 @@ class CsvRowDeserializationSchema(DeserializationSchema):
         def build(self) -> CsvRowDeserializationSchema:
             return CsvRowDeserializationSchema(self._options)
 
-
-_MOD = "pyflink.datastream.formats.csv"
-_BULK = "the file connector's bulk CSV formats (Jackson CSV in Flink's Java format jar) are not implemented"
-CsvSchema = unsupported(_MOD, "CsvSchema", f"{_BULK}; use CsvRowSerializationSchema")
-CsvSchemaBuilder = unsupported(_MOD, "CsvSchemaBuilder", _BULK)
-CsvReaderFormat = unsupported(_MOD, "CsvReaderFormat", f"{_BULK}; read lines with a text line StreamFormat")
-CsvBulkWriters = unsupported(_MOD, "CsvBulkWriters", _BULK)
 
 # names PyFlink's module imports from its other modules (api/pyflink_reexports.py)
 from streamflow.api.pyflink_reexports import reexports as _reexports  # noqa: E402
