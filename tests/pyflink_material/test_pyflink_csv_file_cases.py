@@ -7,7 +7,8 @@ The schemas are built with ``DataTypes`` from ``streamflow.table`` (PyFlink: ``p
 ``_read_csv_file`` globs ``dir/**/*`` recursively: Flink's bulk sink writes into an hourly bucket
 directory (its default assigner), streamflow's into the base path (logged, file_options.py).
 Extra tests (not Flink's) follow the ports: malformed lines, ``with_ignore_parse_errors``,
-strict headers that do not match, null values, a refused ``pyflink.table`` name.
+strict headers that do not match, null values, a refused ``pyflink.table`` name, a reader
+restored mid-file, what the bulk sink refuses.
 """
 
 from __future__ import annotations
@@ -357,3 +358,42 @@ def test_null_value_and_type_info(tmp_path: Any) -> None:
 def test_the_table_api_beyond_data_types_is_refused() -> None:
     with pytest.raises(NotSupportedError, match="no Table API"):
         from streamflow.table import TableEnvironment  # noqa: F401
+
+
+def test_a_reader_restored_mid_file_keeps_reading_rows_not_the_header(tmp_path: Any) -> None:
+    """The per-file decoder starts at the checkpointed line: the header is not re-read as a
+    row (nor checked again), the rows after the position come once."""
+    import asyncio
+
+    from streamflow.connectors.files import END
+
+    schema = CsvSchema.builder().add_string_column("s").add_number_column("n").set_use_header().build()
+    path = tmp_path / "input.csv"
+    path.write_text("s,n\na,1\nb,2\nc,3\n")
+    source = FileSource.for_record_stream_format(CsvReaderFormat.for_schema(schema), str(path)).build()
+    assert str(source.get_produced_type()) == str(schema.get_type_info())
+    reader = source.create_reader(0, 1)
+    asyncio.run(reader.start(lambda: None))
+    first = reader.poll_batch(2)  # the header and a,1
+    position = reader.snapshot_position()
+    again = source.create_reader(0, 1)
+    again.restore_positions([position])
+    asyncio.run(again.start(lambda: None))
+    rest: list[Any] = []
+    while (batch := again.poll_batch(10)) is not END:
+        rest += batch  # type: ignore[operator]
+    assert [(r["s"], r["n"]) for r in first + rest] == [("a", 1), ("b", 2), ("c", 3)]  # type: ignore[operator]
+
+
+def test_bulk_sink_refuses_a_row_encoder_and_a_size_rolling_policy(tmp_path: Any) -> None:
+    from streamflow.common.serialization import Encoder
+    from streamflow.datastream.connectors.file_system import RollingPolicy
+
+    with pytest.raises(TypeError, match="bulk writer factory"):
+        FileSink.for_bulk_format(str(tmp_path), Encoder.simple_string_encoder())  # type: ignore[arg-type]
+    schema, _ = _create_csv_array_column_schema_and_lines()
+    builder = FileSink.for_bulk_format(str(tmp_path), CsvBulkWriters.for_schema(schema))
+    with pytest.raises(TypeError, match="on checkpoints only"):
+        builder.with_rolling_policy(RollingPolicy.default_rolling_policy())
+    with pytest.raises(NotSupportedError, match="header"):
+        CsvBulkWriters.for_schema(CsvSchema.builder().add_string_column("s").set_use_header().build())
