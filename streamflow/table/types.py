@@ -6,15 +6,19 @@ have them, a precision/scale (``DECIMAL(p, s)``), an element type (``ARRAY``) or
 (``ROW``). streamflow uses them as schemas of the CSV file formats (``formats/csv_bulk.py``):
 :meth:`DataType.type_info` gives the DataStream type a record of the column has, as Flink's
 ``LegacyTypeInfoDataTypeConverter.toLegacyTypeInfo`` converts it (``TINYINT`` -> ``Types.BYTE()``,
-``DECIMAL`` -> ``Types.BIG_DEC()``, ``ARRAY(INT())`` -> ``Types.BASIC_ARRAY(Types.INT())``,
-``ROW`` -> ``Types.ROW_NAMED``). Only the types listed in :class:`DataTypes` exist; the Table API
-itself (``pyflink.table``'s other names) is refused by the package.
+``DECIMAL`` -> ``Types.BIG_DEC()``, ``ARRAY(INT())`` -> ``Types.OBJECT_ARRAY(Types.INT())``: its
+conversion class ``Integer[]`` is no primitive array, so ``convertToObjectArrayTypeInfo``;
+``ROW`` -> ``Types.ROW_NAMED``). Only the types listed in :class:`DataTypes` exist; any other
+``DataTypes.X`` (``DATE``, whose record type ``Types.LOCAL_DATE`` streamflow lacks, ``MAP``...)
+raises :class:`NotSupportedError`, and so does the Table API itself (``pyflink.table``'s other
+names, refused by the package).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
+from streamflow.errors import NotSupportedError
 from streamflow.types.typeinfo import Types
 
 __all__ = ["DataType", "DataTypes", "RowField"]
@@ -23,7 +27,7 @@ __all__ = ["DataType", "DataTypes", "RowField"]
 _TYPE_INFO = {
     "TINYINT": Types.BYTE, "SMALLINT": Types.SHORT, "INT": Types.INT, "BIGINT": Types.LONG,
     "FLOAT": Types.FLOAT, "DOUBLE": Types.DOUBLE, "DECIMAL": Types.BIG_DEC, "BOOLEAN": Types.BOOLEAN,
-    "STRING": Types.STRING, "DATE": Types.SQL_DATE, "TIME": Types.SQL_TIME, "TIMESTAMP": Types.SQL_TIMESTAMP,
+    "STRING": Types.STRING,
 }  # fmt: skip
 _NUMERIC = ("TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL")
 
@@ -49,7 +53,7 @@ class DataType:
     def type_info(self) -> Any:
         """The DataStream type of a value of this type (Flink's ``toLegacyTypeInfo``)."""
         if self.name == "ARRAY":
-            return Types.BASIC_ARRAY(self.params["element_type"].type_info())
+            return Types.OBJECT_ARRAY(self.params["element_type"].type_info())
         if self.name == "ROW":
             fields: list[RowField] = self.params["fields"]
             return Types.ROW_NAMED([f.name for f in fields], [f.data_type.type_info() for f in fields])
@@ -98,7 +102,18 @@ class RowField:
         return f"RowField({self.name}, {self.data_type!r})"
 
 
-class DataTypes:
+class _DataTypesMeta(type):
+    def __getattr__(cls, name: str) -> NoReturn:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise NotSupportedError(
+            f"DataTypes.{name} is not supported by streamflow: streamflow.table has the types the CSV file "
+            "formats' columns use (TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL, BOOLEAN, STRING, "
+            "ARRAY, ROW, FIELD), not the Table API's type system"
+        )
+
+
+class DataTypes(metaclass=_DataTypesMeta):
     """PyFlink's ``DataTypes`` factories, for the types streamflow's formats use."""
 
     @staticmethod
@@ -139,18 +154,6 @@ class DataTypes:
     @staticmethod
     def STRING(nullable: bool = True) -> DataType:
         return DataType("STRING", nullable)
-
-    @staticmethod
-    def DATE(nullable: bool = True) -> DataType:
-        return DataType("DATE", nullable)
-
-    @staticmethod
-    def TIME(precision: int = 0, nullable: bool = True) -> DataType:
-        return DataType("TIME", nullable, precision=precision)
-
-    @staticmethod
-    def TIMESTAMP(precision: int = 6, nullable: bool = True) -> DataType:
-        return DataType("TIMESTAMP", nullable, precision=precision)
 
     @staticmethod
     def ARRAY(element_type: DataType, nullable: bool = True) -> DataType:
