@@ -8,7 +8,7 @@ The schemas are built with ``DataTypes`` from ``streamflow.table`` (PyFlink: ``p
 directory (its default assigner), streamflow's into the base path (logged, file_options.py).
 Extra tests (not Flink's) follow the ports: malformed lines, ``with_ignore_parse_errors``,
 strict headers that do not match, null values, a refused ``pyflink.table`` name, a reader
-restored mid-file, what the bulk sink refuses.
+restored mid-file, what the bulk sink refuses, `set_skip_first_data_row`.
 """
 
 from __future__ import annotations
@@ -399,3 +399,16 @@ def test_bulk_sink_refuses_a_row_encoder_and_a_size_rolling_policy(tmp_path: Any
         builder.with_rolling_policy(RollingPolicy.default_rolling_policy())
     with pytest.raises(NotSupportedError, match="header"):
         CsvBulkWriters.for_schema(CsvSchema.builder().add_string_column("s").set_use_header().build())
+
+
+def test_skip_first_data_row_skips_the_line_after_the_header_unparsed(tmp_path: Any) -> None:
+    """Jackson's ``setSkipFirstDataRow``: the first line after the header (if any) is skipped
+    without being parsed (here a units line of another length)."""
+    schema = (
+        CsvSchema.builder().add_string_column("s").add_number_column("n")
+        .set_use_header().set_skip_first_data_row().build()
+    )  # fmt: skip
+    rows = _run_source_job(tmp_path, schema, ["s,n\n", "text,count,extra\n", "a,1\n"], "skip")
+    assert [(r["s"], r["n"]) for r in rows] == [("a", 1)]
+    no_header = CsvSchema.builder().add_string_column("s").set_skip_first_data_row().build()
+    assert [r["s"] for r in _run_source_job(tmp_path, no_header, ["x\n", "y\n"], "skip2")] == ["y"]

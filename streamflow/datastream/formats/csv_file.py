@@ -108,6 +108,9 @@ class _Decoder:
             return NO_RECORD
         if not text:
             return NO_RECORD
+        if self._skip_data_row and not self._header:  # Jackson skips the line unparsed
+            self._skip_data_row = False
+            return NO_RECORD
         try:
             fields = next(csv.reader([text], **self._dialect))
             if self._header:
@@ -118,9 +121,6 @@ class _Decoder:
                 raise ValueError(
                     f"Row length mismatch. {len(self._columns)} fields expected but was {len(fields)}."
                 )
-            if self._skip_data_row:
-                self._skip_data_row = False
-                return NO_RECORD
             values = [None if f == self._null else p(f) for p, f in zip(self._parsers, fields, strict=True)]
         except (ValueError, csv.Error) as exc:
             if isinstance(exc, csv.Error) and "end of data" in str(exc):
