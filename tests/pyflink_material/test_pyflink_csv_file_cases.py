@@ -8,7 +8,7 @@ The schemas are built with ``DataTypes`` from ``streamflow.table`` (PyFlink: ``p
 directory (its default assigner), streamflow's into the base path (logged, file_options.py).
 Extra tests (not Flink's) follow the ports: malformed lines, ``with_ignore_parse_errors``,
 strict headers that do not match, null values, a refused ``pyflink.table`` name, a reader
-restored mid-file, what the bulk sink refuses, `set_skip_first_data_row`.
+restored mid-file, what the bulk sink refuses, ``set_skip_first_data_row``, Jackson's escape sequences.
 """
 
 from __future__ import annotations
@@ -412,3 +412,11 @@ def test_skip_first_data_row_skips_the_line_after_the_header_unparsed(tmp_path: 
     assert [(r["s"], r["n"]) for r in rows] == [("a", 1)]
     no_header = CsvSchema.builder().add_string_column("s").set_skip_first_data_row().build()
     assert [r["s"] for r in _run_source_job(tmp_path, no_header, ["x\n", "y\n"], "skip2")] == ["y"]
+
+
+def test_escape_sequences_are_jacksons(tmp_path: Any) -> None:
+    """Jackson's ``CsvDecoder._unescape``: after the escape character ``n``/``r``/``t``/``0`` are
+    control characters, any other character itself; an escaped escape character is one."""
+    schema = CsvSchema.builder().add_string_column("a").add_string_column("b").set_escape_char("\\").build()
+    rows = _run_source_job(tmp_path, schema, ['x\\ny,"p\\tq"\n', "\\\\n,\\q\\,\n"], "escapes")
+    assert sorted((r["a"], r["b"]) for r in rows) == sorted([("x\ny", "p\tq"), ("\\n", "q,")])

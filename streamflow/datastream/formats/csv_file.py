@@ -22,9 +22,11 @@ consumed); with :meth:`CsvReaderFormat.with_ignore_parse_errors` (Flink's
 with ``#`` are skipped with ``set_allow_comments``; a blank line gives no row (Flink's converter
 returns none for an empty record).
 
-Not as Jackson: a quoted value spanning lines (the source splits lines first: it is a parse
-error naming the line); an escape character keeps the next character as it is (Jackson also
-turns ``\\n``, ``\\r``, ``\\t`` and ``\\0`` into control characters).
+An escape character keeps the next character as it is, except that ``n``, ``r``, ``t`` and ``0``
+after it are a line feed, carriage return, tab and NUL (Jackson's ``CsvDecoder._unescape``): the
+pairs are rewritten to escaped control characters before the ``csv`` module reads the line, one
+pair at a time from the left (an escaped escape character stays one). Not as Jackson: a quoted
+value spanning lines (the source splits lines first: it is a parse error naming the line).
 
 Writing: each row is one line: numbers and booleans as Java prints them, ``None`` as the null
 value (empty by default), an array as its elements joined by its separator, and strings (an
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +53,7 @@ __all__ = ["CsvBulkWriters", "CsvReaderFormat", "loose_quote"]
 log = logging.getLogger(__name__)
 
 _MAX_QUOTE_CHECK = 24  # Jackson's CsvEncoder.MAX_QUOTE_CHECK: a longer string is always quoted
+_UNESCAPED = {"0": "\0", "n": "\n", "r": "\r", "t": "\t"}  # Jackson's CsvDecoder._unescape
 _LOGGED_PER_FILE = 10  # skipped lines logged one by one per file; then every 1000th
 
 
@@ -83,6 +87,8 @@ class _Decoder:
             "quoting": csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
             "escapechar": schema.option("escape_char"), "doublequote": True, "strict": True,
         }  # fmt: skip
+        escape = schema.option("escape_char")
+        self._escapes = None if escape is None else re.compile(re.escape(escape) + "(.)", re.DOTALL)
         self._columns = schema.columns()
         self._names = [c.name for c in self._columns]
         self._null = schema.option("null_value")
@@ -112,7 +118,8 @@ class _Decoder:
             self._skip_data_row = False
             return NO_RECORD
         try:
-            fields = next(csv.reader([text], **self._dialect))
+            line = text if self._escapes is None else self._escapes.sub(self._unescape, text)
+            fields = next(csv.reader([line], **self._dialect))
             if self._header:
                 self._header = False
                 self._check_header(fields)
@@ -132,6 +139,9 @@ class _Decoder:
             self._skip(text, exc)
             return NO_RECORD
         return _create_row(self._names, tuple(values))
+
+    def _unescape(self, pair: re.Match[str]) -> str:
+        return pair[0][:-1] + _UNESCAPED.get(pair[1], pair[1])
 
     def _check_header(self, names: list[str]) -> None:
         """Flink/Jackson: with strict headers the header must name the columns in order."""
