@@ -462,6 +462,15 @@ def _run_kill_job(tmp: Path, kill_after: int | None, hook: str = "STREAMFLOW_SPA
     )
 
 
+def _spark_log(chk: Path, query: str, kind: str) -> list[int]:
+    """The batch ids in a query's Spark checkpoint log under ``chk`` (a job's checkpoint storage
+    directory): ``offsets`` (micro-batches planned: written before a batch runs) or ``commits``
+    (micro-batches Spark committed after its sink returned). What a killed driver left: the
+    batches its restart replays (planned, not committed) and those it does not run again."""
+    log = chk / "spark" / "checkpoints" / query / kind
+    return sorted(int(p.name) for p in log.iterdir() if p.name.isdigit()) if log.exists() else []
+
+
 def _written_lines(out: Path) -> list[str]:
     """Every line of the sink's part files (not its hidden in-progress ones)."""
     return [line for f in sorted(out.iterdir()) if not f.name.startswith(".")

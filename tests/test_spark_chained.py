@@ -19,7 +19,7 @@ from typing import Any
 
 import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never skipped)
 import pytest
-from test_spark import _run_kill_job, _written_lines
+from test_spark import _run_kill_job, _spark_log, _written_lines
 
 from streamflow import (
     KeyedProcessFunction,
@@ -197,18 +197,34 @@ def test_driver_killed_in_an_exchange_and_in_the_next_query_resumes_exactly_once
     engine and enables checkpoints, and the last one finishes with the expected outputs (the last
     one in this process's Spark session: _finish_kill_job_here)."""
     n = 1200  # 400 records per micro-batch: 3 source chunks, the last ending with end of input
+    chk = tmp_path / "chk"
     first = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH", n)
     assert first.returncode == -signal.SIGKILL, first.stderr[-3000:]
-    (exchange,) = (tmp_path / "chk" / "spark" / "exchange").iterdir()
+    (exchange,) = (chk / "spark" / "exchange").iterdir()
+    query = f"exchange-{exchange.name}"
     chunks = sorted(p.name for p in exchange.iterdir() if not p.name.startswith("."))
     assert chunks == ["part-00000000.parquet", "part-00000001.parquet"]  # killed mid-exchange
+    # where the kill landed: inside micro-batch 1 of the exchange's query, after its chunk was
+    # written and before Spark committed it (batch 0 committed, 1 planned); the downstream
+    # query had not started
+    assert (_spark_log(chk, query, "offsets"), _spark_log(chk, query, "commits")) == ([0, 1], [0])
+    assert _spark_log(chk, "sums", "offsets") == []
     assert not (tmp_path / "out").exists() or _written_lines(tmp_path / "out") == []
     second = _run_kill_job(tmp_path, 1, "STREAMFLOW_SPARK_KILL_AFTER_BATCH", n)
     assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
     assert any(p.name.endswith("-eof.parquet") for p in exchange.iterdir())  # the exchange had ended
+    assert _spark_log(chk, query, "commits") == _spark_log(chk, query, "offsets")
+    # inside micro-batch 1 of the sink's query: its part file written, Spark's commit not
+    assert (_spark_log(chk, "sums", "offsets"), _spark_log(chk, "sums", "commits")) == ([0, 1], [0])
+    out = tmp_path / "out"
+    killed = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith(".")}
+    assert sorted(name[-8:] for name in killed) == ["00000000", "00000001"], sorted(killed)
     code, stderr = _finish_kill_job_here(tmp_path, n, capsys)
     assert code == 0, stderr[-3000:]
     assert "job status: FINISHED" in stderr, stderr[-3000:]  # through `streamflow run`
+    # the resumed run replayed batch 1 (the same file, the same bytes) and ran the rest
+    assert {name: (out / name).read_bytes() for name in killed} == killed
+    assert _spark_log(chk, "sums", "commits")[-1] > 1
     expected = []
     firsts: dict[str, int] = {}
     seconds: dict[str, int] = {}

@@ -28,7 +28,7 @@ import pyspark  # noqa: F401  (installed by scripts/install-test-deps; never ski
 import pytest
 from kill_moments import kill_rng
 from spark_jvm import driver_env
-from test_spark import _env, _strategy, _written_lines, events
+from test_spark import _env, _spark_log, _strategy, _written_lines, events
 
 from streamflow import KeyedProcessFunction, OutputTag, ProcessFunction, ValueStateDescriptor
 from streamflow.common import Types
@@ -216,11 +216,29 @@ def test_driver_killed_in_a_fan_out_resumes_exactly_once_with_one_answer(tmp_pat
     (exchange,) = (tmp_path / "chk" / "spark" / "exchange").iterdir()
     chunks = sorted(p.name for p in exchange.iterdir() if not p.name.startswith("."))
     killed_chunk = (exchange / chunks[-1]).read_bytes()
+    chk, query = tmp_path / "chk", f"exchange-{exchange.name}"
+    logs = {q: (_spark_log(chk, q, "offsets"), _spark_log(chk, q, "commits")) for q in (query, "a", "b")}
+    print(f"killed with Spark's (offsets, commits) logs {logs}")
+    written: dict[Path, bytes] = {}
     if hook == "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH":
         assert chunks == [f"part-{k:08d}.parquet" for k in range(batch + 1)]  # killed mid-exchange
+        # inside the exchange query's micro-batch ``batch``: planned, its chunk written, not
+        # committed; the sink queries had not started
+        assert logs == {query: (list(range(batch + 1)), list(range(batch))), "a": ([], []), "b": ([], [])}
     else:
         assert chunks[-1].endswith("-eof.parquet"), chunks  # the exchange had ended
+        assert logs[query][0] == logs[query][1]
+        # inside micro-batch ``batch`` of a sink query (the first to reach it: either kills
+        # there): planned, its part file written, not committed; neither query committed it
+        killer = [q for q in ("a", "b") if logs[q][0][-1:] == [batch]]
+        assert killer and all(logs[q][1] == list(range(len(logs[q][1]))) and len(logs[q][1]) <= batch
+                              for q in ("a", "b")), logs
+        assert logs[killer[0]][1] == list(range(batch)), logs
+        written = {f: f.read_bytes() for q in ("a", "b") for f in (tmp_path / "out" / q).iterdir()
+                   if not f.name.startswith(".")}
+        assert any(f.parent.name == killer[0] and f.name.endswith(f"{batch:08d}") for f in written), written
     job.run(str(tmp_path / "out"), str(tmp_path / "chk"), n, shape)
+    assert {f: f.read_bytes() for f in written} == written  # replayed from the same chunks: same bytes
     if hook == "STREAMFLOW_SPARK_KILL_AFTER_EXCHANGE_BATCH":
         assert (exchange / chunks[-1]).read_bytes() != killed_chunk  # replayed: new tokens
     else:

@@ -44,6 +44,7 @@ sys.path.insert(0, str(HERE))
 from kafka_kill_job import data, expected  # noqa: E402
 from kill_moments import kill_rng  # noqa: E402
 from spark_jvm import driver_env  # noqa: E402
+from test_spark import _spark_log  # noqa: E402
 
 N = 500
 PER_BATCH = 100  # micro-batches 0..4 (the last one also carries the end of input)
@@ -158,15 +159,37 @@ async def test_driver_killed_around_the_commit_and_at_random_moments_resumes_exa
         first = path.read_text()
         assert [int(b) for b in _SKIPPED.findall(first)] == [2], first[-3000:]
         assert not _COMMITTED.search(first), first[-3000:]
-        await asyncio.sleep(rng.uniform(0.0, 1.5))  # two keyed batches left: >= 3 s on an idle machine
+        delay = rng.uniform(0.0, 1.5)  # two keyed batches left: >= 3 s on an idle machine
+        await asyncio.sleep(delay)
         assert proc.poll() is None, "the driver ended before its random kill"
     finally:
         _kill_group(proc)
     text = path.read_text()
-    assert 2 not in [int(b) for b in _COMMITTED.findall(text)], text[-3000:]  # never written again
     assert proc.returncode == -signal.SIGKILL, text[-3000:]
+    await _landed_mid_job(job, text, delay)
     await asyncio.to_thread(job.finish)
     await job.check()
+
+
+async def _landed_mid_job(job: Job, log: str, delay: float) -> None:
+    """Where the random kill landed, from what the killed run left (printed: pytest shows it with
+    a failure, beside the seed): it is timed from the sink's skip of the replayed batch 2 (the
+    query's first micro-batch in that run, after the JVM start, the imports and the first batch's
+    Python workers), so it lands inside the query run; and before the query's end (Spark had not
+    committed its last batch, 4): the resumed run has batches to run or replay. What the killed run
+    committed to Kafka (its log, plus at most one batch committed but not yet logged) is what the
+    read_committed consumer sees, and batch 2 is never written again."""
+    by_sink = [int(b) for b in _COMMITTED.findall(log)]
+    planned, committed = (_spark_log(job.tmp / "chk", "kafka-out", kind) for kind in ("offsets", "commits"))
+    visible = await job.committed()
+    print(f"random kill {delay:.2f} s after the skipped replay of batch 2: the killed run committed "
+          f"batches {by_sink} to Kafka ({visible} records visible); Spark had planned {planned}, "
+          f"committed {committed}")
+    assert [int(b) for b in _SKIPPED.findall(log)] == [2], log[-3000:]  # its first micro-batch ran
+    assert by_sink == list(range(3, 3 + len(by_sink))), log[-3000:]  # batch 2 not written again
+    assert visible in (PER_BATCH * (3 + len(by_sink)), PER_BATCH * (4 + len(by_sink))), (visible, by_sink)
+    assert committed == list(range(len(committed))) and 2 <= len(committed) <= 4, committed
+    assert planned == list(range(len(planned))) and len(planned) >= 3, planned  # batch 2 was replayed
 
 
 async def _until_a_batch_is_done(proc: subprocess.Popen[bytes], log: Path) -> None:
