@@ -150,39 +150,46 @@ async def test_driver_killed_around_the_commit_and_at_random_moments_resumes_exa
     assert not _SKIPPED.search(log)
     assert await job.committed() == 3 * PER_BATCH
     # 3. Spark replays batch 2, which the sink skips, saying so (its first batch); then a kill at
-    # a random delay after that skipped replay (tests/kill_moments.py: a seed per run, printed);
-    # then a run to the end
+    # a random delay after that skipped replay or after batch 3 committed (tests/kill_moments.py:
+    # a seed per run, printed); then a run to the end. Two keyed batches are left after the skip
+    # (>= 3 s on an idle machine): delays from the skip alone (0-1.5 s) all landed inside batch 3
+    # (fresh clone, loaded machine: batch 3 committed 3.5 s after the skip, batch 4 6.4 s), never
+    # between batch 3's Kafka commit and Spark's, nor in batch 4
     rng = kill_rng("spark-kafka")
+    anchor, longest = rng.choice(((_SKIPPED, 1.5), (_COMMITTED, 1.0)))
+    delay = rng.uniform(0.0, longest)
     proc, path = job.start()
     try:
-        await _until_a_batch_is_done(proc, path)
+        await _until_logged(proc, path, _SKIPPED)
         first = path.read_text()
         assert [int(b) for b in _SKIPPED.findall(first)] == [2], first[-3000:]
         assert not _COMMITTED.search(first), first[-3000:]
-        delay = rng.uniform(0.0, 1.5)  # two keyed batches left: >= 3 s on an idle machine
+        await _until_logged(proc, path, anchor)
         await asyncio.sleep(delay)
         assert proc.poll() is None, "the driver ended before its random kill"
     finally:
         _kill_group(proc)
     text = path.read_text()
     assert proc.returncode == -signal.SIGKILL, text[-3000:]
-    await _landed_mid_job(job, text, delay)
+    after = "batch 3 committed" if anchor is _COMMITTED else "the skipped replay of batch 2"
+    await _landed_mid_job(job, text, f"{delay:.2f} s after {after}")
     await asyncio.to_thread(job.finish)
     await job.check()
 
 
-async def _landed_mid_job(job: Job, log: str, delay: float) -> None:
+async def _landed_mid_job(job: Job, log: str, moment: str) -> None:
     """Where the random kill landed, from what the killed run left (printed: pytest shows it with
     a failure, beside the seed): it is timed from the sink's skip of the replayed batch 2 (the
     query's first micro-batch in that run, after the JVM start, the imports and the first batch's
-    Python workers), so it lands inside the query run; and before the query's end (Spark had not
-    committed its last batch, 4): the resumed run has batches to run or replay. What the killed run
+    Python workers) or from batch 3's commit, so it lands inside the query run; and before the
+    query's end (Spark had not committed its last batch, 4): the resumed run has batches to run or
+    replay. What the killed run
     committed to Kafka (its log, plus at most one batch committed but not yet logged) is what the
     read_committed consumer sees, and batch 2 is never written again."""
     by_sink = [int(b) for b in _COMMITTED.findall(log)]
     planned, committed = (_spark_log(job.tmp / "chk", "kafka-out", kind) for kind in ("offsets", "commits"))
     visible = await job.committed()
-    print(f"random kill {delay:.2f} s after the skipped replay of batch 2: the killed run committed "
+    print(f"random kill {moment}: the killed run committed "
           f"batches {by_sink} to Kafka ({visible} records visible); Spark had planned {planned}, "
           f"committed {committed}")
     assert [int(b) for b in _SKIPPED.findall(log)] == [2], log[-3000:]  # its first micro-batch ran
@@ -192,14 +199,13 @@ async def _landed_mid_job(job: Job, log: str, delay: float) -> None:
     assert planned == list(range(len(planned))) and len(planned) >= 3, planned  # batch 2 was replayed
 
 
-async def _until_a_batch_is_done(proc: subprocess.Popen[bytes], log: Path) -> None:
+async def _until_logged(proc: subprocess.Popen[bytes], log: Path, line: re.Pattern[str]) -> None:
+    """Until the driver's log has ``line`` (polled every 50 ms)."""
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        text = log.read_text()
-        if _COMMITTED.search(text) or _SKIPPED.search(text):
-            return
-        await asyncio.sleep(0.1)
-    assert proc.poll() is not None, "no micro-batch within 300 s"
+    while not line.search(log.read_text()):
+        assert proc.poll() is None, f"the driver ended before it logged {line.pattern!r}"
+        assert time.monotonic() < deadline, f"{line.pattern!r} not logged within 300 s"
+        await asyncio.sleep(0.05)
 
 
 async def test_the_commit_marker_of_another_checkpoint_location_is_not_trusted(kafka, tmp_path):
