@@ -89,7 +89,21 @@ class Encoder:
 
 class BulkEncoder(Encoder):
     """A bulk writer factory for ``FileSink.for_bulk_format`` (``CsvBulkWriters.for_schema``): an
-    encoder whose files roll on checkpoints only, as Flink's bulk formats."""
+    encoder whose files roll on checkpoints only, as Flink's bulk formats.
+
+    ``header``: bytes the sink writes at the start of every part file it opens (Flink's bulk
+    writer is made per part file, so a writer's preamble, such as the CSV header of
+    ``CsvBulkWriter``, starts each file), before the file's first records; empty: none."""
+
+    def __init__(
+        self,
+        encode_batch: Callable[[list], bytes],
+        name: str,
+        for_type: Callable[[Any], Encoder] | None = None,
+        header: bytes = b"",
+    ) -> None:
+        super().__init__(encode_batch, name, for_type)
+        self.header = header
 
 
 @dataclass(frozen=True)

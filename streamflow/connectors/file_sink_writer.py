@@ -402,6 +402,9 @@ class FileSinkOperator(StreamOperator):
         name = parts.visible(self.next_part)
         self.next_part += 1
         bucket.open(name, now)
+        header = getattr(self.sink.encoder, "header", b"")
+        if header:  # a bulk writer's preamble (CSV header): once, at the start of each part file
+            bucket.append(header, now)
         self._arm_timer()
 
     def _close_handles(self) -> None:

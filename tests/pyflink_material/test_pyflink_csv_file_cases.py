@@ -397,8 +397,6 @@ def test_bulk_sink_refuses_a_row_encoder_and_a_size_rolling_policy(tmp_path: Any
     builder = FileSink.for_bulk_format(str(tmp_path), CsvBulkWriters.for_schema(schema))
     with pytest.raises(TypeError, match="on checkpoints only"):
         builder.with_rolling_policy(RollingPolicy.default_rolling_policy())
-    with pytest.raises(NotSupportedError, match="header"):
-        CsvBulkWriters.for_schema(CsvSchema.builder().add_string_column("s").set_use_header().build())
 
 
 def test_skip_first_data_row_skips_the_line_after_the_header_unparsed(tmp_path: Any) -> None:

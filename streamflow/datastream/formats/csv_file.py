@@ -30,7 +30,9 @@ value spanning lines (the source splits lines first: it is a parse error naming 
 
 Writing: each row is one line: numbers and booleans as Java prints them, ``None`` as the null
 value (empty by default), an array as its elements joined by its separator, and strings (an
-array's text too) quoted by Jackson's loose check (:func:`loose_quote`).
+array's text too) quoted by Jackson's loose check (:func:`loose_quote`). With ``set_use_header``
+the column names, quoted and separated as a row, are the encoder's ``header``, which the file
+sink writes once at the start of each part file (Flink makes a ``CsvBulkWriter`` per part file).
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from typing import Any
 
 from streamflow.connectors.file_sink_policy import BulkEncoder
 from streamflow.connectors.files import NO_RECORD, StreamFormat
-from streamflow.errors import NotSupportedError
 from streamflow.types.row import _create_row
 
 from .csv_schema import CsvSchema, value_parser, value_text
@@ -207,11 +208,6 @@ class CsvBulkWriters:
     def for_schema(schema: CsvSchema) -> BulkEncoder:
         if not isinstance(schema, CsvSchema):
             raise TypeError(f"CsvBulkWriters.for_schema: a CsvSchema is needed, got {schema!r}")
-        if schema.option("use_header"):
-            raise NotSupportedError(
-                "CsvBulkWriters with a header (set_use_header): streamflow does not write a header line "
-                "at the start of each part file; build the writer's schema without set_use_header"
-            )
         sep, quote, esc = (
             schema.option("column_separator"),
             schema.option("quote_char"),
@@ -242,4 +238,8 @@ class CsvBulkWriters:
                 lines.append(sep.join(field(v, c) for v, c in zip(row, columns, strict=True)) + end)
             return "".join(lines).encode("utf-8")
 
-        return BulkEncoder(encode, f"csv_bulk({schema})")
+        header = b""
+        if schema.option("use_header"):  # Jackson's CsvGenerator: the column names, as a row
+            names = (loose_quote(c.name, sep, quote, esc, end) for c in columns)
+            header = (sep.join(names) + end).encode("utf-8")
+        return BulkEncoder(encode, f"csv_bulk({schema})", header=header)
