@@ -215,25 +215,30 @@ class SortedKeyedInput(TimerOperator):
         self.current_watermark = MAX_WATERMARK
         self._quiesced = True
         self.timers = _Quiesced(timers, self)  # type: ignore[assignment]
+        fired = [0]  # counted once for the key (numFiredTimers), a failed timer too
         try:
-            await self._sorted_fire_event_time(timers)
+            await self._sorted_fire_event_time(timers, fired)
             while (timer := timers.pop_processing_timer(MAX_WATERMARK)) is not None:
+                fired[0] += 1
                 backend.current_key = timer.key
                 await self.on_processing_timer(timer)
         finally:
+            self.count_fired(fired[0])
             self.timers = timers
             self._quiesced = False
             self.current_watermark = MIN_WATERMARK
         for table in backend.heap_tables():
             table.pop(key, None)
 
-    async def _sorted_fire_event_time(self, timers: Any) -> None:
+    async def _sorted_fire_event_time(self, timers: Any, fired: list[int]) -> None:
+        """The key's event-time timers (a window's panes too), counted in ``fired[0]``."""
         backend = self.backend
         if isinstance(self, WindowOperator):  # windows fire their panes and timers, then flush
             try:
                 if self.fast:
-                    await fire_panes(self, MAX_WATERMARK)
+                    fired[0] += await fire_panes(self, MAX_WATERMARK)
                 while (timer := timers.pop_event_timer(MAX_WATERMARK)) is not None:
+                    fired[0] += 1
                     backend.current_key = timer.key
                     self._on_timer(timer, event_time=True)
             except Exception as exc:
@@ -241,6 +246,7 @@ class SortedKeyedInput(TimerOperator):
             await self.out.flush(self, True)
             return
         while (timer := timers.pop_event_timer(MAX_WATERMARK)) is not None:
+            fired[0] += 1
             backend.current_key = timer.key
             await self.on_event_timer(timer)
 

@@ -68,6 +68,10 @@ class TimerOperator(StreamOperator):
 
     def setup(self, ctx: Any, output: Any) -> None:
         super().setup(ctx, output)
+        # Flink 1.20's operator metrics (FLINK-35065, InternalTimeServiceManagerImpl): every timer
+        # that fires, whichever domain, backend or input (sorted batch input, a window's panes)
+        self._fired_counter = ctx.metrics.counter("numFiredTimers")
+        self._fired_meter = ctx.metrics.meter("numFiredTimersPerSecond")
         rocks = self._rocks
         if rocks is not None:  # timers in RocksDB beside the keyed state (state/rocksdb_timers.py)
             from ..state.rocksdb_timers import RocksDBTimerService
@@ -138,19 +142,32 @@ class TimerOperator(StreamOperator):
     async def _fire_due(self, event_time: bool, time: int, pause: bool) -> None:
         """Fire the timers of one domain due at ``time``, in order; a long run of deleted timers
         is skipped a slice at a time, pausing through the loop budget between two slices
-        (``TimerService.drop_dead_*``); ``pause``: between two timers too."""
+        (``TimerService.drop_dead_*``); ``pause``: between two timers too. The timers fired
+        are counted once at the end (``numFiredTimers``), a timer whose callback failed too."""
         t, e = self.timers, event_time
         pop, drop, on = (t.pop_event_timer, t.drop_dead_event_timers, self.on_event_timer) if e else (
             t.pop_processing_timer, t.drop_dead_processing_timers, self.on_processing_timer)  # fmt: skip
-        while True:
-            while not drop(time):
-                await yield_point()
-            if (timer := pop(time)) is None:
-                return
-            self.backend.current_key = timer.key
-            await on(timer)
-            if pause:
-                await yield_point()
+        n = 0
+        try:
+            while True:
+                while not drop(time):
+                    await yield_point()
+                if (timer := pop(time)) is None:
+                    return
+                n += 1
+                self.backend.current_key = timer.key
+                await on(timer)
+                if pause:
+                    await yield_point()
+        finally:
+            self.count_fired(n)
+
+    def count_fired(self, n: int) -> None:
+        """Add ``n`` fired timers to ``numFiredTimers`` and ``numFiredTimersPerSecond`` (once
+        per firing run, not per timer: Flink's counter and meter count the same events)."""
+        if n:
+            self._fired_counter.count += n
+            self._fired_meter.count += n
 
     def next_event_time(self) -> int | None:
         """The earliest watermark at which this operator has work (a timer to fire), or None.

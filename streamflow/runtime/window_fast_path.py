@@ -132,16 +132,25 @@ def _fast_loop(
             refire.add(key)
 
 
-async def fire_panes(op: WindowOperator, wm: int) -> None:
+async def fire_panes(op: WindowOperator, wm: int) -> int:
     """Fire every pane the watermark passed (once; again only for the keys in ``_refire``),
     drop those past their cleanup time. Every ``FIRE_SLICE`` keys the output goes out and
-    the job's loop budget may pause (a window over a million keys closes at one watermark)."""
+    the job's loop budget may pause (a window over a million keys closes at one watermark).
+
+    Returns the timers the general path would have fired (``numFiredTimers``): one per key
+    of a pane's first firing (its trigger timer at ``max_timestamp()``, one with the cleanup
+    timer when there is no lateness: same key, window and time), and with lateness one per
+    key of a pane at its cleanup (unless at ``MAX_WATERMARK``: no cleanup timer then). A
+    late element's firing is the trigger's ``FIRE`` on the element, no timer."""
     panes, fired, refire, lateness = op.panes, op._fired, op._refire, op.allowed_lateness
     due = sorted(w for w in panes if w.end - 1 <= wm and (w not in fired or w in refire))
+    timers = 0
     for window in due:
         pane = panes[window]
         keys = refire.pop(window, None)
         held = list(pane)
+        if keys is None:
+            timers += len(held)
         chosen = held if keys is None else [k for k in held if k in keys]
         for start in range(0, len(chosen), FIRE_SLICE):
             part = chosen[start : start + FIRE_SLICE]
@@ -154,9 +163,12 @@ async def fire_panes(op: WindowOperator, wm: int) -> None:
             await op._pane_tables.drop(window, held)
             fired.discard(window)
     for window in [w for w in fired if op.cleanup_time(w) <= wm] if lateness else ():
+        if op.cleanup_time(window) < MAX_WATERMARK:
+            timers += len(panes[window])
         await op._pane_tables.drop(window)
         fired.discard(window)
         refire.pop(window, None)
+    return timers
 
 
 def _emit_pane(op: WindowOperator, window: TimeWindow, pane: dict[Any, Any], keys: Any, take: bool) -> None:

@@ -307,23 +307,25 @@ class WindowOperator(WindowTables):
         if ts == MAX_WATERMARK and self.ctx.batch:
             self._quiesced = True  # the end of a batch job's input (TimerOperator)
         pop = self.timers.pop_event_timer
+        n = 0
         try:
             if self.fast:
-                await fire_panes(self, ts)
-            n = 0
+                self.count_fired(await fire_panes(self, ts))
             drop = self.timers.drop_dead_event_timers
             while True:
                 while not drop(ts):  # a long run of deleted timers: skipped a slice at a time
                     await self._between_slices()
                 if (timer := pop(ts)) is None:
                     break
+                n += 1
                 self.backend.current_key = timer.key
                 self._on_timer(timer, event_time=True)
-                n += 1
                 if n % FIRE_SLICE == 0:
                     await self._between_slices()
         except Exception as exc:
             raise self.failure(exc) from None
+        finally:
+            self.count_fired(n)
         await self.out.flush(self, True)
         if ts == MAX_WATERMARK and self.ctx.batch:  # processing-time windows fire too (api/batch.py)
             await self.fire_processing_timers_at_end()
