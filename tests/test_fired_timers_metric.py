@@ -12,6 +12,9 @@ Flink's ``InternalTimerServiceImplTest`` asserts the counter after ``advanceWate
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
+import urllib.request
 from typing import Any
 
 import pytest
@@ -61,15 +64,31 @@ async def test_event_and_processing_timers_are_counted_streaming(backend: str) -
     once): numFiredTimers == N + M, read from the running job and the result."""
     source = ScriptedSource([Record((f"k{i}", i), 10 * i) for i in range(KEYS)], end=False)
     env = _env(backend, batch=False)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        env.configure({"rest.port": sock.getsockname()[1]})
     sink = ListSink()
-    env.from_source(source, None, "timers").key_by(lambda e: e[0]).process(_Timers()).sink_to(sink)
+    env.from_source(source, None, "timers").key_by(lambda e: e[0]).process(_Timers()).uid("keyed").sink_to(
+        sink
+    )
     client = await env.execute_async()
     processing = lambda: [r for r in sink.results if r[0] == TimeDomain.PROCESSING_TIME]  # noqa: E731
     await wait_until(lambda: len(processing()) == KEYS)
     await wait_until(lambda: _fired(client.get_metrics()) == KEYS)  # only the processing timers yet
-    # the job page's snapshot and Prometheus /metrics list them with the operator's metrics
-    assert _fired(client.get_metrics_snapshot()["user"]) == KEYS
+    # the job page's snapshot: its operator table and the task (Flink's TaskIOMetricGroup)
+    snap = client.get_metrics_snapshot()
+    (subtask,) = [s for v in snap["vertices"] for s in v["subtasks"] if "KeyedProcess" in s["name"]]
+    assert [op["numFiredTimers"] for op in subtask["operators"]] == [None, KEYS, None]
+    assert subtask["numFiredTimers"] == KEYS
+    assert client.get_metrics()[f"{subtask['name']}.numFiredTimers"] == KEYS
+    # REST /jobs/<id>/metrics and Prometheus /metrics
+    rest = f"{client.rest.url}/jobs/{client.job_id}/metrics?get=" + ",".join(
+        f"{uid}.numFiredTimers" for uid in ("keyed[0]", "timers[0]")
+    )
+    body = await asyncio.to_thread(lambda: urllib.request.urlopen(rest, timeout=10).read())
+    assert json.loads(body) == [{"id": "keyed[0].numFiredTimers", "value": str(KEYS)}]
     text = render(client).decode()
+    assert f'streamflow_task_numFiredTimers{{job_id="{client.job_id}"' in text
     assert (
         "streamflow_operator_numFiredTimers{" in text
         and "streamflow_operator_numFiredTimersPerSecond{" in text
@@ -89,7 +108,7 @@ def test_event_and_processing_timers_are_counted_batch(backend: str) -> None:
     stream = env.from_collection([(f"k{i}", i) for i in range(KEYS)]).assign_timestamps_and_watermarks(
         sf.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: 10 * e[1])
     )
-    stream.key_by(lambda e: e[0]).process(_Timers()).sink_to(sink)
+    stream.key_by(lambda e: e[0]).process(_Timers()).uid("keyed").sink_to(sink)
     result = env.execute()
     assert len(sink.results) == 2 * KEYS
     assert _fired(result.metrics) == 2 * KEYS

@@ -27,7 +27,7 @@ TASK_METRICS = (
     "numRecordsIn", "numRecordsOut", "numRecordsInPerSecond", "numRecordsOutPerSecond",
     "busyTimeMsPerSecond", "idleTimeMsPerSecond", "backPressuredTimeMsPerSecond",
     "inPoolUsage", "outPoolUsage", "currentInputWatermark", "currentOutputWatermark",
-    "numRecordsDeadLettered", "lastCheckpointAlignmentMs",
+    "numRecordsDeadLettered", "lastCheckpointAlignmentMs", "numFiredTimers",
 )  # fmt: skip
 OPERATOR_METRICS = (
     "numRecordsIn", "numRecordsOut", "numRecordsSideOut",

@@ -27,7 +27,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .events import MAX_WATERMARK, MIN_WATERMARK
-from .metrics import Gauge, read_metrics
+from .metrics import Counter, Gauge, read_metrics
 
 if TYPE_CHECKING:
     from ..graph import JobVertex
@@ -194,7 +194,9 @@ class JobMetricsReader:
         for node, out in t.outputs:
             out_wm = _wm(out.current_watermark)
             # a sink's records out are those it wrote, when it counts them (connectors/sink_metrics.py)
-            sent = execution.metrics.get(f"{execution.graph.uid_of(node)}[{index}].numRecordsSend")
+            scope = f"{execution.graph.uid_of(node)}[{index}]"
+            sent = execution.metrics.get(f"{scope}.numRecordsSend")
+            fired = execution.metrics.get(f"{scope}.numFiredTimers")  # a keyed operator with timers
             op = {
                 "uid": node.uid or node.name,
                 "name": node.name,
@@ -204,6 +206,7 @@ class JobMetricsReader:
                 "currentInputWatermark": upstream_wm,
                 "currentOutputWatermark": out_wm,
                 "watermarkLag": None if out_wm is None or out_wm >= MAX_WATERMARK else now_ms - out_wm,
+                "numFiredTimers": fired.count if isinstance(fired, Counter) else None,
             }
             operators.append(op)
             upstream_out, upstream_wm = out.records_out, out_wm
@@ -224,6 +227,8 @@ class JobMetricsReader:
             "currentOutputWatermark": operators[-1]["currentOutputWatermark"] if operators else None,
             "numRecordsDeadLettered": getattr(t, "records_malformed", 0),
             "lastCheckpointAlignmentMs": t.checkpointer.last_alignment_ms if t.checkpointer else 0,
+            # Flink's is a task metric (TaskIOMetricGroup): the timers its chained operators fired
+            "numFiredTimers": sum(op["numFiredTimers"] or 0 for op in operators),
             **({} if alignment is None else {"watermarkAlignmentDrift": alignment.drift()}),
             "operators": operators,
         }
