@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 from streamflow.common import Row, RowKind
 from streamflow.runtime.detach import detached, detached_all
@@ -70,12 +71,12 @@ def _mutable_parts(value: Any) -> list[Any]:
     return out
 
 
-@pytest.mark.parametrize("value", IMMUTABLE_VALUES, ids=repr)
+@pytest.mark.parametrize("value", IMMUTABLE_VALUES, ids=stable_repr)
 def test_an_immutable_value_is_its_own_copy(value: Any) -> None:
     assert detached(value) is value
 
 
-@pytest.mark.parametrize("value", MUTABLE_VALUES, ids=repr)
+@pytest.mark.parametrize("value", MUTABLE_VALUES, ids=stable_repr)
 def test_a_mutable_value_is_copied_sharing_nothing_mutable(value: Any) -> None:
     copy = detached(value)
     assert copy == value and type(copy) is type(value)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 import streamflow as sf
 from streamflow.state.key_groups import stable_hash
@@ -358,7 +359,7 @@ class Point:
         (Name.X, "x"),
         (Point(1, 2), Point(1.0, 2.0)),
     ],
-    ids=repr,
+    ids=stable_repr,
 )
 def test_keys_equal_in_python_share_a_key_group(a: Any, b: Any) -> None:
     assert a == b and hash(a) == hash(b)

@@ -9,11 +9,11 @@ import dataclasses
 import functools
 import inspect
 import operator
-import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 from streamflow import eventtime
 from streamflow.eventtime import (
@@ -466,7 +466,7 @@ def _keyword_only(value: Any, *, key: str) -> int:
 
 @pytest.mark.parametrize(
     "assigner", [lambda: 0, lambda a, b, c: 0, _keyword_only, 5, "ts"],
-    ids=lambda a: re.sub(r" at 0x[0-9a-f]+", "", str(a)),  # the same in every process (pytest-xdist)
+    ids=stable_repr,
 )
 def test_assigner_bad_arity(assigner: Any) -> None:
     with pytest.raises(TypeError):

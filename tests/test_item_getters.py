@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import operator
-import re
 from typing import Any
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 from streamflow import StreamExecutionEnvironment
 from streamflow.common import Types, WatermarkStrategy
@@ -78,7 +78,7 @@ def test_recognised(fn: Any, key: Any) -> None:
         assert info.type in (IndexError, KeyError)
 
 
-@pytest.mark.parametrize("fn", NOT_RECOGNISED, ids=lambda fn: re.sub(r" at 0x[0-9a-f]+", "", repr(fn)))
+@pytest.mark.parametrize("fn", NOT_RECOGNISED, ids=stable_repr)
 def test_not_recognised(fn: Any) -> None:
     assert item_getter(fn) is None
     assert item_getter(fn, 2) is None

@@ -17,6 +17,7 @@ from collections import namedtuple
 from typing import Any
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 from streamflow import PickleCodec
 from streamflow.common import Types, WatermarkStrategy
@@ -140,7 +141,7 @@ def test_every_checkpoint_type_round_trips_exactly_through_a_spilled_run(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # no pickle fallback
 
 
-@pytest.mark.parametrize("payload", PAYLOADS, ids=repr)
+@pytest.mark.parametrize("payload", PAYLOADS, ids=stable_repr)
 def test_a_column_of_one_type_round_trips_exactly(payload: Any) -> None:
     """A run's column of one type takes the cheapest exact encoder (``heap_columns``): the
     sort buffer itself, every row spilled, each type alone and inside a same-length tuple."""

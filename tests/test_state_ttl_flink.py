@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 from streamflow.common import Time, Types
 from streamflow.datastream.functions import AggregateFunction
@@ -227,7 +228,7 @@ def make(backend_kind: str, tmp_path: Path):  # type: ignore[no-untyped-def]
         h.close()
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_non_existent_value(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testNonExistentValue."""
     h = make(kind)
@@ -243,7 +244,7 @@ def test_value_set_null(make) -> None:  # type: ignore[no-untyped-def]
     assert h.get() is None
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_exact_expiration_on_write(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testExactExpirationOnWrite."""
     h = make(kind, _config(UT.OnCreateAndWrite, SV.NeverReturnExpired))
@@ -271,7 +272,7 @@ def test_exact_expiration_on_write(make, kind: Kind) -> None:  # type: ignore[no
     assert h.original_empty(), "Original state should be cleared on access"
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_relaxed_expiration_on_write(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testRelaxedExpirationOnWrite."""
     h = make(kind, _config(UT.OnCreateAndWrite, SV.ReturnExpiredIfNotCleanedUp))
@@ -284,7 +285,7 @@ def test_relaxed_expiration_on_write(make, kind: Kind) -> None:  # type: ignore[
     assert h.get() == kind.empty
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_exact_expiration_on_read(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testExactExpirationOnRead."""
     h = make(kind, _config(UT.OnReadAndWrite, SV.NeverReturnExpired))
@@ -302,7 +303,7 @@ def test_exact_expiration_on_read(make, kind: Kind) -> None:  # type: ignore[no-
     assert h.original_empty(), "Original state should be cleared on access"
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_relaxed_expiration_on_read(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testRelaxedExpirationOnRead."""
     h = make(kind, _config(UT.OnReadAndWrite, SV.ReturnExpiredIfNotCleanedUp))
@@ -317,7 +318,7 @@ def test_relaxed_expiration_on_read(make, kind: Kind) -> None:  # type: ignore[n
     assert h.get() == kind.empty, "Expired state should be cleared on access"
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_expiration_timestamp_overflow(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testExpirationTimestampOverflow: a TTL of Long.MAX_VALUE never expires."""
     h = make(kind, _config(ttl=2**63 - 1))
@@ -367,13 +368,13 @@ def _multiple_keys(h: Harness, kind: Kind, time_back_after_restore: bool) -> Non
     assert h.get() == kind.empty
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_multiple_keys(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testMultipleKeys."""
     _multiple_keys(make(kind), kind, False)
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_multiple_keys_with_snapshot_cleanup(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testMultipleKeysWithSnapshotCleanup: full-snapshot cleanup drops what
     has expired at snapshot time, so turning the clock back after the restore does not revive it.
@@ -385,7 +386,7 @@ def test_multiple_keys_with_snapshot_cleanup(make, kind: Kind) -> None:  # type:
     _multiple_keys(make(kind, config), kind, True)
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("kind", KINDS, ids=stable_repr)
 def test_snapshot_change_restore(make, kind: Kind) -> None:  # type: ignore[no-untyped-def]
     """TtlStateTestBase#testSnapshotChangeRestore: a restore discards the writes after the
     snapshot, and the restored entries keep their write times."""

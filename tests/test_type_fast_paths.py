@@ -7,6 +7,7 @@ import enum
 import io
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 from streamflow import StreamExecutionEnvironment
 from streamflow.api.typed import convert_collection
@@ -46,7 +47,7 @@ TYPES = [
 ]
 
 
-@pytest.mark.parametrize("type_info", TYPES, ids=repr)
+@pytest.mark.parametrize("type_info", TYPES, ids=stable_repr)
 def test_formatter_matches_format(type_info: object) -> None:
     fmt = formatter(type_info, type_info.format)  # type: ignore[attr-defined]
     for value in ODD_VALUES:
@@ -67,7 +68,7 @@ def test_formatter_is_generated_for_plain_tuples_only() -> None:
     assert formatter(plain, plain.format)(("k1", 5, 123)) == "(k1,5,123)"
 
 
-@pytest.mark.parametrize("type_info", TYPES, ids=repr)
+@pytest.mark.parametrize("type_info", TYPES, ids=stable_repr)
 def test_batch_converter_matches_convert(type_info: object) -> None:
     convert_batch = batch_converter(type_info)
     if convert_batch is None:

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from stable_ids import stable_repr  # tests/stable_ids.py
 
 from streamflow.functions import AggregateFunction
 from streamflow.runtime.events import MAX_WATERMARK, MIN_WATERMARK
@@ -281,7 +282,7 @@ def test_processing_time_assignment(assigner: WindowAssigner, now: int, windows:
         SlidingEventTimeWindows.of(10, 5),
         EventTimeSessionWindows.with_gap(10),
     ],
-    ids=repr,
+    ids=stable_repr,
 )
 @pytest.mark.parametrize("timestamp", [None, MIN_WATERMARK])
 def test_event_time_assigners_reject_missing_timestamps(
@@ -302,7 +303,7 @@ def test_event_time_assigners_reject_missing_timestamps(
         (ProcessingTimeSessionWindows.with_gap(1), ProcessingTimeTrigger(), False, True),
         (GlobalWindows.create(), NeverTrigger(), False, False),
     ],
-    ids=repr,
+    ids=stable_repr,
 )
 def test_assigner_properties(
     assigner: WindowAssigner, trigger: Trigger, event_time: bool, merging: bool
