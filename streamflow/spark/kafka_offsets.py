@@ -38,6 +38,7 @@ import logging
 from typing import Any
 
 from ..connectors.kafka_common import KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaTopicPartition
+from ..connectors.kafka_sentinels import READER_HANDLED
 
 _log = logging.getLogger(__name__)
 
@@ -151,11 +152,11 @@ def resolve_unread(options: dict[str, str], sentinels: dict[str, str]) -> dict[s
     when it has none; only ``committed_offsets()`` starts a partition at that sentinel here)."""
     out: dict[str, int] = {}
     for kind in sorted(set(sentinels.values())):
-        if kind not in ("earliest", "committed"):
+        if kind not in READER_HANDLED:
             raise ValueError(f"Kafka on Spark: the checkpoint's offset marks partitions unread with "
                              f"{kind!r}, not earliest or committed: not an offset of this source")
         text = options.get("starting", "earliest") if kind == "committed" else "earliest"
-        tps = [(name.rpartition(":")[0], int(name.rpartition(":")[2]))
-               for name, k in sorted(sentinels.items()) if k == kind]
+        tps = [(topic, int(partition)) for name, k in sorted(sentinels.items()) if k == kind
+               for topic, _, partition in [name.rpartition(":")]]
         out.update(resolve(options, text, tps))
     return out
